@@ -1,0 +1,26 @@
+"""What a training script may call. Standard library only: importing it costs nothing."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+
+
+def log_metric(name: str, value: float, step: int | None = None) -> None:
+    """Record a metric for the current tftrain run (a no-op outside tftrain: prints nothing)."""
+    path = os.environ.get("TFTRAIN_METRICS_FILE")
+    if not path:
+        return
+    number = float(value)
+    record = {"name": str(name), "value": number if math.isfinite(number) else str(number), "time": time.time()}
+    if step is not None:
+        record["step"] = int(step)
+    line = (json.dumps(record) + "\n").encode()
+    # One O_APPEND write per record: lines from several threads never interleave.
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)

@@ -1,0 +1,54 @@
+"""tftrain logs ID [--rank N] [--follow]: a run's log, as written by the training process."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from runner.errors import NotFoundError
+from runner.manifest.model import Manifest
+from runner.paths import tftrain_home
+from runner.rundir import RunPaths
+from runner.store import Store
+
+FOLLOW_POLL = 0.2
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("logs", help="print a run's log")
+    parser.add_argument("run", help="run id, run number, or latest")
+    parser.add_argument("--rank", type=int, default=0, help="which process (default 0)")
+    parser.add_argument("--follow", action="store_true", help="keep printing until the run ends")
+
+
+def run(args, logger) -> int:
+    store = Store(tftrain_home())
+    try:
+        record = store.run(args.run)
+        manifest = Manifest.model_validate_json(record.manifest)
+        path = RunPaths(record.run_dir, manifest.outputs_dir, manifest.logs_dir).rank_log(args.rank)
+        logger.flush()
+        offset = _copy_from(path, 0, args.follow and not record.finished)
+        while args.follow and not store.run(record.run_id).finished:
+            time.sleep(FOLLOW_POLL)
+            offset = _copy_from(path, offset, True)
+        _copy_from(path, offset, args.follow)
+    finally:
+        store.close()
+    return 0
+
+
+def _copy_from(path, offset: int, may_be_missing: bool) -> int:
+    try:
+        with path.open("rb") as handle:
+            handle.seek(offset)
+            while chunk := handle.read(1 << 16):
+                sys.stdout.buffer.write(chunk)
+                offset += len(chunk)
+    except FileNotFoundError:
+        if not may_be_missing:
+            ranks = sorted(p.stem for p in path.parent.glob("*.log")) if path.parent.exists() else []
+            raise NotFoundError(f"{path} does not exist (ranks with logs: {', '.join(ranks) or 'none'})") from None
+    sys.stdout.buffer.flush()
+    return offset
+

@@ -1,0 +1,32 @@
+"""tftrain metrics ID [--json]: a run's metrics series."""
+
+from __future__ import annotations
+
+from runner.metrics.point import read_series
+from runner.paths import tftrain_home
+from runner.store import Store
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("metrics", help="print a run's metrics")
+    parser.add_argument("run", help="run id, run number, or latest")
+    parser.add_argument("--json", action="store_true", help="print JSON lines (name, value, step, time, source)")
+
+
+def run(args, logger) -> int:
+    store = Store(tftrain_home())
+    try:
+        record = store.run(args.run)
+    finally:
+        store.close()
+    points = read_series(record.run_dir / "metrics.jsonl")
+    if args.json:
+        if points:
+            logger.text("".join(point.to_json() + "\n" for point in points))
+        return 0
+    rows = [[p.name, f"{p.value:.6g}", "" if p.step is None else str(p.step), p.source, str(p.rank)] for p in points]
+    if rows:
+        logger.table(f"metrics of {record.run_id}", ["metric", "value", "step", "source", "rank"], rows)
+    else:
+        logger.info(f"run {record.run_id} has no metrics")
+    return 0

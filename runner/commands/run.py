@@ -1,0 +1,32 @@
+"""tftrain run: train from the manifest."""
+
+from __future__ import annotations
+
+from runner.commands import add_manifest_arg, load
+from runner.errors import (
+    FatalError,
+    PreparingError,
+    TrainingCanceled,
+    TrainingFailed,
+    TrainingTimedOut,
+    UnsupportedError,
+)
+from runner.pipeline import run_manifest
+
+ERRORS = {
+    error.exit_code: error
+    for error in (PreparingError, UnsupportedError, TrainingFailed, TrainingTimedOut, TrainingCanceled)
+}
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("run", help="train from the manifest and register the model")
+    add_manifest_arg(parser)
+
+
+def run(args, logger) -> int:
+    result = run_manifest(load(args, logger), logger)
+    if result.exit_code:
+        error = ERRORS.get(result.exit_code, FatalError)
+        raise error(f"run {result.run_id} {result.status}: {result.message}")
+    return 0

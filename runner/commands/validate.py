@@ -1,0 +1,16 @@
+"""tftrain validate: check the manifest, print nothing else."""
+
+from __future__ import annotations
+
+from runner.commands import add_manifest_arg, load
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("validate", help="check the manifest")
+    add_manifest_arg(parser)
+
+
+def run(args, logger) -> int:
+    loaded = load(args, logger)
+    logger.info(f"{loaded.path}: valid", style="green")
+    return 0

@@ -1,0 +1,161 @@
+"""The Python environment a local run trains in.
+
+No packages listed (and the framework_version, if any, already installed): the current
+interpreter. Otherwise a virtualenv in the cache, named by the hash of everything that goes
+into it, built once under a lock and reused by every later run with the same hash.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from collections import deque
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from runner.errors import PreparingError, UnsupportedError
+from runner.logger import Logger
+from runner.manifest.model import Manifest
+from runner.paths import cache_dir
+
+COMPLETE = ".tftrain-complete"
+FRAMEWORK_PACKAGES = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tensorflow-intel")
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What the environment must hold; `key` is None when the current interpreter will do."""
+
+    python_version: str
+    requirements: tuple[str, ...]
+    requirements_file: str | None
+    requirements_text: str | None
+    key: str | None
+
+    def describe(self) -> str:
+        if self.key is None:
+            return f"current interpreter ({sys.executable}, Python {self.python_version})"
+        return f"cached virtualenv {self.key[:12]} ({', '.join(self.requirements) or 'no packages'})"
+
+
+@dataclass(frozen=True)
+class PythonEnv:
+    python: str
+    key: str | None
+    reused: bool
+
+    @property
+    def is_venv(self) -> bool:
+        return self.key is not None
+
+
+def installed_framework_version() -> str | None:
+    for name in FRAMEWORK_PACKAGES:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def framework_requirement(manifest: Manifest) -> str | None:
+    wanted = manifest.framework_version
+    if any(_names_framework(req) for req in manifest.pip_packages):
+        return None
+    package = "tensorflow[and-cuda]" if manifest.use_gpu else "tensorflow-cpu"
+    if wanted is None:
+        return package
+    return f"{package}=={wanted}" if wanted.count(".") == 2 else f"{package}=={wanted}.*"
+
+
+def _names_framework(requirement: str) -> bool:
+    name = requirement.split(";")[0].split("[")[0]
+    for sep in "=<>!~ ":
+        name = name.split(sep)[0]
+    return name.strip().lower().replace("_", "-") in FRAMEWORK_PACKAGES
+
+
+def env_spec(manifest: Manifest, source_dir: Path) -> EnvSpec:
+    if manifest.conda_packages or manifest.conda_dependencies_file:
+        key = "conda_packages" if manifest.conda_packages else "conda_dependencies_file"
+        raise UnsupportedError(
+            f"{key}: the local target has no conda; use use_docker: true with a conda base image, "
+            "or list the packages under pip_packages"
+        )
+    version = ".".join(map(str, sys.version_info[:3]))
+    requirements_text = None
+    if manifest.pip_requirements_file:
+        requirements_text = (source_dir / manifest.pip_requirements_file).read_text()
+    installed = installed_framework_version()
+    framework_ok = manifest.framework_version is None or (
+        installed is not None and _matches(installed, manifest.framework_version)
+    )
+    if not manifest.pip_packages and requirements_text is None and framework_ok:
+        return EnvSpec(version, (), None, None, None)
+    framework = framework_requirement(manifest)
+    requirements = tuple(([framework] if framework else []) + list(manifest.pip_packages))
+    key_source = json.dumps(
+        {"python": version, "requirements": requirements, "file": requirements_text}, sort_keys=True
+    )
+    key = hashlib.sha256(key_source.encode()).hexdigest()
+    return EnvSpec(version, requirements, manifest.pip_requirements_file, requirements_text, key)
+
+
+def _matches(installed: str, wanted: str) -> bool:
+    return installed == wanted or installed.startswith(wanted + ".")
+
+
+def prepare_env(spec: EnvSpec, source_dir: Path, logger: Logger, log_path: Path) -> PythonEnv:
+    if spec.key is None:
+        return PythonEnv(sys.executable, None, True)
+    root = cache_dir() / "envs"
+    root.mkdir(parents=True, exist_ok=True)
+    target = root / spec.key
+    python = str(target / "bin" / "python")
+    if (target / COMPLETE).exists():
+        return PythonEnv(python, spec.key, True)
+    with (root / f"{spec.key}.lock").open("w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            logger.info(f"waiting for another tftrain that is building environment {spec.key[:12]}")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        if (target / COMPLETE).exists():
+            return PythonEnv(python, spec.key, True)
+        shutil.rmtree(target, ignore_errors=True)  # a build that died half-way
+        _build(spec, target, source_dir, logger, log_path)
+        (target / COMPLETE).write_text(json.dumps({"requirements": spec.requirements}) + "\n")
+    return PythonEnv(python, spec.key, False)
+
+
+def _build(spec: EnvSpec, target: Path, source_dir: Path, logger: Logger, log_path: Path) -> None:
+    logger.info(f"building {spec.describe()} (log: {log_path})")
+    _call([sys.executable, "-m", "venv", str(target)], "creating the virtualenv", logger, log_path)
+    pip = [str(target / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "off"]
+    args = list(spec.requirements)
+    if spec.requirements_file:
+        args += ["-r", str(source_dir / spec.requirements_file)]
+    if args:
+        _call(pip + args, "pip install", logger, log_path)
+
+
+def _call(argv: list[str], what: str, logger: Logger, log_path: Path) -> None:
+    tail: deque[str] = deque(maxlen=40)
+    with log_path.open("a", encoding="utf-8") as log:
+        log.write(f"$ {' '.join(argv)}\n")
+        log.flush()
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+        assert process.stdout is not None
+        for line in process.stdout:
+            log.write(line)
+            tail.append(line.rstrip())
+            logger.log_chunk(f"  {line}".encode(), str(log_path))
+        code = process.wait()
+    if code != 0:
+        errors = [line for line in tail if line.startswith("ERROR")] or list(tail)[-1:] or ["no output"]
+        raise PreparingError(f"{what} failed (exit {code}): {errors[-1]} (full output: {log_path})")

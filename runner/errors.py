@@ -1,0 +1,57 @@
+"""One error type per failure class; each carries the exit code `tftrain` ends with."""
+
+from __future__ import annotations
+
+
+class FatalError(Exception):
+    """An expected failure: printed as one line, no traceback."""
+
+    exit_code = 1
+
+
+class ManifestError(FatalError):
+    """The manifest (or another config file) is invalid."""
+
+    exit_code = 3
+
+
+class PreparingError(FatalError):
+    """Snapshot, environment or inputs could not be prepared."""
+
+    exit_code = 4
+
+
+class NotFoundError(FatalError):
+    """A run, model version or file named on the command line does not exist."""
+
+    exit_code = 5
+
+
+class RegistryError(FatalError):
+    """The model registry refused an operation (checksum mismatch, missing model)."""
+
+    exit_code = 6
+
+
+class UnsupportedError(FatalError):
+    """The manifest asks for something this version cannot do on this machine."""
+
+    exit_code = 7
+
+
+class TrainingFailed(FatalError):
+    """The training process exited non-zero."""
+
+    exit_code = 10
+
+
+class TrainingTimedOut(FatalError):
+    """max_run_duration_seconds was reached."""
+
+    exit_code = 11
+
+
+class TrainingCanceled(FatalError):
+    """tftrain was interrupted (SIGINT/SIGTERM) and stopped the training."""
+
+    exit_code = 12

@@ -1,0 +1,21 @@
+"""One process: `python entry_script script_params…` in the snapshot."""
+
+from __future__ import annotations
+
+from runner.plan import LaunchPlan, PlanContext, TaskSpec
+
+name = "single"
+
+
+def plan(ctx: PlanContext) -> LaunchPlan:
+    env = {**ctx.env, "TFTRAIN_RANK": "0", "TFTRAIN_METRICS_FILE": str(ctx.metrics_file(0))}
+    task = TaskSpec(
+        role="main",
+        index=0,
+        rank=0,
+        host="localhost",
+        argv=(ctx.python, ctx.manifest.entry_script, *ctx.argv_tail),
+        env=env,
+        cwd=str(ctx.workdir),
+    )
+    return LaunchPlan(launcher=name, target=ctx.target, tasks=(task,))

@@ -1,0 +1,137 @@
+"""Everything tftrain prints goes through here.
+
+One writer thread owns stdout. Log chunks from training processes are queued without ever
+blocking the reader that drained the pipe: past a byte budget the console skips them (they are
+on disk already) and says how many lines it skipped. Messages from tftrain itself are never
+skipped, and keep their order with the log lines.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import queue
+import sys
+import threading
+from collections.abc import Iterable
+
+from rich.console import Console
+from rich.table import Table
+
+MAX_QUEUED_BYTES = 8 << 20
+
+
+class Logger:
+    def __init__(self, stream=None, max_queued: int = MAX_QUEUED_BYTES) -> None:
+        self.stream = stream or sys.stdout
+        self.out = getattr(self.stream, "buffer", None)
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.color = self.tty or bool(os.environ.get("FORCE_COLOR") or os.environ.get("GITHUB_ACTIONS"))
+        self.max_queued = max_queued
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.queued = 0
+        self.skipped: dict[str, int] = {}
+        self.lock = threading.Lock()
+        self.broken = False
+        self.thread: threading.Thread | None = None
+
+    # --- the writer -------------------------------------------------------------------------
+    def _ensure_thread(self) -> None:
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._write_loop, name="console", daemon=True)
+            self.thread.start()
+
+    def _write_loop(self) -> None:
+        while True:
+            item = self.queue.get()
+            if item is None:
+                return
+            data, droppable = item
+            if droppable:
+                with self.lock:
+                    self.queued -= len(data)
+            self._write(data)
+
+    def _write(self, data: bytes) -> None:
+        if self.broken:
+            return
+        try:
+            if self.out is not None:
+                self.out.write(data)
+            else:
+                self.stream.write(data.decode("utf-8", "replace"))
+            self.stream.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            self.broken = True  # nobody is reading the console any more; the logs are on disk
+
+    def emit(self, data: bytes) -> None:
+        self._ensure_thread()
+        self.queue.put((data, False))
+
+    def log_chunk(self, data: bytes, log_name: str) -> None:
+        """A chunk of whole lines from a training process; may be skipped, never blocks."""
+        self._ensure_thread()
+        with self.lock:
+            if self.queued + len(data) > self.max_queued:
+                self.skipped[log_name] = self.skipped.get(log_name, 0) + data.count(b"\n")
+                return
+            self.queued += len(data)
+            skipped, self.skipped = self.skipped, {}
+        for name, lines in skipped.items():
+            self.queue.put((f"[tftrain] {lines} lines not shown (console too slow); all are in {name}\n".encode(), False))
+        self.queue.put((data, True))
+
+    def flush(self) -> None:
+        """Wait until everything queued is written."""
+        if self.thread is None:
+            return
+        with self.lock:
+            skipped, self.skipped = self.skipped, {}
+        for name, lines in skipped.items():
+            self.emit(f"[tftrain] {lines} lines not shown (console too slow); all are in {name}\n".encode())
+        self.queue.put(None)
+        self.thread.join()
+        self.thread = None
+
+    # --- formatted messages -----------------------------------------------------------------
+    def _render(self, *renderables, style: str | None = None) -> bytes:
+        buffer = io.StringIO()
+        console = Console(
+            file=buffer, force_terminal=self.color, no_color=not self.color, width=120, highlight=False, soft_wrap=True
+        )
+        console.print(*renderables, style=style)
+        return buffer.getvalue().encode()
+
+    def info(self, message: str, style: str | None = None) -> None:
+        self.emit(self._render(message, style=style))
+
+    def warning(self, message: str) -> None:
+        self.emit(self._render(f"warning: {message}", style="yellow"))
+
+    def error(self, message: str) -> None:
+        self.emit(self._render(f"error: {message}", style="bold red"))
+
+    def phase(self, name: str) -> None:
+        self.emit(self._render(f"▶ {name}", style="bold cyan"))
+
+    def phase_done(self, name: str, seconds: float, ok: bool = True) -> None:
+        mark, style = ("✔", "green") if ok else ("✘", "red")
+        self.emit(self._render(f"{mark} {name} {seconds:.2f}s", style=style))
+
+    def metrics(self, points: Iterable) -> None:
+        text = "  ".join(f"{p.name}={p.value:.6g}" for p in points)
+        steps = {p.step for p in points}
+        step = f" step {steps.pop()}" if len(steps) == 1 and None not in steps else ""
+        self.emit(self._render(f"  ◆ metrics{step}: {text}", style="magenta"))
+
+    def table(self, title: str, columns: list[str], rows: list[list[str]], highlight_row: int | None = None) -> None:
+        table = Table(title=title, title_justify="left")
+        for column in columns:
+            table.add_column(column)
+        for index, row in enumerate(rows):
+            table.add_row(*row, style="bold yellow" if index == highlight_row else None)
+        self.emit(self._render(table))
+
+    def text(self, message: str) -> None:
+        """Plain output (listings, logs), written as is."""
+        self.emit(message.encode() if message.endswith("\n") else (message + "\n").encode())

@@ -1,0 +1,61 @@
+"""Read, validate and normalise the training manifest (`tftrain.yml`)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from runner.errors import ManifestError
+from runner.manifest.model import Manifest
+from runner.manifest.rules import check_rules, effective_target, migrate_deprecated
+from runner.manifest.validate import format_loc, validation_messages
+from runner.manifest.yamlfile import YamlDocument, load_yaml
+
+__all__ = ["LoadedManifest", "Manifest", "effective_target", "json_schema", "load_manifest"]
+
+DEFAULT_NAME = "tftrain.yml"
+
+
+@dataclass(frozen=True)
+class LoadedManifest:
+    manifest: Manifest
+    path: Path
+    warnings: tuple[str, ...]
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent
+
+    @property
+    def source_dir(self) -> Path:
+        return (self.base_dir / self.manifest.source_directory).resolve()
+
+
+def load_manifest(path: Path | str = DEFAULT_NAME) -> LoadedManifest:
+    path = Path(path)
+    doc = load_yaml(path)
+    if not isinstance(doc.data, dict):
+        raise ManifestError(f"{doc.where(())}: the manifest must be a mapping of keys to values")
+    try:
+        manifest = Manifest.model_validate(doc.data)
+    except ValidationError as exc:
+        raise ManifestError("\n".join(validation_messages(exc, doc, Manifest))) from None
+    manifest, warnings, errors = migrate_deprecated(manifest)
+    errors += check_rules(manifest, path.resolve().parent)
+    if errors:
+        raise ManifestError("\n".join(_lines(doc, errors)))
+    return LoadedManifest(manifest, path.resolve(), tuple(_lines(doc, warnings)))
+
+
+def _lines(doc: YamlDocument, problems) -> list[str]:
+    return [f"{doc.where(loc)}: {format_loc(loc)}: {message}" for loc, message in problems]
+
+
+def json_schema() -> str:
+    schema = Manifest.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "tftrain manifest (tftrain.yml)"
+    return json.dumps(schema, indent=2, sort_keys=True) + "\n"

@@ -1,0 +1,167 @@
+"""The manifest's data model: keys follow Azure ML's `TensorFlow` estimator.
+
+Every model is frozen and forbids unknown keys; cross-field rules live in validators so that
+the JSON Schema (`tftrain schema`) and the checks come from one source.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+VERSION_PATTERN = r"^\d+\.\d+(\.\d+)?$"
+SIZE_PATTERN = r"^\d+(\.\d+)?[bkmgBKMG]?$"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class InputRef(_Model):
+    """`--data: {input: NAME}` passes the path of input NAME."""
+
+    input: str
+
+
+class ResumeRef(_Model):
+    """`--resume-from: {resume_from: true}` passes the path resolved from `resume_from`."""
+
+    resume_from: Literal[True]
+
+
+Scalar = Union[bool, int, float, str]
+ParamValue = Union[Scalar, list[Scalar], InputRef, ResumeRef, None]
+
+
+class InputSpec(_Model):
+    source: str = Field(description="https://…, s3://bucket/prefix or a local path (relative to the manifest)")
+    mode: Literal["download", "mount"] = "download"
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+
+
+class MpiTraining(_Model):
+    backend: Literal["mpi"]
+    process_count_per_node: int = Field(default=1, ge=1)
+
+
+class ParameterServerTraining(_Model):
+    backend: Literal["parameter_server"]
+    worker_count: int = Field(default=1, ge=1)
+    parameter_server_count: int = Field(default=1, ge=1)
+
+
+class MultiWorkerMirroredTraining(_Model):
+    backend: Literal["multi_worker_mirrored"]
+    worker_count: int = Field(default=1, ge=1)
+
+
+DistributedTraining = Annotated[
+    Union[MpiTraining, ParameterServerTraining, MultiWorkerMirroredTraining],
+    Field(discriminator="backend"),
+]
+
+
+class ComputeSpec(_Model):
+    target: Literal["local", "docker", "pool", "kubernetes"] | None = Field(
+        default=None, description="Where the job runs; default: docker when use_docker is true, else local"
+    )
+    slots_per_node: int | None = Field(
+        default=None, ge=1, description="Processes a node can take; default: the node's CPU count (local)"
+    )
+    kill_grace_seconds: float = Field(
+        default=10.0, ge=0, description="Time between SIGTERM and SIGKILL when a run is stopped"
+    )
+
+
+class ModelSpec(_Model):
+    path: str = Field(default="outputs/model", description="The model file or directory, inside outputs_dir")
+    framework: str = "TensorFlow"
+    framework_version: str | None = Field(default=None, pattern=VERSION_PATTERN)
+    register_model: bool = Field(default=True, alias="register", description="Register the model when the run completes")
+
+
+class MetricsSpec(_Model):
+    primary: str | None = None
+    goal: Literal["maximize", "minimize"] | None = Field(
+        default=None, description="Default: minimize for names containing loss/error, else maximize"
+    )
+    regex: dict[str, str] = Field(
+        default_factory=dict, description="metric name → pattern applied to each log line; group 1 (or `value`) is the value"
+    )
+
+    @field_validator("regex")
+    @classmethod
+    def _compiles(cls, patterns: dict[str, str]) -> dict[str, str]:
+        for name, pattern in patterns.items():
+            try:
+                compiled = re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"{name}: invalid regular expression: {exc}") from None
+            if compiled.groups < 1:
+                raise ValueError(f"{name}: the pattern needs a capture group for the value")
+        return patterns
+
+    def goal_for(self, name: str) -> str:
+        if self.goal and name == self.primary:
+            return self.goal
+        lowered = name.lower()
+        return "minimize" if any(w in lowered for w in ("loss", "error", "mse", "mae")) else "maximize"
+
+
+class Manifest(_Model):
+    """A training job, as committed in `tftrain.yml`."""
+
+    name: str = Field(pattern=NAME_PATTERN, description="Model name; also names runs and releases")
+    source_directory: str = "."
+    entry_script: str
+    script_params: dict[str, ParamValue] = Field(default_factory=dict)
+    framework_version: str | None = Field(default=None, pattern=VERSION_PATTERN)
+    use_gpu: bool = False
+    use_docker: bool = False
+    custom_docker_image: str | None = None
+    pip_packages: list[str] = Field(default_factory=list)
+    conda_packages: list[str] = Field(default_factory=list)
+    pip_requirements_file: str | None = None
+    conda_dependencies_file: str | None = None
+    environment_variables: dict[str, Union[str, int, float, bool]] = Field(default_factory=dict)
+    inputs: dict[str, InputSpec] = Field(default_factory=dict)
+    shm_size: str | None = Field(default=None, pattern=SIZE_PATTERN)
+    resume_from: str | None = Field(
+        default=None, description="model:NAME@vN|@latest, a run id, or a path"
+    )
+    max_run_duration_seconds: int | None = Field(default=None, ge=1)
+    node_count: int = Field(default=1, ge=1)
+    process_count_per_node: int | None = Field(default=None, ge=1)
+    distributed_training: DistributedTraining | None = None
+    distributed_backend: Literal["mpi", "ps"] | None = Field(
+        default=None, description="Deprecated: use distributed_training.backend"
+    )
+    worker_count: int | None = Field(default=None, ge=1, description="Deprecated: use distributed_training.worker_count")
+    parameter_server_count: int | None = Field(
+        default=None, ge=1, description="Deprecated: use distributed_training.parameter_server_count"
+    )
+    compute: ComputeSpec = Field(default_factory=ComputeSpec)
+    outputs_dir: str = "outputs"
+    logs_dir: str = "logs"
+    model: ModelSpec = Field(default_factory=ModelSpec)
+    metrics: MetricsSpec = Field(default_factory=MetricsSpec)
+
+    @field_validator("environment_variables")
+    @classmethod
+    def _env_names(cls, env: dict[str, object]) -> dict[str, object]:
+        for key in env:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+                raise ValueError(f"{key!r} is not a valid environment variable name")
+        return env
+
+    @field_validator("outputs_dir", "logs_dir", "source_directory", "entry_script")
+    @classmethod
+    def _relative(cls, value: str) -> str:
+        normal = posixpath.normpath(value)
+        if posixpath.isabs(normal) or normal == ".." or normal.startswith("../"):
+            raise ValueError(f"{value!r} must be a relative path that stays inside its directory")
+        return normal

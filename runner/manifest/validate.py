@@ -1,0 +1,118 @@
+"""Turn pydantic's errors into one-line messages that name the file, line and field."""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from runner.manifest.yamlfile import Location, YamlDocument
+
+
+def format_loc(loc: Location) -> str:
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += ("." if text else "") + str(part)
+    return text or "(top level)"
+
+
+def validation_messages(exc: ValidationError, doc: YamlDocument, model: type[BaseModel]) -> list[str]:
+    messages = []
+    seen = set()
+    for error in exc.errors():
+        loc = _data_loc(tuple(error["loc"]), doc.data)
+        message = _describe(error, loc, model)
+        line = f"{doc.where(loc)}: {format_loc(loc)}: {message}"
+        if line not in seen:
+            seen.add(line)
+            messages.append(line)
+    return messages
+
+
+def _data_loc(loc: Location, data: Any) -> Location:
+    """Drop the parts of pydantic's location (union member tags) that are not in the data."""
+    kept: list[Any] = []
+    node = data
+    for part in loc:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+            kept.append(part)
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            node = node[part]
+            kept.append(part)
+        elif not isinstance(node, (dict, list)):
+            break
+        elif isinstance(node, dict) and not _is_member_tag(part):
+            kept.append(part)  # a missing key: name it
+            break
+    return tuple(kept)
+
+
+def _is_member_tag(part: Any) -> bool:
+    return isinstance(part, str) and (part[:1].islower() is False or "[" in part or part in _UNION_TAGS)
+
+
+_UNION_TAGS = {"mpi", "parameter_server", "multi_worker_mirrored", "bool", "int", "float", "str", "list", "none"}
+
+
+def _describe(error: dict[str, Any], loc: Location, model: type[BaseModel]) -> str:
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        allowed = allowed_keys(model, loc[:-1])
+        key = str(loc[-1]) if loc else ""
+        close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else f"; allowed keys: {', '.join(sorted(allowed))}"
+        return f"unknown key{hint}"
+    if kind == "missing":
+        return "required key is missing"
+    if kind in ("union_tag_invalid", "literal_error", "enum"):
+        expected = error.get("ctx", {}).get("expected") or error.get("ctx", {}).get("expected_tags")
+        got = error.get("input")
+        if expected:
+            return f"{got!r} is not one of {expected}"
+    message = error["msg"]
+    if message.startswith("Value error, "):
+        message = message[len("Value error, ") :]
+    return message
+
+
+def allowed_keys(model: type[BaseModel], loc: Location) -> list[str]:
+    """Keys accepted at `loc` below `model` (used for 'did you mean')."""
+    candidates: list[Any] = [model]
+    for part in loc:
+        nxt: list[Any] = []
+        for candidate in candidates:
+            for member in _members(candidate):
+                if isinstance(member, type) and issubclass(member, BaseModel):
+                    field = _fields(member).get(str(part))
+                    if field is not None:
+                        nxt.append(field.annotation)
+                elif typing.get_origin(member) in (dict, list):
+                    nxt.append(typing.get_args(member)[-1])
+        candidates = nxt
+    keys: set[str] = set()
+    for candidate in candidates:
+        for member in _members(candidate):
+            if isinstance(member, type) and issubclass(member, BaseModel):
+                keys.update(_fields(member))
+    return sorted(keys)
+
+
+def _fields(model: type[BaseModel]) -> dict:
+    """Fields by the key written in YAML (the alias where there is one)."""
+    return {field.alias or name: field for name, field in model.model_fields.items()}
+
+
+def _members(annotation: Any) -> list[Any]:
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _members(typing.get_args(annotation)[0])
+    if origin is typing.Union or isinstance(annotation, types.UnionType):
+        return [m for arg in typing.get_args(annotation) for m in _members(arg)]
+    return [annotation]

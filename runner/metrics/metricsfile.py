@@ -1,0 +1,72 @@
+"""Follows the JSON-lines file a script appends to ($TFTRAIN_METRICS_FILE)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from runner.metrics.point import MetricPoint
+
+POLL_SECONDS = 0.25
+
+
+class MetricsFileFollower:
+    def __init__(self, path: Path, emit: Callable[[list[MetricPoint]], None], warn: Callable[[str], None], rank: int = 0):
+        self.path = path
+        self.emit = emit
+        self.warn = warn
+        self.rank = rank
+        self.offset = 0
+        self.line_no = 0
+        self.partial = b""
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name=f"metrics-file-{rank}", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        """Stop following and read whatever the script wrote last."""
+        self.stop_event.set()
+        self.thread.join()
+        self.poll()
+
+    def _loop(self) -> None:
+        while not self.stop_event.wait(POLL_SECONDS):
+            self.poll()
+
+    def poll(self) -> None:
+        try:
+            with self.path.open("rb") as handle:
+                handle.seek(self.offset)
+                data = handle.read()
+        except FileNotFoundError:
+            return
+        self.offset += len(data)
+        data = self.partial + data
+        lines = data.split(b"\n")
+        self.partial = lines.pop()
+        points = [point for line in lines if (point := self._parse(line))]
+        if points:
+            self.emit(points)
+
+    def _parse(self, line: bytes) -> MetricPoint | None:
+        self.line_no += 1
+        if not line.strip():
+            return None
+        try:
+            data = json.loads(line)
+            return MetricPoint(
+                name=str(data["name"]),
+                value=float(data["value"]),
+                step=None if data.get("step") is None else int(data["step"]),
+                time=float(data.get("time") or time.time()),
+                source="file",
+                rank=self.rank,
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            self.warn(f"{self.path}:{self.line_no}: ignored metrics line ({type(exc).__name__}: {exc})")
+            return None

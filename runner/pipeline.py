@@ -1,0 +1,220 @@
+"""`tftrain run`: Queued → Preparing → Running → PostProcessing → Completed|Failed|Canceled|TimedOut."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner.diagnose import last_traceback
+from runner.errors import (
+    FatalError,
+    TrainingCanceled,
+    TrainingFailed,
+    TrainingTimedOut,
+)
+from runner.logger import Logger
+from runner.logpump import LogPump
+from runner.manifest import LoadedManifest
+from runner.metrics.metricsfile import MetricsFileFollower
+from runner.metrics.parsers import LogMetricParser
+from runner.metrics.recorder import MetricsRecorder
+from runner.metrics.tensorboard import read_event_scalars
+from runner.paths import tftrain_home
+from runner.prepare import Prepared, check_runnable, prepare
+from runner.processes import become_subreaper
+from runner.registry import ModelVersion, Registry
+from runner.report import show_metrics, summary_markdown
+from runner.rundir import RunPaths
+from runner.store import TERMINAL, Store
+from runner.targets import Outcome, RunControl, target_for
+
+EXIT_CODES = {"Completed": 0, "Failed": TrainingFailed.exit_code, "TimedOut": TrainingTimedOut.exit_code, "Canceled": TrainingCanceled.exit_code}
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run_id: str
+    status: str
+    exit_code: int
+    message: str | None
+    run_dir: Path
+    model: ModelVersion | None
+    metrics: dict
+
+
+def run_manifest(loaded: LoadedManifest, logger: Logger, home: Path | None = None) -> RunResult:
+    spec = check_runnable(loaded)  # refuse what cannot run before a run is recorded
+    manifest = loaded.manifest
+    store = Store(home or tftrain_home())
+    run_id = store.new_run(manifest.name, manifest.model_dump_json(by_alias=True))
+    paths = RunPaths.for_run(store.home, run_id, manifest)
+    store.update_run(run_id, run_dir=paths.root)
+    logger.info(f"run {run_id} (queued)  →  {paths.root}", style="bold")
+    control = RunControl(
+        marker=f"TFTRAIN_RUN_ID={run_id}",
+        grace_seconds=manifest.compute.kill_grace_seconds,
+        limit_seconds=manifest.max_run_duration_seconds,
+    )
+    become_subreaper()
+    try:
+        return _run(loaded, spec, store, run_id, paths, control, logger)
+    except BaseException as exc:
+        if store.run(run_id).status not in TERMINAL:  # a bug, or KeyboardInterrupt outside the phases
+            store.finish(run_id, "Failed", 1, f"internal error: {type(exc).__name__}: {exc}")
+        raise
+    finally:
+        store.close()
+
+
+def _run(loaded, spec, store: Store, run_id: str, paths: RunPaths, control: RunControl, logger: Logger) -> RunResult:
+    manifest = loaded.manifest
+    session = _Session(store, run_id, logger)
+    outcome, failure, prepared = None, None, None
+    with _signals(control, logger):
+        try:
+            with session.phase("Preparing"):
+                prepared = prepare(loaded, spec, run_id, paths, store, logger)
+        except FatalError as exc:
+            failure, outcome = exc, Outcome("Failed", None, str(exc))
+        recorder = MetricsRecorder(paths.metrics, manifest.metrics, logger.metrics)
+        if prepared is not None:
+            if control.cancel.is_set():
+                outcome = Outcome("Canceled", None, "canceled before the training started")
+            else:
+                with session.phase("Running"):
+                    outcome = _execute(prepared, paths, recorder, control, logger)
+        with session.phase("PostProcessing"):
+            model, summary = _post_process(loaded, paths, recorder, outcome, run_id, prepared, store, logger)
+    message = _explain(outcome, paths, prepared)
+    exit_code = failure.exit_code if failure else EXIT_CODES[outcome.status]
+    store.finish(run_id, outcome.status, exit_code, message)
+    git = prepared.git if prepared else {}
+    _write_record(paths, store, run_id, outcome, exit_code, message, model, summary, git)
+    logger.info(f"run {run_id}: {outcome.status}" + (f": {message}" if message else ""), style="bold green" if exit_code == 0 else "bold red")
+    return RunResult(run_id, outcome.status, exit_code, message, paths.root, model, summary)
+
+
+class _Session:
+    def __init__(self, store: Store, run_id: str, logger: Logger) -> None:
+        self.store, self.run_id, self.logger = store, run_id, logger
+
+    @contextmanager
+    def phase(self, name: str):
+        self.store.start_phase(self.run_id, name)
+        self.logger.phase(name)
+        started = time.monotonic()
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            self.logger.phase_done(name, time.monotonic() - started, ok)
+
+
+def _execute(prepared: Prepared, paths: RunPaths, recorder: MetricsRecorder, control: RunControl, logger: Logger) -> Outcome:
+    plan = prepared.plan
+    regexes = recorder.summary.spec.regex
+    pump = LogPump(logger, paths.logs, prefix_ranks=len(plan.tasks) > 1)
+    sinks = {rank: LogMetricParser(regexes, recorder.record, rank).feed for rank in plan.metrics_ranks}
+    followers = [
+        MetricsFileFollower(paths.metrics_dir / f"{rank}.jsonl", recorder.record, logger.warning, rank)
+        for rank in plan.metrics_ranks
+    ]
+    for follower in followers:
+        follower.start()
+    if control.limit_seconds:
+        control.deadline = time.monotonic() + control.limit_seconds
+    try:
+        return target_for(plan.target).execute(plan, pump, sinks, control)
+    finally:
+        for follower in followers:
+            follower.stop()
+
+
+def _post_process(loaded, paths, recorder, outcome, run_id, prepared, store, logger):
+    if paths.logs.exists():
+        try:
+            recorder.record(read_event_scalars(paths.logs))
+        except Exception as exc:  # a damaged event file must not lose the rest of the run
+            logger.warning(f"could not read TensorBoard event files under {paths.logs}: {exc}")
+    recorder.close()
+    summary = recorder.summary.as_dict()
+    paths.metrics_summary.write_text(json.dumps(summary, indent=2) + "\n")
+    show_metrics(logger, summary)
+    model = None
+    spec = loaded.manifest.model
+    model_path = paths.workdir / spec.path
+    if outcome.status == "Completed" and spec.register_model:
+        if model_path.exists():
+            info = {
+                "run_id": run_id,
+                "metrics": summary,
+                "framework": spec.framework,
+                "framework_version": spec.framework_version or loaded.manifest.framework_version,
+                "git": prepared.git if prepared else {},
+            }
+            model = Registry(store).register(loaded.manifest.name, model_path, run_id, info)
+            logger.info(f"registered model {model.label} ({model.info['files']} files)", style="bold green")
+        else:
+            logger.warning(f"model.path {spec.path} was not written by the script; no model registered")
+    elif model_path.exists() and spec.register_model:
+        logger.info(f"model not registered (run {outcome.status}); it is kept at {model_path}")
+    return model, summary
+
+
+def _explain(outcome: Outcome, paths: RunPaths, prepared: Prepared | None) -> str | None:
+    if outcome.status != "Failed" or prepared is None:
+        return outcome.message
+    script = prepared.plan.tasks[0].argv[1] if len(prepared.plan.tasks[0].argv) > 1 else "the script"
+    for task in prepared.plan.tasks:
+        error = last_traceback(paths.rank_log(task.rank), paths.workdir)
+        if error:
+            return f"{error} (rank {task.rank} {outcome.message}; log: {paths.rank_log(task.rank)})"
+    return f"{script} {outcome.message} (log: {paths.rank_log(0)})"
+
+
+def _write_record(paths, store, run_id, outcome, exit_code, message, model, summary, git) -> None:
+    phases = store.phases(run_id)
+    record = {
+        "run_id": run_id,
+        "status": outcome.status,
+        "exit_code": exit_code,
+        "message": message,
+        "phases": [{"phase": p.phase, "started": p.started, "ended": p.ended} for p in phases],
+        "model": model.label if model else None,
+        "metrics": summary,
+        "git": git,
+    }
+    paths.record.write_text(json.dumps(record, indent=2) + "\n")
+    paths.summary.write_text(
+        summary_markdown(run_id, outcome.status, message, phases, summary, model.label if model else None, git)
+    )
+
+
+@contextmanager
+def _signals(control: RunControl, logger: Logger):
+    """SIGINT/SIGTERM cancel the run (post-processing still happens); a second one kills at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        if control.cancel.is_set():
+            control.force.set()
+            logger.warning("second signal: killing the training now")
+        else:
+            control.cancel.set()
+            logger.warning(f"{signal.Signals(signum).name}: stopping the training (again to kill at once)")
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+

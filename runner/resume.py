@@ -1,0 +1,56 @@
+"""`resume_from`: a registered model, an earlier run, or a path, made available to the script.
+
+The script finds it in $TFTRAIN_RESUME_FROM, or as an argument with
+`script_params: {--resume-from: {resume_from: true}}`. Models and runs are copied into the new
+run first, so a script that writes to its checkpoint never changes the registry or an old run.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from runner.errors import NotFoundError, PreparingError, RegistryError
+from runner.manifest.model import Manifest
+from runner.registry import Registry, verify
+from runner.rundir import RunPaths
+from runner.store import Store
+
+
+def resolve_resume(ref: str, base_dir: Path, store: Store, target: Path) -> Path:
+    if ref.startswith("model:"):
+        try:
+            model = Registry(store).resolve(ref[len("model:") :])
+            verify(model)
+        except (NotFoundError, RegistryError) as exc:
+            raise PreparingError(f"resume_from: {exc}") from None
+        return _copy(model.files_dir, target)
+    if ref.startswith("release:"):
+        raise PreparingError("resume_from: release: references need the GitHub integration (tftrain models pull --from github)")
+    path = (base_dir / ref).resolve()
+    if path.exists():
+        return path
+    try:
+        run = store.run(ref)
+    except NotFoundError:
+        raise PreparingError(
+            f"resume_from: {ref!r} is neither model:NAME@vN, a run id, nor an existing path (looked in {base_dir})"
+        ) from None
+    manifest = Manifest.model_validate_json(run.manifest)
+    paths = RunPaths(run.run_dir, manifest.outputs_dir, manifest.logs_dir)
+    model_path = paths.workdir / manifest.model.path
+    source = model_path if model_path.exists() else paths.outputs
+    if not source.exists():
+        raise PreparingError(f"resume_from: run {run.run_id} has no outputs to resume from ({source})")
+    return _copy(source, target)
+
+
+def _copy(source: Path, target: Path) -> Path:
+    """Copy into `target`; a lone file (a `.keras` or `.h5` model) is passed as the file itself."""
+    if source.is_dir():
+        shutil.copytree(source, target)
+    else:
+        target.mkdir(parents=True)
+        shutil.copy2(source, target / source.name)
+    entries = list(target.iterdir())
+    return entries[0] if len(entries) == 1 and entries[0].is_file() else target

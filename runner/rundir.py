@@ -1,0 +1,73 @@
+"""The layout of one run's directory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner.manifest.model import Manifest
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    root: Path
+    outputs_dir: str = "outputs"
+    logs_dir: str = "logs"
+
+    @classmethod
+    def for_run(cls, home: Path, run_id: str, manifest: Manifest) -> RunPaths:
+        return cls(home / "runs" / run_id, manifest.outputs_dir, manifest.logs_dir)
+
+    @property
+    def workdir(self) -> Path:
+        """The snapshot of the source directory; the training's working directory."""
+        return self.root / "workdir"
+
+    @property
+    def outputs(self) -> Path:
+        return self.workdir / self.outputs_dir
+
+    @property
+    def logs(self) -> Path:
+        return self.workdir / self.logs_dir
+
+    @property
+    def metrics_dir(self) -> Path:
+        """Where each rank's $TFTRAIN_METRICS_FILE lives."""
+        return self.root / "metrics.d"
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / "metrics.jsonl"
+
+    @property
+    def metrics_summary(self) -> Path:
+        return self.root / "metrics.json"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / "manifest.lock.yml"
+
+    @property
+    def record(self) -> Path:
+        return self.root / "run.json"
+
+    @property
+    def summary(self) -> Path:
+        return self.root / "summary.md"
+
+    @property
+    def prepare_log(self) -> Path:
+        return self.root / "prepare.log"
+
+    @property
+    def pythonpath(self) -> Path:
+        """Holds a link to the `runner` package, for scripts in a virtualenv without tftrain."""
+        return self.root / "pythonpath"
+
+    def rank_log(self, rank: int) -> Path:
+        return self.logs / f"{rank}.log"
+
+    def create(self) -> None:
+        for directory in (self.workdir, self.metrics_dir):
+            directory.mkdir(parents=True, exist_ok=True)

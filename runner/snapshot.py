@@ -1,0 +1,63 @@
+"""Copy the source directory into the run, like Azure ML's snapshot.
+
+Ignore rules come from `.tftrainignore`, else `.amlignore`, else `.gitignore` (gitignore syntax).
+Always left out: .git, .tftrain, __pycache__, virtualenvs, and the outputs/logs directories.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pathspec
+
+IGNORE_FILES = (".tftrainignore", ".amlignore", ".gitignore")
+ALWAYS_IGNORED = {".git", ".tftrain", "__pycache__"}
+LARGE_SNAPSHOT = 300 << 20
+
+
+def ignore_spec(source: Path) -> tuple[pathspec.PathSpec, Path | None]:
+    for name in IGNORE_FILES:
+        path = source / name
+        if path.is_file():
+            return pathspec.PathSpec.from_lines("gitwildmatch", path.read_text().splitlines()), path
+    return pathspec.PathSpec([]), None
+
+
+def take_snapshot(source: Path, target: Path, exclude: tuple[str, ...] = (), skip: tuple[Path, ...] = ()) -> int:
+    """Copy `source` to `target`; returns the bytes copied. `exclude` are relative paths to leave
+    out (outputs, logs), `skip` absolute paths (the tftrain home when it lies inside)."""
+    spec, _ = ignore_spec(source)
+    excluded = {Path(p).as_posix().strip("/") for p in exclude}
+    skipped = {p.resolve() for p in skip}
+    total = 0
+    target.mkdir(parents=True, exist_ok=True)
+    for directory, dirnames, filenames in os.walk(source):
+        here = Path(directory)
+        rel_dir = here.relative_to(source).as_posix()
+        keep = []
+        for name in sorted(dirnames):
+            rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+            path = here / name
+            if name in ALWAYS_IGNORED or rel in excluded or path.resolve() in skipped:
+                continue
+            if (path / "pyvenv.cfg").exists() or spec.match_file(rel + "/"):
+                continue
+            if path.is_symlink():
+                os.symlink(os.readlink(path), target / rel)
+                continue
+            (target / rel).mkdir(exist_ok=True)
+            keep.append(name)
+        dirnames[:] = keep
+        for name in sorted(filenames):
+            rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+            if rel in excluded or spec.match_file(rel):
+                continue
+            path = here / name
+            if path.is_symlink() and not path.exists():
+                os.symlink(os.readlink(path), target / rel)
+                continue
+            shutil.copy2(path, target / rel)
+            total += (target / rel).stat().st_size
+    return total

@@ -73,9 +73,9 @@ class LogPump:
         os.close(fd)
 
     def _hand_on(self, lines: bytes, prefix: bytes, name: str, sink: LineSink | None) -> None:
-        if sink is not None:
-            sink(lines)
         shown = PROGRESS.sub(b"", lines) if b"\r" in lines else lines
         if prefix:
             shown = prefix + shown[:-1].replace(b"\n", b"\n" + prefix) + b"\n"
         self.logger.log_chunk(shown, name)
+        if sink is not None:
+            sink(lines)  # after the lines, so a metric never shows before the line it came from

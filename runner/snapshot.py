@@ -17,12 +17,12 @@ ALWAYS_IGNORED = {".git", ".tftrain", "__pycache__"}
 LARGE_SNAPSHOT = 300 << 20
 
 
-def ignore_spec(source: Path) -> tuple[pathspec.PathSpec, Path | None]:
+def ignore_spec(source: Path) -> tuple[pathspec.GitIgnoreSpec, Path | None]:
     for name in IGNORE_FILES:
         path = source / name
         if path.is_file():
-            return pathspec.PathSpec.from_lines("gitwildmatch", path.read_text().splitlines()), path
-    return pathspec.PathSpec([]), None
+            return pathspec.GitIgnoreSpec.from_lines(path.read_text().splitlines()), path
+    return pathspec.GitIgnoreSpec([]), None
 
 
 def take_snapshot(source: Path, target: Path, exclude: tuple[str, ...] = (), skip: tuple[Path, ...] = ()) -> int:

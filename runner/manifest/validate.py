@@ -27,6 +27,8 @@ def validation_messages(exc: ValidationError, doc: YamlDocument, model: type[Bas
     seen = set()
     for error in exc.errors():
         loc = _data_loc(tuple(error["loc"]), doc.data)
+        if error["type"] == "union_tag_invalid":
+            loc = (*loc, error["ctx"]["discriminator"].strip("'"))
         message = _describe(error, loc, model)
         line = f"{doc.where(loc)}: {format_loc(loc)}: {message}"
         if line not in seen:
@@ -55,7 +57,8 @@ def _data_loc(loc: Location, data: Any) -> Location:
 
 
 def _is_member_tag(part: Any) -> bool:
-    return isinstance(part, str) and (part[:1].islower() is False or "[" in part or part in _UNION_TAGS)
+    """pydantic names the union member it tried: a class name, a type like `list[...]`, or a tag."""
+    return isinstance(part, str) and (not part[:1].islower() or "[" in part or part in _UNION_TAGS)
 
 
 _UNION_TAGS = {"mpi", "parameter_server", "multi_worker_mirrored", "bool", "int", "float", "str", "list", "none"}
@@ -71,11 +74,10 @@ def _describe(error: dict[str, Any], loc: Location, model: type[BaseModel]) -> s
         return f"unknown key{hint}"
     if kind == "missing":
         return "required key is missing"
-    if kind in ("union_tag_invalid", "literal_error", "enum"):
-        expected = error.get("ctx", {}).get("expected") or error.get("ctx", {}).get("expected_tags")
-        got = error.get("input")
-        if expected:
-            return f"{got!r} is not one of {expected}"
+    if kind == "union_tag_invalid":
+        return f"{error['ctx']['tag']!r} is not one of {error['ctx']['expected_tags']}"
+    if kind in ("literal_error", "enum"):
+        return f"{error.get('input')!r} is not one of {error['ctx']['expected']}"
     message = error["msg"]
     if message.startswith("Value error, "):
         message = message[len("Value error, ") :]

@@ -1,35 +1,78 @@
-"""Scalars from TensorBoard event files under the run's logs directory."""
+"""Scalars from TensorBoard event files under the run's logs directory.
+
+Records are read with a small TFRecord framing reader and decoded with the tensorboard
+package's `Event` protobuf: tensorboard's own file loader imports TensorFlow (seconds, and noise
+on stderr), which tftrain itself must not need.
+"""
 
 from __future__ import annotations
 
+import struct
+from collections.abc import Iterator
 from pathlib import Path
+
+import numpy as np
 
 from runner.metrics.point import MetricPoint
 
 SCALARS = "scalars"
+HEADER = struct.Struct("<QI")
+DTYPES = {1: np.float32, 2: np.float64, 3: np.int32, 9: np.int64, 19: np.float16, 10: np.bool_}
+VALUE_FIELDS = {1: "float_val", 2: "double_val", 3: "int_val", 9: "int64_val", 10: "bool_val"}
 
 
 def read_event_scalars(logs_dir: Path, rank: int = 0) -> list[MetricPoint]:
     files = sorted(logs_dir.rglob("events.out.tfevents.*"))
     if not files:
         return []
-    # Imported here: only runs that wrote event files pay for the tensorboard import.
-    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
-    from tensorboard.util import tensor_util
+    from tensorboard.compat.proto.event_pb2 import Event
 
     points = []
     for path in files:
         prefix = path.parent.relative_to(logs_dir).as_posix()
         scalar_tags: set[str] = set()
-        for event in EventFileLoader(str(path)).Load():
+        for record in tfrecords(path):
+            event = Event.FromString(record)
             for value in event.summary.value:
-                if value.metadata.plugin_data.plugin_name == SCALARS:
-                    scalar_tags.add(value.tag)
-                if value.tag not in scalar_tags or not value.HasField("tensor"):
-                    continue
-                array = tensor_util.make_ndarray(value.tensor)
-                if array.size != 1:
-                    continue
-                name = value.tag if prefix == "." else f"{prefix}/{value.tag}"
-                points.append(MetricPoint(name, float(array.reshape(())), event.step, event.wall_time, "tensorboard", rank))
+                number = _scalar(value, scalar_tags)
+                if number is not None:
+                    name = value.tag if prefix == "." else f"{prefix}/{value.tag}"
+                    points.append(MetricPoint(name, number, event.step, event.wall_time, "tensorboard", rank))
     return points
+
+
+def tfrecords(path: Path) -> Iterator[bytes]:
+    """The records of a TFRecord file; a record cut short (file still being written) ends it."""
+    with path.open("rb") as handle:
+        while True:
+            header = handle.read(HEADER.size)
+            if len(header) < HEADER.size:
+                return
+            (length, _crc) = HEADER.unpack(header)
+            data = handle.read(length)
+            footer = handle.read(4)
+            if len(data) < length or len(footer) < 4:
+                return
+            yield data
+
+
+def _scalar(value, scalar_tags: set[str]) -> float | None:
+    if value.HasField("simple_value"):  # TF1 summaries
+        return float(value.simple_value)
+    # TF2 summaries: the plugin name comes with the first value of a tag only
+    if value.metadata.plugin_data.plugin_name == SCALARS:
+        scalar_tags.add(value.tag)
+    if value.tag not in scalar_tags or not value.HasField("tensor"):
+        return None
+    tensor = value.tensor
+    if tensor.tensor_shape.dim and any(d.size != 1 for d in tensor.tensor_shape.dim):
+        return None
+    dtype = DTYPES.get(tensor.dtype)
+    if dtype is None:
+        return None
+    if tensor.tensor_content:
+        return float(np.frombuffer(tensor.tensor_content, dtype=dtype)[0])
+    if tensor.dtype == 19:
+        return float(np.array(tensor.half_val[:1], dtype=np.uint16).view(np.float16)[0]) if tensor.half_val else None
+    values = getattr(tensor, VALUE_FIELDS[tensor.dtype])
+    return float(values[0]) if values else None

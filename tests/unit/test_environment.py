@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from runner.environment import env_spec, framework_requirement, installed_framework_version
+from runner.errors import UnsupportedError
+from runner.manifest import load_manifest
+
+
+def spec_for(project, manifest: str):
+    loaded = load_manifest(project(manifest=manifest))
+    return env_spec(loaded.manifest, loaded.source_dir)
+
+
+def test_no_packages_means_the_current_interpreter(project):
+    spec = spec_for(project, "")
+    assert spec.key is None
+    assert sys.executable in spec.describe()
+
+
+def test_installed_framework_version_is_reused(project):
+    installed = installed_framework_version()
+    assert installed, "the test environment has TensorFlow"
+    major_minor = ".".join(installed.split(".")[:2])
+    assert spec_for(project, f"framework_version: '{major_minor}'\n").key is None
+
+
+def test_other_framework_version_needs_a_virtualenv(project):
+    spec = spec_for(project, "framework_version: '2.15'\n")
+    assert spec.key is not None
+    assert spec.requirements == ("tensorflow-cpu==2.15.*",)
+
+
+def test_key_follows_everything_that_goes_into_the_environment(project, tmp_path):
+    base = spec_for(project, "framework_version: '2.18'\npip_packages: [scikit-learn]\n")
+    assert base.requirements == ("tensorflow-cpu==2.18.*", "scikit-learn")
+    assert spec_for(project, "framework_version: '2.18'\npip_packages: [scikit-learn]\n").key == base.key
+    assert spec_for(project, "framework_version: '2.18'\npip_packages: [scikit-learn, six]\n").key != base.key
+    assert spec_for(project, "framework_version: '2.17'\npip_packages: [scikit-learn]\n").key != base.key
+    (tmp_path / "project" / "src" / "requirements.txt").write_text("six\n")
+    with_file = spec_for(project, "framework_version: '2.18'\npip_packages: [scikit-learn]\npip_requirements_file: requirements.txt\n")
+    (tmp_path / "project" / "src" / "requirements.txt").write_text("six==1.16.0\n")
+    changed = spec_for(project, "framework_version: '2.18'\npip_packages: [scikit-learn]\npip_requirements_file: requirements.txt\n")
+    assert len({base.key, with_file.key, changed.key}) == 3
+
+
+def test_gpu_and_user_pinned_framework(project):
+    loaded = load_manifest(project(manifest="framework_version: '2.18.1'\n"))
+    assert framework_requirement(loaded.manifest) == "tensorflow-cpu==2.18.1"
+    loaded = load_manifest(project(manifest="pip_packages: ['tensorflow==2.16.1']\n"))
+    assert framework_requirement(loaded.manifest) is None
+
+
+def test_conda_on_the_local_target_is_a_clear_error(project):
+    with pytest.raises(UnsupportedError, match="conda_packages: the local target has no conda"):
+        spec_for(project, "conda_packages: [numpy]\n")

@@ -1,0 +1,110 @@
+from __future__ import annotations
+
+import io
+import os
+import threading
+import time
+
+from runner.logger import Logger
+from runner.logpump import LogPump
+
+
+class Capture(io.StringIO):
+    def __init__(self) -> None:
+        super().__init__()
+        self.buffer = io.BytesIO()
+
+
+def pump_bytes(tmp_path, payloads: dict[int, bytes], prefix: bool, sink=None):
+    stream = Capture()
+    logger = Logger(stream)
+    pump = LogPump(logger, tmp_path, prefix_ranks=prefix)
+    writers = []
+    for rank, payload in payloads.items():
+        read_fd, write_fd = os.pipe()
+        pump.add(rank, read_fd, sink)
+        writers.append(threading.Thread(target=_write_all, args=(write_fd, payload)))
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join()
+    pump.join()
+    logger.flush()
+    return stream.buffer.getvalue()
+
+
+def _write_all(fd: int, payload: bytes) -> None:
+    with os.fdopen(fd, "wb") as handle:
+        for start in range(0, len(payload), 4096):
+            handle.write(payload[start : start + 4096])
+
+
+def test_every_byte_reaches_the_rank_log_and_the_console(tmp_path):
+    payload = b"".join(b"line %d\n" % i for i in range(20000))
+    console = pump_bytes(tmp_path, {0: payload}, prefix=False)
+    assert (tmp_path / "0.log").read_bytes() == payload
+    assert console == payload
+
+
+def test_ranks_are_prefixed_and_never_split_mid_line(tmp_path):
+    payloads = {rank: b"".join(b"rank %d line %d\n" % (rank, i) for i in range(5000)) for rank in (0, 1)}
+    console = pump_bytes(tmp_path, payloads, prefix=True)
+    for rank in (0, 1):
+        assert (tmp_path / f"{rank}.log").read_bytes() == payloads[rank]
+    lines = console.splitlines()
+    assert len(lines) == 10000
+    for line in lines:
+        rank = int(line[1:2])
+        assert line.startswith(b"[%d] rank %d line " % (rank, rank))
+
+
+def test_last_line_without_newline_is_kept(tmp_path):
+    console = pump_bytes(tmp_path, {0: b"first\nno newline at end"}, prefix=False)
+    assert console == b"first\nno newline at end\n"
+    assert (tmp_path / "0.log").read_bytes().startswith(b"first\nno newline at end")
+
+
+def test_progress_bars_collapse_on_the_console_but_not_in_the_log(tmp_path):
+    payload = b"1/3 working\r2/3 working\r3/3 done\nnext\n"
+    console = pump_bytes(tmp_path, {0: payload}, prefix=False)
+    assert console == b"3/3 done\nnext\n"
+    assert (tmp_path / "0.log").read_bytes() == payload
+
+
+def test_sink_sees_whole_lines(tmp_path):
+    seen = []
+    pump_bytes(tmp_path, {0: b"a" * 10000 + b"\nb\n"}, prefix=False, sink=seen.append)
+    assert b"".join(seen) == b"a" * 10000 + b"\nb\n"
+    assert all(chunk.endswith(b"\n") for chunk in seen)
+
+
+class BlockedStream(Capture):
+    """A console nobody reads: every write blocks until released."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.buffer = self
+
+    def write(self, data):  # noqa: D401 - io signature
+        self.release.wait()
+        return super().write(data.decode() if isinstance(data, bytes) else data)
+
+
+def test_a_blocked_console_never_blocks_the_pump_and_says_what_it_skipped(tmp_path):
+    stream = BlockedStream()
+    logger = Logger(stream, max_queued=64 << 10)
+    pump = LogPump(logger, tmp_path, prefix_ranks=False)
+    read_fd, write_fd = os.pipe()
+    pump.add(0, read_fd)
+    payload = b"".join(b"line %07d\n" % i for i in range(200000))  # 2.4 MB, far above the budget
+    started = time.monotonic()
+    _write_all(write_fd, payload)
+    pump.join()
+    assert time.monotonic() - started < 30
+    assert (tmp_path / "0.log").read_bytes() == payload  # all on disk while the console was stuck
+    stream.release.set()
+    logger.flush()
+    shown = stream.getvalue()
+    assert "lines not shown (console too slow); all are in" in shown
+    assert len(shown) < len(payload)

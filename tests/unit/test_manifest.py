@@ -1,0 +1,212 @@
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from runner.errors import ManifestError
+from runner.manifest import json_schema, load_manifest
+from runner.manifest.model import MpiTraining, ParameterServerTraining
+
+
+def manifest_error(project, manifest: str) -> str:
+    path = project(manifest=manifest)
+    with pytest.raises(ManifestError) as info:
+        load_manifest(path)
+    return str(info.value)
+
+
+def test_valid_manifest_loads_with_defaults(project):
+    loaded = load_manifest(project(manifest="script_params:\n  --epochs: 3\n"))
+    assert loaded.manifest.name == "demo"
+    assert loaded.manifest.outputs_dir == "outputs"
+    assert loaded.manifest.model.path == "outputs/model"
+    assert loaded.warnings == ()
+
+
+def test_unknown_key_names_line_and_suggests(project):
+    message = manifest_error(project, "script_parms:\n  --epochs: 3\n")
+    assert message == f"{project().parent / 'tftrain.yml'}:4: script_parms: unknown key; did you mean 'script_params'?"
+
+
+def test_unknown_nested_key_suggests_from_the_right_model(project):
+    message = manifest_error(project, "metrics:\n  primry: accuracy\n")
+    assert ":5: metrics.primry: unknown key; did you mean 'primary'?" in message
+
+
+def test_wrong_type_names_field_and_line(project):
+    message = manifest_error(project, "node_count: many\n")
+    assert ":4: node_count: Input should be a valid integer" in message
+
+
+def test_script_param_error_names_the_flag(project):
+    message = manifest_error(project, "script_params:\n  --lr: {inptu: data}\n")
+    assert ":5: script_params.--lr" in message
+
+
+def test_counts_of_zero_are_refused(project):
+    assert "node_count: Input should be greater than or equal to 1" in manifest_error(project, "node_count: 0\n")
+
+
+def test_missing_required_key(project, tmp_path):
+    path = tmp_path / "m.yml"
+    path.write_text("name: x\n")
+    with pytest.raises(ManifestError, match=r"m.yml:1: entry_script: required key is missing"):
+        load_manifest(path)
+
+
+def test_yaml_syntax_error_names_line(tmp_path):
+    path = tmp_path / "m.yml"
+    path.write_text("name: x\nentry_script: [unclosed\n")
+    with pytest.raises(ManifestError, match=r"m.yml:\d+: invalid YAML"):
+        load_manifest(path)
+
+
+def test_duplicate_key_is_an_error(project):
+    assert ":5: duplicate key 'name'" in manifest_error(project, "use_gpu: false\nname: other\n")
+
+
+def test_missing_manifest_file(tmp_path):
+    with pytest.raises(ManifestError, match="manifest not found"):
+        load_manifest(tmp_path / "nope.yml")
+
+
+def test_entry_script_must_exist(tmp_path):
+    (tmp_path / "src").mkdir()
+    path = tmp_path / "tftrain.yml"
+    path.write_text("name: x\nsource_directory: src\nentry_script: missing.py\n")
+    with pytest.raises(ManifestError, match=r"tftrain.yml:3: entry_script: 'missing.py' not found in source_directory"):
+        load_manifest(path)
+
+
+def test_entry_script_cannot_leave_source_directory(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "evil.py").write_text("")
+    path = tmp_path / "tftrain.yml"
+    path.write_text("name: x\nsource_directory: src\nentry_script: ../evil.py\n")
+    with pytest.raises(ManifestError, match="entry_script: '../evil.py' must be a relative path that stays inside"):
+        load_manifest(path)
+
+
+def test_model_path_must_stay_in_outputs(project):
+    message = manifest_error(project, "model:\n  path: elsewhere/model\n")
+    assert ":5: model.path: 'elsewhere/model' must stay inside outputs_dir 'outputs'" in message
+
+
+def test_backend_required_for_counts(project):
+    message = manifest_error(project, "node_count: 2\n")
+    assert ":4: node_count: node_count > 1 needs a distributed backend" in message
+    message = manifest_error(project, "process_count_per_node: 2\n")
+    assert "process_count_per_node > 1 needs a distributed backend" in message
+
+
+def test_counts_without_backend_deprecated_form(project):
+    message = manifest_error(project, "worker_count: 2\n")
+    assert ":4: worker_count: a distributed backend is required" in message
+
+
+def test_unknown_backend(project):
+    message = manifest_error(project, "distributed_training:\n  backend: spark\n")
+    assert ":5: distributed_training.backend: 'spark' is not one of 'mpi', 'parameter_server'" in message
+
+
+def test_parameter_server_capacity(project):
+    message = manifest_error(
+        project,
+        "node_count: 1\ncompute:\n  slots_per_node: 2\n"
+        "distributed_training:\n  backend: parameter_server\n  worker_count: 2\n  parameter_server_count: 1\n",
+    )
+    assert "worker_count + parameter_server_count (3) exceeds node_count (1) × slots per node (2) = 2" in message
+
+
+def test_parameter_server_fits(project):
+    loaded = load_manifest(
+        project(
+            manifest="node_count: 2\ncompute:\n  slots_per_node: 2\n"
+            "distributed_training:\n  backend: parameter_server\n  worker_count: 2\n  parameter_server_count: 1\n"
+        )
+    )
+    assert isinstance(loaded.manifest.distributed_training, ParameterServerTraining)
+
+
+def test_mpi_more_processes_than_slots(project):
+    message = manifest_error(
+        project, "compute:\n  slots_per_node: 2\ndistributed_training:\n  backend: mpi\n  process_count_per_node: 4\n"
+    )
+    assert "4 processes per node exceed the 2 slots per node" in message
+
+
+def test_deprecated_distributed_backend_migrates_with_warning(project):
+    loaded = load_manifest(
+        project(manifest="node_count: 2\ndistributed_backend: ps\nworker_count: 2\nparameter_server_count: 1\n")
+    )
+    training = loaded.manifest.distributed_training
+    assert isinstance(training, ParameterServerTraining)
+    assert (training.worker_count, training.parameter_server_count) == (2, 1)
+    assert loaded.manifest.distributed_backend is None
+    assert any(
+        ":5: distributed_backend: distributed_backend is deprecated; write instead: "
+        "distributed_training: {backend: parameter_server, worker_count: 2, parameter_server_count: 1}" in w
+        for w in loaded.warnings
+    )
+
+
+def test_deprecated_mpi_backend(project):
+    loaded = load_manifest(project(manifest="node_count: 2\nprocess_count_per_node: 1\ndistributed_backend: mpi\n"))
+    assert loaded.manifest.distributed_training == MpiTraining(backend="mpi", process_count_per_node=1)
+
+
+def test_deprecated_and_new_conflict(project):
+    message = manifest_error(project, "distributed_backend: mpi\ndistributed_training:\n  backend: mpi\n")
+    assert "deprecated key conflicts with distributed_training" in message
+
+
+def test_input_reference_must_exist(project):
+    message = manifest_error(project, "script_params:\n  --data: {input: mnist}\n")
+    assert ":5: script_params.--data.input: input 'mnist' is not in inputs (none defined)" in message
+
+
+def test_resume_reference_needs_resume_from(project):
+    message = manifest_error(project, "script_params:\n  --resume: {resume_from: true}\n")
+    assert "references resume_from, which is not set" in message
+
+
+def test_bad_metric_regex(project):
+    message = manifest_error(project, "metrics:\n  regex:\n    acc: 'acc: [0-9'\n")
+    assert "metrics.regex: Value error, acc: invalid regular expression" in message or "acc: invalid regular expression" in message
+    message = manifest_error(project, "metrics:\n  regex:\n    acc: 'acc: [0-9.]+'\n")
+    assert "needs a capture group" in message
+
+
+def test_bad_environment_variable_name(project):
+    assert "not a valid environment variable name" in manifest_error(project, "environment_variables:\n  1BAD: x\n")
+
+
+def test_several_errors_are_all_reported(project):
+    message = manifest_error(project, "use_gpuu: true\nnode_count: 0\n")
+    assert len(message.splitlines()) == 2
+
+
+def test_custom_image_needs_docker(project):
+    assert "custom_docker_image: needs use_docker: true" in manifest_error(project, "custom_docker_image: tf:latest\n")
+
+
+def test_shipped_schema_is_current(repo):
+    assert (repo / "tftrain.schema.json").read_text() == json_schema()
+
+
+def test_schema_describes_the_manifest():
+    schema = json.loads(json_schema())
+    assert schema["additionalProperties"] is False
+    assert {"name", "entry_script", "script_params", "distributed_training"} <= set(schema["properties"])
+
+
+def test_example_manifest_is_valid(repo):
+    loaded = load_manifest(repo / "examples" / "mnist-keras" / "tftrain.yml")
+    assert loaded.manifest.metrics.primary == "test_accuracy"
+
+
+def test_model_register_key(project):
+    loaded = load_manifest(project(manifest=textwrap.dedent("model:\n  register: false\n")))
+    assert loaded.manifest.model.register_model is False

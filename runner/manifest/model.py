@@ -116,7 +116,7 @@ class Manifest(_Model):
     """A training job, as committed in `tftrain.yml`."""
 
     name: str = Field(pattern=NAME_PATTERN, description="Model name; also names runs and releases")
-    source_directory: str = "."
+    source_directory: str = Field(default=".", description="Relative to the manifest's directory (or absolute)")
     entry_script: str
     script_params: dict[str, ParamValue] = Field(default_factory=dict)
     framework_version: str | None = Field(default=None, pattern=VERSION_PATTERN)
@@ -158,7 +158,7 @@ class Manifest(_Model):
                 raise ValueError(f"{key!r} is not a valid environment variable name")
         return env
 
-    @field_validator("outputs_dir", "logs_dir", "source_directory", "entry_script")
+    @field_validator("outputs_dir", "logs_dir", "entry_script")
     @classmethod
     def _relative(cls, value: str) -> str:
         normal = posixpath.normpath(value)

@@ -193,3 +193,48 @@ def test_unavailable_backend_is_refused_before_a_run_starts(project, cli, home):
     assert result.returncode == 7
     assert "distributed_training.backend: 'mpi' runs are not available" in result.stderr
     assert not (home / "runs").exists()
+
+
+WRITER = """\
+import os, sys
+os.makedirs("outputs/model", exist_ok=True)
+open("outputs/model/weights.txt", "w").write(sys.argv[1] if len(sys.argv) > 1 else "first")
+"""
+READER = """\
+import os, sys
+print("resume", sys.argv[2], "env", os.environ["TFTRAIN_RESUME_FROM"])
+print("data", os.environ["TFTRAIN_INPUT_DIGITS"], sys.argv[4])
+print("weights", open(os.path.join(sys.argv[2], "weights.txt")).read())
+open(os.path.join(sys.argv[2], "weights.txt"), "w").write("changed by the resumed run")
+"""
+
+
+@pytest.mark.parametrize("reference", ["run", "path", "model"])
+def test_resume_from_a_run_a_path_or_a_model(project, cli, home, tmp_path, reference):
+    assert cli("run", "-f", str(project(script=WRITER))).returncode == 0
+    first_model = home / "runs/demo-1/workdir/outputs/model"
+    resume = {"run": "demo-1", "path": str(first_model), "model": "model:demo@v1"}[reference]
+    (tmp_path / "digits").mkdir()
+    path = project(
+        script=READER,
+        manifest=f"resume_from: '{resume}'\ninputs:\n  digits:\n    source: {tmp_path / 'digits'}\n"
+        "script_params:\n  --resume: {resume_from: true}\n  --data: {input: digits}\n",
+    )
+    result = cli("run", "-f", str(path))
+    assert result.returncode == 0, result.stderr
+    log = (home / "runs/demo-2/workdir/logs/0.log").read_text()
+    resumed = first_model if reference == "path" else home / "runs/demo-2/resume"
+    assert f"resume {resumed} env {resumed}" in log
+    assert f"data {tmp_path / 'digits'} {tmp_path / 'digits'}" in log
+    assert "weights first" in log
+    if reference != "path":  # copied in: the source of the checkpoint is untouched
+        assert (first_model / "weights.txt").read_text() == "first"
+        assert cli("models", "pull", "demo@v1", "-o", str(tmp_path / "check")).returncode == 0
+
+
+def test_resume_from_something_unknown_fails_in_preparing(project, cli, home):
+    result = cli("run", "-f", str(project(manifest="resume_from: model:nothing@v9\n")))
+    assert result.returncode == 4
+    assert "resume_from: model nothing@v9 is not registered" in result.stderr
+    assert run_status(home, "demo-1") == "Failed"
+    assert phases(home, "demo-1") == ["Queued", "Preparing", "PostProcessing", "Failed"]

@@ -48,7 +48,13 @@ class Registry:
             _copy_model(source, target / "model")
             sums = sums_of(target / "model")
             (target / "SHA256SUMS").write_text(format_sums(sums))
-            info = {**info, "files": len(sums), "bytes": _size(target / "model"), "source": str(source)}
+            info = {
+                **info,
+                "files": len(sums),
+                "bytes": _size(target / "model"),
+                "source": str(source),
+                "layout": "directory" if source.is_dir() else "file",
+            }
             (target / "version.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
         except BaseException:
             shutil.rmtree(target, ignore_errors=True)

@@ -24,6 +24,9 @@ def resolve_resume(ref: str, base_dir: Path, store: Store, target: Path) -> Path
             verify(model)
         except (NotFoundError, RegistryError) as exc:
             raise PreparingError(f"resume_from: {exc}") from None
+        if model.info.get("layout") == "file":
+            (only,) = model.files_dir.iterdir()
+            return _copy(only, target)
         return _copy(model.files_dir, target)
     if ref.startswith("release:"):
         raise PreparingError("resume_from: release: references need the GitHub integration (tftrain models pull --from github)")
@@ -46,11 +49,10 @@ def resolve_resume(ref: str, base_dir: Path, store: Store, target: Path) -> Path
 
 
 def _copy(source: Path, target: Path) -> Path:
-    """Copy into `target`; a lone file (a `.keras` or `.h5` model) is passed as the file itself."""
+    """Copy into `target`; the path handed on has the model's shape: a directory or one file."""
     if source.is_dir():
         shutil.copytree(source, target)
-    else:
-        target.mkdir(parents=True)
-        shutil.copy2(source, target / source.name)
-    entries = list(target.iterdir())
-    return entries[0] if len(entries) == 1 and entries[0].is_file() else target
+        return target
+    target.mkdir(parents=True)
+    shutil.copy2(source, target / source.name)
+    return target / source.name

@@ -80,7 +80,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--resume-from")
 args = parser.parse_args()
 assert args.resume_from == os.environ["TFTRAIN_RESUME_FROM"]
-model = keras.models.load_model(args.resume_from)
+model = keras.models.load_model(os.path.join(args.resume_from, "digits.keras"))
 x = np.random.default_rng(0).random((64, 64)).astype("float32")
 y = np.arange(64) % 10
 model.fit(x, y, epochs=2, verbose=0, callbacks=[MetricsCallback()])

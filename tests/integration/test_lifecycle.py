@@ -238,3 +238,13 @@ def test_resume_from_something_unknown_fails_in_preparing(project, cli, home):
     assert "resume_from: model nothing@v9 is not registered" in result.stderr
     assert run_status(home, "demo-1") == "Failed"
     assert phases(home, "demo-1") == ["Queued", "Preparing", "PostProcessing", "Failed"]
+
+
+def test_resume_from_a_single_file_model_passes_the_file(project, cli, home):
+    writer = "open('outputs/model.txt', 'w').write('weights v1')\n"
+    assert cli("run", "-f", str(project(script=writer, manifest="model:\n  path: outputs/model.txt\n"))).returncode == 0
+    reader = "import sys\nprint('read', open(sys.argv[2]).read())\n"
+    path = project(script=reader, manifest="resume_from: model:demo@latest\nscript_params:\n  --from: {resume_from: true}\n")
+    result = cli("run", "-f", str(path))
+    assert result.returncode == 0, result.stderr
+    assert "read weights v1" in (home / "runs/demo-2/workdir/logs/0.log").read_text()

@@ -88,3 +88,11 @@ def test_parallel_registrations_never_share_a_version(tmp_path):
         worker.join()
     assert versions == list(range(1, 21))
     assert [m.version for m in Registry(Store(tmp_path / "home")).versions("digits")] == list(range(1, 21))
+
+
+def test_layout_is_recorded(tmp_path):
+    registry = Registry(Store(tmp_path / "home"))
+    model_file = tmp_path / "digits.keras"
+    model_file.write_bytes(b"keras zip")
+    assert registry.register("a", model_file, None, {}).info["layout"] == "file"
+    assert registry.register("b", make_model(tmp_path / "m"), None, {}).info["layout"] == "directory"

@@ -122,8 +122,9 @@ def _execute(prepared: Prepared, paths: RunPaths, recorder: MetricsRecorder, con
     pump = LogPump(logger, paths.logs, prefix_ranks=len(plan.tasks) > 1)
     sinks = {rank: LogMetricParser(regexes, recorder.record, rank).feed for rank in plan.metrics_ranks}
     followers = [
-        MetricsFileFollower(paths.metrics_dir / f"{rank}.jsonl", recorder.record, logger.warning, rank)
-        for rank in plan.metrics_ranks
+        MetricsFileFollower(Path(task.env["TFTRAIN_METRICS_FILE"]), recorder.record, logger.warning, task.rank)
+        for task in plan.tasks
+        if task.rank in plan.metrics_ranks
     ]
     for follower in followers:
         follower.start()

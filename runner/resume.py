@@ -11,7 +11,6 @@ import shutil
 from pathlib import Path
 
 from runner.errors import NotFoundError, PreparingError, RegistryError
-from runner.manifest.model import Manifest
 from runner.registry import Registry, verify
 from runner.rundir import RunPaths
 from runner.store import Store
@@ -39,8 +38,7 @@ def resolve_resume(ref: str, base_dir: Path, store: Store, target: Path) -> Path
         raise PreparingError(
             f"resume_from: {ref!r} is neither model:NAME@vN, a run id, nor an existing path (looked in {base_dir})"
         ) from None
-    manifest = Manifest.model_validate_json(run.manifest)
-    paths = RunPaths(run.run_dir, manifest.outputs_dir, manifest.logs_dir)
+    manifest, paths = RunPaths.of_run(run)
     model_path = paths.workdir / manifest.model.path
     source = model_path if model_path.exists() else paths.outputs
     if not source.exists():

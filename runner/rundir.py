@@ -68,6 +68,12 @@ class RunPaths:
     def rank_log(self, rank: int) -> Path:
         return self.logs / f"{rank}.log"
 
+    @classmethod
+    def of_run(cls, run) -> tuple[Manifest, RunPaths]:
+        """The manifest a recorded run (a store.RunRow) ran with, and its paths."""
+        manifest = Manifest.model_validate_json(run.manifest)
+        return manifest, cls(run.run_dir, manifest.outputs_dir, manifest.logs_dir)
+
     def create(self) -> None:
         for directory in (self.workdir, self.metrics_dir):
             directory.mkdir(parents=True, exist_ok=True)

@@ -76,13 +76,20 @@ class Store:
     def __init__(self, home: Path) -> None:
         self.home = home
         home.mkdir(parents=True, exist_ok=True)
-        (home / ".gitignore").exists() or (home / ".gitignore").write_text("*\n")
+        if not (home / ".gitignore").exists():
+            (home / ".gitignore").write_text("*\n")  # run history never gets committed by accident
         self.db = sqlite3.connect(home / "tftrain.db", timeout=60, isolation_level=None)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.executescript(SCHEMA)
 
     def close(self) -> None:
         self.db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     @contextmanager
     def transaction(self):

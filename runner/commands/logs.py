@@ -6,7 +6,6 @@ import sys
 import time
 
 from runner.errors import NotFoundError
-from runner.manifest.model import Manifest
 from runner.paths import tftrain_home
 from runner.rundir import RunPaths
 from runner.store import Store
@@ -22,19 +21,15 @@ def add_parser(subparsers) -> None:
 
 
 def run(args, logger) -> int:
-    store = Store(tftrain_home())
-    try:
+    with Store(tftrain_home()) as store:
         record = store.run(args.run)
-        manifest = Manifest.model_validate_json(record.manifest)
-        path = RunPaths(record.run_dir, manifest.outputs_dir, manifest.logs_dir).rank_log(args.rank)
+        path = RunPaths.of_run(record)[1].rank_log(args.rank)
         logger.flush()
         offset = _copy_from(path, 0, args.follow and not record.finished)
         while args.follow and not store.run(record.run_id).finished:
             time.sleep(FOLLOW_POLL)
             offset = _copy_from(path, offset, True)
         _copy_from(path, offset, args.follow)
-    finally:
-        store.close()
     return 0
 
 

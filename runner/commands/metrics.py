@@ -14,11 +14,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args, logger) -> int:
-    store = Store(tftrain_home())
-    try:
+    with Store(tftrain_home()) as store:
         record = store.run(args.run)
-    finally:
-        store.close()
     points = read_series(record.run_dir / "metrics.jsonl")
     if args.json:
         if points:

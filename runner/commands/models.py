@@ -6,7 +6,6 @@ import time
 from pathlib import Path
 
 from runner.errors import RegistryError
-from runner.manifest.model import Manifest
 from runner.paths import tftrain_home
 from runner.registry import Registry
 from runner.rundir import RunPaths
@@ -26,8 +25,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args, logger) -> int:
-    store = Store(tftrain_home())
-    try:
+    with Store(tftrain_home()) as store:
         registry = Registry(store)
         if args.models_command == "pull":
             model = registry.pull(args.ref, args.output)
@@ -36,8 +34,6 @@ def run(args, logger) -> int:
             _register(store, registry, args.run, logger)
         else:
             _list(registry, getattr(args, "name", None), logger)
-    finally:
-        store.close()
     return 0
 
 
@@ -59,8 +55,8 @@ def _list(registry: Registry, name: str | None, logger) -> None:
 
 def _register(store: Store, registry: Registry, ref: str, logger) -> None:
     run = store.run(ref)
-    manifest = Manifest.model_validate_json(run.manifest)
-    path = RunPaths(run.run_dir, manifest.outputs_dir, manifest.logs_dir).workdir / manifest.model.path
+    manifest, paths = RunPaths.of_run(run)
+    path = paths.workdir / manifest.model.path
     if not path.exists():
         raise RegistryError(f"run {run.run_id} wrote no model at {manifest.model.path}")
     info = {"run_id": run.run_id, "git": run.git, "framework": manifest.model.framework, "registered_from_status": run.status}

@@ -11,6 +11,7 @@ from runner.paths import tftrain_home
 from runner.report import show_metrics, summary_markdown
 from runner.store import Store
 from runner.manifest.model import Manifest
+from runner.rundir import RunPaths
 
 
 def add_parser(subparsers) -> None:
@@ -23,14 +24,11 @@ def add_parser(subparsers) -> None:
 
 
 def run(args, logger) -> int:
-    store = Store(tftrain_home())
-    try:
+    with Store(tftrain_home()) as store:
         if args.runs_command == "show":
             _show(store, args.run, args.markdown, logger)
         else:
             _list(store, args.limit, logger)
-    finally:
-        store.close()
     return 0
 
 
@@ -47,7 +45,7 @@ def _list(store: Store, limit: int, logger) -> None:
 
 def _show(store: Store, ref: str, markdown: bool, logger) -> None:
     run = store.run(ref)
-    manifest = Manifest.model_validate_json(run.manifest)
+    manifest, paths = RunPaths.of_run(run)
     record = _record(run.run_dir)
     summary = record.get("metrics") or _summary_from_series(run.run_dir, manifest)
     phases = store.phases(run.run_id)
@@ -64,11 +62,9 @@ def _show(store: Store, ref: str, markdown: bool, logger) -> None:
     show_metrics(logger, summary)
     if record.get("model"):
         logger.info(f"model: {record['model']}")
-    workdir = run.run_dir / "workdir"
     files = []
-    for directory in (manifest.outputs_dir, manifest.logs_dir):
-        root = workdir / directory
-        files += [[str(p.relative_to(workdir)), str(p.stat().st_size)] for p in sorted(root.rglob("*")) if p.is_file()]
+    for root in (paths.outputs, paths.logs):
+        files += [[str(p.relative_to(paths.workdir)), str(p.stat().st_size)] for p in sorted(root.rglob("*")) if p.is_file()]
     logger.table("files", ["file", "bytes"], files)
 
 

@@ -33,7 +33,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="a ~8 s job instead of ~60 s")
     args = parser.parse_args()
-    epochs = "12" if args.quick else "85"
+    epochs = "12" if args.quick else "165"
     with tempfile.TemporaryDirectory() as tmp:
         manifest = Path(tmp) / "tftrain.yml"
         manifest.write_text(

@@ -19,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 
 from runner.errors import PreparingError, UnsupportedError
+from runner.frameworks import requirement
 from runner.logger import Logger
 from runner.manifest.model import Manifest
 from runner.paths import cache_dir
@@ -36,6 +37,9 @@ class EnvSpec:
     requirements_file: str | None
     requirements_text: str | None
     key: str | None
+
+    def python_path(self) -> str:
+        return sys.executable if self.key is None else str(cache_dir() / "envs" / self.key / "bin" / "python")
 
     def describe(self) -> str:
         if self.key is None:
@@ -63,17 +67,25 @@ def installed_framework_version() -> str | None:
     return None
 
 
+def framework_version_in(env: PythonEnv) -> str | None:
+    """The TensorFlow version an environment holds (read from its metadata, not by importing it)."""
+    if not env.is_venv:
+        return installed_framework_version()
+    for site in Path(env.python).parent.parent.glob("lib/python*/site-packages"):
+        found = {dist.name: dist.version for dist in metadata.distributions(path=[str(site)])}
+        for name in FRAMEWORK_PACKAGES:
+            if name in found or name.replace("-", "_") in found:
+                return found.get(name) or found.get(name.replace("-", "_"))
+    return None
+
+
 def framework_requirement(manifest: Manifest) -> str | None:
-    wanted = manifest.framework_version
-    if any(_names_framework(req) for req in manifest.pip_packages):
+    if any(names_framework(req) for req in manifest.pip_packages):
         return None
-    package = "tensorflow[and-cuda]" if manifest.use_gpu else "tensorflow-cpu"
-    if wanted is None:
-        return package
-    return f"{package}=={wanted}" if wanted.count(".") == 2 else f"{package}=={wanted}.*"
+    return requirement(manifest.use_gpu, manifest.framework_version)
 
 
-def _names_framework(requirement: str) -> bool:
+def names_framework(requirement: str) -> bool:
     name = requirement.split(";")[0].split("[")[0]
     for sep in "=<>!~ ":
         name = name.split(sep)[0]
@@ -116,7 +128,7 @@ def prepare_env(spec: EnvSpec, source_dir: Path, logger: Logger, log_path: Path)
     root = cache_dir() / "envs"
     root.mkdir(parents=True, exist_ok=True)
     target = root / spec.key
-    python = str(target / "bin" / "python")
+    python = spec.python_path()
     if (target / COMPLETE).exists():
         return PythonEnv(python, spec.key, True)
     with (root / f"{spec.key}.lock").open("w") as lock:

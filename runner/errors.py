@@ -39,6 +39,18 @@ class UnsupportedError(FatalError):
     exit_code = 7
 
 
+class BuildError(PreparingError):
+    """docker build failed; the message names the failing step."""
+
+    exit_code = 8
+
+
+class DockerError(FatalError):
+    """The Docker daemon cannot be reached, or refused to run the container."""
+
+    exit_code = 9
+
+
 class TrainingFailed(FatalError):
     """The training process exited non-zero."""
 

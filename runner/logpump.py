@@ -1,8 +1,8 @@
 """Drains every training process's output: to `logs/<rank>.log`, the console and the parsers.
 
 One thread per stream reads big chunks as they come (the training process never waits on a
-full pipe, since the disk write is the only thing in the way), writes them to the rank's log
-file unchanged, and hands whole lines on. Memory is bounded: a line longer than MAX_LINE is
+full pipe, since the disk write is the only thing in the way), writes the whole lines to the
+rank's log file (secret values masked as ***) and hands them on. Memory is bounded: a line longer than MAX_LINE is
 cut, and the console queue has a byte budget (see logger.Logger).
 """
 
@@ -24,10 +24,11 @@ LineSink = Callable[[bytes], None]
 
 
 class LogPump:
-    def __init__(self, logger: Logger, logs_dir: Path, prefix_ranks: bool) -> None:
+    def __init__(self, logger: Logger, logs_dir: Path, prefix_ranks: bool, secrets: tuple[str, ...] = ()) -> None:
         self.logger = logger
         self.logs_dir = logs_dir
         self.prefix_ranks = prefix_ranks
+        self.secrets = tuple(secret.encode() for secret in secrets if secret)
         self.threads: list[threading.Thread] = []
 
     def log_path(self, rank: int) -> Path:
@@ -56,7 +57,6 @@ class LogPump:
                     continue
                 if not data:
                     break
-                log.write(data)
                 data = pending + data if pending else data
                 cut = data.rfind(b"\n")
                 if cut < 0:
@@ -66,13 +66,20 @@ class LogPump:
                     lines = data + b"\n"
                 else:
                     lines, pending = data[: cut + 1], data[cut + 1 :]
-                self._hand_on(lines, prefix, name, sink)
+                self._hand_on(lines, log, prefix, name, sink)
             if pending:
-                log.write(b"\n")
-                self._hand_on(pending + b"\n", prefix, name, sink)
+                self._hand_on(pending + b"\n", log, prefix, name, sink)
         os.close(fd)
 
-    def _hand_on(self, lines: bytes, prefix: bytes, name: str, sink: LineSink | None) -> None:
+    def _mask(self, lines: bytes) -> bytes:
+        for secret in self.secrets:
+            lines = lines.replace(secret, b"***")
+        return lines
+
+    def _hand_on(self, lines: bytes, log, prefix: bytes, name: str, sink: LineSink | None) -> None:
+        if self.secrets:
+            lines = self._mask(lines)
+        log.write(lines)
         shown = PROGRESS.sub(b"", lines) if b"\r" in lines else lines
         if prefix:
             shown = prefix + shown[:-1].replace(b"\n", b"\n" + prefix) + b"\n"

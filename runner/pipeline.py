@@ -48,7 +48,7 @@ class RunResult:
 
 
 def run_manifest(loaded: LoadedManifest, logger: Logger, home: Path | None = None) -> RunResult:
-    spec = check_runnable(loaded)  # refuse what cannot run before a run is recorded
+    checked = check_runnable(loaded)  # refuse what cannot run before a run is recorded
     manifest = loaded.manifest
     store = Store(home or tftrain_home())
     run_id = store.new_run(manifest.name, manifest.model_dump_json(by_alias=True))
@@ -62,7 +62,7 @@ def run_manifest(loaded: LoadedManifest, logger: Logger, home: Path | None = Non
     )
     become_subreaper()
     try:
-        return _run(loaded, spec, store, run_id, paths, control, logger)
+        return _run(loaded, checked, store, run_id, paths, control, logger)
     except BaseException as exc:
         if store.run(run_id).status not in TERMINAL:  # a bug, or KeyboardInterrupt outside the phases
             store.finish(run_id, "Failed", 1, f"internal error: {type(exc).__name__}: {exc}")
@@ -71,14 +71,14 @@ def run_manifest(loaded: LoadedManifest, logger: Logger, home: Path | None = Non
         store.close()
 
 
-def _run(loaded, spec, store: Store, run_id: str, paths: RunPaths, control: RunControl, logger: Logger) -> RunResult:
+def _run(loaded, checked, store: Store, run_id: str, paths: RunPaths, control: RunControl, logger: Logger) -> RunResult:
     manifest = loaded.manifest
     session = _Session(store, run_id, logger)
     outcome, failure, prepared = None, None, None
     with _signals(control, logger):
         try:
             with session.phase("Preparing"):
-                prepared = prepare(loaded, spec, run_id, paths, store, logger)
+                prepared = prepare(loaded, checked, run_id, paths, store, logger)
         except FatalError as exc:
             failure, outcome = exc, Outcome("Failed", None, str(exc))
         recorder = MetricsRecorder(paths.metrics, manifest.metrics, logger.metrics)
@@ -119,19 +119,17 @@ class _Session:
 def _execute(prepared: Prepared, paths: RunPaths, recorder: MetricsRecorder, control: RunControl, logger: Logger) -> Outcome:
     plan = prepared.plan
     regexes = recorder.summary.spec.regex
-    pump = LogPump(logger, paths.logs, prefix_ranks=len(plan.tasks) > 1)
+    pump = LogPump(logger, paths.logs, prefix_ranks=len(plan.tasks) > 1, secrets=prepared.secrets)
     sinks = {rank: LogMetricParser(regexes, recorder.record, rank).feed for rank in plan.metrics_ranks}
     followers = [
-        MetricsFileFollower(Path(task.env["TFTRAIN_METRICS_FILE"]), recorder.record, logger.warning, task.rank)
-        for task in plan.tasks
-        if task.rank in plan.metrics_ranks
+        MetricsFileFollower(paths.metrics_file(rank), recorder.record, logger.warning, rank) for rank in plan.metrics_ranks
     ]
     for follower in followers:
         follower.start()
     if control.limit_seconds:
         control.deadline = time.monotonic() + control.limit_seconds
     try:
-        return target_for(plan.target).execute(plan, pump, sinks, control)
+        return target_for(plan.target).execute(plan, pump, sinks, control, logger)
     finally:
         for follower in followers:
             follower.stop()
@@ -173,7 +171,7 @@ def _explain(outcome: Outcome, paths: RunPaths, prepared: Prepared | None) -> st
         return outcome.message
     script = prepared.plan.tasks[0].argv[1] if len(prepared.plan.tasks[0].argv) > 1 else "the script"
     for task in prepared.plan.tasks:
-        error = last_traceback(paths.rank_log(task.rank), paths.workdir)
+        error = last_traceback(paths.rank_log(task.rank), Path(task.cwd))
         if error:
             return f"{error} (rank {task.rank} {outcome.message}; log: {paths.rank_log(task.rank)})"
     return f"{script} {outcome.message} (log: {paths.rank_log(0)})"

@@ -6,11 +6,11 @@ Planning runs nothing; `tftrain plan` prints the same plan that `tftrain run` ex
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import asdict, dataclass, field
 
 from runner.errors import UnsupportedError
 from runner.manifest.model import Manifest
+from runner.rundir import RuntimePaths
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,7 @@ class TaskSpec:
     env: dict[str, str] = field(hash=False)
     cwd: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self, masked: frozenset[str] = frozenset()) -> dict:
         return {
             "role": self.role,
             "index": self.index,
@@ -31,9 +31,32 @@ class TaskSpec:
             "host": self.host,
             "argv": list(self.argv),
             "command": shlex.join(self.argv),
-            "env": dict(sorted(self.env.items())),
+            "env": {key: "***" if key in masked else value for key, value in sorted(self.env.items())},
             "cwd": self.cwd,
         }
+
+
+@dataclass(frozen=True)
+class Mount:
+    source: str
+    target: str
+    read_only: bool
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """How every task's container is made (docker target)."""
+
+    image: str
+    mounts: tuple[Mount, ...]
+    user: str
+    network_mode: str
+    shm_size: str | None = None
+    memory: str | None = None
+    gpus: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -42,14 +65,19 @@ class LaunchPlan:
     target: str
     tasks: tuple[TaskSpec, ...]
     metrics_ranks: tuple[int, ...] = (0,)
+    container: ContainerSpec | None = None
+    secret_names: frozenset[str] = frozenset()
 
     def to_dict(self) -> dict:
-        return {
+        document = {
             "launcher": self.launcher,
             "target": self.target,
             "metrics_ranks": list(self.metrics_ranks),
-            "tasks": [task.to_dict() for task in self.tasks],
+            "tasks": [task.to_dict(self.secret_names) for task in self.tasks],
         }
+        if self.container is not None:
+            document["container"] = self.container.to_dict()
+        return document
 
 
 @dataclass(frozen=True)
@@ -59,13 +87,9 @@ class PlanContext:
     manifest: Manifest
     target: str
     python: str
-    workdir: Path
+    runtime: RuntimePaths
     env: dict[str, str]
     argv_tail: tuple[str, ...]
-    metrics_dir: Path
-
-    def metrics_file(self, rank: int) -> Path:
-        return self.metrics_dir / f"{rank}.jsonl"
 
 
 def build_plan(ctx: PlanContext) -> LaunchPlan:

@@ -1,122 +1,121 @@
-"""Preparing: snapshot the source, get the Python environment, resolve inputs and resume point,
-and plan the launch. Everything the Running phase needs comes back as one `Prepared`."""
+"""Preparing: snapshot the source, get the environment (virtualenv or image), fetch the inputs,
+resolve the resume point, and plan the launch. `tftrain plan` runs the same steps dry."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 import runner
 from runner.argv import script_args
-from runner.environment import EnvSpec, PythonEnv, env_spec, installed_framework_version, prepare_env
-from runner.errors import PreparingError, UnsupportedError
+from runner.errors import PreparingError
 from runner.gitinfo import git_info
+from runner.inputs import fetch_inputs
 from runner.logger import Logger
 from runner.manifest import LoadedManifest, effective_target
 from runner.plan import LaunchPlan, PlanContext, build_plan
 from runner.resume import resolve_resume
-from runner.rundir import RunPaths
+from runner.rundir import RunPaths, RuntimePaths
 from runner.snapshot import LARGE_SNAPSHOT, take_snapshot
 from runner.store import Store
+from runner.targets import Environment, target_for
 
 
 @dataclass(frozen=True)
 class Prepared:
     plan: LaunchPlan
-    env: PythonEnv
+    env: Environment
     git: dict
+    secrets: tuple[str, ...]  # values to mask in every log line
 
 
-def check_runnable(loaded: LoadedManifest) -> EnvSpec:
-    """What can be refused before a run is even recorded: unsupported targets, backends, conda."""
+def check_runnable(loaded: LoadedManifest) -> Any:
+    """What can be refused before a run is even recorded: unsupported targets and backends, a GPU
+    asked for where there is none, conda on the local target."""
     from runner.launchers import launcher_for
-    from runner.targets import target_for
 
-    target_for(effective_target(loaded.manifest))
+    target = target_for(effective_target(loaded.manifest))
     launcher_for(loaded.manifest)
-    if loaded.manifest.use_gpu:
-        _check_gpu()
-    return env_spec(loaded.manifest, loaded.source_dir)
+    return target.check(loaded)
 
 
-def _check_gpu() -> None:
-    from shutil import which
+def prepare(
+    loaded: LoadedManifest, checked: Any, run_id: str, paths: RunPaths, store: Store | None, logger: Logger, dry_run: bool = False
+) -> Prepared:
+    manifest = loaded.manifest
+    target = target_for(effective_target(manifest))
+    git: dict = {}
+    if not dry_run:
+        _snapshot(loaded, paths, store, logger)
+        git = git_info(loaded.source_dir)
+    env = target.environment(loaded, checked, paths, logger, dry_run)
+    logger.info(f"environment: {env.description}")
+    inputs = fetch_inputs(loaded, logger, dry_run)
+    resume = None
+    if manifest.resume_from:
+        resume = paths.root / "resume" if dry_run else resolve_resume(manifest.resume_from, loaded.base_dir, store, paths.root / "resume")
+        logger.info(f"resuming from {manifest.resume_from}: {resume}")
+    secrets = secret_values(loaded, dry_run)
+    runtime, container = target.runtime(loaded, env, paths, inputs, resume)
+    if env.isolated and not dry_run:
+        _link_runner(paths)
+    ctx = PlanContext(
+        manifest=manifest,
+        target=target.name,
+        python=env.python,
+        runtime=runtime,
+        env={**task_env(loaded, run_id, runtime, env), **secrets},
+        argv_tail=tuple(script_args(manifest, runtime.inputs, runtime.resume)),
+    )
+    plan = dataclasses.replace(build_plan(ctx), container=container, secret_names=frozenset(secrets))
+    if not dry_run:
+        _write_lock(loaded, paths, env, git, plan)
+    return Prepared(plan, env, git, tuple(value for value in secrets.values() if value))
 
-    if which("nvidia-smi") is None:
-        raise UnsupportedError(
-            "use_gpu: true, but this machine has no NVIDIA GPU (nvidia-smi not found); "
-            "set use_gpu: false to train on the CPU, or run on a GPU runner"
-        )
 
-
-def prepare(loaded: LoadedManifest, spec: EnvSpec, run_id: str, paths: RunPaths, store: Store, logger: Logger) -> Prepared:
+def _snapshot(loaded: LoadedManifest, paths: RunPaths, store: Store | None, logger: Logger) -> None:
     manifest = loaded.manifest
     paths.create()
-    size = take_snapshot(
-        loaded.source_dir, paths.workdir, exclude=(manifest.outputs_dir, manifest.logs_dir), skip=(store.home,)
-    )
+    skip = (store.home,) if store else ()
+    size = take_snapshot(loaded.source_dir, paths.workdir, exclude=(manifest.outputs_dir, manifest.logs_dir), skip=skip)
     if size > LARGE_SNAPSHOT:
         logger.warning(f"the snapshot of {loaded.source_dir} is {size >> 20} MB; add a .tftrainignore to leave data out")
     paths.outputs.mkdir(parents=True, exist_ok=True)
     paths.logs.mkdir(parents=True, exist_ok=True)
-    git = git_info(loaded.source_dir)
-    env = prepare_env(spec, loaded.source_dir, logger, paths.prepare_log)
-    logger.info(f"environment: {spec.describe()}{' (reused)' if env.reused and env.is_venv else ''}")
-    inputs = input_paths(loaded)
-    resume = None
-    if manifest.resume_from:
-        resume = resolve_resume(manifest.resume_from, loaded.base_dir, store, paths.root / "resume")
-        logger.info(f"resuming from {manifest.resume_from}: {resume}")
-    if env.is_venv:
-        _link_runner(paths)
-    ctx = PlanContext(
-        manifest=manifest,
-        target=effective_target(manifest),
-        python=env.python,
-        workdir=paths.workdir,
-        env=task_env(loaded, run_id, paths, env, inputs, resume),
-        argv_tail=tuple(script_args(manifest, inputs, resume)),
-        metrics_dir=paths.metrics_dir,
-    )
-    plan = build_plan(ctx)
-    _write_lock(loaded, paths, spec, env, git, plan)
-    return Prepared(plan, env, git)
 
 
-def input_paths(loaded: LoadedManifest) -> dict[str, Path]:
-    paths = {}
-    for name, spec in loaded.manifest.inputs.items():
-        if "://" in spec.source:
-            raise UnsupportedError(
-                f"inputs.{name}.source: {spec.source!r}: only local paths are available in this version of tftrain"
-            )
-        path = (loaded.base_dir / spec.source).resolve()
-        if not path.exists():
-            raise PreparingError(f"inputs.{name}.source: {path} does not exist")
-        paths[name] = path
-    return paths
+def secret_values(loaded: LoadedManifest, dry_run: bool) -> dict[str, str]:
+    """`secrets:` names variables of tftrain's own environment handed to the training at run time."""
+    values = {}
+    for name in loaded.manifest.secrets:
+        value = os.environ.get(name)
+        if value is None and not dry_run:
+            raise PreparingError(f"secrets: {name} is not set in tftrain's environment")
+        values[name] = value or ""
+    return values
 
 
-def task_env(loaded, run_id: str, paths: RunPaths, env: PythonEnv, inputs, resume) -> dict[str, str]:
-    """The variables tftrain sets for every task (on top of the inherited environment)."""
+def task_env(loaded: LoadedManifest, run_id: str, runtime: RuntimePaths, env: Environment) -> dict[str, str]:
+    """The variables tftrain sets for every task (on top of what the target provides)."""
     manifest = loaded.manifest
     values = {
         "PYTHONUNBUFFERED": "1",
         "TFTRAIN_RUN_ID": run_id,
-        "TFTRAIN_OUTPUTS_DIR": str(paths.outputs),
-        "TFTRAIN_LOGS_DIR": str(paths.logs),
+        "TFTRAIN_OUTPUTS_DIR": runtime.outputs,
+        "TFTRAIN_LOGS_DIR": runtime.logs,
     }
-    for name, path in inputs.items():
-        values[f"TFTRAIN_INPUT_{name.upper().replace('-', '_')}"] = str(path)
-    if resume is not None:
-        values["TFTRAIN_RESUME_FROM"] = str(resume)
-    if env.is_venv:
-        # The virtualenv has no tftrain: `import runner` (log_metric, MetricsCallback) comes from here.
-        existing = os.environ.get("PYTHONPATH")
-        values["PYTHONPATH"] = str(paths.pythonpath) + (os.pathsep + existing if existing else "")
+    for name, path in runtime.inputs.items():
+        values[f"TFTRAIN_INPUT_{name.upper().replace('-', '_')}"] = path
+    if runtime.resume is not None:
+        values["TFTRAIN_RESUME_FROM"] = runtime.resume
+    if env.isolated:
+        # The virtualenv or image has no tftrain: `import runner` (log_metric, MetricsCallback) comes from here.
+        values["PYTHONPATH"] = runtime.pythonpath
     for key, value in manifest.environment_variables.items():
         values[key] = _env_text(value)
     return values
@@ -135,30 +134,13 @@ def _env_text(value) -> str:
     return str(value)
 
 
-def _write_lock(loaded, paths: RunPaths, spec: EnvSpec, env: PythonEnv, git: dict, plan: LaunchPlan) -> None:
+def _write_lock(loaded: LoadedManifest, paths: RunPaths, env: Environment, git: dict, plan: LaunchPlan) -> None:
     lock = {
         "tftrain_version": runner.__version__,
         "manifest": loaded.manifest.model_dump(mode="json", by_alias=True),
         "manifest_path": str(loaded.path),
-        "environment": {
-            "python": env.python,
-            "python_version": spec.python_version,
-            "virtualenv": env.key,
-            "requirements": list(spec.requirements),
-            "framework_version": installed_framework_version() if not env.is_venv else _venv_framework(env),
-        },
+        "environment": {"python": env.python, "description": env.description, "image": env.image, **env.details},
         "git": git,
         "plan": plan.to_dict(),
     }
     paths.lock.write_text(yaml.safe_dump(lock, sort_keys=False), encoding="utf-8")
-
-
-def _venv_framework(env: PythonEnv) -> str | None:
-    site = list(Path(env.python).parent.parent.glob("lib/python*/site-packages"))
-    for directory in site:
-        for dist in directory.glob("tensorflow*.dist-info"):
-            name, _, version = dist.name[: -len(".dist-info")].partition("-")
-            if name.replace("_", "-") in ("tensorflow", "tensorflow-cpu"):
-                return version
-    return None
-

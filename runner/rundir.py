@@ -2,10 +2,26 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from runner.manifest.model import Manifest
+
+
+@dataclass(frozen=True)
+class RuntimePaths:
+    """The run's directories as the training process sees them (on this machine, or in a container)."""
+
+    workdir: str
+    outputs: str
+    logs: str
+    metrics_dir: str
+    pythonpath: str
+    inputs: dict[str, str] = field(hash=False)
+    resume: str | None
+
+    def metrics_file(self, rank: int) -> str:
+        return f"{self.metrics_dir}/{rank}.jsonl"
 
 
 @dataclass(frozen=True)
@@ -67,6 +83,21 @@ class RunPaths:
 
     def rank_log(self, rank: int) -> Path:
         return self.logs / f"{rank}.log"
+
+    def metrics_file(self, rank: int) -> Path:
+        return self.metrics_dir / f"{rank}.jsonl"
+
+    def runtime(self, inputs: dict[str, Path], resume: Path | None) -> RuntimePaths:
+        """The view of a process running on this machine: the paths themselves."""
+        return RuntimePaths(
+            workdir=str(self.workdir),
+            outputs=str(self.outputs),
+            logs=str(self.logs),
+            metrics_dir=str(self.metrics_dir),
+            pythonpath=str(self.pythonpath),
+            inputs={name: str(path) for name, path in inputs.items()},
+            resume=str(resume) if resume else None,
+        )
 
     @classmethod
     def of_run(cls, run) -> tuple[Manifest, RunPaths]:

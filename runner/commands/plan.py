@@ -1,19 +1,15 @@
-"""tftrain plan: what `tftrain run` would start, without starting anything."""
+"""tftrain plan: what `tftrain run` would build and start, without doing either."""
 
 from __future__ import annotations
 
 import json
 import shlex
-import sys
 from pathlib import Path
 
-from runner.argv import script_args
 from runner.commands import add_manifest_arg, load
-from runner.environment import PythonEnv
-from runner.manifest import effective_target
-from runner.paths import cache_dir
-from runner.plan import LaunchPlan, PlanContext, build_plan
-from runner.prepare import check_runnable, input_paths, task_env
+from runner.logger import Logger
+from runner.plan import LaunchPlan
+from runner.prepare import Prepared, check_runnable, prepare
 from runner.rundir import RunPaths
 from runner.templates import render
 
@@ -21,47 +17,46 @@ RUN_DIR = Path("$RUN_DIR")
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("plan", help="print the environment and launch commands; run nothing")
+    parser = subparsers.add_parser("plan", help="print the environment, Dockerfile and launch commands; run nothing")
     add_manifest_arg(parser)
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
-    parser.add_argument("--output-dir", type=Path, help="also write plan.json and one launch script per task here")
+    parser.add_argument("--output-dir", type=Path, help="also write plan.json, the Dockerfile and one launch script per task")
 
 
-def run(args, logger) -> int:
+def run(args, logger: Logger) -> int:
     loaded = load(args, logger)
     manifest = loaded.manifest
-    spec = check_runnable(loaded)
-    python = str(cache_dir() / "envs" / spec.key / "bin" / "python") if spec.key else sys.executable
-    env = PythonEnv(python, spec.key, reused=False)
     paths = RunPaths(RUN_DIR, manifest.outputs_dir, manifest.logs_dir)
-    inputs = input_paths(loaded)
-    resume = paths.root / "resume" if manifest.resume_from else None
-    ctx = PlanContext(
-        manifest=manifest,
-        target=effective_target(manifest),
-        python=python,
-        workdir=paths.workdir,
-        env=task_env(loaded, "$RUN_ID", paths, env, inputs, resume),
-        argv_tail=tuple(script_args(manifest, inputs, resume)),
-        metrics_dir=paths.metrics_dir,
-    )
-    plan = build_plan(ctx)
-    document = {"manifest": str(loaded.path), "environment": spec.describe(), **plan.to_dict()}
+    quiet = Logger(open("/dev/null", "w"))  # dry-run chatter ("environment: …") stays out of the plan
+    try:
+        prepared = prepare(loaded, check_runnable(loaded), "$RUN_ID", paths, None, quiet, dry_run=True)
+    finally:
+        quiet.flush()
+    document = {"manifest": str(loaded.path), "environment": prepared.env.description, **prepared.plan.to_dict()}
+    dockerfile = prepared.env.details.get("dockerfile")
+    if prepared.env.image:
+        document["image"] = prepared.env.image
     if args.output_dir:
-        write_plan(plan, document, args.output_dir)
+        write_plan(prepared, document, args.output_dir)
     if args.json:
-        logger.text(json.dumps(document, indent=2))
+        logger.text(json.dumps({**document, "dockerfile": dockerfile} if dockerfile else document, indent=2))
     else:
-        logger.text(_describe(document, plan))
+        logger.text(_describe(document, prepared.plan, dockerfile))
     return 0
 
 
-def write_plan(plan: LaunchPlan, document: dict, directory: Path) -> None:
+def write_plan(prepared: Prepared, document: dict, directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "plan.json").write_text(json.dumps(document, indent=2) + "\n")
-    for task in plan.tasks:
+    spec = prepared.env.details.get("spec")
+    if spec is not None:  # the docker build context, to `docker build` by hand
+        context = directory / "image"
+        context.mkdir(exist_ok=True)
+        for name, data in spec.context().items():
+            (context / name).write_bytes(data)
+    for task in prepared.plan.tasks:
         script = directory / f"task-{task.rank}.sh"
-        script.write_text(render("launch_task.sh.j2", task=task, quote=shell_word))
+        script.write_text(render("launch_task.sh.j2", task=task, quote=shell_word, masked=prepared.plan.secret_names))
         script.chmod(0o755)
 
 
@@ -74,17 +69,26 @@ def shell_word(value: str) -> str:
     return shlex.quote(value)
 
 
-def _describe(document: dict, plan: LaunchPlan) -> str:
+def _describe(document: dict, plan: LaunchPlan, dockerfile: str | None) -> str:
     lines = [
         f"manifest:    {document['manifest']}",
         f"target:      {plan.target}",
         f"launcher:    {plan.launcher}",
         f"environment: {document['environment']}",
-        "tasks:",
     ]
-    for task in plan.tasks:
-        lines.append(f"  - {task.role} {task.index} (rank {task.rank}) on {task.host}, in {task.cwd}")
-        lines.append(f"    command: {shlex.join(task.argv)}")
-        for key, value in sorted(task.env.items()):
+    if plan.container is not None:
+        spec = plan.container
+        lines.append(f"container:   image {spec.image}, user {spec.user}, network {spec.network_mode}"
+                     + (f", shm {spec.shm_size}" if spec.shm_size else "") + (f", memory {spec.memory}" if spec.memory else "")
+                     + (", all GPUs" if spec.gpus else ""))
+        for mount in spec.mounts:
+            lines.append(f"  mount {mount.source} → {mount.target} ({'ro' if mount.read_only else 'rw'})")
+    lines.append("tasks:")
+    for task in document["tasks"]:
+        lines.append(f"  - {task['role']} {task['index']} (rank {task['rank']}) on {task['host']}, in {task['cwd']}")
+        lines.append(f"    command: {task['command']}")
+        for key, value in task["env"].items():
             lines.append(f"    env {key}={shlex.quote(value)}")
+    if dockerfile:
+        lines += ["Dockerfile:", *("  " + line for line in dockerfile.splitlines())]
     return "\n".join(lines)

@@ -8,7 +8,7 @@ name = "single"
 
 
 def plan(ctx: PlanContext) -> LaunchPlan:
-    env = {**ctx.env, "TFTRAIN_RANK": "0", "TFTRAIN_METRICS_FILE": str(ctx.metrics_file(0))}
+    env = {**ctx.env, "TFTRAIN_RANK": "0", "TFTRAIN_METRICS_FILE": ctx.runtime.metrics_file(0)}
     task = TaskSpec(
         role="main",
         index=0,
@@ -16,6 +16,6 @@ def plan(ctx: PlanContext) -> LaunchPlan:
         host="localhost",
         argv=(ctx.python, ctx.manifest.entry_script, *ctx.argv_tail),
         env=env,
-        cwd=str(ctx.workdir),
+        cwd=ctx.runtime.workdir,
     )
     return LaunchPlan(launcher=name, target=ctx.target, tasks=(task,))

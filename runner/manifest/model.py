@@ -40,7 +40,8 @@ ParamValue = Union[Scalar, list[Scalar], InputRef, ResumeRef, None]
 class InputSpec(_Model):
     source: str = Field(description="https://…, s3://bucket/prefix or a local path (relative to the manifest)")
     mode: Literal["download", "mount"] = "download"
-    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$", description="Expected sha256 of the file (or of the SHA256SUMS of a prefix)")
+    endpoint_url: str | None = Field(default=None, description="S3-compatible endpoint for s3:// sources (default: AWS, or $AWS_ENDPOINT_URL)")
 
 
 class MpiTraining(_Model):
@@ -75,6 +76,7 @@ class ComputeSpec(_Model):
     kill_grace_seconds: float = Field(
         default=10.0, ge=0, description="Time between SIGTERM and SIGKILL when a run is stopped"
     )
+    memory_limit: str | None = Field(default=None, pattern=SIZE_PATTERN, description="Container memory limit (docker target), e.g. 8g")
 
 
 class ModelSpec(_Model):
@@ -128,6 +130,9 @@ class Manifest(_Model):
     pip_requirements_file: str | None = None
     conda_dependencies_file: str | None = None
     environment_variables: dict[str, Union[str, int, float, bool]] = Field(default_factory=dict)
+    secrets: list[str] = Field(
+        default_factory=list, description="Names of variables in tftrain's environment handed to the training at run time, masked in every log"
+    )
     inputs: dict[str, InputSpec] = Field(default_factory=dict)
     shm_size: str | None = Field(default=None, pattern=SIZE_PATTERN)
     resume_from: str | None = Field(
@@ -150,9 +155,9 @@ class Manifest(_Model):
     model: ModelSpec = Field(default_factory=ModelSpec)
     metrics: MetricsSpec = Field(default_factory=MetricsSpec)
 
-    @field_validator("environment_variables")
+    @field_validator("environment_variables", "secrets")
     @classmethod
-    def _env_names(cls, env: dict[str, object]) -> dict[str, object]:
+    def _env_names(cls, env):
         for key in env:
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
                 raise ValueError(f"{key!r} is not a valid environment variable name")

@@ -1,14 +1,23 @@
-"""Targets run a LaunchPlan somewhere (local now; docker, pool, kubernetes later)."""
+"""Targets run a LaunchPlan somewhere: this machine (local) or containers (docker).
+
+Each target is one module with the same small protocol: `check` refuses what it cannot run
+before a run is recorded, `environment` makes the Python environment (virtualenv or image),
+`runtime` says where the run's directories are as the training sees them, `execute` runs.
+"""
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
 from runner.errors import UnsupportedError
+from runner.logger import Logger
 from runner.logpump import LineSink, LogPump
-from runner.plan import LaunchPlan
+from runner.manifest import LoadedManifest
+from runner.plan import ContainerSpec, LaunchPlan
+from runner.rundir import RunPaths, RuntimePaths
 
 
 @dataclass(frozen=True)
@@ -16,6 +25,16 @@ class Outcome:
     status: str  # Completed | Failed | Canceled | TimedOut
     exit_code: int | None
     message: str | None
+
+
+@dataclass(frozen=True)
+class Environment:
+    python: str  # the interpreter, as the training sees it
+    description: str
+    reused: bool
+    isolated: bool  # a virtualenv or image without tftrain: `import runner` needs a path
+    image: str | None = None
+    details: dict = field(default_factory=dict, hash=False)
 
 
 @dataclass
@@ -33,7 +52,19 @@ class RunControl:
 class Target(Protocol):
     name: str
 
-    def execute(self, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl) -> Outcome: ...
+    def check(self, loaded: LoadedManifest) -> Any: ...
+
+    def environment(
+        self, loaded: LoadedManifest, checked: Any, paths: RunPaths, logger: Logger, dry_run: bool
+    ) -> Environment: ...
+
+    def runtime(
+        self, loaded: LoadedManifest, env: Environment, paths: RunPaths, inputs: dict[str, Path], resume: Path | None
+    ) -> tuple[RuntimePaths, ContainerSpec | None]: ...
+
+    def execute(
+        self, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger
+    ) -> Outcome: ...
 
 
 def target_for(name: str) -> Target:
@@ -41,6 +72,10 @@ def target_for(name: str) -> Target:
         from runner.targets import local
 
         return local
+    if name == "docker":
+        from runner.targets import docker
+
+        return docker
     raise UnsupportedError(
-        f"compute.target: {name!r} is not available in this version of tftrain; use compute.target: local"
+        f"compute.target: {name!r} is not available in this version of tftrain; use local or docker"
     )

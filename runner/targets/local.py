@@ -1,28 +1,67 @@
-"""The local target: the plan's processes run on this machine, each in its own process group."""
+"""The local target: the plan's processes run on this machine, each in its own process group,
+in the current interpreter or a cached virtualenv (see environment.py)."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
 from pathlib import Path
+from shutil import which
 
+from runner.environment import EnvSpec, env_spec, framework_version_in, prepare_env
+from runner.errors import UnsupportedError
+from runner.logger import Logger
 from runner.logpump import LineSink, LogPump
-from runner.plan import LaunchPlan
+from runner.manifest import LoadedManifest
+from runner.plan import ContainerSpec, LaunchPlan
 from runner.processes import spawn, stop_tree, sweep_descendants
-from runner.targets import Outcome, RunControl
+from runner.rundir import RunPaths, RuntimePaths
+from runner.targets import Environment, Outcome, RunControl
 
 name = "local"
 POLL_SECONDS = 0.1
 PUMP_JOIN_SECONDS = 10.0
 
 
-def execute(plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl) -> Outcome:
+def check(loaded: LoadedManifest) -> EnvSpec:
+    if loaded.manifest.use_gpu and which("nvidia-smi") is None:
+        raise UnsupportedError(
+            "use_gpu: true, but this machine has no NVIDIA GPU (nvidia-smi not found); "
+            "set use_gpu: false to train on the CPU, or run on a GPU runner"
+        )
+    return env_spec(loaded.manifest, loaded.source_dir)
+
+
+def environment(loaded: LoadedManifest, spec: EnvSpec, paths: RunPaths, logger: Logger, dry_run: bool) -> Environment:
+    if dry_run:
+        python = spec.python_path()
+        return Environment(python, spec.describe(), reused=False, isolated=spec.key is not None)
+    env = prepare_env(spec, loaded.source_dir, logger, paths.prepare_log)
+    described = spec.describe() + (" (reused)" if env.reused and env.is_venv else "")
+    details = {"virtualenv": env.key, "requirements": list(spec.requirements), "framework_version": framework_version_in(env)}
+    return Environment(env.python, described, env.reused, isolated=env.is_venv, details=details)
+
+
+def runtime(loaded, env: Environment, paths: RunPaths, inputs: dict[str, Path], resume: Path | None) -> tuple[RuntimePaths, ContainerSpec | None]:
+    return paths.runtime(inputs, resume), None
+
+
+def task_environment(task_env: dict[str, str]) -> dict[str, str]:
+    """The inherited environment plus the task's; PYTHONPATH entries are joined, not replaced."""
+    merged = {**os.environ, **task_env}
+    if "PYTHONPATH" in task_env and os.environ.get("PYTHONPATH"):
+        merged["PYTHONPATH"] = task_env["PYTHONPATH"] + os.pathsep + os.environ["PYTHONPATH"]
+    return merged
+
+
+def execute(plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
     processes: list[subprocess.Popen] = []
     try:
         for task in plan.tasks:
             try:
-                process, fd = spawn(task.argv, Path(task.cwd), task.env)
+                process, fd = spawn(task.argv, Path(task.cwd), task_environment(task.env))
             except OSError as exc:
                 return Outcome("Failed", None, f"cannot start {task.argv[0]}: {exc.strerror}")
             pump.add(task.rank, fd, sinks.get(task.rank))

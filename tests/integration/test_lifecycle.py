@@ -159,11 +159,13 @@ def test_an_unread_console_does_not_stall_training(project, home):
     assert (home / "runs/demo-1/workdir/logs/0.log").stat().st_size == 400_000 * 50
 
 
-def test_environment_and_working_directory(project, cli, home):
+def test_environment_and_working_directory(project, cli, home, monkeypatch):
+    monkeypatch.setenv("INHERITED_BY_TRAINING", "yes")
     script = """\
 import json, os, sys
 keys = ["TFTRAIN_RUN_ID", "TFTRAIN_OUTPUTS_DIR", "TFTRAIN_LOGS_DIR", "TFTRAIN_METRICS_FILE", "MY_FLAG", "PYTHONUNBUFFERED"]
-json.dump({"cwd": os.getcwd(), "env": {k: os.environ.get(k) for k in keys}}, open("outputs/env.json", "w"))
+inherited = {k: os.environ.get(k) for k in ("PATH", "HOME", "INHERITED_BY_TRAINING")}
+json.dump({"cwd": os.getcwd(), "env": {k: os.environ.get(k) for k in keys}, "inherited": inherited}, open("outputs/env.json", "w"))
 """
     result = cli("run", "-f", str(project(script=script, manifest="environment_variables:\n  MY_FLAG: true\n")))
     assert result.returncode == 0, result.stderr
@@ -178,6 +180,7 @@ json.dump({"cwd": os.getcwd(), "env": {k: os.environ.get(k) for k in keys}}, ope
         "MY_FLAG": "true",
         "PYTHONUNBUFFERED": "1",
     }
+    assert seen["inherited"] == {"PATH": os.environ["PATH"], "HOME": os.environ["HOME"], "INHERITED_BY_TRAINING": "yes"}
 
 
 def test_invalid_manifest_exit_code_and_nothing_recorded(project, cli, home):

@@ -1,0 +1,130 @@
+"""A training container, used as a context manager: created, started, streamed, always removed."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping, Sequence
+
+from runner.errors import DockerError
+from runner.plan import ContainerSpec
+
+LABEL_RUN = "tftrain.run-id"
+
+
+def docker_client():
+    import docker
+
+    try:
+        client = docker.from_env(timeout=120)
+        client.ping()
+    except docker.errors.DockerException as exc:
+        raise DockerError(f"cannot reach the Docker daemon ({os.environ.get('DOCKER_HOST', 'unix:///var/run/docker.sock')}): {exc}") from None
+    return client
+
+
+class Container:
+    def __init__(
+        self,
+        client,
+        spec: ContainerSpec,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        workdir: str,
+        name: str,
+        labels: Mapping[str, str],
+    ) -> None:
+        self.client = client
+        self.spec = spec
+        self.argv = list(argv)
+        self.env = dict(env)
+        self.workdir = workdir
+        self.name = name
+        self.labels = dict(labels)
+        self.container = None
+        self.streamer: threading.Thread | None = None
+
+    def __enter__(self) -> Container:
+        from docker.types import DeviceRequest, Mount
+
+        mounts = [Mount(m.target, m.source, type="bind", read_only=m.read_only) for m in self.spec.mounts]
+        kwargs = {}
+        if self.spec.gpus:
+            kwargs["device_requests"] = [DeviceRequest(count=-1, capabilities=[["gpu"]])]
+        if self.spec.memory:
+            kwargs["mem_limit"] = self.spec.memory
+            kwargs["memswap_limit"] = self.spec.memory  # no swap: an OOM is an OOM
+        if self.spec.shm_size:
+            kwargs["shm_size"] = self.spec.shm_size
+        try:
+            self.container = self.client.containers.create(
+                self.spec.image,
+                self.argv,
+                name=self.name,
+                environment=self.env,
+                working_dir=self.workdir,
+                user=self.spec.user,
+                mounts=mounts,
+                network_mode=self.spec.network_mode,
+                labels=self.labels,
+                init=True,  # reaps and forwards signals: `docker stop` reaches the training process
+                detach=True,
+                **kwargs,
+            )
+        except Exception as exc:  # docker.errors.APIError, ImageNotFound
+            raise DockerError(f"cannot create the container from {self.spec.image}: {_explain(exc)}") from None
+        return self
+
+    def start(self, fd: int) -> None:
+        """Start, and copy the container's output (stdout and stderr) into `fd` until it ends."""
+        try:
+            self.container.start()
+        except Exception as exc:
+            os.close(fd)
+            raise DockerError(f"cannot start the container: {_explain(exc)}") from None
+        self.streamer = threading.Thread(target=self._stream, args=(fd,), name=f"docker-logs-{self.name}", daemon=True)
+        self.streamer.start()
+
+    def _stream(self, fd: int) -> None:
+        try:
+            for chunk in self.container.logs(stream=True, follow=True, stdout=True, stderr=True):
+                os.write(fd, chunk)
+        except Exception:  # the container went away under us; what arrived is in the log
+            pass
+        finally:
+            os.close(fd)
+
+    def wait(self, timeout: float) -> int | None:
+        import requests
+
+        try:
+            return int(self.container.wait(timeout=timeout)["StatusCode"])
+        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+            return None
+
+    def stop(self, grace: float) -> None:
+        try:
+            self.container.stop(timeout=max(0, int(grace)))
+        except Exception:
+            pass
+
+    def state(self) -> dict:
+        try:
+            self.container.reload()
+            return self.container.attrs.get("State", {})
+        except Exception:
+            return {}
+
+    def __exit__(self, *exc) -> None:
+        if self.container is None:
+            return
+        try:
+            self.container.remove(force=True)
+        except Exception:
+            pass
+        if self.streamer is not None:
+            self.streamer.join(timeout=10)
+
+
+def _explain(exc: Exception) -> str:
+    return getattr(exc, "explanation", None) or str(exc)

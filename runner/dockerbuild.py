@@ -1,0 +1,96 @@
+"""Build the training image with the docker SDK, unless an image with its content tag exists."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from collections import deque
+from pathlib import Path
+
+from runner.errors import BuildError, DockerError
+from runner.images import ImageSpec
+from runner.logger import Logger
+
+
+def base_image_id(client, base: str, logger: Logger) -> str:
+    import docker
+
+    try:
+        return client.images.get(base).id
+    except docker.errors.ImageNotFound:
+        pass
+    logger.info(f"pulling base image {base}")
+    try:
+        return client.images.pull(base).id
+    except docker.errors.APIError as exc:
+        raise DockerError(
+            f"base image {base} is not on this machine and cannot be pulled ({exc.explanation or exc}); "
+            "set custom_docker_image to an image the daemon has"
+        ) from None
+
+
+def existing_image(client, tag: str) -> str | None:
+    import docker
+
+    try:
+        return client.images.get(tag).id
+    except docker.errors.ImageNotFound:
+        return None
+
+
+def build_image(client, spec: ImageSpec, logger: Logger, log_path: Path) -> str:
+    logger.info(f"building image {spec.tag} from {spec.base_image} (log: {log_path})")
+    step, error = None, None
+    tail: deque[str] = deque(maxlen=40)
+    with log_path.open("a", encoding="utf-8") as log:
+        log.write(f"--- Dockerfile for {spec.tag}\n{spec.dockerfile}--- build\n")
+        chunks = client.api.build(
+            fileobj=_tar(spec.context()),
+            custom_context=True,
+            tag=spec.tag,
+            labels=spec.labels,
+            network_mode="host",
+            rm=True,
+            forcerm=True,
+            decode=True,
+        )
+        for chunk in chunks:
+            text = chunk.get("stream") or ""
+            if "error" in chunk:
+                error = chunk["error"]
+                text = error + "\n"
+            if not text:
+                continue
+            log.write(text)
+            for line in text.splitlines():
+                if line.startswith("Step "):
+                    step = line
+                if line.strip():
+                    tail.append(line.rstrip())
+            logger.log_chunk(b"".join(b"  " + line.encode() + b"\n" for line in text.splitlines()), str(log_path))
+    if error is not None:
+        raise BuildError(_build_failure(step, error, tail, log_path))
+    image_id = existing_image(client, spec.tag)
+    if image_id is None:
+        raise BuildError(f"docker build reported success but {spec.tag} does not exist (log: {log_path})")
+    return image_id
+
+
+def _build_failure(step: str | None, error: str, tail, log_path: Path) -> str:
+    lines = [line for line in tail if line != error.strip()]
+    cause = next((line.strip() for line in reversed(lines) if line.lstrip().startswith(("ERROR", "E:", "tftrain:"))), None)
+    cause = cause or (lines[-1].strip() if lines else error.strip())
+    where = step or "the first step"
+    return f"docker build failed at {where}: {cause} (full log: {log_path})"
+
+
+def _tar(files: dict[str, bytes]) -> io.BytesIO:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for name, data in sorted(files.items()):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o644
+            archive.addfile(info, io.BytesIO(data))
+    buffer.seek(0)
+    return buffer

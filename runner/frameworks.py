@@ -1,0 +1,58 @@
+"""What each TensorFlow release needs: default images, CUDA/cuDNN, Horovod compatibility.
+
+GPU columns follow TensorFlow's published "tested build configurations" for Linux.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Framework:
+    version: str  # major.minor
+    python: str
+    cuda: str
+    cudnn: str
+
+    def image(self, use_gpu: bool, patch: str | None = None) -> str:
+        tag = patch or f"{self.version}.0"
+        return f"tensorflow/tensorflow:{tag}{'-gpu' if use_gpu else ''}"
+
+
+FRAMEWORKS = {
+    f.version: f
+    for f in (
+        Framework("2.12", "3.8-3.11", "11.8", "8.6"),
+        Framework("2.13", "3.8-3.11", "11.8", "8.6"),
+        Framework("2.14", "3.9-3.11", "11.8", "8.7"),
+        Framework("2.15", "3.9-3.11", "12.2", "8.9"),
+        Framework("2.16", "3.9-3.12", "12.3", "8.9"),
+        Framework("2.17", "3.9-3.12", "12.3", "8.9"),
+        Framework("2.18", "3.9-3.12", "12.5", "9.3"),
+        Framework("2.19", "3.9-3.12", "12.5", "9.3"),
+        Framework("2.20", "3.9-3.13", "12.5", "9.3"),
+    )
+}
+DEFAULT_VERSION = "2.18"
+
+
+def framework(version: str | None) -> Framework | None:
+    return FRAMEWORKS.get(".".join((version or DEFAULT_VERSION).split(".")[:2]))
+
+
+def requirement(use_gpu: bool, version: str | None) -> str:
+    """The pip requirement for TensorFlow: `tensorflow-cpu==2.18.*`, `tensorflow[and-cuda]==2.18.1`."""
+    package = "tensorflow[and-cuda]" if use_gpu else "tensorflow-cpu"
+    if version is None:
+        return package
+    return f"{package}=={version}" if version.count(".") == 2 else f"{package}=={version}.*"
+
+
+def default_base_image(version: str | None, use_gpu: bool) -> str | None:
+    """The official TensorFlow image for this version, or None for versions not in the table."""
+    found = framework(version)
+    if found is None:
+        return None
+    patch = version if version and version.count(".") == 2 else None
+    return found.image(use_gpu, patch)

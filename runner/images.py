@@ -79,7 +79,6 @@ def image_spec(loaded: LoadedManifest, base_image_id: str | None = None, ca_bund
     dockerfile = render(
         "Dockerfile.j2",
         tftrain_version=runner.__version__,
-        name=manifest.name,
         base_image=base,
         ensure_python=True,
         mpi=isinstance(manifest.distributed_training, MpiTraining),

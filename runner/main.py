@@ -6,7 +6,7 @@ import argparse
 import sys
 
 import runner
-from runner.commands import logs, metrics, models, plan, run, runs, schema, validate
+from runner.commands import images, logs, metrics, models, plan, run, runs, schema, validate
 from runner.errors import FatalError
 from runner.logger import Logger
 
@@ -19,6 +19,7 @@ COMMANDS = {
     "logs": logs,
     "metrics": metrics,
     "models": models,
+    "images": images,
 }
 
 

@@ -28,5 +28,5 @@ def environment() -> jinja2.Environment:
     )
 
 
-def render(name: str, **values) -> str:
-    return environment().get_template(name).render(**values)
+def render(template: str, **values) -> str:
+    return environment().get_template(template).render(**values)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import tarfile
 from collections import deque
 from pathlib import Path
@@ -10,6 +11,8 @@ from pathlib import Path
 from runner.errors import BuildError, DockerError
 from runner.images import ImageSpec
 from runner.logger import Logger
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def base_image_id(client, base: str, logger: Logger) -> str:
@@ -62,6 +65,7 @@ def build_image(client, spec: ImageSpec, logger: Logger, log_path: Path) -> str:
             if not text:
                 continue
             log.write(text)
+            text = ANSI.sub("", text)  # the daemon colours a step's stderr
             for line in text.splitlines():
                 if line.startswith("Step "):
                     step = line
@@ -77,7 +81,7 @@ def build_image(client, spec: ImageSpec, logger: Logger, log_path: Path) -> str:
 
 
 def _build_failure(step: str | None, error: str, tail, log_path: Path) -> str:
-    lines = [line for line in tail if line != error.strip()]
+    lines = [line for line in tail if line != error.strip() and not line.startswith(("Removing intermediate", " ---> "))]
     cause = next((line.strip() for line in reversed(lines) if line.lstrip().startswith(("ERROR", "E:", "tftrain:"))), None)
     cause = cause or (lines[-1].strip() if lines else error.strip())
     where = step or "the first step"

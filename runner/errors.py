@@ -67,3 +67,14 @@ class TrainingCanceled(FatalError):
     """tftrain was interrupted (SIGINT/SIGTERM) and stopped the training."""
 
     exit_code = 12
+
+
+def error_class(exit_code: int) -> type[FatalError]:
+    """The error type that ends tftrain with `exit_code`."""
+    todo = [FatalError]
+    while todo:
+        cls = todo.pop()
+        if cls.exit_code == exit_code:
+            return cls
+        todo += cls.__subclasses__()
+    return FatalError

@@ -25,6 +25,7 @@ from runner.templates import render
 HOROVOD = "horovod==0.28.1"
 CA_NAME = "tftrain-ca.pem"
 CA_VARIABLES = ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
+CA_FILES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem")
 LABEL = "tftrain"
 
 
@@ -58,11 +59,9 @@ def base_image_for(manifest: Manifest) -> str:
 
 
 def host_ca_bundle() -> Path | None:
-    for variable in CA_VARIABLES:
-        value = os.environ.get(variable)
-        if value and Path(value).is_file():
-            return Path(value)
-    return None
+    """The CA bundle pip on this machine trusts (a proxy's CA included), for pip in the build."""
+    candidates = [os.environ.get(variable) for variable in CA_VARIABLES] + list(CA_FILES)
+    return next((Path(c) for c in candidates if c and Path(c).is_file()), None)
 
 
 def image_spec(loaded: LoadedManifest, base_image_id: str | None = None, ca_bundle: Path | None = None) -> ImageSpec:

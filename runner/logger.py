@@ -96,8 +96,10 @@ class Logger:
     # --- formatted messages -----------------------------------------------------------------
     def _render(self, *renderables, style: str | None = None) -> bytes:
         buffer = io.StringIO()
+        # A terminal's own width; elsewhere (CI logs, pipes) wide enough that ids are never cut.
+        width = None if self.tty else 200
         console = Console(
-            file=buffer, force_terminal=self.color, no_color=not self.color, width=120, highlight=False, soft_wrap=True
+            file=buffer, force_terminal=self.color, no_color=not self.color, width=width, highlight=False, soft_wrap=True
         )
         console.print(*renderables, style=style)
         return buffer.getvalue().encode()
@@ -127,7 +129,7 @@ class Logger:
     def table(self, title: str, columns: list[str], rows: list[list[str]], highlight_row: int | None = None) -> None:
         table = Table(title=title, title_justify="left")
         for column in columns:
-            table.add_column(column)
+            table.add_column(column, overflow="fold")
         for index, row in enumerate(rows):
             table.add_row(*row, style="bold yellow" if index == highlight_row else None)
         self.emit(self._render(table))

@@ -63,3 +63,59 @@ def cli():
 @pytest.fixture
 def repo() -> Path:
     return REPO
+
+
+BASE_IMAGE = os.environ.get("TFTRAIN_TEST_BASE_IMAGE", "tftrain-test/bookworm:latest")
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    """A real Docker daemon with the test base image (scripts/docker-up makes both). No skipping:
+    without a daemon the docker tests fail, saying why."""
+    import docker
+
+    try:
+        client = docker.from_env()
+        client.ping()
+    except docker.errors.DockerException as exc:
+        pytest.fail(f"no Docker daemon ({exc}); run scripts/docker-up (scripts/test does)", pytrace=False)
+    try:
+        client.images.get(BASE_IMAGE)
+    except docker.errors.ImageNotFound:
+        pytest.fail(f"base image {BASE_IMAGE} is missing; run scripts/docker-up (scripts/test does)", pytrace=False)
+    return client
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A real S3 API (moto's server) on 127.0.0.1, with credentials in the environment."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def aws_env(monkeypatch):
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(key, value)
+
+
+@pytest.fixture
+def http_server(tmp_path):
+    """Serves tmp_path/www over plain HTTP on 127.0.0.1; yields (root directory, base URL)."""
+    import functools
+    import http.server
+    import threading
+
+    root = tmp_path / "www"
+    root.mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield root, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()

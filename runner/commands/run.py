@@ -3,20 +3,8 @@
 from __future__ import annotations
 
 from runner.commands import add_manifest_arg, load
-from runner.errors import (
-    FatalError,
-    PreparingError,
-    TrainingCanceled,
-    TrainingFailed,
-    TrainingTimedOut,
-    UnsupportedError,
-)
+from runner.errors import error_class
 from runner.pipeline import run_manifest
-
-ERRORS = {
-    error.exit_code: error
-    for error in (PreparingError, UnsupportedError, TrainingFailed, TrainingTimedOut, TrainingCanceled)
-}
 
 
 def add_parser(subparsers) -> None:
@@ -27,6 +15,5 @@ def add_parser(subparsers) -> None:
 def run(args, logger) -> int:
     result = run_manifest(load(args, logger), logger)
     if result.exit_code:
-        error = ERRORS.get(result.exit_code, FatalError)
-        raise error(f"run {result.run_id} {result.status}: {result.message}")
+        raise error_class(result.exit_code)(f"run {result.run_id} {result.status}: {result.message}")
     return 0

@@ -1,0 +1,200 @@
+"""The docker target against a real dockerd: image build and cache, runs, cleanup, secrets."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import BASE_IMAGE, TFTRAIN
+
+pytestmark = pytest.mark.integration
+
+# The same environment as the example: one heavy image (TensorFlow) shared by these tests.
+ENVIRONMENT = f"""\
+use_docker: true
+custom_docker_image: {BASE_IMAGE}
+framework_version: "2.18"
+pip_packages: [scikit-learn]
+"""
+
+
+def docker_manifest(root: Path, script: str, extra: str = "", name: str = "digits") -> Path:
+    (root / "src").mkdir(parents=True, exist_ok=True)
+    (root / "src" / "train.py").write_text(script)
+    path = root / "tftrain.yml"
+    path.write_text(f"name: {name}\nsource_directory: src\nentry_script: train.py\n" + ENVIRONMENT + extra)
+    return path
+
+
+def leftover_containers(client, run_id: str) -> list:
+    return client.containers.list(all=True, filters={"label": f"tftrain.run-id={run_id}"})
+
+
+def test_example_in_docker_builds_once_and_caches(docker_client, cli, home, repo, tmp_path):
+    source = tmp_path / "example"
+    shutil.copytree(repo / "examples" / "mnist-keras", source)
+    manifest = source / "tftrain.yml"
+    manifest.write_text(manifest.read_text().replace("use_docker: false\n", f"use_docker: true\ncustom_docker_image: {BASE_IMAGE}\n"))
+
+    first = cli("run", "-f", str(manifest), timeout=1200)
+    assert first.returncode == 0, first.stdout[-4000:] + first.stderr
+    run_dir = home / "runs" / "mnist-keras-1"
+    assert (run_dir / "workdir/outputs/model/digits.keras").exists()
+    points = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [p["value"] for p in points if p["name"] == "test_accuracy"][-1] > 0.9
+    assert {p["source"] for p in points} == {"log", "tensorboard"}
+    assert "registered model mnist-keras@v1" in first.stdout
+    assert leftover_containers(docker_client, "mnist-keras-1") == []
+    lock = (run_dir / "manifest.lock.yml").read_text()
+    image = next(line.split()[-1] for line in lock.splitlines() if line.strip().startswith("image: tftrain/"))
+
+    second = cli("run", "-f", str(manifest))
+    assert second.returncode == 0, second.stderr
+    assert "(cached, no build)" in second.stdout and "building image" not in second.stdout
+
+    (source / "train.py").write_text((source / "train.py").read_text() + "\n# a code-only change\n")
+    third = cli("run", "-f", str(manifest))
+    assert third.returncode == 0, third.stderr
+    assert "(cached, no build)" in third.stdout and image in third.stdout
+
+    # a real change of requirements, new in every test session (an old image must not satisfy it)
+    marker = int.from_bytes(os.urandom(3), "big")
+    manifest.write_text(manifest.read_text().replace("  - scikit-learn\n", f"  - scikit-learn\n  - six>=1.0.{marker}\n"))
+    fourth = cli("run", "-f", str(manifest), timeout=1200)
+    assert fourth.returncode == 0, fourth.stdout[-4000:] + fourth.stderr
+    assert "building image" in fourth.stdout and image not in fourth.stdout
+    assert "registered model mnist-keras@v4" in fourth.stdout
+
+    listing = cli("images")
+    assert image.split(":")[1][:12] in listing.stdout and "mnist-keras" in listing.stdout
+
+
+def test_a_failed_build_names_the_step_and_is_recorded(docker_client, cli, home, tmp_path):
+    path = docker_manifest(tmp_path, "print('never')\n", name="broken")
+    path.write_text(path.read_text().replace("[scikit-learn]", "[tftrain-no-such-package-anywhere]"))
+    result = cli("run", "-f", str(path), timeout=1200)
+    assert result.returncode == 8
+    assert "docker build failed at Step" in result.stderr
+    assert "tftrain-no-such-package-anywhere" in result.stderr
+    record = json.loads((home / "runs/broken-1/run.json").read_text())
+    assert record["status"] == "Failed"
+    assert [p["phase"] for p in record["phases"]] == ["Queued", "Preparing", "PostProcessing", "Failed"]
+
+
+def test_script_errors_point_at_the_users_file(docker_client, cli, home, tmp_path):
+    script = "print('starting', flush=True)\n\nraise ValueError('bad learning rate')\n"
+    result = cli("run", "-f", str(docker_manifest(tmp_path, script)))
+    assert result.returncode == 10
+    assert "train.py:3: ValueError: bad learning rate" in result.stderr
+    assert leftover_containers(docker_client, "digits-1") == []
+
+
+SLEEPER = "import time\nprint('ready', flush=True)\ntime.sleep(600)\n"
+
+
+def test_time_limit_stops_and_removes_the_container(docker_client, cli, home, tmp_path):
+    path = docker_manifest(tmp_path, SLEEPER, "max_run_duration_seconds: 5\ncompute:\n  kill_grace_seconds: 1\n")
+    started = time.monotonic()
+    result = cli("run", "-f", str(path))
+    assert result.returncode == 11, result.stderr
+    assert time.monotonic() - started < 60
+    assert leftover_containers(docker_client, "digits-1") == []
+
+
+def test_cancel_stops_and_removes_the_container(docker_client, home, tmp_path):
+    path = docker_manifest(tmp_path, SLEEPER, "compute:\n  kill_grace_seconds: 1\n")
+    process = subprocess.Popen([TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = home / "runs/digits-1/workdir/logs/0.log"
+    deadline = time.monotonic() + 120
+    while not (log.exists() and "ready" in log.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 12, err
+    assert leftover_containers(docker_client, "digits-1") == []
+    assert json.loads((home / "runs/digits-1/run.json").read_text())["status"] == "Canceled"
+
+
+def test_out_of_memory_is_reported_as_such(docker_client, cli, home, tmp_path):
+    script = "blocks = []\nwhile True:\n    blocks.append(bytearray(16 << 20))\n"
+    result = cli("run", "-f", str(docker_manifest(tmp_path, script, "compute:\n  memory_limit: 96m\n")))
+    assert result.returncode == 10, result.stderr
+    assert "killed: out of memory (compute.memory_limit: 96m)" in result.stderr
+
+
+def test_gpu_without_an_nvidia_runtime_fails_fast(docker_client, cli, home, tmp_path):
+    result = cli("run", "-f", str(docker_manifest(tmp_path, "print('cpu')\n", "use_gpu: true\n")))
+    assert result.returncode == 7
+    assert "the Docker daemon has no NVIDIA runtime" in result.stderr
+
+
+def test_secrets_reach_the_run_and_nothing_else(docker_client, cli, home, tmp_path, monkeypatch):
+    token = "tok-" + os.urandom(8).hex()
+    monkeypatch.setenv("TFTRAIN_TEST_TOKEN", token)
+    script = "import os\nprint('token is', os.environ['TFTRAIN_TEST_TOKEN'])\nopen('outputs/seen', 'w').write(os.environ['TFTRAIN_TEST_TOKEN'])\n"
+    path = docker_manifest(tmp_path, script, "secrets: [TFTRAIN_TEST_TOKEN]\n")
+    result = cli("run", "-f", str(path))
+    assert result.returncode == 0, result.stderr
+    run_dir = home / "runs/digits-1"
+    assert (run_dir / "workdir/outputs/seen").read_text() == token  # the training got it
+    assert "token is ***" in (run_dir / "workdir/logs/0.log").read_text()
+    assert token not in result.stdout + result.stderr
+    for path_ in run_dir.rglob("*"):
+        if path_.is_file() and path_.name != "seen":
+            assert token.encode() not in path_.read_bytes(), path_
+    plan = cli("plan", "-f", str(path))
+    assert token not in plan.stdout and "TFTRAIN_TEST_TOKEN='***'" in plan.stdout
+    for image in docker_client.images.list(filters={"label": "tftrain.content-hash"}):
+        history = json.dumps(image.history())
+        assert token not in history and "TFTRAIN_TEST_TOKEN" not in history
+
+
+def test_a_missing_secret_fails_in_preparing(docker_client, cli, home, tmp_path, monkeypatch):
+    monkeypatch.delenv("TFTRAIN_NOT_SET", raising=False)
+    result = cli("run", "-f", str(docker_manifest(tmp_path, "print(1)\n", "secrets: [TFTRAIN_NOT_SET]\n")))
+    assert result.returncode == 4
+    assert "secrets: TFTRAIN_NOT_SET is not set in tftrain's environment" in result.stderr
+
+
+def test_files_come_back_owned_by_the_invoking_user(docker_client, home, tmp_path):
+    """tftrain run by an ordinary user (uid 4242): the container runs as that user too."""
+    uid = 4242
+    docker_gid = os.stat("/var/run/docker.sock").st_gid
+    shared = Path(subprocess.check_output(["mktemp", "-d"], text=True).strip())
+    os.chmod(shared, 0o755)
+    docker_manifest(shared / "project", "open('outputs/model', 'w').write('weights')\n")
+    for path in [shared, *shared.rglob("*")]:
+        os.chown(path, uid, uid)
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(shared),
+        "TFTRAIN_HOME": str(shared / "home"),
+        "TFTRAIN_CACHE_DIR": str(shared / "cache"),
+    }
+    result = subprocess.run(
+        ["setpriv", f"--reuid={uid}", f"--regid={uid}", f"--groups={docker_gid}", TFTRAIN, "run", "-f", str(shared / "project/tftrain.yml")],
+        capture_output=True, text=True, env=env, timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    outputs = shared / "home/runs/digits-1/workdir/outputs"
+    assert (outputs / "model").stat().st_uid == uid
+    assert outputs.stat().st_uid == uid
+    shutil.rmtree(shared)
+
+
+def test_plan_writes_a_build_context_docker_can_build(docker_client, cli, tmp_path):
+    path = docker_manifest(tmp_path, "print(1)\n")
+    out = tmp_path / "plan"
+    result = cli("plan", "-f", str(path), "--output-dir", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "Dockerfile:" in result.stdout and "mount" in result.stdout
+    assert (out / "image" / "Dockerfile").exists() and (out / "image" / "requirements.txt").read_text() == "scikit-learn\n"
+    image, _ = docker_client.images.build(path=str(out / "image"), tag="tftrain-test/by-hand:latest", network_mode="host", rm=True)
+    assert image.id

@@ -15,6 +15,7 @@ def add_parser(subparsers) -> None:
     sub = parser.add_subparsers(dest="images_command")
     prune = sub.add_parser("prune", help="remove all but the newest images of each model")
     prune.add_argument("--keep", type=int, default=1, help="newest images to keep per model name (default 1)")
+    prune.add_argument("--model", help="only this model's images")
     prune.add_argument("--dry-run", action="store_true", help="only say what would be removed")
 
 
@@ -22,6 +23,8 @@ def run(args, logger) -> int:
     client = docker_client()
     images = sorted(client.images.list(filters={"label": HASH_LABEL}), key=_created, reverse=True)
     if args.images_command == "prune":
+        if args.model:
+            images = [image for image in images if image.labels.get(f"{LABEL}.name") == args.model]
         _prune(client, images, args.keep, args.dry_run, logger)
         return 0
     rows = [

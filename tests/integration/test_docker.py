@@ -198,3 +198,24 @@ def test_plan_writes_a_build_context_docker_can_build(docker_client, cli, tmp_pa
     assert (out / "image" / "Dockerfile").exists() and (out / "image" / "requirements.txt").read_text() == "scikit-learn\n"
     image, _ = docker_client.images.build(path=str(out / "image"), tag="tftrain-test/by-hand:latest", network_mode="host", rm=True)
     assert image.id
+
+
+def test_images_prune_keeps_the_newest_per_model(docker_client, cli, tmp_path):
+    import io
+
+    tags = []
+    for index in range(3):
+        dockerfile = f"FROM {BASE_IMAGE}\nRUN echo {index} > /prune-{index}\n".encode()
+        labels = {"tftrain.content-hash": f"prune{index}", "tftrain.name": "prune-test", "tftrain.version": "test"}
+        tag = f"tftrain/prune-test:{index}"
+        docker_client.images.build(fileobj=io.BytesIO(dockerfile), tag=tag, labels=labels, rm=True)
+        tags.append(tag)
+        time.sleep(1.1)  # distinct creation times
+    dry = cli("images", "prune", "--model", "prune-test", "--keep", "1", "--dry-run")
+    assert f"would remove {tags[0]}" in dry.stdout and f"would remove {tags[1]}" in dry.stdout
+    assert tags[2] not in dry.stdout
+    result = cli("images", "prune", "--model", "prune-test", "--keep", "1")
+    assert result.returncode == 0, result.stderr
+    remaining = [t for image in docker_client.images.list(filters={"label": "tftrain.name=prune-test"}) for t in image.tags]
+    assert remaining == [tags[2]]
+    docker_client.images.remove(tags[2])

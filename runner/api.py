@@ -8,11 +8,17 @@ import os
 import time
 
 
+RANK_VARIABLES = ("TFTRAIN_RANK", "OMPI_COMM_WORLD_RANK", "HOROVOD_RANK", "PMIX_RANK", "PMI_RANK")
+
+
 def log_metric(name: str, value: float, step: int | None = None) -> None:
     """Record a metric for the current tftrain run (a no-op outside tftrain: prints nothing)."""
     path = os.environ.get("TFTRAIN_METRICS_FILE")
     if not path:
         return
+    if "{rank}" in path:  # MPI ranks share one environment: each writes its own file
+        rank = next((os.environ[v] for v in RANK_VARIABLES if v in os.environ), "0")
+        path = path.replace("{rank}", rank)
     number = float(value)
     record = {"name": str(name), "value": number if math.isfinite(number) else str(number), "time": time.time()}
     if step is not None:

@@ -10,22 +10,40 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 
 from runner.errors import PreparingError, UnsupportedError
-from runner.frameworks import requirement
+from runner.frameworks import DEFAULT_VERSION, HOROVOD, requirement, uses_keras3
 from runner.logger import Logger
-from runner.manifest.model import Manifest
+from runner.manifest.model import Manifest, MpiTraining
 from runner.paths import cache_dir
 
 COMPLETE = ".tftrain-complete"
 FRAMEWORK_PACKAGES = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tensorflow-intel")
+
+
+@dataclass(frozen=True)
+class PipStep:
+    """A pip install of its own, after the requirements (Horovod builds against the installed TF)."""
+
+    args: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+
+
+HOROVOD_BUILD_ENV = (
+    ("HOROVOD_WITH_TENSORFLOW", "1"),
+    ("HOROVOD_WITH_MPI", "1"),
+    ("HOROVOD_WITH_GLOO", "1"),
+    ("HOROVOD_WITHOUT_PYTORCH", "1"),
+    ("HOROVOD_WITHOUT_MXNET", "1"),
+)
 
 
 @dataclass(frozen=True)
@@ -37,6 +55,7 @@ class EnvSpec:
     requirements_file: str | None
     requirements_text: str | None
     key: str | None
+    steps: tuple[PipStep, ...] = ()
 
     def python_path(self) -> str:
         return sys.executable if self.key is None else str(cache_dir() / "envs" / self.key / "bin" / "python")
@@ -44,7 +63,8 @@ class EnvSpec:
     def describe(self) -> str:
         if self.key is None:
             return f"current interpreter ({sys.executable}, Python {self.python_version})"
-        return f"cached virtualenv {self.key[:12]} ({', '.join(self.requirements) or 'no packages'})"
+        packages = [*self.requirements, *(step.args[-1] for step in self.steps)]
+        return f"cached virtualenv {self.key[:12]} ({', '.join(packages) or 'no packages'})"
 
 
 @dataclass(frozen=True)
@@ -103,19 +123,44 @@ def env_spec(manifest: Manifest, source_dir: Path) -> EnvSpec:
     requirements_text = None
     if manifest.pip_requirements_file:
         requirements_text = (source_dir / manifest.pip_requirements_file).read_text()
+    horovod = isinstance(manifest.distributed_training, MpiTraining)
+    wanted = manifest.framework_version or (DEFAULT_VERSION if horovod else None)
     installed = installed_framework_version()
-    framework_ok = manifest.framework_version is None or (
-        installed is not None and _matches(installed, manifest.framework_version)
-    )
-    if not manifest.pip_packages and requirements_text is None and framework_ok:
+    framework_ok = wanted is None or (installed is not None and _matches(installed, wanted))
+    horovod_ok = not horovod or _installed("horovod")
+    if not manifest.pip_packages and requirements_text is None and framework_ok and horovod_ok:
         return EnvSpec(version, (), None, None, None)
-    framework = framework_requirement(manifest)
+    framework = framework_requirement(manifest.model_copy(update={"framework_version": wanted}))
     requirements = tuple(([framework] if framework else []) + list(manifest.pip_packages))
+    steps: tuple[PipStep, ...] = ()
+    if horovod:
+        requirements += ("setuptools", "wheel")
+        steps = horovod_steps(wanted)
     key_source = json.dumps(
-        {"python": version, "requirements": requirements, "file": requirements_text}, sort_keys=True
+        {"python": version, "requirements": requirements, "file": requirements_text, "steps": [asdict(s) for s in steps]},
+        sort_keys=True,
     )
     key = hashlib.sha256(key_source.encode()).hexdigest()
-    return EnvSpec(version, requirements, manifest.pip_requirements_file, requirements_text, key)
+    return EnvSpec(version, requirements, manifest.pip_requirements_file, requirements_text, key, steps)
+
+
+def horovod_steps(framework_version: str) -> tuple[PipStep, ...]:
+    """Horovod built against the environment's TensorFlow; with Keras 3 (TF ≥ 2.16), tf-keras for
+    Horovod's Keras API (ranks get TF_USE_LEGACY_KERAS=1)."""
+    steps = []
+    if uses_keras3(framework_version):
+        minor = ".".join(framework_version.split(".")[:2])
+        steps.append(PipStep(("--no-deps", f"tf-keras=={minor}.*")))
+    steps.append(PipStep(("--no-build-isolation", "--no-cache-dir", HOROVOD), HOROVOD_BUILD_ENV))
+    return tuple(steps)
+
+
+def _installed(name: str) -> bool:
+    try:
+        metadata.version(name)
+        return True
+    except metadata.PackageNotFoundError:
+        return False
 
 
 def _matches(installed: str, wanted: str) -> bool:
@@ -154,14 +199,18 @@ def _build(spec: EnvSpec, target: Path, source_dir: Path, logger: Logger, log_pa
         args += ["-r", str(source_dir / spec.requirements_file)]
     if args:
         _call(pip + args, "pip install", logger, log_path)
+    for step in spec.steps:
+        _call(pip + list(step.args), f"pip install {step.args[-1]}", logger, log_path, dict(step.env))
 
 
-def _call(argv: list[str], what: str, logger: Logger, log_path: Path) -> None:
+def _call(argv: list[str], what: str, logger: Logger, log_path: Path, env: dict[str, str] | None = None) -> None:
     tail: deque[str] = deque(maxlen=40)
     with log_path.open("a", encoding="utf-8") as log:
         log.write(f"$ {' '.join(argv)}\n")
         log.flush()
-        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+        process = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", env={**os.environ, **(env or {})}
+        )
         assert process.stdout is not None
         for line in process.stdout:
             log.write(line)

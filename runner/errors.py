@@ -51,6 +51,12 @@ class DockerError(FatalError):
     exit_code = 9
 
 
+class PlanError(FatalError):
+    """The launch cannot be planned: ports in use, ranks that do not exist."""
+
+    exit_code = 13
+
+
 class TrainingFailed(FatalError):
     """The training process exited non-zero."""
 

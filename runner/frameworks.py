@@ -35,6 +35,19 @@ FRAMEWORKS = {
     )
 }
 DEFAULT_VERSION = "2.18"
+# Horovod 0.28.1 (its last release) builds against these TensorFlow releases only.
+HOROVOD = "horovod==0.28.1"
+HOROVOD_FRAMEWORKS = ("2.15", "2.16", "2.17", "2.18")
+
+
+def horovod_compatible(version: str | None) -> bool:
+    return version is None or ".".join(version.split(".")[:2]) in HOROVOD_FRAMEWORKS
+
+
+def uses_keras3(version: str | None) -> bool:
+    """TensorFlow ≥ 2.16 ships Keras 3, which Horovod's Keras API does not support."""
+    major, minor = (int(part) for part in (version or DEFAULT_VERSION).split(".")[:2])
+    return (major, minor) >= (2, 16)
 
 
 def framework(version: str | None) -> Framework | None:

@@ -17,12 +17,11 @@ from pathlib import Path
 import runner
 from runner.environment import names_framework
 from runner.errors import UnsupportedError
-from runner.frameworks import default_base_image, requirement
+from runner.frameworks import HOROVOD, default_base_image, requirement
 from runner.manifest import LoadedManifest
 from runner.manifest.model import Manifest, MpiTraining
 from runner.templates import render
 
-HOROVOD = "horovod==0.28.1"
 CA_NAME = "tftrain-ca.pem"
 CA_VARIABLES = ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
 CA_FILES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem")

@@ -126,6 +126,9 @@ def _execute(prepared: Prepared, paths: RunPaths, recorder: MetricsRecorder, con
     ]
     for follower in followers:
         follower.start()
+    for name, content in plan.files.items():
+        paths.launch_dir.mkdir(exist_ok=True)
+        (paths.launch_dir / name).write_text(content)
     if control.limit_seconds:
         control.deadline = time.monotonic() + control.limit_seconds
     try:
@@ -169,12 +172,16 @@ def _post_process(loaded, paths, recorder, outcome, run_id, prepared, store, log
 def _explain(outcome: Outcome, paths: RunPaths, prepared: Prepared | None) -> str | None:
     if outcome.status != "Failed" or prepared is None:
         return outcome.message
+    tasks = prepared.plan.tasks
+    if outcome.rank is not None and outcome.rank >= 0:  # the task that failed first, else every rank
+        tasks = [task for task in tasks if task.rank == outcome.rank]
     script = prepared.plan.tasks[0].argv[1] if len(prepared.plan.tasks[0].argv) > 1 else "the script"
-    for task in prepared.plan.tasks:
+    for task in tasks:
         error = last_traceback(paths.rank_log(task.rank), Path(task.cwd))
         if error:
-            return f"{error} (rank {task.rank} {outcome.message}; log: {paths.rank_log(task.rank)})"
-    return f"{script} {outcome.message} (log: {paths.rank_log(0)})"
+            return f"{error} (rank {task.rank}: {outcome.message}; log: {paths.rank_log(task.rank)})"
+    log = paths.rank_log(tasks[0].rank if tasks else 0)
+    return f"{script} {outcome.message} (log: {log})"
 
 
 def _write_record(paths, store, run_id, outcome, exit_code, message, model, summary, git) -> None:

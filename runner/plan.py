@@ -8,7 +8,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import asdict, dataclass, field
 
-from runner.errors import UnsupportedError
+from runner.errors import PlanError
 from runner.manifest.model import Manifest
 from runner.rundir import RuntimePaths
 
@@ -22,6 +22,11 @@ class TaskSpec:
     argv: tuple[str, ...]
     env: dict[str, str] = field(hash=False)
     cwd: str
+
+    @property
+    def label(self) -> str:
+        """How its log lines are prefixed: `0` for an MPI rank, `worker 1` for a TF_CONFIG task."""
+        return str(self.rank) if self.role in ("main", "rank") else f"{self.role} {self.index}"
 
     def to_dict(self, masked: frozenset[str] = frozenset()) -> dict:
         return {
@@ -61,20 +66,36 @@ class ContainerSpec:
 
 @dataclass(frozen=True)
 class LaunchPlan:
+    """`tasks` are the training processes. With a `driver` (mpirun), tftrain starts only the
+    driver, which starts the tasks; otherwise it starts each task itself."""
+
     launcher: str
     target: str
     tasks: tuple[TaskSpec, ...]
     metrics_ranks: tuple[int, ...] = (0,)
+    driver: TaskSpec | None = None
+    success_policy: str = "main"  # main | chief | all_workers
+    files: dict[str, str] = field(default_factory=dict, hash=False)  # name → content, written to the launch dir
     container: ContainerSpec | None = None
     secret_names: frozenset[str] = frozenset()
+
+    @property
+    def processes(self) -> tuple[TaskSpec, ...]:
+        """What tftrain itself starts."""
+        return (self.driver,) if self.driver else self.tasks
 
     def to_dict(self) -> dict:
         document = {
             "launcher": self.launcher,
             "target": self.target,
+            "success_policy": self.success_policy,
             "metrics_ranks": list(self.metrics_ranks),
             "tasks": [task.to_dict(self.secret_names) for task in self.tasks],
         }
+        if self.driver is not None:
+            document["driver"] = self.driver.to_dict(self.secret_names)
+        if self.files:
+            document["files"] = dict(self.files)
         if self.container is not None:
             document["container"] = self.container.to_dict()
         return document
@@ -90,6 +111,11 @@ class PlanContext:
     runtime: RuntimePaths
     env: dict[str, str]
     argv_tail: tuple[str, ...]
+    hosts: tuple[str, ...] = ("localhost",)  # one per node; the runner-pool target gives real ones
+
+    @property
+    def script_argv(self) -> tuple[str, ...]:
+        return (self.python, self.manifest.entry_script, *self.argv_tail)
 
 
 def build_plan(ctx: PlanContext) -> LaunchPlan:
@@ -98,8 +124,9 @@ def build_plan(ctx: PlanContext) -> LaunchPlan:
     return launcher_for(ctx.manifest).plan(ctx)
 
 
-def unsupported_backend(backend: str) -> UnsupportedError:
-    return UnsupportedError(
-        f"distributed_training.backend: {backend!r} runs are not available in this version of tftrain; "
-        "remove distributed_training to train in one process"
-    )
+def check_metrics_ranks(manifest: Manifest, count: int) -> tuple[int, ...]:
+    ranks = tuple(manifest.metrics.ranks)
+    bad = [rank for rank in ranks if not 0 <= rank < count]
+    if bad:
+        raise PlanError(f"metrics.ranks: {bad[0]} is not a rank of this job (ranks 0–{count - 1})")
+    return ranks

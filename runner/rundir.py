@@ -19,6 +19,7 @@ class RuntimePaths:
     pythonpath: str
     inputs: dict[str, str] = field(hash=False)
     resume: str | None
+    launch_dir: str = ""  # files a launcher writes (an MPI hostfile)
 
     def metrics_file(self, rank: int) -> str:
         return f"{self.metrics_dir}/{rank}.jsonl"
@@ -77,6 +78,10 @@ class RunPaths:
         return self.root / "prepare.log"
 
     @property
+    def launch_dir(self) -> Path:
+        return self.root / "launch"
+
+    @property
     def pythonpath(self) -> Path:
         """Holds a link to the `runner` package, for scripts in a virtualenv without tftrain."""
         return self.root / "pythonpath"
@@ -97,6 +102,7 @@ class RunPaths:
             pythonpath=str(self.pythonpath),
             inputs={name: str(path) for name, path in inputs.items()},
             resume=str(resume) if resume else None,
+            launch_dir=str(self.launch_dir),
         )
 
     @classmethod

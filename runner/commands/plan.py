@@ -83,6 +83,9 @@ def _describe(document: dict, plan: LaunchPlan, dockerfile: str | None) -> str:
                      + (", all GPUs" if spec.gpus else ""))
         for mount in spec.mounts:
             lines.append(f"  mount {mount.source} → {mount.target} ({'ro' if mount.read_only else 'rw'})")
+    driver = document.get("driver")
+    if driver:
+        lines.append(f"driver:      {driver['command']}")
     lines.append("tasks:")
     for task in document["tasks"]:
         lines.append(f"  - {task['role']} {task['index']} (rank {task['rank']}) on {task['host']}, in {task['cwd']}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from runner.manifest.model import Manifest
-from runner.plan import LaunchPlan, PlanContext, unsupported_backend
+from runner.plan import LaunchPlan, PlanContext
 
 
 class Launcher(Protocol):
@@ -15,9 +15,11 @@ class Launcher(Protocol):
 
 
 def launcher_for(manifest: Manifest) -> Launcher:
-    from runner.launchers import single
+    from runner.launchers import mpi, multi_worker_mirrored, parameter_server, single
 
     training = manifest.distributed_training
     if training is None:
         return single
-    raise unsupported_backend(training.backend)
+    return {"mpi": mpi, "parameter_server": parameter_server, "multi_worker_mirrored": multi_worker_mirrored}[
+        training.backend
+    ]

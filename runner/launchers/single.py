@@ -14,7 +14,7 @@ def plan(ctx: PlanContext) -> LaunchPlan:
         index=0,
         rank=0,
         host="localhost",
-        argv=(ctx.python, ctx.manifest.entry_script, *ctx.argv_tail),
+        argv=ctx.script_argv,
         env=env,
         cwd=ctx.runtime.workdir,
     )

@@ -47,17 +47,32 @@ class InputSpec(_Model):
 class MpiTraining(_Model):
     backend: Literal["mpi"]
     process_count_per_node: int = Field(default=1, ge=1)
+    launcher: Literal["mpirun", "horovodrun"] = Field(default="mpirun", description="How the ranks are started")
+    hostfile: bool = Field(default=False, description="Pass the hosts as a hostfile (`host slots=K`) instead of -H")
+    ssh_port: int | None = Field(default=None, ge=1, le=65535, description="ssh port of the hosts (-mca plm_rsh_args)")
+    network_interface: str | None = Field(
+        default=None, description="Network interface(s) for MPI and NCCL (btl_tcp_if_include, NCCL_SOCKET_IFNAME)"
+    )
+    mpi_args: list[str] = Field(default_factory=list, description="Extra mpirun arguments")
 
 
 class ParameterServerTraining(_Model):
     backend: Literal["parameter_server"]
     worker_count: int = Field(default=1, ge=1)
     parameter_server_count: int = Field(default=1, ge=1)
+    chief: bool = Field(default=True, description="Run a chief (the coordinator of TF2's ParameterServerStrategy)")
+    evaluator: bool = Field(default=False, description="Run an evaluator task")
+    evaluator_in_cluster: bool = Field(default=False, description="List the evaluator in TF_CONFIG's cluster")
+    success_policy: Literal["chief", "all_workers"] = Field(
+        default="chief", description="The job succeeds when the chief (else worker 0) ends, or when all workers end"
+    )
+    base_port: int | None = Field(default=None, ge=1024, le=65000, description="Ports base_port, base_port+1, …; default: free ports")
 
 
 class MultiWorkerMirroredTraining(_Model):
     backend: Literal["multi_worker_mirrored"]
     worker_count: int = Field(default=1, ge=1)
+    base_port: int | None = Field(default=None, ge=1024, le=65000, description="Ports base_port, base_port+1, …; default: free ports")
 
 
 DistributedTraining = Annotated[
@@ -94,6 +109,7 @@ class MetricsSpec(_Model):
     regex: dict[str, str] = Field(
         default_factory=dict, description="metric name → pattern applied to each log line; group 1 (or `value`) is the value"
     )
+    ranks: list[int] = Field(default_factory=lambda: [0], description="Whose logs and metrics files give the run's metrics")
 
     @field_validator("regex")
     @classmethod

@@ -17,6 +17,7 @@ from runner.manifest.model import (
     ParameterServerTraining,
     ResumeRef,
 )
+from runner.frameworks import HOROVOD_FRAMEWORKS, horovod_compatible
 from runner.manifest.yamlfile import Location
 
 Problem = tuple[Location, str]
@@ -140,13 +141,23 @@ def _distribution(manifest: Manifest) -> list[Problem]:
                     "(set compute.slots_per_node if the node has more)",
                 )
             )
+        if not horovod_compatible(manifest.framework_version):
+            problems.append(
+                (
+                    ("framework_version",),
+                    f"Horovod (backend: mpi) builds against TensorFlow {', '.join(HOROVOD_FRAMEWORKS)} only, "
+                    f"not {manifest.framework_version}",
+                )
+            )
     elif isinstance(training, ParameterServerTraining):
-        tasks = training.worker_count + training.parameter_server_count
+        extra = int(training.chief) + int(training.evaluator)
+        tasks = training.worker_count + training.parameter_server_count + extra
         if tasks > capacity:
+            with_extra = f" + chief/evaluator ({extra})" if extra else ""
             problems.append(
                 (
                     ("distributed_training", "worker_count"),
-                    f"worker_count + parameter_server_count ({tasks}) exceeds {where} = {capacity}",
+                    f"worker_count + parameter_server_count{with_extra} = {tasks} tasks exceed {where} = {capacity}",
                 )
             )
     elif isinstance(training, MultiWorkerMirroredTraining) and training.worker_count > capacity:

@@ -25,6 +25,7 @@ class Outcome:
     status: str  # Completed | Failed | Canceled | TimedOut
     exit_code: int | None
     message: str | None
+    rank: int | None = None  # the task that decided it, when one did
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from runner.errors import UnsupportedError
 from runner.logger import Logger
 from runner.logpump import LineSink, LogPump
 from runner.manifest import LoadedManifest
-from runner.plan import ContainerSpec, LaunchPlan
+from runner.plan import ContainerSpec, LaunchPlan, TaskSpec
 from runner.processes import spawn, stop_tree, sweep_descendants
 from runner.rundir import RunPaths, RuntimePaths
 from runner.targets import Environment, Outcome, RunControl
@@ -23,6 +23,7 @@ from runner.targets import Environment, Outcome, RunControl
 name = "local"
 POLL_SECONDS = 0.1
 PUMP_JOIN_SECONDS = 10.0
+STOP_REST_SECONDS = 5.0
 
 
 def check(loaded: LoadedManifest) -> EnvSpec:
@@ -31,6 +32,15 @@ def check(loaded: LoadedManifest) -> EnvSpec:
             "use_gpu: true, but this machine has no NVIDIA GPU (nvidia-smi not found); "
             "set use_gpu: false to train on the CPU, or run on a GPU runner"
         )
+    training = loaded.manifest.distributed_training
+    if training is not None and training.backend == "mpi":
+        program = training.launcher
+        if which(program) is None:
+            raise UnsupportedError(
+                f"distributed_training.launcher: {program} not found on PATH; install Open MPI "
+                "(Debian/Ubuntu: apt-get install openmpi-bin libopenmpi-dev cmake g++)"
+                + (" and Horovod" if program == "horovodrun" else "")
+            )
     return env_spec(loaded.manifest, loaded.source_dir)
 
 
@@ -57,17 +67,21 @@ def task_environment(task_env: dict[str, str]) -> dict[str, str]:
 
 
 def execute(plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
-    processes: list[subprocess.Popen] = []
+    started: list[tuple[TaskSpec, subprocess.Popen]] = []
     try:
-        for task in plan.tasks:
+        for task in plan.processes:
             try:
                 process, fd = spawn(task.argv, Path(task.cwd), task_environment(task.env))
             except OSError as exc:
                 return Outcome("Failed", None, f"cannot start {task.argv[0]}: {exc.strerror}")
-            pump.add(task.rank, fd, sinks.get(task.rank))
-            processes.append(process)
-        outcome = _wait(processes, control)
+            if plan.driver is not None:
+                pump.add_tagged(fd, {t.rank: sinks.get(t.rank) for t in plan.tasks}, plan.driver.argv[0])
+            else:
+                pump.add(task.rank, fd, sinks.get(task.rank), task.label)
+            started.append((task, process))
+        outcome = _wait(started, plan.success_policy, control)
     finally:
+        processes = [process for _, process in started]
         if any(process.poll() is None for process in processes):
             stop_tree(processes, control.grace_seconds, control.marker)
         sweep_descendants(control.marker)
@@ -75,22 +89,42 @@ def execute(plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control
     return outcome
 
 
-def _wait(processes: list[subprocess.Popen], control: RunControl) -> Outcome:
-    main = processes[0]
+def _wait(started: list[tuple[TaskSpec, subprocess.Popen]], policy: str, control: RunControl) -> Outcome:
+    processes = [process for _, process in started]
     while True:
-        try:
-            code = main.wait(timeout=POLL_SECONDS)
-        except subprocess.TimeoutExpired:
-            code = None
-        if code is not None:
-            status = "Completed" if code == 0 else "Failed"
-            return Outcome(status, code, None if code == 0 else f"exited with code {_describe(code)}")
+        time.sleep(POLL_SECONDS)
+        codes = [(task, process.poll()) for task, process in started]
+        decided = _decide(codes, policy)
+        if decided is not None:
+            if any(code is None for _, code in codes):  # the others (parameter servers) never end on their own
+                stop_tree(processes, min(control.grace_seconds, STOP_REST_SECONDS), control.marker)
+            return decided
         if control.cancel.is_set():
             stop_tree(processes, 0.0 if control.force.is_set() else control.grace_seconds, control.marker)
-            return Outcome("Canceled", main.returncode, "canceled by a signal to tftrain")
+            return Outcome("Canceled", None, "canceled by a signal to tftrain")
         if control.deadline is not None and time.monotonic() >= control.deadline:
             stop_tree(processes, control.grace_seconds, control.marker)
-            return Outcome("TimedOut", main.returncode, f"max_run_duration_seconds ({control.limit_seconds}s) reached")
+            return Outcome("TimedOut", None, f"max_run_duration_seconds ({control.limit_seconds}s) reached")
+
+
+def _decide(codes: list[tuple[TaskSpec, int | None]], policy: str) -> Outcome | None:
+    """The outcome once the success policy can tell it; None while it cannot."""
+    failed = [(task, code) for task, code in codes if code not in (None, 0)]
+    if policy == "main":
+        code = codes[0][1]
+        if code is None:
+            return None
+        if code == 0:
+            return Outcome("Completed", 0, None)
+        return Outcome("Failed", code, f"exited with code {_describe(code)}", codes[0][0].rank)
+    if failed:
+        task, code = failed[0]
+        return Outcome("Failed", code, f"{task.label} exited with code {_describe(code)}", task.rank)
+    if policy == "chief":
+        chief = next((c for c in codes if c[0].role == "chief"), None) or next(c for c in codes if c[0].role == "worker")
+        return Outcome("Completed", 0, None) if chief[1] == 0 else None
+    workers = [code for task, code in codes if task.role == "worker"]
+    return Outcome("Completed", 0, None) if all(code == 0 for code in workers) else None
 
 
 def _describe(code: int) -> str:

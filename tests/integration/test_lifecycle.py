@@ -190,11 +190,10 @@ def test_invalid_manifest_exit_code_and_nothing_recorded(project, cli, home):
     assert not (home / "tftrain.db").exists()
 
 
-def test_unavailable_backend_is_refused_before_a_run_starts(project, cli, home):
-    path = project(manifest="distributed_training:\n  backend: mpi\n  process_count_per_node: 1\n")
-    result = cli("run", "-f", str(path))
+def test_unavailable_target_is_refused_before_a_run_starts(project, cli, home):
+    result = cli("run", "-f", str(project(manifest="compute:\n  target: pool\n")))
     assert result.returncode == 7
-    assert "distributed_training.backend: 'mpi' runs are not available" in result.stderr
+    assert "compute.target: 'pool' is not available in this version of tftrain" in result.stderr
     assert not (home / "runs").exists()
 
 

@@ -117,7 +117,7 @@ def test_parameter_server_capacity(project):
         "node_count: 1\ncompute:\n  slots_per_node: 2\n"
         "distributed_training:\n  backend: parameter_server\n  worker_count: 2\n  parameter_server_count: 1\n",
     )
-    assert "worker_count + parameter_server_count (3) exceeds node_count (1) × slots per node (2) = 2" in message
+    assert "worker_count + parameter_server_count + chief/evaluator (1) = 4 tasks exceed node_count (1) × slots per node (2) = 2" in message
 
 
 def test_parameter_server_fits(project):
@@ -128,6 +128,11 @@ def test_parameter_server_fits(project):
         )
     )
     assert isinstance(loaded.manifest.distributed_training, ParameterServerTraining)
+
+
+def test_horovod_needs_a_compatible_framework(project):
+    message = manifest_error(project, "framework_version: '2.21'\ndistributed_training:\n  backend: mpi\n")
+    assert ":4: framework_version: Horovod (backend: mpi) builds against TensorFlow 2.15, 2.16, 2.17, 2.18 only, not 2.21" in message
 
 
 def test_mpi_more_processes_than_slots(project):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 TAIL_BYTES = 256 << 10
 FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)')
+SYNTAX = re.compile(r"^(?:SyntaxError|IndentationError|TabError): .*$", re.M)
 
 
 @dataclass(frozen=True)
@@ -28,15 +29,19 @@ def last_traceback(log: Path, workdir: Path) -> ScriptError | None:
     except OSError:
         return None
     start = text.rfind("Traceback (most recent call last):")
+    syntax = SYNTAX.search(text, max(start, 0))
+    if syntax:  # a script that does not compile prints no "Traceback" header
+        start = text.rfind("  File ", 0, syntax.start())
+        start = text.rfind("\n", 0, start) + 1
     if start < 0:
         return None
     frames: list[tuple[str, int]] = []
     message = None
-    for line in text[start:].splitlines()[1:]:
+    for line in text[start:].splitlines():
         frame = FRAME.match(line)
         if frame:
             frames.append((frame["file"], int(frame["line"])))
-        elif line and not line[0].isspace():
+        elif line and not line[0].isspace() and not line.startswith("Traceback"):
             message = line.strip()
             break
     if not frames or not message:

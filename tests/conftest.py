@@ -119,3 +119,12 @@ def http_server(tmp_path):
     thread.start()
     yield root, f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
+
+
+@pytest.fixture
+def lasting_cache(monkeypatch) -> Path:
+    """A virtualenv cache that outlives the test session, for environments that take minutes to
+    build (Horovod compiles against TensorFlow): built by the first CI run on a machine, reused after."""
+    path = Path(os.environ.get("TFTRAIN_TEST_LASTING_CACHE", Path.home() / ".cache" / "tftrain-test"))
+    monkeypatch.setenv("TFTRAIN_CACHE_DIR", str(path))
+    return path

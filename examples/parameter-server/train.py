@@ -25,7 +25,8 @@ if resolver.task_type in ("worker", "ps"):
 
 strategy = tf.distribute.ParameterServerStrategy(resolver)
 coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
-print(f"chief: coordinating {len(resolver.cluster_spec().as_dict()["worker"])} workers", flush=True)
+workers = resolver.cluster_spec().num_tasks("worker")
+print(f"chief: coordinating {workers} workers", flush=True)
 
 rng = np.random.default_rng(0)
 features = rng.random((1024, 8)).astype("float32")

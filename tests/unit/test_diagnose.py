@@ -27,3 +27,14 @@ def test_no_traceback(tmp_path):
     log.write_text("just exited 3\n")
     assert last_traceback(log, tmp_path) is None
     assert last_traceback(tmp_path / "missing.log", tmp_path) is None
+
+
+def test_syntax_errors_have_no_traceback_header(tmp_path):
+    log = tmp_path / "0.log"
+    log.write_text(
+        f'  File "{tmp_path}/train.py", line 28\n'
+        '    print(f"{x["a"]}")\n'
+        "              ^\n"
+        "SyntaxError: f-string: unmatched '['\n"
+    )
+    assert str(last_traceback(log, tmp_path)) == "train.py:28: SyntaxError: f-string: unmatched '['"

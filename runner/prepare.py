@@ -34,14 +34,14 @@ class Prepared:
     secrets: tuple[str, ...]  # values to mask in every log line
 
 
-def check_runnable(loaded: LoadedManifest) -> Any:
+def check_runnable(loaded: LoadedManifest, dry_run: bool = False) -> Any:
     """What can be refused before a run is even recorded: unsupported targets and backends, a GPU
     asked for where there is none, conda on the local target."""
     from runner.launchers import launcher_for
 
     target = target_for(effective_target(loaded.manifest))
     launcher_for(loaded.manifest)
-    return target.check(loaded)
+    return target.check(loaded, dry_run)
 
 
 def prepare(

@@ -3,17 +3,27 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 from runner.logger import Logger
 from runner.manifest import DEFAULT_NAME, LoadedManifest, load_manifest
 
 
-def add_manifest_arg(parser: argparse.ArgumentParser) -> None:
+TARGETS = ("local", "docker", "kubernetes")
+
+
+def add_manifest_arg(parser: argparse.ArgumentParser, target: bool = False) -> None:
     parser.add_argument("-f", "--file", default=DEFAULT_NAME, help=f"the manifest (default: {DEFAULT_NAME})")
+    if target:
+        parser.add_argument("--target", choices=TARGETS, help="run on this target instead of the manifest's compute.target")
 
 
 def load(args: argparse.Namespace, logger: Logger) -> LoadedManifest:
     loaded = load_manifest(args.file)
+    if getattr(args, "target", None):
+        manifest = loaded.manifest
+        compute = manifest.compute.model_copy(update={"target": args.target})
+        loaded = dataclasses.replace(loaded, manifest=manifest.model_copy(update={"compute": compute}))
     for warning in loaded.warnings:
         logger.warning(warning)
     return loaded

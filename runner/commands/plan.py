@@ -6,6 +6,7 @@ import json
 import shlex
 from pathlib import Path
 
+from runner import kubernetes
 from runner.commands import add_manifest_arg, load
 from runner.logger import Logger
 from runner.plan import LaunchPlan
@@ -18,9 +19,10 @@ RUN_DIR = Path("$RUN_DIR")
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("plan", help="print the environment, Dockerfile and launch commands; run nothing")
-    add_manifest_arg(parser)
+    add_manifest_arg(parser, target=True)
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
     parser.add_argument("--output-dir", type=Path, help="also write plan.json, the Dockerfile and one launch script per task")
+    parser.add_argument("--namespace", default="default", help="Kubernetes namespace (with --target kubernetes)")
 
 
 def run(args, logger: Logger) -> int:
@@ -29,15 +31,24 @@ def run(args, logger: Logger) -> int:
     paths = RunPaths(RUN_DIR, manifest.outputs_dir, manifest.logs_dir)
     quiet = Logger(open("/dev/null", "w"))  # dry-run chatter ("environment: …") stays out of the plan
     try:
-        prepared = prepare(loaded, check_runnable(loaded), "$RUN_ID", paths, None, quiet, dry_run=True)
+        prepared = prepare(loaded, check_runnable(loaded, dry_run=True), "$RUN_ID", paths, None, quiet, dry_run=True)
     finally:
         quiet.flush()
     document = {"manifest": str(loaded.path), "environment": prepared.env.description, **prepared.plan.to_dict()}
     dockerfile = prepared.env.details.get("dockerfile")
     if prepared.env.image:
         document["image"] = prepared.env.image
+    resources = None
+    if prepared.plan.target == "kubernetes":
+        resources = kubernetes.to_yaml(kubernetes.render(prepared.plan, manifest, "run", args.namespace))
+        document["kubernetes"] = resources
     if args.output_dir:
         write_plan(prepared, document, args.output_dir)
+        if resources:
+            (args.output_dir / "kubernetes.yaml").write_text(resources)
+    if resources and not args.json:
+        logger.text(resources.rstrip("\n"))
+        return 0
     if args.json:
         logger.text(json.dumps({**document, "dockerfile": dockerfile} if dockerfile else document, indent=2))
     else:

@@ -9,7 +9,7 @@ from runner.pipeline import run_manifest
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("run", help="train from the manifest and register the model")
-    add_manifest_arg(parser)
+    add_manifest_arg(parser, target=True)
 
 
 def run(args, logger) -> int:

@@ -53,7 +53,7 @@ class RunControl:
 class Target(Protocol):
     name: str
 
-    def check(self, loaded: LoadedManifest) -> Any: ...
+    def check(self, loaded: LoadedManifest, dry_run: bool = False) -> Any: ...
 
     def environment(
         self, loaded: LoadedManifest, checked: Any, paths: RunPaths, logger: Logger, dry_run: bool
@@ -77,6 +77,10 @@ def target_for(name: str) -> Target:
         from runner.targets import docker
 
         return docker
+    if name == "kubernetes":
+        from runner.targets import kubernetes
+
+        return kubernetes
     raise UnsupportedError(
-        f"compute.target: {name!r} is not available in this version of tftrain; use local or docker"
+        f"compute.target: {name!r} is not available in this version of tftrain; use local, docker or kubernetes"
     )

@@ -30,7 +30,7 @@ VENV_PYTHON = "/opt/tftrain/venv/bin/python"
 POLL_SECONDS = 0.25
 
 
-def check(loaded: LoadedManifest) -> str:
+def check(loaded: LoadedManifest, dry_run: bool = False) -> str:
     return base_image_for(loaded.manifest)
 
 

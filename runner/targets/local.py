@@ -26,7 +26,7 @@ PUMP_JOIN_SECONDS = 10.0
 STOP_REST_SECONDS = 5.0
 
 
-def check(loaded: LoadedManifest) -> EnvSpec:
+def check(loaded: LoadedManifest, dry_run: bool = False) -> EnvSpec:
     if loaded.manifest.use_gpu and which("nvidia-smi") is None:
         raise UnsupportedError(
             "use_gpu: true, but this machine has no NVIDIA GPU (nvidia-smi not found); "

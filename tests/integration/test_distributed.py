@@ -29,13 +29,14 @@ def test_horovod_two_ranks(repo, cli, home, lasting_cache):
     result = cli("run", "-f", str(example(repo, "horovod-keras")), timeout=1800)
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr
     logs = home / "runs/horovod-keras-1/workdir/logs"
-    assert "horovod rank 0 of size 2" in (logs / "0.log").read_text()
-    assert "horovod rank 1 of size 2" in (logs / "1.log").read_text()
-    assert "[0] horovod rank 0 of size 2" in result.stdout and "[1] horovod rank 1 of size 2" in result.stdout
-    assert "rank 0 saved outputs/model/model.keras" in (logs / "0.log").read_text()
+    rank0, rank1 = (logs / "0.log").read_text(), (logs / "1.log").read_text()
+    assert "horovod rank 0 of size 2" in rank0, rank0
+    assert "horovod rank 1 of size 2" in rank1, rank1
+    assert "[0] horovod rank 0 of size 2" in result.stdout and "[1] horovod rank 1 of size 2" in result.stdout, result.stdout
+    assert "rank 0 saved outputs/model/model.keras" in rank0, rank0
     points = series(home / "runs/horovod-keras-1")
-    assert {p["rank"] for p in points} == {0}  # the run's metrics are rank 0's
-    assert [p["step"] for p in points if p["name"] == "accuracy"] == [1, 2, 3, 4]
+    assert {p["rank"] for p in points} == {0}, points  # the run's metrics are rank 0's
+    assert [p["step"] for p in points if p["name"] == "accuracy"] == [1, 2, 3, 4], (points, rank0)
     assert "registered model horovod-keras@v1" in result.stdout
 
 

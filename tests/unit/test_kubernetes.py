@@ -1,0 +1,88 @@
+"""Kubeflow resources rendered from plans: checked against the CRDs' schemas and golden files.
+Set TFTRAIN_UPDATE_GOLDEN=1 to rewrite the golden files after an intended change."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+GOLDEN = DATA / "golden"
+IMAGE = re.compile(r"image: tftrain/[a-z0-9._-]+:[0-9a-f]{16}")
+
+
+def schema(kind: str) -> dict:
+    return json.loads((DATA / "kubeflow" / f"{kind.lower()}.schema.json").read_text())
+
+
+def rendered(cli, path: Path, namespace: str = "training") -> str:
+    result = cli("plan", "-f", str(path), "--target", "kubernetes", "--namespace", namespace)
+    assert result.returncode == 0, result.stderr
+    return IMAGE.sub("image: tftrain/IMAGE", result.stdout)
+
+
+def check_golden(name: str, text: str) -> None:
+    golden = GOLDEN / name
+    if os.environ.get("TFTRAIN_UPDATE_GOLDEN"):
+        golden.write_text(text)
+    assert text == golden.read_text()
+
+
+@pytest.mark.parametrize(
+    ("example", "kind", "golden"),
+    [
+        ("parameter-server", "TFJob", "tfjob-parameter-server.yaml"),
+        ("multi-worker", "TFJob", "tfjob-multi-worker.yaml"),
+        ("horovod-keras", "MPIJob", "mpijob-horovod.yaml"),
+    ],
+)
+def test_examples_render_valid_kubeflow_jobs(repo, cli, example, kind, golden):
+    text = rendered(cli, repo / "examples" / example / "tftrain.yml")
+    (document,) = list(yaml.safe_load_all(text))
+    assert document["kind"] == kind
+    jsonschema.validate(document, schema(kind))
+    check_golden(golden, text)
+
+
+def test_tfjob_details(repo, cli):
+    document = yaml.safe_load(rendered(cli, repo / "examples" / "parameter-server" / "tftrain.yml"))
+    replicas = document["spec"]["tfReplicaSpecs"]
+    assert {kind: spec["replicas"] for kind, spec in replicas.items()} == {"Chief": 1, "Worker": 2, "PS": 1}
+    container = replicas["Worker"]["template"]["spec"]["containers"][0]
+    assert container["name"] == "tensorflow"
+    assert not any(e["name"] == "TF_CONFIG" for e in container["env"])  # the operator writes it
+    assert document["metadata"]["namespace"] == "training"
+
+
+def test_gpus_shm_and_secrets(project, cli):
+    path = project(
+        manifest="use_gpu: true\nshm_size: 2g\nsecrets: [API_TOKEN]\nnode_count: 2\ndistributed_training:\n"
+        "  backend: mpi\n  process_count_per_node: 2\ncompute:\n  slots_per_node: 4\n"
+    )
+    text = rendered(cli, path)
+    document = yaml.safe_load(text)
+    jsonschema.validate(document, schema("MPIJob"))
+    spec = document["spec"]
+    assert spec["slotsPerWorker"] == 2 and spec["mpiReplicaSpecs"]["Worker"]["replicas"] == 2
+    worker = spec["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert worker["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": 2}}
+    assert worker["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}}]
+    launcher = spec["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    assert launcher["command"] == ["mpirun"] and "-H" not in launcher["args"] and "-np" in launcher["args"]
+    token = next(e for e in launcher["env"] if e["name"] == "API_TOKEN")
+    assert token == {"name": "API_TOKEN", "valueFrom": {"secretKeyRef": {"name": "demo-secrets", "key": "API_TOKEN"}}}
+
+
+def test_run_without_a_kubeconfig_says_what_to_do(project, cli, home, monkeypatch, tmp_path):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    result = cli("run", "-f", str(project()), "--target", "kubernetes")
+    assert result.returncode == 7
+    assert "needs a kubeconfig" in result.stderr and "tftrain plan --target kubernetes --output-dir" in result.stderr
+    assert not (home / "runs").exists()

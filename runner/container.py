@@ -94,13 +94,12 @@ class Container:
         finally:
             os.close(fd)
 
-    def wait(self, timeout: float) -> int | None:
-        import requests
-
-        try:
-            return int(self.container.wait(timeout=timeout)["StatusCode"])
-        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+    def poll(self) -> int | None:
+        """The exit code once the container has ended, else None."""
+        state = self.state()
+        if state.get("Running", True) and state.get("Status") not in ("exited", "dead"):
             return None
+        return int(state.get("ExitCode", -1))
 
     def stop(self, grace: float) -> None:
         try:

@@ -8,7 +8,6 @@ mounted at run time), so a code-only change keeps the tag and never rebuilds.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shlex
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from pathlib import Path
 import runner
 from runner.environment import names_framework
 from runner.errors import UnsupportedError
-from runner.frameworks import HOROVOD, default_base_image, requirement
+from runner.frameworks import DEFAULT_VERSION, HOROVOD, default_base_image, requirement, uses_keras3
 from runner.manifest import LoadedManifest
 from runner.manifest.model import Manifest, MpiTraining
 from runner.templates import render
@@ -81,6 +80,7 @@ def image_spec(loaded: LoadedManifest, base_image_id: str | None = None, ca_bund
         ensure_python=True,
         mpi=isinstance(manifest.distributed_training, MpiTraining),
         horovod=HOROVOD,
+        tf_keras=_tf_keras(manifest),
         conda=bool(manifest.conda_packages or manifest.conda_dependencies_file),
         conda_packages=manifest.conda_packages,
         conda_file=Path(manifest.conda_dependencies_file).name if manifest.conda_dependencies_file else None,
@@ -117,5 +117,8 @@ def _framework_requirement(manifest: Manifest) -> str | None:
     return requirement(manifest.use_gpu, manifest.framework_version)
 
 
-def describe(spec: ImageSpec) -> str:
-    return json.dumps({"tag": spec.tag, "base_image": spec.base_image, "labels": spec.labels}, indent=2)
+def _tf_keras(manifest: Manifest) -> str | None:
+    version = manifest.framework_version or DEFAULT_VERSION
+    if not isinstance(manifest.distributed_training, MpiTraining) or not uses_keras3(version):
+        return None
+    return f"tf-keras=={'.'.join(version.split('.')[:2])}.*"

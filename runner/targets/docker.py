@@ -8,6 +8,7 @@ every outcome.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -20,7 +21,8 @@ from runner.images import base_image_for, host_ca_bundle, image_spec
 from runner.logger import Logger
 from runner.logpump import LineSink, LogPump
 from runner.manifest import LoadedManifest
-from runner.plan import ContainerSpec, LaunchPlan, Mount
+from runner.plan import ContainerSpec, LaunchPlan, Mount, TaskSpec
+from runner.policy import decide
 from runner.rundir import RunPaths, RuntimePaths
 from runner.targets import Environment, Outcome, RunControl
 
@@ -98,12 +100,17 @@ def runtime(loaded, env: Environment, paths: RunPaths, inputs: dict[str, Path], 
         pythonpath="/tftrain/python",
         inputs=inside_inputs,
         resume=inside_resume,
+        launch_dir="/tftrain/launch",
     )
+    if plan_files_needed(manifest):
+        mounts.append(Mount(str(paths.launch_dir), "/tftrain/launch", read_only=True))
+    # Several containers (one per TF_CONFIG task) reach each other on 127.0.0.1: the host's network.
+    several = manifest.distributed_training is not None and manifest.distributed_training.backend != "mpi"
     container = ContainerSpec(
         image=env.image or "",
         mounts=tuple(mounts),
         user=f"{os.getuid()}:{os.getgid()}",
-        network_mode="bridge",
+        network_mode="host" if several else "bridge",
         shm_size=manifest.shm_size,
         memory=manifest.compute.memory_limit,
         gpus=manifest.use_gpu,
@@ -111,33 +118,45 @@ def runtime(loaded, env: Environment, paths: RunPaths, inputs: dict[str, Path], 
     return view, container
 
 
+def plan_files_needed(manifest) -> bool:
+    training = manifest.distributed_training
+    return training is not None and training.backend == "mpi" and training.hostfile
+
+
 def execute(plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
     client = docker_client()
     run_id = plan.tasks[0].env["TFTRAIN_RUN_ID"]
     with ExitStack() as stack:
-        containers = []
-        for task in plan.tasks:
+        started: list[tuple[TaskSpec, Container]] = []
+        for task in plan.processes:
             env = {"HOME": "/tmp", **task.env}  # the invoking user has no home in the image
+            label = "launcher" if task is plan.driver else str(task.rank)
             container = stack.enter_context(
-                Container(client, plan.container, task.argv, env, task.cwd, f"tftrain-{run_id}-{task.rank}", {LABEL_RUN: run_id})
+                Container(client, plan.container, task.argv, env, task.cwd, f"tftrain-{run_id}-{label}", {LABEL_RUN: run_id})
             )
             read_fd, write_fd = os.pipe()
-            pump.add(task.rank, read_fd, sinks.get(task.rank))
+            if plan.driver is not None:
+                pump.add_tagged(read_fd, {t.rank: sinks.get(t.rank) for t in plan.tasks}, plan.driver.argv[0])
+            else:
+                pump.add(task.rank, read_fd, sinks.get(task.rank), task.label)
             container.start(write_fd)
-            containers.append(container)
-        outcome = _wait(containers, control, plan.container)
+            started.append((task, container))
+        outcome = _wait(started, plan.success_policy, control, plan.container)
     pump.join()
     return outcome
 
 
-def _wait(containers: list[Container], control: RunControl, spec: ContainerSpec) -> Outcome:
-    main = containers[0]
+def _wait(started: list[tuple[TaskSpec, Container]], policy: str, control: RunControl, spec: ContainerSpec) -> Outcome:
+    containers = [container for _, container in started]
     while True:
-        code = main.wait(POLL_SECONDS)
-        if code is not None:
-            if main.state().get("OOMKilled"):
-                return Outcome("Failed", code, f"killed: out of memory (compute.memory_limit: {spec.memory or 'none'})")
-            return Outcome("Completed" if code == 0 else "Failed", code, None if code == 0 else f"exited with code {code}")
+        time.sleep(POLL_SECONDS)
+        codes = [(task, container.poll()) for task, container in started]
+        outcome = decide(codes, policy)
+        if outcome is not None:
+            if outcome.status == "Failed" and any(c.state().get("OOMKilled") for c in containers):
+                return Outcome("Failed", outcome.exit_code, f"killed: out of memory (compute.memory_limit: {spec.memory or 'none'})", outcome.rank)
+            _stop(containers, min(control.grace_seconds, 5.0))  # parameter servers never end on their own
+            return outcome
         if control.cancel.is_set():
             _stop(containers, 0.0 if control.force.is_set() else control.grace_seconds)
             return Outcome("Canceled", None, "canceled by a signal to tftrain")
@@ -147,5 +166,9 @@ def _wait(containers: list[Container], control: RunControl, spec: ContainerSpec)
 
 
 def _stop(containers: list[Container], grace: float) -> None:
-    for container in containers:
-        container.stop(grace)
+    """Stop them all at once: each gets the whole grace period, not a share of it."""
+    threads = [threading.Thread(target=container.stop, args=(grace,)) for container in containers if container.poll() is None]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()

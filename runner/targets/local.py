@@ -4,7 +4,6 @@ in the current interpreter or a cached virtualenv (see environment.py)."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -16,6 +15,7 @@ from runner.logger import Logger
 from runner.logpump import LineSink, LogPump
 from runner.manifest import LoadedManifest
 from runner.plan import ContainerSpec, LaunchPlan, TaskSpec
+from runner.policy import decide
 from runner.processes import spawn, stop_tree, sweep_descendants
 from runner.rundir import RunPaths, RuntimePaths
 from runner.targets import Environment, Outcome, RunControl
@@ -94,7 +94,7 @@ def _wait(started: list[tuple[TaskSpec, subprocess.Popen]], policy: str, control
     while True:
         time.sleep(POLL_SECONDS)
         codes = [(task, process.poll()) for task, process in started]
-        decided = _decide(codes, policy)
+        decided = decide(codes, policy)
         if decided is not None:
             if any(code is None for _, code in codes):  # the others (parameter servers) never end on their own
                 stop_tree(processes, min(control.grace_seconds, STOP_REST_SECONDS), control.marker)
@@ -105,35 +105,6 @@ def _wait(started: list[tuple[TaskSpec, subprocess.Popen]], policy: str, control
         if control.deadline is not None and time.monotonic() >= control.deadline:
             stop_tree(processes, control.grace_seconds, control.marker)
             return Outcome("TimedOut", None, f"max_run_duration_seconds ({control.limit_seconds}s) reached")
-
-
-def _decide(codes: list[tuple[TaskSpec, int | None]], policy: str) -> Outcome | None:
-    """The outcome once the success policy can tell it; None while it cannot."""
-    failed = [(task, code) for task, code in codes if code not in (None, 0)]
-    if policy == "main":
-        code = codes[0][1]
-        if code is None:
-            return None
-        if code == 0:
-            return Outcome("Completed", 0, None)
-        return Outcome("Failed", code, f"exited with code {_describe(code)}", codes[0][0].rank)
-    if failed:
-        task, code = failed[0]
-        return Outcome("Failed", code, f"{task.label} exited with code {_describe(code)}", task.rank)
-    if policy == "chief":
-        chief = next((c for c in codes if c[0].role == "chief"), None) or next(c for c in codes if c[0].role == "worker")
-        return Outcome("Completed", 0, None) if chief[1] == 0 else None
-    workers = [code for task, code in codes if task.role == "worker"]
-    return Outcome("Completed", 0, None) if all(code == 0 for code in workers) else None
-
-
-def _describe(code: int) -> str:
-    if code < 0:
-        try:
-            return f"{code} (killed by {signal.Signals(-code).name})"
-        except ValueError:
-            return str(code)
-    return str(code)
 
 
 def _join(pump: LogPump) -> None:

@@ -140,3 +140,43 @@ def test_bad_distributed_input_fails_before_anything_starts(project, cli, home):
     assert f"distributed_training.base_port: port {port} on 127.0.0.1 is already in use" in result.stderr
     result = cli("run", "-f", str(project(manifest="distributed_training:\n  backend: mpi\n  process_count_per_node: 0\n")))
     assert result.returncode == 3 and "process_count_per_node: Input should be greater than or equal to 1" in result.stderr
+
+
+def test_parameter_server_job_in_containers(repo, cli, home, docker_client, tmp_path):
+    """One container per task, on the host's network, from the same training image."""
+    import shutil
+
+    from conftest import BASE_IMAGE
+
+    source = tmp_path / "ps"
+    shutil.copytree(repo / "examples" / "parameter-server", source)
+    manifest = source / "tftrain.yml"
+    manifest.write_text(
+        manifest.read_text()
+        + f"use_docker: true\ncustom_docker_image: {BASE_IMAGE}\nframework_version: '2.18'\npip_packages: [scikit-learn]\n"
+    )
+    result = cli("run", "-f", str(manifest), timeout=1200)
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr
+    logs = home / "runs/parameter-server-1/workdir/logs"
+    assert "epoch 3: loss=" in (logs / "0.log").read_text()
+    assert "task ps:0 in cluster" in (logs / "3.log").read_text()
+    assert docker_client.containers.list(all=True, filters={"label": "tftrain.run-id=parameter-server-1"}) == []
+
+
+def test_horovod_in_a_container(repo, cli, home, docker_client, tmp_path):
+    """The image's MPI layer (Open MPI, Horovod built against the image's TensorFlow); mpirun
+    starts both ranks inside one container."""
+    import shutil
+
+    from conftest import BASE_IMAGE
+
+    source = tmp_path / "hvd"
+    shutil.copytree(repo / "examples" / "horovod-keras", source)
+    manifest = source / "tftrain.yml"
+    manifest.write_text(manifest.read_text() + f"use_docker: true\ncustom_docker_image: {BASE_IMAGE}\n")
+    result = cli("run", "-f", str(manifest), timeout=2400)
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr
+    logs = home / "runs/horovod-keras-1/workdir/logs"
+    assert "horovod rank 0 of size 2" in (logs / "0.log").read_text()
+    assert "horovod rank 1 of size 2" in (logs / "1.log").read_text()
+    assert "registered model horovod-keras@v1" in result.stdout

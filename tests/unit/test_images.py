@@ -53,7 +53,7 @@ def test_ca_bundle_only_in_the_thrown_away_stage(project, tmp_path):
 
 def test_mpi_layer_for_horovod_jobs(project):
     dockerfile = spec(project, "distributed_training:\n  backend: mpi\n").dockerfile
-    assert "openmpi-bin" in dockerfile and "HOROVOD_WITH_TENSORFLOW=1" in dockerfile and "install horovod==0.28.1" in dockerfile
+    assert "openmpi-bin" in dockerfile and "HOROVOD_WITH_TENSORFLOW=1" in dockerfile and "install --no-build-isolation horovod==0.28.1" in dockerfile and "tf-keras==2.18.*" in dockerfile
     assert "openmpi-bin" not in spec(project).dockerfile
 
 

@@ -1,0 +1,46 @@
+"""When a multi-process job is over, from its processes' exit codes and its success policy."""
+
+from __future__ import annotations
+
+import signal
+
+from runner.plan import TaskSpec
+from runner.targets import Outcome
+
+
+def decide(codes: list[tuple[TaskSpec, int | None]], policy: str) -> Outcome | None:
+    """The outcome once the success policy can tell it; None while it cannot.
+
+    main: the first process decides (single, mpirun). chief: the chief (else worker 0) ending well
+    ends the job. all_workers: every worker ending well does. Under both, a task that fails first
+    fails the job."""
+    failed = [(task, code) for task, code in codes if code not in (None, 0)]
+    if policy == "main":
+        code = codes[0][1]
+        if code is None:
+            return None
+        if code == 0:
+            return Outcome("Completed", 0, None)
+        return Outcome("Failed", code, f"exited with code {describe_code(code)}", codes[0][0].rank)
+    if failed:
+        task, code = failed[0]
+        return Outcome("Failed", code, f"{task.label} exited with code {describe_code(code)}", task.rank)
+    if policy == "chief":
+        chief = next((c for c in codes if c[0].role == "chief"), None) or next(c for c in codes if c[0].role == "worker")
+        return Outcome("Completed", 0, None) if chief[1] == 0 else None
+    workers = [code for task, code in codes if task.role == "worker"]
+    return Outcome("Completed", 0, None) if all(code == 0 for code in workers) else None
+
+
+def describe_code(code: int) -> str:
+    if code < 0:
+        try:
+            return f"{code} (killed by {signal.Signals(-code).name})"
+        except ValueError:
+            return str(code)
+    if code > 128:  # a shell or container runtime reports a signal as 128 + N
+        try:
+            return f"{code} (killed by {signal.Signals(code - 128).name})"
+        except ValueError:
+            return str(code)
+    return str(code)

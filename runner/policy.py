@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import time
 
 from runner.plan import TaskSpec
 from runner.targets import Outcome
@@ -44,3 +45,28 @@ def describe_code(code: int) -> str:
         except ValueError:
             return str(code)
     return str(code)
+
+
+POLL_SECONDS = 0.1
+STOP_REST_SECONDS = 5.0
+
+
+def supervise(poll, stop, policy: str, control) -> Outcome:
+    """Watch a started plan until it is decided, canceled or out of time.
+
+    `poll()` gives (task, exit code or None) for every process; `stop(grace)` stops them all:
+    termination, `grace` seconds, then kill."""
+    while True:
+        time.sleep(POLL_SECONDS)
+        codes = poll()
+        outcome = decide(codes, policy)
+        if outcome is not None:
+            if any(code is None for _, code in codes):  # the rest (parameter servers) never end on their own
+                stop(min(control.grace_seconds, STOP_REST_SECONDS))
+            return outcome
+        if control.cancel.is_set():
+            stop(0.0 if control.force.is_set() else control.grace_seconds)
+            return Outcome("Canceled", None, "canceled by a signal to tftrain")
+        if control.deadline is not None and time.monotonic() >= control.deadline:
+            stop(control.grace_seconds)
+            return Outcome("TimedOut", None, f"max_run_duration_seconds ({control.limit_seconds}s) reached")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -22,14 +21,13 @@ from runner.logger import Logger
 from runner.logpump import LineSink, LogPump
 from runner.manifest import LoadedManifest
 from runner.plan import ContainerSpec, LaunchPlan, Mount, TaskSpec
-from runner.policy import decide
+from runner.policy import supervise
 from runner.rundir import RunPaths, RuntimePaths
 from runner.targets import Environment, Outcome, RunControl
 
 name = "docker"
 WORKSPACE = "/workspace"
 VENV_PYTHON = "/opt/tftrain/venv/bin/python"
-POLL_SECONDS = 0.25
 
 
 def check(loaded: LoadedManifest, dry_run: bool = False) -> str:
@@ -148,21 +146,16 @@ def execute(plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control
 
 def _wait(started: list[tuple[TaskSpec, Container]], policy: str, control: RunControl, spec: ContainerSpec) -> Outcome:
     containers = [container for _, container in started]
-    while True:
-        time.sleep(POLL_SECONDS)
-        codes = [(task, container.poll()) for task, container in started]
-        outcome = decide(codes, policy)
-        if outcome is not None:
-            if outcome.status == "Failed" and any(c.state().get("OOMKilled") for c in containers):
-                return Outcome("Failed", outcome.exit_code, f"killed: out of memory (compute.memory_limit: {spec.memory or 'none'})", outcome.rank)
-            _stop(containers, min(control.grace_seconds, 5.0))  # parameter servers never end on their own
-            return outcome
-        if control.cancel.is_set():
-            _stop(containers, 0.0 if control.force.is_set() else control.grace_seconds)
-            return Outcome("Canceled", None, "canceled by a signal to tftrain")
-        if control.deadline is not None and time.monotonic() >= control.deadline:
-            _stop(containers, control.grace_seconds)
-            return Outcome("TimedOut", None, f"max_run_duration_seconds ({control.limit_seconds}s) reached")
+    outcome = supervise(
+        lambda: [(task, container.poll()) for task, container in started],
+        lambda grace: _stop(containers, grace),
+        policy,
+        control,
+    )
+    if outcome.status == "Failed" and any(c.state().get("OOMKilled") for c in containers):
+        memory = spec.memory or "none"
+        return Outcome("Failed", outcome.exit_code, f"killed: out of memory (compute.memory_limit: {memory})", outcome.rank)
+    return outcome
 
 
 def _stop(containers: list[Container], grace: float) -> None:

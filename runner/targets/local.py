@@ -15,15 +15,13 @@ from runner.logger import Logger
 from runner.logpump import LineSink, LogPump
 from runner.manifest import LoadedManifest
 from runner.plan import ContainerSpec, LaunchPlan, TaskSpec
-from runner.policy import decide
+from runner.policy import supervise
 from runner.processes import spawn, stop_tree, sweep_descendants
 from runner.rundir import RunPaths, RuntimePaths
 from runner.targets import Environment, Outcome, RunControl
 
 name = "local"
-POLL_SECONDS = 0.1
 PUMP_JOIN_SECONDS = 10.0
-STOP_REST_SECONDS = 5.0
 
 
 def check(loaded: LoadedManifest, dry_run: bool = False) -> EnvSpec:
@@ -79,7 +77,13 @@ def execute(plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control
             else:
                 pump.add(task.rank, fd, sinks.get(task.rank), task.label)
             started.append((task, process))
-        outcome = _wait(started, plan.success_policy, control)
+        processes = [process for _, process in started]
+        outcome = supervise(
+            lambda: [(task, process.poll()) for task, process in started],
+            lambda grace: stop_tree(processes, grace, control.marker),
+            plan.success_policy,
+            control,
+        )
     finally:
         processes = [process for _, process in started]
         if any(process.poll() is None for process in processes):
@@ -87,24 +91,6 @@ def execute(plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control
         sweep_descendants(control.marker)
         _join(pump)
     return outcome
-
-
-def _wait(started: list[tuple[TaskSpec, subprocess.Popen]], policy: str, control: RunControl) -> Outcome:
-    processes = [process for _, process in started]
-    while True:
-        time.sleep(POLL_SECONDS)
-        codes = [(task, process.poll()) for task, process in started]
-        decided = decide(codes, policy)
-        if decided is not None:
-            if any(code is None for _, code in codes):  # the others (parameter servers) never end on their own
-                stop_tree(processes, min(control.grace_seconds, STOP_REST_SECONDS), control.marker)
-            return decided
-        if control.cancel.is_set():
-            stop_tree(processes, 0.0 if control.force.is_set() else control.grace_seconds, control.marker)
-            return Outcome("Canceled", None, "canceled by a signal to tftrain")
-        if control.deadline is not None and time.monotonic() >= control.deadline:
-            stop_tree(processes, control.grace_seconds, control.marker)
-            return Outcome("TimedOut", None, f"max_run_duration_seconds ({control.limit_seconds}s) reached")
 
 
 def _join(pump: LogPump) -> None:

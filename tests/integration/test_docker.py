@@ -219,3 +219,17 @@ def test_images_prune_keeps_the_newest_per_model(docker_client, cli, tmp_path):
     remaining = [t for image in docker_client.images.list(filters={"label": "tftrain.name=prune-test"}) for t in image.tags]
     assert remaining == [tags[2]]
     docker_client.images.remove(tags[2])
+
+
+def test_conda_without_conda_in_the_base_says_so(docker_client, cli, home, tmp_path):
+    path = docker_manifest(tmp_path, "print(1)\n", "conda_packages: [numpy]\n", name="conda")
+    result = cli("run", "-f", str(path), timeout=600)
+    assert result.returncode == 8
+    assert "tftrain: conda_packages / conda_dependencies_file need a base image with conda" in result.stderr
+
+
+def test_shm_size_reaches_the_container(docker_client, cli, home, tmp_path):
+    script = "import os\nst = os.statvfs('/dev/shm')\nprint('shm bytes', st.f_blocks * st.f_frsize)\n"
+    result = cli("run", "-f", str(docker_manifest(tmp_path, script, "shm_size: 256m\n")))
+    assert result.returncode == 0, result.stderr
+    assert "shm bytes 268435456" in (home / "runs/digits-1/workdir/logs/0.log").read_text()

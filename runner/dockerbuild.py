@@ -43,15 +43,38 @@ def existing_image(client, tag: str) -> str | None:
 
 def build_image(client, spec: ImageSpec, logger: Logger, log_path: Path) -> str:
     logger.info(f"building image {spec.tag} from {spec.base_image} (log: {log_path})")
+    return _build(client, _tar(spec.context()), spec.tag, spec.labels, spec.dockerfile, logger, log_path)
+
+
+def build_code_image(client, base_tag: str, trees: dict[str, Path], tag: str, logger: Logger, log_path: Path) -> str:
+    """FROM the training image, plus directories copied in (the snapshot, tftrain's runner): for
+    clusters, where nothing can be mounted from this machine."""
+    dockerfile = f"FROM {base_tag}\n" + "".join(f"COPY {name} {target}\n" for name, target in sorted(_TREE_TARGETS.items()) if name in trees)
+    logger.info(f"building code image {tag}")
+    return _build(client, _tar({"Dockerfile": dockerfile.encode()}, trees), tag, {}, dockerfile, logger, log_path)
+
+
+_TREE_TARGETS = {"workspace": "/workspace", "runner": "/tftrain/python/runner"}
+
+
+def push_image(client, tag: str, logger: Logger) -> None:
+    repository, _, version = tag.rpartition(":")
+    logger.info(f"pushing {tag}")
+    for chunk in client.api.push(repository, tag=version, stream=True, decode=True):
+        if "error" in chunk:
+            raise DockerError(f"pushing {tag} failed: {chunk['error']}")
+
+
+def _build(client, context: io.BytesIO, tag: str, labels: dict, dockerfile: str, logger: Logger, log_path: Path) -> str:
     step, error = None, None
     tail: deque[str] = deque(maxlen=40)
     with log_path.open("a", encoding="utf-8") as log:
-        log.write(f"--- Dockerfile for {spec.tag}\n{spec.dockerfile}--- build\n")
+        log.write(f"--- Dockerfile for {tag}\n{dockerfile}--- build\n")
         chunks = client.api.build(
-            fileobj=_tar(spec.context()),
+            fileobj=context,
             custom_context=True,
-            tag=spec.tag,
-            labels=spec.labels,
+            tag=tag,
+            labels=labels,
             network_mode="host",
             rm=True,
             forcerm=True,
@@ -74,9 +97,9 @@ def build_image(client, spec: ImageSpec, logger: Logger, log_path: Path) -> str:
             logger.log_chunk(b"".join(b"  " + line.encode() + b"\n" for line in text.splitlines()), str(log_path))
     if error is not None:
         raise BuildError(_build_failure(step, error, tail, log_path))
-    image_id = existing_image(client, spec.tag)
+    image_id = existing_image(client, tag)
     if image_id is None:
-        raise BuildError(f"docker build reported success but {spec.tag} does not exist (log: {log_path})")
+        raise BuildError(f"docker build reported success but {tag} does not exist (log: {log_path})")
     return image_id
 
 
@@ -88,7 +111,7 @@ def _build_failure(step: str | None, error: str, tail, log_path: Path) -> str:
     return f"docker build failed at {where}: {cause} (full log: {log_path})"
 
 
-def _tar(files: dict[str, bytes]) -> io.BytesIO:
+def _tar(files: dict[str, bytes], trees: dict[str, Path] | None = None) -> io.BytesIO:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as archive:
         for name, data in sorted(files.items()):
@@ -96,5 +119,11 @@ def _tar(files: dict[str, bytes]) -> io.BytesIO:
             info.size = len(data)
             info.mode = 0o644
             archive.addfile(info, io.BytesIO(data))
+        for name, root in sorted((trees or {}).items()):
+            archive.add(str(root), arcname=name, filter=_no_caches)
     buffer.seek(0)
     return buffer
+
+
+def _no_caches(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    return None if "__pycache__" in info.name.split("/") else info

@@ -57,6 +57,12 @@ class PlanError(FatalError):
     exit_code = 13
 
 
+class ClusterError(FatalError):
+    """The Kubernetes API refused the job, or could not be reached."""
+
+    exit_code = 14
+
+
 class TrainingFailed(FatalError):
     """The training process exited non-zero."""
 

@@ -23,7 +23,7 @@ LOCAL_ONLY = ("TFTRAIN_RANK", "TFTRAIN_METRICS_FILE")  # per-task on this machin
 
 def resource_name(manifest: Manifest, run_id: str) -> str:
     """A DNS-1123 name: lowercase letters, digits and dashes, at most 63 characters."""
-    name = re.sub(r"[^a-z0-9-]+", "-", f"{manifest.name}-{run_id}".lower()).strip("-")
+    name = re.sub(r"[^a-z0-9]+", "-", f"{manifest.name}-{run_id}".lower()).strip("-")
     return name[:63].rstrip("-")
 
 

@@ -86,8 +86,11 @@ def _run(loaded, checked, store: Store, run_id: str, paths: RunPaths, control: R
             if control.cancel.is_set():
                 outcome = Outcome("Canceled", None, "canceled before the training started")
             else:
-                with session.phase("Running"):
-                    outcome = _execute(prepared, paths, recorder, control, logger)
+                try:
+                    with session.phase("Running"):
+                        outcome = _execute(prepared, paths, recorder, control, logger)
+                except FatalError as exc:  # the target could not run it (a daemon or cluster refused)
+                    failure, outcome = exc, Outcome("Failed", None, str(exc))
         with session.phase("PostProcessing"):
             model, summary = _post_process(loaded, paths, recorder, outcome, run_id, prepared, store, logger)
     message = _explain(outcome, paths, prepared)

@@ -73,6 +73,7 @@ def prepare(
         argv_tail=tuple(script_args(manifest, runtime.inputs, runtime.resume)),
     )
     plan = dataclasses.replace(build_plan(ctx), container=container, secret_names=frozenset(secrets))
+    plan = target.finalize(plan, loaded, run_id)
     if not dry_run:
         _write_lock(loaded, paths, env, git, plan)
     return Prepared(plan, env, git, tuple(value for value in secrets.values() if value))

@@ -128,3 +128,46 @@ def lasting_cache(monkeypatch) -> Path:
     path = Path(os.environ.get("TFTRAIN_TEST_LASTING_CACHE", Path.home() / ".cache" / "tftrain-test"))
     monkeypatch.setenv("TFTRAIN_CACHE_DIR", str(path))
     return path
+
+
+@pytest.fixture
+def kube_api():
+    """A server speaking the Kubernetes REST protocol (no cluster can run here); see kube_api.py."""
+    from kube_api import KubeAPI
+
+    api = KubeAPI().start()
+    yield api
+    api.stop()
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory):
+    """A real Docker registry (Debian's docker-registry) on 127.0.0.1; yields host:port."""
+    import shutil
+    import socket
+    import time
+    import urllib.request
+
+    binary = shutil.which("docker-registry")
+    if binary is None:
+        pytest.fail("docker-registry is not installed; run scripts/docker-up (scripts/test does)", pytrace=False)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    root = tmp_path_factory.mktemp("registry")
+    config = root / "config.yml"
+    config.write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {root / 'data'}\nhttp:\n  addr: 127.0.0.1:{port}\n")
+    process = subprocess.Popen([binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=1)
+            break
+        except OSError:
+            if time.monotonic() > deadline or process.poll() is not None:
+                process.kill()
+                pytest.fail("docker-registry did not start", pytrace=False)
+            time.sleep(0.1)
+    yield f"127.0.0.1:{port}"
+    process.terminate()
+    process.wait()

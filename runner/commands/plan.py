@@ -6,7 +6,6 @@ import json
 import shlex
 from pathlib import Path
 
-from runner import kubernetes
 from runner.commands import add_manifest_arg, load
 from runner.logger import Logger
 from runner.plan import LaunchPlan
@@ -22,7 +21,6 @@ def add_parser(subparsers) -> None:
     add_manifest_arg(parser, target=True)
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
     parser.add_argument("--output-dir", type=Path, help="also write plan.json, the Dockerfile and one launch script per task")
-    parser.add_argument("--namespace", default="default", help="Kubernetes namespace (with --target kubernetes)")
 
 
 def run(args, logger: Logger) -> int:
@@ -38,14 +36,9 @@ def run(args, logger: Logger) -> int:
     dockerfile = prepared.env.details.get("dockerfile")
     if prepared.env.image:
         document["image"] = prepared.env.image
-    resources = None
-    if prepared.plan.target == "kubernetes":
-        resources = kubernetes.to_yaml(kubernetes.render(prepared.plan, manifest, "run", args.namespace))
-        document["kubernetes"] = resources
+    resources = prepared.plan.files.get("kubernetes.yaml")
     if args.output_dir:
         write_plan(prepared, document, args.output_dir)
-        if resources:
-            (args.output_dir / "kubernetes.yaml").write_text(resources)
     if resources and not args.json:
         logger.text(resources.rstrip("\n"))
         return 0
@@ -65,6 +58,8 @@ def write_plan(prepared: Prepared, document: dict, directory: Path) -> None:
         context.mkdir(exist_ok=True)
         for name, data in spec.context().items():
             (context / name).write_bytes(data)
+    for name, content in prepared.plan.files.items():  # the hostfile, the Kubernetes job
+        (directory / name).write_text(content)
     for task in prepared.plan.tasks:
         script = directory / f"task-{task.rank}.sh"
         script.write_text(render("launch_task.sh.j2", task=task, quote=shell_word, masked=prepared.plan.secret_names))

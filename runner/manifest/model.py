@@ -81,6 +81,14 @@ DistributedTraining = Annotated[
 ]
 
 
+class KubernetesSpec(_Model):
+    namespace: str = Field(default="default", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    image: str | None = Field(
+        default=None, description="An image the cluster can pull that holds the code at /workspace (else tftrain builds and pushes one)"
+    )
+    registry: str | None = Field(default=None, description="Where tftrain pushes the code image, e.g. registry.example.com:5000/team")
+
+
 class ComputeSpec(_Model):
     target: Literal["local", "docker", "pool", "kubernetes"] | None = Field(
         default=None, description="Where the job runs; default: docker when use_docker is true, else local"
@@ -92,6 +100,7 @@ class ComputeSpec(_Model):
         default=10.0, ge=0, description="Time between SIGTERM and SIGKILL when a run is stopped"
     )
     memory_limit: str | None = Field(default=None, pattern=SIZE_PATTERN, description="Container memory limit (docker target), e.g. 8g")
+    kubernetes: KubernetesSpec = Field(default_factory=KubernetesSpec)
 
 
 class ModelSpec(_Model):

@@ -116,6 +116,10 @@ def runtime(loaded, env: Environment, paths: RunPaths, inputs: dict[str, Path], 
     return view, container
 
 
+def finalize(plan: LaunchPlan, loaded: LoadedManifest, run_id: str) -> LaunchPlan:
+    return plan
+
+
 def plan_files_needed(manifest) -> bool:
     training = manifest.distributed_training
     return training is not None and training.backend == "mpi" and training.hostfile

@@ -56,6 +56,10 @@ def runtime(loaded, env: Environment, paths: RunPaths, inputs: dict[str, Path], 
     return paths.runtime(inputs, resume), None
 
 
+def finalize(plan: LaunchPlan, loaded: LoadedManifest, run_id: str) -> LaunchPlan:
+    return plan
+
+
 def task_environment(task_env: dict[str, str]) -> dict[str, str]:
     """The inherited environment plus the task's; PYTHONPATH entries are joined, not replaced."""
     merged = {**os.environ, **task_env}

@@ -21,8 +21,8 @@ def schema(kind: str) -> dict:
     return json.loads((DATA / "kubeflow" / f"{kind.lower()}.schema.json").read_text())
 
 
-def rendered(cli, path: Path, namespace: str = "training") -> str:
-    result = cli("plan", "-f", str(path), "--target", "kubernetes", "--namespace", namespace)
+def rendered(cli, path: Path) -> str:
+    result = cli("plan", "-f", str(path), "--target", "kubernetes")
     assert result.returncode == 0, result.stderr
     return IMAGE.sub("image: tftrain/IMAGE", result.stdout)
 
@@ -57,7 +57,7 @@ def test_tfjob_details(repo, cli):
     container = replicas["Worker"]["template"]["spec"]["containers"][0]
     assert container["name"] == "tensorflow"
     assert not any(e["name"] == "TF_CONFIG" for e in container["env"])  # the operator writes it
-    assert document["metadata"]["namespace"] == "training"
+    assert document["metadata"]["namespace"] == "default"
 
 
 def test_gpus_shm_and_secrets(project, cli):
@@ -79,10 +79,26 @@ def test_gpus_shm_and_secrets(project, cli):
     assert token == {"name": "API_TOKEN", "valueFrom": {"secretKeyRef": {"name": "demo-secrets", "key": "API_TOKEN"}}}
 
 
+def test_namespace_from_the_manifest(project, cli):
+    document = yaml.safe_load(rendered(cli, project(manifest="compute:\n  kubernetes:\n    namespace: training\n")))
+    assert document["metadata"]["namespace"] == "training"
+    assert document["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] == 1
+
+
 def test_run_without_a_kubeconfig_says_what_to_do(project, cli, home, monkeypatch, tmp_path):
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
     monkeypatch.setenv("HOME", str(tmp_path))
     result = cli("run", "-f", str(project()), "--target", "kubernetes")
     assert result.returncode == 7
     assert "needs a kubeconfig" in result.stderr and "tftrain plan --target kubernetes --output-dir" in result.stderr
+    assert not (home / "runs").exists()
+
+
+def test_run_needs_a_way_to_ship_the_code(project, cli, home, monkeypatch, tmp_path):
+    config = tmp_path / "kubeconfig"
+    config.write_text("apiVersion: v1\nkind: Config\n")
+    monkeypatch.setenv("KUBECONFIG", str(config))
+    result = cli("run", "-f", str(project()), "--target", "kubernetes")
+    assert result.returncode == 7
+    assert "compute.kubernetes: set registry" in result.stderr
     assert not (home / "runs").exists()

@@ -1,0 +1,126 @@
+"""A Kubeflow job on a cluster, through the official kubernetes client: create, watch, stream
+pod logs, delete. The training-operator labels every pod with its job, replica type and index."""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner.errors import ClusterError
+
+GROUP, VERSION = "kubeflow.org", "v1"
+PLURALS = {"TFJob": "tfjobs", "MPIJob": "mpijobs"}
+JOB_LABEL = "training.kubeflow.org/job-name"
+TYPE_LABEL = "training.kubeflow.org/replica-type"
+INDEX_LABEL = "training.kubeflow.org/replica-index"
+
+
+@dataclass(frozen=True)
+class Pod:
+    name: str
+    replica_type: str  # lowercase, as the operator writes it: chief, worker, ps, evaluator, launcher
+    index: int
+    phase: str
+    container: str
+
+
+def _client():
+    try:
+        import kubernetes
+    except ImportError:
+        raise ClusterError("compute.target: kubernetes needs the kubernetes client: pip install 'tf-train-action[kubernetes]'") from None
+    return kubernetes
+
+
+class KubeJob:
+    def __init__(self, kubeconfig: Path, document: dict) -> None:
+        kubernetes = _client()
+        self.errors = kubernetes.client.exceptions.ApiException
+        try:
+            api_client = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
+        except Exception as exc:  # kubernetes.config.ConfigException and friends
+            raise ClusterError(f"{kubeconfig}: cannot use this kubeconfig: {exc}") from None
+        self.custom = kubernetes.client.CustomObjectsApi(api_client)
+        self.core = kubernetes.client.CoreV1Api(api_client)
+        self.document = document
+        self.name = document["metadata"]["name"]
+        self.namespace = document["metadata"]["namespace"]
+        self.plural = PLURALS[document["kind"]]
+        self.container = "tensorflow" if document["kind"] == "TFJob" else None
+
+    def _call(self, what: str, function, *args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except self.errors as exc:
+            raise ClusterError(f"{what}: HTTP {exc.status} {exc.reason}: {_message(exc)}") from None
+        except OSError as exc:  # urllib3 wraps these as MaxRetryError (an OSError subclass chain)
+            raise ClusterError(f"{what}: cannot reach the cluster: {exc}") from None
+
+    def apply_secret(self, name: str, values: dict[str, str]) -> None:
+        body = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": self.namespace}, "stringData": values}
+        try:
+            self.core.create_namespaced_secret(self.namespace, body)
+        except self.errors as exc:
+            if exc.status != 409:
+                raise ClusterError(f"creating Secret {name}: HTTP {exc.status} {exc.reason}: {_message(exc)}") from None
+            self._call(f"updating Secret {name}", self.core.replace_namespaced_secret, name, self.namespace, body)
+
+    def create(self) -> None:
+        self._call(
+            f"creating {self.document['kind']} {self.name}",
+            self.custom.create_namespaced_custom_object, GROUP, VERSION, self.namespace, self.plural, self.document,
+        )
+
+    def status(self) -> tuple[str | None, str]:
+        """("Succeeded" | "Failed" | None while running, the operator's message)."""
+        job = self._call(f"reading {self.name}", self.custom.get_namespaced_custom_object, GROUP, VERSION, self.namespace, self.plural, self.name)
+        for condition in reversed((job.get("status") or {}).get("conditions") or []):
+            if condition.get("status") == "True" and condition.get("type") in ("Succeeded", "Failed"):
+                return condition["type"], condition.get("message", "")
+        return None, ""
+
+    def pods(self) -> list[Pod]:
+        listing = self._call("listing pods", self.core.list_namespaced_pod, self.namespace, label_selector=f"{JOB_LABEL}={self.name}")
+        pods = []
+        for item in listing.items:
+            labels = item.metadata.labels or {}
+            container = self.container or item.spec.containers[0].name
+            pods.append(Pod(item.metadata.name, labels.get(TYPE_LABEL, ""), int(labels.get(INDEX_LABEL, 0)), item.status.phase, container))
+        return pods
+
+    def stream_logs(self, pod: Pod, fd: int) -> threading.Thread:
+        """Copy the pod's log into `fd` as it grows, until the container ends."""
+
+        def copy() -> None:
+            try:
+                response = self.core.read_namespaced_pod_log(
+                    pod.name, self.namespace, container=pod.container, follow=True, _preload_content=False
+                )
+                for chunk in response.stream(1 << 16):
+                    os.write(fd, chunk)
+            except Exception:  # the pod went away; what arrived is in the log
+                pass
+            finally:
+                os.close(fd)
+
+        thread = threading.Thread(target=copy, name=f"pod-log-{pod.name}", daemon=True)
+        thread.start()
+        return thread
+
+    def delete(self) -> None:
+        try:
+            self.custom.delete_namespaced_custom_object(GROUP, VERSION, self.namespace, self.plural, self.name)
+        except self.errors as exc:
+            if exc.status != 404:
+                raise ClusterError(f"deleting {self.name}: HTTP {exc.status} {exc.reason}") from None
+
+
+def _message(exc) -> str:
+    import json
+
+    try:
+        return json.loads(exc.body).get("message", exc.body)
+    except (TypeError, ValueError):
+        return str(exc.body or "")

@@ -1,4 +1,5 @@
-"""Everything tftrain prints goes through here.
+"""Everything tftrain prints goes through here, GitHub's workflow commands included (nothing
+else prints them): groups per phase, masks, error/warning annotations, the step summary, outputs.
 
 One writer thread owns stdout. Log chunks from training processes are queued without ever
 blocking the reader that drained the pipe: past a byte budget the console skips them (they are
@@ -11,9 +12,13 @@ from __future__ import annotations
 import io
 import os
 import queue
+import re
 import sys
 import threading
+import uuid
 from collections.abc import Iterable
+from contextlib import contextmanager
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -34,6 +39,7 @@ class Logger:
         self.lock = threading.Lock()
         self.broken = False
         self.thread: threading.Thread | None = None
+        self.github = os.environ.get("GITHUB_ACTIONS") == "true"
 
     # --- the writer -------------------------------------------------------------------------
     def _ensure_thread(self) -> None:
@@ -108,17 +114,73 @@ class Logger:
         self.emit(self._render(message, style=style))
 
     def warning(self, message: str) -> None:
+        self.annotate_located("warning", message)
         self.emit(self._render(f"warning: {message}", style="yellow"))
 
     def error(self, message: str) -> None:
         self.emit(self._render(f"error: {message}", style="bold red"))
 
     def phase(self, name: str) -> None:
+        if self.github:
+            self._command("group", name)
         self.emit(self._render(f"▶ {name}", style="bold cyan"))
 
     def phase_done(self, name: str, seconds: float, ok: bool = True) -> None:
+        if self.github:
+            self._command("endgroup")
         mark, style = ("✔", "green") if ok else ("✘", "red")
         self.emit(self._render(f"{mark} {name} {seconds:.2f}s", style=style))
+
+    # --- GitHub Actions -----------------------------------------------------------------------
+    def _command(self, name: str, message: str = "", **properties) -> None:
+        props = ",".join(f"{key}={_escape_property(str(value))}" for key, value in properties.items() if value is not None)
+        self.emit(f"::{name}{' ' + props if props else ''}::{_escape_data(message)}\n".encode())
+
+    def mask(self, value: str) -> None:
+        """Hide a secret in GitHub's log from here on (call before anything could print it)."""
+        if self.github and value:
+            for line in value.splitlines():
+                self._command("add-mask", line)
+
+    def annotate(self, level: str, message: str, file: str | None = None, line: int | None = None) -> None:
+        """An error/warning annotation, on a file and line where one is known."""
+        if self.github:
+            self._command(level, message, file=file, line=line)
+
+    def annotate_located(self, level: str, text: str) -> None:
+        """Annotate `path:line: message` lines (manifest errors and warnings) at their line."""
+        for entry in text.splitlines():
+            match = LOCATED.match(entry)
+            if match:
+                self.annotate(level, match["message"], workspace_path(Path(match["file"])), int(match["line"]))
+            else:
+                self.annotate(level, entry)
+
+    @contextmanager
+    def group(self, title: str):
+        if self.github:
+            self._command("group", title)
+        try:
+            yield
+        finally:
+            if self.github:
+                self._command("endgroup")
+
+    def step_summary(self, markdown: str) -> None:
+        path = os.environ.get("GITHUB_STEP_SUMMARY")
+        if path:
+            with open(path, "a", encoding="utf-8") as handle:
+                handle.write(markdown.rstrip("\n") + "\n")
+
+    def outputs(self, values: dict[str, str]) -> None:
+        """Step outputs for the action ($GITHUB_OUTPUT); multi-line values get a random delimiter."""
+        path = os.environ.get("GITHUB_OUTPUT")
+        if not path:
+            return
+        with open(path, "a", encoding="utf-8") as handle:
+            for key, value in values.items():
+                delimiter = f"tftrain_{uuid.uuid4().hex}"
+                handle.write(f"{key}<<{delimiter}\n{value}\n{delimiter}\n")
 
     def metrics(self, points: Iterable) -> None:
         text = "  ".join(f"{p.name}={p.value:.6g}" for p in points)
@@ -137,3 +199,21 @@ class Logger:
     def text(self, message: str) -> None:
         """Plain output (listings, logs), written as is."""
         self.emit(message.encode() if message.endswith("\n") else (message + "\n").encode())
+
+
+LOCATED = re.compile(r"^(?P<file>[^:\s][^:]*):(?P<line>\d+): (?P<message>.*)$")
+
+
+def workspace_path(path: Path) -> str:
+    """A path as GitHub's annotations want it: relative to the checkout ($GITHUB_WORKSPACE)."""
+    root = Path(os.environ.get("GITHUB_WORKSPACE") or Path.cwd()).resolve()
+    resolved = path.resolve()
+    return resolved.relative_to(root).as_posix() if resolved.is_relative_to(root) else str(path)
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")

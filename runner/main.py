@@ -39,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return COMMANDS[args.command].run(args, logger)
     except FatalError as exc:
+        if not getattr(exc, "annotated", False):  # a failed run annotated itself, at the script's line
+            logger.annotate_located("error", str(exc))
         logger.flush()
         for line in str(exc).splitlines() or [type(exc).__name__]:
             print(f"tftrain: error: {line}", file=sys.stderr)

@@ -10,18 +10,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.diagnose import last_traceback
+from runner.diagnose import ScriptError, last_traceback
 from runner.errors import (
     FatalError,
     TrainingCanceled,
     TrainingFailed,
     TrainingTimedOut,
 )
-from runner.logger import Logger
+from runner.logger import Logger, workspace_path
 from runner.logpump import LogPump
 from runner.manifest import LoadedManifest
 from runner.metrics.metricsfile import MetricsFileFollower
 from runner.metrics.parsers import LogMetricParser
+from runner.metrics.point import read_series
 from runner.metrics.recorder import MetricsRecorder
 from runner.metrics.tensorboard import read_event_scalars
 from runner.paths import tftrain_home
@@ -93,13 +94,15 @@ def _run(loaded, checked, store: Store, run_id: str, paths: RunPaths, control: R
                     failure, outcome = exc, Outcome("Failed", None, str(exc))
         with session.phase("PostProcessing"):
             model, summary = _post_process(loaded, paths, recorder, outcome, run_id, prepared, store, logger)
-    message = _explain(outcome, paths, prepared)
+    message, script_error = _explain(outcome, paths, prepared)
     exit_code = failure.exit_code if failure else EXIT_CODES[outcome.status]
     store.finish(run_id, outcome.status, exit_code, message)
     git = prepared.git if prepared else {}
     _write_record(paths, store, run_id, outcome, exit_code, message, model, summary, git)
     logger.info(f"run {run_id}: {outcome.status}" + (f": {message}" if message else ""), style="bold green" if exit_code == 0 else "bold red")
-    return RunResult(run_id, outcome.status, exit_code, message, paths.root, model, summary)
+    result = RunResult(run_id, outcome.status, exit_code, message, paths.root, model, summary)
+    _report(logger, loaded, result, script_error, paths)
+    return result
 
 
 class _Session:
@@ -139,6 +142,20 @@ def _execute(prepared: Prepared, paths: RunPaths, recorder: MetricsRecorder, con
     finally:
         for follower in followers:
             follower.stop()
+        if logger.github and len(plan.tasks) > 1:
+            _rank_groups(logger, plan, paths)
+
+
+RANK_TAIL_LINES = 200
+
+
+def _rank_groups(logger: Logger, plan, paths: RunPaths) -> None:
+    """In GitHub's log the ranks' lines arrive interleaved; each rank's own tail, folded, reads better."""
+    for task in plan.tasks:
+        log = paths.rank_log(task.rank)
+        lines = log.read_text(errors="replace").splitlines()[-RANK_TAIL_LINES:] if log.exists() else []
+        with logger.group(f"{task.label} — last {len(lines)} lines of {log.name}"):
+            logger.text("\n".join(lines) or "(no output)")
 
 
 def _post_process(loaded, paths, recorder, outcome, run_id, prepared, store, logger):
@@ -172,9 +189,10 @@ def _post_process(loaded, paths, recorder, outcome, run_id, prepared, store, log
     return model, summary
 
 
-def _explain(outcome: Outcome, paths: RunPaths, prepared: Prepared | None) -> str | None:
+def _explain(outcome: Outcome, paths: RunPaths, prepared: Prepared | None) -> tuple[str | None, ScriptError | None]:
+    """The run's message, and the script's error (file and line in the source) when there is one."""
     if outcome.status != "Failed" or prepared is None:
-        return outcome.message
+        return outcome.message, None
     tasks = prepared.plan.tasks
     if outcome.rank is not None and outcome.rank >= 0:  # the task that failed first, else every rank
         tasks = [task for task in tasks if task.rank == outcome.rank]
@@ -182,9 +200,32 @@ def _explain(outcome: Outcome, paths: RunPaths, prepared: Prepared | None) -> st
     for task in tasks:
         error = last_traceback(paths.rank_log(task.rank), Path(task.cwd))
         if error:
-            return f"{error} (rank {task.rank}: {outcome.message}; log: {paths.rank_log(task.rank)})"
+            return f"{error} (rank {task.rank}: {outcome.message}; log: {paths.rank_log(task.rank)})", error
     log = paths.rank_log(tasks[0].rank if tasks else 0)
-    return f"{script} {outcome.message} (log: {log})"
+    return f"{script} {outcome.message} (log: {log})", None
+
+
+def _report(logger: Logger, loaded: LoadedManifest, result: RunResult, error: ScriptError | None, paths: RunPaths) -> None:
+    """Annotations, the step summary and the step's outputs, when running in GitHub Actions."""
+    if result.status == "Failed":
+        if error is not None:  # point at the user's file and line in the checkout
+            logger.annotate("error", error.message, workspace_path(loaded.source_dir / error.file), error.line)
+        else:
+            logger.annotate("error", f"run {result.run_id} failed: {result.message}")
+    elif result.status != "Completed":
+        logger.annotate("error", f"run {result.run_id} {result.status}: {result.message}")
+    logger.step_summary(paths.summary.read_text())
+    primary = result.metrics.get("primary")
+    value = result.metrics.get("metrics", {}).get(primary, {}).get("last") if primary else None
+    logger.outputs(
+        {
+            "run-id": result.run_id,
+            "status": result.status,
+            "primary-metric": "" if value is None else str(value),
+            "metrics": json.dumps(result.metrics, sort_keys=True),
+            "model-version": result.model.label if result.model else "",
+        }
+    )
 
 
 def _write_record(paths, store, run_id, outcome, exit_code, message, model, summary, git) -> None:
@@ -200,9 +241,10 @@ def _write_record(paths, store, run_id, outcome, exit_code, message, model, summ
         "git": git,
     }
     paths.record.write_text(json.dumps(record, indent=2) + "\n")
-    paths.summary.write_text(
-        summary_markdown(run_id, outcome.status, message, phases, summary, model.label if model else None, git)
+    markdown = summary_markdown(
+        run_id, outcome.status, message, phases, summary, model.label if model else None, git, read_series(paths.metrics)
     )
+    paths.summary.write_text(markdown)
 
 
 @contextmanager

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from runner.logger import Logger
 from runner.store import PhaseRow
 from runner.templates import render
@@ -43,9 +45,29 @@ def phase_durations(phases: list[PhaseRow]) -> list[dict]:
     ]
 
 
-def summary_markdown(run_id: str, status: str, message: str | None, phases, summary: dict, model, git: dict) -> str:
+CURVE_POINTS = 60
+MAX_CURVES = 3
+
+
+def curves(points, summary: dict) -> list[dict]:
+    """Series to draw (the primary metric, then the losses): value per step, at most 60 points."""
+    names = [name for name in dict.fromkeys([summary.get("primary"), "accuracy", "loss", "val_loss"]) if name]
+    drawn = []
+    for name in names:
+        by_step = {p.step: p.value for p in points if p.name == name and p.step is not None and math.isfinite(p.value)}
+        if len(by_step) < 2:
+            continue
+        steps = sorted(by_step)
+        stride = max(1, math.ceil(len(steps) / CURVE_POINTS))
+        steps = steps[::stride]
+        drawn.append({"name": name, "steps": steps, "ys": [f"{by_step[s]:.4g}" for s in steps]})
+    return drawn[:MAX_CURVES]
+
+
+def summary_markdown(run_id: str, status: str, message: str | None, phases, summary: dict, model, git: dict, points=()) -> str:
     return render(
         "run_summary.md.j2",
+        curves=curves(points, summary),
         run_id=run_id,
         status=status,
         status_icon=ICONS.get(status, ""),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 
 from runner.logger import Logger
 from runner.manifest import DEFAULT_NAME, LoadedManifest, load_manifest
@@ -20,6 +21,8 @@ def add_manifest_arg(parser: argparse.ArgumentParser, target: bool = False) -> N
 
 def load(args: argparse.Namespace, logger: Logger) -> LoadedManifest:
     loaded = load_manifest(args.file)
+    for name in loaded.manifest.secrets:  # masked before tftrain prints anything else
+        logger.mask(os.environ.get(name, ""))
     if getattr(args, "target", None):
         manifest = loaded.manifest
         compute = manifest.compute.model_copy(update={"target": args.target})

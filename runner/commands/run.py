@@ -15,5 +15,7 @@ def add_parser(subparsers) -> None:
 def run(args, logger) -> int:
     result = run_manifest(load(args, logger), logger)
     if result.exit_code:
-        raise error_class(result.exit_code)(f"run {result.run_id} {result.status}: {result.message}")
+        error = error_class(result.exit_code)(f"run {result.run_id} {result.status}: {result.message}")
+        error.annotated = True
+        raise error
     return 0

@@ -50,7 +50,8 @@ def _show(store: Store, ref: str, markdown: bool, logger) -> None:
     summary = record.get("metrics") or _summary_from_series(run.run_dir, manifest)
     phases = store.phases(run.run_id)
     if markdown:
-        logger.text(summary_markdown(run.run_id, run.status, run.message, phases, summary, record.get("model"), record.get("git", {})))
+        points = read_series(run.run_dir / "metrics.jsonl")
+        logger.text(summary_markdown(run.run_id, run.status, run.message, phases, summary, record.get("model"), record.get("git", {}), points))
         return
     logger.info(f"run {run.run_id}: {run.status}" + (f": {run.message}" if run.message else ""), style="bold")
     logger.info(f"directory: {run.run_dir}")

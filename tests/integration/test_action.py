@@ -1,0 +1,89 @@
+"""The composite action, run by a real GitHub Actions runner implementation (nektos/act,
+self-hosted mode): installs tftrain from the action's directory and trains on a pull request."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ACT = str(Path(sys.executable).parent / "act")
+SCRIPT = """\
+print("Epoch 1/2")
+print("4/4 - 0s - accuracy: 0.5 - loss: 0.9")
+print("Epoch 2/2")
+print("4/4 - 0s - accuracy: 0.75 - loss: 0.4")
+import os
+os.makedirs("outputs/model", exist_ok=True)
+open("outputs/model/weights.txt", "w").write("w")
+"""
+WORKFLOW = """\
+on: pull_request
+jobs:
+  train:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+      - id: tftrain
+        uses: ./
+        with:
+          manifest: MANIFEST
+      - run: echo "status=$STATUS run=$RUN_ID primary=$PRIMARY model=$MODEL"
+        env:
+          STATUS: ${{ steps.tftrain.outputs.status }}
+          RUN_ID: ${{ steps.tftrain.outputs.run-id }}
+          PRIMARY: ${{ steps.tftrain.outputs.primary-metric }}
+          MODEL: ${{ steps.tftrain.outputs.model-version }}
+"""
+
+
+def action_repo(tmp_path: Path, repo: Path, manifest_input: str) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    for name in ("action.yml", "pyproject.toml", "README.md", "tftrain.schema.json"):
+        shutil.copy(repo / name, root / name)
+    for name in ("runner", "templates"):
+        shutil.copytree(repo / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "demo").mkdir()
+    (root / "demo" / "train.py").write_text(SCRIPT)
+    (root / "demo" / "tftrain.yml").write_text("name: demo\nentry_script: train.py\n")
+    (root / ".github" / "workflows").mkdir(parents=True)
+    (root / ".github" / "workflows" / "pr.yml").write_text(WORKFLOW.replace("MANIFEST", manifest_input))
+    (root / "event.json").write_text(json.dumps({"number": 7, "pull_request": {"number": 7, "head": {"ref": "feature"}, "base": {"ref": "main"}}}))
+    for command in (["git", "init", "-q", "-b", "main"], ["git", "add", "-A"], ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]):
+        subprocess.run(command, cwd=root, check=True)
+    return root
+
+
+def act(root: Path, home: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TFTRAIN_HOME": str(home)}
+    return subprocess.run(
+        [ACT, "pull_request", "-e", "event.json", "-P", "ubuntu-latest=-self-hosted", "--no-cache-server"],
+        cwd=root, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=1200,
+    )
+
+
+def test_the_action_trains_on_a_pull_request(repo, tmp_path):
+    root = action_repo(tmp_path, repo, "demo/tftrain.yml")
+    result = act(root, tmp_path / "home")
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-3000:]
+    assert "status=Completed run=demo-1 primary=0.75 model=demo@v1" in result.stdout
+    assert "::group::Running" in result.stdout  # workflow commands reach the runner
+    assert (tmp_path / "home" / "runs" / "demo-1" / "summary.md").exists()
+
+
+def test_hostile_inputs_are_data_not_shell(repo, tmp_path):
+    marker = Path("/tmp/tftrain-pwned-by-input")
+    marker.unlink(missing_ok=True)
+    root = action_repo(tmp_path, repo, "'$(touch /tmp/tftrain-pwned-by-input); x`touch /tmp/tftrain-pwned-by-input`'")
+    result = act(root, tmp_path / "home")
+    assert result.returncode != 0
+    assert "manifest not found" in result.stdout + result.stderr
+    assert not marker.exists()

@@ -171,3 +171,13 @@ def registry(tmp_path_factory):
     yield f"127.0.0.1:{port}"
     process.terminate()
     process.wait()
+
+
+@pytest.fixture
+def github_api():
+    """A server speaking GitHub's REST protocol (no GitHub can run here); see github_api.py."""
+    from github_api import GitHubAPI
+
+    api = GitHubAPI().start()
+    yield api
+    api.stop()

@@ -44,7 +44,20 @@ jobs:
 """
 
 
-def action_repo(tmp_path: Path, repo: Path, manifest_input: str) -> Path:
+def pr_payload(head: str = "octo/models", labels: tuple[str, ...] = ()) -> dict:
+    return {
+        "number": 7,
+        "pull_request": {
+            "number": 7,
+            "labels": [{"name": name} for name in labels],
+            "head": {"ref": "feature", "repo": {"full_name": head}},
+            "base": {"ref": "main", "repo": {"full_name": "octo/models"}},
+        },
+        "repository": {"full_name": "octo/models"},
+    }
+
+
+def action_repo(tmp_path: Path, repo: Path, manifest_input: str, payload: dict | None = None) -> Path:
     root = tmp_path / "repo"
     root.mkdir()
     for name in ("action.yml", "pyproject.toml", "README.md", "tftrain.schema.json"):
@@ -56,27 +69,35 @@ def action_repo(tmp_path: Path, repo: Path, manifest_input: str) -> Path:
     (root / "demo" / "tftrain.yml").write_text("name: demo\nentry_script: train.py\n")
     (root / ".github" / "workflows").mkdir(parents=True)
     (root / ".github" / "workflows" / "pr.yml").write_text(WORKFLOW.replace("MANIFEST", manifest_input))
-    (root / "event.json").write_text(json.dumps({"number": 7, "pull_request": {"number": 7, "head": {"ref": "feature"}, "base": {"ref": "main"}}}))
+    (root / "event.json").write_text(json.dumps(payload or pr_payload()))
     for command in (["git", "init", "-q", "-b", "main"], ["git", "add", "-A"], ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]):
         subprocess.run(command, cwd=root, check=True)
     return root
 
 
-def act(root: Path, home: Path) -> subprocess.CompletedProcess:
+def act(root: Path, home: Path, api_url: str = "http://127.0.0.1:9") -> subprocess.CompletedProcess:
     env = {**os.environ, "TFTRAIN_HOME": str(home)}
     return subprocess.run(
-        [ACT, "pull_request", "-e", "event.json", "-P", "ubuntu-latest=-self-hosted", "--no-cache-server"],
+        [ACT, "pull_request", "-e", "event.json", "-P", "ubuntu-latest=-self-hosted", "--no-cache-server",
+         "--env", f"GITHUB_API_URL={api_url}", "--env", "GITHUB_REPOSITORY=octo/models", "-s", "GITHUB_TOKEN=ghs_test"],
         cwd=root, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=1200,
     )
 
 
-def test_the_action_trains_on_a_pull_request(repo, tmp_path):
+def test_the_action_trains_on_a_pull_request(repo, tmp_path, github_api):
     root = action_repo(tmp_path, repo, "demo/tftrain.yml")
-    result = act(root, tmp_path / "home")
+    result = act(root, tmp_path / "home", github_api.url)
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-3000:]
     assert "status=Completed run=demo-1 primary=0.75 model=demo@v1" in result.stdout
     assert "::group::Running" in result.stdout  # workflow commands reach the runner
     assert (tmp_path / "home" / "runs" / "demo-1" / "summary.md").exists()
+    (comment,) = github_api.comments.values()
+    assert comment["issue"] == 7 and "demo-1: Completed" in comment["body"]
+
+    again = act(root, tmp_path / "home", github_api.url)  # a second push to the pull request
+    assert again.returncode == 0, again.stdout[-3000:]
+    (comment,) = github_api.comments.values()  # the same comment, updated
+    assert "demo-2: Completed" in comment["body"]
 
 
 def test_hostile_inputs_are_data_not_shell(repo, tmp_path):
@@ -87,3 +108,15 @@ def test_hostile_inputs_are_data_not_shell(repo, tmp_path):
     assert result.returncode != 0
     assert "manifest not found" in result.stdout + result.stderr
     assert not marker.exists()
+
+
+def test_a_fork_is_refused_until_labelled(repo, tmp_path, github_api):
+    root = action_repo(tmp_path, repo, "demo/tftrain.yml", pr_payload(head="someone/fork"))
+    refused = act(root, tmp_path / "home", github_api.url)
+    assert refused.returncode != 0
+    assert "refusing to train pull request #7 from the fork someone/fork" in refused.stdout + refused.stderr
+    assert not (tmp_path / "home" / "runs").exists()  # nothing of the fork ran
+    (root / "event.json").write_text(json.dumps(pr_payload(head="someone/fork", labels=("safe-to-train",))))
+    allowed = act(root, tmp_path / "home", github_api.url)
+    assert allowed.returncode == 0, allowed.stdout[-3000:]
+    assert (tmp_path / "home" / "runs" / "demo-1").exists()

@@ -1,0 +1,74 @@
+"""tftrain github check | comment: the action's steps around `tftrain run` on GitHub."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from runner import workflow
+from runner.paths import tftrain_home
+from runner.store import Store
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("github", help="GitHub steps of the action: fork policy, pull-request comment")
+    sub = parser.add_subparsers(dest="github_command", required=True)
+    check = sub.add_parser("check", help="refuse a fork's pull request unless allowed")
+    check.add_argument("--allow-forks", default=os.environ.get("INPUT_ALLOW_FORKS", "false"))
+    check.add_argument("--fork-label", default=os.environ.get("INPUT_FORK_LABEL") or "safe-to-train")
+    comment = sub.add_parser("comment", help="post or update the run's comment on the pull request")
+    comment.add_argument("--run", default="latest", help="run id (default: latest)")
+    comment.add_argument(
+        "--no-comment", dest="post", action="store_false", default=os.environ.get("INPUT_COMMENT", "true").lower() != "false",
+        help="only compare (and check fail-on-regression); post nothing",
+    )
+    comment.add_argument(
+        "--fail-on-regression", type=float, default=_float(os.environ.get("INPUT_FAIL_ON_REGRESSION")),
+        help="fail when the primary metric is worse than the released model's by more than this",
+    )
+
+
+def _float(text: str | None) -> float | None:
+    return float(text) if text not in (None, "") else None
+
+
+def run(args, logger) -> int:
+    context = workflow.Context.from_env()
+    if args.github_command == "check":
+        refusal = workflow.fork_refusal(context, args.allow_forks.lower() == "true", args.fork_label)
+        if refusal:
+            raise workflow.ForkRefused(refusal)
+        return 0
+    return _comment(context, args, logger)
+
+
+def _comment(context: workflow.Context, args, logger) -> int:
+    with Store(tftrain_home()) as store:
+        run = store.run(args.run)
+    summary = json.loads((run.run_dir / "metrics.json").read_text()) if (run.run_dir / "metrics.json").exists() else {}
+    body = (run.run_dir / "summary.md").read_text() if (run.run_dir / "summary.md").exists() else f"run {run.run_id}: {run.status}\n"
+    repo = workflow.client(context).get_repo(context.repository)
+    baseline = workflow.baseline_metrics(repo, run.name)
+    table, worse_by = workflow.comparison(summary, baseline)
+    pr = context.pull_request
+    if pr and args.post:
+        from github import GithubException
+
+        try:
+            url = workflow.upsert_comment(repo, int(pr["number"]), run.name, f"{body}\n### Compared with the last released model\n\n{table}")
+            logger.info(f"pull request comment: {url}")
+        except GithubException as exc:
+            if exc.status != 403:
+                raise
+            logger.annotate("notice", "not commenting: this token cannot write to the pull request (a fork's pull request gets a read-only token)")
+            logger.info("not commenting: the token is read-only")
+    else:
+        logger.info("no comment: " + ("not a pull request" if not pr else "comment: false"))
+    logger.step_summary(f"### Compared with the last released model\n\n{table}")
+    limit = args.fail_on_regression
+    if limit is not None and worse_by is not None and worse_by > limit:
+        primary = summary.get("primary")
+        raise workflow.Regression(
+            f"{primary} is worse than {baseline[0]}'s by {worse_by:.4g}, more than fail-on-regression ({limit:g})"
+        )
+    return 0

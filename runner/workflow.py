@@ -1,0 +1,139 @@
+"""GitHub: the workflow's context, the fork policy, and the sticky pull-request comment that
+compares a run with the latest released model. The API is reached through PyGithub, at
+$GITHUB_API_URL (GitHub Enterprise, or a test server), never assembled by hand."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner.errors import FatalError, UnsupportedError
+
+PR_EVENTS = ("pull_request", "pull_request_target")
+MARKER = "<!-- tftrain:model={name} -->"
+
+
+class ForkRefused(FatalError):
+    """Training code from a fork would run on this (self-hosted) runner."""
+
+    exit_code = 16
+
+
+class Regression(FatalError):
+    """The primary metric is worse than the baseline's by more than fail-on-regression."""
+
+    exit_code = 15
+
+
+@dataclass(frozen=True)
+class Context:
+    event_name: str
+    payload: dict
+    repository: str
+    api_url: str
+    token: str | None
+
+    @classmethod
+    def from_env(cls) -> Context:
+        path = os.environ.get("GITHUB_EVENT_PATH")
+        payload = json.loads(Path(path).read_text()) if path and Path(path).is_file() else {}
+        return cls(
+            event_name=os.environ.get("GITHUB_EVENT_NAME", ""),
+            payload=payload,
+            repository=os.environ.get("GITHUB_REPOSITORY", ""),
+            api_url=os.environ.get("GITHUB_API_URL", "https://api.github.com"),
+            token=os.environ.get("INPUT_GITHUB_TOKEN") or os.environ.get("GITHUB_TOKEN"),
+        )
+
+    @property
+    def pull_request(self) -> dict | None:
+        return self.payload.get("pull_request") if self.event_name in PR_EVENTS else None
+
+
+def fork_refusal(context: Context, allow_forks: bool, label: str) -> str | None:
+    """Why this event must not train here, or None. GitHub's own advice: never run a fork's code
+    on a self-hosted runner unreviewed."""
+    pr = context.pull_request
+    if not pr:
+        return None
+    head = ((pr.get("head") or {}).get("repo") or {}).get("full_name")
+    base = ((pr.get("base") or {}).get("repo") or {}).get("full_name") or context.repository
+    if not head or head == base or allow_forks:
+        return None
+    if label in {item.get("name") for item in pr.get("labels") or []}:
+        return None
+    return (
+        f"refusing to train pull request #{pr.get('number')} from the fork {head}: its code would run on this runner. "
+        f"Review it, then add the label '{label}' to the pull request, or set allow-forks: true"
+    )
+
+
+def client(context: Context):
+    from github import Auth, Github
+
+    if not context.token:
+        raise UnsupportedError("no GitHub token: pass github-token to the action (default: the job's GITHUB_TOKEN)")
+    return Github(auth=Auth.Token(context.token), base_url=context.api_url)
+
+
+def baseline_metrics(repo, model: str, tag_pattern: str = "{name}-v") -> tuple[str, dict] | None:
+    """(tag, metrics.json) of the newest published release of `model`, or None."""
+    prefix = tag_pattern.format(name=model)
+    tag = re.compile(re.escape(prefix) + r"(\d+)$")
+    for release in repo.get_releases():  # newest first
+        if release.draft or not tag.match(release.tag_name):
+            continue
+        for asset in release.get_assets():
+            if asset.name == "metrics.json":
+                with tempfile.TemporaryDirectory() as tmp:
+                    target = Path(tmp) / "metrics.json"
+                    asset.download_asset(str(target))
+                    return release.tag_name, json.loads(target.read_text())
+    return None
+
+
+def comparison(summary: dict, baseline: tuple[str, dict] | None) -> tuple[str, float | None]:
+    """A Markdown table of this run against the baseline, and how much worse the primary metric is."""
+    if baseline is None:
+        return "No released model to compare with yet.\n", None
+    tag, base = baseline
+    primary = summary.get("primary")
+    mine, theirs = summary.get("metrics", {}), base.get("metrics", {})
+    shared = [name for name in mine if name in theirs]
+    names = ([primary] if primary in shared else []) + [name for name in shared if name != primary][:5]
+    rows = [f"| metric | this run | {tag} | delta | |", "|---|---|---|---|---|"]
+    worse_by = None
+    for name in names:
+        now, then, goal = _number(mine[name]["last"]), _number(theirs[name]["last"]), mine[name]["goal"]
+        if now is None or then is None:
+            continue
+        delta = now - then
+        better = delta > 0 if goal == "maximize" else delta < 0
+        verdict = "better" if better else ("same" if delta == 0 else "worse")
+        label = f"**{name}**" if name == primary else name
+        rows.append(f"| {label} | {now:.4g} | {then:.4g} | {delta:+.4g} | {verdict} |")
+        if name == primary:
+            worse_by = -delta if goal == "maximize" else delta
+    return "\n".join(rows) + "\n", worse_by
+
+
+def _number(value) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def upsert_comment(repo, number: int, model: str, body: str) -> str:
+    """Edit the comment this model's runs left on the pull request, or post the first one."""
+    marker = MARKER.format(name=model)
+    issue = repo.get_issue(number)
+    for comment in issue.get_comments():
+        if marker in (comment.body or ""):
+            comment.edit(f"{marker}\n{body}")
+            return comment.html_url
+    return issue.create_comment(f"{marker}\n{body}").html_url

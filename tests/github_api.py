@@ -1,0 +1,183 @@
+"""A small HTTP server that speaks GitHub's REST protocol for the endpoints tftrain calls (no
+GitHub-compatible server can run here): repositories, issue comments, releases and their assets.
+Status codes, JSON shapes and `url` fields follow api.github.com, so PyGithub talks to it with
+base_url pointed here, as it would to GitHub Enterprise."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlparse
+
+REPO = r"^/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)"
+ROUTES = [
+    ("GET", re.compile(REPO + r"$"), "repo"),
+    ("GET", re.compile(REPO + r"/issues/(?P<number>\d+)$"), "issue"),
+    ("GET", re.compile(REPO + r"/issues/(?P<number>\d+)/comments$"), "list_comments"),
+    ("POST", re.compile(REPO + r"/issues/(?P<number>\d+)/comments$"), "create_comment"),
+    ("PATCH", re.compile(REPO + r"/issues/comments/(?P<id>\d+)$"), "edit_comment"),
+    ("GET", re.compile(REPO + r"/releases$"), "list_releases"),
+    ("GET", re.compile(REPO + r"/releases/(?P<id>\d+)/assets$"), "list_assets"),
+    ("GET", re.compile(REPO + r"/releases/assets/(?P<id>\d+)$"), "get_asset"),
+]
+
+
+class GitHubAPI:
+    def __init__(self, token: str = "ghs_test", read_only: bool = False) -> None:
+        self.token = token
+        self.read_only = read_only
+        self.comments: dict[int, dict] = {}
+        self.releases: list[dict] = []
+        self.assets: dict[int, tuple[dict, bytes]] = {}
+        self.requests: list[tuple[str, str]] = []
+        self.next_id = 1000
+        self.lock = threading.Lock()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def _id(self) -> int:
+        with self.lock:
+            self.next_id += 1
+            return self.next_id
+
+    def add_release(self, owner: str, repo: str, tag: str, assets: dict[str, bytes], draft: bool = False) -> dict:
+        """Seed a published release (what tftrain's publishing will create)."""
+        release_id = self._id()
+        release = {
+            "id": release_id,
+            "tag_name": tag,
+            "name": tag,
+            "draft": draft,
+            "prerelease": False,
+            "url": f"{self.url}/repos/{owner}/{repo}/releases/{release_id}",
+            "assets_url": f"{self.url}/repos/{owner}/{repo}/releases/{release_id}/assets",
+            "upload_url": f"{self.url}/repos/{owner}/{repo}/releases/{release_id}/assets{{?name,label}}",
+            "html_url": f"https://github.example/{owner}/{repo}/releases/tag/{tag}",
+            "created_at": _now(),
+            "published_at": None if draft else _now(),
+            "body": "",
+            "assets": [],
+        }
+        for name, data in assets.items():
+            asset_id = self._id()
+            asset = {
+                "id": asset_id,
+                "name": name,
+                "size": len(data),
+                "state": "uploaded",
+                "content_type": "application/octet-stream",
+                "url": f"{self.url}/repos/{owner}/{repo}/releases/assets/{asset_id}",
+                "browser_download_url": f"{self.url}/download/{asset_id}/{name}",
+                "created_at": _now(),
+                "updated_at": _now(),
+            }
+            self.assets[asset_id] = (asset, data)
+            release["assets"].append(asset)
+        self.releases.insert(0, release)  # GitHub lists the newest first
+        return release
+
+    def _handler(self):
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _send(self, code: int, body, content_type: str = "application/json; charset=utf-8") -> None:
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _error(self, code: int, message: str) -> None:
+                self._send(code, {"message": message, "documentation_url": "https://docs.github.com/rest"})
+
+            def _route(self, method: str) -> None:
+                url = urlparse(self.path)
+                api.requests.append((method, url.path))
+                if self.headers.get("Authorization") not in (f"token {api.token}", f"Bearer {api.token}"):
+                    return self._error(401, "Bad credentials")
+                for verb, pattern, name in ROUTES:
+                    match = pattern.match(url.path)
+                    if verb == method and match:
+                        return getattr(self, name)(**match.groupdict())
+                return self._error(404, "Not Found")
+
+            def do_GET(self):
+                self._route("GET")
+
+            def do_POST(self):
+                self._route("POST")
+
+            def do_PATCH(self):
+                self._route("PATCH")
+
+            def _body(self) -> dict:
+                return json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+
+            def repo(self, owner, repo):
+                self._send(200, {"id": 1, "name": repo, "full_name": f"{owner}/{repo}", "url": f"{api.url}/repos/{owner}/{repo}",
+                                 "owner": {"login": owner}, "private": False, "default_branch": "main"})
+
+            def issue(self, owner, repo, number):
+                base = f"{api.url}/repos/{owner}/{repo}"
+                self._send(200, {"number": int(number), "title": "PR", "state": "open", "url": f"{base}/issues/{number}",
+                                 "comments_url": f"{base}/issues/{number}/comments", "pull_request": {"url": f"{base}/pulls/{number}"}})
+
+            def list_comments(self, owner, repo, number):
+                self._send(200, [c for c in api.comments.values() if c["issue"] == int(number)])
+
+            def create_comment(self, owner, repo, number):
+                if api.read_only:
+                    return self._error(403, "Resource not accessible by integration")
+                comment_id = api._id()
+                comment = {"id": comment_id, "issue": int(number), "body": self._body()["body"], "user": {"login": "github-actions[bot]"},
+                           "url": f"{api.url}/repos/{owner}/{repo}/issues/comments/{comment_id}",
+                           "html_url": f"https://github.example/{owner}/{repo}/pull/{number}#issuecomment-{comment_id}",
+                           "created_at": _now(), "updated_at": _now()}
+                api.comments[comment_id] = comment
+                self._send(201, comment)
+
+            def edit_comment(self, owner, repo, id):
+                comment = api.comments.get(int(id))
+                if comment is None:
+                    return self._error(404, "Not Found")
+                comment.update(body=self._body()["body"], updated_at=_now())
+                self._send(200, comment)
+
+            def list_releases(self, owner, repo):
+                self._send(200, api.releases)
+
+            def list_assets(self, owner, repo, id):
+                release = next((r for r in api.releases if r["id"] == int(id)), None)
+                self._send(200, release["assets"]) if release else self._error(404, "Not Found")
+
+            def get_asset(self, owner, repo, id):
+                if int(id) not in api.assets:
+                    return self._error(404, "Not Found")
+                asset, data = api.assets[int(id)]
+                if "application/octet-stream" in self.headers.get("Accept", ""):
+                    return self._send(200, data, "application/octet-stream")
+                self._send(200, asset)
+
+        return Handler
+
+    def start(self) -> GitHubAPI:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 import runner
-from runner.commands import github, images, logs, metrics, models, plan, run, runs, schema, validate
+from runner.commands import github, images, logs, metrics, models, plan, publish, run, runs, schema, validate
 from runner.errors import FatalError
 from runner.logger import Logger
 
@@ -21,6 +21,7 @@ COMMANDS = {
     "models": models,
     "images": images,
     "github": github,
+    "publish": publish,
 }
 
 

@@ -74,10 +74,15 @@ def fork_refusal(context: Context, allow_forks: bool, label: str) -> str | None:
 
 def client(context: Context):
     from github import Auth, Github
+    from urllib3.util.retry import Retry
 
     if not context.token:
-        raise UnsupportedError("no GitHub token: pass github-token to the action (default: the job's GITHUB_TOKEN)")
-    return Github(auth=Auth.Token(context.token), base_url=context.api_url)
+        raise UnsupportedError("no GitHub token: pass github-token to the action (default: the job's GITHUB_TOKEN), or set GITHUB_TOKEN")
+    if not context.repository:
+        raise UnsupportedError("no repository: set GITHUB_REPOSITORY=owner/name (Actions sets it)")
+    # Reads retry on 5xx here; uploads (POST) retry in publish.py, which knows how to check them.
+    retry = Retry(total=3, backoff_factor=0.25, status_forcelist=(500, 502, 503, 504))
+    return Github(auth=Auth.Token(context.token), base_url=context.api_url, retry=retry)
 
 
 def baseline_metrics(repo, model: str, tag_pattern: str = "{name}-v") -> tuple[str, dict] | None:

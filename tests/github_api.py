@@ -10,7 +10,7 @@ import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, urlparse
 
 REPO = r"^/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)"
 ROUTES = [
@@ -20,6 +20,11 @@ ROUTES = [
     ("POST", re.compile(REPO + r"/issues/(?P<number>\d+)/comments$"), "create_comment"),
     ("PATCH", re.compile(REPO + r"/issues/comments/(?P<id>\d+)$"), "edit_comment"),
     ("GET", re.compile(REPO + r"/releases$"), "list_releases"),
+    ("POST", re.compile(REPO + r"/releases$"), "create_release"),
+    ("GET", re.compile(REPO + r"/releases/tags/(?P<tag>[^/]+)$"), "release_by_tag"),
+    ("GET", re.compile(REPO + r"/releases/(?P<id>\d+)$"), "get_release"),
+    ("PATCH", re.compile(REPO + r"/releases/(?P<id>\d+)$"), "update_release"),
+    ("POST", re.compile(REPO + r"/releases/(?P<id>\d+)/assets$"), "upload_asset"),
     ("GET", re.compile(REPO + r"/releases/(?P<id>\d+)/assets$"), "list_assets"),
     ("GET", re.compile(REPO + r"/releases/assets/(?P<id>\d+)$"), "get_asset"),
 ]
@@ -33,8 +38,9 @@ class GitHubAPI:
         self.releases: list[dict] = []
         self.assets: dict[int, tuple[dict, bytes]] = {}
         self.requests: list[tuple[str, str]] = []
+        self.fail_uploads = 0  # answer this many uploads with 502, as GitHub sometimes does
         self.next_id = 1000
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
@@ -44,11 +50,14 @@ class GitHubAPI:
 
     def _id(self) -> int:
         with self.lock:
-            self.next_id += 1
-            return self.next_id
+            return self._id_unlocked()
 
-    def add_release(self, owner: str, repo: str, tag: str, assets: dict[str, bytes], draft: bool = False) -> dict:
-        """Seed a published release (what tftrain's publishing will create)."""
+    def _id_unlocked(self) -> int:
+        self.next_id += 1
+        return self.next_id
+
+    def add_release(self, owner: str, repo: str, tag: str, assets: dict[str, bytes], draft: bool = False, body: str = "") -> dict:
+        """A release, as POST /releases makes it (tests also seed them directly)."""
         release_id = self._id()
         release = {
             "id": release_id,
@@ -62,11 +71,19 @@ class GitHubAPI:
             "html_url": f"https://github.example/{owner}/{repo}/releases/tag/{tag}",
             "created_at": _now(),
             "published_at": None if draft else _now(),
-            "body": "",
+            "body": body,
             "assets": [],
         }
         for name, data in assets.items():
-            asset_id = self._id()
+            self._add_asset(release, owner, repo, name, data, "application/octet-stream")
+        self.releases.insert(0, release)  # GitHub lists the newest first
+        return release
+
+    def _add_asset(self, release: dict, owner: str, repo: str, name: str, data: bytes, content_type: str) -> dict:
+        import hashlib
+
+        with self.lock:
+            asset_id = self._id_unlocked()
             asset = {
                 "id": asset_id,
                 "name": name,
@@ -75,13 +92,14 @@ class GitHubAPI:
                 "content_type": "application/octet-stream",
                 "url": f"{self.url}/repos/{owner}/{repo}/releases/assets/{asset_id}",
                 "browser_download_url": f"{self.url}/download/{asset_id}/{name}",
+                "digest": "sha256:" + hashlib.sha256(data).hexdigest(),
+                "content_type": content_type,
                 "created_at": _now(),
                 "updated_at": _now(),
             }
             self.assets[asset_id] = (asset, data)
             release["assets"].append(asset)
-        self.releases.insert(0, release)  # GitHub lists the newest first
-        return release
+            return asset
 
     def _handler(self):
         api = self
@@ -156,6 +174,57 @@ class GitHubAPI:
 
             def list_releases(self, owner, repo):
                 self._send(200, api.releases)
+
+            def _release(self, id):
+                return next((r for r in api.releases if r["id"] == int(id)), None)
+
+            def create_release(self, owner, repo):
+                body = self._body()
+                with api.lock:
+                    if any(r["tag_name"] == body["tag_name"] for r in api.releases):
+                        return self._send(422, {"message": "Validation Failed", "errors": [
+                            {"resource": "Release", "code": "already_exists", "field": "tag_name"}],
+                            "documentation_url": "https://docs.github.com/rest/releases/releases#create-a-release"})
+                    release = api.add_release(owner, repo, body["tag_name"], {}, draft=body.get("draft", False), body=body.get("body", ""))
+                    release.update(name=body.get("name") or body["tag_name"], target_commitish=body.get("target_commitish", "main"))
+                self._send(201, release)
+
+            def release_by_tag(self, owner, repo, tag):
+                release = next((r for r in api.releases if r["tag_name"] == tag and not r["draft"]), None)
+                self._send(200, release) if release else self._error(404, "Not Found")
+
+            def get_release(self, owner, repo, id):
+                release = self._release(id)
+                self._send(200, release) if release else self._error(404, "Not Found")
+
+            def update_release(self, owner, repo, id):
+                release = self._release(id)
+                if release is None:
+                    return self._error(404, "Not Found")
+                body = self._body()
+                for key in ("name", "body", "draft", "prerelease", "tag_name"):
+                    if key in body:
+                        release[key] = body[key]
+                if release["draft"] is False and release["published_at"] is None:
+                    release["published_at"] = _now()
+                self._send(200, release)
+
+            def upload_asset(self, owner, repo, id):
+                release = self._release(id)
+                if release is None:
+                    return self._error(404, "Not Found")
+                if api.fail_uploads > 0:
+                    api.fail_uploads -= 1
+                    self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                    return self._error(502, "Bad Gateway")
+                name = parse_qs(urlparse(self.path).query)["name"][0]
+                if any(a["name"] == name for a in release["assets"]):
+                    self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                    return self._send(422, {"message": "Validation Failed", "errors": [
+                        {"resource": "ReleaseAsset", "code": "already_exists", "field": "name"}]})
+                data = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                asset = api._add_asset(release, owner, repo, name, data, self.headers.get("Content-Type", "application/octet-stream"))
+                self._send(201, asset)
 
             def list_assets(self, owner, repo, id):
                 release = next((r for r in api.releases if r["id"] == int(id)), None)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from runner import workflow
 from runner.errors import RegistryError
+from runner.publish import pull_release
 from runner.paths import tftrain_home
 from runner.registry import Registry
 from runner.rundir import RunPaths
@@ -20,6 +22,8 @@ def add_parser(subparsers) -> None:
     pull = sub.add_parser("pull", help="copy a model version out of the registry, verifying checksums")
     pull.add_argument("ref", help="NAME, NAME@vN or NAME@latest")
     pull.add_argument("-o", "--output", type=Path, required=True, help="an empty or new directory")
+    pull.add_argument("--from", dest="source", choices=("local", "github"), default="local",
+                      help="this machine's registry (default) or the repository's GitHub Releases")
     register = sub.add_parser("register", help="register the model a run wrote (e.g. of a canceled run)")
     register.add_argument("run", help="run id, run number, or latest")
 
@@ -27,7 +31,10 @@ def add_parser(subparsers) -> None:
 def run(args, logger) -> int:
     with Store(tftrain_home()) as store:
         registry = Registry(store)
-        if args.models_command == "pull":
+        if args.models_command == "pull" and args.source == "github":
+            context = workflow.Context.from_env()
+            pull_release(workflow.client(context).get_repo(context.repository), args.ref, args.output, logger)
+        elif args.models_command == "pull":
             model = registry.pull(args.ref, args.output)
             logger.info(f"{model.label} → {args.output} (checksums verified)", style="green")
         elif args.models_command == "register":

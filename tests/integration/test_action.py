@@ -75,10 +75,11 @@ def action_repo(tmp_path: Path, repo: Path, manifest_input: str, payload: dict |
     return root
 
 
-def act(root: Path, home: Path, api_url: str = "http://127.0.0.1:9") -> subprocess.CompletedProcess:
+def act(root: Path, home: Path, api_url: str = "http://127.0.0.1:9", event: str = "pull_request", ref: str | None = None):
     env = {**os.environ, "TFTRAIN_HOME": str(home)}
+    extra = ["--env", f"GITHUB_REF={ref}"] if ref else []
     return subprocess.run(
-        [ACT, "pull_request", "-e", "event.json", "-P", "ubuntu-latest=-self-hosted", "--no-cache-server",
+        [ACT, event, "-e", "event.json", "-P", "ubuntu-latest=-self-hosted", "--no-cache-server", *extra,
          "--env", f"GITHUB_API_URL={api_url}", "--env", "GITHUB_REPOSITORY=octo/models", "-s", "GITHUB_TOKEN=ghs_test"],
         cwd=root, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=1200,
     )
@@ -98,6 +99,23 @@ def test_the_action_trains_on_a_pull_request(repo, tmp_path, github_api):
     assert again.returncode == 0, again.stdout[-3000:]
     (comment,) = github_api.comments.values()  # the same comment, updated
     assert "demo-2: Completed" in comment["body"]
+
+
+def test_a_pushed_tag_publishes_the_model(repo, tmp_path, github_api):
+    root = action_repo(tmp_path, repo, "demo/tftrain.yml", {"ref": "refs/tags/v1.0", "repository": {"full_name": "octo/models"}})
+    workflow = root / ".github" / "workflows" / "pr.yml"
+    workflow.write_text(workflow.read_text().replace("on: pull_request", "on: push").replace(
+        'echo "status=$STATUS', 'echo "tag=$TAG url=$URL status=$STATUS').replace(
+        "          MODEL: ${{ steps.tftrain.outputs.model-version }}",
+        "          MODEL: ${{ steps.tftrain.outputs.model-version }}\n          TAG: ${{ steps.tftrain.outputs.release-tag }}\n"
+        "          URL: ${{ steps.tftrain.outputs.release-url }}"))
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "push"], cwd=root, check=True)
+    result = act(root, tmp_path / "home", github_api.url, event="push", ref="refs/tags/v1.0")
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
+    (release,) = github_api.releases
+    assert release["tag_name"] == "demo-v1" and not release["draft"]
+    assert {"model.tar.gz", "SHA256SUMS", "MODEL_CARD.md", "metrics.json"} <= {a["name"] for a in release["assets"]}
+    assert f"tag=demo-v1 url={release['html_url']} status=Completed" in result.stdout
 
 
 def test_hostile_inputs_are_data_not_shell(repo, tmp_path):

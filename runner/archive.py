@@ -1,0 +1,50 @@
+"""tar.gz archives of models and logs: written streaming, extracted safely."""
+
+from __future__ import annotations
+
+import gzip
+import tarfile
+from pathlib import Path
+
+from runner.errors import RegistryError
+
+
+def pack(source: Path, target: Path) -> None:
+    """A directory's contents (or one file) as target (.tar.gz), file by file, never all in memory.
+    The same files give the same bytes (no timestamp in the gzip header)."""
+    with target.open("wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) as zipped, tarfile.open(
+        fileobj=zipped, mode="w"
+    ) as archive:
+        if source.is_dir():
+            for path in sorted(source.rglob("*")):
+                archive.add(str(path), arcname=path.relative_to(source).as_posix(), recursive=False)
+        else:
+            archive.add(str(source), arcname=source.name)
+
+
+def unpack(archive_path: Path, target: Path) -> None:
+    """Extract, refusing anything that would land outside `target`: absolute names, `..`, links
+    pointing out, devices."""
+    target.mkdir(parents=True, exist_ok=True)
+    root = target.resolve()
+    with tarfile.open(archive_path, "r:*") as archive:
+        members = archive.getmembers()
+        for member in members:
+            _check(member, root)
+        for member in members:
+            archive.extract(member, root, set_attrs=False, filter="data")
+
+
+def _check(member: tarfile.TarInfo, root: Path) -> None:
+    name = member.name
+    if name.startswith("/") or Path(name).is_absolute():
+        raise RegistryError(f"refusing to extract {name!r}: an absolute path")
+    destination = (root / name).resolve()
+    if not destination.is_relative_to(root):
+        raise RegistryError(f"refusing to extract {name!r}: it leaves the target directory")
+    if member.issym() or member.islnk():
+        link_base = destination.parent if member.issym() else root
+        if Path(member.linkname).is_absolute() or not (link_base / member.linkname).resolve().is_relative_to(root):
+            raise RegistryError(f"refusing to extract {name!r}: a link to {member.linkname!r} outside the target")
+    elif not (member.isfile() or member.isdir()):
+        raise RegistryError(f"refusing to extract {name!r}: not a regular file or directory")

@@ -1,0 +1,53 @@
+"""tftrain publish --run ID: the run's model as the next version in the repository's Releases."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from runner import workflow
+from runner.paths import tftrain_home
+from runner.publish import publish
+from runner.rundir import RunPaths
+from runner.store import Store
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("publish", help="publish a run's model to GitHub Releases (resumes a stopped publish)")
+    parser.add_argument("--run", default="latest", help="run id (default: latest)")
+    parser.add_argument("--force", action="store_true", help="publish although the checkout had uncommitted changes")
+    parser.add_argument(
+        "--when", choices=("auto", "always", "never"), default="always",
+        help="auto: only for a pushed tag or a published release (the action's default)",
+    )
+
+
+def should_publish(when: str, context: workflow.Context) -> str | None:
+    """Why to publish now, or None."""
+    if when == "always":
+        return "publish: always"
+    if when == "never":
+        return None
+    ref = os.environ.get("GITHUB_REF", "")
+    if context.event_name == "push" and ref.startswith("refs/tags/"):
+        return f"tag {ref[len('refs/tags/'):]} pushed"
+    if context.event_name == "release" and context.payload.get("action") == "published":
+        return "release published"
+    return None
+
+
+def run(args, logger) -> int:
+    reason = should_publish(args.when, workflow.Context.from_env())
+    if reason is None:
+        logger.info(f"not publishing (publish: {args.when}; this is not a tag push or a published release)")
+        return 0
+    logger.info(f"publishing: {reason}")
+    with Store(tftrain_home()) as store:
+        record_row = store.run(args.run)
+    manifest, paths = RunPaths.of_run(record_row)
+    record = json.loads(paths.record.read_text())
+    context = workflow.Context.from_env()
+    repo = workflow.client(context).get_repo(context.repository)
+    published = publish(repo, manifest, paths, record, logger, force=args.force)
+    logger.outputs({"release-tag": published.tag, "release-url": published.url, "model-version": f"{manifest.name}@v{published.version}"})
+    return 0

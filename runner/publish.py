@@ -1,0 +1,222 @@
+"""Publishing a model version to the repository's GitHub Releases.
+
+Version N is the next integer for the model's tag (`<name>-vN`); two publishers racing for the
+same N are told apart by GitHub's "already exists" answer (HTTP 422), and the loser takes N+1.
+The release is made as a draft, every asset is uploaded and verified (size and sha256), and only
+then is the release published. A publish that stops half-way leaves a draft and a note in the run
+directory; running `tftrain publish` again finishes it, skipping the assets already verified.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner.checksums import sha256_file
+from runner.errors import FatalError
+from runner.logger import Logger
+from runner.manifest.model import Manifest
+from runner.release_assets import SUMS, build_assets
+from runner.rundir import RunPaths
+
+TAG = "{name}-v{version}"
+ATTEMPTS = 4
+BACKOFF_SECONDS = 0.5
+CONTENT_TYPES = {".gz": "application/gzip", ".json": "application/json", ".md": "text/markdown", ".png": "image/png"}
+
+
+class PublishError(FatalError):
+    """The model version could not be published (the release, if any, stays a draft)."""
+
+    exit_code = 17
+
+
+@dataclass(frozen=True)
+class Published:
+    tag: str
+    url: str
+    version: int
+
+
+def publish(repo, manifest: Manifest, paths: RunPaths, record: dict, logger: Logger, force: bool = False) -> Published:
+    if record.get("status") != "Completed":
+        raise PublishError(f"run {record['run_id']} is {record.get('status')}: only a completed run is published")
+    git = record.get("git") or {}
+    if git.get("dirty") and not force:
+        raise PublishError(
+            f"run {record['run_id']} was trained from a checkout with uncommitted changes: commit them and train again, "
+            "or publish anyway with --force"
+        )
+    if not (paths.workdir / manifest.model.path).exists():
+        raise PublishError(f"run {record['run_id']} wrote no model at {manifest.model.path}")
+    state_path = paths.root / "release.json"
+    state = json.loads(state_path.read_text()) if state_path.exists() else None
+    release = _resume(repo, state) if state else None
+    if release is None:
+        release, version = _create_draft(repo, manifest.name, git.get("commit"), logger)
+        state = {"release_id": release.id, "tag": release.tag_name, "version": version, "verified": []}
+        state_path.write_text(json.dumps(state))
+    else:
+        logger.info(f"resuming the draft release {release.tag_name}")
+    version = state["version"]
+    directory = paths.root / "release"
+    if (directory / SUMS).exists() and state["verified"]:  # resuming: the very files already uploaded
+        assets = sorted(p for p in directory.iterdir() if p.name != SUMS) + [directory / SUMS]
+    else:
+        assets = build_assets(manifest, paths, record, version, directory)
+    existing = {asset.name: asset for asset in release.get_assets()}
+    for path in assets:
+        if path.name in state["verified"] and path.name in existing:
+            continue
+        try:
+            _upload_verified(release, path, existing.get(path.name), logger)
+        except PublishError as exc:
+            raise PublishError(f"{exc}; the release {release.tag_name} stays a draft: run `tftrain publish --run {record['run_id']}` to finish it") from None
+        state["verified"].append(path.name)
+        state_path.write_text(json.dumps(state))
+    body = (paths.root / "release" / "MODEL_CARD.md").read_text()
+    release = release.update_release(name=release.tag_name, message=body, draft=False)
+    state["published"] = True
+    state_path.write_text(json.dumps(state))
+    logger.info(f"published {release.tag_name}: {release.html_url}", style="bold green")
+    return Published(release.tag_name, release.html_url, version)
+
+
+def _resume(repo, state: dict):
+    from github import GithubException
+
+    try:
+        release = repo.get_release(state["release_id"])
+    except GithubException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return release
+
+
+def _create_draft(repo, name: str, commit: str | None, logger: Logger):
+    from github import GithubException
+
+    pattern = re.compile(re.escape(f"{name}-v") + r"(\d+)$")
+    latest = max((int(m[1]) for r in repo.get_releases() if (m := pattern.match(r.tag_name))), default=0)
+    for version in range(latest + 1, latest + 50):
+        tag = TAG.format(name=name, version=version)
+        try:
+            release = repo.create_git_release(tag, tag, f"Publishing {tag}…", draft=True, target_commitish=commit or "")
+        except GithubException as exc:
+            if exc.status == 422 and "already_exists" in json.dumps(exc.data):
+                logger.info(f"{tag} was taken by another publisher; trying v{version + 1}")
+                continue
+            raise PublishError(f"creating the release {tag}: HTTP {exc.status} {_message(exc)}") from None
+        logger.info(f"draft release {tag}")
+        return release, version
+    raise PublishError(f"no free version for {name} after v{latest + 49}")
+
+
+def _upload_verified(release, path: Path, existing, logger: Logger) -> None:
+    """Upload with retries on 5xx and connection errors, then check size and sha256."""
+    from github import GithubException
+    from requests.exceptions import RequestException
+
+    digest = sha256_file(path)
+    if existing is not None and _verified(existing, path, digest):
+        return
+    if existing is not None:  # an earlier, broken upload: replace it
+        existing.delete_asset()
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            asset = release.upload_asset(str(path), name=path.name, content_type=CONTENT_TYPES.get(path.suffix, "application/octet-stream"))
+        except GithubException as exc:
+            if exc.status >= 500 and attempt < ATTEMPTS:
+                logger.info(f"uploading {path.name}: HTTP {exc.status}, retrying")
+                time.sleep(BACKOFF_SECONDS * 2 ** (attempt - 1))
+                continue
+            raise PublishError(f"uploading {path.name}: HTTP {exc.status} {_message(exc)}") from None
+        except RequestException as exc:  # connection errors, and PyGithub's own retries running out
+            if attempt < ATTEMPTS:
+                logger.info(f"uploading {path.name}: {type(exc).__name__}, retrying")
+                time.sleep(BACKOFF_SECONDS * 2 ** (attempt - 1))
+                continue
+            raise PublishError(f"uploading {path.name}: {_reason(exc)}") from None
+        if not _verified(asset, path, digest):
+            raise PublishError(f"{path.name} on the release does not match the file uploaded (size or sha256)")
+        logger.info(f"  {path.name} ({path.stat().st_size} bytes, sha256 {digest[:12]}) verified")
+        return
+
+
+def _verified(asset, path: Path, digest: str) -> bool:
+    if asset.size != path.stat().st_size:
+        return False
+    reported = getattr(asset, "digest", None)
+    if reported:
+        return reported == f"sha256:{digest}"
+    return _downloaded_digest(asset) == digest
+
+
+def _downloaded_digest(asset) -> str:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        target = Path(tmp) / "asset"
+        asset.download_asset(str(target))
+        return sha256_file(target)
+
+
+def _reason(exc) -> str:
+    text = str(exc)
+    return "HTTP 5xx from GitHub, retries exhausted" if "error responses" in text else text
+
+
+def _message(exc) -> str:
+    data = exc.data if isinstance(exc.data, dict) else {}
+    return str(data.get("message") or exc)
+
+
+def pull_release(repo, ref: str, out_dir: Path, logger: Logger) -> str:
+    """Download NAME@vN (or NAME@latest) from the Releases, verify it against SHA256SUMS, extract
+    it safely into out_dir. Returns the tag."""
+    import tempfile
+
+    from runner.archive import unpack
+    from runner.checksums import parse_sums
+    from runner.registry import REF
+
+    match = REF.match(ref)
+    if not match:
+        raise PublishError(f"{ref!r} is not a model reference: use NAME, NAME@vN or NAME@latest")
+    name, version = match["name"], match["version"]
+    release = _release_for(repo, name, None if version in (None, "latest") else int(version[1:]))
+    assets = {asset.name: asset for asset in release.get_assets()}
+    for needed in (SUMS, "model.tar.gz"):
+        if needed not in assets:
+            raise PublishError(f"release {release.tag_name} has no {needed}")
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise PublishError(f"{out_dir} exists and is not empty; choose an empty or new directory")
+    with tempfile.TemporaryDirectory() as tmp:
+        for needed in (SUMS, "model.tar.gz"):
+            assets[needed].download_asset(str(Path(tmp) / needed))
+        expected = parse_sums((Path(tmp) / SUMS).read_text()).get("model.tar.gz")
+        actual = sha256_file(Path(tmp) / "model.tar.gz")
+        if expected != actual:
+            raise PublishError(f"model.tar.gz of {release.tag_name} does not match its SHA256SUMS ({actual} ≠ {expected})")
+        unpack(Path(tmp) / "model.tar.gz", out_dir)
+    logger.info(f"{release.tag_name} → {out_dir} (sha256 verified)", style="green")
+    return release.tag_name
+
+
+def _release_for(repo, name: str, version: int | None):
+    from github import GithubException
+
+    if version is not None:
+        try:
+            return repo.get_release(TAG.format(name=name, version=version))
+        except GithubException as exc:
+            raise PublishError(f"no release {TAG.format(name=name, version=version)}: HTTP {exc.status}") from None
+    pattern = re.compile(re.escape(f"{name}-v") + r"(\d+)$")
+    published = [(int(m[1]), r) for r in repo.get_releases() if not r.draft and (m := pattern.match(r.tag_name))]
+    if not published:
+        raise PublishError(f"no published release of {name} (tags {name}-vN)")
+    return max(published, key=lambda item: item[0])[1]

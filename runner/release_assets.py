@@ -1,0 +1,96 @@
+"""The files a model version is published with: the model, its metrics, logs, the resolved
+manifest, a model card, a loss curve, and SHA256SUMS over all of them."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import yaml
+
+import runner
+from runner.archive import pack
+from runner.checksums import format_sums, sha256_file
+from runner.manifest.model import Manifest
+from runner.metrics.point import read_series
+from runner.report import metric_rows
+from runner.rundir import RunPaths
+from runner.templates import render
+
+SUMS = "SHA256SUMS"
+
+
+def build_assets(manifest: Manifest, paths: RunPaths, record: dict, version: int, directory: Path) -> list[Path]:
+    """Write the assets into `directory` (anew) and return them, SHA256SUMS last."""
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    model = paths.workdir / manifest.model.path
+    pack(model, directory / "model.tar.gz")
+    pack(paths.logs, directory / "logs.tar.gz")
+    shutil.copy(paths.metrics_summary, directory / "metrics.json")
+    shutil.copy(paths.metrics, directory / "metrics.jsonl")
+    shutil.copy(paths.lock, directory / "manifest.lock.yml")
+    _loss_curve(paths, directory / "loss-curve.png")
+    names = sorted(p.name for p in directory.iterdir()) + ["MODEL_CARD.md"]
+    (directory / "MODEL_CARD.md").write_text(model_card(manifest, paths, record, version, names + [SUMS]))
+    files = sorted(p for p in directory.iterdir() if p.is_file())
+    (directory / SUMS).write_text(format_sums({p.name: sha256_file(p) for p in files}))
+    return files + [directory / SUMS]
+
+
+def model_card(manifest: Manifest, paths: RunPaths, record: dict, version: int, assets: list[str]) -> str:
+    lock = yaml.safe_load(paths.lock.read_text()) if paths.lock.exists() else {}
+    git = record.get("git") or {}
+    inputs = [
+        {"name": name, "source": spec.source, "sha256": spec.sha256 or _cached_digest(lock, name)}
+        for name, spec in manifest.inputs.items()
+    ]
+    return render(
+        "MODEL_CARD.md.j2",
+        name=manifest.name,
+        version=version,
+        run_id=record["run_id"],
+        tftrain_version=runner.__version__,
+        framework=manifest.model.framework,
+        framework_version=manifest.model.framework_version or (lock.get("environment") or {}).get("framework_version"),
+        commit=git.get("commit"),
+        branch=git.get("branch"),
+        tags=git.get("tags") or [],
+        dirty=git.get("dirty"),
+        inputs=inputs,
+        metrics=metric_rows(record.get("metrics") or {}),
+        assets=assets,
+    )
+
+
+def _cached_digest(lock: dict, name: str) -> str:
+    """Remote inputs live in the cache under their content's sha256."""
+    for task in (lock.get("plan") or {}).get("tasks", []):
+        path = task.get("env", {}).get(f"TFTRAIN_INPUT_{name.upper().replace('-', '_')}", "")
+        parts = Path(path).parts
+        if "sha256" in parts and parts.index("sha256") + 1 < len(parts):
+            return parts[parts.index("sha256") + 1]
+    return "(local path)"
+
+
+def _loss_curve(paths: RunPaths, target: Path) -> bool:
+    points = [p for p in read_series(paths.metrics) if p.step is not None and p.name in ("loss", "val_loss")]
+    if len({p.step for p in points}) < 2:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(6, 3.5), dpi=100)
+    for name in ("loss", "val_loss"):
+        series = sorted((p.step, p.value) for p in points if p.name == name)
+        if series:
+            axis.plot([s for s, _ in series], [v for _, v in series], label=name)
+    axis.set_xlabel("step")
+    axis.set_ylabel("loss")
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(target)
+    plt.close(figure)
+    return True

@@ -1,0 +1,131 @@
+"""Publishing model versions to GitHub Releases (a server speaking GitHub's REST protocol),
+through PyGithub: drafts, verified assets, 422 races, resumes, safe pulls."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+
+import os
+import subprocess
+import tarfile
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from conftest import TFTRAIN
+
+pytestmark = pytest.mark.integration
+
+SCRIPT = """\
+import os
+for epoch, loss in ((1, 0.9), (2, 0.5), (3, 0.3)):
+    print(f"Epoch {epoch}/3")
+    print(f"4/4 - 0s - accuracy: {1 - loss:.2f} - loss: {loss}")
+os.makedirs("outputs/model/variables", exist_ok=True)
+open("outputs/model/saved_model.pb", "wb").write(b"graph" * 1000)
+open("outputs/model/variables/data", "wb").write(os.urandom(4096))
+"""
+ASSETS = {"SHA256SUMS", "MODEL_CARD.md", "logs.tar.gz", "loss-curve.png", "manifest.lock.yml", "metrics.json", "metrics.jsonl", "model.tar.gz"}
+
+
+def env_for(api, **extra):
+    return {**os.environ, "GITHUB_REPOSITORY": "octo/models", "GITHUB_API_URL": api.url, "GITHUB_TOKEN": "ghs_test", **extra}
+
+
+def tftrain(*args, env):
+    return subprocess.run([TFTRAIN, *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+def asset_bytes(api, release: dict, name: str) -> bytes:
+    asset = next(a for a in release["assets"] if a["name"] == name)
+    return api.assets[asset["id"]][1]
+
+
+def test_publish_a_version_with_verified_assets(project, home, github_api, tmp_path):
+    env = env_for(github_api)
+    assert tftrain("run", "-f", str(project(script=SCRIPT)), env=env).returncode == 0
+    result = tftrain("publish", "--run", "demo-1", env=env)
+    assert result.returncode == 0, result.stderr
+    (release,) = github_api.releases
+    assert release["tag_name"] == "demo-v1" and release["draft"] is False
+    assert {a["name"] for a in release["assets"]} == ASSETS
+    sums = dict(line.split()[::-1] for line in asset_bytes(github_api, release, "SHA256SUMS").decode().splitlines())
+    for name in ASSETS - {"SHA256SUMS"}:
+        assert hashlib.sha256(asset_bytes(github_api, release, name)).hexdigest() == sums[name], name
+    assert release["body"].startswith("# demo v1") and "| **accuracy** |" in release["body"]
+    with tarfile.open(fileobj=io.BytesIO(asset_bytes(github_api, release, "model.tar.gz"))) as archive:
+        assert sorted(archive.getnames()) == ["saved_model.pb", "variables", "variables/data"]
+
+    pulled = tftrain("models", "pull", "demo@latest", "--from", "github", "-o", str(tmp_path / "pulled"), env=env)
+    assert pulled.returncode == 0, pulled.stderr
+    assert (tmp_path / "pulled" / "saved_model.pb").read_bytes() == b"graph" * 1000
+
+
+def test_a_stopped_publish_resumes_its_draft(project, home, github_api):
+    env = env_for(github_api)
+    assert tftrain("run", "-f", str(project(script=SCRIPT)), env=env).returncode == 0
+    github_api.fail_uploads = 100
+    failed = tftrain("publish", env=env)
+    assert failed.returncode == 17
+    assert "HTTP 5" in failed.stderr and "stays a draft" in failed.stderr and "tftrain publish --run demo-1" in failed.stderr
+    (release,) = github_api.releases
+    assert release["draft"] is True
+    github_api.fail_uploads = 2  # flaky for a moment more: retried with backoff
+    resumed = tftrain("publish", "--run", "demo-1", env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    (release,) = github_api.releases  # the same release, finished
+    assert release["draft"] is False and {a["name"] for a in release["assets"]} == ASSETS
+
+
+def test_concurrent_publishers_get_distinct_versions(project, home, github_api):
+    env = env_for(github_api)
+    path = project(script=SCRIPT)
+    for _ in range(3):
+        assert tftrain("run", "-f", str(path), env=env).returncode == 0
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(lambda run: tftrain("publish", "--run", run, env=env), ["demo-1", "demo-2", "demo-3"]))
+    assert [r.returncode for r in results] == [0, 0, 0], [r.stderr for r in results]
+    assert sorted(r["tag_name"] for r in github_api.releases) == ["demo-v1", "demo-v2", "demo-v3"]
+    assert all({a["name"] for a in r["assets"]} == ASSETS and not r["draft"] for r in github_api.releases)
+
+
+def test_a_dirty_checkout_is_not_published_unless_forced(project, home, github_api):
+    env = env_for(github_api)
+    path = project(script=SCRIPT)
+    for command in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]):
+        subprocess.run(command, cwd=path.parent, check=True)
+    (path.parent / "src" / "train.py").write_text(SCRIPT + "# not committed\n")
+    assert tftrain("run", "-f", str(path), env=env).returncode == 0
+    refused = tftrain("publish", env=env)
+    assert refused.returncode == 17 and "uncommitted changes" in refused.stderr
+    assert github_api.releases == []
+    assert tftrain("publish", "--force", env=env).returncode == 0
+
+
+def test_pulling_refuses_archives_that_escape(home, github_api, tmp_path):
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        data = b"owned"
+        info = tarfile.TarInfo("../escaped.txt")
+        info.size = len(data)
+        archive.addfile(info, io.BytesIO(data))
+    model = buffer.getvalue()
+    sums = f"{hashlib.sha256(model).hexdigest()}  model.tar.gz\n".encode()
+    github_api.add_release("octo", "models", "evil-v1", {"model.tar.gz": model, "SHA256SUMS": sums})
+    target = tmp_path / "deep" / "out"
+    result = tftrain("models", "pull", "evil@v1", "--from", "github", "-o", str(target), env=env_for(github_api))
+    assert result.returncode == 6
+    assert "refusing to extract '../escaped.txt': it leaves the target directory" in result.stderr
+    assert not (tmp_path / "deep" / "escaped.txt").exists()
+
+
+def test_tampered_downloads_are_refused(home, github_api, tmp_path):
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        info = tarfile.TarInfo("w")
+        archive.addfile(info, io.BytesIO(b""))
+    github_api.add_release("octo", "models", "m-v1", {"model.tar.gz": buffer.getvalue(), "SHA256SUMS": b"0" * 64 + b"  model.tar.gz\n"})
+    result = tftrain("models", "pull", "m@v1", "--from", "github", "-o", str(tmp_path / "o"), env=env_for(github_api))
+    assert result.returncode == 17 and "does not match its SHA256SUMS" in result.stderr
+

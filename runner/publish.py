@@ -21,6 +21,7 @@ from runner.logger import Logger
 from runner.manifest.model import Manifest
 from runner.release_assets import SUMS, build_assets
 from runner.rundir import RunPaths
+from runner.s3store import S3Target
 
 TAG = "{name}-v{version}"
 ATTEMPTS = 4
@@ -41,7 +42,9 @@ class Published:
     version: int
 
 
-def publish(repo, manifest: Manifest, paths: RunPaths, record: dict, logger: Logger, force: bool = False) -> Published:
+def publish(
+    repo, manifest: Manifest, paths: RunPaths, record: dict, logger: Logger, force: bool = False, s3: S3Target | None = None
+) -> Published:
     if record.get("status") != "Completed":
         raise PublishError(f"run {record['run_id']} is {record.get('status')}: only a completed run is published")
     git = record.get("git") or {}
@@ -66,7 +69,7 @@ def publish(repo, manifest: Manifest, paths: RunPaths, record: dict, logger: Log
     if (directory / SUMS).exists() and state["verified"]:  # resuming: the very files already uploaded
         assets = sorted(p for p in directory.iterdir() if p.name != SUMS) + [directory / SUMS]
     else:
-        assets = build_assets(manifest, paths, record, version, directory)
+        assets = build_assets(manifest, paths, record, version, directory, s3)
     existing = {asset.name: asset for asset in release.get_assets()}
     for path in assets:
         if path.name in state["verified"] and path.name in existing:
@@ -183,6 +186,7 @@ def pull_release(repo, ref: str, out_dir: Path, logger: Logger) -> str:
     from runner.archive import unpack
     from runner.checksums import parse_sums
     from runner.registry import REF
+    from runner.s3store import download
 
     match = REF.match(ref)
     if not match:
@@ -190,18 +194,21 @@ def pull_release(repo, ref: str, out_dir: Path, logger: Logger) -> str:
     name, version = match["name"], match["version"]
     release = _release_for(repo, name, None if version in (None, "latest") else int(version[1:]))
     assets = {asset.name: asset for asset in release.get_assets()}
-    for needed in (SUMS, "model.tar.gz"):
+    model = "model.tar.gz" if "model.tar.gz" in assets else "model.s3.json"
+    for needed in (SUMS, model):
         if needed not in assets:
             raise PublishError(f"release {release.tag_name} has no {needed}")
     if out_dir.exists() and any(out_dir.iterdir()):
         raise PublishError(f"{out_dir} exists and is not empty; choose an empty or new directory")
     with tempfile.TemporaryDirectory() as tmp:
-        for needed in (SUMS, "model.tar.gz"):
+        for needed in (SUMS, model):
             assets[needed].download_asset(str(Path(tmp) / needed))
-        expected = parse_sums((Path(tmp) / SUMS).read_text()).get("model.tar.gz")
-        actual = sha256_file(Path(tmp) / "model.tar.gz")
+        expected = parse_sums((Path(tmp) / SUMS).read_text()).get(model)
+        actual = sha256_file(Path(tmp) / model)
         if expected != actual:
-            raise PublishError(f"model.tar.gz of {release.tag_name} does not match its SHA256SUMS ({actual} ≠ {expected})")
+            raise PublishError(f"{model} of {release.tag_name} does not match its SHA256SUMS ({actual} ≠ {expected})")
+        if model == "model.s3.json":  # the pointer is verified; the object is checked against it
+            download(json.loads((Path(tmp) / model).read_text()), Path(tmp) / "model.tar.gz")
         unpack(Path(tmp) / "model.tar.gz", out_dir)
     logger.info(f"{release.tag_name} → {out_dir} (sha256 verified)", style="green")
     return release.tag_name

@@ -15,17 +15,26 @@ from runner.manifest.model import Manifest
 from runner.metrics.point import read_series
 from runner.report import metric_rows
 from runner.rundir import RunPaths
+from runner.s3store import S3Target, pointer_text, upload
 from runner.templates import render
 
 SUMS = "SHA256SUMS"
 
 
-def build_assets(manifest: Manifest, paths: RunPaths, record: dict, version: int, directory: Path) -> list[Path]:
-    """Write the assets into `directory` (anew) and return them, SHA256SUMS last."""
+def build_assets(
+    manifest: Manifest, paths: RunPaths, record: dict, version: int, directory: Path, s3: S3Target | None = None
+) -> list[Path]:
+    """Write the assets into `directory` (anew) and return them, SHA256SUMS last. A model that goes
+    to S3 is uploaded here and replaced by its pointer, model.s3.json."""
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
     model = paths.workdir / manifest.model.path
-    pack(model, directory / "model.tar.gz")
+    archive = directory / "model.tar.gz"
+    pack(model, archive)
+    if s3 is not None and s3.offload(archive.stat().st_size):
+        pointer = upload(s3, archive, f"{manifest.name}/v{version}/model.tar.gz")
+        (directory / "model.s3.json").write_text(pointer_text(pointer))
+        archive.unlink()
     pack(paths.logs, directory / "logs.tar.gz")
     shutil.copy(paths.metrics_summary, directory / "metrics.json")
     shutil.copy(paths.metrics, directory / "metrics.jsonl")

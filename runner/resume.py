@@ -10,7 +10,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from runner.errors import NotFoundError, PreparingError, RegistryError
+from runner.errors import FatalError, NotFoundError, PreparingError, RegistryError
 from runner.registry import Registry, verify
 from runner.rundir import RunPaths
 from runner.store import Store
@@ -28,7 +28,16 @@ def resolve_resume(ref: str, base_dir: Path, store: Store, target: Path) -> Path
             return _copy(only, target)
         return _copy(model.files_dir, target)
     if ref.startswith("release:"):
-        raise PreparingError("resume_from: release: references need the GitHub integration (tftrain models pull --from github)")
+        from runner import workflow
+        from runner.publish import pull_release
+
+        context = workflow.Context.from_env()
+        try:
+            pull_release(workflow.client(context).get_repo(context.repository), ref[len("release:") :], target, _Quiet())
+        except FatalError as exc:
+            raise PreparingError(f"resume_from: {exc}") from None
+        entries = list(target.iterdir())
+        return entries[0] if len(entries) == 1 and entries[0].is_file() else target
     path = (base_dir / ref).resolve()
     if path.exists():
         return path
@@ -54,3 +63,8 @@ def _copy(source: Path, target: Path) -> Path:
     target.mkdir(parents=True)
     shutil.copy2(source, target / source.name)
     return target / source.name
+
+
+class _Quiet:
+    def info(self, *args, **kwargs) -> None:
+        pass

@@ -9,6 +9,7 @@ from runner import workflow
 from runner.paths import tftrain_home
 from runner.publish import publish
 from runner.rundir import RunPaths
+from runner.s3store import S3Target
 from runner.store import Store
 
 
@@ -48,6 +49,6 @@ def run(args, logger) -> int:
     record = json.loads(paths.record.read_text())
     context = workflow.Context.from_env()
     repo = workflow.client(context).get_repo(context.repository)
-    published = publish(repo, manifest, paths, record, logger, force=args.force)
+    published = publish(repo, manifest, paths, record, logger, force=args.force, s3=S3Target.from_env())
     logger.outputs({"release-tag": published.tag, "release-url": published.url, "model-version": f"{manifest.name}@v{published.version}"})
     return 0

@@ -4,6 +4,7 @@ through PyGithub: drafts, verified assets, 422 races, resumes, safe pulls."""
 from __future__ import annotations
 
 import hashlib
+import json
 import io
 
 import os
@@ -129,3 +130,45 @@ def test_tampered_downloads_are_refused(home, github_api, tmp_path):
     result = tftrain("models", "pull", "m@v1", "--from", "github", "-o", str(tmp_path / "o"), env=env_for(github_api))
     assert result.returncode == 17 and "does not match its SHA256SUMS" in result.stderr
 
+
+
+def test_large_models_go_to_s3(project, home, github_api, s3_server, aws_env, tmp_path):
+    import boto3
+
+    boto3.client("s3", endpoint_url=s3_server).create_bucket(Bucket="models")
+    env = env_for(github_api, INPUT_S3_BUCKET="models", INPUT_S3_PREFIX="team", INPUT_S3_ENDPOINT_URL=s3_server)
+    assert tftrain("run", "-f", str(project(script=SCRIPT)), env=env).returncode == 0
+    result = tftrain("publish", env=env)
+    assert result.returncode == 0, result.stderr
+    (release,) = github_api.releases
+    names = {a["name"] for a in release["assets"]}
+    assert "model.s3.json" in names and "model.tar.gz" not in names
+    pointer = json.loads(asset_bytes(github_api, release, "model.s3.json"))
+    assert pointer["uri"] == "s3://models/team/demo/v1/model.tar.gz"
+    head = boto3.client("s3", endpoint_url=s3_server).head_object(Bucket="models", Key="team/demo/v1/model.tar.gz")
+    assert head["ContentLength"] == pointer["size"] and head["Metadata"]["sha256"] == pointer["sha256"]
+    pulled = tftrain("models", "pull", "demo@v1", "--from", "github", "-o", str(tmp_path / "m"), env=env)
+    assert pulled.returncode == 0, pulled.stderr
+    assert (tmp_path / "m" / "saved_model.pb").read_bytes() == b"graph" * 1000
+
+
+def test_a_model_over_the_asset_limit_needs_a_bucket(project, home, github_api):
+    env = env_for(github_api, TFTRAIN_S3_THRESHOLD_BYTES="100")
+    assert tftrain("run", "-f", str(project(script=SCRIPT)), env=env).returncode == 0
+    result = tftrain("publish", env=env)
+    assert result.returncode == 18
+    assert "over GitHub's release asset limit: set s3-bucket" in result.stderr
+
+
+def test_resume_from_a_released_model(project, home, github_api, tmp_path):
+    env = env_for(github_api)
+    assert tftrain("run", "-f", str(project(script=SCRIPT)), env=env).returncode == 0
+    assert tftrain("publish", env=env).returncode == 0
+    reader = "import os, sys\nprint('resumed', sorted(os.listdir(sys.argv[2])))\n"
+    path = project(script=reader, manifest="resume_from: release:demo@latest\nscript_params:\n  --from: {resume_from: true}\n")
+    result = tftrain("run", "-f", str(path), env=env)
+    assert result.returncode == 0, result.stderr
+    assert "resumed ['saved_model.pb', 'variables']" in (home / "runs/demo-2/workdir/logs/0.log").read_text()
+    missing = project(script=reader, manifest="resume_from: release:nothing@latest\nscript_params:\n  --from: {resume_from: true}\n")
+    failed = tftrain("run", "-f", str(missing), env=env)
+    assert failed.returncode == 4 and "resume_from: no published release of nothing" in failed.stderr

@@ -9,10 +9,16 @@ from pathlib import Path
 from runner.errors import RegistryError
 
 
+LARGE = 64 << 20
+
+
 def pack(source: Path, target: Path) -> None:
     """A directory's contents (or one file) as target (.tar.gz), file by file, never all in memory.
-    The same files give the same bytes (no timestamp in the gzip header)."""
-    with target.open("wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) as zipped, tarfile.open(
+    The same files give the same bytes (no timestamp in the gzip header). Large models (weights,
+    which barely compress) are stored without compression: packing must cost about a copy."""
+    size = sum(p.stat().st_size for p in source.rglob("*") if p.is_file()) if source.is_dir() else source.stat().st_size
+    level = 0 if size >= LARGE else 6
+    with target.open("wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=level) as zipped, tarfile.open(
         fileobj=zipped, mode="w"
     ) as archive:
         if source.is_dir():

@@ -12,7 +12,7 @@ from runner.checksums import sha256_file
 from runner.errors import FatalError
 
 GITHUB_ASSET_LIMIT = 2 * 1024**3
-PART = 64 * 1024**2
+PART = 16 * 1024**2  # four parts in flight: 64 MB of buffers at most
 
 
 class StorageError(FatalError):

@@ -72,6 +72,16 @@ def fork_refusal(context: Context, allow_forks: bool, label: str) -> str | None:
     )
 
 
+def runs_on(manifest) -> list[str]:
+    """The labels a self-hosted runner needs to train this manifest (for `runs-on:`)."""
+    labels = ["self-hosted", "linux"]
+    if manifest.use_gpu:
+        labels.append("gpu")
+    if manifest.use_docker or manifest.compute.target == "docker":
+        labels.append("docker")
+    return labels + [label for label in manifest.compute.runner_labels if label not in labels]
+
+
 def client(context: Context):
     from github import Auth, Github
     from urllib3.util.retry import Retry

@@ -6,6 +6,7 @@ import json
 import os
 
 from runner import workflow
+from runner.manifest import load_manifest
 from runner.paths import tftrain_home
 from runner.store import Store
 
@@ -16,6 +17,8 @@ def add_parser(subparsers) -> None:
     check = sub.add_parser("check", help="refuse a fork's pull request unless allowed")
     check.add_argument("--allow-forks", default=os.environ.get("INPUT_ALLOW_FORKS", "false"))
     check.add_argument("--fork-label", default=os.environ.get("INPUT_FORK_LABEL") or "safe-to-train")
+    labels = sub.add_parser("runs-on", help="the runner labels the manifest needs, as JSON (and the step output runs-on)")
+    labels.add_argument("-f", "--file", default="tftrain.yml", help="the manifest")
     comment = sub.add_parser("comment", help="post or update the run's comment on the pull request")
     comment.add_argument("--run", default="latest", help="run id (default: latest)")
     comment.add_argument(
@@ -33,6 +36,11 @@ def _float(text: str | None) -> float | None:
 
 
 def run(args, logger) -> int:
+    if args.github_command == "runs-on":
+        labels = json.dumps(workflow.runs_on(load_manifest(args.file).manifest))
+        logger.text(labels)
+        logger.outputs({"runs-on": labels})
+        return 0
     context = workflow.Context.from_env()
     if args.github_command == "check":
         refusal = workflow.fork_refusal(context, args.allow_forks.lower() == "true", args.fork_label)

@@ -50,5 +50,6 @@ def run(args, logger) -> int:
     context = workflow.Context.from_env()
     repo = workflow.client(context).get_repo(context.repository)
     published = publish(repo, manifest, paths, record, logger, force=args.force, s3=S3Target.from_env())
-    logger.outputs({"release-tag": published.tag, "release-url": published.url, "model-version": f"{manifest.name}@v{published.version}"})
+    logger.outputs({"release-tag": published.tag, "release-url": published.url})
+    logger.step_summary(f"Published **[{published.tag}]({published.url})**: model, metrics, logs, model card, SHA256SUMS.")
     return 0

@@ -101,6 +101,9 @@ class ComputeSpec(_Model):
     )
     memory_limit: str | None = Field(default=None, pattern=SIZE_PATTERN, description="Container memory limit (docker target), e.g. 8g")
     kubernetes: KubernetesSpec = Field(default_factory=KubernetesSpec)
+    runner_labels: list[str] = Field(
+        default_factory=list, description="Extra labels of the self-hosted GitHub runners that may train this (e.g. a GPU type)"
+    )
 
 
 class ModelSpec(_Model):

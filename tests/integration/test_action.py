@@ -138,3 +138,35 @@ def test_a_fork_is_refused_until_labelled(repo, tmp_path, github_api):
     allowed = act(root, tmp_path / "home", github_api.url)
     assert allowed.returncode == 0, allowed.stdout[-3000:]
     assert (tmp_path / "home" / "runs" / "demo-1").exists()
+
+
+def test_plan_only_gives_the_runner_labels(repo, tmp_path, github_api):
+    root = action_repo(tmp_path, repo, "demo/tftrain.yml")
+    (root / "demo" / "tftrain.yml").write_text("name: demo\nentry_script: train.py\nuse_gpu: true\ncompute:\n  runner_labels: [a100]\n")
+    workflow = root / ".github" / "workflows" / "pr.yml"
+    workflow.write_text(
+        "on: pull_request\njobs:\n  plan:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n"
+        "      - id: plan\n        uses: ./\n        with:\n          manifest: demo/tftrain.yml\n          plan-only: 'true'\n"
+        "      - run: echo \"labels=$LABELS\"\n        env:\n          LABELS: ${{ steps.plan.outputs.runs-on }}\n"
+    )
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "plan"], cwd=root, check=True)
+    result = act(root, tmp_path / "home", github_api.url)
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert 'labels=["self-hosted", "linux", "gpu", "a100"]' in result.stdout
+    assert not (tmp_path / "home" / "runs").exists()  # planning trains nothing (and needs no GPU)
+
+
+def test_the_workflows_we_ship_are_well_formed(repo):
+    import yaml
+
+    reusable = yaml.safe_load((repo / ".github" / "workflows" / "train.yml").read_text())
+    triggers = reusable[True]  # YAML 1.1 reads the key `on` as true
+    assert "workflow_call" in triggers
+    assert reusable["jobs"]["train"]["needs"] == "plan"
+    assert reusable["jobs"]["train"]["runs-on"] == "${{ fromJSON(needs.plan.outputs.runs-on) }}"
+    action = yaml.safe_load((repo / "action.yml").read_text())
+    for step in action["runs"]["steps"]:
+        assert "${{" not in step.get("run", ""), f"an expression in a script: {step['name']}"
+    for path in (repo / "examples" / "workflows").glob("*.yml"):
+        document = yaml.safe_load(path.read_text())
+        assert document["jobs"], path

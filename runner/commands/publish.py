@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 
@@ -21,9 +22,11 @@ def add_parser(subparsers) -> None:
         "--when", choices=("auto", "always", "never"), default="always",
         help="auto: only for a pushed tag or a published release (the action's default)",
     )
+    parser.add_argument("--tag-pattern", default=os.environ.get("INPUT_TAG_PATTERN") or "*",
+                        help="with --when auto: only pushed tags matching this glob (default *)")
 
 
-def should_publish(when: str, context: workflow.Context) -> str | None:
+def should_publish(when: str, context: workflow.Context, tag_pattern: str = "*") -> str | None:
     """Why to publish now, or None."""
     if when == "always":
         return "publish: always"
@@ -31,16 +34,17 @@ def should_publish(when: str, context: workflow.Context) -> str | None:
         return None
     ref = os.environ.get("GITHUB_REF", "")
     if context.event_name == "push" and ref.startswith("refs/tags/"):
-        return f"tag {ref[len('refs/tags/'):]} pushed"
+        tag = ref[len("refs/tags/") :]
+        return f"tag {tag} pushed" if fnmatch.fnmatchcase(tag, tag_pattern) else None
     if context.event_name == "release" and context.payload.get("action") == "published":
         return "release published"
     return None
 
 
 def run(args, logger) -> int:
-    reason = should_publish(args.when, workflow.Context.from_env())
+    reason = should_publish(args.when, workflow.Context.from_env(), args.tag_pattern)
     if reason is None:
-        logger.info(f"not publishing (publish: {args.when}; this is not a tag push or a published release)")
+        logger.info(f"not publishing (publish: {args.when}; not a pushed tag matching {args.tag_pattern!r} or a published release)")
         return 0
     logger.info(f"publishing: {reason}")
     with Store(tftrain_home()) as store:

@@ -172,3 +172,23 @@ def test_resume_from_a_released_model(project, home, github_api, tmp_path):
     missing = project(script=reader, manifest="resume_from: release:nothing@latest\nscript_params:\n  --from: {resume_from: true}\n")
     failed = tftrain("run", "-f", str(missing), env=env)
     assert failed.returncode == 4 and "resume_from: no published release of nothing" in failed.stderr
+
+
+@pytest.mark.parametrize(
+    ("event", "ref", "payload", "pattern", "publishes"),
+    [
+        ("push", "refs/tags/v1.2", {}, "*", True),
+        ("push", "refs/tags/nightly", {}, "v*", False),
+        ("push", "refs/heads/main", {}, "*", False),
+        ("release", "refs/tags/v2", {"action": "published"}, "*", True),
+        ("pull_request", "refs/pull/7/merge", {}, "*", False),
+    ],
+)
+def test_when_auto_publishes(project, home, github_api, tmp_path, event, ref, payload, pattern, publishes):
+    event_file = tmp_path / "event.json"
+    event_file.write_text(json.dumps(payload))
+    env = env_for(github_api, GITHUB_EVENT_NAME=event, GITHUB_REF=ref, GITHUB_EVENT_PATH=str(event_file), INPUT_TAG_PATTERN=pattern)
+    assert tftrain("run", "-f", str(project(script=SCRIPT)), env=env).returncode == 0
+    result = tftrain("publish", "--when", "auto", env=env)
+    assert result.returncode == 0, result.stderr
+    assert bool(github_api.releases) is publishes, result.stdout

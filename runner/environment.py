@@ -87,6 +87,13 @@ def installed_framework_version() -> str | None:
     return None
 
 
+def packages_in(env: PythonEnv) -> dict[str, str]:
+    """name → version of every distribution in the environment (for manifest.lock.yml)."""
+    paths = [str(site) for site in Path(env.python).parent.parent.glob("lib/python*/site-packages")] if env.is_venv else None
+    found = metadata.distributions(path=paths) if paths else metadata.distributions()
+    return dict(sorted((dist.metadata["Name"], dist.version) for dist in found if dist.metadata["Name"]))
+
+
 def framework_version_in(env: PythonEnv) -> str | None:
     """The TensorFlow version an environment holds (read from its metadata, not by importing it)."""
     if not env.is_venv:

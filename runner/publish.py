@@ -10,7 +10,6 @@ directory; running `tftrain publish` again finishes it, skipping the assets alre
 from __future__ import annotations
 
 import json
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +21,8 @@ from runner.manifest.model import Manifest
 from runner.release_assets import SUMS, build_assets
 from runner.rundir import RunPaths
 from runner.s3store import S3Target
+from runner.workflow import TagTemplate
 
-TAG = "{name}-v{version}"
 ATTEMPTS = 4
 BACKOFF_SECONDS = 0.5
 CONTENT_TYPES = {".gz": "application/gzip", ".json": "application/json", ".md": "text/markdown", ".png": "image/png"}
@@ -43,7 +42,14 @@ class Published:
 
 
 def publish(
-    repo, manifest: Manifest, paths: RunPaths, record: dict, logger: Logger, force: bool = False, s3: S3Target | None = None
+    repo,
+    manifest: Manifest,
+    paths: RunPaths,
+    record: dict,
+    logger: Logger,
+    force: bool = False,
+    s3: S3Target | None = None,
+    template: TagTemplate = TagTemplate(),
 ) -> Published:
     if record.get("status") != "Completed":
         raise PublishError(f"run {record['run_id']} is {record.get('status')}: only a completed run is published")
@@ -59,7 +65,7 @@ def publish(
     state = json.loads(state_path.read_text()) if state_path.exists() else None
     release = _resume(repo, state) if state else None
     if release is None:
-        release, version = _create_draft(repo, manifest.name, git.get("commit"), logger)
+        release, version = _create_draft(repo, manifest.name, git.get("commit"), template, logger)
         state = {"release_id": release.id, "tag": release.tag_name, "version": version, "verified": []}
         state_path.write_text(json.dumps(state))
     else:
@@ -100,13 +106,13 @@ def _resume(repo, state: dict):
     return release
 
 
-def _create_draft(repo, name: str, commit: str | None, logger: Logger):
+def _create_draft(repo, name: str, commit: str | None, template: TagTemplate, logger: Logger):
     from github import GithubException
 
-    pattern = re.compile(re.escape(f"{name}-v") + r"(\d+)$")
-    latest = max((int(m[1]) for r in repo.get_releases() if (m := pattern.match(r.tag_name))), default=0)
+    versions = [template.version(name, release.tag_name) for release in repo.get_releases()]
+    latest = max((v for v in versions if v is not None), default=0)
     for version in range(latest + 1, latest + 50):
-        tag = TAG.format(name=name, version=version)
+        tag = template.tag(name, version)
         try:
             release = repo.create_git_release(tag, tag, f"Publishing {tag}…", draft=True, target_commitish=commit or "")
         except GithubException as exc:
@@ -178,7 +184,7 @@ def _message(exc) -> str:
     return str(data.get("message") or exc)
 
 
-def pull_release(repo, ref: str, out_dir: Path, logger: Logger) -> str:
+def pull_release(repo, ref: str, out_dir: Path, logger: Logger, template: TagTemplate = TagTemplate()) -> str:
     """Download NAME@vN (or NAME@latest) from the Releases, verify it against SHA256SUMS, extract
     it safely into out_dir. Returns the tag."""
     import tempfile
@@ -192,7 +198,7 @@ def pull_release(repo, ref: str, out_dir: Path, logger: Logger) -> str:
     if not match:
         raise PublishError(f"{ref!r} is not a model reference: use NAME, NAME@vN or NAME@latest")
     name, version = match["name"], match["version"]
-    release = _release_for(repo, name, None if version in (None, "latest") else int(version[1:]))
+    release = _release_for(repo, name, None if version in (None, "latest") else int(version[1:]), template)
     assets = {asset.name: asset for asset in release.get_assets()}
     model = "model.tar.gz" if "model.tar.gz" in assets else "model.s3.json"
     for needed in (SUMS, model):
@@ -214,16 +220,15 @@ def pull_release(repo, ref: str, out_dir: Path, logger: Logger) -> str:
     return release.tag_name
 
 
-def _release_for(repo, name: str, version: int | None):
+def _release_for(repo, name: str, version: int | None, template: TagTemplate):
     from github import GithubException
 
     if version is not None:
         try:
-            return repo.get_release(TAG.format(name=name, version=version))
+            return repo.get_release(template.tag(name, version))
         except GithubException as exc:
-            raise PublishError(f"no release {TAG.format(name=name, version=version)}: HTTP {exc.status}") from None
-    pattern = re.compile(re.escape(f"{name}-v") + r"(\d+)$")
-    published = [(int(m[1]), r) for r in repo.get_releases() if not r.draft and (m := pattern.match(r.tag_name))]
+            raise PublishError(f"no release {template.tag(name, version)}: HTTP {exc.status}") from None
+    published = [(v, r) for r in repo.get_releases() if not r.draft and (v := template.version(name, r.tag_name)) is not None]
     if not published:
-        raise PublishError(f"no published release of {name} (tags {name}-vN)")
+        raise PublishError(f"no published release of {name} (tags {template.tag(name, 'N')})")
     return max(published, key=lambda item: item[0])[1]

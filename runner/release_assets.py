@@ -3,6 +3,7 @@ manifest, a model card, a loss curve, and SHA256SUMS over all of them."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -59,6 +60,7 @@ def model_card(manifest: Manifest, paths: RunPaths, record: dict, version: int, 
         name=manifest.name,
         version=version,
         run_id=record["run_id"],
+        run_url=_workflow_run_url(),
         tftrain_version=runner.__version__,
         framework=manifest.model.framework,
         framework_version=manifest.model.framework_version or (lock.get("environment") or {}).get("framework_version"),
@@ -103,3 +105,8 @@ def _loss_curve(paths: RunPaths, target: Path) -> bool:
     figure.savefig(target)
     plt.close(figure)
     return True
+
+
+def _workflow_run_url() -> str | None:
+    server, repository, run = (os.environ.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
+    return f"{server}/{repository}/actions/runs/{run}" if server and repository and run else None

@@ -95,12 +95,32 @@ def client(context: Context):
     return Github(auth=Auth.Token(context.token), base_url=context.api_url, retry=retry)
 
 
-def baseline_metrics(repo, model: str, tag_pattern: str = "{name}-v") -> tuple[str, dict] | None:
+@dataclass(frozen=True)
+class TagTemplate:
+    """How releases of a model are tagged: `{name}-v{version}` unless $INPUT_TAG_TEMPLATE says."""
+
+    text: str = "{name}-v{version}"
+
+    @classmethod
+    def from_env(cls) -> TagTemplate:
+        text = os.environ.get("INPUT_TAG_TEMPLATE") or cls.text
+        if "{version}" not in text:
+            raise UnsupportedError(f"tag-template {text!r} needs {{version}} (and usually {{name}})")
+        return cls(text)
+
+    def tag(self, name: str, version: int) -> str:
+        return self.text.format(name=name, version=version)
+
+    def version(self, name: str, tag: str) -> int | None:
+        before, _, after = self.text.format(name=name, version="\0").partition("\0")
+        match = re.fullmatch(re.escape(before) + r"(\d+)" + re.escape(after), tag)
+        return int(match[1]) if match else None
+
+
+def baseline_metrics(repo, model: str, template: TagTemplate = TagTemplate()) -> tuple[str, dict] | None:
     """(tag, metrics.json) of the newest published release of `model`, or None."""
-    prefix = tag_pattern.format(name=model)
-    tag = re.compile(re.escape(prefix) + r"(\d+)$")
     for release in repo.get_releases():  # newest first
-        if release.draft or not tag.match(release.tag_name):
+        if release.draft or template.version(model, release.tag_name) is None:
             continue
         for asset in release.get_assets():
             if asset.name == "metrics.json":

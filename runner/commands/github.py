@@ -56,7 +56,7 @@ def _comment(context: workflow.Context, args, logger) -> int:
     summary = json.loads((run.run_dir / "metrics.json").read_text()) if (run.run_dir / "metrics.json").exists() else {}
     body = (run.run_dir / "summary.md").read_text() if (run.run_dir / "summary.md").exists() else f"run {run.run_id}: {run.status}\n"
     repo = workflow.client(context).get_repo(context.repository)
-    baseline = workflow.baseline_metrics(repo, run.name)
+    baseline = workflow.baseline_metrics(repo, run.name, workflow.TagTemplate.from_env())
     table, worse_by = workflow.comparison(summary, baseline)
     pr = context.pull_request
     if pr and args.post:

@@ -33,7 +33,8 @@ def run(args, logger) -> int:
         registry = Registry(store)
         if args.models_command == "pull" and args.source == "github":
             context = workflow.Context.from_env()
-            pull_release(workflow.client(context).get_repo(context.repository), args.ref, args.output, logger)
+            repo = workflow.client(context).get_repo(context.repository)
+            pull_release(repo, args.ref, args.output, logger, workflow.TagTemplate.from_env())
         elif args.models_command == "pull":
             model = registry.pull(args.ref, args.output)
             logger.info(f"{model.label} → {args.output} (checksums verified)", style="green")

@@ -53,7 +53,8 @@ def run(args, logger) -> int:
     record = json.loads(paths.record.read_text())
     context = workflow.Context.from_env()
     repo = workflow.client(context).get_repo(context.repository)
-    published = publish(repo, manifest, paths, record, logger, force=args.force, s3=S3Target.from_env())
+    template = workflow.TagTemplate.from_env()
+    published = publish(repo, manifest, paths, record, logger, force=args.force, s3=S3Target.from_env(), template=template)
     logger.outputs({"release-tag": published.tag, "release-url": published.url})
     logger.step_summary(f"Published **[{published.tag}]({published.url})**: model, metrics, logs, model card, SHA256SUMS.")
     return 0

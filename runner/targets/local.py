@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from shutil import which
 
-from runner.environment import EnvSpec, env_spec, framework_version_in, prepare_env
+from runner.environment import EnvSpec, env_spec, framework_version_in, packages_in, prepare_env
 from runner.errors import UnsupportedError
 from runner.logger import Logger
 from runner.logpump import LineSink, LogPump
@@ -48,7 +48,12 @@ def environment(loaded: LoadedManifest, spec: EnvSpec, paths: RunPaths, logger: 
         return Environment(python, spec.describe(), reused=False, isolated=spec.key is not None)
     env = prepare_env(spec, loaded.source_dir, logger, paths.prepare_log)
     described = spec.describe() + (" (reused)" if env.reused and env.is_venv else "")
-    details = {"virtualenv": env.key, "requirements": list(spec.requirements), "framework_version": framework_version_in(env)}
+    details = {
+        "virtualenv": env.key,
+        "requirements": list(spec.requirements),
+        "framework_version": framework_version_in(env),
+        "packages": packages_in(env),
+    }
     return Environment(env.python, described, env.reused, isolated=env.is_venv, details=details)
 
 

@@ -59,7 +59,7 @@ def pr_payload(head: str = "octo/models", labels: tuple[str, ...] = ()) -> dict:
 
 def action_repo(tmp_path: Path, repo: Path, manifest_input: str, payload: dict | None = None) -> Path:
     root = tmp_path / "repo"
-    root.mkdir()
+    root.mkdir(parents=True)
     for name in ("action.yml", "pyproject.toml", "README.md", "tftrain.schema.json"):
         shutil.copy(repo / name, root / name)
     for name in ("runner", "templates"):
@@ -170,3 +170,21 @@ def test_the_workflows_we_ship_are_well_formed(repo):
     for path in (repo / "examples" / "workflows").glob("*.yml"):
         document = yaml.safe_load(path.read_text())
         assert document["jobs"], path
+
+
+def test_two_tag_pushes_at_once_publish_two_versions(repo, tmp_path, github_api):
+    from concurrent.futures import ThreadPoolExecutor
+
+    roots = []
+    for index in range(2):
+        root = action_repo(tmp_path / f"r{index}", repo, "demo/tftrain.yml", {"ref": f"refs/tags/v{index}", "repository": {"full_name": "octo/models"}})
+        workflow = root / ".github" / "workflows" / "pr.yml"
+        workflow.write_text(workflow.read_text().replace("on: pull_request", "on: push"))
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "push"], cwd=root, check=True)
+        roots.append(root)
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda i: act(roots[i], tmp_path / f"home{i}", github_api.url, event="push", ref=f"refs/tags/v{i}"), range(2)))
+    assert [r.returncode for r in results] == [0, 0], [r.stdout[-2000:] for r in results]
+    assert sorted(r["tag_name"] for r in github_api.releases) == ["demo-v1", "demo-v2"]
+    for release in github_api.releases:
+        assert not release["draft"] and len({a["name"] for a in release["assets"]}) == len(release["assets"]) >= 7

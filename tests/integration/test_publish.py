@@ -192,3 +192,18 @@ def test_when_auto_publishes(project, home, github_api, tmp_path, event, ref, pa
     result = tftrain("publish", "--when", "auto", env=env)
     assert result.returncode == 0, result.stderr
     assert bool(github_api.releases) is publishes, result.stdout
+
+
+def test_a_tag_template_and_a_model_name(project, home, github_api, tmp_path):
+    env = env_for(github_api, INPUT_TAG_TEMPLATE="models/{name}/v{version}")
+    assert tftrain("run", "-f", str(project(script=SCRIPT)), "--model-name", "digits", env=env).returncode == 0
+    assert tftrain("publish", env=env).returncode == 0
+    assert tftrain("publish", env=env).returncode == 0  # the same run again: the same release (idempotent)
+    assert [r["tag_name"] for r in github_api.releases] == ["models/digits/v1"]
+    assert tftrain("run", "-f", str(project(script=SCRIPT)), "--model-name", "digits", env=env).returncode == 0
+    assert tftrain("publish", env=env).returncode == 0  # a new run: the next version
+    assert sorted(r["tag_name"] for r in github_api.releases) == ["models/digits/v1", "models/digits/v2"]
+    lock = (home / "runs/digits-1/manifest.lock.yml").read_text()
+    assert "packages:" in lock and "pydantic:" in lock  # what the training ran with
+    bad = tftrain("run", "-f", str(project(script=SCRIPT)), "--model-name", "no spaces", env=env)
+    assert bad.returncode == 3 and "--model-name 'no spaces'" in bad.stderr

@@ -81,6 +81,30 @@ class TrainingCanceled(FatalError):
     exit_code = 12
 
 
+class ForkRefused(FatalError):
+    """Training code from a fork would run on this (self-hosted) runner."""
+
+    exit_code = 16
+
+
+class Regression(FatalError):
+    """The primary metric is worse than the baseline's by more than fail-on-regression."""
+
+    exit_code = 15
+
+
+class PublishError(FatalError):
+    """The model version could not be published (the release, if any, stays a draft)."""
+
+    exit_code = 17
+
+
+class StorageError(FatalError):
+    """The object store refused, or a download does not match its pointer."""
+
+    exit_code = 18
+
+
 def error_class(exit_code: int) -> type[FatalError]:
     """The error type that ends tftrain with `exit_code`."""
     todo = [FatalError]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.checksums import sha256_file
-from runner.errors import FatalError
+from runner.errors import PublishError
 from runner.logger import Logger
 from runner.manifest.model import Manifest
 from runner.release_assets import SUMS, build_assets
@@ -27,11 +27,6 @@ ATTEMPTS = 4
 BACKOFF_SECONDS = 0.5
 CONTENT_TYPES = {".gz": "application/gzip", ".json": "application/json", ".md": "text/markdown", ".png": "image/png"}
 
-
-class PublishError(FatalError):
-    """The model version could not be published (the release, if any, stays a draft)."""
-
-    exit_code = 17
 
 
 @dataclass(frozen=True)

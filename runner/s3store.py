@@ -9,16 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.checksums import sha256_file
-from runner.errors import FatalError
+from runner.errors import StorageError
 
 GITHUB_ASSET_LIMIT = 2 * 1024**3
 PART = 16 * 1024**2  # four parts in flight: 64 MB of buffers at most
 
-
-class StorageError(FatalError):
-    """The object store refused, or a download does not match its pointer."""
-
-    exit_code = 18
 
 
 @dataclass(frozen=True)

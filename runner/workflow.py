@@ -11,22 +11,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.errors import FatalError, UnsupportedError
+from runner.errors import UnsupportedError
 
 PR_EVENTS = ("pull_request", "pull_request_target")
 MARKER = "<!-- tftrain:model={name} -->"
 
 
-class ForkRefused(FatalError):
-    """Training code from a fork would run on this (self-hosted) runner."""
-
-    exit_code = 16
-
-
-class Regression(FatalError):
-    """The primary metric is worse than the baseline's by more than fail-on-regression."""
-
-    exit_code = 15
 
 
 @dataclass(frozen=True)

@@ -89,7 +89,6 @@ class GitHubAPI:
                 "name": name,
                 "size": len(data),
                 "state": "uploaded",
-                "content_type": "application/octet-stream",
                 "url": f"{self.url}/repos/{owner}/{repo}/releases/assets/{asset_id}",
                 "browser_download_url": f"{self.url}/download/{asset_id}/{name}",
                 "digest": "sha256:" + hashlib.sha256(data).hexdigest(),

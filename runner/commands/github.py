@@ -6,6 +6,7 @@ import json
 import os
 
 from runner import workflow
+from runner.errors import ForkRefused, Regression
 from runner.manifest import load_manifest
 from runner.paths import tftrain_home
 from runner.store import Store
@@ -45,7 +46,7 @@ def run(args, logger) -> int:
     if args.github_command == "check":
         refusal = workflow.fork_refusal(context, args.allow_forks.lower() == "true", args.fork_label)
         if refusal:
-            raise workflow.ForkRefused(refusal)
+            raise ForkRefused(refusal)
         return 0
     return _comment(context, args, logger)
 
@@ -76,7 +77,7 @@ def _comment(context: workflow.Context, args, logger) -> int:
     limit = args.fail_on_regression
     if limit is not None and worse_by is not None and worse_by > limit:
         primary = summary.get("primary")
-        raise workflow.Regression(
+        raise Regression(
             f"{primary} is worse than {baseline[0]}'s by {worse_by:.4g}, more than fail-on-regression ({limit:g})"
         )
     return 0

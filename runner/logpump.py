@@ -33,14 +33,14 @@ class LogPump:
 
     def add(self, rank: int, fd: int, sink: LineSink | None = None, label: str | None = None) -> None:
         """Start draining `fd` (a pipe's read end, owned by the pump from now on) into rank's log."""
-        self._start(self._drain, (fd, {rank: _Stream(self, rank, label, sink)}, None), f"log-{rank}")
+        self._start(self._drain, (fd, _Stream(self, rank, label, sink)), f"log-{rank}")
 
     def add_tagged(self, fd: int, ranks: dict[int, LineSink | None], other: str) -> None:
         """Drain the output of `mpirun --tag-output`: `[job,rank]<stdout>:` lines go to that rank's
         log; the launcher's own lines to `<other>.log`."""
         streams = {rank: _Stream(self, rank, None, sink) for rank, sink in ranks.items()}
         streams[-1] = _Stream(self, other, other, None)
-        self._start(self._drain, (fd, streams, _split_tagged), "log-mpirun")
+        self._start(self._drain_tagged, (fd, streams), "log-mpirun")
 
     def _start(self, target, args, name: str) -> None:
         thread = threading.Thread(target=target, args=args, name=name, daemon=True)
@@ -51,7 +51,7 @@ class LogPump:
         for thread in self.threads:
             thread.join()
 
-    def _drain(self, fd: int, streams: dict, split) -> None:
+    def _drain(self, fd: int, stream: _Stream) -> None:
         pending = b""
         try:
             while True:
@@ -70,20 +70,29 @@ class LogPump:
                     lines = data + b"\n"
                 else:
                     lines, pending = data[: cut + 1], data[cut + 1 :]
-                self._route(lines, streams, split)
+                stream.take(lines)
             if pending:
-                self._route(pending + b"\n", streams, split)
+                stream.take(pending + b"\n")
+        finally:
+            os.close(fd)
+            stream.close()
+
+    def _drain_tagged(self, fd: int, streams: dict) -> None:
+        demux = TagDemux(streams)
+        try:
+            while True:
+                try:
+                    data = os.read(fd, READ_SIZE)
+                except InterruptedError:
+                    continue
+                if not data:
+                    break
+                demux.feed(data)
+            demux.close()
         finally:
             os.close(fd)
             for stream in streams.values():
                 stream.close()
-
-    def _route(self, lines: bytes, streams: dict, split) -> None:
-        if split is None:
-            next(iter(streams.values())).take(lines)
-            return
-        for rank, chunk in split(lines):
-            (streams.get(rank) or streams[-1]).take(chunk)
 
     def _mask(self, lines: bytes) -> bytes:
         for secret in self.secrets:
@@ -117,17 +126,54 @@ class _Stream:
         self.log.close()
 
 
-TAG = re.compile(rb"^\[\d+,(\d+)\]<std(?:out|err)>:", re.M)
+TAG = re.compile(rb"\[\d+,(\d+)\]<std(?:out|err)>:")
+TAG_START = re.compile(rb"\[[\d,]*\]?<?s?t?d?(?:o?u?t?|e?r?r?)>?$")  # a tag cut off by the end of a read
 
 
-def _split_tagged(lines: bytes):
-    """(rank, lines) runs of `mpirun --tag-output` output, tags removed; rank -1 for untagged lines."""
-    runs: list[tuple[int, list[bytes]]] = []
-    for line in lines.splitlines(keepends=True):
-        match = TAG.match(line)
-        rank, text = (int(match[1]), line[match.end() :]) if match else (-1, line)
-        if runs and runs[-1][0] == rank:
-            runs[-1][1].append(text)
-        else:
-            runs.append((rank, [text]))
-    return [(rank, b"".join(texts)) for rank, texts in runs]
+class TagDemux:
+    """Splits `mpirun --tag-output` output by rank. Open MPI tags every fragment a rank writes,
+    and a fragment need not end a line (Python writes a line's text and its newline apart), so a
+    tag can stand in the middle of a line: fragments are joined per rank, then cut into lines.
+    Untagged data continues the rank of the fragment before it (a read can end mid-fragment);
+    before any tag it is mpirun's own."""
+
+    def __init__(self, streams: dict) -> None:
+        self.streams = streams
+        self.rank = -1
+        self.pending: dict[int, bytes] = {}
+        self.carry = b""
+
+    def feed(self, data: bytes) -> None:
+        data = self.carry + data
+        self.carry = b""
+        cut = data.rfind(b"[")
+        if cut >= 0 and TAG.match(data, cut) is None and TAG_START.match(data, cut):
+            data, self.carry = data[:cut], data[cut:]
+        position = 0
+        for match in TAG.finditer(data):
+            self._add(self.rank, data[position : match.start()])
+            self.rank, position = int(match[1]), match.end()
+        self._add(self.rank, data[position:])
+
+    def _add(self, rank: int, fragment: bytes) -> None:
+        if not fragment:
+            return
+        text = self.pending.pop(rank, b"") + fragment
+        cut = text.rfind(b"\n")
+        if cut >= 0:
+            self._stream(rank).take(text[: cut + 1])
+        rest = text[cut + 1 :]
+        if len(rest) >= MAX_LINE:
+            self._stream(rank).take(rest + b"\n")
+        elif rest:
+            self.pending[rank] = rest
+
+    def _stream(self, rank: int):
+        return self.streams.get(rank) or self.streams[-1]
+
+    def close(self) -> None:
+        if self.carry:
+            self._add(self.rank, self.carry)
+        for rank, rest in self.pending.items():
+            self._stream(rank).take(rest + b"\n")
+        self.pending.clear()

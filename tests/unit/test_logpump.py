@@ -108,3 +108,26 @@ def test_a_blocked_console_never_blocks_the_pump_and_says_what_it_skipped(tmp_pa
     shown = stream.getvalue()
     assert "lines not shown (console too slow); all are in" in shown
     assert len(shown) < len(payload)
+
+
+def test_mpirun_tagged_fragments_are_joined_per_rank(tmp_path):
+    """Open MPI tags every write, and Python writes a line's text and its newline apart."""
+    payload = (
+        b"[1,0]<stdout>:horovod rank 0 of size 2[1,1]<stdout>:horovod rank 1 of size 2[1,0]<stdout>:\n"
+        b"[1,1]<stdout>:\n[1,0]<stderr>:warning one\n[1,0]<stdout>:two lines\nin one write\n"
+        b"[1,1]<stdout>:no newline at the end"
+    )
+    stream = Capture()
+    logger = Logger(stream)
+    pump = LogPump(logger, tmp_path, prefix_ranks=True)
+    read_fd, write_fd = os.pipe()
+    pump.add_tagged(read_fd, {0: None, 1: None}, "mpirun")
+    with os.fdopen(write_fd, "wb") as handle:
+        for index in range(0, len(payload), 7):  # reads may cut anywhere, even inside a tag
+            handle.write(payload[index : index + 7])
+            handle.flush()
+    pump.join()
+    logger.flush()
+    assert (tmp_path / "0.log").read_bytes() == b"horovod rank 0 of size 2\nwarning one\ntwo lines\nin one write\n"
+    assert (tmp_path / "1.log").read_bytes() == b"horovod rank 1 of size 2\nno newline at the end\n"
+    assert (tmp_path / "mpirun.log").read_bytes() == b""

@@ -54,13 +54,7 @@ class LogPump:
     def _drain(self, fd: int, stream: _Stream) -> None:
         pending = b""
         try:
-            while True:
-                try:
-                    data = os.read(fd, READ_SIZE)
-                except InterruptedError:
-                    continue
-                if not data:
-                    break
+            for data in _chunks(fd):
                 data = pending + data if pending else data
                 cut = data.rfind(b"\n")
                 if cut < 0:
@@ -80,13 +74,7 @@ class LogPump:
     def _drain_tagged(self, fd: int, streams: dict) -> None:
         demux = TagDemux(streams)
         try:
-            while True:
-                try:
-                    data = os.read(fd, READ_SIZE)
-                except InterruptedError:
-                    continue
-                if not data:
-                    break
+            for data in _chunks(fd):
                 demux.feed(data)
             demux.close()
         finally:
@@ -98,6 +86,18 @@ class LogPump:
         for secret in self.secrets:
             lines = lines.replace(secret, b"***")
         return lines
+
+
+def _chunks(fd: int):
+    """What arrives on `fd`, as it arrives, until end of file."""
+    while True:
+        try:
+            data = os.read(fd, READ_SIZE)
+        except InterruptedError:
+            continue
+        if not data:
+            return
+        yield data
 
 
 class _Stream:

@@ -80,6 +80,7 @@ def _run(loaded, checked, store: Store, run_id: str, paths: RunPaths, control: R
         try:
             with session.phase("Preparing"):
                 prepared = prepare(loaded, checked, run_id, paths, store, logger)
+                store.update_run(run_id, git=prepared.git)  # lineage, listed by `tftrain runs`
         except FatalError as exc:
             failure, outcome = exc, Outcome("Failed", None, str(exc))
         recorder = MetricsRecorder(paths.metrics, manifest.metrics, logger.metrics)

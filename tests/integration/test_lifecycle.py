@@ -250,3 +250,12 @@ def test_resume_from_a_single_file_model_passes_the_file(project, cli, home):
     result = cli("run", "-f", str(path))
     assert result.returncode == 0, result.stderr
     assert "read weights v1" in (home / "runs/demo-2/workdir/logs/0.log").read_text()
+
+
+def test_runs_list_the_commit(project, cli, home):
+    path = project()
+    for command in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]):
+        subprocess.run(command, cwd=path.parent, check=True)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=path.parent, capture_output=True, text=True).stdout.strip()
+    assert cli("run", "-f", str(path)).returncode == 0
+    assert commit[:10] in cli("runs").stdout

@@ -22,7 +22,6 @@ from runner.logpump import LogPump
 from runner.manifest import LoadedManifest
 from runner.metrics.metricsfile import MetricsFileFollower
 from runner.metrics.parsers import LogMetricParser
-from runner.metrics.point import read_series
 from runner.metrics.recorder import MetricsRecorder
 from runner.metrics.tensorboard import read_event_scalars
 from runner.paths import tftrain_home
@@ -94,12 +93,12 @@ def _run(loaded, checked, store: Store, run_id: str, paths: RunPaths, control: R
                 except FatalError as exc:  # the target could not run it (a daemon or cluster refused)
                     failure, outcome = exc, Outcome("Failed", None, str(exc))
         with session.phase("PostProcessing"):
-            model, summary = _post_process(loaded, paths, recorder, outcome, run_id, prepared, store, logger)
+            model, summary, points = _post_process(loaded, paths, recorder, outcome, run_id, prepared, store, logger)
     message, script_error = _explain(outcome, paths, prepared)
     exit_code = failure.exit_code if failure else EXIT_CODES[outcome.status]
     store.finish(run_id, outcome.status, exit_code, message)
     git = prepared.git if prepared else {}
-    _write_record(paths, store, run_id, outcome, exit_code, message, model, summary, git)
+    _write_record(paths, store, run_id, outcome, exit_code, message, model, summary, git, points)
     logger.info(f"run {run_id}: {outcome.status}" + (f": {message}" if message else ""), style="bold green" if exit_code == 0 else "bold red")
     result = RunResult(run_id, outcome.status, exit_code, message, paths.root, model, summary)
     _report(logger, loaded, result, script_error, paths)
@@ -165,7 +164,7 @@ def _post_process(loaded, paths, recorder, outcome, run_id, prepared, store, log
             recorder.record(read_event_scalars(paths.logs))
         except Exception as exc:  # a damaged event file must not lose the rest of the run
             logger.warning(f"could not read TensorBoard event files under {paths.logs}: {exc}")
-    recorder.close()
+    points = recorder.close()
     summary = recorder.summary.as_dict()
     paths.metrics_summary.write_text(json.dumps(summary, indent=2) + "\n")
     show_metrics(logger, summary)
@@ -187,7 +186,7 @@ def _post_process(loaded, paths, recorder, outcome, run_id, prepared, store, log
             logger.warning(f"model.path {spec.path} was not written by the script; no model registered")
     elif model_path.exists() and spec.register_model:
         logger.info(f"model not registered (run {outcome.status}); it is kept at {model_path}")
-    return model, summary
+    return model, summary, points
 
 
 def _explain(outcome: Outcome, paths: RunPaths, prepared: Prepared | None) -> tuple[str | None, ScriptError | None]:
@@ -229,7 +228,7 @@ def _report(logger: Logger, loaded: LoadedManifest, result: RunResult, error: Sc
     )
 
 
-def _write_record(paths, store, run_id, outcome, exit_code, message, model, summary, git) -> None:
+def _write_record(paths, store, run_id, outcome, exit_code, message, model, summary, git, points) -> None:
     phases = store.phases(run_id)
     record = {
         "run_id": run_id,
@@ -243,7 +242,7 @@ def _write_record(paths, store, run_id, outcome, exit_code, message, model, summ
     }
     paths.record.write_text(json.dumps(record, indent=2) + "\n")
     markdown = summary_markdown(
-        run_id, outcome.status, message, phases, summary, model.label if model else None, git, read_series(paths.metrics)
+        run_id, outcome.status, message, phases, summary, model.label if model else None, git, points
     )
     paths.summary.write_text(markdown)
 

@@ -58,7 +58,7 @@ def prepare(
     inputs = fetch_inputs(loaded, logger, dry_run)
     resume = None
     if manifest.resume_from:
-        resume = paths.root / "resume" if dry_run else resolve_resume(manifest.resume_from, loaded.base_dir, store, paths.root / "resume")
+        resume = paths.root / "resume" if dry_run else resolve_resume(manifest.resume_from, loaded.base_dir, store, paths.root / "resume", logger)
         logger.info(f"resuming from {manifest.resume_from}: {resume}")
     secrets = secret_values(loaded, dry_run)
     runtime, container = target.runtime(loaded, env, paths, inputs, resume)

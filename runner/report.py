@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from runner.logger import Logger
-from runner.store import PhaseRow
+from runner.store import TERMINAL, PhaseRow
 from runner.templates import render
 
 ICONS = {"Completed": "✅", "Failed": "❌", "Canceled": "⏹️", "TimedOut": "⏱️"}
@@ -41,7 +41,7 @@ def phase_durations(phases: list[PhaseRow]) -> list[dict]:
     return [
         {"name": p.phase, "duration": f"{(p.ended or p.started) - p.started:.2f}s"}
         for p in phases
-        if p.ended is not None and p.ended != p.started or p.phase in ("Preparing", "Running", "PostProcessing")
+        if p.phase not in TERMINAL  # the final status is a mark, not a phase that took time
     ]
 
 

@@ -16,7 +16,7 @@ from runner.rundir import RunPaths
 from runner.store import Store
 
 
-def resolve_resume(ref: str, base_dir: Path, store: Store, target: Path) -> Path:
+def resolve_resume(ref: str, base_dir: Path, store: Store, target: Path, logger) -> Path:
     if ref.startswith("model:"):
         try:
             model = Registry(store).resolve(ref[len("model:") :])
@@ -33,7 +33,7 @@ def resolve_resume(ref: str, base_dir: Path, store: Store, target: Path) -> Path
 
         context = workflow.Context.from_env()
         try:
-            pull_release(workflow.client(context).get_repo(context.repository), ref[len("release:") :], target, _Quiet())
+            pull_release(workflow.client(context).get_repo(context.repository), ref[len("release:") :], target, logger)
         except FatalError as exc:
             raise PreparingError(f"resume_from: {exc}") from None
         entries = list(target.iterdir())
@@ -63,8 +63,3 @@ def _copy(source: Path, target: Path) -> Path:
     target.mkdir(parents=True)
     shutil.copy2(source, target / source.name)
     return target / source.name
-
-
-class _Quiet:
-    def info(self, *args, **kwargs) -> None:
-        pass

@@ -40,8 +40,9 @@ class MetricsRecorder:
             self.unshown.clear()
         self.last_shown = now
 
-    def close(self) -> None:
-        """Print what was held back and sort the series by time (sources arrive out of order)."""
+    def close(self) -> list[MetricPoint]:
+        """Print what was held back, sort the series by time (sources arrive out of order), and
+        return it."""
         with self.lock:
             self._show(time.monotonic())
             self.handle.close()
@@ -49,3 +50,4 @@ class MetricsRecorder:
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text("".join(point.to_json() + "\n" for point in points), encoding="utf-8")
         tmp.replace(self.path)
+        return points

@@ -17,8 +17,6 @@ PR_EVENTS = ("pull_request", "pull_request_target")
 MARKER = "<!-- tftrain:model={name} -->"
 
 
-
-
 @dataclass(frozen=True)
 class Context:
     event_name: str
@@ -60,16 +58,6 @@ def fork_refusal(context: Context, allow_forks: bool, label: str) -> str | None:
         f"refusing to train pull request #{pr.get('number')} from the fork {head}: its code would run on this runner. "
         f"Review it, then add the label '{label}' to the pull request, or set allow-forks: true"
     )
-
-
-def runs_on(manifest) -> list[str]:
-    """The labels a self-hosted runner needs to train this manifest (for `runs-on:`)."""
-    labels = ["self-hosted", "linux"]
-    if manifest.use_gpu:
-        labels.append("gpu")
-    if manifest.use_docker or manifest.compute.target == "docker":
-        labels.append("docker")
-    return labels + [label for label in manifest.compute.runner_labels if label not in labels]
 
 
 def client(context: Context):

@@ -1,5 +1,6 @@
 """A small HTTP server that speaks GitHub's REST protocol for the endpoints tftrain calls (no
-GitHub-compatible server can run here): repositories, issue comments, releases and their assets.
+GitHub-compatible server can run here): repositories, issue comments, releases and their assets,
+self-hosted runners.
 Status codes, JSON shapes and `url` fields follow api.github.com, so PyGithub talks to it with
 base_url pointed here, as it would to GitHub Enterprise."""
 
@@ -27,7 +28,9 @@ ROUTES = [
     ("POST", re.compile(REPO + r"/releases/(?P<id>\d+)/assets$"), "upload_asset"),
     ("GET", re.compile(REPO + r"/releases/(?P<id>\d+)/assets$"), "list_assets"),
     ("GET", re.compile(REPO + r"/releases/assets/(?P<id>\d+)$"), "get_asset"),
+    ("GET", re.compile(REPO + r"/actions/runners$"), "list_runners"),
 ]
+DEFAULT_LABELS = {"self-hosted", "linux", "windows", "macos", "x64", "arm", "arm64"}  # the runner sets these: read-only
 
 
 class GitHubAPI:
@@ -39,6 +42,8 @@ class GitHubAPI:
         self.assets: dict[int, tuple[dict, bytes]] = {}
         self.requests: list[tuple[str, str]] = []
         self.fail_uploads = 0  # answer this many uploads with 502, as GitHub sometimes does
+        self.runners: dict[str, list[dict]] = {}
+        self.runners_forbidden = False  # answer the runners list as GitHub does for the job's GITHUB_TOKEN
         self.next_id = 1000
         self.lock = threading.RLock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -79,6 +84,15 @@ class GitHubAPI:
         self.releases.insert(0, release)  # GitHub lists the newest first
         return release
 
+    def add_runner(self, owner: str, repo: str, name: str, labels: list[str], status: str = "online", busy: bool = False) -> dict:
+        runner = {
+            "id": self._id(), "name": name, "os": "Linux", "status": status, "busy": busy, "ephemeral": False, "runner_group_id": 1,
+            "labels": [{"id": self._id(), "name": label, "type": "read-only" if label.lower() in DEFAULT_LABELS else "custom"}
+                       for label in labels],
+        }
+        self.runners.setdefault(f"{owner}/{repo}", []).append(runner)
+        return runner
+
     def _add_asset(self, release: dict, owner: str, repo: str, name: str, data: bytes, content_type: str) -> dict:
         import hashlib
 
@@ -107,10 +121,12 @@ class GitHubAPI:
             def log_message(self, *args):
                 pass
 
-            def _send(self, code: int, body, content_type: str = "application/json; charset=utf-8") -> None:
+            def _send(self, code: int, body, content_type: str = "application/json; charset=utf-8", headers: dict | None = None) -> None:
                 data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", content_type)
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -236,6 +252,25 @@ class GitHubAPI:
                 if "application/octet-stream" in self.headers.get("Accept", ""):
                     return self._send(200, data, "application/octet-stream")
                 self._send(200, asset)
+
+            def list_runners(self, owner, repo):
+                if api.runners_forbidden:
+                    return self._send(403, {"message": "Resource not accessible by integration", "status": "403",
+                                            "documentation_url": "https://docs.github.com/rest/actions/self-hosted-runners"})
+                runners = api.runners.get(f"{owner}/{repo}", [])
+                query = parse_qs(urlparse(self.path).query)
+                per_page = min(int(query.get("per_page", ["30"])[0]), 100)
+                page = max(int(query.get("page", ["1"])[0]), 1)
+                last = max(1, -(-len(runners) // per_page))
+                rels = {}
+                if page > 1:
+                    rels.update(prev=page - 1, first=1)
+                if page < last:
+                    rels.update(next=page + 1, last=last)
+                base = f"{api.url}/repos/{owner}/{repo}/actions/runners?per_page={per_page}&page="
+                link = ", ".join(f'<{base}{number}>; rel="{rel}"' for rel, number in rels.items())
+                chunk = runners[(page - 1) * per_page : page * per_page]
+                self._send(200, {"total_count": len(runners), "runners": chunk}, headers={"Link": link} if link else None)
 
         return Handler
 

@@ -1,12 +1,14 @@
-"""tftrain github check | comment: the action's steps around `tftrain run` on GitHub."""
+"""tftrain github check | runs-on | comment: the action's steps around `tftrain run` on GitHub."""
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import json
 import os
 
-from runner import workflow
-from runner.errors import ForkRefused, Regression
+from runner import routing, workflow
+from runner.errors import ForkRefused, Regression, UnsupportedError
 from runner.manifest import load_manifest
 from runner.paths import tftrain_home
 from runner.store import Store
@@ -20,6 +22,11 @@ def add_parser(subparsers) -> None:
     check.add_argument("--fork-label", default=os.environ.get("INPUT_FORK_LABEL") or "safe-to-train")
     labels = sub.add_parser("runs-on", help="the runner labels the manifest needs, as JSON (and the step output runs-on)")
     labels.add_argument("-f", "--file", default="tftrain.yml", help="the manifest")
+    labels.add_argument(
+        "--check-runners", action=argparse.BooleanOptionalAction, default=None,
+        help="fail unless an online self-hosted runner of the repository has the labels "
+        "(default: when a token is set: $INPUT_RUNNERS_TOKEN, else $INPUT_GITHUB_TOKEN or $GITHUB_TOKEN)",
+    )
     comment = sub.add_parser("comment", help="post or update the run's comment on the pull request")
     comment.add_argument("--run", default="latest", help="run id (default: latest)")
     comment.add_argument(
@@ -38,10 +45,7 @@ def _float(text: str | None) -> float | None:
 
 def run(args, logger) -> int:
     if args.github_command == "runs-on":
-        labels = json.dumps(workflow.runs_on(load_manifest(args.file).manifest))
-        logger.text(labels)
-        logger.outputs({"runs-on": labels})
-        return 0
+        return _runs_on(args, logger)
     context = workflow.Context.from_env()
     if args.github_command == "check":
         refusal = workflow.fork_refusal(context, args.allow_forks.lower() == "true", args.fork_label)
@@ -49,6 +53,24 @@ def run(args, logger) -> int:
             raise ForkRefused(refusal)
         return 0
     return _comment(context, args, logger)
+
+
+def _runs_on(args, logger) -> int:
+    labels = routing.runs_on(load_manifest(args.file).manifest)
+    logger.text(json.dumps(labels))
+    logger.outputs({"runs-on": json.dumps(labels)})
+    if args.check_runners is False:
+        return 0
+    context = workflow.Context.from_env()
+    context = dataclasses.replace(context, token=os.environ.get("INPUT_RUNNERS_TOKEN") or context.token)
+    if context.token and context.repository:
+        routing.check_runners(workflow.client(context), context.repository, labels, logger)
+    elif args.check_runners:
+        raise UnsupportedError("--check-runners needs a token (INPUT_RUNNERS_TOKEN or GITHUB_TOKEN) and GITHUB_REPOSITORY")
+    else:
+        missing = "no GITHUB_REPOSITORY" if context.token else "no token (give one with Administration: read as the action input runners-token)"
+        logger.info(f"runner check skipped: {missing}")
+    return 0
 
 
 def _comment(context: workflow.Context, args, logger) -> int:

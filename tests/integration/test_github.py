@@ -115,3 +115,70 @@ def test_compare_only(project, home, tmp_path, github_api):
     assert tftrain("run", "-f", str(project(script=SCRIPT)), env=env).returncode == 0
     result = tftrain("github", "comment", env=env)
     assert result.returncode == 0 and github_api.comments == {}
+
+
+GPU_JOB = "use_gpu: true\ncompute:\n  gpu_type: a100\n"
+GPU_LABELS = ["self-hosted", "linux", "gpu", "a100"]
+
+
+def runs_on(project, tmp_path, api, *args, **extra):
+    env = github_env(api, tmp_path / "no-event.json", "push", GITHUB_OUTPUT=str(tmp_path / "output.txt"), **extra)
+    return tftrain("github", "runs-on", "-f", str(project(manifest=GPU_JOB)), *args, env=env)
+
+
+def test_runs_on_finds_an_online_runner_past_the_first_page(project, tmp_path, github_api):
+    for index in range(31):  # GitHub lists 30 runners a page
+        github_api.add_runner("octo", "models", f"cpu-{index}", ["self-hosted", "Linux", "X64"])
+    github_api.add_runner("octo", "models", "gpu-1", ["self-hosted", "Linux", "X64", "gpu", "a100"], busy=True)
+    github_api.add_runner("octo", "models", "gpu-2", ["self-hosted", "Linux", "X64", "gpu", "a100"])
+    result = runs_on(project, tmp_path, github_api)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.splitlines()[0]) == GPU_LABELS
+    assert "runner check: 2 online runner(s) of octo/models can train this (gpu-1, gpu-2); idle: gpu-2" in result.stdout
+    assert json.dumps(GPU_LABELS) in (tmp_path / "output.txt").read_text().splitlines()
+
+
+def test_runs_on_fails_when_no_online_runner_has_the_labels(project, tmp_path, github_api):
+    github_api.add_runner("octo", "models", "gpu-1", ["self-hosted", "Linux", "gpu", "v100"])
+    github_api.add_runner("octo", "models", "gpu-2", ["self-hosted", "Linux", "gpu", "a100"], status="offline")
+    result = runs_on(project, tmp_path, github_api)
+    assert result.returncode == 19
+    (line,) = result.stderr.splitlines()  # one line, no traceback
+    assert line.startswith(
+        "tftrain: error: no online self-hosted runner of octo/models has the labels self-hosted, linux, gpu, a100; its runners: "
+        "gpu-1 (online: self-hosted, Linux, gpu, v100), gpu-2 (offline: self-hosted, Linux, gpu, a100)"
+    )
+    assert "::error::no online self-hosted runner of octo/models" in result.stdout
+    assert json.dumps(GPU_LABELS) in (tmp_path / "output.txt").read_text().splitlines()
+
+
+def test_runs_on_says_when_the_repository_has_no_runners(project, tmp_path, github_api):
+    result = runs_on(project, tmp_path, github_api)
+    assert result.returncode == 19
+    assert "octo/models has no self-hosted runners: add one with the labels self-hosted, linux, gpu, a100 (Settings → Actions → Runners)" in result.stderr
+
+
+def test_runs_on_skips_the_check_when_the_token_cannot_list_runners(project, tmp_path, github_api):
+    github_api.runners_forbidden = True  # the job's GITHUB_TOKEN
+    result = runs_on(project, tmp_path, github_api)
+    assert result.returncode == 0, result.stderr
+    assert "::warning::runner check skipped: this token cannot list the self-hosted runners of octo/models" in result.stdout
+    assert "Resource not accessible by integration" in result.stdout and "runners-token" in result.stdout
+
+
+def test_runs_on_prefers_the_runners_token(project, tmp_path, github_api):
+    github_api.add_runner("octo", "models", "gpu-1", GPU_LABELS)
+    result = runs_on(project, tmp_path, github_api, INPUT_GITHUB_TOKEN="ghs_other", INPUT_RUNNERS_TOKEN="ghs_test")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "can train this (gpu-1)" in result.stdout
+
+
+def test_runs_on_without_a_token_skips_the_check(project, tmp_path, github_api):
+    result = runs_on(project, tmp_path, github_api, INPUT_GITHUB_TOKEN="", GITHUB_TOKEN="", INPUT_RUNNERS_TOKEN="")
+    assert result.returncode == 0, result.stderr
+    assert "runner check skipped: no token" in result.stdout
+    assert ("GET", "/repos/octo/models/actions/runners") not in github_api.requests
+    forced = runs_on(project, tmp_path, github_api, "--check-runners", INPUT_GITHUB_TOKEN="", GITHUB_TOKEN="", INPUT_RUNNERS_TOKEN="")
+    assert forced.returncode == 7 and "--check-runners needs a token" in forced.stderr
+    off = runs_on(project, tmp_path, github_api, "--no-check-runners")
+    assert off.returncode == 0 and github_api.requests == []

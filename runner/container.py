@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import tarfile
+import tempfile
 import threading
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from runner.errors import DockerError
 from runner.plan import ContainerSpec
@@ -33,6 +36,8 @@ class Container:
         workdir: str,
         name: str,
         labels: Mapping[str, str],
+        network_mode: str | None = None,
+        gpu_ids: Sequence[int] = (),
     ) -> None:
         self.client = client
         self.spec = spec
@@ -41,6 +46,8 @@ class Container:
         self.workdir = workdir
         self.name = name
         self.labels = dict(labels)
+        self.network_mode = network_mode or spec.network_mode
+        self.gpu_ids = [str(gpu) for gpu in gpu_ids]
         self.container = None
         self.streamer: threading.Thread | None = None
 
@@ -49,7 +56,9 @@ class Container:
 
         mounts = [Mount(m.target, m.source, type="bind", read_only=m.read_only) for m in self.spec.mounts]
         kwargs = {}
-        if self.spec.gpus:
+        if self.gpu_ids:
+            kwargs["device_requests"] = [DeviceRequest(device_ids=self.gpu_ids, capabilities=[["gpu"]])]
+        elif self.spec.gpus:
             kwargs["device_requests"] = [DeviceRequest(count=-1, capabilities=[["gpu"]])]
         if self.spec.memory:
             kwargs["mem_limit"] = self.spec.memory
@@ -63,9 +72,9 @@ class Container:
                 name=self.name,
                 environment=self.env,
                 working_dir=self.workdir,
-                user=self.spec.user,
+                user=self.spec.user or None,
                 mounts=mounts,
-                network_mode=self.spec.network_mode,
+                network_mode=self.network_mode,
                 labels=self.labels,
                 init=True,  # reaps and forwards signals: `docker stop` reaches the training process
                 detach=True,
@@ -93,6 +102,32 @@ class Container:
             pass
         finally:
             os.close(fd)
+
+    def put(self, archive) -> None:
+        """Unpack a tar archive (a file object, paths relative to /) into the created container."""
+        try:
+            archive.seek(0)
+            self.container.put_archive("/", archive)
+        except Exception as exc:
+            raise DockerError(f"cannot copy the run's files into {self.name}: {_explain(exc)}") from None
+
+    def fetch(self, path: str, destination: Path) -> int:
+        """Copy `path` (a directory) out of the container into `destination`; the file count."""
+        with tempfile.TemporaryFile() as spool:
+            chunks, _ = self.container.get_archive(path)
+            for chunk in chunks:
+                spool.write(chunk)
+            spool.seek(0)
+            with tarfile.open(fileobj=spool) as archive:
+                members = []
+                for member in archive.getmembers():
+                    _, _, inner = member.name.partition("/")
+                    if inner:
+                        member.name = inner
+                        members.append(member)
+                destination.mkdir(parents=True, exist_ok=True)
+                archive.extractall(destination, members=members, filter="data")
+        return sum(1 for member in members if member.isfile())
 
     def poll(self) -> int | None:
         """The exit code once the container has ended, else None."""

@@ -105,6 +105,18 @@ class StorageError(FatalError):
     exit_code = 18
 
 
+class PlacementError(FatalError):
+    """No runner or pool host can take the job: now (bad constraints, too big) or before the queue timeout."""
+
+    exit_code = 19
+
+
+class HostError(FatalError):
+    """A pool host is unreachable or unfit (no docker, no GPU runtime, driver too old)."""
+
+    exit_code = 20
+
+
 def error_class(exit_code: int) -> type[FatalError]:
     """The error type that ends tftrain with `exit_code`."""
     todo = [FatalError]

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 import runner
-from runner.commands import github, images, logs, metrics, models, plan, publish, run, runs, schema, validate
+from runner.commands import github, images, logs, metrics, models, plan, pool, publish, run, runs, schema, validate
 from runner.errors import FatalError
 from runner.logger import Logger
 
@@ -20,6 +20,7 @@ COMMANDS = {
     "metrics": metrics,
     "models": models,
     "images": images,
+    "pool": pool,
     "github": github,
     "publish": publish,
 }

@@ -6,7 +6,7 @@ import json
 import signal
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +19,7 @@ from runner.errors import (
 )
 from runner.logger import Logger, workspace_path
 from runner.logpump import LogPump
-from runner.manifest import LoadedManifest
+from runner.manifest import LoadedManifest, effective_target
 from runner.metrics.metricsfile import MetricsFileFollower
 from runner.metrics.parsers import LogMetricParser
 from runner.metrics.recorder import MetricsRecorder
@@ -31,7 +31,7 @@ from runner.registry import ModelVersion, Registry
 from runner.report import show_metrics, summary_markdown
 from runner.rundir import RunPaths
 from runner.store import TERMINAL, Store
-from runner.targets import Outcome, RunControl, target_for
+from runner.targets import Outcome, RunControl, reservation, target_for
 
 EXIT_CODES = {"Completed": 0, "Failed": TrainingFailed.exit_code, "TimedOut": TrainingTimedOut.exit_code, "Canceled": TrainingCanceled.exit_code}
 
@@ -75,13 +75,16 @@ def _run(loaded, checked, store: Store, run_id: str, paths: RunPaths, control: R
     manifest = loaded.manifest
     session = _Session(store, run_id, logger)
     outcome, failure, prepared = None, None, None
-    with _signals(control, logger):
+    with _signals(control, logger), ExitStack() as held:
         try:
+            # Queued until the target has room (the pool's leases); held until Running ends
+            checked = held.enter_context(reservation(target_for(effective_target(manifest)), loaded, checked, run_id, control, logger))
             with session.phase("Preparing"):
                 prepared = prepare(loaded, checked, run_id, paths, store, logger)
                 store.update_run(run_id, git=prepared.git)  # lineage, listed by `tftrain runs`
         except FatalError as exc:
-            failure, outcome = exc, Outcome("Failed", None, str(exc))
+            failure, outcome = exc, Outcome(_failed_as(exc), None, str(exc))
+        paths.create()
         recorder = MetricsRecorder(paths.metrics, manifest.metrics, logger.metrics)
         if prepared is not None:
             if control.cancel.is_set():
@@ -92,6 +95,7 @@ def _run(loaded, checked, store: Store, run_id: str, paths: RunPaths, control: R
                         outcome = _execute(prepared, paths, recorder, control, logger)
                 except FatalError as exc:  # the target could not run it (a daemon or cluster refused)
                     failure, outcome = exc, Outcome("Failed", None, str(exc))
+        held.close()
         with session.phase("PostProcessing"):
             model, summary, points = _post_process(loaded, paths, recorder, outcome, run_id, prepared, store, logger)
     message, script_error = _explain(outcome, paths, prepared)
@@ -103,6 +107,10 @@ def _run(loaded, checked, store: Store, run_id: str, paths: RunPaths, control: R
     result = RunResult(run_id, outcome.status, exit_code, message, paths.root, model, summary)
     _report(logger, loaded, result, script_error, paths)
     return result
+
+
+def _failed_as(exc: FatalError) -> str:
+    return "Canceled" if isinstance(exc, TrainingCanceled) else "Failed"
 
 
 class _Session:

@@ -111,11 +111,26 @@ class PlanContext:
     runtime: RuntimePaths
     env: dict[str, str]
     argv_tail: tuple[str, ...]
-    hosts: tuple[str, ...] = ("localhost",)  # one per node; the runner-pool target gives real ones
+    placement: HostMap | None = None  # the pool target's; None: every task on this machine
 
     @property
     def script_argv(self) -> tuple[str, ...]:
         return (self.python, self.manifest.entry_script, *self.argv_tail)
+
+
+@dataclass(frozen=True)
+class HostMap:
+    """Where the pool placed a job: "node 0" (MPI), "worker 1", "main 0" → (host name, address)."""
+
+    hosts: dict[str, tuple[str, str]] = field(hash=False)
+    ssh_port: int = 12345  # the MPI containers' sshd (Horovod's documented example port)
+    base_port: int = 23456  # TF_CONFIG tasks: base_port, base_port+1, … on each host
+
+    def name(self, key: str) -> str:
+        return self.hosts[key][0]
+
+    def address(self, key: str) -> str:
+        return self.hosts[key][1]
 
 
 def build_plan(ctx: PlanContext) -> LaunchPlan:

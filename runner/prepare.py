@@ -71,6 +71,7 @@ def prepare(
         runtime=runtime,
         env={**task_env(loaded, run_id, runtime, env), **secrets},
         argv_tail=tuple(script_args(manifest, runtime.inputs, runtime.resume)),
+        placement=env.placement,
     )
     plan = dataclasses.replace(build_plan(ctx), container=container, secret_names=frozenset(secrets))
     plan = target.finalize(plan, loaded, run_id)

@@ -181,3 +181,24 @@ def github_api():
     api = GitHubAPI().start()
     yield api
     api.stop()
+
+
+@pytest.fixture(scope="session")
+def rig_keys(tmp_path_factory) -> tuple[str, str]:
+    from pool_rig import key_pair
+
+    return key_pair(tmp_path_factory.mktemp("rig-keys"))
+
+
+@pytest.fixture
+def pool_rig(docker_client, rig_keys, monkeypatch):
+    """Test hosts (containers with sshd on a network of their own) for the pool target; the rig's
+    private key reaches tftrain as the secret TFTRAIN_SSH_KEY, as a workflow would pass it."""
+    from pool_rig import Rig, host_image
+
+    private, public = rig_keys
+    host_image(docker_client, BASE_IMAGE)
+    rig = Rig(docker_client, public, private)
+    monkeypatch.setenv("TFTRAIN_SSH_KEY", private)
+    yield rig
+    rig.close()

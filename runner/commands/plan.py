@@ -84,11 +84,16 @@ def _describe(document: dict, plan: LaunchPlan, dockerfile: str | None) -> str:
     ]
     if plan.container is not None:
         spec = plan.container
-        lines.append(f"container:   image {spec.image}, user {spec.user}, network {spec.network_mode}"
+        pool = spec.network_mode == "pool"  # nothing is mounted on a pool's hosts: files are copied
+        lines.append(f"container:   image {spec.image}, user {spec.user or 'root'}, "
+                     + ("network of each task's host" if pool else f"network {spec.network_mode}")
                      + (f", shm {spec.shm_size}" if spec.shm_size else "") + (f", memory {spec.memory}" if spec.memory else "")
-                     + (", all GPUs" if spec.gpus else ""))
+                     + (", the placed GPUs" if spec.gpus and pool else ", all GPUs" if spec.gpus else ""))
         for mount in spec.mounts:
-            lines.append(f"  mount {mount.source} → {mount.target} ({'ro' if mount.read_only else 'rw'})")
+            if pool:
+                lines.append(f"  {'copy in' if mount.read_only else 'copy back'} {mount.source} → {mount.target}")
+            else:
+                lines.append(f"  mount {mount.source} → {mount.target} ({'ro' if mount.read_only else 'rw'})")
     driver = document.get("driver")
     if driver:
         lines.append(f"driver:      {driver['command']}")

@@ -20,7 +20,7 @@ NEVER_EXPORTED = ("CUDA_VISIBLE_DEVICES",)  # each host decides its own GPUs
 def plan(ctx: PlanContext) -> LaunchPlan:
     training = ctx.manifest.distributed_training
     per_node = training.process_count_per_node
-    nodes = _nodes(ctx.hosts, ctx.manifest.node_count)
+    nodes = _nodes(ctx)
     size = sum(nodes.values()) * per_node
     env = {**ctx.env, "TFTRAIN_METRICS_FILE": ctx.runtime.metrics_file("{rank}")}
     if uses_keras3(ctx.manifest.framework_version) and "TF_USE_LEGACY_KERAS" not in env:
@@ -34,10 +34,11 @@ def plan(ctx: PlanContext) -> LaunchPlan:
             rank += 1
     hosts_arg = ",".join(f"{host}:{count * per_node}" for host, count in nodes.items())
     files = {}
+    ssh_port = training.ssh_port or (ctx.placement.ssh_port if ctx.placement else None)
     if training.launcher == "horovodrun":
         argv = ["horovodrun", "-np", str(size), "-H", hosts_arg]
-        if training.ssh_port:
-            argv += ["--ssh-port", str(training.ssh_port)]
+        if ssh_port:
+            argv += ["--ssh-port", str(ssh_port)]
         if training.network_interface:
             argv += ["--network-interface", training.network_interface]
     else:
@@ -50,8 +51,8 @@ def plan(ctx: PlanContext) -> LaunchPlan:
         if size > (os.cpu_count() or 1) and set(nodes) == {"localhost"}:
             argv.append("--oversubscribe")
         argv += OPEN_MPI_FLAGS
-        if training.ssh_port:
-            argv += ["-mca", "plm_rsh_args", f"-p {training.ssh_port}"]
+        if ssh_port:
+            argv += ["-mca", "plm_rsh_args", f"-p {ssh_port}"]
         if training.network_interface:
             argv += ["-mca", "btl_tcp_if_include", training.network_interface]
             env["NCCL_SOCKET_IFNAME"] = training.network_interface
@@ -70,10 +71,8 @@ def plan(ctx: PlanContext) -> LaunchPlan:
     )
 
 
-def _nodes(hosts: tuple[str, ...], node_count: int) -> dict[str, int]:
-    """host → how many of the job's nodes it is (all of them are localhost on the local target)."""
-    chosen = [hosts[i % len(hosts)] for i in range(node_count)]
-    nodes: dict[str, int] = {}
-    for host in chosen:
-        nodes[host] = nodes.get(host, 0) + 1
-    return nodes
+def _nodes(ctx: PlanContext) -> dict[str, int]:
+    """host → how many of the job's nodes it is: all of them localhost, unless a pool placed them."""
+    if ctx.placement is None:
+        return {"localhost": ctx.manifest.node_count}
+    return {ctx.placement.address(f"node {i}"): 1 for i in range(ctx.manifest.node_count)}

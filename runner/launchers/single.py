@@ -13,7 +13,7 @@ def plan(ctx: PlanContext) -> LaunchPlan:
         role="main",
         index=0,
         rank=0,
-        host="localhost",
+        host=ctx.placement.name("main 0") if ctx.placement else "localhost",
         argv=ctx.script_argv,
         env=env,
         cwd=ctx.runtime.workdir,

@@ -38,7 +38,7 @@ def tf_config(cluster: dict[str, list[str]], task_type: str, index: int) -> str:
 
 def tasks_for(ctx: PlanContext, roles: list[tuple[str, int]], cluster_roles: set[str], base_port: int | None) -> list[TaskSpec]:
     """One task per (role, index), in order; rank = position. `cluster_roles` are listed in TF_CONFIG."""
-    addresses = [f"{LOCAL_ADDRESS}:{port}" for port in ports(len(roles), base_port)]
+    hosts, addresses = _addresses(ctx, roles, base_port)
     cluster: dict[str, list[str]] = {}
     for (role, _), address in zip(roles, addresses):
         if role in cluster_roles:
@@ -54,5 +54,23 @@ def tasks_for(ctx: PlanContext, roles: list[tuple[str, int]], cluster_roles: set
             "TFTRAIN_RANK": str(rank),
             "TFTRAIN_METRICS_FILE": ctx.runtime.metrics_file(rank),
         }
-        tasks.append(TaskSpec(role, index, rank, LOCAL_ADDRESS, ctx.script_argv, env, ctx.runtime.workdir))
+        tasks.append(TaskSpec(role, index, rank, hosts[rank], ctx.script_argv, env, ctx.runtime.workdir))
     return tasks
+
+
+def _addresses(ctx: PlanContext, roles: list[tuple[str, int]], base_port: int | None) -> tuple[list[str], list[str]]:
+    """Each task's host and TF_CONFIG address: free ports on this machine, or on a pool's
+    hosts base_port, base_port+1, … per host (their ports cannot be probed from here)."""
+    if ctx.placement is None:
+        return [LOCAL_ADDRESS] * len(roles), [f"{LOCAL_ADDRESS}:{port}" for port in ports(len(roles), base_port)]
+    first = base_port or ctx.placement.base_port
+    taken: dict[str, int] = {}
+    hosts, addresses = [], []
+    for role, index in roles:
+        key = f"{role} {index}"
+        name, address = ctx.placement.name(key), ctx.placement.address(key)
+        port = first + taken.get(name, 0)
+        taken[name] = taken.get(name, 0) + 1
+        hosts.append(name)
+        addresses.append(f"{address}:{port}")
+    return hosts, addresses

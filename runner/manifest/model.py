@@ -102,7 +102,19 @@ class ComputeSpec(_Model):
     memory_limit: str | None = Field(default=None, pattern=SIZE_PATTERN, description="Container memory limit (docker target), e.g. 8g")
     kubernetes: KubernetesSpec = Field(default_factory=KubernetesSpec)
     runner_labels: list[str] = Field(
-        default_factory=list, description="Extra labels of the self-hosted GitHub runners that may train this (e.g. a GPU type)"
+        default_factory=list, description="Extra labels of the self-hosted GitHub runners that may train this"
+    )
+    gpu_type: str | None = Field(
+        default=None, pattern=r"^[A-Za-z0-9._-]+$",
+        description="GPU model the job needs (e.g. a100): a runner label, and a constraint on pool hosts' gpu_type",
+    )
+    pool_file: str = Field(
+        default=".github/tftrain-pool.yml", description="The runner pool's inventory (target: pool), relative to the manifest's directory"
+    )
+    hosts: list[str] = Field(default_factory=list, description="Pool hosts this job may use (default: any)")
+    host_labels: list[str] = Field(default_factory=list, description="Labels every pool host of this job must have")
+    queue_timeout_seconds: int = Field(
+        default=3600, ge=0, description="How long a pool job waits for free GPUs/slots before it fails (0: fail at once)"
     )
 
 

@@ -80,7 +80,11 @@ def check_rules(manifest: Manifest, base_dir: Path) -> list[Problem]:
 
 
 def slots_per_node(manifest: Manifest) -> int:
-    return manifest.compute.slots_per_node or os.cpu_count() or 1
+    if manifest.compute.slots_per_node:
+        return manifest.compute.slots_per_node
+    if effective_target(manifest) == "pool":
+        return 1 << 20  # the pool's placement knows each host's slots; it checks them
+    return os.cpu_count() or 1
 
 
 def process_count_per_node(manifest: Manifest) -> int:

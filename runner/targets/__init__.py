@@ -1,13 +1,17 @@
-"""Targets run a LaunchPlan somewhere: this machine (local) or containers (docker).
+"""Targets run a LaunchPlan somewhere: this machine (local), containers (docker), a Kubernetes
+cluster (kubernetes), or your own hosts (pool).
 
 Each target is one module with the same small protocol: `check` refuses what it cannot run
 before a run is recorded, `environment` makes the Python environment (virtualenv or image),
 `runtime` says where the run's directories are as the training sees them, `execute` runs.
+A target may also have `reserve`, a context manager held from before Preparing to the end of
+Running (the pool's leases).
 """
 
 from __future__ import annotations
 
 import threading
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -16,7 +20,7 @@ from runner.errors import UnsupportedError
 from runner.logger import Logger
 from runner.logpump import LineSink, LogPump
 from runner.manifest import LoadedManifest
-from runner.plan import ContainerSpec, LaunchPlan
+from runner.plan import ContainerSpec, HostMap, LaunchPlan
 from runner.rundir import RunPaths, RuntimePaths
 
 
@@ -36,6 +40,7 @@ class Environment:
     isolated: bool  # a virtualenv or image without tftrain: `import runner` needs a path
     image: str | None = None
     details: dict = field(default_factory=dict, hash=False)
+    placement: HostMap | None = None  # the pool target's hosts for the launchers
 
 
 @dataclass
@@ -70,6 +75,12 @@ class Target(Protocol):
     ) -> Outcome: ...
 
 
+def reservation(target: Target, loaded: LoadedManifest, checked: Any, run_id: str, control: RunControl, logger: Logger):
+    """What the run holds while it prepares and runs: the pool's leases; nothing elsewhere."""
+    reserve = getattr(target, "reserve", None)
+    return reserve(loaded, checked, run_id, control, logger) if reserve else nullcontext(checked)
+
+
 def target_for(name: str) -> Target:
     if name == "local":
         from runner.targets import local
@@ -83,6 +94,8 @@ def target_for(name: str) -> Target:
         from runner.targets import kubernetes
 
         return kubernetes
-    raise UnsupportedError(
-        f"compute.target: {name!r} is not available in this version of tftrain; use local, docker or kubernetes"
-    )
+    if name == "pool":
+        from runner.targets import pool
+
+        return pool
+    raise UnsupportedError(f"compute.target: {name!r} is not available in this version of tftrain")

@@ -12,6 +12,7 @@ from runner.templates import templates_dir
 def test_version_and_schema(cli, repo):
     assert cli("--version").stdout.strip().startswith("tftrain ")
     assert cli("schema").stdout == (repo / "tftrain.schema.json").read_text()
+    assert cli("pool", "schema").stdout == (repo / "tftrain-pool.schema.json").read_text()
 
 
 def test_plan_prints_the_commands_without_running(project, cli, home):

@@ -93,7 +93,7 @@ class LoadedPool:
 def load_pool(path: Path | str) -> LoadedPool:
     path = Path(path)
     if not path.is_file():
-        raise ManifestError(f"{path}: pool file not found (compute.pool_file, or --pool)")
+        raise ManifestError(f"{path}: pool file not found (compute.pool_file names it; `tftrain pool` also takes --pool)")
     doc = load_yaml(path)
     if not isinstance(doc.data, dict):
         raise ManifestError(f"{doc.where(())}: the pool file must be a mapping with a `hosts:` list")

@@ -85,7 +85,7 @@ def _placed(session, stack, spec: ContainerSpec, task, host: str, label: str, ar
     pool_host = session.job.pool.pool.host(host)
     gpu_ids = next(item.gpu_ids for item in session.placement.assignments if item.key == key)
     container = Container(
-        session.client(host), dataclasses.replace(spec, mounts=()), argv, env, (task.cwd if task else "/"), f"tftrain-{run_id}-{label}",
+        session.client(host), dataclasses.replace(spec, mounts=(), gpus=bool(gpu_ids)), argv, env, (task.cwd if task else "/"), f"tftrain-{run_id}-{label}",
         {**labels, "tftrain.host": host}, network_mode=pool_host.network, gpu_ids=gpu_ids,
     )
     stack.enter_context(container)

@@ -190,10 +190,10 @@ def test_invalid_manifest_exit_code_and_nothing_recorded(project, cli, home):
     assert not (home / "tftrain.db").exists()
 
 
-def test_unavailable_target_is_refused_before_a_run_starts(project, cli, home):
+def test_a_pool_job_without_a_pool_file_is_refused_before_a_run_starts(project, cli, home):
     result = cli("run", "-f", str(project(manifest="compute:\n  target: pool\n")))
-    assert result.returncode == 7
-    assert "compute.target: 'pool' is not available in this version of tftrain" in result.stderr
+    assert result.returncode == 3
+    assert "tftrain-pool.yml: pool file not found (compute.pool_file names it; `tftrain pool` also takes --pool)" in result.stderr
     assert not (home / "runs").exists()
 
 

@@ -170,3 +170,34 @@ def test_bad_pool_files_name_the_line(tmp_path, text, message):
         load_pool(write(tmp_path, text))
     assert message in str(error.value)
     assert all(line.startswith(f"{tmp_path / 'pool.yml'}:") for line in str(error.value).splitlines())  # each problem a line
+
+
+def test_a_queued_job_fails_after_the_queue_timeout_and_stops_when_canceled(tmp_path):
+    import threading
+
+    from runner.errors import PlacementError, TrainingCanceled
+    from runner.logger import Logger
+    from runner.pool.dispatch import _wait_for_capacity
+
+    pool = hosts(("a", 1, 1))
+    request = Request((Demand("main 0", gpus=1),))
+    leases = leases_at(tmp_path)
+    assert leases.try_place("holder", pool, lambda held: place(request, held)).placement.placed
+    control = type("Control", (), {"cancel": threading.Event()})()
+    with pytest.raises(PlacementError, match=r"compute.queue_timeout_seconds \(0s\) passed and the pool still has no room: main 0 needs 1 free GPUs"):
+        _wait_for_capacity(leases, "waiter", request, pool, 0, control, Logger())
+    control.cancel.set()
+    with pytest.raises(TrainingCanceled, match="canceled while queued"):
+        _wait_for_capacity(leases, "waiter", request, pool, 60, control, Logger())
+
+
+def test_the_example_pool_file_is_valid_for_tftrain_and_for_its_schema(repo):
+    import json
+
+    import jsonschema
+    import yaml
+
+    example = repo / "examples" / "pool" / "tftrain-pool.yml"
+    assert [host.name for host in load_pool(example).pool.hosts] == ["gpu-1", "gpu-2", "cpu-1"]
+    schema = json.loads((repo / "tftrain-pool.schema.json").read_text())
+    jsonschema.validate(yaml.safe_load(example.read_text()), schema)

@@ -92,7 +92,7 @@ def _run(loaded, checked, store: Store, run_id: str, paths: RunPaths, control: R
             else:
                 try:
                     with session.phase("Running"):
-                        outcome = _execute(prepared, paths, recorder, control, logger)
+                        outcome = _script_verdict(_execute(prepared, paths, recorder, control, logger), recorder)
                 except FatalError as exc:  # the target could not run it (a daemon or cluster refused)
                     failure, outcome = exc, Outcome("Failed", None, str(exc))
         held.close()
@@ -107,6 +107,14 @@ def _run(loaded, checked, store: Store, run_id: str, paths: RunPaths, control: R
     result = RunResult(run_id, outcome.status, exit_code, message, paths.root, model, summary)
     _report(logger, loaded, result, script_error, paths)
     return result
+
+
+def _script_verdict(outcome: Outcome, recorder: MetricsRecorder) -> Outcome:
+    """A script that said it failed (Azure's run.fail()) failed, whatever its exit code."""
+    if outcome.status == "Completed" and recorder.verdict is not None:
+        error = recorder.verdict["error"]
+        return Outcome("Failed", None, "the script marked the run failed (run.fail())" + (f": {error}" if error else ""))
+    return outcome
 
 
 def _failed_as(exc: FatalError) -> str:
@@ -136,7 +144,7 @@ def _execute(prepared: Prepared, paths: RunPaths, recorder: MetricsRecorder, con
     pump = LogPump(logger, paths.logs, prefix_ranks=len(plan.tasks) > 1, secrets=prepared.secrets)
     sinks = {rank: LogMetricParser(regexes, recorder.record, rank).feed for rank in plan.metrics_ranks}
     followers = [
-        MetricsFileFollower(paths.metrics_file(rank), recorder.record, logger.warning, rank) for rank in plan.metrics_ranks
+        MetricsFileFollower(paths.metrics_file(rank), recorder.record, logger.warning, rank, recorder.note) for rank in plan.metrics_ranks
     ]
     for follower in followers:
         follower.start()
@@ -173,7 +181,7 @@ def _post_process(loaded, paths, recorder, outcome, run_id, prepared, store, log
         except Exception as exc:  # a damaged event file must not lose the rest of the run
             logger.warning(f"could not read TensorBoard event files under {paths.logs}: {exc}")
     points = recorder.close()
-    summary = recorder.summary.as_dict()
+    summary = recorder.as_dict()
     paths.metrics_summary.write_text(json.dumps(summary, indent=2) + "\n")
     show_metrics(logger, summary)
     model = None

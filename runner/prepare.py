@@ -13,6 +13,7 @@ import yaml
 
 import runner
 from runner.argv import script_args
+from runner.compat import azureml_env, azureml_reason
 from runner.errors import PreparingError
 from runner.gitinfo import git_info
 from runner.inputs import fetch_inputs
@@ -62,14 +63,19 @@ def prepare(
         logger.info(f"resuming from {manifest.resume_from}: {resume}")
     secrets = secret_values(loaded, dry_run)
     runtime, container = target.runtime(loaded, env, paths, inputs, resume)
-    if env.isolated and not dry_run:
+    variables = task_env(loaded, run_id, runtime, env)
+    compat = azureml_reason(loaded, env.python if target.name == "local" and not dry_run else None)
+    if compat:
+        logger.info(f"azureml compatibility: on ({compat}): Run.get_context() and run.log reach this run")
+        variables.update(azureml_env(loaded, runtime, variables.get("PYTHONPATH")))
+    if (env.isolated or compat) and not dry_run:
         _link_runner(paths)
     ctx = PlanContext(
         manifest=manifest,
         target=target.name,
         python=env.python,
         runtime=runtime,
-        env={**task_env(loaded, run_id, runtime, env), **secrets},
+        env={**variables, **secrets},
         argv_tail=tuple(script_args(manifest, runtime.inputs, runtime.resume)),
         placement=env.placement,
     )

@@ -74,6 +74,8 @@ def summary_markdown(run_id: str, status: str, message: str | None, phases, summ
         message=message,
         phases=phase_durations(phases),
         metrics=metric_rows(summary),
+        images=summary.get("images", []),
+        tags=summary.get("tags", {}),
         model=model,
         commit=git.get("commit"),
         branch=git.get("branch"),

@@ -190,6 +190,11 @@ class Manifest(_Model):
         default=None, ge=1, description="Deprecated: use distributed_training.parameter_server_count"
     )
     compute: ComputeSpec = Field(default_factory=ComputeSpec)
+    compat: Literal["azureml", "none"] | None = Field(
+        default=None,
+        description="azureml: Azure ML's Run API (Run.get_context(), run.log, …) routed into tftrain; none: never; "
+        "default: azureml when the entry script imports azureml and the real SDK is not installed",
+    )
     outputs_dir: str = "outputs"
     logs_dir: str = "logs"
     model: ModelSpec = Field(default_factory=ModelSpec)

@@ -11,12 +11,21 @@ from pathlib import Path
 from runner.metrics.point import MetricPoint
 
 POLL_SECONDS = 0.25
+NOTE_KEYS = {"image", "tag", "status"}
 
 
 class MetricsFileFollower:
-    def __init__(self, path: Path, emit: Callable[[list[MetricPoint]], None], warn: Callable[[str], None], rank: int = 0):
+    def __init__(
+        self,
+        path: Path,
+        emit: Callable[[list[MetricPoint]], None],
+        warn: Callable[[str], None],
+        rank: int = 0,
+        note: Callable[[dict], None] | None = None,
+    ):
         self.path = path
         self.emit = emit
+        self.note = note  # records that are not points: {"image": …}, {"tag": …}, {"status": …}
         self.warn = warn
         self.rank = rank
         self.offset = 0
@@ -59,6 +68,9 @@ class MetricsFileFollower:
             return None
         try:
             data = json.loads(line)
+            if self.note is not None and isinstance(data, dict) and NOTE_KEYS & data.keys():
+                self.note({**data, "rank": self.rank})
+                return None
             return MetricPoint(
                 name=str(data["name"]),
                 value=float(data["value"]),

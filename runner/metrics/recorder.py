@@ -23,6 +23,28 @@ class MetricsRecorder:
         self.handle = path.open("a", encoding="utf-8", buffering=1)
         self.unshown: dict[tuple[str, str], MetricPoint] = {}
         self.last_shown = 0.0
+        self.images: list[dict] = []
+        self.tags: dict[str, str] = {}
+        self.verdict: dict | None = None  # the script's own: {"status": "failed", "error": …}
+
+    def note(self, record: dict) -> None:
+        """A record that is no point: an image (path inside outputs), a tag, the script's verdict."""
+        with self.lock:
+            if "image" in record:
+                self.images.append({"name": str(record.get("name", "")), "path": str(record["image"]), "rank": record.get("rank", 0)})
+            elif "tag" in record:
+                self.tags[str(record["tag"])] = "" if record.get("value") is None else str(record["value"])
+            elif record.get("status") == "failed" and self.verdict is None:
+                self.verdict = {"status": "failed", "error": str(record.get("error") or "")}
+
+    def as_dict(self) -> dict:
+        """The summary (last/best per metric, primary), with the images and tags the script logged."""
+        summary = self.summary.as_dict()
+        if self.images:
+            summary["images"] = list(self.images)
+        if self.tags:
+            summary["tags"] = dict(sorted(self.tags.items()))
+        return summary
 
     def record(self, points: list[MetricPoint]) -> None:
         with self.lock:

@@ -1,0 +1,26 @@
+"""tftrain's stand-in for azureml.core: Run works (runner.compat.azureml_run); the rest of the
+SDK imports, and raises NotImplementedError when used. `azureml.core.run`, `.model`, … are
+the same module under the names scripts import them by."""
+
+import sys
+import types
+
+from runner.compat.azureml_run import Run, stub
+
+__all__ = ["Run"]
+SUBMODULES = ("run", "model", "workspace", "dataset", "datastore", "experiment", "environment", "script_run_config", "conda_dependencies")
+
+
+def __getattr__(name: str):
+    return stub(__name__, name)
+
+
+def _submodule(name: str) -> types.ModuleType:
+    module = types.ModuleType(f"{__name__}.{name}", __doc__)
+    module.Run = Run
+    module.__getattr__ = lambda attribute: stub(module.__name__, attribute)
+    return module
+
+
+for _name in SUBMODULES:
+    sys.modules[f"{__name__}.{_name}"] = globals()[_name] = _submodule(_name)

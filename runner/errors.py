@@ -9,6 +9,12 @@ class FatalError(Exception):
     exit_code = 1
 
 
+class UsageError(FatalError):
+    """The command line asks for something it must not do (overwrite a file without --force)."""
+
+    exit_code = 2
+
+
 class ManifestError(FatalError):
     """The manifest (or another config file) is invalid."""
 

@@ -6,7 +6,9 @@ import argparse
 import sys
 
 import runner
-from runner.commands import github, images, logs, metrics, models, plan, pool, publish, run, runs, schema, validate
+from runner.commands import (
+    github, images, importing, logs, metrics, models, plan, pool, publish, run, runs, schema, validate,
+)
 from runner.errors import FatalError
 from runner.logger import Logger
 
@@ -23,6 +25,7 @@ COMMANDS = {
     "pool": pool,
     "github": github,
     "publish": publish,
+    "import": importing,
 }
 
 

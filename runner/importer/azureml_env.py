@@ -1,0 +1,163 @@
+"""The SDK v1 job's environment: TensorFlow version, GPU, docker, packages, variables."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from runner.importer.draft import curated_environment
+from runner.importer.packages import add_packages, environment_file
+from runner.importer.values import Obj
+
+HANDLED = {
+    "framework_version", "use_gpu", "use_docker", "custom_docker_image", "custom_docker_base_image", "pip_packages",
+    "conda_packages", "pip_requirements_file", "conda_dependencies_file", "pip_requirements_file_path",
+    "conda_dependencies_file_path", "environment_variables", "environment_definition", "environment", "shm_size",
+    "max_run_duration_seconds", "resume_from",
+}  # fmt: skip
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def environment(ctx, job: Obj) -> None:
+    attrs, draft = job.attrs, ctx.draft
+    version = attrs.get("framework_version")
+    if isinstance(version, (str, float)) and not isinstance(version, bool):
+        draft.put("framework_version", str(version))
+    elif version is not None:
+        ctx.unresolved("framework_version", version, job.line)
+    for key in ("use_gpu", "use_docker"):
+        if isinstance(attrs.get(key), bool):
+            draft.put(key, attrs[key])
+        elif key in attrs:
+            ctx.unresolved(key, attrs[key], job.line)
+    image = attrs.get("custom_docker_image", attrs.get("custom_docker_base_image"))
+    if image is not None:
+        _image(ctx, image, job.line)
+    for key in ("pip_packages", "conda_packages"):
+        if key in attrs:
+            packages(ctx, key, attrs[key], attrs["_lines"].get(key, job.line))
+    for key in ("pip_requirements_file", "conda_dependencies_file"):  # relative to source_directory
+        if isinstance(attrs.get(key), str):
+            environment_file(ctx, key, attrs[key], ctx.at(job, key), base=ctx.source_dir())
+        elif key in attrs:
+            ctx.unresolved(key, attrs[key], job.line)
+        if isinstance(attrs.get(key + "_path"), str):  # the deprecated *_path: relative to the script
+            environment_file(ctx, key, attrs[key + "_path"], ctx.at(job, key + "_path"))
+    for key, minimum in (("max_run_duration_seconds", 1), ("shm_size", None)):
+        value = attrs.get(key)
+        if (isinstance(value, int) and not isinstance(value, bool) and value >= 1) or (
+            isinstance(value, str) and minimum is None
+        ):
+            draft.put(key, value)
+        elif value is not None:
+            ctx.unresolved(key, value, job.line)
+    if "resume_from" in attrs:
+        draft.note(
+            "todo",
+            f"resume_from={ctx.shown(attrs['resume_from'])}: set resume_from to model:NAME@latest, a run id or a path",
+            ctx.at(job, "resume_from"),
+        )
+    variables(ctx, attrs.get("environment_variables"), job.line)
+    run_config = attrs.get("run_config")
+    env = attrs.get("environment_definition", attrs.get("environment"))
+    if env is None and isinstance(run_config, Obj):
+        env = run_config.attrs.get("environment")
+        variables(ctx, run_config.attrs.get("environment_variables"), job.line)
+    if isinstance(env, Obj):
+        _environment(ctx, env)
+    elif env is not None:
+        ctx.draft.note(
+            "todo",
+            f"environment {ctx.shown(env)} is not known statically: check framework_version and packages",
+            ctx.where(job.line),
+        )
+
+
+def packages(ctx, key: str, value: Any, line: int) -> None:
+    if isinstance(value, list):
+        known = [item for item in value if isinstance(item, str)]
+        unknown = tuple(ctx.shown(item) for item in value if not isinstance(item, str))
+        first = next((item for item in value if not isinstance(item, str)), None)
+        add_packages(ctx.draft, key, known, ctx.where(ctx.line_of(first, line)), unknown)
+    elif value is not None:
+        ctx.unresolved(key, value, line)
+
+
+def variables(ctx, value: Any, line: int) -> None:
+    found = value.attrs if isinstance(value, Obj) else value
+    if found is None:
+        return
+    if not isinstance(found, dict):
+        ctx.unresolved("environment_variables", value, line)
+        return
+    for name, setting in found.items():
+        if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
+            ctx.draft.note("todo", f"environment_variables: {ctx.shown(name)} is no variable name", ctx.where(line))
+        elif isinstance(setting, (str, int, float, bool)):
+            ctx.draft.put(("environment_variables", name), setting)
+        elif not (isinstance(setting, Obj) and setting.kind == name):  # not a name only read (obj.child)
+            ctx.unresolved(("environment_variables", name), setting, line)
+
+
+def _image(ctx, image: Any, line: int) -> None:
+    if isinstance(image, str):
+        ctx.draft.put("custom_docker_image", image)
+        ctx.draft.put("use_docker", True)
+        if image.startswith("mcr.microsoft.com/azureml/"):
+            ctx.draft.note(
+                "info",
+                f"custom_docker_image: {image!r} is an Azure ML base image; without it tftrain uses tensorflow/tensorflow",
+            )
+    else:
+        ctx.unresolved("custom_docker_image", image, line)
+
+
+def _environment(ctx, env: Obj) -> None:
+    attrs, where, via = env.attrs, ctx.where(env.line), env.via
+    if via == "Environment.get" and isinstance(attrs.get("name"), str):
+        curated_environment(ctx.draft, attrs["name"], where)
+    elif via == "Environment.from_conda_specification":
+        environment_file(ctx, "conda_dependencies_file", attrs.get("file_path"), where)
+    elif via == "Environment.from_pip_requirements":
+        environment_file(ctx, "pip_requirements_file", attrs.get("file_path"), where)
+    elif via == "Environment.from_docker_image":
+        _image(ctx, attrs.get("image"), env.line)
+        for key, arg in (
+            ("conda_dependencies_file", "conda_specification"),
+            ("pip_requirements_file", "pip_requirements"),
+        ):
+            if arg in attrs:
+                environment_file(ctx, key, attrs[arg], where)
+    elif via != "Environment":
+        ctx.draft.note("todo", f"{via}(...): no equivalent; set custom_docker_image or the package keys by hand", where)
+    docker = attrs.get("docker")
+    if isinstance(docker, Obj):
+        if "base_image" in docker.attrs:
+            _image(ctx, docker.attrs["base_image"], env.line)
+        if docker.attrs.get("enabled") is True:
+            ctx.draft.put("use_docker", True)
+        if "base_dockerfile" in docker.attrs:
+            ctx.draft.note(
+                "todo", "env.docker.base_dockerfile: build the image yourself and set custom_docker_image", where
+            )
+    python = attrs.get("python")
+    if isinstance(python, Obj):
+        conda = python.attrs.get("conda_dependencies")
+        if isinstance(conda, Obj):
+            _conda(ctx, conda)
+        if python.attrs.get("user_managed_dependencies") is True:
+            ctx.draft.note("dropped", "user_managed_dependencies: tftrain installs the listed packages itself", where)
+    variables(ctx, attrs.get("environment_variables"), env.line)
+
+
+def _conda(ctx, conda: Obj) -> None:
+    where = ctx.where(conda.line)
+    if conda.via == "CondaDependencies" and "conda_dependencies_file_path" in conda.attrs:
+        environment_file(ctx, "conda_dependencies_file", conda.attrs["conda_dependencies_file_path"], where)
+    for key in ("pip_packages", "conda_packages"):
+        if key in conda.attrs:
+            packages(ctx, key, conda.attrs[key], conda.line)
+    if "python_version" in conda.attrs:
+        ctx.draft.note(
+            "dropped", f"python_version={ctx.shown(conda.attrs['python_version'])}: tftrain uses its own Python", where
+        )

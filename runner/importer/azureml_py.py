@@ -1,0 +1,252 @@
+"""Azure ML SDK v1 (a `.py` script or an `.ipynb` notebook) → a Draft of tftrain.yml.
+
+The job is the submitted TensorFlow(...) / Estimator(...) / ScriptRunConfig(...) (the last one
+when none is submitted); its arguments, and the SDK objects they name, map key by key.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runner.errors import ManifestError
+from runner.importer import azureml_env, azureml_run
+from runner.importer.datainputs import add_input, is_data
+from runner.importer.draft import Draft, finish, model_name
+from runner.importer.interp import JOBS, Interpreter
+from runner.importer.source import PythonSource, read_python
+from runner.importer.values import Obj, Unknown
+
+HANDLED = {
+    "source_directory", "entry_script", "script", "arguments", "script_params", "inputs", "command",
+    *azureml_env.HANDLED, *azureml_run.HANDLED,
+}  # fmt: skip
+
+
+@dataclass
+class PyImport:
+    """What the mapping functions share: the source, its reading, the draft, where things go."""
+
+    source: PythonSource
+    interp: Interpreter
+    draft: Draft
+    manifest_dir: Path
+    input_names: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def input_dir(self) -> Path:
+        return self.source.path.resolve().parent
+
+    def where(self, line: int | None) -> str:
+        return self.source.where(line)
+
+    def segment(self, node: ast.AST) -> str:
+        return self.source.segment(node)
+
+    def at(self, obj: Obj, key: str) -> str:
+        """Where the argument `key` of the call that made `obj` is written."""
+        return self.where(obj.attrs.get("_lines", {}).get(key, obj.line))
+
+    def line_of(self, value: Any, default: int) -> int:
+        node = value.node if isinstance(value, (Unknown, Obj)) else None
+        return getattr(node, "lineno", None) or getattr(value, "line", None) or default
+
+    def relative(self, path: Path) -> str:
+        return Path(os.path.relpath(path, self.manifest_dir)).as_posix()
+
+    def source_dir(self) -> Path | None:
+        folder = self.draft.get("source_directory")
+        return (self.manifest_dir / folder).resolve() if isinstance(folder, str) else None
+
+    def variable_of(self, value: Any) -> str | None:
+        return next((name for name, bound in self.interp.names.items() if bound is value), None)
+
+    def shown(self, value: Any) -> str:
+        if isinstance(value, (Unknown, Obj)) and value.node is not None:
+            return self.segment(value.node)
+        if isinstance(value, list):
+            return "[" + ", ".join(self.shown(item) for item in value) + "]"
+        return repr(value)
+
+    def unresolved(self, path: str | tuple[str, ...], value: Any, default_line: int, placeholder: Any = None) -> None:
+        first = next((v for v in value if isinstance(v, (Unknown, Obj))), None) if isinstance(value, list) else value
+        line = self.line_of(first, default_line)
+        self.draft.unresolved(path, self.shown(value), self.where(line), placeholder)
+
+
+def import_python(path: Path, label: str, manifest_dir: Path) -> Draft:
+    source = read_python(path, label)
+    module = source.parse()
+    # Errors name the file as given; the manifest's comments and the report, as seen from the manifest.
+    source = dataclasses.replace(source, label=Path(os.path.relpath(path.resolve(), manifest_dir.resolve())).as_posix())
+    interp = Interpreter(source)
+    interp.run(module.body)
+    if not interp.jobs:
+        raise ManifestError(f"{label}: no Azure ML TensorFlow(...), Estimator(...) or ScriptRunConfig(...) found")
+    draft = Draft(origin="")
+    ctx = PyImport(source, interp, draft, manifest_dir.resolve())
+    job, experiment = _chosen(ctx)
+    draft.origin = f"{job.via}(...) at {source.where(job.line)}"
+    draft.header = [f"Imported by `tftrain import azureml` from {draft.origin}. Azure ML:"]
+    end = getattr(job.node, "end_lineno", job.line)
+    draft.header += ["  " + line for line in source.text.splitlines()[job.line - 1 : min(end, job.line + 24)]]
+    _code(ctx, job)
+    azureml_env.environment(ctx, job)
+    azureml_run.distribution(ctx, job)
+    azureml_run.compute(ctx, job)
+    registered = azureml_run.model(ctx)
+    _name(ctx, experiment, registered)
+    for key, value in job.attrs.items():
+        if key not in HANDLED and not key.startswith("_") and key != "*":
+            draft.note("dropped", f"{key}={ctx.shown(value)}: no equivalent in tftrain", ctx.at(job, key))
+    finish(draft, path.stem)
+    return draft
+
+
+def _chosen(ctx: PyImport) -> tuple[Obj, Obj | None]:
+    submitted: list[tuple[Obj, Any]] = []
+    for config, experiment, line in ctx.interp.submitted:
+        if config.kind == "HyperDriveConfig":
+            ctx.draft.note(
+                "dropped", "HyperDriveConfig: tftrain has no sweeps; imported the run it tunes", ctx.where(line)
+            )
+            config = config.attrs.get("run_config", config.attrs.get("estimator"))
+        if isinstance(config, Obj) and config.kind in JOBS:
+            submitted.append((config, experiment))
+    job, experiment = submitted[-1] if submitted else (ctx.interp.jobs[-1], None)
+    for other in ctx.interp.jobs:
+        if other is not job:
+            ctx.draft.note(
+                "dropped", f"another {other.via}(...): not imported (one job per manifest)", ctx.where(other.line)
+            )
+    if experiment is None and ctx.interp.experiments:
+        experiment = ctx.interp.experiments[-1]
+    return job, experiment if isinstance(experiment, Obj) else None
+
+
+def _name(ctx: PyImport, experiment: Obj | None, registered: Any) -> None:
+    for what, value in (("experiment", experiment.attrs.get("name") if experiment else None), ("model", registered)):
+        if isinstance(value, str) and model_name(value):
+            ctx.draft.put("name", model_name(value))
+            if model_name(value) != value:
+                ctx.draft.note(
+                    "changed", f"name: {what} name {value!r} → {model_name(value)!r} (letters, digits, '.', '_', '-')"
+                )
+            return
+        if isinstance(value, Unknown):
+            ctx.draft.note("info", f"name: the {what} name {ctx.segment(value.node)} is not known statically")
+
+
+def _code(ctx: PyImport, job: Obj) -> None:
+    attrs, draft = job.attrs, ctx.draft
+    folder = attrs.get("source_directory", ".")
+    if isinstance(folder, str):
+        relative = ctx.relative((ctx.input_dir / folder).resolve())
+        draft.put("source_directory", relative)
+        if os.path.normpath(relative) != os.path.normpath(folder):
+            draft.note("changed", f"source_directory: {folder!r} → {relative!r} (relative to the manifest)")
+    else:
+        ctx.unresolved("source_directory", folder, job.line, placeholder=".")
+    script = attrs.get("entry_script", attrs.get("script"))
+    if script is None and isinstance(attrs.get("command"), (str, list)):
+        draft.note(
+            "todo", "entry_script: ScriptRunConfig(command=...) is not imported; set entry_script and script_params"
+        )
+    if isinstance(script, str):
+        draft.put("entry_script", script)
+    elif script is None:
+        draft.todo("entry_script", "no entry script was given", placeholder="train.py")
+    else:
+        ctx.unresolved("entry_script", script, job.line, placeholder="train.py")
+    params = attrs.get("script_params", attrs.get("arguments"))
+    if isinstance(params, dict):
+        for flag, value in params.items():
+            if isinstance(flag, str):
+                put_param(ctx, flag, value, job.line)
+            else:
+                where = ctx.where(ctx.line_of(flag, job.line))
+                draft.note(
+                    "todo", f"script_params: a flag not known statically: {ctx.shown(flag)}: add it by hand", where
+                )
+    elif isinstance(params, list):
+        _arguments(ctx, params, job.line)
+    elif params is not None:
+        ctx.unresolved("script_params", params, job.line)
+    inputs = attrs.get("inputs")
+    for item in inputs if isinstance(inputs, list) else []:
+        name = add_input(ctx, item, "data") if is_data(item) else None
+        if name:
+            draft.note(
+                "info",
+                f"inputs.{name}: the script read $AZUREML_DATAREFERENCE_…; tftrain sets TFTRAIN_INPUT_{name.upper()}",
+            )
+        else:
+            ctx.unresolved("inputs", item, job.line)
+
+
+def _arguments(ctx: PyImport, items: list[Any], line: int) -> None:
+    """ScriptRunConfig's argv list: each flag takes the items up to the next flag (a list when
+    several scalars); other items are positional."""
+    groups: list[tuple[str | None, list[Any]]] = []
+    for item in items:
+        if isinstance(item, str) and item.startswith("-") and not _number(item):
+            groups.append((item, []))
+        elif groups and groups[-1][0] is not None and (not groups[-1][1] or _scalars([*groups[-1][1], item])):
+            groups[-1][1].append(item)
+        else:
+            groups.append((None, [item]))
+    for flag, values in groups:
+        if flag is not None:
+            put_param(ctx, flag, values[0] if len(values) == 1 else (values or None), line)
+        elif _scalars(values):
+            ctx.draft.put(("script_params", str(values[0])), None)
+            ctx.draft.note("info", f"script_params: positional argument {values[0]!r} is a key with no value (null)")
+        else:
+            where = ctx.where(ctx.line_of(values[0], line))
+            ctx.draft.note(
+                "todo", f"script_params: positional {ctx.shown(values[0])}: give the script a flag for it", where
+            )
+
+
+def _scalars(values: list[Any]) -> bool:
+    return all(isinstance(value, (str, int, float)) and not isinstance(value, bool) for value in values)
+
+
+def put_param(ctx: PyImport, flag: str, value: Any, line: int) -> None:
+    path = ("script_params", flag)
+    if value is None or value == "":
+        ctx.draft.put(path, True)  # Azure ML passed a bare flag; so does `true`
+    elif isinstance(value, bool):
+        ctx.draft.put(path, str(value))
+        ctx.draft.note(
+            "changed",
+            f"script_params.{flag}: {value} is passed as the text {str(value)!r}, as Azure ML did (true would be a bare flag)",
+        )
+    elif isinstance(value, (int, float, str)):
+        ctx.draft.put(path, value)
+    elif is_data(value) and (name := add_input(ctx, value, flag.lstrip("-"))):
+        ctx.draft.put(path, {"input": name})
+    elif isinstance(value, Obj) and value.kind == "output":
+        name = value.attrs.get("name") if isinstance(value.attrs.get("name"), str) else flag.lstrip("-")
+        ctx.draft.put(path, f"outputs/{name}")
+        ctx.draft.note(
+            "changed",
+            f"script_params.{flag}: an Azure ML output → outputs/{name}, kept with the run",
+            ctx.where(value.line),
+        )
+    elif isinstance(value, list) and all(isinstance(v, (int, float, str)) for v in value):
+        ctx.draft.put(path, [str(v) if isinstance(v, bool) else v for v in value])
+    else:
+        ctx.unresolved(path, value, line)
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,122 @@
+"""Azure ML datastores, datasets and DataReferences → tftrain `inputs` (+ `{input: NAME}` params)."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from typing import Any
+
+from runner.importer.values import Obj
+
+REMOTE = ("https://", "http://", "s3://")
+
+
+def add_input(ctx, obj: Obj, hint: str) -> str | None:
+    """The name of the input `obj` (an as_mount()/as_download(), a dataset, a DataReference) became."""
+    if id(obj) in ctx.input_names:
+        return ctx.input_names[id(obj)]
+    where = ctx.where(obj.line)
+    name, mode, source = None, "download", obj
+    if obj.kind == "data_input" and obj.via == "DataReference":
+        name, mode = obj.attrs.get("data_reference_name"), obj.attrs.get("mode", "mount")
+        source = Obj("datapath", obj.line, {k: obj.attrs.get(k) for k in ("datastore", "path_on_datastore")})
+    elif obj.kind == "data_input":
+        mode, source = obj.attrs.get("mode", "download"), obj.attrs.get("source")
+    if mode not in ("mount", "download"):
+        ctx.draft.note(
+            "dropped", f"data reference in mode {mode!r}: tftrain keeps what the script writes to outputs/", where
+        )
+        return None
+    if isinstance(source, Obj) and source.kind == "dataset":
+        name = name or source.attrs.get("input_name") or source.attrs.get("name")
+    name = _identifier(name if isinstance(name, str) else ctx.variable_of(source) or ctx.variable_of(obj) or hint)
+    taken = ctx.draft.get("inputs") or {}
+    base, number = name, 1
+    while name in taken:
+        number += 1
+        name = f"{base}_{number}"
+    ctx.input_names[id(obj)] = name
+    value, comment = _source(ctx, name, source, where)
+    ctx.draft.put(("inputs", name, "source"), value, comment)
+    ctx.draft.put(("inputs", name, "mode"), mode)
+    if comment:
+        ctx.draft.note("todo", f"inputs.{name}.source: {comment.split(': ', 1)[1]}", where)
+    return name
+
+
+def _source(ctx, name: str, source: Any, where: str) -> tuple[str, str]:
+    todo = "TODO(tftrain import): "
+    if isinstance(source, Obj) and source.kind == "dataset":
+        via = source.via
+        if via == "Dataset.get_by_name" or "path" not in source.attrs:
+            dataset = source.attrs.get("name")
+            return (
+                f"s3://TODO/{dataset}",
+                f"{todo}was registered dataset {dataset!r}; copy its files to S3/https or a local path",
+            )
+        if via.startswith("Dataset.Tabular"):
+            ctx.draft.note(
+                "info",
+                f"inputs.{name}: a tabular dataset: the script now gets the files' path, not a TabularDataset",
+                where,
+            )
+        source = source.attrs["path"]
+    if isinstance(source, list) and len(source) == 2 and isinstance(source[0], Obj) and isinstance(source[1], str):
+        source = Obj("datapath", 0, {"datastore": source[0], "path_on_datastore": source[1]})  # (datastore, path)
+    if isinstance(source, list) and len(source) == 1:
+        source = source[0]
+    if isinstance(source, str) and source.startswith(REMOTE):
+        return source, ""
+    if isinstance(source, list):
+        shown = ", ".join(str(item) for item in source[:3]) + (", …" if len(source) > 3 else "")
+        return (
+            "s3://TODO/" + name,
+            f"{todo}was {len(source)} paths ({shown}); an input has one source: an S3 prefix or one https file",
+        )
+    if not isinstance(source, Obj) or source.kind not in ("datastore", "datapath"):
+        shown = ctx.segment(source.node) if isinstance(source, Obj) and source.node else repr(source)
+        return "s3://TODO/" + name, f"{todo}was {shown}; copy the data to S3/https or a local path"
+    store = source if source.kind == "datastore" else source.attrs.get("datastore")
+    path = source.attrs.get("path_on_datastore") if source.kind == "datapath" else None
+    store_name = store.attrs.get("name") if isinstance(store, Obj) else None
+    store_name = store_name if isinstance(store_name, str) else "?"
+    path = re.sub(r"/?\*+$", "", path).strip("/") if isinstance(path, str) else None
+    local = _uploaded(ctx, store_name, path)
+    was = f"was datastore {store_name!r}" + (f" path {path!r}" if path else "")
+    if local is not None:
+        folder, line = local
+        found = (ctx.input_dir / folder).resolve()
+        if found.exists():
+            ctx.draft.note(
+                "changed",
+                f"inputs.{name}: {was}, uploaded from {folder!r}: the local copy is the source",
+                ctx.where(line),
+            )
+            return ctx.relative(found), ""
+        was += f", uploaded from {folder!r} (not found)"
+    return posixpath.join(
+        "s3://TODO", store_name, *([path] if path else [])
+    ), f"{todo}{was}; copy it to S3/https or a local path"
+
+
+def _uploaded(ctx, store: str, path: str | None) -> tuple[str, int] | None:
+    """The local folder a `ds.upload(src_dir=…, target_path=…)` in the script put at `path`."""
+    for name, target, local, line in reversed(ctx.interp.uploads):
+        if not isinstance(local, str) or (isinstance(name, str) and name != store and store != "?"):
+            continue
+        target = (target if isinstance(target, str) else "").strip("/")
+        wanted = path or ""
+        if target == wanted:
+            return local, line
+        if not target or wanted.startswith(target + "/"):
+            return posixpath.join(local, wanted[len(target) :].strip("/")), line
+    return None
+
+
+def _identifier(text: Any) -> str:
+    name = re.sub(r"\W+", "_", str(text)).strip("_")
+    return name or "data"
+
+
+def is_data(value: Any) -> bool:
+    return isinstance(value, Obj) and value.kind in ("data_input", "datastore", "datapath", "dataset")

@@ -1,0 +1,299 @@
+"""A static reading of an Azure ML SDK v1 script: statements are walked in order (both branches
+of an `if`, the bodies of loops, `try` and functions), literals are evaluated, and the SDK calls
+that matter become `Obj`s. Nothing is executed or imported.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import operator
+import posixpath
+from typing import Any
+
+from runner.importer.methods import call_method
+from runner.importer.source import PythonSource
+from runner.importer.values import Obj, Unknown, known
+
+JOBS = ("TensorFlow", "Estimator", "ScriptRunConfig")
+SIGNATURES: dict[str, tuple[str, ...]] = {
+    "TensorFlow": ("source_directory",),
+    "Estimator": ("source_directory",),
+    "ScriptRunConfig": ("source_directory", "script", "arguments", "run_config"),
+    "MpiConfiguration": ("process_count_per_node", "node_count"),
+    "Mpi": ("process_count_per_node",),
+    "TensorflowConfiguration": ("worker_count", "parameter_server_count"),
+    "ParameterServer": ("worker_count", "parameter_server_count"),
+    "PyTorchConfiguration": (), "Gloo": (), "Nccl": (),
+    "Experiment": ("workspace", "name"),
+    "Datastore": ("workspace", "name"),
+    "Datastore.get": ("workspace", "datastore_name"),
+    "Datastore.register_azure_blob_container": ("workspace", "datastore_name", "container_name", "account_name"),
+    "DataReference": ("datastore", "data_reference_name", "path_on_datastore", "mode"),
+    "DataPath": ("datastore", "path_on_datastore", "name"),
+    "Dataset.File.from_files": ("path",),
+    "Dataset.Tabular.from_delimited_files": ("path",),
+    "Dataset.Tabular.from_parquet_files": ("path",),
+    "Dataset.get_by_name": ("workspace", "name", "version"),
+    "Environment": ("name",),
+    "Environment.get": ("workspace", "name", "version"),
+    "Environment.from_conda_specification": ("name", "file_path"),
+    "Environment.from_pip_requirements": ("name", "file_path"),
+    "Environment.from_docker_image": ("name", "image", "container_registry", "conda_specification", "pip_requirements"),
+    "Environment.from_dockerfile": ("name", "dockerfile"),
+    "Environment.from_existing_conda_environment": ("name", "conda_environment_name"),
+    "CondaDependencies.create": ("pip_indexurl", "pip_packages", "conda_packages", "python_version"),
+    "CondaDependencies": ("conda_dependencies_file_path",),
+    "RunConfiguration": ("script", "arguments", "framework", "communicator", "conda_dependencies"),
+    "ComputeTarget": ("workspace", "name"),
+    "AmlCompute": ("workspace", "name"),
+    "ComputeTarget.create": ("workspace", "name", "provisioning_configuration"),
+    "AmlCompute.provisioning_configuration": ("vm_size",),
+    "HyperDriveConfig": (),
+    "Model.register": ("workspace", "model_path", "model_name"),
+    "OutputFileDatasetConfig": ("name", "destination", "source"),
+    "Workspace": (), "Workspace.from_config": (), "Workspace.get": ("name",), "Run.get_context": (),
+}  # fmt: skip
+KINDS = {  # constructor → the kind of Obj it makes (default: its own name)
+    "Datastore.get": "datastore", "Datastore": "datastore", "Datastore.register_azure_blob_container": "datastore",
+    "DataReference": "data_input", "DataPath": "datapath", "Dataset.File.from_files": "dataset",
+    "Dataset.Tabular.from_delimited_files": "dataset", "Dataset.Tabular.from_parquet_files": "dataset",
+    "Dataset.get_by_name": "dataset", "CondaDependencies.create": "conda", "CondaDependencies": "conda",
+    "ComputeTarget": "compute", "AmlCompute": "compute", "ComputeTarget.create": "compute",
+    "AmlCompute.provisioning_configuration": "compute_config", "Model.register": "registration",
+    "Workspace.from_config": "workspace", "Workspace.get": "workspace", "Workspace": "workspace",
+    "Run.get_context": "run", "OutputFileDatasetConfig": "output", "Environment.get": "Environment",
+    "Environment.from_conda_specification": "Environment", "Environment.from_pip_requirements": "Environment",
+    "Environment.from_docker_image": "Environment", "Environment.from_dockerfile": "Environment",
+    "Environment.from_existing_conda_environment": "Environment",
+}  # fmt: skip
+BINARY = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
+}  # fmt: skip
+LITERAL_CALLS = {"str": str, "int": int, "float": float, "bool": bool}
+
+
+class Interpreter:
+    def __init__(self, source: PythonSource) -> None:
+        self.source = source
+        self.names: dict[str, Any] = {}
+        self.imports: dict[str, str] = {}  # local name → dotted name it stands for
+        self.jobs: list[Obj] = []
+        self.submitted: list[tuple[Obj, Any, int]] = []  # (job or sweep, experiment, line)
+        self.registrations: list[Obj] = []
+        self.experiments: list[Obj] = []
+        self.uploads: list[tuple[Any, Any, Any, int]] = []  # (datastore name, target_path, local source, line)
+
+    # --- statements -------------------------------------------------------------------------
+    def run(self, body: list[ast.stmt]) -> None:
+        for stmt in body:
+            self.statement(stmt)
+
+    def statement(self, stmt: ast.stmt) -> None:
+        if isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                self.imports[alias.asname or alias.name.split(".")[0]] = (
+                    alias.name if alias.asname else alias.name.split(".")[0]
+                )
+        elif isinstance(stmt, ast.ImportFrom):
+            for alias in stmt.names:
+                self.imports[alias.asname or alias.name] = alias.name
+        elif isinstance(stmt, ast.Assign):
+            value = self.eval(stmt.value)
+            for target in stmt.targets:
+                self.bind(target, value)
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            self.bind(stmt.target, self.eval(stmt.value))
+        elif isinstance(stmt, ast.AugAssign):
+            self.bind(
+                stmt.target, self.eval(ast.BinOp(stmt.target, stmt.op, stmt.value, lineno=stmt.lineno, col_offset=0))
+            )
+        elif isinstance(stmt, ast.Expr):
+            self.eval(stmt.value)
+        elif isinstance(stmt, (ast.For, ast.AsyncFor)):
+            self.bind(stmt.target, Unknown(stmt.iter))
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            for item in stmt.items:
+                value = self.eval(item.context_expr)
+                if item.optional_vars is not None:
+                    self.bind(item.optional_vars, value)
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            outer = dict(self.names)  # a function's names (its parameters: unknown) stay in it
+            for arg in [*stmt.args.posonlyargs, *stmt.args.args, *stmt.args.kwonlyargs]:
+                self.names[arg.arg] = Unknown(arg)
+            self.run(stmt.body)
+            self.names = outer
+            return
+        for name in ("body", "orelse", "finalbody"):
+            self.run(getattr(stmt, name, None) or [])
+        for handler in getattr(stmt, "handlers", None) or []:
+            self.run(handler.body)
+
+    def bind(self, target: ast.expr, value: Any) -> None:
+        if isinstance(target, ast.Name):
+            self.names[target.id] = value
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            fits = isinstance(value, list) and len(value) == len(target.elts)
+            for index, element in enumerate(target.elts):
+                self.bind(element, value[index] if fits else Unknown(target))
+        elif isinstance(target, ast.Attribute):
+            owner = self.eval(target.value)
+            if isinstance(owner, Obj):
+                owner.attrs[target.attr] = value
+        elif isinstance(target, ast.Subscript):
+            owner, key = self.eval(target.value), self.eval(target.slice)
+            if isinstance(owner, Obj) and isinstance(key, str):
+                owner.attrs[key] = value
+            elif isinstance(owner, dict) and not isinstance(key, (Unknown, Obj, list, dict)):
+                owner[key] = value
+
+    # --- expressions ------------------------------------------------------------------------
+    def eval(self, node: ast.expr) -> Any:
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            return [Unknown(e) if isinstance(e, ast.Starred) else self.eval(e) for e in node.elts]
+        if isinstance(node, ast.Dict):
+            result: dict[Any, Any] = {}
+            for key, value in zip(node.keys, node.values):
+                evaluated = self.eval(value)
+                if key is None:
+                    result.update(evaluated if isinstance(evaluated, dict) else {Unknown(value): evaluated})
+                else:
+                    result[self._key(key)] = evaluated
+            return result
+        if isinstance(node, ast.Name):
+            if node.id in self.names:
+                return self.names[node.id]
+            return Unknown(node)
+        if isinstance(node, ast.JoinedStr):
+            return self._fstring(node)
+        if isinstance(node, ast.BinOp):
+            left, right = self.eval(node.left), self.eval(node.right)
+            if known(left) and known(right) and type(node.op) in BINARY:
+                with contextlib.suppress(Exception):  # a type error in the script is the script's business
+                    return BINARY[type(node.op)](left, right)
+            return Unknown(node)
+        if isinstance(node, ast.UnaryOp):
+            operand = self.eval(node.operand)
+            if isinstance(operand, (int, float)) and isinstance(node.op, (ast.USub, ast.UAdd)):
+                return -operand if isinstance(node.op, ast.USub) else operand
+            if known(operand) and isinstance(node.op, ast.Not):
+                return not operand
+            return Unknown(node)
+        if isinstance(node, ast.Subscript):
+            return self._subscript(node)
+        if isinstance(node, ast.Attribute):
+            if self.dotted(node) is None:
+                owner = self.eval(node.value)
+                if isinstance(owner, Obj):
+                    return owner.child(node.attr)
+            return Unknown(node)
+        if isinstance(node, ast.Call):
+            return self.call(node)
+        return Unknown(node)
+
+    def _key(self, node: ast.expr) -> Any:
+        key = self.eval(node)
+        return key if isinstance(key, (str, int, float, bool)) or key is None else Unknown(node)
+
+    def _fstring(self, node: ast.JoinedStr) -> Any:
+        parts = []
+        for value in node.values:
+            if isinstance(value, ast.Constant):
+                parts.append(str(value.value))
+                continue
+            inner = self.eval(value.value)
+            spec = self.eval(value.format_spec) if value.format_spec else ""
+            if not isinstance(inner, (str, int, float, bool)) or not isinstance(spec, str):
+                return Unknown(node)
+            inner = {115: str, 114: repr, 97: ascii}.get(value.conversion, lambda v: v)(inner)
+            parts.append(format(inner, spec))
+        return "".join(parts)
+
+    def _subscript(self, node: ast.Subscript) -> Any:
+        owner, key = self.eval(node.value), self.eval(node.slice)
+        if isinstance(owner, Obj) and isinstance(key, str):
+            collection = {"datastores": "datastore", "datasets": "dataset", "compute_targets": "compute"}
+            if owner.kind in collection:
+                return Obj(collection[owner.kind], node.lineno, {"name": key}, node)
+            return owner.attrs.get(key, Unknown(node))
+        if isinstance(owner, (dict, list)) and known(key) and not isinstance(key, (list, dict)):
+            try:
+                return owner[key]
+            except (KeyError, IndexError, TypeError):
+                pass
+        return Unknown(node)
+
+    def dotted(self, node: ast.expr) -> str | None:
+        """`Dataset.File.from_files` for a chain of attributes on a module or class (no variable)."""
+        parts = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name) or node.id in self.names:
+            return None
+        parts.append(self.imports.get(node.id, node.id))
+        return ".".join(reversed(parts))
+
+    # --- calls ------------------------------------------------------------------------------
+    def call(self, node: ast.Call) -> Any:
+        args = [Unknown(a) if isinstance(a, ast.Starred) else self.eval(a) for a in node.args]
+        kwargs: dict[str, Any] = {}
+        for keyword in node.keywords:
+            value = self.eval(keyword.value)
+            if keyword.arg is not None:
+                kwargs[keyword.arg] = value
+            elif isinstance(value, dict):
+                kwargs.update({k: v for k, v in value.items() if isinstance(k, str)})
+            else:
+                kwargs["**"] = value
+        dotted = self.dotted(node.func)
+        if dotted is None:
+            owner = self.eval(node.func.value) if isinstance(node.func, ast.Attribute) else None
+            if isinstance(owner, Obj):
+                return call_method(self, owner, node.func.attr, args, kwargs, node)
+            return Unknown(node)
+        name = known_callee(dotted)
+        if name is None:
+            return self._builtin(dotted, args, kwargs, node)
+        params = dict(zip(SIGNATURES[name], args))
+        if len(args) > len(SIGNATURES[name]):
+            params["*"] = args[len(SIGNATURES[name]) :]
+        params.update(kwargs)
+        params["_via"] = name
+        params["_lines"] = {k.arg: k.value.lineno for k in node.keywords if k.arg}
+        params["_lines"].update({p: a.lineno for p, a in zip(SIGNATURES[name], node.args)})
+        if "datastore_name" in params:
+            params.setdefault("name", params["datastore_name"])
+        obj = Obj(KINDS.get(name, name), node.lineno, params, node)
+        if name in JOBS:
+            self.jobs.append(obj)
+        elif name == "Experiment":
+            self.experiments.append(obj)
+        elif name == "Model.register":
+            self.registrations.append(obj)
+        return obj
+
+    def _builtin(self, dotted: str, args: list[Any], kwargs: dict[str, Any], node: ast.Call) -> Any:
+        if dotted in ("os.path.join", "posixpath.join", "path.join") and args and all(isinstance(a, str) for a in args):
+            return posixpath.join(*args)
+        if dotted in LITERAL_CALLS and len(args) == 1 and known(args[0]) and not kwargs:
+            try:
+                return LITERAL_CALLS[dotted](args[0])
+            except (TypeError, ValueError):
+                pass
+        if dotted in ("dict",) and not args and all(not isinstance(v, Unknown) for v in kwargs.values()):
+            return dict(kwargs)
+        return Unknown(node)
+
+
+def known_callee(dotted: str) -> str | None:
+    """The SIGNATURES entry a dotted callee names: `azureml.train.dnn.TensorFlow` → `TensorFlow`."""
+    parts = dotted.split(".")
+    for size in (3, 2, 1):
+        name = ".".join(parts[-size:])
+        if len(parts) >= size and name in SIGNATURES:
+            return name
+    return None

@@ -1,0 +1,4 @@
+from azureml.core import Workspace
+
+ws = Workspace.from_config()
+print(ws.name)

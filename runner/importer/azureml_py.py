@@ -19,7 +19,7 @@ from runner.importer.datainputs import add_input, is_data
 from runner.importer.draft import Draft, finish, model_name
 from runner.importer.interp import JOBS, Interpreter
 from runner.importer.source import PythonSource, read_python
-from runner.importer.values import Obj, Unknown
+from runner.importer.values import Obj, Unknown, looks_numeric
 
 HANDLED = {
     "source_directory", "entry_script", "script", "arguments", "script_params", "inputs", "command",
@@ -193,7 +193,7 @@ def _arguments(ctx: PyImport, items: list[Any], line: int) -> None:
     several scalars); other items are positional."""
     groups: list[tuple[str | None, list[Any]]] = []
     for item in items:
-        if isinstance(item, str) and item.startswith("-") and not _number(item):
+        if isinstance(item, str) and item.startswith("-") and not looks_numeric(item):
             groups.append((item, []))
         elif groups and groups[-1][0] is not None and (not groups[-1][1] or _scalars([*groups[-1][1], item])):
             groups[-1][1].append(item)
@@ -242,11 +242,3 @@ def put_param(ctx: PyImport, flag: str, value: Any, line: int) -> None:
         ctx.draft.put(path, [str(v) if isinstance(v, bool) else v for v in value])
     else:
         ctx.unresolved(path, value, line)
-
-
-def _number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True

@@ -12,6 +12,7 @@ from typing import Any
 from runner.errors import ManifestError
 from runner.importer.draft import Draft, compute_note, curated_environment, finish, is_gpu_vm, model_name
 from runner.importer.packages import conda_file_packages, environment_file
+from runner.importer.values import looks_numeric
 from runner.manifest.yamlfile import YamlDocument, load_yaml
 
 REFERENCE = re.compile(r"\$\{\{\s*(inputs|outputs|search_space)\.([A-Za-z0-9_.-]+)\s*\}\}")
@@ -116,7 +117,7 @@ def _command(ctx: V2Import, job: dict) -> None:
     used: set[str] = set()
     pairs: list[tuple[str, list[Any]]] = []
     for token in tokens[1:]:
-        if token.startswith("-") and not _number(token) and not REFERENCE.fullmatch(token):
+        if token.startswith("-") and not looks_numeric(token) and not REFERENCE.fullmatch(token):
             flag, equals, value = token.partition("=")
             pairs.append((flag, [value] if equals else []))
         elif pairs:
@@ -279,11 +280,3 @@ def _resources(ctx: V2Import, job: dict) -> None:
     target = compute.removeprefix("azureml:") if isinstance(compute, str) else None
     gpu = draft.get("use_gpu") is True or is_gpu_vm(resources.get("instance_type"))
     compute_note(draft, target, ctx.where("compute"), gpu)
-
-
-def _number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True

@@ -44,3 +44,12 @@ def known(value: Any) -> bool:
     if isinstance(value, dict):
         return all(known(k) and known(v) for k, v in value.items())
     return True
+
+
+def looks_numeric(text: str) -> bool:
+    """`-1` or `-1e-3` is a value, not a flag."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

@@ -72,6 +72,18 @@ BINARY = {
     ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
 }  # fmt: skip
 LITERAL_CALLS = {"str": str, "int": int, "float": float, "bool": bool}
+LARGEST = 10_000  # `9**9**9` or `"x" * 10**9` in a file being read must not hang or fill memory
+
+
+def _small(op: ast.operator, left, right) -> bool:
+    """Whether computing it is cheap: no huge powers, no huge repeated strings or lists."""
+    if isinstance(op, ast.Pow):
+        return isinstance(right, (int, float)) and abs(right) <= 64 and not (isinstance(left, int) and abs(left) > LARGEST)
+    if isinstance(op, ast.Mult):
+        sizes = [len(v) for v in (left, right) if isinstance(v, (str, list, tuple))]
+        counts = [abs(v) for v in (left, right) if isinstance(v, int)]
+        return not sizes or not counts or sizes[0] * counts[0] <= LARGEST
+    return True
 
 
 class Interpreter:
@@ -171,7 +183,7 @@ class Interpreter:
             return self._fstring(node)
         if isinstance(node, ast.BinOp):
             left, right = self.eval(node.left), self.eval(node.right)
-            if known(left) and known(right) and type(node.op) in BINARY:
+            if known(left) and known(right) and type(node.op) in BINARY and _small(node.op, left, right):
                 with contextlib.suppress(Exception):  # a type error in the script is the script's business
                     return BINARY[type(node.op)](left, right)
             return Unknown(node)

@@ -285,3 +285,13 @@ def test_refuses_to_overwrite_without_force(tmp_path, cli):
     result = cli("import", "azureml", "tf_legacy_mpi.py", "--force", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "distributed_training:" in (tmp_path / "tftrain.yml").read_text()
+
+
+def test_expressions_too_big_to_compute_are_left_as_todos(tmp_path):
+    """The importer computes simple arithmetic; a file must not make it hang or fill memory."""
+    import ast
+
+    from runner.importer.interp import _small
+
+    assert _small(ast.Pow(), 2, 10) and not _small(ast.Pow(), 9, 9**9) and not _small(ast.Pow(), 10**9, 2)
+    assert _small(ast.Mult(), "ab", 3) and not _small(ast.Mult(), "x", 10**9) and _small(ast.Mult(), 10**9, 10**9)

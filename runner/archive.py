@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import tarfile
 from pathlib import Path
 
@@ -12,20 +13,39 @@ from runner.errors import RegistryError
 LARGE = 64 << 20
 
 
-def pack(source: Path, target: Path) -> None:
+def pack(source: Path, target: Path) -> str:
     """A directory's contents (or one file) as target (.tar.gz), file by file, never all in memory.
     The same files give the same bytes (no timestamp in the gzip header). Large models (weights,
-    which barely compress) are stored without compression: packing must cost about a copy."""
+    which barely compress) are stored without compression: packing must cost about a copy.
+    Returns the archive's sha256, computed as it is written (no second read)."""
     size = sum(p.stat().st_size for p in source.rglob("*") if p.is_file()) if source.is_dir() else source.stat().st_size
     level = 0 if size >= LARGE else 6
-    with target.open("wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=level) as zipped, tarfile.open(
-        fileobj=zipped, mode="w"
-    ) as archive:
-        if source.is_dir():
-            for path in sorted(source.rglob("*")):
-                archive.add(str(path), arcname=path.relative_to(source).as_posix(), recursive=False)
-        else:
-            archive.add(str(source), arcname=source.name)
+    with target.open("wb") as file:
+        raw = _HashingWriter(file)
+        with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=level) as zipped, tarfile.open(
+            fileobj=zipped, mode="w"
+        ) as archive:
+            if source.is_dir():
+                for path in sorted(source.rglob("*")):
+                    archive.add(str(path), arcname=path.relative_to(source).as_posix(), recursive=False)
+            else:
+                archive.add(str(source), arcname=source.name)
+    return raw.digest.hexdigest()
+
+
+class _HashingWriter:
+    """A write-only file that hashes what passes through it."""
+
+    def __init__(self, file) -> None:
+        self.file = file
+        self.digest = hashlib.sha256()
+
+    def write(self, data) -> int:
+        self.digest.update(data)
+        return self.file.write(data)
+
+    def flush(self) -> None:
+        self.file.flush()
 
 
 def unpack(archive_path: Path, target: Path) -> None:

@@ -31,9 +31,9 @@ def build_assets(
     directory.mkdir(parents=True)
     model = paths.workdir / manifest.model.path
     archive = directory / "model.tar.gz"
-    pack(model, archive)
+    digest = pack(model, archive)
     if s3 is not None and s3.offload(archive.stat().st_size):
-        pointer = upload(s3, archive, f"{manifest.name}/v{version}/model.tar.gz")
+        pointer = upload(s3, archive, f"{manifest.name}/v{version}/model.tar.gz", digest)
         (directory / "model.s3.json").write_text(pointer_text(pointer))
         archive.unlink()
     pack(paths.logs, directory / "logs.tar.gz")

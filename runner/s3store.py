@@ -54,11 +54,12 @@ def _transfer():
     return TransferConfig(multipart_threshold=PART, multipart_chunksize=PART, max_concurrency=4, use_threads=True)
 
 
-def upload(target: S3Target, path: Path, key: str) -> dict:
-    """Upload `path` to s3://bucket/prefix/key, check what landed, return the pointer."""
+def upload(target: S3Target, path: Path, key: str, digest: str | None = None) -> dict:
+    """Upload `path` (whose sha256 is `digest`, when the caller knows it) to
+    s3://bucket/prefix/key, check what landed, return the pointer."""
     import botocore.exceptions
 
-    digest, size = sha256_file(path), path.stat().st_size
+    digest, size = digest or sha256_file(path), path.stat().st_size
     full_key = f"{target.prefix}/{key}" if target.prefix else key
     client = _client(target.endpoint_url)
     try:

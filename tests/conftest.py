@@ -135,9 +135,8 @@ def kube_api():
     """A server speaking the Kubernetes REST protocol (no cluster can run here); see kube_api.py."""
     from kube_api import KubeAPI
 
-    api = KubeAPI().start()
-    yield api
-    api.stop()
+    with KubeAPI() as api:
+        yield api
 
 
 @pytest.fixture(scope="session")
@@ -178,9 +177,8 @@ def github_api():
     """A server speaking GitHub's REST protocol (no GitHub can run here); see github_api.py."""
     from github_api import GitHubAPI
 
-    api = GitHubAPI().start()
-    yield api
-    api.stop()
+    with GitHubAPI() as api:
+        yield api
 
 
 @pytest.fixture(scope="session")

@@ -10,8 +10,10 @@ import json
 import re
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlparse
+
+from protocol_server import LocalServer
 
 REPO = r"^/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)"
 ROUTES = [
@@ -33,7 +35,7 @@ ROUTES = [
 DEFAULT_LABELS = {"self-hosted", "linux", "windows", "macos", "x64", "arm", "arm64"}  # the runner sets these: read-only
 
 
-class GitHubAPI:
+class GitHubAPI(LocalServer):
     def __init__(self, token: str = "ghs_test", read_only: bool = False) -> None:
         self.token = token
         self.read_only = read_only
@@ -46,12 +48,7 @@ class GitHubAPI:
         self.runners_forbidden = False  # answer the runners list as GitHub does for the job's GITHUB_TOKEN
         self.next_id = 1000
         self.lock = threading.RLock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        super().__init__(self._handler())
 
     def _id(self) -> int:
         with self.lock:
@@ -273,13 +270,6 @@ class GitHubAPI:
                 self._send(200, {"total_count": len(runners), "runners": chunk}, headers={"Link": link} if link else None)
 
         return Handler
-
-    def start(self) -> GitHubAPI:
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.server.shutdown()
 
 
 def _now() -> str:

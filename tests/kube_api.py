@@ -7,16 +7,17 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlparse
+
+from protocol_server import LocalServer
 
 JOBS = re.compile(r"^/apis/kubeflow\.org/v1/namespaces/(?P<ns>[^/]+)/(?P<plural>tfjobs|mpijobs)(?:/(?P<name>[^/]+))?$")
 PODS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods(?:/(?P<name>[^/]+)/log)?$")
 SECRETS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/secrets(?:/(?P<name>[^/]+))?$")
 
 
-class KubeAPI:
+class KubeAPI(LocalServer):
     def __init__(self) -> None:
         self.jobs: dict[str, dict] = {}
         self.secrets: dict[str, dict] = {}
@@ -26,12 +27,7 @@ class KubeAPI:
         self.result = ("Succeeded", "TFJob succeeded")
         self.running_polls = 2  # status reads that still say Running
         self.polls = 0
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        super().__init__(self._handler())
 
     def kubeconfig(self) -> str:
         return json.dumps(
@@ -154,10 +150,3 @@ class KubeAPI:
                 return self._status(404, "NotFound", path)
 
         return Handler
-
-    def start(self) -> KubeAPI:
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.server.shutdown()

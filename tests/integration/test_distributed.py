@@ -21,35 +21,38 @@ def example(repo: Path, name: str) -> Path:
     return repo / "examples" / name / "tftrain.yml"
 
 
+def run_example(cli, repo: Path, home: Path, name: str, timeout: float) -> tuple[str, Path]:
+    """Run examples/NAME; its stdout and the run's logs directory."""
+    result = cli("run", "-f", str(example(repo, name)), timeout=timeout)
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr
+    return result.stdout, home / f"runs/{name}-1/workdir/logs"
+
+
 def series(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
 def test_horovod_two_ranks(repo, cli, home, lasting_cache):
-    result = cli("run", "-f", str(example(repo, "horovod-keras")), timeout=1800)
-    assert result.returncode == 0, result.stdout[-5000:] + result.stderr
-    logs = home / "runs/horovod-keras-1/workdir/logs"
+    stdout, logs = run_example(cli, repo, home, "horovod-keras", 1800)
     rank0, rank1 = (logs / "0.log").read_text(), (logs / "1.log").read_text()
     assert "horovod rank 0 of size 2" in rank0, rank0
     assert "horovod rank 1 of size 2" in rank1, rank1
-    assert "[0] horovod rank 0 of size 2" in result.stdout and "[1] horovod rank 1 of size 2" in result.stdout, result.stdout
+    assert "[0] horovod rank 0 of size 2" in stdout and "[1] horovod rank 1 of size 2" in stdout, stdout
     assert "rank 0 saved outputs/model/model.keras" in rank0, rank0
     points = series(home / "runs/horovod-keras-1")
     assert {p["rank"] for p in points} == {0}, points  # the run's metrics are rank 0's
     assert [p["step"] for p in points if p["name"] == "accuracy"] == [1, 2, 3, 4], (points, rank0)
-    assert "registered model horovod-keras@v1" in result.stdout
+    assert "registered model horovod-keras@v1" in stdout
 
 
 def test_parameter_server_job(repo, cli, home):
-    result = cli("run", "-f", str(example(repo, "parameter-server")), timeout=600)
-    assert result.returncode == 0, result.stdout[-5000:] + result.stderr
-    logs = home / "runs/parameter-server-1/workdir/logs"
+    stdout, logs = run_example(cli, repo, home, "parameter-server", 600)
     assert "chief: coordinating 2 workers" in (logs / "0.log").read_text()
     assert "epoch 3: loss=" in (logs / "0.log").read_text()
     for rank, role in ((1, "worker:0"), (2, "worker:1"), (3, "ps:0")):
         assert f"task {role} in cluster" in (logs / f"{rank}.log").read_text()
     assert [p["step"] for p in series(home / "runs/parameter-server-1") if p["name"] == "loss"] == [1, 2, 3]
-    assert "registered model parameter-server@v1" in result.stdout
+    assert "registered model parameter-server@v1" in stdout
 
 
 LEGACY = """\
@@ -86,12 +89,10 @@ def test_legacy_cluster_spec_scripts_see_the_cluster(project, cli, home):
 
 
 def test_multi_worker_mirrored(repo, cli, home):
-    result = cli("run", "-f", str(example(repo, "multi-worker")), timeout=600)
-    assert result.returncode == 0, result.stdout[-5000:] + result.stderr
-    logs = home / "runs/multi-worker-1/workdir/logs"
+    stdout, logs = run_example(cli, repo, home, "multi-worker", 600)
     assert "worker 0 of 2 replicas" in (logs / "0.log").read_text()
     assert "worker 1 of 2 replicas" in (logs / "1.log").read_text()
-    assert "registered model multi-worker@v1" in result.stdout
+    assert "registered model multi-worker@v1" in stdout
 
 
 def _task_pid(run_id: str, role: str, index: int) -> int | None:

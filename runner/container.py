@@ -130,7 +130,10 @@ class Container:
         return sum(1 for member in members if member.isfile())
 
     def poll(self) -> int | None:
-        """The exit code once the container has ended, else None."""
+        """The exit code once the container has ended, else None. While its log stream is open
+        the container runs: the daemon is asked only once the stream has ended."""
+        if self.streamer is not None and self.streamer.is_alive():
+            return None
         state = self.state()
         if state.get("Running", True) and state.get("Status") not in ("exited", "dead"):
             return None

@@ -21,12 +21,19 @@ class ScriptError:
         return f"{self.file}:{self.line}: {self.message}"
 
 
-def last_traceback(log: Path, workdir: Path) -> ScriptError | None:
+def tail_text(log: Path, size: int = TAIL_BYTES) -> str | None:
+    """The last `size` bytes of a log as text (a log can be gigabytes), or None if unreadable."""
     try:
         with log.open("rb") as handle:
-            handle.seek(max(0, log.stat().st_size - TAIL_BYTES))
-            text = handle.read().decode("utf-8", "replace")
+            handle.seek(max(0, log.stat().st_size - size))
+            return handle.read().decode("utf-8", "replace")
     except OSError:
+        return None
+
+
+def last_traceback(log: Path, workdir: Path) -> ScriptError | None:
+    text = tail_text(log)
+    if text is None:
         return None
     start = text.rfind("Traceback (most recent call last):")
     syntax = SYNTAX.search(text, max(start, 0))

@@ -11,14 +11,19 @@ import re
 
 import yaml
 
+from runner.kubeclient import GROUP, VERSION
 from runner.manifest.model import Manifest, MpiTraining
 from runner.plan import LaunchPlan, TaskSpec
 
-TFJOB_API = "kubeflow.org/v1"
-MPIJOB_API = "kubeflow.org/v1"
+KUBEFLOW_API = f"{GROUP}/{VERSION}"
 REPLICA_TYPES = {"chief": "Chief", "ps": "PS", "worker": "Worker", "evaluator": "Evaluator", "main": "Worker"}
 SET_BY_OPERATOR = ("TF_CONFIG",)
 LOCAL_ONLY = ("TFTRAIN_RANK", "TFTRAIN_METRICS_FILE")  # per-task on this machine; pods have their own identity
+
+
+def secret_name(model: str) -> str:
+    """The Secret that holds a model's `secrets:` for its pods."""
+    return f"{model}-secrets"
 
 
 def resource_name(manifest: Manifest, run_id: str) -> str:
@@ -64,7 +69,7 @@ def _tfjob(plan: LaunchPlan, manifest: Manifest, metadata: dict) -> dict:
     spec: dict = {"runPolicy": _run_policy(manifest), "tfReplicaSpecs": replicas}
     if plan.success_policy == "all_workers":  # else the operator's default: the chief (or worker 0)
         spec["successPolicy"] = "AllWorkers"
-    return {"apiVersion": TFJOB_API, "kind": "TFJob", "metadata": metadata, "spec": spec}
+    return {"apiVersion": KUBEFLOW_API, "kind": "TFJob", "metadata": metadata, "spec": spec}
 
 
 def _mpijob(plan: LaunchPlan, manifest: Manifest, metadata: dict) -> dict:
@@ -89,7 +94,7 @@ def _mpijob(plan: LaunchPlan, manifest: Manifest, metadata: dict) -> dict:
             },
         },
     }
-    return {"apiVersion": MPIJOB_API, "kind": "MPIJob", "metadata": metadata, "spec": spec}
+    return {"apiVersion": KUBEFLOW_API, "kind": "MPIJob", "metadata": metadata, "spec": spec}
 
 
 def _launcher_argv(argv: tuple[str, ...]) -> tuple[str, ...]:
@@ -112,7 +117,7 @@ def _pod_template(task: TaskSpec, manifest: Manifest, plan: LaunchPlan, containe
         if key in SET_BY_OPERATOR or key in LOCAL_ONLY:
             continue
         if key in plan.secret_names:  # from a Kubernetes Secret, never written here
-            env.append({"name": key, "valueFrom": {"secretKeyRef": {"name": f"{manifest.name}-secrets", "key": key}}})
+            env.append({"name": key, "valueFrom": {"secretKeyRef": {"name": secret_name(manifest.name), "key": key}}})
         else:
             env.append({"name": key, "value": value})
     spec_container: dict = {

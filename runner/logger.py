@@ -83,8 +83,8 @@ class Logger:
                 return
             self.queued += len(data)
             skipped, self.skipped = self.skipped, {}
-        for name, lines in skipped.items():
-            self.queue.put((f"[tftrain] {lines} lines not shown (console too slow); all are in {name}\n".encode(), False))
+        for notice in _skipped_notices(skipped):
+            self.queue.put((notice, False))
         self.queue.put((data, True))
 
     def flush(self) -> None:
@@ -93,8 +93,8 @@ class Logger:
             return
         with self.lock:
             skipped, self.skipped = self.skipped, {}
-        for name, lines in skipped.items():
-            self.emit(f"[tftrain] {lines} lines not shown (console too slow); all are in {name}\n".encode())
+        for notice in _skipped_notices(skipped):
+            self.emit(notice)
         self.queue.put(None)
         self.thread.join()
         self.thread = None
@@ -217,3 +217,7 @@ def _escape_data(text: str) -> str:
 
 def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def _skipped_notices(skipped: dict[str, int]) -> list[bytes]:
+    return [f"[tftrain] {lines} lines not shown (console too slow); all are in {name}\n".encode() for name, lines in skipped.items()]

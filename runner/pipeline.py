@@ -10,7 +10,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.diagnose import ScriptError, last_traceback
+from runner.diagnose import ScriptError, last_traceback, tail_text
 from runner.errors import (
     FatalError,
     TrainingCanceled,
@@ -169,7 +169,7 @@ def _rank_groups(logger: Logger, plan, paths: RunPaths) -> None:
     """In GitHub's log the ranks' lines arrive interleaved; each rank's own tail, folded, reads better."""
     for task in plan.tasks:
         log = paths.rank_log(task.rank)
-        lines = log.read_text(errors="replace").splitlines()[-RANK_TAIL_LINES:] if log.exists() else []
+        lines = (tail_text(log) or "").splitlines()[-RANK_TAIL_LINES:]
         with logger.group(f"{task.label} — last {len(lines)} lines of {log.name}"):
             logger.text("\n".join(lines) or "(no output)")
 

@@ -34,17 +34,12 @@ def decide(codes: list[tuple[TaskSpec, int | None]], policy: str) -> Outcome | N
 
 
 def describe_code(code: int) -> str:
-    if code < 0:
-        try:
-            return f"{code} (killed by {signal.Signals(-code).name})"
-        except ValueError:
-            return str(code)
-    if code > 128:  # a shell or container runtime reports a signal as 128 + N
-        try:
-            return f"{code} (killed by {signal.Signals(code - 128).name})"
-        except ValueError:
-            return str(code)
-    return str(code)
+    # a signal: -N from Python, 128 + N from a shell or a container runtime
+    number = -code if code < 0 else code - 128 if code > 128 else None
+    try:
+        return f"{code} (killed by {signal.Signals(number).name})" if number else str(code)
+    except ValueError:
+        return str(code)
 
 
 POLL_SECONDS = 0.1

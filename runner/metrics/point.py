@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -16,7 +16,7 @@ class MetricPoint:
     rank: int = 0
 
     def to_json(self) -> str:
-        data = asdict(self)
+        data = {"name": self.name, "value": self.value, "step": self.step, "time": self.time, "source": self.source, "rank": self.rank}
         if not math.isfinite(self.value):
             data["value"] = str(self.value)  # JSON has no nan/inf
         return json.dumps(data, separators=(",", ":"))

@@ -11,13 +11,11 @@ import struct
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
-
 from runner.metrics.point import MetricPoint
 
 SCALARS = "scalars"
 HEADER = struct.Struct("<QI")
-DTYPES = {1: np.float32, 2: np.float64, 3: np.int32, 9: np.int64, 19: np.float16, 10: np.bool_}
+DTYPES = {1: "<f", 2: "<d", 3: "<i", 9: "<q", 19: "<e", 10: "<?"}  # TensorFlow dtype → struct format
 VALUE_FIELDS = {1: "float_val", 2: "double_val", 3: "int_val", 9: "int64_val", 10: "bool_val"}
 
 
@@ -67,12 +65,12 @@ def _scalar(value, scalar_tags: set[str]) -> float | None:
     tensor = value.tensor
     if tensor.tensor_shape.dim and any(d.size != 1 for d in tensor.tensor_shape.dim):
         return None
-    dtype = DTYPES.get(tensor.dtype)
-    if dtype is None:
+    layout = DTYPES.get(tensor.dtype)
+    if layout is None:
         return None
     if tensor.tensor_content:
-        return float(np.frombuffer(tensor.tensor_content, dtype=dtype)[0])
-    if tensor.dtype == 19:
-        return float(np.array(tensor.half_val[:1], dtype=np.uint16).view(np.float16)[0]) if tensor.half_val else None
+        return float(struct.unpack_from(layout, tensor.tensor_content)[0])
+    if tensor.dtype == 19:  # halves travel as the bits of a uint16
+        return float(struct.unpack("<e", struct.pack("<H", tensor.half_val[0]))[0]) if tensor.half_val else None
     values = getattr(tensor, VALUE_FIELDS[tensor.dtype])
     return float(values[0]) if values else None

@@ -83,7 +83,7 @@ def runtime(loaded, env: Environment, paths: RunPaths, inputs: dict[str, Path], 
     view, container = docker.runtime(loaded, env, paths, {}, resume)
     inputs_inside = {input_name: f"/tftrain/inputs/{input_name}" for input_name in inputs}
     view = dataclasses.replace(view, inputs=inputs_inside)
-    return view, ContainerSpec(container.image, (), container.user, "pod", container.shm_size, container.memory, container.gpus)
+    return view, dataclasses.replace(container, mounts=(), network_mode="pod")
 
 
 def finalize(plan: LaunchPlan, loaded: LoadedManifest, run_id: str) -> LaunchPlan:
@@ -97,7 +97,7 @@ def execute(plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control
     job = KubeJob(kubeconfig(), document)
     secrets = {key: value for key, value in plan.tasks[0].env.items() if key in plan.secret_names}
     if secrets:
-        job.apply_secret(f"{document['metadata']['labels']['tftrain/model']}-secrets", secrets)
+        job.apply_secret(render.secret_name(document["metadata"]["labels"]["tftrain/model"]), secrets)
     job.create()
     logger.info(f"created {document['kind']} {job.namespace}/{job.name}")
     streams: dict[str, object] = {}

@@ -57,3 +57,23 @@ def test_a_record_cut_short_ends_the_file(tmp_path):
     write_events(path, [scalar_event("loss", 1.0, 0, first=True), scalar_event("loss", 2.0, 1)])
     path.write_bytes(path.read_bytes()[:-10])
     assert [p.value for p in read_event_scalars(tmp_path)] == [1.0]
+
+
+def test_every_scalar_dtype_decodes(tmp_path):
+    def tensor_event(tag, tensor):
+        metadata = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(plugin_name="scalars"))
+        return Event(step=0, wall_time=1.0, summary=Summary(value=[Summary.Value(tag=tag, tensor=tensor, metadata=metadata)]))
+
+    write_events(
+        tmp_path / "events.out.tfevents.4.host",
+        [
+            tensor_event("double", TensorProto(dtype=2, tensor_content=np.float64(0.125).tobytes())),
+            tensor_event("int64", TensorProto(dtype=9, tensor_content=np.int64(-7).tobytes())),
+            tensor_event("half", TensorProto(dtype=19, half_val=[int(np.float16(1.5).view(np.uint16))])),
+            tensor_event("half_content", TensorProto(dtype=19, tensor_content=np.float16(0.25).tobytes())),
+            tensor_event("int", TensorProto(dtype=3, int_val=[4])),
+            tensor_event("flag", TensorProto(dtype=10, tensor_content=np.bool_(True).tobytes())),
+        ],
+    )
+    values = {p.name: p.value for p in read_event_scalars(tmp_path)}
+    assert values == {"double": 0.125, "int64": -7.0, "half": 1.5, "half_content": 0.25, "int": 4.0, "flag": 1.0}

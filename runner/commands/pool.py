@@ -10,7 +10,7 @@ from runner.manifest import load_manifest
 from runner.pool.inventory import DEFAULT_POOL_FILE, LoadedPool, load_pool, pool_schema
 from runner.pool.jobs import capacities, request_for
 from runner.pool.leases import Leases
-from runner.pool.probe import HostStatus, cuda_major, probe_all
+from runner.pool.probe import HostStatus, preflight
 from runner.pool.schedule import eligible
 
 
@@ -36,21 +36,19 @@ def run(args, logger) -> int:
     if manifest is not None:
         allowed = {c.name for c in eligible(request_for(manifest), capacities(pool.pool))}
         hosts = [host for host in hosts if host.name in allowed]
-    statuses = probe_all(hosts, pool.state_dir)
-    needs_gpu = bool(manifest and manifest.use_gpu)
-    cuda = cuda_major(manifest.framework_version) if needs_gpu else None
-    problems = [p for p in (s.problem(needs_gpu, cuda) for s in statuses) if p]
+    checked = preflight(hosts, pool.state_dir, manifest)
+    problems = [problem for _, problem in checked if problem]
     held = _held(pool)
     if args.json:
-        logger.text(json.dumps([_as_dict(s, held, s.problem(needs_gpu, cuda)) for s in statuses], indent=2))
+        logger.text(json.dumps([_as_dict(status, held, problem) for status, problem in checked], indent=2))
     else:
         logger.table(f"pool {pool.path}", ["host", "address", "ssh", "docker", "nvidia", "driver", "GPUs free", "slots free", "jobs"],
-                     [_row(s, held) for s in statuses])
+                     [_row(status, held) for status, _ in checked])
     if args.pool_command == "check":
         if problems:
             more = f" (and {len(problems) - 1} more host{'s' * (len(problems) > 2)})" if len(problems) > 1 else ""
             raise HostError(problems[0] + more)
-        logger.info(f"pool check: {len(statuses)} host{'s' * (len(statuses) != 1)} ready")
+        logger.info(f"pool check: {len(checked)} host{'s' * (len(checked) != 1)} ready")
     return 0
 
 

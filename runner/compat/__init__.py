@@ -9,6 +9,7 @@ and the real SDK is not in the environment. `compat: none` keeps it off.
 from __future__ import annotations
 
 import ast
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -64,8 +65,6 @@ def _has_sdk(python: str) -> bool:
 
 def azureml_env(loaded, runtime, pythonpath: str | None) -> dict[str, str]:
     """The variables that put the layer first on the path and tell it the run's names."""
-    import json
-
     shims = f"{runtime.pythonpath}/{SHIMS}"
     return {
         "PYTHONPATH": f"{shims}:{pythonpath}" if pythonpath else f"{shims}:{runtime.pythonpath}",

@@ -18,8 +18,8 @@ from runner.plan import HostMap
 from runner.pool.inventory import Host, LoadedPool
 from runner.pool.jobs import capacities, describe, host_map
 from runner.pool.leases import Heartbeat, Leases
-from runner.pool.probe import cuda_major, probe_all
-from runner.pool.schedule import Placement, Request, eligible, never_fits, place
+from runner.pool.probe import preflight
+from runner.pool.schedule import Capacity, Placement, Request, eligible, never_fits, place
 from runner.pool.ssh import DockerEndpoint
 
 QUEUE_POLL_SECONDS = 1.0
@@ -80,17 +80,14 @@ def reserve(loaded: LoadedManifest, job: PoolJob, run_id: str, control, logger: 
         leases.close()
 
 
-def _healthy_hosts(job: PoolJob, manifest, logger: Logger):
-    hosts = [job.pool.pool.host(c.name) for c in eligible(job.request, capacities(job.pool.pool))]
-    needs_gpu = manifest.use_gpu
-    cuda = cuda_major(manifest.framework_version) if needs_gpu else None
+def _healthy_hosts(job: PoolJob, manifest, logger: Logger) -> list[Capacity]:
+    allowed = eligible(job.request, capacities(job.pool.pool))
     problems = {}
-    for status in probe_all(hosts, job.pool.state_dir):
-        problem = status.problem(needs_gpu, cuda)
+    for status, problem in preflight([job.pool.pool.host(c.name) for c in allowed], job.pool.state_dir, manifest):
         if problem:
             problems[status.host.name] = problem
             logger.warning(f"left out of this job: {problem}")
-    healthy = [c for c in capacities(job.pool.pool) if c.name in {h.name for h in hosts} and c.name not in problems]
+    healthy = [c for c in allowed if c.name not in problems]
     reason = never_fits(job.request, healthy) if healthy else "no host is usable"
     if reason:
         raise HostError(f"the pool cannot run this job: {reason}; " + "; ".join(problems.values()))

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from runner.errors import ManifestError
 from runner.manifest.validate import format_loc, validation_messages
-from runner.manifest.yamlfile import YamlDocument, load_yaml
+from runner.manifest.yamlfile import load_yaml
 
 DEFAULT_POOL_FILE = ".github/tftrain-pool.yml"
 SECRET_KEYS = {"key", "ssh_key", "private_key", "identity", "identity_file", "password", "passphrase", "ssh_password"}
@@ -64,16 +64,6 @@ class Pool(_Model):
     )
     lease_ttl_seconds: float = Field(default=60.0, ge=5, description="A lease its holder stops renewing expires after this")
 
-    @field_validator("hosts")
-    @classmethod
-    def _unique(cls, hosts: list[Host]) -> list[Host]:
-        seen: set[str] = set()
-        for host in hosts:
-            if host.name in seen:
-                raise ValueError(f"duplicate host name {host.name!r}")
-            seen.add(host.name)
-        return hosts
-
     def host(self, name: str) -> Host:
         return next(host for host in self.hosts if host.name == name)
 
@@ -106,19 +96,21 @@ def load_pool(path: Path | str) -> LoadedPool:
     try:
         pool = Pool.model_validate(doc.data)
     except ValidationError as exc:
-        raise ManifestError(_first_line(exc, doc)) from None
+        raise ManifestError("\n".join(validation_messages(exc, doc, Pool))) from None
+    duplicate = _duplicate_name(pool)
+    if duplicate is not None:
+        raise ManifestError(f"{doc.where(('hosts', duplicate, 'name'))}: hosts[{duplicate}].name: duplicate host name {pool.hosts[duplicate].name!r}")
     return LoadedPool(pool, path.resolve())
 
 
-def _first_line(exc: ValidationError, doc: YamlDocument) -> str:
-    lines = validation_messages(exc, doc, Pool)
-    duplicate = next((line for line in lines if "duplicate host name" in line), None)
-    if duplicate is not None:  # name the line of the second one, not the list's
-        name = duplicate.rsplit("'", 2)[-2]
-        hosts = doc.data.get("hosts", [])
-        second = [i for i, host in enumerate(hosts) if isinstance(host, dict) and host.get("name") == name][1]
-        return f"{doc.where(('hosts', second, 'name'))}: hosts[{second}].name: duplicate host name {name!r}"
-    return "\n".join(lines)
+def _duplicate_name(pool: Pool) -> int | None:
+    """The index of the first host whose name an earlier host has."""
+    seen: set[str] = set()
+    for index, host in enumerate(pool.hosts):
+        if host.name in seen:
+            return index
+        seen.add(host.name)
+    return None
 
 
 def _inline_secret(node: Any, loc: tuple) -> tuple | None:

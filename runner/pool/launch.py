@@ -17,12 +17,11 @@ import shlex
 import subprocess
 import tarfile
 import tempfile
-import threading
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.container import LABEL_RUN, Container
+from runner.container import LABEL_RUN, Container, stop_all
 from runner.logger import Logger
 from runner.logpump import LineSink, LogPump
 from runner.plan import ContainerSpec, LaunchPlan, TaskSpec
@@ -63,33 +62,26 @@ def execute(session: PoolSession, plan: LaunchPlan, pump: LogPump, sinks: dict[i
 
 
 def _containers(session: PoolSession, plan: LaunchPlan, run_id: str, stack: ExitStack) -> list[Placed]:
-    spec, hostmap = plan.container, session.hostmap
-    labels = {LABEL_RUN: run_id}
+    """One container per placed demand: an MPI node (node 0's runs mpirun, the others sshd), or a task."""
+    tasks = {f"{task.role} {task.index}": task for task in plan.tasks}
+    keeper = _output_task(plan)
+    hostmap = session.hostmap
     placed = []
-    if plan.driver is not None:  # MPI: a container per node, node 0's runs mpirun
-        for index, (key, (host, _)) in enumerate(sorted(hostmap.hosts.items(), key=lambda kv: int(kv[0].split()[1]))):
-            argv = _launcher_argv(plan, hostmap) if index == 0 else _sshd_argv(hostmap.ssh_port)
+    for index, item in enumerate(session.placement.assignments):
+        if plan.driver is not None:
             task = plan.driver if index == 0 else None
-            label = "launcher" if index == 0 else f"node-{index}"
-            placed.append(_placed(session, stack, spec, task, host, label, argv, plan.driver.env, labels, key, index == 0, run_id))
-        return placed
-    chief = _output_task(plan)
-    for task in plan.tasks:
-        key = f"{task.role} {task.index}"
-        label = f"{task.role}-{task.index}"
-        placed.append(_placed(session, stack, spec, task, hostmap.name(key), label, task.argv, task.env, labels, key, task is chief, run_id))
+            argv = _launcher_argv(plan, hostmap) if task else _sshd_argv(hostmap.ssh_port)
+            label, env, keeps = ("launcher" if task else f"node-{index}"), plan.driver.env, task is not None
+        else:
+            task = tasks[item.key]
+            argv, label, env, keeps = task.argv, f"{task.role}-{task.index}", task.env, task is keeper
+        container = Container(
+            session.client(item.host), dataclasses.replace(plan.container, mounts=(), gpus=bool(item.gpu_ids)), argv, env,
+            task.cwd if task else "/", f"tftrain-{run_id}-{label}", {LABEL_RUN: run_id, "tftrain.host": item.host},
+            network_mode=session.job.pool.pool.host(item.host).network, gpu_ids=item.gpu_ids,
+        )
+        placed.append(Placed(task, item.host, label, stack.enter_context(container), keeps))
     return placed
-
-
-def _placed(session, stack, spec: ContainerSpec, task, host: str, label: str, argv, env, labels, key: str, keeps: bool, run_id: str) -> Placed:
-    pool_host = session.job.pool.pool.host(host)
-    gpu_ids = next(item.gpu_ids for item in session.placement.assignments if item.key == key)
-    container = Container(
-        session.client(host), dataclasses.replace(spec, mounts=(), gpus=bool(gpu_ids)), argv, env, (task.cwd if task else "/"), f"tftrain-{run_id}-{label}",
-        {**labels, "tftrain.host": host}, network_mode=pool_host.network, gpu_ids=gpu_ids,
-    )
-    stack.enter_context(container)
-    return Placed(task, host, label, container, keeps)
 
 
 def _output_task(plan: LaunchPlan) -> TaskSpec:
@@ -152,7 +144,7 @@ def _pack(out, spec: ContainerSpec, ssh_files: dict[str, bytes]) -> None:
             for name, data in ssh_files.items():
                 info = owned_by_root(_entry(f"root/.ssh/{name}", tarfile.REGTYPE, 0o600))
                 info.size = len(data)
-                archive.addfile(info, _bytes(data))
+                archive.addfile(info, io.BytesIO(data))
     out.flush()
 
 
@@ -160,10 +152,6 @@ def _entry(name: str, kind: bytes, mode: int) -> tarfile.TarInfo:
     info = tarfile.TarInfo(name)
     info.type, info.mode = kind, mode
     return info
-
-
-def _bytes(data: bytes) -> io.BytesIO:
-    return io.BytesIO(data)
 
 
 def _start(placed: list[Placed], plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink]) -> None:
@@ -188,11 +176,7 @@ def _supervise(placed: list[Placed], plan: LaunchPlan, control: RunControl, watc
         return [(item.task, _code(item.container.poll(), lost is not None)) for item in tasks]
 
     def stop(grace: float) -> None:
-        threads = [threading.Thread(target=item.container.stop, args=(grace,)) for item in placed]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=grace + 30)
+        stop_all([item.container for item in placed], grace)
 
     outcome = supervise(poll, stop, plan.success_policy, control)
     lost = watch.lost() or _ended_helper(helpers)

@@ -6,7 +6,7 @@ Hosts are probed in parallel; one unreachable host costs its connect timeout, no
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from runner.errors import HostError
@@ -27,7 +27,7 @@ class HostStatus:
     nvidia_runtime: bool = False
     driver: str | None = None
     gpus_seen: tuple[str, ...] = ()
-    containers: tuple[str, ...] = field(default=())  # run ids of tftrain containers on it
+    containers: tuple[str, ...] = ()  # run ids of tftrain containers on it
 
     def problem(self, needs_gpu: bool, cuda_major: int | None = None) -> str | None:
         """Why a job cannot use the host, or None."""
@@ -93,3 +93,11 @@ def cuda_major(framework_version: str | None) -> int | None:
         return 12
     major, minor = (int(part) for part in framework_version.split(".")[:2])
     return 12 if (major, minor) >= (2, 15) else 11
+
+
+def preflight(hosts: list[Host], state_dir: Path, manifest=None) -> list[tuple[HostStatus, str | None]]:
+    """Every host probed, with why a job of `manifest` cannot use it (None: it can). Without a
+    manifest, only reachability counts (ssh, docker)."""
+    needs_gpu = bool(manifest is not None and manifest.use_gpu)
+    cuda = cuda_major(manifest.framework_version) if needs_gpu else None
+    return [(status, status.problem(needs_gpu, cuda)) for status in probe_all(hosts, state_dir)]

@@ -8,12 +8,11 @@ every outcome.
 from __future__ import annotations
 
 import os
-import threading
 from contextlib import ExitStack
 from pathlib import Path
 
 import runner
-from runner.container import LABEL_RUN, Container, docker_client
+from runner.container import LABEL_RUN, Container, docker_client, stop_all
 from runner.dockerbuild import base_image_id, build_image, existing_image
 from runner.errors import UnsupportedError
 from runner.images import base_image_for, host_ca_bundle, image_spec
@@ -152,7 +151,7 @@ def _wait(started: list[tuple[TaskSpec, Container]], policy: str, control: RunCo
     containers = [container for _, container in started]
     outcome = supervise(
         lambda: [(task, container.poll()) for task, container in started],
-        lambda grace: _stop(containers, grace),
+        lambda grace: stop_all(containers, grace),
         policy,
         control,
     )
@@ -160,12 +159,3 @@ def _wait(started: list[tuple[TaskSpec, Container]], policy: str, control: RunCo
         memory = spec.memory or "none"
         return Outcome("Failed", outcome.exit_code, f"killed: out of memory (compute.memory_limit: {memory})", outcome.rank)
     return outcome
-
-
-def _stop(containers: list[Container], grace: float) -> None:
-    """Stop them all at once: each gets the whole grace period, not a share of it."""
-    threads = [threading.Thread(target=container.stop, args=(grace,)) for container in containers if container.poll() is None]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()

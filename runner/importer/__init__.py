@@ -15,13 +15,13 @@ def import_azureml(path: Path, manifest_path: Path) -> Draft:
     """An Azure ML SDK v1 script or notebook, or a v2 command job YAML, as a Draft of `manifest_path`."""
     if not path.is_file():
         raise ManifestError(f"{path}: no such file")
-    suffix = path.suffix.lower()
+    suffix, manifest_dir = path.suffix.lower(), manifest_path.resolve().parent
     if suffix in (".py", ".ipynb"):
         from runner.importer.azureml_py import import_python
 
-        return import_python(path, str(path), manifest_path.resolve().parent)
+        return import_python(path, manifest_dir)
     if suffix in (".yml", ".yaml"):
         from runner.importer.azureml_v2 import import_yaml
 
-        return import_yaml(path, manifest_path.resolve().parent)
+        return import_yaml(path, manifest_dir)
     raise ManifestError(f"{path}: expected an Azure ML job: {', '.join(SUFFIXES)}")

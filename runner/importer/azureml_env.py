@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from runner.importer.draft import curated_environment
+from runner.importer.mapping import put_count, put_size, put_variables
 from runner.importer.packages import add_packages, environment_file
 from runner.importer.values import Obj
 
@@ -15,7 +15,6 @@ HANDLED = {
     "conda_dependencies_file_path", "environment_variables", "environment_definition", "environment", "shm_size",
     "max_run_duration_seconds", "resume_from",
 }  # fmt: skip
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def environment(ctx, job: Obj) -> None:
@@ -43,14 +42,9 @@ def environment(ctx, job: Obj) -> None:
             ctx.unresolved(key, attrs[key], job.line)
         if isinstance(attrs.get(key + "_path"), str):  # the deprecated *_path: relative to the script
             environment_file(ctx, key, attrs[key + "_path"], ctx.at(job, key + "_path"))
-    for key, minimum in (("max_run_duration_seconds", 1), ("shm_size", None)):
-        value = attrs.get(key)
-        if (isinstance(value, int) and not isinstance(value, bool) and value >= 1) or (
-            isinstance(value, str) and minimum is None
-        ):
-            draft.put(key, value)
-        elif value is not None:
-            ctx.unresolved(key, value, job.line)
+    if "max_run_duration_seconds" in attrs:
+        put_count(ctx, "max_run_duration_seconds", attrs["max_run_duration_seconds"], job.line, placeholder=None)
+    put_size(ctx, "shm_size", attrs.get("shm_size"), job.line)
     if "resume_from" in attrs:
         draft.note(
             "todo",
@@ -75,28 +69,17 @@ def environment(ctx, job: Obj) -> None:
 
 def packages(ctx, key: str, value: Any, line: int) -> None:
     if isinstance(value, list):
-        known = [item for item in value if isinstance(item, str)]
-        unknown = tuple(ctx.shown(item) for item in value if not isinstance(item, str))
-        first = next((item for item in value if not isinstance(item, str)), None)
-        add_packages(ctx.draft, key, known, ctx.where(ctx.line_of(first, line)), unknown)
+        known, unknown = [], []
+        for item in value:
+            (known if isinstance(item, str) else unknown).append(item)
+        where = ctx.where(ctx.line_of(unknown[0] if unknown else None, line))
+        add_packages(ctx.draft, key, known, where, tuple(ctx.shown(item) for item in unknown))
     elif value is not None:
         ctx.unresolved(key, value, line)
 
 
 def variables(ctx, value: Any, line: int) -> None:
-    found = value.attrs if isinstance(value, Obj) else value
-    if found is None:
-        return
-    if not isinstance(found, dict):
-        ctx.unresolved("environment_variables", value, line)
-        return
-    for name, setting in found.items():
-        if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
-            ctx.draft.note("todo", f"environment_variables: {ctx.shown(name)} is no variable name", ctx.where(line))
-        elif isinstance(setting, (str, int, float, bool)):
-            ctx.draft.put(("environment_variables", name), setting)
-        elif not (isinstance(setting, Obj) and setting.kind == name):  # not a name only read (obj.child)
-            ctx.unresolved(("environment_variables", name), setting, line)
+    put_variables(ctx, value.attrs if isinstance(value, Obj) else value, line)
 
 
 def _image(ctx, image: Any, line: int) -> None:

@@ -15,11 +15,14 @@ from typing import Any
 
 from runner.errors import ManifestError
 from runner.importer import azureml_env, azureml_run
+from runner.importer.context import ImportContext, relative
 from runner.importer.datainputs import add_input, is_data
 from runner.importer.draft import Draft, finish, model_name
-from runner.importer.interp import JOBS, Interpreter
+from runner.importer.interp import Interpreter
+from runner.importer.mapping import bool_as_text, group_flags, put_positional
+from runner.importer.sdk import JOBS
 from runner.importer.source import PythonSource, read_python
-from runner.importer.values import Obj, Unknown, looks_numeric
+from runner.importer.values import Obj, Unknown
 
 HANDLED = {
     "source_directory", "entry_script", "script", "arguments", "script_params", "inputs", "command",
@@ -28,18 +31,12 @@ HANDLED = {
 
 
 @dataclass
-class PyImport:
+class PyImport(ImportContext):
     """What the mapping functions share: the source, its reading, the draft, where things go."""
 
-    source: PythonSource
-    interp: Interpreter
-    draft: Draft
-    manifest_dir: Path
+    source: PythonSource = field(kw_only=True)
+    interp: Interpreter = field(kw_only=True)
     input_names: dict[int, str] = field(default_factory=dict)
-
-    @property
-    def input_dir(self) -> Path:
-        return self.source.path.resolve().parent
 
     def where(self, line: int | None) -> str:
         return self.source.where(line)
@@ -54,13 +51,6 @@ class PyImport:
     def line_of(self, value: Any, default: int) -> int:
         node = value.node if isinstance(value, (Unknown, Obj)) else None
         return getattr(node, "lineno", None) or getattr(value, "line", None) or default
-
-    def relative(self, path: Path) -> str:
-        return Path(os.path.relpath(path, self.manifest_dir)).as_posix()
-
-    def source_dir(self) -> Path | None:
-        folder = self.draft.get("source_directory")
-        return (self.manifest_dir / folder).resolve() if isinstance(folder, str) else None
 
     def variable_of(self, value: Any) -> str | None:
         return next((name for name, bound in self.interp.names.items() if bound is value), None)
@@ -78,17 +68,19 @@ class PyImport:
         self.draft.unresolved(path, self.shown(value), self.where(line), placeholder)
 
 
-def import_python(path: Path, label: str, manifest_dir: Path) -> Draft:
-    source = read_python(path, label)
+def import_python(path: Path, manifest_dir: Path) -> Draft:
+    """`manifest_dir`: resolved."""
+    source = read_python(path, str(path))
     module = source.parse()
     # Errors name the file as given; the manifest's comments and the report, as seen from the manifest.
-    source = dataclasses.replace(source, label=Path(os.path.relpath(path.resolve(), manifest_dir.resolve())).as_posix())
-    interp = Interpreter(source)
+    resolved = path.resolve()
+    source = dataclasses.replace(source, label=relative(resolved, manifest_dir))
+    interp = Interpreter()
     interp.run(module.body)
     if not interp.jobs:
-        raise ManifestError(f"{label}: no Azure ML TensorFlow(...), Estimator(...) or ScriptRunConfig(...) found")
+        raise ManifestError(f"{path}: no Azure ML TensorFlow(...), Estimator(...) or ScriptRunConfig(...) found")
     draft = Draft(origin="")
-    ctx = PyImport(source, interp, draft, manifest_dir.resolve())
+    ctx = PyImport(draft, manifest_dir, resolved.parent, source=source, interp=interp)
     job, experiment = _chosen(ctx)
     draft.origin = f"{job.via}(...) at {source.where(job.line)}"
     draft.header = [f"Imported by `tftrain import azureml` from {draft.origin}. Azure ML:"]
@@ -130,12 +122,11 @@ def _chosen(ctx: PyImport) -> tuple[Obj, Obj | None]:
 
 def _name(ctx: PyImport, experiment: Obj | None, registered: Any) -> None:
     for what, value in (("experiment", experiment.attrs.get("name") if experiment else None), ("model", registered)):
-        if isinstance(value, str) and model_name(value):
-            ctx.draft.put("name", model_name(value))
-            if model_name(value) != value:
-                ctx.draft.note(
-                    "changed", f"name: {what} name {value!r} → {model_name(value)!r} (letters, digits, '.', '_', '-')"
-                )
+        name = model_name(value) if isinstance(value, str) else None
+        if name:
+            ctx.draft.put("name", name)
+            if name != value:
+                ctx.draft.note("changed", f"name: {what} name {value!r} → {name!r} (letters, digits, '.', '_', '-')")
             return
         if isinstance(value, Unknown):
             ctx.draft.note("info", f"name: the {what} name {ctx.segment(value.node)} is not known statically")
@@ -145,10 +136,10 @@ def _code(ctx: PyImport, job: Obj) -> None:
     attrs, draft = job.attrs, ctx.draft
     folder = attrs.get("source_directory", ".")
     if isinstance(folder, str):
-        relative = ctx.relative((ctx.input_dir / folder).resolve())
-        draft.put("source_directory", relative)
-        if os.path.normpath(relative) != os.path.normpath(folder):
-            draft.note("changed", f"source_directory: {folder!r} → {relative!r} (relative to the manifest)")
+        seen = ctx.relative((ctx.input_dir / folder).resolve())
+        draft.put("source_directory", seen)
+        if os.path.normpath(seen) != os.path.normpath(folder):
+            draft.note("changed", f"source_directory: {folder!r} → {seen!r} (relative to the manifest)")
     else:
         ctx.unresolved("source_directory", folder, job.line, placeholder=".")
     script = attrs.get("entry_script", attrs.get("script"))
@@ -189,31 +180,12 @@ def _code(ctx: PyImport, job: Obj) -> None:
 
 
 def _arguments(ctx: PyImport, items: list[Any], line: int) -> None:
-    """ScriptRunConfig's argv list: each flag takes the items up to the next flag (a list when
-    several scalars); other items are positional."""
-    groups: list[tuple[str | None, list[Any]]] = []
-    for item in items:
-        if isinstance(item, str) and item.startswith("-") and not looks_numeric(item):
-            groups.append((item, []))
-        elif groups and groups[-1][0] is not None and (not groups[-1][1] or _scalars([*groups[-1][1], item])):
-            groups[-1][1].append(item)
-        else:
-            groups.append((None, [item]))
-    for flag, values in groups:
+    """ScriptRunConfig's argv list (a list value when a flag takes several scalars)."""
+    for flag, values in group_flags(items):
         if flag is not None:
             put_param(ctx, flag, values[0] if len(values) == 1 else (values or None), line)
-        elif _scalars(values):
-            ctx.draft.put(("script_params", str(values[0])), None)
-            ctx.draft.note("info", f"script_params: positional argument {values[0]!r} is a key with no value (null)")
         else:
-            where = ctx.where(ctx.line_of(values[0], line))
-            ctx.draft.note(
-                "todo", f"script_params: positional {ctx.shown(values[0])}: give the script a flag for it", where
-            )
-
-
-def _scalars(values: list[Any]) -> bool:
-    return all(isinstance(value, (str, int, float)) and not isinstance(value, bool) for value in values)
+            put_positional(ctx, values[0], ctx.where(ctx.line_of(values[0], line)))
 
 
 def put_param(ctx: PyImport, flag: str, value: Any, line: int) -> None:
@@ -221,11 +193,7 @@ def put_param(ctx: PyImport, flag: str, value: Any, line: int) -> None:
     if value is None or value == "":
         ctx.draft.put(path, True)  # Azure ML passed a bare flag; so does `true`
     elif isinstance(value, bool):
-        ctx.draft.put(path, str(value))
-        ctx.draft.note(
-            "changed",
-            f"script_params.{flag}: {value} is passed as the text {str(value)!r}, as Azure ML did (true would be a bare flag)",
-        )
+        ctx.draft.put(path, bool_as_text(ctx, flag, value))
     elif isinstance(value, (int, float, str)):
         ctx.draft.put(path, value)
     elif is_data(value) and (name := add_input(ctx, value, flag.lstrip("-"))):

@@ -5,8 +5,9 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
-from runner.importer.draft import TODO, compute_note, is_gpu_vm
+from runner.importer.draft import compute_note, is_gpu_vm
 from runner.importer.interp import Interpreter
+from runner.importer.mapping import put_distribution
 from runner.importer.source import read_python
 from runner.importer.values import Obj, Unknown
 
@@ -14,24 +15,26 @@ HANDLED = {
     "node_count", "process_count_per_node", "distributed_training", "distributed_job_config", "distributed_backend",
     "worker_count", "parameter_server_count", "compute_target", "vm_size", "run_config",
 }  # fmt: skip
-MPI = ("MpiConfiguration", "Mpi")
-PARAMETER_SERVER = ("TensorflowConfiguration", "ParameterServer")
+BACKENDS = {
+    "MpiConfiguration": "mpi", "Mpi": "mpi",
+    "TensorflowConfiguration": "parameter_server", "ParameterServer": "parameter_server",
+}  # fmt: skip
 FRAMEWORK_NAMES = {"TENSORFLOW": "TensorFlow", "KERAS": "TensorFlow", "ONNX": "Onnx", "SCIKITLEARN": "ScikitLearn"}
 
 
 def distribution(ctx, job: Obj) -> None:
-    attrs, draft, where = job.attrs, ctx.draft, ctx.where(job.line)
+    attrs = job.attrs
     run_config = attrs.get("run_config") if isinstance(attrs.get("run_config"), Obj) else Obj("run_config", job.line)
     training = attrs.get("distributed_training", attrs.get("distributed_job_config"))
     if training is None:  # RunConfiguration(communicator='Mpi') with run_config.mpi.process_count_per_node
         communicator = str(run_config.attrs.get("communicator", "")).lower()
-        kind = {"mpi": "MpiConfiguration", "parameterserver": "TensorflowConfiguration"}.get(communicator)
+        via = {"mpi": "MpiConfiguration", "parameterserver": "TensorflowConfiguration"}.get(communicator)
         part = run_config.attrs.get("mpi" if communicator == "mpi" else "tensorflow")
-        training = Obj(kind, job.line, dict(part.attrs) if isinstance(part, Obj) else {}) if kind else None
+        training = Obj(via, job.line, dict(part.attrs) if isinstance(part, Obj) else {}) if via else None
     legacy = attrs.get("distributed_backend")
     if training is None and isinstance(legacy, str) and legacy.lower() in ("mpi", "ps"):
         training = Obj("MpiConfiguration" if legacy.lower() == "mpi" else "ParameterServer", job.line)
-        draft.note(
+        ctx.draft.note(
             "changed",
             f"distributed_backend={legacy!r} (deprecated) → distributed_training",
             ctx.at(job, "distributed_backend"),
@@ -39,55 +42,19 @@ def distribution(ctx, job: Obj) -> None:
     elif legacy is not None and training is None:
         ctx.unresolved("distributed_training", legacy, job.line)
         return
-    own = training.attrs if isinstance(training, Obj) else {}
-    nodes = attrs.get("node_count", own.get("node_count", run_config.attrs.get("node_count")))
-    if training is None:
-        if isinstance(nodes, int) and nodes > 1 or attrs.get("process_count_per_node", 1) != 1:
-            draft.todo(
-                "node_count",
-                f"node_count={ctx.shown(nodes)} without a distributed backend: choose distributed_training.backend",
-                where=where,
-            )
-        return
-    if not isinstance(training, Obj):
+    if training is not None and not isinstance(training, Obj):
         ctx.unresolved("distributed_training", training, job.line)
         return
-    if training.kind in MPI:
-        per_node = own.get("process_count_per_node", attrs.get("process_count_per_node", 1))
-        _count(ctx, "node_count", 1 if nodes is None else nodes, job.line)
-        draft.put(("distributed_training", "backend"), "mpi")
-        _count(ctx, ("distributed_training", "process_count_per_node"), per_node, job.line)
-    elif training.kind in PARAMETER_SERVER:
-        workers = own.get("worker_count", attrs.get("worker_count", 1))
-        servers = own.get("parameter_server_count", attrs.get("parameter_server_count", 1))
-        if nodes is None and job.via == "ScriptRunConfig" and isinstance(workers, int) and isinstance(servers, int):
-            nodes = workers + servers  # what ScriptRunConfig asked Azure ML for
-        _count(ctx, "node_count", 1 if nodes is None else nodes, job.line)
-        if servers == 0:
-            draft.put(("distributed_training", "backend"), "multi_worker_mirrored")
-            draft.note(
-                "changed",
-                "parameter_server_count=0: TF_CONFIG with workers only → backend: multi_worker_mirrored",
-                where,
-            )
-        else:
-            draft.put(("distributed_training", "backend"), "parameter_server")
-        _count(ctx, ("distributed_training", "worker_count"), workers, job.line)
-        if servers != 0:
-            _count(ctx, ("distributed_training", "parameter_server_count"), servers, job.line)
-    else:
-        draft.note(
-            "dropped",
-            f"{training.kind}: tftrain trains TensorFlow with mpi, parameter_server or multi_worker_mirrored",
-            where,
-        )
-
-
-def _count(ctx, path, value: Any, line: int) -> None:
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
-        ctx.draft.put(path, value)
-    else:
-        ctx.unresolved(path, value, line, placeholder=1)
+    own = training.attrs if training is not None else {}
+    kind = None if training is None else BACKENDS.get(training.kind, training.kind)
+    nodes = attrs.get("node_count", own.get("node_count", run_config.attrs.get("node_count")))
+    per_node = own.get("process_count_per_node", attrs.get("process_count_per_node", 1))
+    workers = own.get("worker_count", attrs.get("worker_count", 1))
+    servers = own.get("parameter_server_count", attrs.get("parameter_server_count", 1))
+    asked = job.via == "ScriptRunConfig" and isinstance(workers, int) and isinstance(servers, int)
+    if kind == "parameter_server" and nodes is None and asked:
+        nodes = workers + servers  # what ScriptRunConfig asked Azure ML for
+    put_distribution(ctx, kind, job.line, nodes, per_node, workers, servers)
 
 
 def compute(ctx, job: Obj) -> None:
@@ -103,14 +70,10 @@ def compute(ctx, job: Obj) -> None:
             vm_size = config.attrs.get("vm_size", vm_size)
     if isinstance(name, Unknown):
         name = ctx.segment(name.node) + " (not known statically)"
-    elif isinstance(target, Unknown):
-        name = ctx.segment(target.node) + " (not known statically)"
-    gpu = ctx.draft.get("use_gpu") is True or is_gpu_vm(vm_size)
-    if is_gpu_vm(vm_size) and ctx.draft.get("use_gpu") is not True:
+    use_gpu, gpu_vm = ctx.draft.get("use_gpu") is True, is_gpu_vm(vm_size)
+    if gpu_vm and not use_gpu:
         ctx.draft.note("info", f"vm_size {vm_size!r} has GPUs but use_gpu is not set: the run uses the CPU build")
-    compute_note(
-        ctx.draft, name, ctx.at(job, "compute_target") if "compute_target" in attrs else ctx.where(job.line), gpu
-    )
+    compute_note(ctx.draft, name, ctx.at(job, "compute_target"), use_gpu or gpu_vm)
 
 
 def model(ctx) -> Any:
@@ -136,13 +99,13 @@ def model(ctx) -> Any:
                 where,
             )
     elif isinstance(path, str):
-        ctx.draft.put(
-            ("model", "path"), "outputs/model", f"{TODO}: was Model.register(model_path={path!r}), a local path"
-        )
-        ctx.draft.note(
-            "todo",
-            f"model.path: Model.register(model_path={path!r}) took a file from this machine; tftrain registers the run's model.path: save the model there",
+        ctx.draft.todo(
+            ("model", "path"),
+            f"was Model.register(model_path={path!r}), a local path",
+            "outputs/model",
             where,
+            report=f"Model.register(model_path={path!r}) took a file from this machine; tftrain registers the run's "
+            "model.path: save the model there",
         )
     elif path is not None:
         ctx.unresolved(("model", "path"), path, first.line, placeholder="outputs/model")
@@ -171,7 +134,7 @@ def _in_entry_script(ctx) -> list[Obj]:
     path = folder / script
     try:
         source = read_python(path, ctx.relative(path))
-        interp = Interpreter(source)
+        interp = Interpreter()
         interp.run(source.parse().body)
     except Exception:  # noqa: BLE001 - the entry script is the user's to fix; the import goes on
         ctx.draft.note("info", f"entry_script {script!r} could not be parsed; its model registration was not read")

@@ -2,51 +2,50 @@
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from runner.errors import ManifestError
+from runner.importer.context import ImportContext, relative
+from runner.importer.datainputs import datastore_source, put_input
 from runner.importer.draft import Draft, compute_note, curated_environment, finish, is_gpu_vm, model_name
+from runner.importer.mapping import (
+    bool_as_text,
+    group_flags,
+    put_count,
+    put_distribution,
+    put_positional,
+    put_size,
+    put_variables,
+)
 from runner.importer.packages import conda_file_packages, environment_file
-from runner.importer.values import looks_numeric
 from runner.manifest.yamlfile import YamlDocument, load_yaml
 
 REFERENCE = re.compile(r"\$\{\{\s*(inputs|outputs|search_space)\.([A-Za-z0-9_.-]+)\s*\}\}")
 OPTIONAL = re.compile(r"\[([^\[\]]*)\]")
+BACKENDS = {"mpi": "mpi", "tensorflow": "parameter_server"}  # distribution.type → what put_distribution takes
 DATA_TYPES = ("uri_folder", "uri_file", "mltable", "custom_model", "mlflow_model", "triton_model")
 QUIET = {"$schema", "type", "description", "tags", "display_name", "name", "experiment_name", "code", "command",
          "environment", "environment_variables", "distribution", "resources", "inputs", "outputs", "compute", "limits"}  # fmt: skip
 
 
 @dataclass
-class V2Import:
-    doc: YamlDocument  # its path as seen from the manifest
-    draft: Draft
-    manifest_dir: Path
-    input_dir: Path
+class V2Import(ImportContext):
+    doc: YamlDocument = field(kw_only=True)  # its path as seen from the manifest
 
     def where(self, *loc: Any) -> str:
         return self.doc.where(loc)
 
-    def shown(self, value: Any) -> str:
-        return repr(value)
-
-    def relative(self, path: Path) -> str:
-        return Path(os.path.relpath(path, self.manifest_dir)).as_posix()
-
-    def source_dir(self) -> Path | None:
-        folder = self.draft.get("source_directory")
-        return (self.manifest_dir / folder).resolve() if isinstance(folder, str) else None
-
 
 def import_yaml(path: Path, manifest_dir: Path) -> Draft:
+    """`manifest_dir`: resolved."""
     doc = load_yaml(path)  # errors name the file as given; the manifest and report, as seen from the manifest
-    label = Path(os.path.relpath(path.resolve(), manifest_dir.resolve()))
-    doc = YamlDocument(label, doc.data, doc.lines)
+    resolved = path.resolve()
+    label = relative(resolved, manifest_dir)
+    doc = YamlDocument(PurePosixPath(label), doc.data, doc.lines)
     job = doc.data
     draft = Draft(origin=f"command job at {label}")
     if isinstance(job, dict) and job.get("type") == "sweep" and isinstance(job.get("trial"), dict):
@@ -59,11 +58,12 @@ def import_yaml(path: Path, manifest_dir: Path) -> Draft:
         draft.note("dropped", "sweep job: tftrain has no sweeps; imported its trial (search_space values are TODOs)")
     if not isinstance(job, dict) or not isinstance(job.get("command"), str):
         raise ManifestError(f"{path}: not an Azure ML command job (no command: key), nor a Python file")
-    ctx = V2Import(doc, draft, manifest_dir.resolve(), path.resolve().parent)
+    ctx = V2Import(draft, manifest_dir, resolved.parent, doc=doc)
     draft.header = [f"Imported by `tftrain import azureml` from the Azure ML command job {label}."]
     for key in ("experiment_name", "display_name", "name"):
-        if isinstance(job.get(key), str) and model_name(job[key]):
-            draft.put("name", model_name(job[key]))
+        name = model_name(job[key]) if isinstance(job.get(key), str) else None
+        if name:
+            draft.put("name", name)
             break
     folder = job.get("code", ".")
     folder = folder[len("file:") :] if isinstance(folder, str) and folder.startswith("file:") else folder
@@ -73,15 +73,11 @@ def import_yaml(path: Path, manifest_dir: Path) -> Draft:
         draft.todo("source_directory", f"code: {folder!r} is not a local folder", ".", ctx.where("code"))
     _command(ctx, job)
     _environment(ctx, job.get("environment"))
-    variables = job.get("environment_variables") or {}
-    for key, value in variables.items() if isinstance(variables, dict) else ():
-        draft.put(
-            ("environment_variables", str(key)), value if isinstance(value, (str, int, float, bool)) else str(value)
-        )
+    put_variables(ctx, job.get("environment_variables"), "environment_variables")
     _resources(ctx, job)
-    timeout = (job.get("limits") or {}).get("timeout")
-    if isinstance(timeout, int) and timeout >= 1:
-        draft.put("max_run_duration_seconds", timeout)
+    limits = job.get("limits")
+    if isinstance(limits, dict) and "timeout" in limits:
+        put_count(ctx, "max_run_duration_seconds", limits["timeout"], "limits", placeholder=None)
     for key in job:
         if key not in QUIET:
             draft.note("dropped", f"{key}: no equivalent in tftrain", ctx.where(key))
@@ -115,19 +111,10 @@ def _command(ctx: V2Import, job: dict) -> None:
         return
     draft.put("entry_script", tokens[0])
     used: set[str] = set()
-    pairs: list[tuple[str, list[Any]]] = []
-    for token in tokens[1:]:
-        if token.startswith("-") and not looks_numeric(token) and not REFERENCE.fullmatch(token):
-            flag, equals, value = token.partition("=")
-            pairs.append((flag, [value] if equals else []))
-        elif pairs:
-            pairs[-1][1].append(token)
-        elif REFERENCE.search(token):
-            draft.note("todo", f"script_params: positional {token!r}: give the script a flag for it", where)
-        else:
-            draft.put(("script_params", token), None)
-            draft.note("info", f"script_params: positional argument {token!r} is a key with no value (null)", where)
-    for flag, values in pairs:
+    for flag, values in group_flags(tokens[1:]):
+        if flag is None:
+            put_positional(ctx, values[0], where, known=not REFERENCE.search(values[0]))
+            continue
         converted = [_value(ctx, flag, value, inputs, used) for value in values]
         if any(value is _TODO for value in converted):
             sweep = "search_space." in " ".join(values)
@@ -138,7 +125,7 @@ def _command(ctx: V2Import, job: dict) -> None:
                 ("script_params", flag), True if not converted else converted[0] if len(converted) == 1 else converted
             )
     for name, spec in inputs.items():
-        if name not in used and _is_data(spec):
+        if name not in used and _is_input_spec(spec):
             _input(ctx, name, spec)
             draft.note(
                 "info", f"inputs.{name}: not in the command; the script finds it in $TFTRAIN_INPUT_{name.upper()}"
@@ -153,14 +140,11 @@ def _value(ctx: V2Import, flag: str, token: str, inputs: dict, used: set[str]) -
     if whole and whole[1] == "inputs" and whole[2] in inputs:
         used.add(whole[2])
         spec = inputs[whole[2]]
-        if _is_data(spec):
+        if _is_input_spec(spec):
             return {"input": _input(ctx, whole[2], spec)}
         value = spec.get("default", spec.get("value")) if isinstance(spec, dict) else spec
-        if isinstance(value, bool):  # Azure ML passed the text True/False; true here is a bare flag
-            ctx.draft.note(
-                "changed", f"script_params.{flag}: {value} is passed as the text {str(value)!r}, as Azure ML did"
-            )
-            return str(value)
+        if isinstance(value, bool):
+            return bool_as_text(ctx, flag, value)
         return _TODO if value is None or isinstance(value, (dict, list)) else value
     if whole and whole[1] == "outputs":
         output = ((ctx.doc.data.get("outputs") or {}).get(whole[2])) or {}
@@ -183,36 +167,28 @@ def _value(ctx: V2Import, flag: str, token: str, inputs: dict, used: set[str]) -
         return token
 
 
-def _is_data(spec: Any) -> bool:
+def _is_input_spec(spec: Any) -> bool:
     return isinstance(spec, dict) and (spec.get("type") in DATA_TYPES or "path" in spec)
 
 
 def _input(ctx: V2Import, name: str, spec: dict) -> str:
     where, path = ctx.where("inputs", name), str(spec.get("path", ""))
     mode = "mount" if str(spec.get("mode", "ro_mount")).endswith("mount") else "download"
-    todo = "TODO(tftrain import): "
-    source, comment = path, ""
+    source, message = path, ""
     if path.startswith("azureml://") and (match := re.search(r"datastores/([^/]+)/paths/(.*)$", path)):
-        source = f"s3://TODO/{match[1]}/{match[2].strip('/')}"
-        comment = f"{todo}was datastore {match[1]!r} path {match[2].strip('/')!r}; copy it to S3/https or a local path"
+        source, message = datastore_source(match[1], match[2].strip("/"))
     elif path.startswith("azureml:"):
         asset = path.removeprefix("azureml:").split("@")[0].split(":")[0]
-        source, comment = (
-            f"s3://TODO/{asset}",
-            f"{todo}was data asset {path!r}; copy its files to S3/https or a local path",
-        )
+        source, message = f"s3://TODO/{asset}", f"was data asset {path!r}; copy its files to S3/https or a local path"
     elif path.startswith(("wasbs://", "abfss://", "adl://")):
-        source, comment = f"s3://TODO/{name}", f"{todo}was {path!r}; copy it to S3/https or a local path"
+        source, message = f"s3://TODO/{name}", f"was {path!r}; copy it to S3/https or a local path"
     elif "://" not in path:
         found = (ctx.input_dir / path.removeprefix("file:")).resolve()
         if found.exists():
             source = ctx.relative(found)
         else:
-            source, comment = f"s3://TODO/{name}", f"{todo}was local {path!r} (not found); give the data's path"
-    ctx.draft.put(("inputs", name, "source"), source, comment)
-    ctx.draft.put(("inputs", name, "mode"), mode)
-    if comment:
-        ctx.draft.note("todo", f"inputs.{name}.source: {comment.removeprefix(todo)}", where)
+            source, message = f"s3://TODO/{name}", f"was local {path!r} (not found); give the data's path"
+    put_input(ctx.draft, name, source, message, mode, where)
     return name
 
 
@@ -241,41 +217,20 @@ def _environment(ctx: V2Import, env: Any) -> None:
 
 
 def _resources(ctx: V2Import, job: dict) -> None:
-    draft, resources = ctx.draft, job.get("resources") or {}
-    nodes = resources.get("instance_count", 1)
-    distribution = job.get("distribution") or {}
-    kind = str(distribution.get("type", "")).lower()
-    where = ctx.where("distribution")
-    if kind == "mpi":
-        draft.put("node_count", nodes)
-        draft.put(("distributed_training", "backend"), "mpi")
-        draft.put(("distributed_training", "process_count_per_node"), distribution.get("process_count_per_instance", 1))
-    elif kind == "tensorflow":
-        workers = distribution.get("worker_count", nodes)
-        servers = distribution.get("parameter_server_count", 0)
-        draft.put("node_count", nodes)
-        draft.put(("distributed_training", "backend"), "parameter_server" if servers else "multi_worker_mirrored")
-        draft.put(("distributed_training", "worker_count"), workers)
-        if servers:
-            draft.put(("distributed_training", "parameter_server_count"), servers)
-        else:
-            draft.note(
-                "changed", "distribution tensorflow without parameter servers → backend: multi_worker_mirrored", where
-            )
-    elif kind:
-        draft.note(
-            "dropped",
-            f"distribution {kind}: tftrain trains TensorFlow with mpi, parameter_server or multi_worker_mirrored",
-            where,
-        )
-    elif isinstance(nodes, int) and nodes > 1:
-        draft.todo(
-            "node_count",
-            f"instance_count {nodes} without a distribution: choose distributed_training.backend",
-            where=where,
-        )
-    if isinstance(resources.get("shm_size"), str):
-        draft.put("shm_size", resources["shm_size"])
+    draft = ctx.draft
+    resources = job["resources"] if isinstance(job.get("resources"), dict) else {}
+    distribution = job["distribution"] if isinstance(job.get("distribution"), dict) else {}
+    nodes, kind = resources.get("instance_count"), str(distribution.get("type", "")).lower()
+    put_distribution(
+        ctx,
+        BACKENDS.get(kind, f"distribution {kind}") if kind else None,
+        "distribution" if distribution else "resources",
+        nodes,
+        per_node=distribution.get("process_count_per_instance", 1),
+        workers=distribution.get("worker_count", 1 if nodes is None else nodes),
+        servers=distribution.get("parameter_server_count", 0),
+    )
+    put_size(ctx, "shm_size", resources.get("shm_size"), "resources")
     compute = job.get("compute")
     target = compute.removeprefix("azureml:") if isinstance(compute, str) else None
     gpu = draft.get("use_gpu") is True or is_gpu_vm(resources.get("instance_type"))

@@ -6,6 +6,7 @@ import posixpath
 import re
 from typing import Any
 
+from runner.importer.draft import Draft
 from runner.importer.values import Obj
 
 REMOTE = ("https://", "http://", "s3://")
@@ -36,23 +37,38 @@ def add_input(ctx, obj: Obj, hint: str) -> str | None:
         number += 1
         name = f"{base}_{number}"
     ctx.input_names[id(obj)] = name
-    value, comment = _source(ctx, name, source, where)
-    ctx.draft.put(("inputs", name, "source"), value, comment)
-    ctx.draft.put(("inputs", name, "mode"), mode)
-    if comment:
-        ctx.draft.note("todo", f"inputs.{name}.source: {comment.split(': ', 1)[1]}", where)
+    put_input(ctx.draft, name, *_source(ctx, name, source, where), mode, where)
     return name
 
 
+def put_input(draft: Draft, name: str, source: str, message: str, mode: str, where: str) -> None:
+    """inputs.NAME; a `message` makes its source a placeholder with a TODO."""
+    if message:
+        draft.todo(("inputs", name, "source"), message, placeholder=source, where=where)
+    else:
+        draft.put(("inputs", name, "source"), source)
+    draft.put(("inputs", name, "mode"), mode)
+
+
+def datastore_source(store: str, path: str | None, detail: str = "") -> tuple[str, str]:
+    """An Azure ML datastore path as a placeholder source, and the message that says what to do."""
+    source = posixpath.join("s3://TODO", store, *([path] if path else []))
+    return source, f"{_was(store, path)}{detail}; copy it to S3/https or a local path"
+
+
+def _was(store: str, path: str | None) -> str:
+    return f"was datastore {store!r}" + (f" path {path!r}" if path else "")
+
+
 def _source(ctx, name: str, source: Any, where: str) -> tuple[str, str]:
-    todo = "TODO(tftrain import): "
+    """The input's source, and what to do about it where it is only a placeholder."""
     if isinstance(source, Obj) and source.kind == "dataset":
         via = source.via
         if via == "Dataset.get_by_name" or "path" not in source.attrs:
             dataset = source.attrs.get("name")
             return (
                 f"s3://TODO/{dataset}",
-                f"{todo}was registered dataset {dataset!r}; copy its files to S3/https or a local path",
+                f"was registered dataset {dataset!r}; copy its files to S3/https or a local path",
             )
         if via.startswith("Dataset.Tabular"):
             ctx.draft.note(
@@ -71,32 +87,29 @@ def _source(ctx, name: str, source: Any, where: str) -> tuple[str, str]:
         shown = ", ".join(str(item) for item in source[:3]) + (", …" if len(source) > 3 else "")
         return (
             "s3://TODO/" + name,
-            f"{todo}was {len(source)} paths ({shown}); an input has one source: an S3 prefix or one https file",
+            f"was {len(source)} paths ({shown}); an input has one source: an S3 prefix or one https file",
         )
     if not isinstance(source, Obj) or source.kind not in ("datastore", "datapath"):
         shown = ctx.segment(source.node) if isinstance(source, Obj) and source.node else repr(source)
-        return "s3://TODO/" + name, f"{todo}was {shown}; copy the data to S3/https or a local path"
+        return "s3://TODO/" + name, f"was {shown}; copy the data to S3/https or a local path"
     store = source if source.kind == "datastore" else source.attrs.get("datastore")
     path = source.attrs.get("path_on_datastore") if source.kind == "datapath" else None
     store_name = store.attrs.get("name") if isinstance(store, Obj) else None
     store_name = store_name if isinstance(store_name, str) else "?"
     path = re.sub(r"/?\*+$", "", path).strip("/") if isinstance(path, str) else None
     local = _uploaded(ctx, store_name, path)
-    was = f"was datastore {store_name!r}" + (f" path {path!r}" if path else "")
-    if local is not None:
-        folder, line = local
-        found = (ctx.input_dir / folder).resolve()
-        if found.exists():
-            ctx.draft.note(
-                "changed",
-                f"inputs.{name}: {was}, uploaded from {folder!r}: the local copy is the source",
-                ctx.where(line),
-            )
-            return ctx.relative(found), ""
-        was += f", uploaded from {folder!r} (not found)"
-    return posixpath.join(
-        "s3://TODO", store_name, *([path] if path else [])
-    ), f"{todo}{was}; copy it to S3/https or a local path"
+    if local is None:
+        return datastore_source(store_name, path)
+    folder, line = local
+    found = (ctx.input_dir / folder).resolve()
+    if not found.exists():
+        return datastore_source(store_name, path, f", uploaded from {folder!r} (not found)")
+    ctx.draft.note(
+        "changed",
+        f"inputs.{name}: {_was(store_name, path)}, uploaded from {folder!r}: the local copy is the source",
+        ctx.where(line),
+    )
+    return ctx.relative(found), ""
 
 
 def _uploaded(ctx, store: str, path: str | None) -> tuple[str, int] | None:

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.frameworks import DEFAULT_VERSION, FRAMEWORKS, HOROVOD, HOROVOD_FRAMEWORKS
+from runner.frameworks import DEFAULT_VERSION, FRAMEWORKS, HOROVOD, HOROVOD_FRAMEWORKS, framework, horovod_compatible
 from runner.manifest.model import NAME_PATTERN, VERSION_PATTERN
 
 TODO = "TODO(tftrain import)"
@@ -128,17 +128,16 @@ def finish(draft: Draft, stem: str) -> None:
         draft.note("info", f"name: no experiment or model name found; named after the file ({fallback!r})")
     draft.put("compat", "azureml")
     _framework(draft)
-    training = draft.get("distributed_training") or {}
-    backend = training.get("backend")
+    backend = draft.get(("distributed_training", "backend"))
     packages = draft.entry("pip_packages")
-    if backend and backend.value == "mpi" and packages and isinstance(packages.value, list):
+    if backend == "mpi" and packages and isinstance(packages.value, list):
         kept = [p for p in packages.value if not re.match(r"horovod\b", str(p), re.IGNORECASE)]
         if len(kept) < len(packages.value):
             draft.note("changed", f"pip_packages: horovod left out: tftrain installs {HOROVOD} itself for backend: mpi")
             packages.value = kept
             if not kept and not packages.comment:
                 del draft.keys["pip_packages"]
-    if backend and backend.value == "parameter_server":
+    if backend == "parameter_server":
         draft.note(
             "info",
             "distributed_training: tftrain adds a chief task (TF2 ParameterServerStrategy's coordinator) that Azure "
@@ -148,8 +147,7 @@ def finish(draft: Draft, stem: str) -> None:
 
 def _framework(draft: Draft) -> None:
     entry = draft.entry("framework_version")
-    mpi = (draft.get("distributed_training") or {}).get("backend")
-    horovod = mpi is not None and mpi.value == "mpi"
+    horovod = draft.get(("distributed_training", "backend")) == "mpi"
     if entry is None or entry.disabled:
         if horovod and entry is None:
             draft.note("info", f"framework_version: not set; Horovod jobs default to {DEFAULT_VERSION}")
@@ -158,11 +156,10 @@ def _framework(draft: Draft) -> None:
     if not re.fullmatch(VERSION_PATTERN, version):
         draft.todo("framework_version", f"{version!r} is not a TensorFlow version like '2.18'", where="")
         return
-    minor = ".".join(version.split(".")[:2])
     why = ""
-    if horovod and minor not in HOROVOD_FRAMEWORKS:
+    if horovod and not horovod_compatible(version):
         why = f"Horovod (backend: mpi) builds against TensorFlow {HOROVOD_FRAMEWORKS[0]}–{HOROVOD_FRAMEWORKS[-1]} only"
-    elif minor not in FRAMEWORKS:
+    elif framework(version) is None:
         why = f"tftrain supports TensorFlow {min(FRAMEWORKS, key=_key)}–{max(FRAMEWORKS, key=_key)}, not {version}"
     if not why:
         return

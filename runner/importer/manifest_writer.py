@@ -43,7 +43,9 @@ def _entry(key: str, entry: Entry, depth: int) -> list[str]:
         shown = "" if value is None else f" {_flow(value)}"
         return [f"{indent}# {scalar(key)}:{shown}{comment}"]
     if isinstance(value, dict) and value and all(isinstance(v, Entry) for v in value.values()):
-        lines = [f"{indent}{scalar(key)}:{comment}"]
+        # With every child commented out, the key alone would be null where the manifest wants a mapping.
+        off = "# " if all(child.disabled for child in value.values()) else ""
+        lines = [f"{indent}{off}{scalar(key)}:{comment}"]
         for child, child_entry in value.items():
             lines += _entry(child, child_entry, depth + 1)
         return lines

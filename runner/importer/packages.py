@@ -73,9 +73,11 @@ def environment_file(ctx, key: str, path: Any, where: str, base=None) -> None:
     found = ((base or ctx.input_dir) / path).resolve()
     source_dir = ctx.source_dir()
     if source_dir is not None and found.is_file() and found.is_relative_to(source_dir):
-        ctx.draft.put(key, found.relative_to(source_dir).as_posix(), f"{TODO}: {CONDA_HINT}" if "conda" in key else "")
+        relative = found.relative_to(source_dir).as_posix()
         if "conda" in key:
-            ctx.draft.note("todo", f"{key}: {CONDA_HINT}", where)
+            ctx.draft.todo(key, CONDA_HINT, placeholder=relative, where=where)
+        else:
+            ctx.draft.put(key, relative)
         return
     why = "not found" if not found.is_file() else "outside source_directory"
     ctx.draft.todo(key, f"{path!r} ({why}): copy it into source_directory and give its path there", where=where)

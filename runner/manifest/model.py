@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 VERSION_PATTERN = r"^\d+\.\d+(\.\d+)?$"
 SIZE_PATTERN = r"^\d+(\.\d+)?[bkmgBKMG]?$"
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 
 class _Model(BaseModel):
@@ -204,7 +205,7 @@ class Manifest(_Model):
     @classmethod
     def _env_names(cls, env):
         for key in env:
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            if not re.fullmatch(ENV_NAME_PATTERN, key):
                 raise ValueError(f"{key!r} is not a valid environment variable name")
         return env
 

@@ -44,6 +44,10 @@ def imported(tmp_path: Path, fixture: str, *code: str, text: str | None = None):
     return loaded.manifest, output.read_text(), (tmp_path / "tftrain-import-report.md").read_text()
 
 
+def uncommented(text: str) -> str:
+    return "\n".join(line.split("#")[0] for line in text.splitlines())
+
+
 def test_single_node_tensorflow_estimator(tmp_path):
     (tmp_path / "data" / "mnist").mkdir(parents=True)
     manifest, text, report = imported(tmp_path, "tf_single.py", "tf-mnist/tf_mnist.py")
@@ -295,3 +299,41 @@ def test_expressions_too_big_to_compute_are_left_as_todos(tmp_path):
 
     assert _small(ast.Pow(), 2, 10) and not _small(ast.Pow(), 9, 9**9) and not _small(ast.Pow(), 10**9, 2)
     assert _small(ast.Mult(), "ab", 3) and not _small(ast.Mult(), "x", 10**9) and _small(ast.Mult(), 10**9, 10**9)
+
+
+def test_v2_environment_variables_the_manifest_would_reject_are_todos(tmp_path):
+    job = 'command: python train.py\ncode: .\nenvironment_variables: {"BAD-NAME": "1", LISTED: [1, 2]}\n'
+    manifest, text, report = imported(tmp_path, "job.yml", "train.py", text=job)
+    assert manifest.environment_variables == {}
+    assert "BAD-NAME" not in uncommented(text)
+    assert "environment_variables: 'BAD-NAME' is no variable name (job.yml:3)" in report
+    assert "environment_variables.LISTED: not resolved statically: [1, 2] (job.yml:3)" in report
+    assert "tftrain validate" not in report
+
+
+@pytest.mark.parametrize(
+    ("distribution", "todo"),
+    [
+        ("distribution: {type: mpi}\n", "node_count: not resolved statically: '${{inputs.n}}' (job.yml:4)"),
+        (
+            "distribution: {type: tensorflow, worker_count: 2}\n",
+            "node_count: not resolved statically: '${{inputs.n}}' (job.yml:4)",
+        ),
+        ("", "node_count: node_count='${{inputs.n}}' without a distributed backend: choose distributed_training"),
+    ],
+)
+def test_v2_counts_not_known_statically_are_todos(tmp_path, distribution, todo):
+    job = f'command: python train.py\ncode: .\nresources: {{instance_count: "${{{{inputs.n}}}}"}}\n{distribution}'
+    manifest, text, report = imported(tmp_path, "job.yml", "train.py", text=job)
+    assert manifest.node_count == 1
+    assert "${{inputs.n}}" not in uncommented(text)
+    assert todo in report
+    assert "tftrain validate" not in report
+
+
+def test_v2_sizes_and_timeouts_the_manifest_would_reject_are_todos(tmp_path):
+    job = "command: python train.py\ncode: .\nresources: {shm_size: 2GB}\nlimits: {timeout: '${{inputs.t}}'}\n"
+    manifest, _text, report = imported(tmp_path, "job.yml", "train.py", text=job)
+    assert manifest.shm_size is None and manifest.max_run_duration_seconds is None
+    assert "shm_size: '2GB' is not a size like '2g' (job.yml:3)" in report
+    assert "max_run_duration_seconds: not resolved statically: '${{inputs.t}}' (job.yml:4)" in report

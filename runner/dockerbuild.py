@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import io
-import re
 import tarfile
-from collections import deque
 from pathlib import Path
 
 from runner.errors import BuildError, DockerError
 from runner.images import ImageSpec
 from runner.logger import Logger
-
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+from runner.tee import Tee
 
 
 def base_image_id(client, base: str, logger: Logger) -> str:
@@ -67,9 +64,7 @@ def push_image(client, tag: str, logger: Logger) -> None:
 
 def _build(client, context: io.BytesIO, tag: str, labels: dict, dockerfile: str, logger: Logger, log_path: Path) -> str:
     step, error = None, None
-    tail: deque[str] = deque(maxlen=40)
-    with log_path.open("a", encoding="utf-8") as log:
-        log.write(f"--- Dockerfile for {tag}\n{dockerfile}--- build\n")
+    with Tee(log_path, logger, f"--- Dockerfile for {tag}\n{dockerfile}--- build\n") as tee:
         chunks = client.api.build(
             fileobj=context,
             custom_context=True,
@@ -85,18 +80,10 @@ def _build(client, context: io.BytesIO, tag: str, labels: dict, dockerfile: str,
             if "error" in chunk:
                 error = chunk["error"]
                 text = error + "\n"
-            if not text:
-                continue
-            log.write(text)
-            text = ANSI.sub("", text)  # the daemon colours a step's stderr
-            for line in text.splitlines():
-                if line.startswith("Step "):
-                    step = line
-                if line.strip():
-                    tail.append(line.rstrip())
-            logger.log_chunk(b"".join(b"  " + line.encode() + b"\n" for line in text.splitlines()), str(log_path))
+            if text:  # the daemon colours a step's stderr: the tee takes the colours out
+                step = next((line for line in reversed(tee.write(text)) if line.startswith("Step ")), step)
     if error is not None:
-        raise BuildError(_build_failure(step, error, tail, log_path))
+        raise BuildError(_build_failure(step, error, tee.tail, log_path))
     image_id = existing_image(client, tag)
     if image_id is None:
         raise BuildError(f"docker build reported success but {tag} does not exist (log: {log_path})")

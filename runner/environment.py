@@ -14,16 +14,16 @@ import os
 import shutil
 import subprocess
 import sys
-from collections import deque
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 
 from runner.errors import PreparingError, UnsupportedError
-from runner.frameworks import DEFAULT_VERSION, HOROVOD, requirement, uses_keras3
+from runner.frameworks import DEFAULT_VERSION, HOROVOD, requirement, tf_keras_requirement
 from runner.logger import Logger
 from runner.manifest.model import Manifest, MpiTraining
 from runner.paths import cache_dir
+from runner.tee import Tee
 
 COMPLETE = ".tftrain-complete"
 FRAMEWORK_PACKAGES = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tensorflow-intel")
@@ -94,16 +94,10 @@ def packages_in(env: PythonEnv) -> dict[str, str]:
     return dict(sorted((dist.metadata["Name"], dist.version) for dist in found if dist.metadata["Name"]))
 
 
-def framework_version_in(env: PythonEnv) -> str | None:
-    """The TensorFlow version an environment holds (read from its metadata, not by importing it)."""
-    if not env.is_venv:
-        return installed_framework_version()
-    for site in Path(env.python).parent.parent.glob("lib/python*/site-packages"):
-        found = {dist.name: dist.version for dist in metadata.distributions(path=[str(site)])}
-        for name in FRAMEWORK_PACKAGES:
-            if name in found or name.replace("-", "_") in found:
-                return found.get(name) or found.get(name.replace("-", "_"))
-    return None
+def framework_version_of(packages: dict[str, str]) -> str | None:
+    """The TensorFlow version among an environment's packages (see packages_in)."""
+    found = {name.lower().replace("_", "-"): version for name, version in packages.items()}
+    return next((found[name] for name in FRAMEWORK_PACKAGES if name in found), None)
 
 
 def framework_requirement(manifest: Manifest) -> str | None:
@@ -155,9 +149,9 @@ def horovod_steps(framework_version: str) -> tuple[PipStep, ...]:
     """Horovod built against the environment's TensorFlow; with Keras 3 (TF ≥ 2.16), tf-keras for
     Horovod's Keras API (ranks get TF_USE_LEGACY_KERAS=1)."""
     steps = []
-    if uses_keras3(framework_version):
-        minor = ".".join(framework_version.split(".")[:2])
-        steps.append(PipStep(("--no-deps", f"tf-keras=={minor}.*")))
+    tf_keras = tf_keras_requirement(framework_version)
+    if tf_keras:
+        steps.append(PipStep(("--no-deps", tf_keras)))
     steps.append(PipStep(("--no-build-isolation", "--no-cache-dir", HOROVOD), HOROVOD_BUILD_ENV))
     return tuple(steps)
 
@@ -211,19 +205,14 @@ def _build(spec: EnvSpec, target: Path, source_dir: Path, logger: Logger, log_pa
 
 
 def _call(argv: list[str], what: str, logger: Logger, log_path: Path, env: dict[str, str] | None = None) -> None:
-    tail: deque[str] = deque(maxlen=40)
-    with log_path.open("a", encoding="utf-8") as log:
-        log.write(f"$ {' '.join(argv)}\n")
-        log.flush()
+    with Tee(log_path, logger, f"$ {' '.join(argv)}\n") as tee:
         process = subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", env={**os.environ, **(env or {})}
         )
         assert process.stdout is not None
         for line in process.stdout:
-            log.write(line)
-            tail.append(line.rstrip())
-            logger.log_chunk(f"  {line}".encode(), str(log_path))
+            tee.write(line)
         code = process.wait()
     if code != 0:
-        errors = [line for line in tail if line.startswith("ERROR")] or list(tail)[-1:] or ["no output"]
+        errors = [line for line in tee.tail if line.startswith("ERROR")] or list(tee.tail)[-1:] or ["no output"]
         raise PreparingError(f"{what} failed (exit {code}): {errors[-1]} (full output: {log_path})")

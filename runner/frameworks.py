@@ -50,6 +50,13 @@ def uses_keras3(version: str | None) -> bool:
     return (major, minor) >= (2, 16)
 
 
+def tf_keras_requirement(version: str | None) -> str | None:
+    """tf-keras for Horovod's Keras API where TensorFlow ships Keras 3 (`tf-keras==2.18.*`), else None."""
+    if not uses_keras3(version):
+        return None
+    return f"tf-keras=={'.'.join((version or DEFAULT_VERSION).split('.')[:2])}.*"
+
+
 def framework(version: str | None) -> Framework | None:
     return FRAMEWORKS.get(".".join((version or DEFAULT_VERSION).split(".")[:2]))
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import runner
-from runner.environment import names_framework
+from runner.environment import framework_requirement
 from runner.errors import UnsupportedError
-from runner.frameworks import DEFAULT_VERSION, HOROVOD, default_base_image, requirement, uses_keras3
+from runner.frameworks import HOROVOD, default_base_image, tf_keras_requirement
 from runner.manifest import LoadedManifest
 from runner.manifest.model import Manifest, MpiTraining
 from runner.templates import render
@@ -65,7 +65,9 @@ def host_ca_bundle() -> Path | None:
 def image_spec(loaded: LoadedManifest, base_image_id: str | None = None, ca_bundle: Path | None = None) -> ImageSpec:
     manifest = loaded.manifest
     base = base_image_for(manifest)
-    framework = _framework_requirement(manifest)
+    # Official TensorFlow images hold TensorFlow already; a custom image gets the pinned one (a
+    # no-op when it has that version).
+    framework = framework_requirement(manifest) if manifest.custom_docker_image and manifest.framework_version else None
     files: dict[str, bytes] = {}
     if manifest.pip_packages:
         files["requirements.txt"] = "".join(f"{package}\n" for package in manifest.pip_packages).encode()
@@ -80,7 +82,7 @@ def image_spec(loaded: LoadedManifest, base_image_id: str | None = None, ca_bund
         ensure_python=True,
         mpi=isinstance(manifest.distributed_training, MpiTraining),
         horovod=HOROVOD,
-        tf_keras=_tf_keras(manifest),
+        tf_keras=tf_keras_requirement(manifest.framework_version) if isinstance(manifest.distributed_training, MpiTraining) else None,
         conda=bool(manifest.conda_packages or manifest.conda_dependencies_file),
         conda_packages=manifest.conda_packages,
         conda_file=Path(manifest.conda_dependencies_file).name if manifest.conda_dependencies_file else None,
@@ -105,20 +107,3 @@ def image_spec(loaded: LoadedManifest, base_image_id: str | None = None, ca_bund
     }
     tag = f"tftrain/{manifest.name.lower()}:{content_hash[:16]}"
     return ImageSpec(manifest.name, base, dockerfile, files, tag, labels, ca_bundle)
-
-
-def _framework_requirement(manifest: Manifest) -> str | None:
-    """Official TensorFlow images already hold TensorFlow; a custom image gets the pinned one
-    (a no-op when it has that version already)."""
-    if not manifest.custom_docker_image or not manifest.framework_version:
-        return None
-    if any(names_framework(package) for package in manifest.pip_packages):
-        return None
-    return requirement(manifest.use_gpu, manifest.framework_version)
-
-
-def _tf_keras(manifest: Manifest) -> str | None:
-    version = manifest.framework_version or DEFAULT_VERSION
-    if not isinstance(manifest.distributed_training, MpiTraining) or not uses_keras3(version):
-        return None
-    return f"tf-keras=={'.'.join(version.split('.')[:2])}.*"

@@ -16,13 +16,15 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from typing import Any, NamedTuple
 
-from runner.checksums import CHUNK, sha256_file, sums_of
+from runner.checksums import CHUNK, format_sums, sha256_file, sums_of
 from runner.errors import PreparingError
 from runner.logger import Logger
 from runner.manifest import LoadedManifest
 from runner.manifest.model import InputSpec
 from runner.paths import cache_dir
+from runner.s3store import s3_client
 
 PROGRESS_SECONDS = 1.0
 
@@ -55,18 +57,36 @@ def _index_path(spec: InputSpec) -> Path:
     return data_root() / "sources" / f"{key}.json"
 
 
+def _index(spec: InputSpec) -> dict | None:
+    """What the cache knows of a remote source: the digest and path of its last download."""
+    path = _index_path(spec)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def digest_of(path: Path) -> str | None:
+    """The sha256 of a fetched input (the cache keeps it under its content's digest); None for a
+    local path."""
+    try:
+        return path.relative_to(data_root() / "sha256").parts[0]
+    except (ValueError, IndexError):
+        return None
+
+
 def _cached(spec: InputSpec, where: str, logger: Logger, dry_run: bool, source) -> Path:
     index_path = _index_path(spec)
-    index = json.loads(index_path.read_text()) if index_path.exists() else None
+    index = _index(spec)
     if dry_run:
         return Path(index["path"]) if index else data_root() / "sha256" / "<digest>"
-    if index and Path(index["path"]).exists() and source.is_current(spec, index, where):
-        _check_digest(spec, index["digest"], where)
-        logger.info(f"{where}: {spec.source} (cached, sha256 {index['digest'][:12]})")
-        return Path(index["path"])
+    listed = None
+    if index and Path(index["path"]).exists():
+        listed = source.listing(spec, where)
+        if source.is_current(listed, index):
+            _check_digest(spec, index["digest"], where)
+            logger.info(f"{where}: {spec.source} (cached, sha256 {index['digest'][:12]})")
+            return Path(index["path"])
     staging = Path(tempfile.mkdtemp(prefix="download-", dir=_ensure(data_root())))
     try:
-        name, listing = source.download(spec, staging, where, logger)
+        name, listing = source.download(spec, listed, staging, where, logger)
         digest = _digest(staging)
         _check_digest(spec, digest, where)
         target = data_root() / "sha256" / digest
@@ -93,8 +113,7 @@ def _digest(root: Path) -> str:
     files = [p for p in root.rglob("*") if p.is_file()]
     if len(files) == 1 and files[0].parent == root:
         return sha256_file(files[0])
-    listing = "".join(f"{digest}  {name}\n" for name, digest in sums_of(root).items())
-    return hashlib.sha256(listing.encode()).hexdigest()
+    return hashlib.sha256(format_sums(sums_of(root)).encode()).hexdigest()
 
 
 def _check_digest(spec: InputSpec, digest: str, where: str) -> None:
@@ -119,11 +138,15 @@ class _Progress:
 
 class HttpSource:
     @staticmethod
-    def is_current(spec: InputSpec, index: dict, where: str) -> bool:
-        return True  # an https input is fetched once; pin its content with `sha256` to be sure
+    def listing(spec: InputSpec, where: str) -> None:
+        return None  # an https input is fetched once; pin its content with `sha256` to be sure
 
     @staticmethod
-    def download(spec: InputSpec, staging: Path, where: str, logger: Logger) -> tuple[str, dict]:
+    def is_current(listed: None, index: dict) -> bool:
+        return True
+
+    @staticmethod
+    def download(spec: InputSpec, listed: None, staging: Path, where: str, logger: Logger) -> tuple[str, dict]:
         return _download_http(spec, staging, where, logger)
 
 
@@ -146,15 +169,21 @@ def _download_http(spec: InputSpec, staging: Path, where: str, logger: Logger) -
     return name, listing
 
 
-def _s3_objects(spec: InputSpec, where: str):
+class _S3Listing(NamedTuple):
+    client: Any
+    bucket: str
+    prefix: str
+    objects: list[dict]
+
+
+def _s3_listing(spec: InputSpec, where: str) -> _S3Listing:
     try:
-        import boto3
         import botocore.exceptions
     except ImportError:  # pragma: no cover - boto3 is a dependency
         raise PreparingError(f"{where}: s3:// inputs need boto3 (pip install boto3)") from None
     parsed = urllib.parse.urlparse(spec.source)
     bucket, prefix = parsed.netloc, parsed.path.lstrip("/")
-    client = boto3.client("s3", endpoint_url=spec.endpoint_url)
+    client = s3_client(spec.endpoint_url)
     try:
         pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
         objects = [item for page in pages for item in page.get("Contents", [])]
@@ -164,15 +193,15 @@ def _s3_objects(spec: InputSpec, where: str):
         raise PreparingError(f"{where}: {spec.source}: {exc.response['Error'].get('Message') or exc}") from None
     if not objects:
         raise PreparingError(f"{where}: {spec.source}: no such object or prefix")
-    return client, bucket, prefix, objects
+    return _S3Listing(client, bucket, prefix, objects)
 
 
-def _listing(objects) -> dict:
+def _fingerprint(objects: list[dict]) -> dict:
     return {item["Key"]: [item["Size"], item.get("ETag")] for item in objects}
 
 
-def _download_s3(spec: InputSpec, staging: Path, where: str, logger: Logger) -> tuple[str, dict]:
-    client, bucket, prefix, objects = _s3_objects(spec, where)
+def _download_s3(spec: InputSpec, listed: _S3Listing, staging: Path, where: str, logger: Logger) -> tuple[str, dict]:
+    client, bucket, prefix, objects = listed
     progress = _Progress(logger, spec.source, sum(item["Size"] for item in objects))
     single = len(objects) == 1 and objects[0]["Key"] == prefix
     for item in objects:
@@ -185,15 +214,20 @@ def _download_s3(spec: InputSpec, staging: Path, where: str, logger: Logger) -> 
             raise PreparingError(f"{where}: object key {key!r} leaves the download directory")
         target.parent.mkdir(parents=True, exist_ok=True)
         client.download_file(bucket, key, str(target), Callback=progress.add)
-    return (Path(prefix).name if single else ""), _listing(objects)
+    return (Path(prefix).name if single else ""), _fingerprint(objects)
 
 
 class S3Source:
     @staticmethod
-    def is_current(spec: InputSpec, index: dict, where: str) -> bool:
-        """Listing the prefix is cheap: download again only when an object changed."""
-        return _listing(_s3_objects(spec, where)[3]) == index.get("listing")
+    def listing(spec: InputSpec, where: str) -> _S3Listing:
+        return _s3_listing(spec, where)
 
     @staticmethod
-    def download(spec: InputSpec, staging: Path, where: str, logger: Logger) -> tuple[str, dict]:
-        return _download_s3(spec, staging, where, logger)
+    def is_current(listed: _S3Listing, index: dict) -> bool:
+        """Listing the prefix is cheap: download again only when an object changed."""
+        return _fingerprint(listed.objects) == index.get("listing")
+
+    @staticmethod
+    def download(spec: InputSpec, listed: _S3Listing | None, staging: Path, where: str, logger: Logger) -> tuple[str, dict]:
+        """`listed`: the listing is_current looked at, when it did (a stale input is listed once)."""
+        return _download_s3(spec, listed or _s3_listing(spec, where), staging, where, logger)

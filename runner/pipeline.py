@@ -23,6 +23,7 @@ from runner.manifest import LoadedManifest, effective_target
 from runner.metrics.metricsfile import MetricsFileFollower
 from runner.metrics.parsers import LogMetricParser
 from runner.metrics.recorder import MetricsRecorder
+from runner.metrics.summary import primary_metric
 from runner.metrics.tensorboard import read_event_scalars
 from runner.paths import tftrain_home
 from runner.prepare import Prepared, check_runnable, prepare
@@ -231,8 +232,7 @@ def _report(logger: Logger, loaded: LoadedManifest, result: RunResult, error: Sc
     elif result.status != "Completed":
         logger.annotate("error", f"run {result.run_id} {result.status}: {result.message}")
     logger.step_summary(paths.summary.read_text())
-    primary = result.metrics.get("primary")
-    value = result.metrics.get("metrics", {}).get(primary, {}).get("last") if primary else None
+    _, value = primary_metric(result.metrics)
     logger.outputs(
         {
             "run-id": result.run_id,

@@ -16,7 +16,7 @@ from runner.argv import script_args
 from runner.compat import azureml_env, azureml_reason
 from runner.errors import PreparingError
 from runner.gitinfo import git_info
-from runner.inputs import fetch_inputs
+from runner.inputs import digest_of, fetch_inputs
 from runner.logger import Logger
 from runner.manifest import LoadedManifest, effective_target
 from runner.plan import LaunchPlan, PlanContext, build_plan
@@ -82,7 +82,7 @@ def prepare(
     plan = dataclasses.replace(build_plan(ctx), container=container, secret_names=frozenset(secrets))
     plan = target.finalize(plan, loaded, run_id)
     if not dry_run:
-        _write_lock(loaded, paths, env, git, plan)
+        _write_lock(loaded, paths, env, git, plan, inputs)
     return Prepared(plan, env, git, tuple(value for value in secrets.values() if value))
 
 
@@ -142,13 +142,15 @@ def _env_text(value) -> str:
     return str(value)
 
 
-def _write_lock(loaded: LoadedManifest, paths: RunPaths, env: Environment, git: dict, plan: LaunchPlan) -> None:
+def _write_lock(loaded: LoadedManifest, paths: RunPaths, env: Environment, git: dict, plan: LaunchPlan, inputs: dict[str, Path]) -> None:
+    specs = loaded.manifest.inputs
     lock = {
         "tftrain_version": runner.__version__,
         "manifest": loaded.manifest.model_dump(mode="json", by_alias=True),
         "manifest_path": str(loaded.path),
         "environment": {"python": env.python, "description": env.description, "image": env.image, **env.details},
         "git": git,
+        "inputs": {name: {"source": specs[name].source, "sha256": digest_of(path)} for name, path in inputs.items()},
         "plan": plan.to_dict(),
     }
     paths.lock.write_text(yaml.safe_dump(lock, sort_keys=False), encoding="utf-8")

@@ -14,26 +14,24 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.checksums import sha256_file
+from runner.checksums import parse_sums, sha256_file
 from runner.errors import PublishError
 from runner.logger import Logger
 from runner.manifest.model import Manifest
 from runner.release_assets import SUMS, build_assets
 from runner.rundir import RunPaths
 from runner.s3store import S3Target
-from runner.workflow import TagTemplate
+from runner.workflow import TagTemplate, releases_of
 
 ATTEMPTS = 4
 BACKOFF_SECONDS = 0.5
 CONTENT_TYPES = {".gz": "application/gzip", ".json": "application/json", ".md": "text/markdown", ".png": "image/png"}
 
 
-
 @dataclass(frozen=True)
 class Published:
     tag: str
     url: str
-    version: int
 
 
 def publish(
@@ -44,8 +42,9 @@ def publish(
     logger: Logger,
     force: bool = False,
     s3: S3Target | None = None,
-    template: TagTemplate = TagTemplate(),
+    template: TagTemplate | None = None,
 ) -> Published:
+    template = template or TagTemplate.from_env()
     if record.get("status") != "Completed":
         raise PublishError(f"run {record['run_id']} is {record.get('status')}: only a completed run is published")
     git = record.get("git") or {}
@@ -56,7 +55,7 @@ def publish(
         )
     if not (paths.workdir / manifest.model.path).exists():
         raise PublishError(f"run {record['run_id']} wrote no model at {manifest.model.path}")
-    state_path = paths.root / "release.json"
+    state_path = paths.release_state
     state = json.loads(state_path.read_text()) if state_path.exists() else None
     release = _resume(repo, state) if state else None
     if release is None:
@@ -65,28 +64,26 @@ def publish(
         state_path.write_text(json.dumps(state))
     else:
         logger.info(f"resuming the draft release {release.tag_name}")
-    version = state["version"]
-    directory = paths.root / "release"
+    directory = paths.release_dir
     if (directory / SUMS).exists() and state["verified"]:  # resuming: the very files already uploaded
         assets = sorted(p for p in directory.iterdir() if p.name != SUMS) + [directory / SUMS]
     else:
-        assets = build_assets(manifest, paths, record, version, directory, s3)
+        assets = build_assets(manifest, paths, record, state["version"], directory, s3)
+    digests = {**parse_sums((directory / SUMS).read_text()), SUMS: sha256_file(directory / SUMS)}
     existing = {asset.name: asset for asset in release.get_assets()}
     for path in assets:
         if path.name in state["verified"] and path.name in existing:
             continue
         try:
-            _upload_verified(release, path, existing.get(path.name), logger)
+            _upload_verified(release, path, digests[path.name], existing.get(path.name), logger)
         except PublishError as exc:
             raise PublishError(f"{exc}; the release {release.tag_name} stays a draft: run `tftrain publish --run {record['run_id']}` to finish it") from None
         state["verified"].append(path.name)
         state_path.write_text(json.dumps(state))
-    body = (paths.root / "release" / "MODEL_CARD.md").read_text()
+    body = (directory / "MODEL_CARD.md").read_text()
     release = release.update_release(name=release.tag_name, message=body, draft=False)
-    state["published"] = True
-    state_path.write_text(json.dumps(state))
     logger.info(f"published {release.tag_name}: {release.html_url}", style="bold green")
-    return Published(release.tag_name, release.html_url, version)
+    return Published(release.tag_name, release.html_url)
 
 
 def _resume(repo, state: dict):
@@ -104,8 +101,8 @@ def _resume(repo, state: dict):
 def _create_draft(repo, name: str, commit: str | None, template: TagTemplate, logger: Logger):
     from github import GithubException
 
-    versions = [template.version(name, release.tag_name) for release in repo.get_releases()]
-    latest = max((v for v in versions if v is not None), default=0)
+    # drafts count: a draft holds its number while another publisher finishes it
+    latest = next((v for v, _ in releases_of(repo, name, template, drafts=True)), 0)
     for version in range(latest + 1, latest + 50):
         tag = template.tag(name, version)
         try:
@@ -120,12 +117,12 @@ def _create_draft(repo, name: str, commit: str | None, template: TagTemplate, lo
     raise PublishError(f"no free version for {name} after v{latest + 49}")
 
 
-def _upload_verified(release, path: Path, existing, logger: Logger) -> None:
-    """Upload with retries on 5xx and connection errors, then check size and sha256."""
+def _upload_verified(release, path: Path, digest: str, existing, logger: Logger) -> None:
+    """Upload with retries on 5xx and connection errors, then check size and sha256 (`digest`,
+    what SHA256SUMS says of the file)."""
     from github import GithubException
     from requests.exceptions import RequestException
 
-    digest = sha256_file(path)
     if existing is not None and _verified(existing, path, digest):
         return
     if existing is not None:  # an earlier, broken upload: replace it
@@ -179,21 +176,16 @@ def _message(exc) -> str:
     return str(data.get("message") or exc)
 
 
-def pull_release(repo, ref: str, out_dir: Path, logger: Logger, template: TagTemplate = TagTemplate()) -> str:
+def pull_release(repo, ref: str, out_dir: Path, logger: Logger, template: TagTemplate | None = None) -> str:
     """Download NAME@vN (or NAME@latest) from the Releases, verify it against SHA256SUMS, extract
     it safely into out_dir. Returns the tag."""
     import tempfile
 
     from runner.archive import unpack
-    from runner.checksums import parse_sums
-    from runner.registry import REF
+    from runner.registry import parse_ref
     from runner.s3store import download
 
-    match = REF.match(ref)
-    if not match:
-        raise PublishError(f"{ref!r} is not a model reference: use NAME, NAME@vN or NAME@latest")
-    name, version = match["name"], match["version"]
-    release = _release_for(repo, name, None if version in (None, "latest") else int(version[1:]), template)
+    release = _release_for(repo, *parse_ref(ref), template or TagTemplate.from_env())
     assets = {asset.name: asset for asset in release.get_assets()}
     model = "model.tar.gz" if "model.tar.gz" in assets else "model.s3.json"
     for needed in (SUMS, model):
@@ -223,7 +215,7 @@ def _release_for(repo, name: str, version: int | None, template: TagTemplate):
             return repo.get_release(template.tag(name, version))
         except GithubException as exc:
             raise PublishError(f"no release {template.tag(name, version)}: HTTP {exc.status}") from None
-    published = [(v, r) for r in repo.get_releases() if not r.draft and (v := template.version(name, r.tag_name)) is not None]
+    published = releases_of(repo, name, template)
     if not published:
         raise PublishError(f"no published release of {name} (tags {template.tag(name, 'N')})")
-    return max(published, key=lambda item: item[0])[1]
+    return published[0][1]

@@ -45,13 +45,13 @@ class Registry:
         version = self._reserve(name, run_id)
         target = self.root / name / f"v{version}"
         try:
-            _copy_model(source, target / "model")
+            copy_model(source, target / "model")
             sums = sums_of(target / "model")
             (target / "SHA256SUMS").write_text(format_sums(sums))
             info = {
                 **info,
                 "files": len(sums),
-                "bytes": _size(target / "model"),
+                "bytes": sum((target / "model" / name).stat().st_size for name in sums),
                 "source": str(source),
                 "layout": "directory" if source.is_dir() else "file",
             }
@@ -96,11 +96,7 @@ class Registry:
         return _version(row)
 
     def resolve(self, ref: str) -> ModelVersion:
-        match = REF.match(ref)
-        if not match:
-            raise NotFoundError(f"{ref!r} is not a model reference: use NAME, NAME@vN or NAME@latest")
-        version = match["version"]
-        return self.get(match["name"], int(version[1:]) if version and version != "latest" else None)
+        return self.get(*parse_ref(ref))
 
     def pull(self, ref: str, out_dir: Path) -> ModelVersion:
         model = self.resolve(ref)
@@ -114,22 +110,29 @@ class Registry:
         return model
 
 
+def parse_ref(ref: str) -> tuple[str, int | None]:
+    """NAME, NAME@vN or NAME@latest → (name, N or None for the latest)."""
+    match = REF.match(ref)
+    if not match:
+        raise NotFoundError(f"{ref!r} is not a model reference: use NAME, NAME@vN or NAME@latest")
+    version = match["version"]
+    return match["name"], (int(version[1:]) if version and version != "latest" else None)
+
+
 def verify(model: ModelVersion) -> None:
     problems = mismatches(model.files_dir, parse_sums((model.path / "SHA256SUMS").read_text()))
     if problems:
         raise RegistryError(f"{model.label} in the registry is damaged: {'; '.join(problems[:3])}")
 
 
-def _copy_model(source: Path, target: Path) -> None:
+def copy_model(source: Path, target: Path) -> Path:
+    """Copy a model (a directory, or one file) into `target`, links followed; returns the path
+    with the model's shape: `target` itself, or the one file in it."""
     if source.is_dir():
         shutil.copytree(source, target, symlinks=False)
-    else:
-        target.mkdir(parents=True)
-        shutil.copy2(source, target / source.name)
-
-
-def _size(root: Path) -> int:
-    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+        return target
+    target.mkdir(parents=True)
+    return Path(shutil.copy2(source, target / source.name))
 
 
 _COLUMNS = "name, version, run_id, created, path, info"

@@ -31,12 +31,12 @@ def build_assets(
     directory.mkdir(parents=True)
     model = paths.workdir / manifest.model.path
     archive = directory / "model.tar.gz"
-    digest = pack(model, archive)
+    digests = {archive.name: pack(model, archive)}  # hashed as it is packed: never read again
     if s3 is not None and s3.offload(archive.stat().st_size):
-        pointer = upload(s3, archive, f"{manifest.name}/v{version}/model.tar.gz", digest)
+        pointer = upload(s3, archive, f"{manifest.name}/v{version}/model.tar.gz", digests.pop(archive.name))
         (directory / "model.s3.json").write_text(pointer_text(pointer))
         archive.unlink()
-    pack(paths.logs, directory / "logs.tar.gz")
+    digests["logs.tar.gz"] = pack(paths.logs, directory / "logs.tar.gz")
     shutil.copy(paths.metrics_summary, directory / "metrics.json")
     shutil.copy(paths.metrics, directory / "metrics.jsonl")
     shutil.copy(paths.lock, directory / "manifest.lock.yml")
@@ -44,15 +44,17 @@ def build_assets(
     names = sorted(p.name for p in directory.iterdir()) + ["MODEL_CARD.md"]
     (directory / "MODEL_CARD.md").write_text(model_card(manifest, paths, record, version, names + [SUMS]))
     files = sorted(p for p in directory.iterdir() if p.is_file())
-    (directory / SUMS).write_text(format_sums({p.name: sha256_file(p) for p in files}))
+    sums = {p.name: digests.get(p.name) or sha256_file(p) for p in files}
+    (directory / SUMS).write_text(format_sums(sums))
     return files + [directory / SUMS]
 
 
 def model_card(manifest: Manifest, paths: RunPaths, record: dict, version: int, assets: list[str]) -> str:
     lock = yaml.safe_load(paths.lock.read_text()) if paths.lock.exists() else {}
     git = record.get("git") or {}
+    fetched = lock.get("inputs") or {}  # what this run was handed
     inputs = [
-        {"name": name, "source": spec.source, "sha256": spec.sha256 or _cached_digest(lock, name)}
+        {"name": name, "source": spec.source, "sha256": spec.sha256 or (fetched.get(name) or {}).get("sha256") or "(local path)"}
         for name, spec in manifest.inputs.items()
     ]
     return render(
@@ -72,16 +74,6 @@ def model_card(manifest: Manifest, paths: RunPaths, record: dict, version: int, 
         metrics=metric_rows(record.get("metrics") or {}),
         assets=assets,
     )
-
-
-def _cached_digest(lock: dict, name: str) -> str:
-    """Remote inputs live in the cache under their content's sha256."""
-    for task in (lock.get("plan") or {}).get("tasks", []):
-        path = task.get("env", {}).get(f"TFTRAIN_INPUT_{name.upper().replace('-', '_')}", "")
-        parts = Path(path).parts
-        if "sha256" in parts and parts.index("sha256") + 1 < len(parts):
-            return parts[parts.index("sha256") + 1]
-    return "(local path)"
 
 
 def _loss_curve(paths: RunPaths, target: Path) -> bool:

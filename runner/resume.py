@@ -7,11 +7,10 @@ run first, so a script that writes to its checkpoint never changes the registry 
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from runner.errors import FatalError, NotFoundError, PreparingError, RegistryError
-from runner.registry import Registry, verify
+from runner.registry import Registry, copy_model, verify
 from runner.rundir import RunPaths
 from runner.store import Store
 
@@ -25,8 +24,8 @@ def resolve_resume(ref: str, base_dir: Path, store: Store, target: Path, logger)
             raise PreparingError(f"resume_from: {exc}") from None
         if model.info.get("layout") == "file":
             (only,) = model.files_dir.iterdir()
-            return _copy(only, target)
-        return _copy(model.files_dir, target)
+            return copy_model(only, target)
+        return copy_model(model.files_dir, target)
     if ref.startswith("release:"):
         from runner import workflow
         from runner.publish import pull_release
@@ -52,14 +51,4 @@ def resolve_resume(ref: str, base_dir: Path, store: Store, target: Path, logger)
     source = model_path if model_path.exists() else paths.outputs
     if not source.exists():
         raise PreparingError(f"resume_from: run {run.run_id} has no outputs to resume from ({source})")
-    return _copy(source, target)
-
-
-def _copy(source: Path, target: Path) -> Path:
-    """Copy into `target`; the path handed on has the model's shape: a directory or one file."""
-    if source.is_dir():
-        shutil.copytree(source, target)
-        return target
-    target.mkdir(parents=True)
-    shutil.copy2(source, target / source.name)
-    return target / source.name
+    return copy_model(source, target)

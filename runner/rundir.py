@@ -74,6 +74,16 @@ class RunPaths:
         return self.root / "summary.md"
 
     @property
+    def release_dir(self) -> Path:
+        """The assets `tftrain publish` uploads, as built for the release."""
+        return self.root / "release"
+
+    @property
+    def release_state(self) -> Path:
+        """The release a publish made and the assets it verified: what a stopped publish resumes."""
+        return self.root / "release.json"
+
+    @property
     def prepare_log(self) -> Path:
         return self.root / "prepare.log"
 

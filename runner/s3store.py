@@ -15,7 +15,6 @@ GITHUB_ASSET_LIMIT = 2 * 1024**3
 PART = 16 * 1024**2  # four parts in flight: 64 MB of buffers at most
 
 
-
 @dataclass(frozen=True)
 class S3Target:
     bucket: str | None
@@ -42,7 +41,7 @@ class S3Target:
         return self.bucket is not None
 
 
-def _client(endpoint_url: str | None):
+def s3_client(endpoint_url: str | None):
     import boto3
 
     return boto3.client("s3", endpoint_url=endpoint_url)
@@ -61,7 +60,7 @@ def upload(target: S3Target, path: Path, key: str, digest: str | None = None) ->
 
     digest, size = digest or sha256_file(path), path.stat().st_size
     full_key = f"{target.prefix}/{key}" if target.prefix else key
-    client = _client(target.endpoint_url)
+    client = s3_client(target.endpoint_url)
     try:
         client.upload_file(str(path), target.bucket, full_key, ExtraArgs={"Metadata": {"sha256": digest}}, Config=_transfer())
         head = client.head_object(Bucket=target.bucket, Key=full_key)
@@ -77,9 +76,9 @@ def download(pointer: dict, path: Path) -> None:
     import botocore.exceptions
 
     bucket, _, key = pointer["uri"][len("s3://") :].partition("/")
-    endpoint = os.environ.get("INPUT_S3_ENDPOINT_URL") or pointer.get("endpoint_url")
+    endpoint = S3Target.from_env().endpoint_url or pointer.get("endpoint_url")
     try:
-        _client(endpoint).download_file(bucket, key, str(path), Config=_transfer())
+        s3_client(endpoint).download_file(bucket, key, str(path), Config=_transfer())
     except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
         raise StorageError(f"downloading {pointer['uri']}: {exc}") from None
     if path.stat().st_size != pointer["size"] or sha256_file(path) != pointer["sha256"]:

@@ -17,18 +17,18 @@ ALWAYS_IGNORED = {".git", ".tftrain", "__pycache__"}
 LARGE_SNAPSHOT = 300 << 20
 
 
-def ignore_spec(source: Path) -> tuple[pathspec.GitIgnoreSpec, Path | None]:
+def ignore_spec(source: Path) -> pathspec.GitIgnoreSpec:
     for name in IGNORE_FILES:
         path = source / name
         if path.is_file():
-            return pathspec.GitIgnoreSpec.from_lines(path.read_text().splitlines()), path
-    return pathspec.GitIgnoreSpec([]), None
+            return pathspec.GitIgnoreSpec.from_lines(path.read_text().splitlines())
+    return pathspec.GitIgnoreSpec([])
 
 
 def take_snapshot(source: Path, target: Path, exclude: tuple[str, ...] = (), skip: tuple[Path, ...] = ()) -> int:
     """Copy `source` to `target`; returns the bytes copied. `exclude` are relative paths to leave
     out (outputs, logs), `skip` absolute paths (the tftrain home when it lies inside)."""
-    spec, _ = ignore_spec(source)
+    spec = ignore_spec(source)
     excluded = {Path(p).as_posix().strip("/") for p in exclude}
     skipped = {p.resolve() for p in skip}
     total = 0

@@ -95,11 +95,16 @@ class TagTemplate:
         return int(match[1]) if match else None
 
 
-def baseline_metrics(repo, model: str, template: TagTemplate = TagTemplate()) -> tuple[str, dict] | None:
-    """(tag, metrics.json) of the newest published release of `model`, or None."""
-    for release in repo.get_releases():  # newest first
-        if release.draft or template.version(model, release.tag_name) is None:
-            continue
+def releases_of(repo, name: str, template: TagTemplate, drafts: bool = False) -> list[tuple[int, object]]:
+    """(version, release) of every release of `name` (published only, unless `drafts`), the
+    highest version first: a version's number, not the API's order, says which is newest."""
+    found = [(template.version(name, r.tag_name), r) for r in repo.get_releases() if drafts or not r.draft]
+    return sorted(((v, r) for v, r in found if v is not None), key=lambda item: item[0], reverse=True)
+
+
+def baseline_metrics(repo, model: str, template: TagTemplate | None = None) -> tuple[str, dict] | None:
+    """(tag, metrics.json) of the newest published release of `model` that has one, or None."""
+    for _, release in releases_of(repo, model, template or TagTemplate.from_env()):
         for asset in release.get_assets():
             if asset.name == "metrics.json":
                 with tempfile.TemporaryDirectory() as tmp:

@@ -11,6 +11,7 @@ from runner import routing, workflow
 from runner.errors import ForkRefused, Regression, UnsupportedError
 from runner.manifest import load_manifest
 from runner.paths import tftrain_home
+from runner.rundir import RunPaths
 from runner.store import Store
 
 
@@ -76,10 +77,11 @@ def _runs_on(args, logger) -> int:
 def _comment(context: workflow.Context, args, logger) -> int:
     with Store(tftrain_home()) as store:
         run = store.run(args.run)
-    summary = json.loads((run.run_dir / "metrics.json").read_text()) if (run.run_dir / "metrics.json").exists() else {}
-    body = (run.run_dir / "summary.md").read_text() if (run.run_dir / "summary.md").exists() else f"run {run.run_id}: {run.status}\n"
+    paths = RunPaths.of_run(run)[1]
+    summary = json.loads(paths.metrics_summary.read_text()) if paths.metrics_summary.exists() else {}
+    body = paths.summary.read_text() if paths.summary.exists() else f"run {run.run_id}: {run.status}\n"
     repo = workflow.client(context).get_repo(context.repository)
-    baseline = workflow.baseline_metrics(repo, run.name, workflow.TagTemplate.from_env())
+    baseline = workflow.baseline_metrics(repo, run.name)
     table, worse_by = workflow.comparison(summary, baseline)
     pr = context.pull_request
     if pr and args.post:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from runner.metrics.point import read_series
 from runner.paths import tftrain_home
+from runner.rundir import RunPaths
 from runner.store import Store
 
 
@@ -16,7 +17,7 @@ def add_parser(subparsers) -> None:
 def run(args, logger) -> int:
     with Store(tftrain_home()) as store:
         record = store.run(args.run)
-    points = read_series(record.run_dir / "metrics.jsonl")
+    points = read_series(RunPaths.of_run(record)[1].metrics)
     if args.json:
         if points:
             logger.text("".join(point.to_json() + "\n" for point in points))

@@ -7,8 +7,9 @@ from pathlib import Path
 
 from runner import workflow
 from runner.errors import RegistryError
-from runner.publish import pull_release
+from runner.metrics.summary import primary_metric
 from runner.paths import tftrain_home
+from runner.publish import pull_release
 from runner.registry import Registry
 from runner.rundir import RunPaths
 from runner.store import Store
@@ -34,7 +35,7 @@ def run(args, logger) -> int:
         if args.models_command == "pull" and args.source == "github":
             context = workflow.Context.from_env()
             repo = workflow.client(context).get_repo(context.repository)
-            pull_release(repo, args.ref, args.output, logger, workflow.TagTemplate.from_env())
+            pull_release(repo, args.ref, args.output, logger)
         elif args.models_command == "pull":
             model = registry.pull(args.ref, args.output)
             logger.info(f"{model.label} → {args.output} (checksums verified)", style="green")
@@ -48,9 +49,7 @@ def run(args, logger) -> int:
 def _list(registry: Registry, name: str | None, logger) -> None:
     rows = []
     for model in registry.versions(name):
-        metrics = model.info.get("metrics", {})
-        primary = metrics.get("primary")
-        value = metrics.get("metrics", {}).get(primary, {}).get("last") if primary else None
+        primary, value = primary_metric(model.info.get("metrics", {}))
         metric = f"{primary}={value:.4g}" if isinstance(value, float) else ""
         commit = (model.info.get("git") or {}).get("commit") or ""
         created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(model.created))

@@ -42,7 +42,8 @@ def should_publish(when: str, context: workflow.Context, tag_pattern: str = "*")
 
 
 def run(args, logger) -> int:
-    reason = should_publish(args.when, workflow.Context.from_env(), args.tag_pattern)
+    context = workflow.Context.from_env()
+    reason = should_publish(args.when, context, args.tag_pattern)
     if reason is None:
         logger.info(f"not publishing (publish: {args.when}; not a pushed tag matching {args.tag_pattern!r} or a published release)")
         return 0
@@ -51,10 +52,8 @@ def run(args, logger) -> int:
         record_row = store.run(args.run)
     manifest, paths = RunPaths.of_run(record_row)
     record = json.loads(paths.record.read_text())
-    context = workflow.Context.from_env()
     repo = workflow.client(context).get_repo(context.repository)
-    template = workflow.TagTemplate.from_env()
-    published = publish(repo, manifest, paths, record, logger, force=args.force, s3=S3Target.from_env(), template=template)
+    published = publish(repo, manifest, paths, record, logger, force=args.force, s3=S3Target.from_env())
     logger.outputs({"release-tag": published.tag, "release-url": published.url})
     logger.step_summary(f"Published **[{published.tag}]({published.url})**: model, metrics, logs, model card, SHA256SUMS.")
     return 0

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import time
 
+from runner.manifest.model import Manifest
 from runner.metrics.point import read_series
 from runner.metrics.summary import SummaryBuilder
 from runner.paths import tftrain_home
 from runner.report import show_metrics, summary_markdown
-from runner.store import Store
-from runner.manifest.model import Manifest
 from runner.rundir import RunPaths
+from runner.store import Store
 
 
 def add_parser(subparsers) -> None:
@@ -46,11 +46,11 @@ def _list(store: Store, limit: int, logger) -> None:
 def _show(store: Store, ref: str, markdown: bool, logger) -> None:
     run = store.run(ref)
     manifest, paths = RunPaths.of_run(run)
-    record = _record(run.run_dir)
-    summary = record.get("metrics") or _summary_from_series(run.run_dir, manifest)
+    record = _record(paths)
+    summary = record.get("metrics") or _summary_from_series(paths, manifest)
     phases = store.phases(run.run_id)
     if markdown:
-        points = read_series(run.run_dir / "metrics.jsonl")
+        points = read_series(paths.metrics)
         logger.text(summary_markdown(run.run_id, run.status, run.message, phases, summary, record.get("model"), record.get("git", {}), points))
         return
     logger.info(f"run {run.run_id}: {run.status}" + (f": {run.message}" if run.message else ""), style="bold")
@@ -69,16 +69,16 @@ def _show(store: Store, ref: str, markdown: bool, logger) -> None:
     logger.table("files", ["file", "bytes"], files)
 
 
-def _record(run_dir) -> dict:
+def _record(paths: RunPaths) -> dict:
     try:
-        return json.loads((run_dir / "run.json").read_text())
+        return json.loads(paths.record.read_text())
     except (OSError, ValueError):
         return {}
 
 
-def _summary_from_series(run_dir, manifest: Manifest) -> dict:
+def _summary_from_series(paths: RunPaths, manifest: Manifest) -> dict:
     builder = SummaryBuilder(manifest.metrics)
-    builder.add(read_series(run_dir / "metrics.jsonl"))
+    builder.add(read_series(paths.metrics))
     return builder.as_dict()
 
 

@@ -87,13 +87,6 @@ def slots_per_node(manifest: Manifest) -> int:
     return os.cpu_count() or 1
 
 
-def process_count_per_node(manifest: Manifest) -> int:
-    training = manifest.distributed_training
-    if isinstance(training, MpiTraining):
-        return training.process_count_per_node
-    return manifest.process_count_per_node or 1
-
-
 def _references(manifest: Manifest) -> list[Problem]:
     problems = []
     for flag, value in manifest.script_params.items():

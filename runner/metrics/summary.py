@@ -80,3 +80,10 @@ def _better(value: float, best: float, goal: str) -> bool:
 
 def _json_number(value: float):
     return value if math.isfinite(value) else str(value)
+
+
+def primary_metric(summary: dict) -> tuple[str | None, object]:
+    """(name, last value) of the primary metric of a metrics summary (metrics.json, a version's
+    info["metrics"]); the value is None when there is none."""
+    primary = summary.get("primary")
+    return primary, (summary.get("metrics", {}).get(primary, {}).get("last") if primary else None)

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from shutil import which
 
-from runner.environment import EnvSpec, env_spec, framework_version_in, packages_in, prepare_env
+from runner.environment import EnvSpec, env_spec, framework_version_of, packages_in, prepare_env
 from runner.errors import UnsupportedError
 from runner.logger import Logger
 from runner.logpump import LineSink, LogPump
@@ -48,11 +48,12 @@ def environment(loaded: LoadedManifest, spec: EnvSpec, paths: RunPaths, logger: 
         return Environment(python, spec.describe(), reused=False, isolated=spec.key is not None)
     env = prepare_env(spec, loaded.source_dir, logger, paths.prepare_log)
     described = spec.describe() + (" (reused)" if env.reused and env.is_venv else "")
+    packages = packages_in(env)
     details = {
         "virtualenv": env.key,
         "requirements": list(spec.requirements),
-        "framework_version": framework_version_in(env),
-        "packages": packages_in(env),
+        "framework_version": framework_version_of(packages),
+        "packages": packages,
     }
     return Environment(env.python, described, env.reused, isolated=env.is_venv, details=details)
 
@@ -75,6 +76,7 @@ def task_environment(task_env: dict[str, str]) -> dict[str, str]:
 
 def execute(plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
     started: list[tuple[TaskSpec, subprocess.Popen]] = []
+    processes: list[subprocess.Popen] = []
     try:
         for task in plan.processes:
             try:
@@ -86,7 +88,7 @@ def execute(plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control
             else:
                 pump.add(task.rank, fd, sinks.get(task.rank), task.label)
             started.append((task, process))
-        processes = [process for _, process in started]
+            processes.append(process)
         outcome = supervise(
             lambda: [(task, process.poll()) for task, process in started],
             lambda grace: stop_tree(processes, grace, control.marker),
@@ -94,7 +96,6 @@ def execute(plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control
             control,
         )
     finally:
-        processes = [process for _, process in started]
         if any(process.poll() is None for process in processes):
             stop_tree(processes, control.grace_seconds, control.marker)
         sweep_descendants(control.marker)

@@ -105,3 +105,30 @@ def test_checksum_mismatch_is_refused(project, cli, home, datasets):
     assert "has sha256" in result.stderr and "but the manifest expects 000000" in result.stderr
     runs = json.loads((home / "runs/demo-1/run.json").read_text())
     assert runs["status"] == "Failed"
+
+
+def test_a_changed_prefix_is_listed_once_and_its_digest_is_known(project, home, datasets, s3_server, monkeypatch):
+    import io
+
+    from runner import inputs
+    from runner.logger import Logger
+    from runner.manifest import load_manifest
+
+    s3, bucket, base_url = datasets
+    loaded = load_manifest(project(manifest=manifest(bucket, s3_server, base_url)))
+    listings = []
+    listing = inputs._s3_listing
+    monkeypatch.setattr(inputs, "_s3_listing", lambda spec, where: listings.append(spec.source) or listing(spec, where))
+    counts = []
+    for body in (idx_images(60), idx_images(60), idx_images(80)):
+        s3.put_object(Bucket=bucket, Key="mnist/train-images-idx3-ubyte.gz", Body=body)
+        listings.clear()
+        paths = inputs.fetch_inputs(loaded, Logger(io.StringIO()))
+        counts.append(len(listings))
+    assert counts == [1, 1, 1]  # the stale third fetch downloads with the listing it compared
+    digests = {name: inputs.digest_of(path) for name, path in paths.items()}
+    assert digests == {"mnist": paths["mnist"].name, "labels": hashlib.sha256(bytes(range(16))).hexdigest()}
+    assert paths["labels"].parent.name == digests["labels"]
+    files = sorted(p for p in paths["mnist"].rglob("*") if p.is_file())
+    listing = "".join(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.relative_to(paths['mnist']).as_posix()}\n" for p in files)
+    assert hashlib.sha256(listing.encode()).hexdigest() == digests["mnist"]  # a directory: the sha256 of its SHA256SUMS

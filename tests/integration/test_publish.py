@@ -207,3 +207,19 @@ def test_a_tag_template_and_a_model_name(project, home, github_api, tmp_path):
     assert "packages:" in lock and "pydantic:" in lock  # what the training ran with
     bad = tftrain("run", "-f", str(project(script=SCRIPT)), "--model-name", "no spaces", env=env)
     assert bad.returncode == 3 and "--model-name 'no spaces'" in bad.stderr
+
+
+def test_resume_from_a_release_named_by_the_tag_template(project, home, github_api, http_server):
+    root, base_url = http_server
+    (root / "labels.bin").write_bytes(b"labels" * 100)
+    env = env_for(github_api, INPUT_TAG_TEMPLATE="models/{name}/v{version}")
+    inputs = f"inputs:\n  labels:\n    source: {base_url}/labels.bin\n"
+    assert tftrain("run", "-f", str(project(script=SCRIPT, manifest=inputs)), env=env).returncode == 0
+    assert tftrain("publish", env=env).returncode == 0
+    (release,) = github_api.releases
+    assert f"| labels | {base_url}/labels.bin | {hashlib.sha256(b'labels' * 100).hexdigest()} |" in release["body"]
+    reader = "import os, sys\nprint('resumed', sorted(os.listdir(sys.argv[2])))\n"
+    path = project(script=reader, manifest="resume_from: release:demo@latest\nscript_params:\n  --from: {resume_from: true}\n")
+    result = tftrain("run", "-f", str(path), env=env)
+    assert result.returncode == 0, result.stderr
+    assert "resumed ['saved_model.pb', 'variables']" in (home / "runs/demo-2/workdir/logs/0.log").read_text()

@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from runner.environment import env_spec, framework_requirement, installed_framework_version
-from runner.errors import UnsupportedError
+from runner.errors import PreparingError, UnsupportedError
 from runner.manifest import load_manifest
 
 
@@ -56,3 +56,38 @@ def test_gpu_and_user_pinned_framework(project):
 def test_conda_on_the_local_target_is_a_clear_error(project):
     with pytest.raises(UnsupportedError, match="conda_packages: the local target has no conda"):
         spec_for(project, "conda_packages: [numpy]\n")
+
+
+def test_horovod_steps_add_tf_keras_only_with_keras_3():
+    from runner.environment import horovod_steps
+
+    assert [step.args[-1] for step in horovod_steps("2.18")] == ["tf-keras==2.18.*", "horovod==0.28.1"]
+    assert [step.args[-1] for step in horovod_steps("2.17.1")] == ["tf-keras==2.17.*", "horovod==0.28.1"]
+    assert [step.args[-1] for step in horovod_steps("2.15")] == ["horovod==0.28.1"]
+
+
+def test_the_framework_version_comes_from_the_package_list():
+    from runner.environment import PythonEnv, framework_version_of, packages_in
+
+    assert framework_version_of({"numpy": "1.26.4", "tensorflow_cpu": "2.17.1"}) == "2.17.1"
+    assert framework_version_of({"Tensorflow": "2.18.0", "tensorflow-cpu": "2.17.1"}) == "2.18.0"
+    assert framework_version_of({"numpy": "1.26.4"}) is None
+    assert framework_version_of(packages_in(PythonEnv(sys.executable, None, True))) == installed_framework_version()
+
+
+def test_a_failed_pip_step_names_its_error_and_keeps_the_full_log(tmp_path):
+    import io
+
+    from runner.environment import _call
+    from runner.logger import Logger
+
+    script = "import sys\nprint('\\x1b[31mCollecting nothing\\x1b[0m')\nprint('ERROR: No matching distribution for nothing')\nprint()\nsys.exit(1)\n"
+    log_path = tmp_path / "prepare.log"
+    stream = io.StringIO()
+    logger = Logger(stream)
+    with pytest.raises(PreparingError, match=r"pip install failed \(exit 1\): ERROR: No matching distribution for nothing \(full output: "):
+        _call([sys.executable, "-c", script], "pip install", logger, log_path)
+    logger.flush()
+    log = log_path.read_text()
+    assert log.startswith(f"$ {sys.executable} -c") and "\x1b[31mCollecting nothing" in log  # the log keeps the output as it came
+    assert "  Collecting nothing\n  ERROR: No matching distribution" in stream.getvalue()  # the console: indented, no colours

@@ -82,3 +82,41 @@ def test_environment_variables_and_secrets_are_not_baked_in(project, monkeypatch
 def test_templates_are_strict():
     with pytest.raises(jinja2.UndefinedError):
         render("Dockerfile.j2", base_image="x")
+
+
+def test_the_framework_pin_and_tf_keras_follow_the_manifest(project):
+    horovod = "use_docker: true\ncustom_docker_image: base:1\nframework_version: '2.15'\ndistributed_training:\n  backend: mpi\n"
+    dockerfile = image_spec(load_manifest(project(manifest=horovod))).dockerfile
+    assert "horovod==0.28.1" in dockerfile and "tf-keras" not in dockerfile  # Keras 2: Horovod's Keras API works
+    listed = spec(project, "pip_packages: ['tensorflow==2.18.1']\n").dockerfile
+    assert "tensorflow-cpu" not in listed and "'tensorflow==2.18.1'" not in listed.split("requirements.txt")[0]
+    official = image_spec(load_manifest(project(manifest="use_docker: true\nframework_version: '2.18'\n"))).dockerfile
+    assert "'tensorflow-cpu==2.18.*'" not in official
+
+
+def test_a_failed_build_names_its_step_and_cause(tmp_path):
+    import io
+    from types import SimpleNamespace
+
+    from runner.dockerbuild import _build
+    from runner.errors import BuildError
+    from runner.logger import Logger
+
+    chunks = [
+        {"stream": "Step 1/3 : FROM base:1\n ---> 1234\n"},
+        {"stream": "Step 2/3 : RUN pip install nothing\n"},
+        {"stream": "\x1b[91mERROR: No matching distribution found for nothing\n\x1b[0m"},
+        {"error": "The command '/bin/sh -c pip install nothing' returned a non-zero code: 1"},
+    ]
+    client = SimpleNamespace(api=SimpleNamespace(build=lambda **kwargs: iter(chunks)))
+    log_path = tmp_path / "build.log"
+    stream = io.StringIO()
+    logger = Logger(stream)
+    with pytest.raises(BuildError) as failure:
+        _build(client, io.BytesIO(), "tftrain/x:1", {}, "FROM base:1\n", logger, log_path)
+    logger.flush()
+    assert str(failure.value) == (
+        f"docker build failed at Step 2/3 : RUN pip install nothing: ERROR: No matching distribution found for nothing (full log: {log_path})"
+    )
+    assert log_path.read_text().startswith("--- Dockerfile for tftrain/x:1\nFROM base:1\n--- build\nStep 1/3")
+    assert "  ERROR: No matching distribution found for nothing\n" in stream.getvalue() and "\x1b[" not in stream.getvalue()

@@ -28,7 +28,7 @@ from runner.plan import ContainerSpec, LaunchPlan, TaskSpec
 from runner.policy import supervise
 from runner.pool.dispatch import PoolSession
 from runner.pool.watch import HostWatch
-from runner.targets import Outcome, RunControl
+from runner.targets import Outcome, RunControl, follow
 
 HOST_LOST_CODE = 255
 
@@ -158,12 +158,10 @@ def _start(placed: list[Placed], plan: LaunchPlan, pump: LogPump, sinks: dict[in
     # MPI: the other nodes' sshd first, the launcher last (it waits for them anyway)
     for item in sorted(placed, key=lambda p: p.task is plan.driver and plan.driver is not None):
         read_fd, write_fd = os.pipe()
-        if plan.driver is not None and item.task is plan.driver:
-            pump.add_tagged(read_fd, {t.rank: sinks.get(t.rank) for t in plan.tasks}, "mpirun")
-        elif item.task is None:
+        if item.task is None:  # an MPI node's sshd: kept, not parsed
             pump.add(f"sshd-{item.host}", read_fd, None, f"sshd@{item.host}")
         else:
-            pump.add(item.task.rank, read_fd, sinks.get(item.task.rank), f"{item.task.label}@{item.host}")
+            follow(pump, read_fd, plan, item.task, sinks, f"@{item.host}")
         item.container.start(write_fd)
 
 

@@ -75,6 +75,15 @@ class Target(Protocol):
     ) -> Outcome: ...
 
 
+def follow(pump: LogPump, fd: int, plan: LaunchPlan, task, sinks: dict[int, LineSink], where: str = "") -> None:
+    """Stream a started process's output into the run: the driver's (mpirun --tag-output) into
+    every rank's log, a task's into its own (`where` after its label: `@host`)."""
+    if task is plan.driver:
+        pump.add_tagged(fd, {t.rank: sinks.get(t.rank) for t in plan.tasks}, plan.driver.argv[0])
+    else:
+        pump.add(task.rank, fd, sinks.get(task.rank), task.label + where)
+
+
 def reservation(target: Target, loaded: LoadedManifest, checked: Any, run_id: str, control: RunControl, logger: Logger):
     """What the run holds while it prepares and runs: the pool's leases; nothing elsewhere."""
     reserve = getattr(target, "reserve", None)

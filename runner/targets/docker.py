@@ -22,7 +22,7 @@ from runner.manifest import LoadedManifest
 from runner.plan import ContainerSpec, LaunchPlan, Mount, TaskSpec
 from runner.policy import supervise
 from runner.rundir import RunPaths, RuntimePaths
-from runner.targets import Environment, Outcome, RunControl
+from runner.targets import Environment, Outcome, RunControl, follow
 
 name = "docker"
 WORKSPACE = "/workspace"
@@ -136,10 +136,7 @@ def execute(plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control
                 Container(client, plan.container, task.argv, env, task.cwd, f"tftrain-{run_id}-{label}", {LABEL_RUN: run_id})
             )
             read_fd, write_fd = os.pipe()
-            if plan.driver is not None:
-                pump.add_tagged(read_fd, {t.rank: sinks.get(t.rank) for t in plan.tasks}, plan.driver.argv[0])
-            else:
-                pump.add(task.rank, read_fd, sinks.get(task.rank), task.label)
+            follow(pump, read_fd, plan, task, sinks)
             container.start(write_fd)
             started.append((task, container))
         outcome = _wait(started, plan.success_policy, control, plan.container)

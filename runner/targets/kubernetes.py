@@ -24,7 +24,7 @@ from runner.logpump import LineSink, LogPump
 from runner.manifest import LoadedManifest
 from runner.plan import ContainerSpec, LaunchPlan
 from runner.rundir import RunPaths, RuntimePaths
-from runner.targets import Environment, Outcome, RunControl, docker
+from runner.targets import Environment, Outcome, RunControl, docker, follow
 
 name = "kubernetes"
 POLL_SECONDS = 1.0
@@ -126,13 +126,13 @@ def _follow_new_pods(job: KubeJob, plan: LaunchPlan, pump: LogPump, sinks: dict[
             continue
         read_fd, write_fd = os.pipe()
         if pod.replica_type == "launcher":
-            pump.add_tagged(read_fd, {t.rank: sinks.get(t.rank) for t in plan.tasks}, "mpirun")
+            task = plan.driver
         else:
             task = next((t for t in plan.tasks if _replica(t.role) == pod.replica_type and t.index == pod.index), None)
-            if task is None:  # an MPI worker (sshd): kept, not parsed
-                pump.add(f"{pod.replica_type}-{pod.index}", read_fd, None, f"{pod.replica_type} {pod.index}")
-            else:
-                pump.add(task.rank, read_fd, sinks.get(task.rank), task.label)
+        if task is None:  # an MPI worker (sshd): kept, not parsed
+            pump.add(f"{pod.replica_type}-{pod.index}", read_fd, None, f"{pod.replica_type} {pod.index}")
+        else:
+            follow(pump, read_fd, plan, task, sinks)
         streams[pod.name] = job.stream_logs(pod, write_fd)
 
 

@@ -18,7 +18,7 @@ from runner.plan import ContainerSpec, LaunchPlan, TaskSpec
 from runner.policy import supervise
 from runner.processes import spawn, stop_tree, sweep_descendants
 from runner.rundir import RunPaths, RuntimePaths
-from runner.targets import Environment, Outcome, RunControl
+from runner.targets import Environment, Outcome, RunControl, follow
 
 name = "local"
 PUMP_JOIN_SECONDS = 10.0
@@ -83,10 +83,7 @@ def execute(plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control
                 process, fd = spawn(task.argv, Path(task.cwd), task_environment(task.env))
             except OSError as exc:
                 return Outcome("Failed", None, f"cannot start {task.argv[0]}: {exc.strerror}")
-            if plan.driver is not None:
-                pump.add_tagged(fd, {t.rank: sinks.get(t.rank) for t in plan.tasks}, plan.driver.argv[0])
-            else:
-                pump.add(task.rank, fd, sinks.get(task.rank), task.label)
+            follow(pump, fd, plan, task, sinks)
             started.append((task, process))
             processes.append(process)
         outcome = supervise(

@@ -123,6 +123,24 @@ class HostError(FatalError):
     exit_code = 20
 
 
+class HistoryError(FatalError):
+    """The run history (TFTRAIN_HOME/tftrain.db) is damaged or unreadable; `tftrain doctor` rebuilds it."""
+
+    exit_code = 21
+
+
+class DiskFullError(FatalError):
+    """No space left (or quota exceeded) while writing a file; what was written so far is kept."""
+
+    exit_code = 22
+
+
+class ServiceError(FatalError):
+    """An outside service (the GitHub API) answered with an HTTP error or could not be reached."""
+
+    exit_code = 23
+
+
 def error_class(exit_code: int) -> type[FatalError]:
     """The error type that ends tftrain with `exit_code`."""
     todo = [FatalError]

@@ -53,6 +53,7 @@ class RunControl:
     deadline: float | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
     force: threading.Event = field(default_factory=threading.Event)
+    cgroup: str | None = None  # the run's cgroup name (runner.cgroup.run_cgroup_name): local runs are contained in it
 
 
 class Target(Protocol):

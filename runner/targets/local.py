@@ -1,5 +1,6 @@
 """The local target: the plan's processes run on this machine, each in its own process group,
-in the current interpreter or a cached virtualenv (see environment.py)."""
+all in the run's cgroup (see processes.py), in the current interpreter or a cached virtualenv
+(see environment.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from runner.logpump import LineSink, LogPump
 from runner.manifest import LoadedManifest
 from runner.plan import ContainerSpec, LaunchPlan, TaskSpec
 from runner.policy import supervise
-from runner.processes import spawn, stop_tree, sweep_descendants
+from runner.processes import contain
 from runner.rundir import RunPaths, RuntimePaths
 from runner.targets import Environment, Outcome, RunControl, follow
 
@@ -75,27 +76,24 @@ def task_environment(task_env: dict[str, str]) -> dict[str, str]:
 
 
 def execute(plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
+    tree = contain(control.marker, control.cgroup, logger.warning)
     started: list[tuple[TaskSpec, subprocess.Popen]] = []
-    processes: list[subprocess.Popen] = []
     try:
         for task in plan.processes:
             try:
-                process, fd = spawn(task.argv, Path(task.cwd), task_environment(task.env))
+                process, fd = tree.spawn(task.argv, Path(task.cwd), task_environment(task.env))
             except OSError as exc:
                 return Outcome("Failed", None, f"cannot start {task.argv[0]}: {exc.strerror}")
             follow(pump, fd, plan, task, sinks)
             started.append((task, process))
-            processes.append(process)
         outcome = supervise(
             lambda: [(task, process.poll()) for task, process in started],
-            lambda grace: stop_tree(processes, grace, control.marker),
+            lambda grace: tree.stop(grace, control.force),
             plan.success_policy,
             control,
         )
     finally:
-        if any(process.poll() is None for process in processes):
-            stop_tree(processes, control.grace_seconds, control.marker)
-        sweep_descendants(control.marker)
+        tree.close(control.grace_seconds, control.force)  # no grace to wait out when all have ended
         _join(pump)
     return outcome
 

@@ -5,6 +5,9 @@ One writer thread owns stdout. Log chunks from training processes are queued wit
 blocking the reader that drained the pipe: past a byte budget the console skips them (they are
 on disk already) and says how many lines it skipped. Messages from tftrain itself are never
 skipped, and keep their order with the log lines.
+
+Everything goes out through the run's Masker (secret values as ***), and text is always text:
+what users wrote (messages, metric names, paths) is never read as rich markup.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
+
+from runner.masking import Masker
 
 MAX_QUEUED_BYTES = 8 << 20
 
@@ -40,6 +46,7 @@ class Logger:
         self.broken = False
         self.thread: threading.Thread | None = None
         self.github = os.environ.get("GITHUB_ACTIONS") == "true"
+        self.masker = Masker()
 
     # --- the writer -------------------------------------------------------------------------
     def _ensure_thread(self) -> None:
@@ -72,11 +79,12 @@ class Logger:
 
     def emit(self, data: bytes) -> None:
         self._ensure_thread()
-        self.queue.put((data, False))
+        self.queue.put((self.masker.chunk(data), False))
 
     def log_chunk(self, data: bytes, log_name: str) -> None:
         """A chunk of whole lines from a training process; may be skipped, never blocks."""
         self._ensure_thread()
+        data = self.masker.chunk(data)
         with self.lock:
             if self.queued + len(data) > self.max_queued:
                 self.skipped[log_name] = self.skipped.get(log_name, 0) + data.count(b"\n")
@@ -105,10 +113,21 @@ class Logger:
         # A terminal's own width; elsewhere (CI logs, pipes) wide enough that ids are never cut.
         width = None if self.tty else 200
         console = Console(
-            file=buffer, force_terminal=self.color, no_color=not self.color, width=width, highlight=False, soft_wrap=True
+            file=buffer,
+            force_terminal=self.color,
+            no_color=not self.color,
+            width=width,
+            highlight=False,
+            soft_wrap=True,
+            markup=False,
+            emoji=False,
         )
-        console.print(*renderables, style=style)
+        console.print(*(self._text(r) if isinstance(r, str) else r for r in renderables), style=style)
         return buffer.getvalue().encode()
+
+    def _text(self, text: str) -> Text:
+        """Masked before rich lays it out (a table may fold a long value over two lines)."""
+        return Text(self.masker.text(text))
 
     def info(self, message: str, style: str | None = None) -> None:
         self.emit(self._render(message, style=style))
@@ -133,14 +152,23 @@ class Logger:
 
     # --- GitHub Actions -----------------------------------------------------------------------
     def _command(self, name: str, message: str = "", **properties) -> None:
-        props = ",".join(f"{key}={_escape_property(str(value))}" for key, value in properties.items() if value is not None)
-        self.emit(f"::{name}{' ' + props if props else ''}::{_escape_data(message)}\n".encode())
+        # masked before escaping: a secret holding "%", ":" or a newline is escaped out of shape
+        mask = self.masker.text
+        props = ",".join(
+            f"{key}={_escape_property(mask(str(value)))}" for key, value in properties.items() if value is not None
+        )
+        self.emit(f"::{name}{' ' + props if props else ''}::{_escape_data(mask(message))}\n".encode())
 
     def mask(self, value: str) -> None:
-        """Hide a secret in GitHub's log from here on (call before anything could print it)."""
-        if self.github and value:
+        """Hide a secret from here on, in everything tftrain prints and stores, and in GitHub's log
+        (each line of it: GitHub matches lines). Call before anything could print it."""
+        if not self.masker.add([value]):
+            return  # known already, or empty
+        if self.github:
+            self._ensure_thread()
             for line in value.splitlines():
-                self._command("add-mask", line)
+                if line.strip():  # straight to the queue: emit() would mask the command itself
+                    self.queue.put((f"::add-mask::{_escape_data(line)}\n".encode(), False))
 
     def annotate(self, level: str, message: str, file: str | None = None, line: int | None = None) -> None:
         """An error/warning annotation, on a file and line where one is known."""
@@ -170,7 +198,7 @@ class Logger:
         path = os.environ.get("GITHUB_STEP_SUMMARY")
         if path:
             with open(path, "a", encoding="utf-8") as handle:
-                handle.write(markdown.rstrip("\n") + "\n")
+                handle.write(self.masker.text(markdown).rstrip("\n") + "\n")
 
     def outputs(self, values: dict[str, str]) -> None:
         """Step outputs for the action ($GITHUB_OUTPUT); multi-line values get a random delimiter."""
@@ -180,7 +208,7 @@ class Logger:
         with open(path, "a", encoding="utf-8") as handle:
             for key, value in values.items():
                 delimiter = f"tftrain_{uuid.uuid4().hex}"
-                handle.write(f"{key}<<{delimiter}\n{value}\n{delimiter}\n")
+                handle.write(f"{key}<<{delimiter}\n{self.masker.text(value)}\n{delimiter}\n")
 
     def metrics(self, points: Iterable) -> None:
         text = "  ".join(f"{p.name}={p.value:.6g}" for p in points)
@@ -189,11 +217,12 @@ class Logger:
         self.emit(self._render(f"  ◆ metrics{step}: {text}", style="magenta"))
 
     def table(self, title: str, columns: list[str], rows: list[list[str]], highlight_row: int | None = None) -> None:
-        table = Table(title=title, title_justify="left")
+        table = Table(title=self._text(title), title_justify="left")
         for column in columns:
-            table.add_column(column, overflow="fold")
+            table.add_column(self._text(column), overflow="fold")
         for index, row in enumerate(rows):
-            table.add_row(*row, style="bold yellow" if index == highlight_row else None)
+            cells = (self._text(str(cell)) for cell in row)
+            table.add_row(*cells, style="bold yellow" if index == highlight_row else None)
         self.emit(self._render(table))
 
     def text(self, message: str) -> None:

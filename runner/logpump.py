@@ -2,12 +2,18 @@
 
 One thread per stream reads big chunks as they come (the training process never waits on a
 full pipe, since the disk write is the only thing in the way), writes the whole lines to the
-rank's log file (secret values masked as ***) and hands them on. Memory is bounded: a line
-longer than MAX_LINE is cut, and the console queue has a byte budget (see logger.Logger).
+rank's log file (secret values masked as ***, through the logger's Masker) and hands them on.
+Memory is bounded: a line longer than MAX_LINE is cut (keeping back enough of its end to mask a
+secret that straddles the cut), and the console queue has a byte budget (see logger.Logger).
+
+A pump thread never dies while the process writes: when the disk is full it stops writing that
+log, says so once and keeps draining the pipe (the training must not block on it); `disk_full`
+tells the run to end Failed.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import threading
@@ -15,10 +21,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from runner.logger import Logger
+from runner.masking import Masker
 
 READ_SIZE = 1 << 16
 MAX_LINE = 1 << 20
 PROGRESS = re.compile(rb"[^\n]*\r(?!\n)")
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 LineSink = Callable[[bytes], None]
 
@@ -28,8 +36,13 @@ class LogPump:
         self.logger = logger
         self.logs_dir = logs_dir
         self.prefix_ranks = prefix_ranks
-        self.secrets = tuple(secret.encode() for secret in secrets if secret)
+        for secret in secrets:  # known to the logger already when they came from the manifest
+            logger.mask(secret)
+        self.masker: Masker = logger.masker
         self.threads: list[threading.Thread] = []
+        self.lock = threading.Lock()
+        self.disk_full: Path | None = None  # the first log that could not be written: no space left
+        self.failure: str | None = None  # what ends the run Failed: "disk full writing PATH", …
 
     def add(self, rank: int, fd: int, sink: LineSink | None = None, label: str | None = None) -> None:
         """Start draining `fd` (a pipe's read end, owned by the pump from now on) into rank's log."""
@@ -58,10 +71,10 @@ class LogPump:
                 data = pending + data if pending else data
                 cut = data.rfind(b"\n")
                 if cut < 0:
-                    pending = data if len(data) < MAX_LINE else b""
-                    if pending:
+                    if len(data) < MAX_LINE:
+                        pending = data
                         continue
-                    lines = data + b"\n"
+                    lines, pending = cut_long_line(data, self.masker)
                 else:
                     lines, pending = data[: cut + 1], data[cut + 1 :]
                 stream.take(lines)
@@ -72,7 +85,7 @@ class LogPump:
             stream.close()
 
     def _drain_tagged(self, fd: int, streams: dict) -> None:
-        demux = TagDemux(streams)
+        demux = TagDemux(streams, self.masker)
         try:
             for data in _chunks(fd):
                 demux.feed(data)
@@ -82,10 +95,28 @@ class LogPump:
             for stream in streams.values():
                 stream.close()
 
-    def _mask(self, lines: bytes) -> bytes:
-        for secret in self.secrets:
-            lines = lines.replace(secret, b"***")
-        return lines
+    def failed_writing(self, path: Path, exc: OSError) -> None:
+        """A log could not be written: said once per log, the first failure kept for the run."""
+        message, disk_full = write_failure(path, exc)
+        with self.lock:
+            if self.failure is None:
+                self.failure = message
+            if disk_full and self.disk_full is None:
+                self.disk_full = path
+        self.logger.error(f"{message}; the training goes on, its output to this log is lost")
+
+
+def write_failure(path: Path, exc: OSError) -> tuple[str, bool]:
+    """What a failed write says (one line), and whether the disk (or quota) is full."""
+    disk_full = exc.errno in DISK_FULL
+    return (f"disk full writing {path}" if disk_full else f"could not write {path}: {exc.strerror or exc}"), disk_full
+
+
+def cut_long_line(line: bytes, masker: Masker) -> tuple[bytes, bytes]:
+    """A line too long to hold: what goes out now (as a line of its own), and what stays to be
+    continued (enough of its end that a secret straddling the cut is still masked whole)."""
+    end = masker.safe_end(line) or len(line)
+    return line[:end] + b"\n", line[end:]
 
 
 def _chunks(fd: int):
@@ -106,24 +137,49 @@ class _Stream:
     def __init__(self, pump: LogPump, rank, label: str | None, sink: LineSink | None) -> None:
         self.pump = pump
         self.path = pump.logs_dir / f"{rank}.log"
-        self.log = self.path.open("ab", buffering=0)
+        self.log = None
+        try:
+            self.log = self.path.open("ab", buffering=0)
+        except OSError as exc:
+            pump.failed_writing(self.path, exc)
         shown = label if label is not None else str(rank)
         self.prefix = f"[{shown}] ".encode() if pump.prefix_ranks else b""
         self.sink = sink
 
     def take(self, lines: bytes) -> None:
-        if self.pump.secrets:
-            lines = self.pump._mask(lines)
-        self.log.write(lines)
+        lines = self.pump.masker.chunk(lines)
+        if self.log is not None:
+            self._write(lines)
         shown = PROGRESS.sub(b"", lines) if b"\r" in lines else lines
         if self.prefix:
             shown = self.prefix + shown[:-1].replace(b"\n", b"\n" + self.prefix) + b"\n"
         self.pump.logger.log_chunk(shown, str(self.path))
         if self.sink is not None:
-            self.sink(lines)  # after the lines, so a metric never shows before the line it came from
+            self._feed(lines)  # after the lines, so a metric never shows before the line it came from
+
+    def _write(self, lines: bytes) -> None:
+        try:
+            view = memoryview(lines)
+            while view:  # a write may be short when the disk fills up
+                view = view[self.log.write(view) :]
+        except OSError as exc:
+            self.close()
+            self.pump.failed_writing(self.path, exc)
+
+    def _feed(self, lines: bytes) -> None:
+        try:
+            self.sink(lines)
+        except Exception as exc:  # noqa: BLE001 - a broken parser loses the metrics, never the log
+            self.sink = None
+            self.pump.logger.error(f"metrics from {self.path} stopped: {type(exc).__name__}: {exc}")
 
     def close(self) -> None:
-        self.log.close()
+        if self.log is not None:
+            log, self.log = self.log, None
+            try:
+                log.close()
+            except OSError:
+                pass
 
 
 TAG = re.compile(rb"\[\d+,(\d+)\]<std(?:out|err)>:")
@@ -137,8 +193,9 @@ class TagDemux:
     Untagged data continues the rank of the fragment before it (a read can end mid-fragment);
     before any tag it is mpirun's own."""
 
-    def __init__(self, streams: dict) -> None:
+    def __init__(self, streams: dict, masker: Masker | None = None) -> None:
         self.streams = streams
+        self.masker = masker or Masker()
         self.rank = -1
         self.pending: dict[int, bytes] = {}
         self.carry = b""
@@ -164,8 +221,9 @@ class TagDemux:
             self._stream(rank).take(text[: cut + 1])
         rest = text[cut + 1 :]
         if len(rest) >= MAX_LINE:
-            self._stream(rank).take(rest + b"\n")
-        elif rest:
+            head, rest = cut_long_line(rest, self.masker)
+            self._stream(rank).take(head)
+        if rest:
             self.pending[rank] = rest
 
     def _stream(self, rank: int):

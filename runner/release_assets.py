@@ -13,7 +13,8 @@ import runner
 from runner.archive import pack
 from runner.checksums import format_sums, sha256_file
 from runner.manifest.model import Manifest
-from runner.metrics.point import read_series
+from runner.metrics.point import iter_series
+from runner.metrics.summary import sampled
 from runner.report import metric_rows
 from runner.rundir import RunPaths
 from runner.s3store import S3Target, pointer_text, upload
@@ -77,7 +78,7 @@ def model_card(manifest: Manifest, paths: RunPaths, record: dict, version: int, 
 
 
 def _loss_curve(paths: RunPaths, target: Path) -> bool:
-    points = [p for p in read_series(paths.metrics) if p.step is not None and p.name in ("loss", "val_loss")]
+    points = sampled(iter_series(paths.metrics), ("loss", "val_loss"))  # one pass, bounded
     if len({p.step for p in points}) < 2:
         return False
     import matplotlib

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from runner.logger import Logger
+from runner.metrics.summary import sampled
 from runner.store import TERMINAL, PhaseRow
 from runner.templates import render
 
@@ -50,8 +51,10 @@ MAX_CURVES = 3
 
 
 def curves(points, summary: dict) -> list[dict]:
-    """Series to draw (the primary metric, then the losses): value per step, at most 60 points."""
+    """Series to draw (the primary metric, then the losses): value per step, at most 60 points.
+    `points` may be a whole series (read in one pass) or the recorder's bounded sample."""
     names = [name for name in dict.fromkeys([summary.get("primary"), "accuracy", "loss", "val_loss"]) if name]
+    points = sampled(points, names)
     drawn = []
     for name in names:
         by_step = {p.step: p.value for p in points if p.name == name and p.step is not None and math.isfinite(p.value)}

@@ -28,7 +28,8 @@ class Tee:
         self.file.close()
 
     def write(self, text: str) -> list[str]:
-        """The log gets `text` as it came; returns its lines with the colours removed."""
+        """The log gets `text` as it came (secrets masked); returns its lines with the colours removed."""
+        text = self.logger.masker.text(text)
         self.file.write(text)
         lines = ANSI.sub("", text).splitlines()
         self.tail.extend(line.rstrip() for line in lines if line.strip())

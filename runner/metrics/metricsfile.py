@@ -1,4 +1,8 @@
-"""Follows the JSON-lines file a script appends to ($TFTRAIN_METRICS_FILE)."""
+"""Follows the JSON-lines file a script appends to ($TFTRAIN_METRICS_FILE).
+
+What a script wrote there is its own text, secrets included: once the training is over, the
+files are masked in place (their points are in the run's metrics.jsonl, masked, already).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from runner.masking import Masker
 from runner.metrics.point import MetricPoint
 
 POLL_SECONDS = 0.25
@@ -75,3 +80,15 @@ class MetricsFileFollower:
         except (ValueError, KeyError, TypeError) as exc:
             self.warn(f"{self.path}:{self.line_no}: ignored metrics line ({type(exc).__name__}: {exc})")
             return None
+
+
+def mask_metrics_files(directory: Path, masker: Masker, warn: Callable[[str], None]) -> None:
+    """Mask the secrets in every rank's metrics file (followed or not: all ranks write one)."""
+    if not masker or not directory.is_dir():
+        return
+    for path in sorted(directory.glob("*.jsonl")):
+        try:
+            masker.mask_file(path)
+        except OSError as exc:  # no room for the masked copy: the secrets go with the file
+            path.unlink(missing_ok=True)
+            warn(f"{path}: removed, its secrets could not be masked ({exc.strerror or exc})")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Mapping
+from operator import itemgetter
 
 from runner.metrics.point import MetricPoint
 
@@ -17,7 +18,7 @@ ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
 # (Keras 3) or "6/6 [=====] - 0s 2ms/step - loss: 0.65 - accuracy: 0.55" (Keras 2 / tf.keras).
 KERAS = re.compile(rb"^Epoch (?P<epoch>\d+)/\d+\s*$|^\s*(?P<done>\d+)/(?P<total>\d+)\b(?P<rest>.* - \w.*)$", re.M)
 PAIR = re.compile(r"(?:^|\s)([A-Za-z_][\w./]*): ([-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|nan|inf))(?=\s|$)")
-NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf")
+NUMBER = re.compile(rb"\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)\s*")
 
 Emit = Callable[[list[MetricPoint]], None]
 
@@ -39,21 +40,20 @@ class LogMetricParser:
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         if b"\x1b" in chunk:
             chunk = ANSI.sub(b"", chunk)
-        events: list[tuple[int, str, MetricPoint | int]] = []
-        for match in KERAS.finditer(chunk):
-            events.append((match.start(), "keras", match))
+        # (where, regex name or None for Keras, match), in the order of the lines
+        events: list[tuple[int, str | None, re.Match]] = [(m.start(), None, m) for m in KERAS.finditer(chunk)]
         for name, pattern in self.patterns.items():
-            events += [(start, "regex", (name, line)) for start, line in _matching_lines(pattern, chunk)]
+            events += [(start, name, match) for start, match in _matching_lines(pattern, chunk)]
         if not events:
             return
-        events.sort(key=lambda event: event[0])
+        events.sort(key=itemgetter(0))
         now = time.time()
         points: list[MetricPoint] = []
-        for _, kind, payload in events:
-            if kind == "keras":
-                points += self._keras(payload, now)
-            else:
-                points += self._regex(*payload, now)
+        for _, name, match in events:
+            if name is None:
+                points += self._keras(match, now)
+            elif (point := self._regex(name, match, now)) is not None:
+                points.append(point)
         if points:
             self.emit(points)
 
@@ -70,17 +70,14 @@ class LogMetricParser:
             for name, value in PAIR.findall(rest.replace(" - ", "  "))
         ]
 
-    def _regex(self, name: str, line: bytes, now: float) -> list[MetricPoint]:
-        pattern = self.patterns[name]
-        match = pattern.search(line)
-        if match is None:
-            return []
-        groups = match.groupdict()
+    def _regex(self, name: str, match: re.Match, now: float) -> MetricPoint | None:
+        groups = match.groupdict() if self.patterns[name].groupindex else {}
         raw = groups.get("value") or match.group(1)
-        if raw is None or not NUMBER.fullmatch(raw.decode("ascii", "replace").strip()):
-            return []
+        number = NUMBER.fullmatch(raw) if raw is not None else None
+        if number is None:
+            return None
         step = int(groups["step"]) if groups.get("step") and groups["step"].isdigit() else self._step(name)
-        return [MetricPoint(name, float(raw), step, now, "log", self.rank)]
+        return MetricPoint(name, float(number[1]), step, now, "log", self.rank)
 
     def _step(self, name: str) -> int:
         if self.epoch is not None:
@@ -91,7 +88,7 @@ class LogMetricParser:
 
 
 def _matching_lines(pattern: re.Pattern, chunk: bytes):
-    """(start, line) for each line with a match, with the regex seeing one line at a time."""
+    """(start, match) for each line with a match, with the regex seeing one line at a time."""
     pos = 0
     while True:
         match = pattern.search(chunk, pos)
@@ -100,7 +97,7 @@ def _matching_lines(pattern: re.Pattern, chunk: bytes):
         start = chunk.rfind(b"\n", 0, match.start()) + 1
         end = chunk.find(b"\n", match.start())
         end = len(chunk) if end < 0 else end
-        line = chunk[start:end]
-        if pattern.search(line):
-            yield start, line
+        line_match = pattern.search(chunk[start:end])
+        if line_match is not None:
+            yield start, line_match
         pos = end + 1

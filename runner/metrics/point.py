@@ -2,11 +2,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii as _quote
 from pathlib import Path
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MetricPoint:
     name: str
     value: float
@@ -16,10 +18,14 @@ class MetricPoint:
     rank: int = 0
 
     def to_json(self) -> str:
-        data = {"name": self.name, "value": self.value, "step": self.step, "time": self.time, "source": self.source, "rank": self.rank}
-        if not math.isfinite(self.value):
-            data["value"] = str(self.value)  # JSON has no nan/inf
-        return json.dumps(data, separators=(",", ":"))
+        """What json.dumps(…, separators=(",", ":")) writes, several times faster (a run may log millions)."""
+        value = float(self.value)
+        number = repr(value) if math.isfinite(value) else f'"{value}"'  # JSON has no nan/inf
+        step = "null" if self.step is None else int(self.step)
+        return (
+            f'{{"name":{_quote(self.name)},"value":{number},"step":{step},"time":{float(self.time)!r},'
+            f'"source":{_quote(self.source)},"rank":{int(self.rank)}}}'
+        )
 
     @classmethod
     def from_dict(cls, data: dict) -> MetricPoint:
@@ -33,8 +39,15 @@ class MetricPoint:
         )
 
 
-def read_series(path: Path) -> list[MetricPoint]:
+def iter_series(path: Path) -> Iterator[MetricPoint]:
+    """The points of a metrics.jsonl, one at a time (a series may hold millions)."""
     if not path.exists():
-        return []
+        return
     with path.open(encoding="utf-8") as handle:
-        return [MetricPoint.from_dict(json.loads(line)) for line in handle if line.strip()]
+        for line in handle:
+            if line.strip():
+                yield MetricPoint.from_dict(json.loads(line))
+
+
+def read_series(path: Path) -> list[MetricPoint]:
+    return list(iter_series(path))

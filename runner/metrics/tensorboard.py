@@ -19,13 +19,31 @@ DTYPES = {1: "<f", 2: "<d", 3: "<i", 9: "<q", 19: "<e", 10: "<?"}  # TensorFlow 
 VALUE_FIELDS = {1: "float_val", 2: "double_val", 3: "int_val", 9: "int64_val", 10: "bool_val"}
 
 
+BATCH = 10_000
+
+
 def read_event_scalars(logs_dir: Path, rank: int = 0) -> list[MetricPoint]:
+    return [point for batch in event_scalar_batches(logs_dir, rank) for point in batch]
+
+
+def event_scalar_batches(logs_dir: Path, rank: int = 0, size: int = BATCH) -> Iterator[list[MetricPoint]]:
+    """The scalars, a batch at a time: event files can hold millions."""
+    batch: list[MetricPoint] = []
+    for point in _event_scalars(logs_dir, rank):
+        batch.append(point)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _event_scalars(logs_dir: Path, rank: int) -> Iterator[MetricPoint]:
     files = sorted(logs_dir.rglob("events.out.tfevents.*"))
     if not files:
-        return []
+        return
     from tensorboard.compat.proto.event_pb2 import Event
 
-    points = []
     for path in files:
         prefix = path.parent.relative_to(logs_dir).as_posix()
         scalar_tags: set[str] = set()
@@ -35,8 +53,7 @@ def read_event_scalars(logs_dir: Path, rank: int = 0) -> list[MetricPoint]:
                 number = _scalar(value, scalar_tags)
                 if number is not None:
                     name = value.tag if prefix == "." else f"{prefix}/{value.tag}"
-                    points.append(MetricPoint(name, number, event.step, event.wall_time, "tensorboard", rank))
-    return points
+                    yield MetricPoint(name, number, event.step, event.wall_time, "tensorboard", rank)
 
 
 def tfrecords(path: Path) -> Iterator[bytes]:

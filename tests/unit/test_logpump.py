@@ -7,6 +7,10 @@ import time
 
 from runner.logger import Logger
 from runner.logpump import LogPump
+from runner.manifest.model import MetricsSpec
+from runner.metrics.parsers import LogMetricParser
+from runner.metrics.point import MetricPoint
+from runner.metrics.recorder import MetricsRecorder
 
 
 class Capture(io.StringIO):
@@ -131,3 +135,79 @@ def test_mpirun_tagged_fragments_are_joined_per_rank(tmp_path):
     assert (tmp_path / "0.log").read_bytes() == b"horovod rank 0 of size 2\nwarning one\ntwo lines\nin one write\n"
     assert (tmp_path / "1.log").read_bytes() == b"horovod rank 1 of size 2\nno newline at the end\n"
     assert (tmp_path / "mpirun.log").read_bytes() == b""
+
+
+def test_a_full_disk_stops_the_log_but_never_the_pump(tmp_path):
+    """ENOSPC for real: the rank log is /dev/full. The pipe is still drained to its end (the
+    training never blocks), the console and the parser still get every line, and the pump says
+    it once and tells the run."""
+    (tmp_path / "0.log").symlink_to("/dev/full")
+    stream = Capture()
+    logger = Logger(stream)
+    pump = LogPump(logger, tmp_path, prefix_ranks=False)
+    read_fd, write_fd = os.pipe()
+    seen = []
+    pump.add(0, read_fd, seen.append)
+    payload = b"".join(b"line %06d\n" % i for i in range(300_000))  # 3.3 MB: far more than a pipe holds
+    writer = threading.Thread(target=_write_all, args=(write_fd, payload))
+    writer.start()
+    writer.join(timeout=60)
+    assert not writer.is_alive(), "the training blocked on a pump that stopped draining"
+    pump.join()
+    logger.flush()
+    assert b"".join(seen) == payload
+    assert pump.disk_full == tmp_path / "0.log"
+    assert pump.failure == f"disk full writing {tmp_path / '0.log'}"
+    console = stream.buffer.getvalue()
+    assert console.count(b"disk full writing") == 1
+    assert console.replace(b"\n", b"").endswith(b"line 299999")
+
+
+def test_a_failing_parser_loses_the_metrics_not_the_log(tmp_path):
+    def broken(lines: bytes) -> None:
+        raise RuntimeError("parser bug")
+
+    console = pump_bytes(tmp_path, {0: b"one\ntwo\n"}, prefix=False, sink=broken)
+    assert (tmp_path / "0.log").read_bytes() == b"one\ntwo\n"
+    assert b"metrics from" in console and b"RuntimeError: parser bug" in console
+
+
+MARKUP = ("bad token [/INST]", "[bold]not bold[/bold]", "closing [/] tag", "[red", "x[/x]y", ":smile:")
+
+
+def test_user_text_is_printed_as_text_never_as_markup():
+    stream = Capture()
+    logger = Logger(stream)
+    for text in MARKUP:
+        logger.info(text)
+        logger.warning(text)
+        logger.error(text)
+        logger.phase(text)
+        logger.phase_done(text, 1.0)
+        logger.table(text, [text], [[text]], highlight_row=0)
+        logger.metrics([MetricPoint(text, 1.0, 2, 0.0, "log")])
+    logger.flush()
+    out = stream.buffer.getvalue().decode()
+    for text in MARKUP:
+        assert out.count(text) == 9, text  # info, warning, error, phase, done, table ×3, metric
+
+
+def test_a_metric_regex_named_like_markup_keeps_the_pump_alive(tmp_path):
+    """The recorder prints points from the pump's thread: a name like `[/x]` must not kill it."""
+    stream = Capture()
+    logger = Logger(stream)
+    spec = MetricsSpec(regex={"acc[/x]": r"acc=([0-9.]+)"})
+    recorder = MetricsRecorder(tmp_path / "metrics.jsonl", spec, logger.metrics)
+    pump = LogPump(logger, tmp_path, prefix_ranks=False)
+    read_fd, write_fd = os.pipe()
+    pump.add(0, read_fd, LogMetricParser(spec.regex, recorder.record).feed)
+    with os.fdopen(write_fd, "wb", buffering=0) as handle:
+        for i in range(4):
+            handle.write(b"acc=0.%d\n" % i)
+            time.sleep(0.01)
+    pump.join()
+    recorder.close()
+    logger.flush()
+    assert (tmp_path / "0.log").read_bytes() == b"acc=0.0\nacc=0.1\nacc=0.2\nacc=0.3\n"
+    assert recorder.as_dict()["metrics"]["acc[/x]"]["count"] == 4
+    assert "acc[/x]=0" in stream.buffer.getvalue().decode()

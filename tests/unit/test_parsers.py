@@ -1,6 +1,11 @@
 from __future__ import annotations
 
+from runner.manifest.model import MetricsSpec
 from runner.metrics.parsers import LogMetricParser
+from runner.metrics.point import MetricPoint, read_series
+from runner.metrics.recorder import MetricsRecorder
+from runner.metrics.summary import MAX_METRICS, SAMPLES
+from runner.report import curves
 
 KERAS3_TTY = (
     b"Epoch 1/2\n"
@@ -75,3 +80,66 @@ def test_regex_uses_the_keras_epoch_as_step():
 
 def test_regex_ignores_non_numbers():
     assert parse([b"acc=abc\n"], {"acc": r"acc=(\S+)"}) == []
+
+
+def test_the_recorder_keeps_bounded_state_whatever_the_number_of_points(tmp_path):
+    """60k points of 3 metrics: all on disk in arrival order, in memory only the summary and at
+    most SAMPLES (+ the latest) per series; close() reads nothing back."""
+    shown = []
+    recorder = MetricsRecorder(tmp_path / "metrics.jsonl", MetricsSpec(), shown.append)
+    total = 60_000
+    for start in range(0, total, 1000):
+        recorder.record([MetricPoint(("loss", "accuracy", "lr")[i % 3], 1.0 / (i + 1), i, float(i), "log") for i in range(start, start + 1000)])
+    (tmp_path / "metrics.jsonl").rename(tmp_path / "moved.jsonl")  # close() must not need it
+    samples = recorder.close()
+    assert len(samples) <= 3 * (SAMPLES + 1)
+    for name in ("loss", "accuracy", "lr"):
+        steps = [p.step for p in samples if p.name == name]
+        assert steps == sorted(steps) and steps[0] < 10 and steps[-1] >= total - 3  # spread from first to last
+        assert SAMPLES // 2 <= len(steps) <= SAMPLES + 1
+    assert len(recorder.unshown) == 0 and all(len(batch) <= 3 for batch in shown)
+    summary = recorder.as_dict()["metrics"]
+    assert summary["loss"]["count"] + summary["accuracy"]["count"] + summary["lr"]["count"] == total
+    assert summary["loss"]["best"] == 1.0 / ((total - 1) // 3 * 3 + 1) and summary["accuracy"]["best"] == 0.5
+    with (tmp_path / "moved.jsonl").open() as handle:
+        assert sum(1 for _ in handle) == total
+
+
+def test_last_is_the_latest_in_time_and_arrival_breaks_ties(tmp_path):
+    recorder = MetricsRecorder(tmp_path / "metrics.jsonl", MetricsSpec(), lambda points: None)
+    recorder.record([MetricPoint("loss", 0.3, 3, 30.0, "log"), MetricPoint("loss", 0.2, 4, 40.0, "log")])
+    recorder.record([MetricPoint("loss", 0.9, 1, 10.0, "tensorboard")])  # older, read at the end
+    recorder.record([MetricPoint("loss", 0.1, 4, 40.0, "file")])
+    recorder.close()
+    assert recorder.as_dict()["metrics"]["loss"] == {"last": 0.1, "best": 0.1, "best_step": 4, "count": 4, "goal": "minimize"}
+    assert [p.value for p in read_series(tmp_path / "metrics.jsonl")] == [0.3, 0.2, 0.9, 0.1]  # as they came
+
+
+def test_metric_names_past_the_limit_go_to_disk_only(tmp_path):
+    warnings = []
+    recorder = MetricsRecorder(tmp_path / "metrics.jsonl", MetricsSpec(), lambda points: None, warn=warnings.append)
+    recorder.record([MetricPoint(f"m{i}", 1.0, 0, 0.0, "file") for i in range(MAX_METRICS + 50)])
+    recorder.record([MetricPoint(f"n{i}", 1.0, 0, 0.0, "file") for i in range(10)])
+    recorder.close()
+    assert len(recorder.as_dict()["metrics"]) == MAX_METRICS
+    assert len(warnings) == 1 and f"more than {MAX_METRICS} metric names" in warnings[0]
+    assert len(read_series(tmp_path / "metrics.jsonl")) == MAX_METRICS + 60
+
+
+def test_a_full_disk_under_metrics_jsonl_keeps_the_summary(tmp_path):
+    (tmp_path / "metrics.jsonl").symlink_to("/dev/full")
+    warnings = []
+    recorder = MetricsRecorder(tmp_path / "metrics.jsonl", MetricsSpec(), lambda points: None, warn=warnings.append)
+    for step in range(3):
+        recorder.record([MetricPoint("loss", 1.0 - step / 10, step, float(step), "log")])
+    recorder.close()
+    assert recorder.as_dict()["metrics"]["loss"]["count"] == 3
+    assert recorder.disk_full == tmp_path / "metrics.jsonl"
+    assert recorder.failure == f"disk full writing {tmp_path / 'metrics.jsonl'}" and len(warnings) == 1
+
+
+def test_curves_from_a_long_series_are_bounded():
+    points = (MetricPoint("loss", 1.0 / (i + 1), i, float(i), "log") for i in range(100_000))  # read once
+    drawn = curves(points, {"primary": "val_accuracy"})  # looked for first: not there
+    assert [curve["name"] for curve in drawn] == ["loss"]
+    assert len(drawn[0]["steps"]) <= 61 and drawn[0]["steps"][0] == 0

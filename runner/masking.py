@@ -1,0 +1,140 @@
+"""Secret values, hidden as *** in everything tftrain prints or stores.
+
+One Masker per tftrain process (the logger's), fed with the run's secret values before anything
+prints them: the console, the rank logs, the metrics (names, tags, images, the script's verdict),
+the run's message and records all pass through it. A value is matched whole, each of its lines
+on its own (a script may print a multi-line secret line by line), and in its JSON-escaped forms
+(for text serialised before it got here, such as the script's own metrics file).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import AnyStr
+
+MASK = "***"
+MIN_LINE = 4  # shorter lines of a multi-line secret are too common to hide ("}", "--")
+BLOCK = 1 << 20
+
+
+class Masker:
+    def __init__(self, values: Iterable[str] = ()) -> None:
+        self.values: tuple[str, ...] = ()
+        self._text: tuple[str, ...] = ()  # what to look for, longest first
+        self._bytes: tuple[bytes, ...] = ()
+        self.longest = 0  # bytes in the longest of them
+        self.add(values)
+
+    def add(self, values: Iterable[str]) -> list[str]:
+        """Hide `values` from now on; returns those that were new."""
+        new = [value for value in dict.fromkeys(values) if value and value not in self.values]
+        if new:
+            needles = _needles(self.values + tuple(new))
+            encoded = tuple(needle.encode() for needle in needles)
+            # readers on other threads take one tuple or the other, never half of each
+            self._bytes, self._text, self.longest = encoded, needles, max(map(len, encoded))
+            self.values += tuple(new)
+        return new
+
+    def __bool__(self) -> bool:
+        return bool(self.values)
+
+    def text(self, text: str) -> str:
+        return _mask(text, self._text, MASK) if self._text and text else text
+
+    def chunk(self, data: bytes) -> bytes:
+        return _mask(data, self._bytes, MASK.encode()) if self._bytes and data else data
+
+    def data(self, value):
+        """A JSON-like value with every string in it (keys included) masked: mask before
+        serialising, so that a secret holding `"` or `\\` is caught as itself."""
+        if not self._text:
+            return value
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {self.data(key): self.data(item) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.data(item) for item in value)
+        return value
+
+    def safe_end(self, data: bytes) -> int:
+        """How much of `data` (a stream's bytes so far, more to come) can be masked and let go
+        now: all but the last longest-1 bytes (a secret may start there and end in what comes
+        next), moved past any secret that straddles that point."""
+        if not self._bytes:
+            return len(data)
+        end = max(0, len(data) - (self.longest - 1))
+        for start, stop in _spans(data, self._bytes):
+            if start < end < stop:
+                end = stop
+        return end
+
+    def mask_file(self, path: Path) -> bool:
+        """Mask a file in place, a block at a time; True if anything was masked."""
+        if not self._bytes or not path.is_file():
+            return False
+        masked = False
+        tmp = path.with_name(path.name + ".masking")
+        try:
+            with path.open("rb") as source, tmp.open("wb") as target:
+                carry = b""
+                while True:
+                    block = source.read(BLOCK)
+                    data = carry + block
+                    end = self.safe_end(data) if block else len(data)
+                    head = self.chunk(data[:end])
+                    masked |= head != data[:end]
+                    target.write(head)
+                    carry = data[end:]
+                    if not block:
+                        break
+            if masked:
+                os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return masked
+
+
+def _needles(values: tuple[str, ...]) -> tuple[str, ...]:
+    found: set[str] = set()
+    for value in values:
+        lines = value.splitlines()
+        parts = [value]
+        if len(lines) > 1:
+            parts += [part for line in lines for part in (line, line.strip()) if len(part) >= MIN_LINE]
+        for part in parts:
+            found.update((part, json.dumps(part)[1:-1], json.dumps(part, ensure_ascii=False)[1:-1]))
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+def _spans(subject: AnyStr, needles: tuple[AnyStr, ...]) -> list[tuple[int, int]]:
+    """Where the needles occur in `subject`, overlapping occurrences merged, in order."""
+    spans = []
+    for needle in needles:
+        start = subject.find(needle)
+        while start >= 0:
+            spans.append((start, start + len(needle)))
+            start = subject.find(needle, start + 1)
+    spans.sort()
+    merged: list[tuple[int, int]] = []
+    for start, stop in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], stop))
+        else:
+            merged.append((start, stop))
+    return merged
+
+
+def _mask(subject: AnyStr, needles: tuple[AnyStr, ...], mask: AnyStr) -> AnyStr:
+    if not any(needle in subject for needle in needles):
+        return subject
+    parts, position = [], 0
+    for start, stop in _spans(subject, needles):
+        parts += [subject[position:start], mask]
+        position = stop
+    parts.append(subject[position:])
+    return subject[:0].join(parts)

@@ -7,7 +7,7 @@ import sys
 
 import runner
 from runner.commands import (
-    github, images, importing, logs, metrics, models, plan, pool, publish, run, runs, schema, validate,
+    doctor, github, images, importing, logs, metrics, models, plan, pool, publish, run, runs, schema, validate,
 )
 from runner.errors import FatalError
 from runner.logger import Logger
@@ -26,6 +26,7 @@ COMMANDS = {
     "github": github,
     "publish": publish,
     "import": importing,
+    "doctor": doctor,
 }
 
 
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         if not getattr(exc, "annotated", False):  # a failed run annotated itself, at the script's line
             logger.annotate_located("error", str(exc))
         logger.flush()
-        for line in str(exc).splitlines() or [type(exc).__name__]:
+        for line in logger.masker.text(str(exc)).splitlines() or [type(exc).__name__]:
             print(f"tftrain: error: {line}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import errno
+import json
+import os
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runner.errors import DiskFullError, HistoryError
 from runner.manifest.model import Manifest
+
+# a write refused for want of space: what the one-line error calls it
+SPACE_ERRORS = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded", errno.EFBIG: "file size limit exceeded"}
 
 
 @dataclass(frozen=True)
@@ -70,6 +79,11 @@ class RunPaths:
         return self.root / "run.json"
 
     @property
+    def reserve(self) -> Path:
+        """Space held while the run is in progress, given back to record how it ended on a full disk."""
+        return self.root / ".reserve"
+
+    @property
     def summary(self) -> Path:
         return self.root / "summary.md"
 
@@ -118,9 +132,68 @@ class RunPaths:
     @classmethod
     def of_run(cls, run) -> tuple[Manifest, RunPaths]:
         """The manifest a recorded run (a store.RunRow) ran with, and its paths."""
-        manifest = Manifest.model_validate_json(run.manifest)
+        try:
+            manifest = Manifest.model_validate_json(run.manifest)
+        except ValueError as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            why = f"run {run.run_id}: its manifest in the history cannot be read ({first})"
+            raise HistoryError(f"{why}: run `tftrain doctor --rebuild`") from None
         return manifest, cls(run.run_dir, manifest.outputs_dir, manifest.logs_dir)
 
     def create(self) -> None:
         for directory in (self.workdir, self.metrics_dir):
             directory.mkdir(parents=True, exist_ok=True)
+
+
+def space_error(exc: OSError, path: Path) -> DiskFullError | None:
+    """The one-line error for a write refused for want of space, else None."""
+    what = SPACE_ERRORS.get(exc.errno)
+    return DiskFullError(f"{what} writing {path}") if what else None
+
+
+@contextmanager
+def writing(path: Path):
+    """Out of space while writing `path` → DiskFullError naming it; what was written stays."""
+    try:
+        yield
+    except OSError as exc:
+        error = space_error(exc, path)
+        if error is None:
+            raise
+        raise error from None
+
+
+def read_record(path: Path) -> dict:
+    """A run.json (or version.json) as a dict; OSError or ValueError when missing or unreadable."""
+    record = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(record, dict):
+        raise ValueError("not a JSON object")
+    return record
+
+
+def write_record(path: Path, record: dict) -> None:
+    """Replace run.json atomically: a reader sees the old record or the new one, never half of one."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
+    try:
+        with temporary.open("w", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, indent=2) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except OSError as exc:
+        try:
+            temporary.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise space_error(exc, path) or HistoryError(f"cannot write {path} ({exc.strerror or exc})") from None
+
+
+def merge_record(path: Path, fields: dict) -> dict:
+    """Add `fields` to run.json, keeping what is there; returns the new record."""
+    try:
+        record = read_record(path)
+    except (OSError, ValueError):
+        record = {}
+    record = {**record, **fields}
+    write_record(path, record)
+    return record

@@ -11,6 +11,7 @@ from runner.rundir import RunPaths
 from runner.store import Store
 
 FOLLOW_POLL = 0.2
+LOST_CHECK_POLLS = 10
 
 
 def add_parser(subparsers) -> None:
@@ -21,14 +22,18 @@ def add_parser(subparsers) -> None:
 
 
 def run(args, logger) -> int:
-    with Store(tftrain_home()) as store:
+    with Store(tftrain_home(), notify=logger.warning) as store:
         record = store.run(args.run)
         path = RunPaths.of_run(record)[1].rank_log(args.rank)
         logger.flush()
         offset = _copy_from(path, 0, args.follow and not record.finished)
+        polls = 0
         while args.follow and not store.run(record.run_id).finished:
             time.sleep(FOLLOW_POLL)
             offset = _copy_from(path, offset, True)
+            polls += 1
+            if polls % LOST_CHECK_POLLS == 0:
+                store.reconcile()  # a run whose tftrain died never finishes by itself
         _copy_from(path, offset, args.follow)
     return 0
 

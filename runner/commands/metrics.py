@@ -15,7 +15,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args, logger) -> int:
-    with Store(tftrain_home()) as store:
+    with Store(tftrain_home(), notify=logger.warning) as store:
         record = store.run(args.run)
     points = read_series(RunPaths.of_run(record)[1].metrics)
     if args.json:

@@ -6,7 +6,7 @@ import json
 import time
 
 from runner.manifest.model import Manifest
-from runner.metrics.point import read_series
+from runner.metrics.point import iter_series
 from runner.metrics.summary import SummaryBuilder
 from runner.paths import tftrain_home
 from runner.report import show_metrics, summary_markdown
@@ -24,7 +24,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args, logger) -> int:
-    with Store(tftrain_home()) as store:
+    with Store(tftrain_home(), notify=logger.warning) as store:
         if args.runs_command == "show":
             _show(store, args.run, args.markdown, logger)
         else:
@@ -50,7 +50,7 @@ def _show(store: Store, ref: str, markdown: bool, logger) -> None:
     summary = record.get("metrics") or _summary_from_series(paths, manifest)
     phases = store.phases(run.run_id)
     if markdown:
-        points = read_series(paths.metrics)
+        points = iter_series(paths.metrics)
         logger.text(summary_markdown(run.run_id, run.status, run.message, phases, summary, record.get("model"), record.get("git", {}), points))
         return
     logger.info(f"run {run.run_id}: {run.status}" + (f": {run.message}" if run.message else ""), style="bold")
@@ -78,7 +78,7 @@ def _record(paths: RunPaths) -> dict:
 
 def _summary_from_series(paths: RunPaths, manifest: Manifest) -> dict:
     builder = SummaryBuilder(manifest.metrics)
-    builder.add(read_series(paths.metrics))
+    builder.add(iter_series(paths.metrics))
     return builder.as_dict()
 
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import tarfile
 import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from runner.archive import Extracted, extract_into
 from runner.errors import DockerError
 from runner.plan import ContainerSpec
 
@@ -111,23 +111,18 @@ class Container:
         except Exception as exc:
             raise DockerError(f"cannot copy the run's files into {self.name}: {_explain(exc)}") from None
 
-    def fetch(self, path: str, destination: Path) -> int:
-        """Copy `path` (a directory) out of the container into `destination`; the file count."""
+    def fetch(self, path: str, destination: Path) -> Extracted:
+        """Copy `path` (a directory) out of the container into `destination`, by the model
+        archives' rules (runner.archive) in their lenient form: regular files and directories are
+        copied; links, devices, FIFOs and unsafe names are skipped and listed in the result, so
+        that one odd entry does not lose a run's outputs. The caps still hold (RegistryError)."""
         with tempfile.TemporaryFile() as spool:
             chunks, _ = self.container.get_archive(path)
             for chunk in chunks:
                 spool.write(chunk)
             spool.seek(0)
-            with tarfile.open(fileobj=spool) as archive:
-                members = []
-                for member in archive.getmembers():
-                    _, _, inner = member.name.partition("/")
-                    if inner:
-                        member.name = inner
-                        members.append(member)
-                destination.mkdir(parents=True, exist_ok=True)
-                archive.extractall(destination, members=members, filter="data")
-        return sum(1 for member in members if member.isfile())
+            # the archive holds `path`'s last component and what is below it: that name is dropped
+            return extract_into(spool, destination, f"{path} of {self.name}", strip=1)
 
     def poll(self) -> int | None:
         """The exit code once the container has ended, else None. While its log stream is open

@@ -34,8 +34,8 @@ def run(args, logger) -> int:
         registry = Registry(store)
         if args.models_command == "pull" and args.source == "github":
             context = workflow.Context.from_env()
-            repo = workflow.client(context).get_repo(context.repository)
-            pull_release(repo, args.ref, args.output, logger)
+            with workflow.github_errors():
+                pull_release(workflow.client(context).get_repo(context.repository), args.ref, args.output, logger)
         elif args.models_command == "pull":
             model = registry.pull(args.ref, args.output)
             logger.info(f"{model.label} → {args.output} (checksums verified)", style="green")
@@ -69,3 +69,5 @@ def _register(store: Store, registry: Registry, ref: str, logger) -> None:
     info = {"run_id": run.run_id, "git": run.git, "framework": manifest.model.framework, "registered_from_status": run.status}
     model = registry.register(manifest.name, path, run.run_id, info)
     logger.info(f"registered model {model.label} from run {run.run_id} ({run.status})", style="green")
+    if model.skipped:
+        logger.warning(model.skipped_note(str(manifest.model.path)))

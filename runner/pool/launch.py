@@ -21,6 +21,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+from runner.checksums import skipped_note
 from runner.container import LABEL_RUN, Container, stop_all
 from runner.logger import Logger
 from runner.logpump import LineSink, LogPump
@@ -211,7 +212,9 @@ def _collect(placed: list[Placed], plan: LaunchPlan, logger: Logger) -> None:
             else:
                 continue
             try:
-                item.container.fetch(mount.target, destination)
+                fetched = item.container.fetch(mount.target, destination)
+                if fetched.skipped:
+                    logger.warning(skipped_note(fetched.skipped, f"{mount.target} of {item.label} on {item.host}"))
             except Exception as exc:  # a host gone, or a container that never started
                 logger.warning(f"could not copy {mount.target} back from {item.label} on {item.host}: {exc}")
             if destination.is_dir() and destination != Path(mount.source) and not any(destination.iterdir()):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from runner.diagnose import ScriptError, last_traceback, tail_text
 from runner.errors import (
+    DiskFullError,
     FatalError,
     TrainingCanceled,
     TrainingFailed,
@@ -20,17 +21,17 @@ from runner.errors import (
 from runner.logger import Logger, workspace_path
 from runner.logpump import LogPump
 from runner.manifest import LoadedManifest, effective_target
-from runner.metrics.metricsfile import MetricsFileFollower
+from runner.metrics.metricsfile import MetricsFileFollower, mask_metrics_files
 from runner.metrics.parsers import LogMetricParser
 from runner.metrics.recorder import MetricsRecorder
 from runner.metrics.summary import primary_metric
-from runner.metrics.tensorboard import read_event_scalars
+from runner.metrics.tensorboard import event_scalar_batches
 from runner.paths import tftrain_home
 from runner.prepare import Prepared, check_runnable, prepare
-from runner.processes import become_subreaper
+from runner.processes import become_subreaper, run_cgroup_name
 from runner.registry import ModelVersion, Registry
 from runner.report import show_metrics, summary_markdown
-from runner.rundir import RunPaths
+from runner.rundir import RunPaths, merge_record, writing
 from runner.store import TERMINAL, Store
 from runner.targets import Outcome, RunControl, reservation, target_for
 
@@ -51,22 +52,25 @@ class RunResult:
 def run_manifest(loaded: LoadedManifest, logger: Logger, home: Path | None = None) -> RunResult:
     checked = check_runnable(loaded)  # refuse what cannot run before a run is recorded
     manifest = loaded.manifest
-    store = Store(home or tftrain_home())
-    run_id = store.new_run(manifest.name, manifest.model_dump_json(by_alias=True))
+    store = Store(home or tftrain_home(), notify=logger.warning)
+    run_id = store.new_run(manifest.name, manifest.model_dump_json(by_alias=True))  # runs/ID and its run.json
     paths = RunPaths.for_run(store.home, run_id, manifest)
-    store.update_run(run_id, run_dir=paths.root)
     logger.info(f"run {run_id} (queued)  →  {paths.root}", style="bold")
     control = RunControl(
         marker=f"TFTRAIN_RUN_ID={run_id}",
         grace_seconds=manifest.compute.kill_grace_seconds,
         limit_seconds=manifest.max_run_duration_seconds,
     )
+    control.cgroup = run_cgroup_name(run_id, store.home)
     become_subreaper()
     try:
         return _run(loaded, checked, store, run_id, paths, control, logger)
     except BaseException as exc:
-        if store.run(run_id).status not in TERMINAL:  # a bug, or KeyboardInterrupt outside the phases
-            store.finish(run_id, "Failed", 1, f"internal error: {type(exc).__name__}: {exc}")
+        if store.run(run_id).status not in TERMINAL:  # a bug, a full disk, or KeyboardInterrupt outside the phases
+            if isinstance(exc, FatalError):
+                store.finish(run_id, "Failed", exc.exit_code, logger.masker.text(str(exc)))
+            else:
+                store.finish(run_id, "Failed", 1, logger.masker.text(f"internal error: {type(exc).__name__}: {exc}"))
         raise
     finally:
         store.close()
@@ -86,7 +90,7 @@ def _run(loaded, checked, store: Store, run_id: str, paths: RunPaths, control: R
         except FatalError as exc:
             failure, outcome = exc, Outcome(_failed_as(exc), None, str(exc))
         paths.create()
-        recorder = MetricsRecorder(paths.metrics, manifest.metrics, logger.metrics)
+        recorder = MetricsRecorder(paths.metrics, manifest.metrics, logger.metrics, logger.masker, logger.warning)
         if prepared is not None:
             if control.cancel.is_set():
                 outcome = Outcome("Canceled", None, "canceled before the training started")
@@ -98,8 +102,12 @@ def _run(loaded, checked, store: Store, run_id: str, paths: RunPaths, control: R
                     failure, outcome = exc, Outcome("Failed", None, str(exc))
         held.close()
         with session.phase("PostProcessing"):
-            model, summary, points = _post_process(loaded, paths, recorder, outcome, run_id, prepared, store, logger)
-    message, script_error = _explain(outcome, paths, prepared)
+            model, summary, points, refused = _post_process(loaded, paths, recorder, outcome, run_id, prepared, store, logger)
+        if refused is not None and failure is None:  # the training ended well; keeping its results did not
+            failure, outcome = refused, Outcome("Failed", None, str(refused))
+    # tftrain's own failure speaks for itself; a script's is found in its logs
+    message, script_error = (outcome.message, None) if failure else _explain(outcome, paths, prepared)
+    message = logger.masker.text(message) if message else message  # stored: the DB, run.json, summary.md
     exit_code = failure.exit_code if failure else EXIT_CODES[outcome.status]
     store.finish(run_id, outcome.status, exit_code, message)
     git = prepared.git if prepared else {}
@@ -155,12 +163,18 @@ def _execute(prepared: Prepared, paths: RunPaths, recorder: MetricsRecorder, con
     if control.limit_seconds:
         control.deadline = time.monotonic() + control.limit_seconds
     try:
-        return target_for(plan.target).execute(plan, pump, sinks, control, logger)
+        outcome = target_for(plan.target).execute(plan, pump, sinks, control, logger)
     finally:
         for follower in followers:
             follower.stop()
+        mask_metrics_files(paths.metrics_dir, logger.masker, logger.warning)
         if logger.github and len(plan.tasks) > 1:
             _rank_groups(logger, plan, paths)
+    # a log or metrics.jsonl that could not be written in full: the run keeps what it has, and fails
+    for sink in (pump, recorder):
+        if sink.disk_full is not None:
+            raise DiskFullError(f"{sink.failure} (the training {outcome.status.lower()}; logs and outputs are kept as far as they went)")
+    return outcome
 
 
 RANK_TAIL_LINES = 200
@@ -178,13 +192,23 @@ def _rank_groups(logger: Logger, plan, paths: RunPaths) -> None:
 def _post_process(loaded, paths, recorder, outcome, run_id, prepared, store, logger):
     if paths.logs.exists():
         try:
-            recorder.record(read_event_scalars(paths.logs))
+            for batch in event_scalar_batches(paths.logs):
+                recorder.record(batch)
         except Exception as exc:  # a damaged event file must not lose the rest of the run
             logger.warning(f"could not read TensorBoard event files under {paths.logs}: {exc}")
     points = recorder.close()
     summary = recorder.as_dict()
-    paths.metrics_summary.write_text(json.dumps(summary, indent=2) + "\n")
     show_metrics(logger, summary)
+    try:
+        with writing(paths.metrics_summary):
+            paths.metrics_summary.write_text(json.dumps(summary, indent=2) + "\n")
+        return _register(loaded, paths, outcome, run_id, prepared, store, logger, summary), summary, points, None
+    except FatalError as exc:  # refused or out of space: the run fails, its record is still written
+        return None, summary, points, exc
+
+
+def _register(loaded, paths, outcome, run_id, prepared, store, logger, summary) -> ModelVersion | None:
+    """On Completed, the model at model.path becomes the next version (odd entries skipped, listed)."""
     model = None
     spec = loaded.manifest.model
     model_path = paths.workdir / spec.path
@@ -199,11 +223,13 @@ def _post_process(loaded, paths, recorder, outcome, run_id, prepared, store, log
             }
             model = Registry(store).register(loaded.manifest.name, model_path, run_id, info)
             logger.info(f"registered model {model.label} ({model.info['files']} files)", style="bold green")
+            if model.skipped:
+                logger.warning(model.skipped_note(str(spec.path)))
         else:
             logger.warning(f"model.path {spec.path} was not written by the script; no model registered")
     elif model_path.exists() and spec.register_model:
         logger.info(f"model not registered (run {outcome.status}); it is kept at {model_path}")
-    return model, summary, points
+    return model
 
 
 def _explain(outcome: Outcome, paths: RunPaths, prepared: Prepared | None) -> tuple[str | None, ScriptError | None]:
@@ -245,27 +271,20 @@ def _report(logger: Logger, loaded: LoadedManifest, result: RunResult, error: Sc
 
 
 def _write_record(paths, store, run_id, outcome, exit_code, message, model, summary, git, points) -> None:
+    # the store keeps run.json (status, phases, owner, manifest) from the start: the results join it
+    merge_record(paths.record, {"model": model.label if model else None, "metrics": summary, "git": git})
     phases = store.phases(run_id)
-    record = {
-        "run_id": run_id,
-        "status": outcome.status,
-        "exit_code": exit_code,
-        "message": message,
-        "phases": [{"phase": p.phase, "started": p.started, "ended": p.ended} for p in phases],
-        "model": model.label if model else None,
-        "metrics": summary,
-        "git": git,
-    }
-    paths.record.write_text(json.dumps(record, indent=2) + "\n")
     markdown = summary_markdown(
         run_id, outcome.status, message, phases, summary, model.label if model else None, git, points
     )
-    paths.summary.write_text(markdown)
+    with writing(paths.summary):
+        paths.summary.write_text(markdown)
 
 
 @contextmanager
 def _signals(control: RunControl, logger: Logger):
-    """SIGINT/SIGTERM cancel the run (post-processing still happens); a second one kills at once."""
+    """SIGINT/SIGTERM/SIGHUP cancel the run (post-processing still happens); a second one kills at
+    once, also while the training's grace period runs (the local target watches `control.force`)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -278,7 +297,7 @@ def _signals(control: RunControl, logger: Logger):
             control.cancel.set()
             logger.warning(f"{signal.Signals(signum).name}: stopping the training (again to kill at once)")
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
     finally:

@@ -4,6 +4,7 @@ nothing written outside where it belongs, no secret in any stored file."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Iterable
 from contextlib import contextmanager
@@ -12,11 +13,20 @@ from pathlib import Path
 from runner.errors import FatalError
 
 
+# a frame of tftrain's own code: the user's script may print tracebacks of its own (on stdout)
+_OWN_FRAME = re.compile(r'File "[^"]*/runner/[^"]*\.py", line \d+')
+
+
+def assert_no_traceback(result: subprocess.CompletedProcess) -> None:
+    output = result.stdout + result.stderr
+    assert "Traceback" not in result.stderr and not _OWN_FRAME.search(output), output[-3000:]
+
+
 def assert_refused(result: subprocess.CompletedProcess, error: type[FatalError], *mentions: str) -> str:
     """The command failed with `error`'s exit code and exactly one `tftrain: error:` line (which
-    names `mentions`), and printed no traceback. Returns that line."""
+    names `mentions`), and printed no traceback of tftrain's. Returns that line."""
     output = result.stdout + result.stderr
-    assert "Traceback" not in output, output[-3000:]
+    assert_no_traceback(result)
     assert result.returncode == error.exit_code, (result.returncode, output[-3000:])
     lines = [line for line in result.stderr.splitlines() if line.startswith("tftrain: error:")]
     assert len(lines) == 1, result.stderr[-3000:]
@@ -27,7 +37,7 @@ def assert_refused(result: subprocess.CompletedProcess, error: type[FatalError],
 
 def assert_clean(result: subprocess.CompletedProcess, exit_code: int = 0) -> None:
     output = result.stdout + result.stderr
-    assert "Traceback" not in output, output[-3000:]
+    assert_no_traceback(result)
     assert result.returncode == exit_code, (result.returncode, output[-3000:])
 
 

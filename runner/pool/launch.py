@@ -175,7 +175,7 @@ def _supervise(placed: list[Placed], plan: LaunchPlan, control: RunControl, watc
         return [(item.task, _code(item.container.poll(), lost is not None)) for item in tasks]
 
     def stop(grace: float) -> None:
-        stop_all([item.container for item in placed], grace)
+        stop_all([item.container for item in placed], grace, control.force)
 
     outcome = supervise(poll, stop, plan.success_policy, control)
     lost = watch.lost() or _ended_helper(helpers)

@@ -148,7 +148,7 @@ def _wait(started: list[tuple[TaskSpec, Container]], policy: str, control: RunCo
     containers = [container for _, container in started]
     outcome = supervise(
         lambda: [(task, container.poll()) for task, container in started],
-        lambda grace: stop_all(containers, grace),
+        lambda grace: stop_all(containers, grace, control.force),
         policy,
         control,
     )

@@ -122,6 +122,32 @@ def test_cancel_stops_and_removes_the_container(docker_client, home, tmp_path):
     assert json.loads((home / "runs/digits-1/run.json").read_text())["status"] == "Canceled"
 
 
+STUBBORN = """\
+import signal, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_second_signal_kills_the_container_at_once(docker_client, home, tmp_path):
+    # the script ignores SIGTERM; the grace period (120 s) is never waited out after the second Ctrl-C
+    path = docker_manifest(tmp_path, STUBBORN, "compute:\n  kill_grace_seconds: 120\n")
+    process = subprocess.Popen([TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = home / "runs/digits-1/workdir/logs/0.log"
+    deadline = time.monotonic() + 120
+    while not (log.exists() and "ready" in log.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    process.send_signal(signal.SIGINT)
+    time.sleep(2)
+    process.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    _, err = process.communicate(timeout=100)
+    assert time.monotonic() - started < 90, "waited out the grace period"
+    assert process.returncode == 12, err
+    assert leftover_containers(docker_client, "digits-1") == []
+
+
 def test_out_of_memory_is_reported_as_such(docker_client, cli, home, tmp_path):
     script = "blocks = []\nwhile True:\n    blocks.append(bytearray(16 << 20))\n"
     result = cli("run", "-f", str(docker_manifest(tmp_path, script, "compute:\n  memory_limit: 96m\n")))

@@ -130,7 +130,9 @@ def test_a_multi_line_secret_printed_line_by_line_is_masked(tmp_path):
     console, _ = pump(tmp_path, payload, piece=5)
     log = (tmp_path / "0.log").read_bytes()
     assert leaks(log) == [] and leaks(console) == []
-    assert log.count(b"***") == 5
+    # the whole value is masked as one, or line by line when its lines arrive in separate reads
+    head = b"line: ***\n" * 4
+    assert log.startswith(head) and set(log[len(head):].split()) == {b"***"}
 
 
 def test_a_secret_at_the_1_mib_cut_is_masked_whole(tmp_path):

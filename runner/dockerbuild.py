@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import io
 import tarfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from runner import services
 from runner.errors import BuildError, DockerError
 from runner.images import ImageSpec
 from runner.logger import Logger
@@ -57,9 +60,25 @@ _TREE_TARGETS = {"workspace": "/workspace", "runner": "/tftrain/python/runner"}
 def push_image(client, tag: str, logger: Logger) -> None:
     repository, _, version = tag.rpartition(":")
     logger.info(f"pushing {tag}")
-    for chunk in client.api.push(repository, tag=version, stream=True, decode=True):
-        if "error" in chunk:
-            raise DockerError(f"pushing {tag} failed: {chunk['error']}")
+    with docker_errors(f"pushing {tag}"):
+        for chunk in client.api.push(repository, tag=version, stream=True, decode=True):
+            if "error" in chunk:  # the registry refused: the daemon says how, with its status when it had one
+                raise DockerError(f"registry: pushing {tag} failed: {services.one_line(chunk['error'])}")
+
+
+@contextmanager
+def docker_errors(what: str) -> Iterator[None]:
+    """Turn what the docker SDK raises while doing `what` into a DockerError: one line naming the
+    call and the daemon's answer."""
+    import docker
+    from requests import RequestException
+
+    try:
+        yield
+    except docker.errors.APIError as exc:
+        raise DockerError(services.answered("Docker", what, exc.status_code, exc.explanation)) from None
+    except (docker.errors.DockerException, RequestException) as exc:
+        raise DockerError(services.unreachable("Docker", what, exc)) from None
 
 
 def _build(client, context: io.BytesIO, tag: str, labels: dict, dockerfile: str, logger: Logger, log_path: Path) -> str:

@@ -8,6 +8,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from runner import services
 from runner.errors import ClusterError
 
 GROUP, VERSION = "kubeflow.org", "v1"
@@ -49,40 +50,46 @@ class KubeJob:
         self.namespace = document["metadata"]["namespace"]
         self.plural = PLURALS[document["kind"]]
         self.container = "tensorflow" if document["kind"] == "TFJob" else None
+        self.label = f"{document['kind']} {self.namespace}/{self.name}"
 
-    def _call(self, what: str, function, *args, **kwargs):
+    def _call(self, what: str, function, *args, tolerate: int | None = None, **kwargs):
+        """function(*args, **kwargs); None when the API answers `tolerate` (409 to a create: it exists,
+        404 to a delete: it is gone); any other failure is a ClusterError naming the call."""
+        import urllib3
+
         try:
             return function(*args, **kwargs)
         except self.errors as exc:
-            raise ClusterError(f"{what}: HTTP {exc.status} {exc.reason}: {_message(exc)}") from None
-        except OSError as exc:  # urllib3 wraps these as MaxRetryError (an OSError subclass chain)
-            raise ClusterError(f"{what}: cannot reach the cluster: {exc}") from None
+            if tolerate is not None and exc.status == tolerate:
+                return None
+            if not exc.status:  # no answer: TLS failed, or the request could not be made
+                raise ClusterError(f"Kubernetes: {what}: {services.one_line(str(exc.reason))}") from None
+            raise ClusterError(services.answered("Kubernetes", what, exc.status, _message(exc), reason=exc.reason)) from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:  # retries ran out: MaxRetryError and friends
+            raise ClusterError(services.unreachable("Kubernetes", what, exc)) from None
 
     def apply_secret(self, name: str, values: dict[str, str]) -> None:
         body = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": self.namespace}, "stringData": values}
-        try:
-            self.core.create_namespaced_secret(self.namespace, body)
-        except self.errors as exc:
-            if exc.status != 409:
-                raise ClusterError(f"creating Secret {name}: HTTP {exc.status} {exc.reason}: {_message(exc)}") from None
-            self._call(f"updating Secret {name}", self.core.replace_namespaced_secret, name, self.namespace, body)
+        what = f"Secret {self.namespace}/{name}"
+        if self._call(f"creating {what}", self.core.create_namespaced_secret, self.namespace, body, tolerate=409) is None:
+            self._call(f"updating {what}", self.core.replace_namespaced_secret, name, self.namespace, body)
 
     def create(self) -> None:
         self._call(
-            f"creating {self.document['kind']} {self.name}",
+            f"creating {self.label}",
             self.custom.create_namespaced_custom_object, GROUP, VERSION, self.namespace, self.plural, self.document,
         )
 
     def status(self) -> tuple[str | None, str]:
         """("Succeeded" | "Failed" | None while running, the operator's message)."""
-        job = self._call(f"reading {self.name}", self.custom.get_namespaced_custom_object, GROUP, VERSION, self.namespace, self.plural, self.name)
+        job = self._call(f"reading {self.label}", self.custom.get_namespaced_custom_object, GROUP, VERSION, self.namespace, self.plural, self.name)
         for condition in reversed((job.get("status") or {}).get("conditions") or []):
             if condition.get("status") == "True" and condition.get("type") in ("Succeeded", "Failed"):
                 return condition["type"], condition.get("message", "")
         return None, ""
 
     def pods(self) -> list[Pod]:
-        listing = self._call("listing pods", self.core.list_namespaced_pod, self.namespace, label_selector=f"{JOB_LABEL}={self.name}")
+        listing = self._call(f"listing the pods of {self.label}", self.core.list_namespaced_pod, self.namespace, label_selector=f"{JOB_LABEL}={self.name}")
         pods = []
         for item in listing.items:
             labels = item.metadata.labels or {}
@@ -110,11 +117,10 @@ class KubeJob:
         return thread
 
     def delete(self) -> None:
-        try:
-            self.custom.delete_namespaced_custom_object(GROUP, VERSION, self.namespace, self.plural, self.name)
-        except self.errors as exc:
-            if exc.status != 404:
-                raise ClusterError(f"deleting {self.name}: HTTP {exc.status} {exc.reason}") from None
+        self._call(
+            f"deleting {self.label}",
+            self.custom.delete_namespaced_custom_object, GROUP, VERSION, self.namespace, self.plural, self.name, tolerate=404,
+        )
 
 
 def _message(exc) -> str:

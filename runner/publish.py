@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.checksums import parse_sums, sha256_file
-from runner.errors import PublishError
+from runner.errors import PublishError, StorageError
 from runner.logger import Logger
 from runner.manifest.model import Manifest
 from runner.release_assets import SUMS, build_assets
 from runner.rundir import RunPaths
 from runner.s3store import S3Target
-from runner.workflow import TagTemplate, releases_of
+from runner.workflow import TagTemplate, failure, github_errors, releases_of
 
 ATTEMPTS = 4
 BACKOFF_SECONDS = 0.5
@@ -64,6 +64,17 @@ def publish(
         state_path.write_text(json.dumps(state))
     else:
         logger.info(f"resuming the draft release {release.tag_name}")
+    try:
+        with github_errors(PublishError):
+            release = _upload_and_publish(release, manifest, paths, record, state, s3, logger)
+    except (PublishError, StorageError) as exc:  # S3 refusing the model keeps its own exit code
+        raise type(exc)(f"{exc}; the release {state['tag']} stays a draft: run `tftrain publish --run {record['run_id']}` to finish it") from None
+    logger.info(f"published {release.tag_name}: {release.html_url}", style="bold green")
+    return Published(release.tag_name, release.html_url)
+
+
+def _upload_and_publish(release, manifest: Manifest, paths: RunPaths, record: dict, state: dict, s3: S3Target | None, logger: Logger):
+    """Upload (and verify) what the draft lacks, then publish it."""
     directory = paths.release_dir
     if (directory / SUMS).exists() and state["verified"]:  # resuming: the very files already uploaded
         assets = sorted(p for p in directory.iterdir() if p.name != SUMS) + [directory / SUMS]
@@ -74,16 +85,11 @@ def publish(
     for path in assets:
         if path.name in state["verified"] and path.name in existing:
             continue
-        try:
-            _upload_verified(release, path, digests[path.name], existing.get(path.name), logger)
-        except PublishError as exc:
-            raise PublishError(f"{exc}; the release {release.tag_name} stays a draft: run `tftrain publish --run {record['run_id']}` to finish it") from None
+        _upload_verified(release, path, digests[path.name], existing.get(path.name), logger)
         state["verified"].append(path.name)
-        state_path.write_text(json.dumps(state))
+        paths.release_state.write_text(json.dumps(state))
     body = (directory / "MODEL_CARD.md").read_text()
-    release = release.update_release(name=release.tag_name, message=body, draft=False)
-    logger.info(f"published {release.tag_name}: {release.html_url}", style="bold green")
-    return Published(release.tag_name, release.html_url)
+    return release.update_release(name=release.tag_name, message=body, draft=False)
 
 
 def _resume(repo, state: dict):
@@ -111,7 +117,7 @@ def _create_draft(repo, name: str, commit: str | None, template: TagTemplate, lo
             if exc.status == 422 and "already_exists" in json.dumps(exc.data):
                 logger.info(f"{tag} was taken by another publisher; trying v{version + 1}")
                 continue
-            raise PublishError(f"creating the release {tag}: HTTP {exc.status} {_message(exc)}") from None
+            raise PublishError(f"creating the release {tag}: {failure(exc)}") from None
         logger.info(f"draft release {tag}")
         return release, version
     raise PublishError(f"no free version for {name} after v{latest + 49}")
@@ -135,13 +141,13 @@ def _upload_verified(release, path: Path, digest: str, existing, logger: Logger)
                 logger.info(f"uploading {path.name}: HTTP {exc.status}, retrying")
                 time.sleep(BACKOFF_SECONDS * 2 ** (attempt - 1))
                 continue
-            raise PublishError(f"uploading {path.name}: HTTP {exc.status} {_message(exc)}") from None
-        except RequestException as exc:  # connection errors, and PyGithub's own retries running out
+            raise PublishError(f"uploading {path.name}: {failure(exc)}") from None
+        except RequestException as exc:  # connection errors
             if attempt < ATTEMPTS:
                 logger.info(f"uploading {path.name}: {type(exc).__name__}, retrying")
                 time.sleep(BACKOFF_SECONDS * 2 ** (attempt - 1))
                 continue
-            raise PublishError(f"uploading {path.name}: {_reason(exc)}") from None
+            raise PublishError(f"uploading {path.name}: {failure(exc)}") from None
         if not _verified(asset, path, digest):
             raise PublishError(f"{path.name} on the release does not match the file uploaded (size or sha256)")
         logger.info(f"  {path.name} ({path.stat().st_size} bytes, sha256 {digest[:12]}) verified")
@@ -166,22 +172,13 @@ def _downloaded_digest(asset) -> str:
         return sha256_file(target)
 
 
-def _reason(exc) -> str:
-    text = str(exc)
-    return "HTTP 5xx from GitHub, retries exhausted" if "error responses" in text else text
-
-
-def _message(exc) -> str:
-    data = exc.data if isinstance(exc.data, dict) else {}
-    return str(data.get("message") or exc)
-
-
 def pull_release(repo, ref: str, out_dir: Path, logger: Logger, template: TagTemplate | None = None) -> str:
     """Download NAME@vN (or NAME@latest) from the Releases, verify it against SHA256SUMS, extract
     it safely into out_dir. Returns the tag."""
     import tempfile
 
     from runner.archive import unpack
+    from runner.checksums import read_sums
     from runner.registry import parse_ref
     from runner.s3store import download
 
@@ -196,13 +193,17 @@ def pull_release(repo, ref: str, out_dir: Path, logger: Logger, template: TagTem
     with tempfile.TemporaryDirectory() as tmp:
         for needed in (SUMS, model):
             assets[needed].download_asset(str(Path(tmp) / needed))
-        expected = parse_sums((Path(tmp) / SUMS).read_text()).get(model)
+        try:
+            expected = read_sums(Path(tmp) / SUMS).get(model)
+        except ValueError as exc:
+            raise PublishError(f"release {release.tag_name}: {exc}") from None
         actual = sha256_file(Path(tmp) / model)
         if expected != actual:
             raise PublishError(f"{model} of {release.tag_name} does not match its SHA256SUMS ({actual} ≠ {expected})")
         if model == "model.s3.json":  # the pointer is verified; the object is checked against it
             download(json.loads((Path(tmp) / model).read_text()), Path(tmp) / "model.tar.gz")
-        unpack(Path(tmp) / "model.tar.gz", out_dir)
+        # a matching sha256 says the asset is what was published, not that it is safe to extract
+        unpack(Path(tmp) / "model.tar.gz", out_dir, label=f"model.tar.gz of {release.tag_name}")
     logger.info(f"{release.tag_name} → {out_dir} (sha256 verified)", style="green")
     return release.tag_name
 
@@ -214,7 +215,9 @@ def _release_for(repo, name: str, version: int | None, template: TagTemplate):
         try:
             return repo.get_release(template.tag(name, version))
         except GithubException as exc:
-            raise PublishError(f"no release {template.tag(name, version)}: HTTP {exc.status}") from None
+            if exc.status != 404:
+                raise
+            raise PublishError(f"no release {template.tag(name, version)}: {failure(exc)}") from None
     published = releases_of(repo, name, template)
     if not published:
         raise PublishError(f"no published release of {name} (tags {template.tag(name, 'N')})")

@@ -11,6 +11,7 @@ jobs by free GPUs)."""
 from __future__ import annotations
 
 from runner.errors import PlacementError
+from runner.workflow import failure
 
 POOL_LABEL = "tftrain-pool"
 SHOWN_RUNNERS = 10
@@ -48,16 +49,13 @@ def check_runners(github, repository: str, labels: list[str], logger) -> None:
 
     Listing runners needs Administration: read on the repository, which the job's GITHUB_TOKEN
     never has: when the token is refused, the check is skipped with a warning, not failed."""
-    import requests
     from github import GithubException
+    from requests import RequestException
 
     try:
         runners = list(github.get_repo(repository).get_self_hosted_runners())
-    except GithubException as exc:
+    except (GithubException, RequestException) as exc:
         logger.warning(_skipped(repository, exc))
-        return
-    except requests.RequestException as exc:
-        logger.warning(f"runner check skipped: could not list the runners of {repository}: {exc}")
         return
     wanted = {label.casefold() for label in labels}
     online = [r for r in runners if r.status == "online" and wanted <= {name.casefold() for name in label_names(r)}]
@@ -92,12 +90,11 @@ def describe(runners: list) -> str:
 
 
 def _skipped(repository: str, exc) -> str:
-    message = exc.data.get("message") if isinstance(exc.data, dict) else None
-    reason = f"GitHub answered {exc.status}" + (f" ({message})" if message else "")
-    if exc.status in (403, 404):
+    """Why the check was skipped: a token that may not list runners, or GitHub not answering."""
+    if getattr(exc, "status", None) in (403, 404):
         return (
-            f"runner check skipped: this token cannot list the self-hosted runners of {repository}: {reason}. "
+            f"runner check skipped: this token cannot list the self-hosted runners of {repository}: {failure(exc)}. "
             "The job's GITHUB_TOKEN never can: give a token with Administration: read on the repository "
             "as the action input runners-token (INPUT_RUNNERS_TOKEN)"
         )
-    return f"runner check skipped: could not list the runners of {repository}: {reason}"
+    return f"runner check skipped: could not list the runners of {repository}: {failure(exc)}"

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from runner import services
 from runner.checksums import sha256_file
 from runner.errors import StorageError
 
@@ -56,33 +59,54 @@ def _transfer():
 def upload(target: S3Target, path: Path, key: str, digest: str | None = None) -> dict:
     """Upload `path` (whose sha256 is `digest`, when the caller knows it) to
     s3://bucket/prefix/key, check what landed, return the pointer."""
-    import botocore.exceptions
-
     digest, size = digest or sha256_file(path), path.stat().st_size
     full_key = f"{target.prefix}/{key}" if target.prefix else key
+    uri = f"s3://{target.bucket}/{full_key}"
     client = s3_client(target.endpoint_url)
-    try:
+    with s3_errors("uploading", uri):
         client.upload_file(str(path), target.bucket, full_key, ExtraArgs={"Metadata": {"sha256": digest}}, Config=_transfer())
         head = client.head_object(Bucket=target.bucket, Key=full_key)
-    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
-        raise StorageError(f"uploading the model to s3://{target.bucket}/{full_key}: {exc}") from None
     if head["ContentLength"] != size or head.get("Metadata", {}).get("sha256") != digest:
-        raise StorageError(f"s3://{target.bucket}/{full_key} does not match the uploaded model")
-    return {"uri": f"s3://{target.bucket}/{full_key}", "size": size, "sha256": digest, "endpoint_url": target.endpoint_url}
+        raise StorageError(f"{uri} does not match the uploaded model")
+    return {"uri": uri, "size": size, "sha256": digest, "endpoint_url": target.endpoint_url}
 
 
 def download(pointer: dict, path: Path) -> None:
     """Fetch what a model.s3.json points to, and check it against the pointer's sha256."""
-    import botocore.exceptions
-
     bucket, _, key = pointer["uri"][len("s3://") :].partition("/")
     endpoint = S3Target.from_env().endpoint_url or pointer.get("endpoint_url")
-    try:
+    with s3_errors("downloading", pointer["uri"]):
         s3_client(endpoint).download_file(bucket, key, str(path), Config=_transfer())
-    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
-        raise StorageError(f"downloading {pointer['uri']}: {exc}") from None
     if path.stat().st_size != pointer["size"] or sha256_file(path) != pointer["sha256"]:
         raise StorageError(f"{pointer['uri']} does not match its model.s3.json (size or sha256)")
+
+
+@contextmanager
+def s3_errors(doing: str, uri: str) -> Iterator[None]:
+    """Turn what boto3 raises while `doing` something with `uri` into a StorageError: one line
+    naming the call and S3's answer, `S3: PutObject s3://bucket/key answered 500 InternalError`."""
+    import botocore.exceptions
+    from boto3.exceptions import Boto3Error
+    from s3transfer.exceptions import RetriesExceededError
+
+    try:
+        yield
+    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError, Boto3Error, RetriesExceededError) as exc:
+        raise StorageError(s3_failure(exc, doing, uri)) from None
+
+
+def s3_failure(exc: BaseException, doing: str, uri: str) -> str:
+    import botocore.exceptions
+
+    answer = next((e for e in (exc, exc.__cause__, exc.__context__) if isinstance(e, botocore.exceptions.ClientError)), None)
+    if answer is not None:  # boto3's transfers wrap it (S3UploadFailedError)
+        status = answer.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        code = answer.response.get("Error", {}).get("Code")
+        return services.answered("S3", f"{answer.operation_name} {uri}", status, reason=None if code == str(status) else code)
+    failed = getattr(exc, "last_exception", None) or exc  # s3transfer's RetriesExceededError
+    if isinstance(failed, (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError)):
+        return services.unreachable("S3", f"{doing} {uri}", failed)
+    return f"S3: {doing} {uri}: {services.one_line(str(failed))}"
 
 
 def pointer_text(pointer: dict) -> str:

@@ -8,10 +8,13 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.errors import UnsupportedError
+from runner import services
+from runner.errors import FatalError, ServiceError, UnsupportedError
 
 PR_EVENTS = ("pull_request", "pull_request_target")
 MARKER = "<!-- tftrain:model={name} -->"
@@ -69,8 +72,52 @@ def client(context: Context):
     if not context.repository:
         raise UnsupportedError("no repository: set GITHUB_REPOSITORY=owner/name (Actions sets it)")
     # Reads retry on 5xx here; uploads (POST) retry in publish.py, which knows how to check them.
-    retry = Retry(total=3, backoff_factor=0.25, status_forcelist=(500, 502, 503, 504))
+    # When the retries run out, the last answer is returned, so its status reaches the error.
+    retry = Retry(total=3, backoff_factor=0.25, status_forcelist=(500, 502, 503, 504), raise_on_status=False)
     return Github(auth=Auth.Token(context.token), base_url=context.api_url, retry=retry)
+
+
+@contextmanager
+def github_errors(error: type[FatalError] = ServiceError) -> Iterator[None]:
+    """Turn what PyGithub and requests raise for a failed call into `error`: one line naming the
+    call and GitHub's answer (see failure)."""
+    from github import GithubException
+    from requests import RequestException
+
+    try:
+        yield
+    except (GithubException, RequestException) as exc:
+        raise error(failure(exc)) from None
+
+
+def failure(exc: BaseException) -> str:
+    """`GitHub: GET /repos/o/r/issues/7 answered 404 Not Found`, or `… got no answer: REASON`."""
+    from github import GithubException
+
+    if isinstance(exc, GithubException):
+        data = exc.data if isinstance(exc.data, dict) else {}
+        return services.answered("GitHub", _call_of(exc), exc.status, data.get("message") or exc.message)
+    request = getattr(exc, "request", None)
+    call = f"{request.method} {services.path_of(request.url)}" if request is not None else "a request"
+    response = getattr(exc, "response", None)  # an asset download: requests' HTTPError
+    if response is not None:
+        return services.answered("GitHub", call, response.status_code, response.reason)
+    return services.unreachable("GitHub", call, exc)
+
+
+def _call_of(exc) -> str:
+    """`VERB /path` of the request a GithubException answers. PyGithub raises it inside
+    Requester.requestJsonAndCheck(verb, url, …) and its siblings, whose arguments name the request."""
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        url = frame.f_locals.get("url")
+        if frame.f_globals.get("__name__") == "github.Requester" and isinstance(url, str):
+            if url.startswith("/"):  # relative to the API's base URL, which may have a path (GitHub Enterprise)
+                url = getattr(frame.f_locals.get("self"), "base_url", "") + url
+            return f"{frame.f_locals.get('verb', 'GET')} {services.path_of(url)}"
+        tb = tb.tb_next
+    return "a request"
 
 
 @dataclass(frozen=True)
@@ -103,21 +150,34 @@ def releases_of(repo, name: str, template: TagTemplate, drafts: bool = False) ->
 
 
 def baseline_metrics(repo, model: str, template: TagTemplate | None = None) -> tuple[str, dict] | None:
-    """(tag, metrics.json) of the newest published release of `model` that has one, or None."""
-    for _, release in releases_of(repo, model, template or TagTemplate.from_env()):
-        for asset in release.get_assets():
-            if asset.name == "metrics.json":
-                with tempfile.TemporaryDirectory() as tmp:
-                    target = Path(tmp) / "metrics.json"
-                    asset.download_asset(str(target))
-                    return release.tag_name, json.loads(target.read_text())
+    """(tag, metrics.json) of the newest published release of `model` that has one, or None.
+    ServiceError when GitHub does not answer, or the file is not a JSON object."""
+    with github_errors():
+        for _, release in releases_of(repo, model, template or TagTemplate.from_env()):
+            asset = next((asset for asset in release.get_assets() if asset.name == "metrics.json"), None)
+            if asset is not None:
+                return release.tag_name, _json_object(asset, release.tag_name)
     return None
 
 
-def comparison(summary: dict, baseline: tuple[str, dict] | None) -> tuple[str, float | None]:
-    """A Markdown table of this run against the baseline, and how much worse the primary metric is."""
+def _json_object(asset, tag: str) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        target = Path(tmp) / asset.name
+        asset.download_asset(str(target))
+        try:
+            data = json.loads(target.read_text())
+        except ValueError:  # UnicodeDecodeError too
+            data = None
+    if not isinstance(data, dict):
+        raise ServiceError(f"GitHub: {asset.name} of {tag} is not a JSON object")
+    return data
+
+
+def comparison(summary: dict, baseline: tuple[str, dict] | None, missing: str | None = None) -> tuple[str, float | None]:
+    """A Markdown table of this run against the baseline, and how much worse the primary metric is;
+    without a baseline, `missing` (why it could not be fetched) or a note that there is none yet."""
     if baseline is None:
-        return "No released model to compare with yet.\n", None
+        return (missing or "No released model to compare with yet.") + "\n", None
     tag, base = baseline
     primary = summary.get("primary")
     mine, theirs = summary.get("metrics", {}), base.get("metrics", {})

@@ -10,6 +10,8 @@ import json
 import re
 import threading
 import time
+from fnmatch import fnmatchcase
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlparse
 
@@ -46,6 +48,7 @@ class GitHubAPI(LocalServer):
         self.fail_uploads = 0  # answer this many uploads with 502, as GitHub sometimes does
         self.runners: dict[str, list[dict]] = {}
         self.runners_forbidden = False  # answer the runners list as GitHub does for the job's GITHUB_TOKEN
+        self.failing: dict[tuple[str, str], int] = {}  # (method, path pattern) → the status it answers; see fail()
         self.next_id = 1000
         self.lock = threading.RLock()
         super().__init__(self._handler())
@@ -80,6 +83,14 @@ class GitHubAPI(LocalServer):
             self._add_asset(release, owner, repo, name, data, "application/octet-stream")
         self.releases.insert(0, release)  # GitHub lists the newest first
         return release
+
+    def fail(self, method: str, path: str, status: int) -> None:
+        """Answer `method path` (a glob: /repos/o/r/releases/*) with `status` and GitHub's error body
+        from now on; status 0 closes the connection without an answer, as a crashing server does."""
+        self.failing[(method, path)] = status
+
+    def failure(self, method: str, path: str) -> int | None:
+        return next((status for (verb, glob), status in self.failing.items() if verb == method and fnmatchcase(path, glob)), None)
 
     def add_runner(self, owner: str, repo: str, name: str, labels: list[str], status: str = "online", busy: bool = False) -> dict:
         runner = {
@@ -136,11 +147,21 @@ class GitHubAPI(LocalServer):
                 api.requests.append((method, url.path))
                 if self.headers.get("Authorization") not in (f"token {api.token}", f"Bearer {api.token}"):
                     return self._error(401, "Bad credentials")
+                status = api.failure(method, url.path)
+                if status is not None:
+                    return self._fail(status)
                 for verb, pattern, name in ROUTES:
                     match = pattern.match(url.path)
                     if verb == method and match:
                         return getattr(self, name)(**match.groupdict())
                 return self._error(404, "Not Found")
+
+            def _fail(self, status: int) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if status == 0:
+                    self.close_connection = True
+                    return
+                self._error(status, HTTPStatus(status).phrase)
 
             def do_GET(self):
                 self._route("GET")

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import re
+from fnmatch import fnmatchcase
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlparse
 
@@ -27,7 +29,13 @@ class KubeAPI(LocalServer):
         self.result = ("Succeeded", "TFJob succeeded")
         self.running_polls = 2  # status reads that still say Running
         self.polls = 0
+        self.failing: dict[tuple[str, str], int] = {}  # (method, path pattern) → the status it answers; see fail()
         super().__init__(self._handler())
+
+    def fail(self, method: str, path: str, status: int) -> None:
+        """Answer `method path` (a glob) with `status` and a Kubernetes Status body from now on;
+        status 0 closes the connection without an answer, as a crashing API server does."""
+        self.failing[(method, path)] = status
 
     def kubeconfig(self) -> str:
         return json.dumps(
@@ -80,12 +88,26 @@ class KubeAPI(LocalServer):
             def _body(self) -> dict:
                 return json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
 
+            def _injected(self, method: str, path: str) -> bool:
+                """Answer with the failure fail() set for this request, if any."""
+                status = next((s for (m, glob), s in api.failing.items() if m == method and fnmatchcase(path, glob)), None)
+                if status is None:
+                    return False
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if status == 0:
+                    self.close_connection = True
+                else:
+                    self._status(status, HTTPStatus(status).phrase.replace(" ", ""), f"injected failure of {method} {path}")
+                return True
+
             def _status(self, code: int, reason: str, message: str) -> None:
                 self._send(code, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "reason": reason, "code": code})
 
             def do_POST(self):
                 path = urlparse(self.path).path
                 api.requests.append(("POST", path))
+                if self._injected("POST", path):
+                    return
                 if self.headers.get("Authorization") != "Bearer test-token":
                     return self._status(401, "Unauthorized", "Unauthorized")
                 if match := JOBS.match(path):
@@ -108,6 +130,8 @@ class KubeAPI(LocalServer):
             def do_PUT(self):
                 path = urlparse(self.path).path
                 api.requests.append(("PUT", path))
+                if self._injected("PUT", path):
+                    return
                 if (match := SECRETS.match(path)) and match["name"]:
                     api.secrets[match["name"]] = self._body()
                     return self._send(200, api.secrets[match["name"]])
@@ -116,6 +140,8 @@ class KubeAPI(LocalServer):
             def do_GET(self):
                 url = urlparse(self.path)
                 api.requests.append(("GET", url.path))
+                if self._injected("GET", url.path):
+                    return
                 if (match := JOBS.match(url.path)) and match["name"]:
                     job = api.jobs.get(match["name"])
                     if job is None:
@@ -143,6 +169,8 @@ class KubeAPI(LocalServer):
             def do_DELETE(self):
                 path = urlparse(self.path).path
                 api.requests.append(("DELETE", path))
+                if self._injected("DELETE", path):
+                    return
                 if (match := JOBS.match(path)) and match["name"] in api.jobs:
                     api.deleted.append(match["name"])
                     del api.jobs[match["name"]]

@@ -8,7 +8,7 @@ import json
 import os
 
 from runner import routing, workflow
-from runner.errors import ForkRefused, Regression, UnsupportedError
+from runner.errors import ForkRefused, Regression, ServiceError, UnsupportedError
 from runner.manifest import load_manifest
 from runner.paths import tftrain_home
 from runner.rundir import RunPaths
@@ -80,28 +80,50 @@ def _comment(context: workflow.Context, args, logger) -> int:
     paths = RunPaths.of_run(run)[1]
     summary = json.loads(paths.metrics_summary.read_text()) if paths.metrics_summary.exists() else {}
     body = paths.summary.read_text() if paths.summary.exists() else f"run {run.run_id}: {run.status}\n"
-    repo = workflow.client(context).get_repo(context.repository)
-    baseline = workflow.baseline_metrics(repo, run.name)
-    table, worse_by = workflow.comparison(summary, baseline)
+    limit = args.fail_on_regression
+    client = workflow.client(context)
+    baseline, missing = _baseline(client, context.repository, run.name, limit, logger)
+    table, worse_by = workflow.comparison(summary, baseline, missing)
     pr = context.pull_request
     if pr and args.post:
-        from github import GithubException
-
-        try:
-            url = workflow.upsert_comment(repo, int(pr["number"]), run.name, f"{body}\n### Compared with the last released model\n\n{table}")
-            logger.info(f"pull request comment: {url}")
-        except GithubException as exc:
-            if exc.status != 403:
-                raise
-            logger.annotate("notice", "not commenting: this token cannot write to the pull request (a fork's pull request gets a read-only token)")
-            logger.info("not commenting: the token is read-only")
+        with workflow.github_errors():  # only a comment that cannot be posted fails the step
+            repo = client.get_repo(context.repository)
+            _post(repo, int(pr["number"]), run.name, f"{body}\n### Compared with the last released model\n\n{table}", logger)
     else:
         logger.info("no comment: " + ("not a pull request" if not pr else "comment: false"))
     logger.step_summary(f"### Compared with the last released model\n\n{table}")
-    limit = args.fail_on_regression
     if limit is not None and worse_by is not None and worse_by > limit:
         primary = summary.get("primary")
         raise Regression(
             f"{primary} is worse than {baseline[0]}'s by {worse_by:.4g}, more than fail-on-regression ({limit:g})"
         )
     return 0
+
+
+def _baseline(client, repository: str, model: str, limit: float | None, logger) -> tuple[tuple[str, dict] | None, str | None]:
+    """(tag, metrics) of the last released model, or None and why it could not be fetched: the
+    comment then goes without the comparison, saying so."""
+    try:
+        with workflow.github_errors():
+            repo = client.get_repo(repository)
+        return workflow.baseline_metrics(repo, model), None
+    except ServiceError as exc:
+        missing = f"The last released model could not be fetched, so this run is not compared with it: {exc}"
+    logger.warning(missing)
+    if limit is not None:
+        logger.warning(f"fail-on-regression ({limit:g}) was not checked: there is no baseline to compare with")
+    return None, missing
+
+
+def _post(repo, number: int, model: str, text: str, logger) -> None:
+    from github import GithubException
+
+    try:
+        url = workflow.upsert_comment(repo, number, model, text)
+    except GithubException as exc:
+        if exc.status != 403:
+            raise
+        logger.annotate("notice", "not commenting: this token cannot write to the pull request (a fork's pull request gets a read-only token)")
+        logger.info("not commenting: the token is read-only")
+        return
+    logger.info(f"pull request comment: {url}")

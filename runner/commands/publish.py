@@ -7,6 +7,7 @@ import json
 import os
 
 from runner import workflow
+from runner.errors import PublishError
 from runner.paths import tftrain_home
 from runner.publish import publish
 from runner.rundir import RunPaths
@@ -52,8 +53,9 @@ def run(args, logger) -> int:
         record_row = store.run(args.run)
     manifest, paths = RunPaths.of_run(record_row)
     record = json.loads(paths.record.read_text())
-    repo = workflow.client(context).get_repo(context.repository)
-    published = publish(repo, manifest, paths, record, logger, force=args.force, s3=S3Target.from_env())
+    with workflow.github_errors(PublishError):
+        repo = workflow.client(context).get_repo(context.repository)
+        published = publish(repo, manifest, paths, record, logger, force=args.force, s3=S3Target.from_env())
     logger.outputs({"release-tag": published.tag, "release-url": published.url})
     logger.step_summary(f"Published **[{published.tag}]({published.url})**: model, metrics, logs, model card, SHA256SUMS.")
     return 0

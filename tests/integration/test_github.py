@@ -115,6 +115,10 @@ def test_compare_only(project, home, tmp_path, github_api):
     assert tftrain("run", "-f", str(project(script=SCRIPT)), env=env).returncode == 0
     result = tftrain("github", "comment", env=env)
     assert result.returncode == 0 and github_api.comments == {}
+    github_api.fail("GET", "/repos/octo/models", 404)  # nothing to post: GitHub failing only costs the comparison
+    degraded = tftrain("github", "comment", env=env)
+    assert degraded.returncode == 0, degraded.stderr
+    assert "not compared with it: GitHub: GET /repos/octo/models answered 404 Not Found" in degraded.stdout
 
 
 GPU_JOB = "use_gpu: true\ncompute:\n  gpu_type: a100\n"
@@ -166,6 +170,16 @@ def test_runs_on_skips_the_check_when_the_token_cannot_list_runners(project, tmp
     assert "Resource not accessible by integration" in result.stdout and "runners-token" in result.stdout
 
 
+def test_runs_on_skips_the_check_when_github_fails(project, tmp_path, github_api):
+    github_api.fail("GET", "/repos/octo/models/actions/runners", 500)
+    result = runs_on(project, tmp_path, github_api)
+    assert result.returncode == 0, result.stderr
+    assert (
+        "::warning::runner check skipped: could not list the runners of octo/models: "
+        "GitHub: GET /repos/octo/models/actions/runners answered 500 Internal Server Error\n"
+    ) in result.stdout
+
+
 def test_runs_on_prefers_the_runners_token(project, tmp_path, github_api):
     github_api.add_runner("octo", "models", "gpu-1", GPU_LABELS)
     result = runs_on(project, tmp_path, github_api, INPUT_GITHUB_TOKEN="ghs_other", INPUT_RUNNERS_TOKEN="ghs_test")
@@ -182,3 +196,78 @@ def test_runs_on_without_a_token_skips_the_check(project, tmp_path, github_api):
     assert forced.returncode == 7 and "--check-runners needs a token" in forced.stderr
     off = runs_on(project, tmp_path, github_api, "--no-check-runners")
     assert off.returncode == 0 and github_api.requests == []
+
+
+def one_error_line(result) -> str:
+    """The single `tftrain: error:` line of a failed command (and no traceback)."""
+    assert "Traceback" not in result.stderr, result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("tftrain: error:")]
+    return line[len("tftrain: error: ") :]
+
+
+BASELINE = {"primary": "accuracy", "metrics": {"accuracy": {"last": 0.9, "best": 0.9, "best_step": 3, "count": 3, "goal": "maximize"}}}
+
+
+@pytest.mark.parametrize(
+    ("failing", "status", "said"),
+    [
+        ("asset", 404, "answered 404 Not Found"),
+        ("asset", 500, "answered 500 Internal Server Error"),
+        ("asset", 0, "got no answer: Remote end closed connection without response"),
+        ("releases", 503, "answered 503 Service Unavailable"),
+    ],
+)
+def test_the_comment_goes_without_a_baseline_that_cannot_be_fetched(project, home, tmp_path, github_api, failing, status, said):
+    release = github_api.add_release("octo", "models", "demo-v3", {"metrics.json": json.dumps(BASELINE).encode()})
+    path = {"asset": f"/repos/octo/models/releases/assets/{release['assets'][0]['id']}", "releases": "/repos/octo/models/releases"}[failing]
+    github_api.fail("GET", path, status)
+    env = github_env(github_api, pr_event(tmp_path))
+    assert tftrain("run", "-f", str(project(script=SCRIPT)), env=env).returncode == 0
+    result = tftrain("github", "comment", "--fail-on-regression", "0.1", env=env)  # 0.75 vs 0.9 would fail, if compared
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr and "tftrain: error" not in result.stderr
+    (comment,) = github_api.comments.values()
+    note = f"The last released model could not be fetched, so this run is not compared with it: GitHub: GET {path} {said}"
+    assert note in comment["body"], comment["body"]
+    assert "| this run | demo-v3 |" not in comment["body"]
+    assert f"::warning::{note}" in result.stdout
+    assert "fail-on-regression (0.1) was not checked" in result.stdout
+
+
+def test_the_comment_goes_without_a_baseline_that_is_not_json(project, home, tmp_path, github_api):
+    github_api.add_release("octo", "models", "demo-v3", {"metrics.json": b"<html>oops</html>"})
+    env = github_env(github_api, pr_event(tmp_path))
+    assert tftrain("run", "-f", str(project(script=SCRIPT)), env=env).returncode == 0
+    result = tftrain("github", "comment", env=env)
+    assert result.returncode == 0, result.stderr
+    (comment,) = github_api.comments.values()
+    assert "not compared with it: GitHub: metrics.json of demo-v3 is not a JSON object" in comment["body"]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "line"),
+    [
+        ("GET", "/repos/octo/models/issues/7", 404, "GitHub: GET /repos/octo/models/issues/7 answered 404 Not Found"),
+        ("POST", "/repos/octo/models/issues/7/comments", 500, "GitHub: POST /repos/octo/models/issues/7/comments answered 500 Internal Server Error"),
+        ("GET", "/repos/octo/models", 502, "GitHub: GET /repos/octo/models answered 502 Bad Gateway"),
+        ("GET", "/repos/octo/models/issues/7/comments", 0, "GitHub: GET /repos/octo/models/issues/7/comments got no answer: "
+         "Remote end closed connection without response"),
+    ],
+)
+def test_a_comment_that_cannot_be_posted_fails_with_one_line(project, home, tmp_path, github_api, method, path, status, line):
+    env = github_env(github_api, pr_event(tmp_path))
+    assert tftrain("run", "-f", str(project(script=SCRIPT)), env=env).returncode == 0
+    github_api.fail(method, path, status)
+    result = tftrain("github", "comment", env=env)
+    assert result.returncode == 23
+    assert one_error_line(result) == line
+    assert "ghs_test" not in result.stderr + result.stdout
+    assert github_api.comments == {}
+
+
+def test_an_unreachable_github_fails_with_one_line(project, home, tmp_path):
+    env = github_env(None, pr_event(tmp_path))  # nothing listens on port 9
+    assert tftrain("run", "-f", str(project(script=SCRIPT)), env=env).returncode == 0
+    result = tftrain("github", "comment", env=env)
+    assert result.returncode == 23
+    assert one_error_line(result) == "GitHub: GET /repos/octo/models got no answer: Connection refused"

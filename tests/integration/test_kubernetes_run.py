@@ -70,7 +70,7 @@ def test_a_cluster_that_refuses(cluster_manifest, cli, home, kube_api, tmp_path)
     config.write_text(config.read_text().replace("test-token", "wrong-token"))
     result = cli("run", "-f", str(cluster_manifest), timeout=1200)
     assert result.returncode == 14
-    assert "HTTP 401 Unauthorized" in result.stderr
+    assert "Kubernetes: creating Secret training/parameter-server-secrets answered 401 Unauthorized" in result.stderr
     record = json.loads((home / "runs/parameter-server-1/run.json").read_text())
     assert record["status"] == "Failed" and record["phases"][-2]["phase"] == "PostProcessing"
 

@@ -69,7 +69,7 @@ def test_a_stopped_publish_resumes_its_draft(project, home, github_api):
     github_api.fail_uploads = 100
     failed = tftrain("publish", env=env)
     assert failed.returncode == 17
-    assert "HTTP 5" in failed.stderr and "stays a draft" in failed.stderr and "tftrain publish --run demo-1" in failed.stderr
+    assert "answered 502 Bad Gateway" in failed.stderr and "stays a draft" in failed.stderr and "tftrain publish --run demo-1" in failed.stderr
     (release,) = github_api.releases
     assert release["draft"] is True
     github_api.fail_uploads = 2  # flaky for a moment more: retried with backoff
@@ -223,3 +223,84 @@ def test_resume_from_a_release_named_by_the_tag_template(project, home, github_a
     result = tftrain("run", "-f", str(path), env=env)
     assert result.returncode == 0, result.stderr
     assert "resumed ['saved_model.pb', 'variables']" in (home / "runs/demo-2/workdir/logs/0.log").read_text()
+
+
+def one_error_line(result) -> str:
+    """The single `tftrain: error:` line of a failed command (and no traceback)."""
+    assert "Traceback" not in result.stderr, result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("tftrain: error:")]
+    return line[len("tftrain: error: ") :]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "said"),
+    [
+        ("GET", "/repos/octo/models/releases", "GitHub: GET /repos/octo/models/releases answered 500 Internal Server Error"),
+        ("POST", "/repos/octo/models/releases", "creating the release demo-v1: GitHub: POST /repos/octo/models/releases answered 500 Internal Server Error"),
+        ("PATCH", "/repos/octo/models/releases/*", "GitHub: PATCH /repos/octo/models/releases/1001 answered 500 Internal Server Error; "
+         "the release demo-v1 stays a draft: run `tftrain publish --run demo-1` to finish it"),
+    ],
+)
+def test_a_publish_github_refuses_fails_with_one_line(project, home, github_api, method, path, said):
+    env = env_for(github_api)
+    assert tftrain("run", "-f", str(project(script=SCRIPT)), env=env).returncode == 0
+    github_api.fail(method, path, 500)
+    result = tftrain("publish", env=env)
+    assert result.returncode == 17
+    assert one_error_line(result) == said
+    assert "ghs_test" not in result.stdout + result.stderr
+
+
+def test_a_pull_github_refuses_fails_with_one_line(home, github_api, tmp_path):
+    release = github_api.add_release("octo", "models", "m-v1", {"model.tar.gz": b"x", "SHA256SUMS": b"0" * 64 + b"  model.tar.gz\n"})
+    asset = next(a for a in release["assets"] if a["name"] == "SHA256SUMS")
+    github_api.fail("GET", f"/repos/octo/models/releases/assets/{asset['id']}", 404)
+    result = tftrain("models", "pull", "m@v1", "--from", "github", "-o", str(tmp_path / "o"), env=env_for(github_api))
+    assert result.returncode == 23
+    assert one_error_line(result) == f"GitHub: GET /repos/octo/models/releases/assets/{asset['id']} answered 404 Not Found"
+
+
+@pytest.fixture
+def s3_proxy(s3_server):
+    """moto's S3 behind a proxy that can answer chosen requests with an error."""
+    from faulty_proxy import FaultyProxy
+
+    with FaultyProxy(s3_server) as proxy:
+        yield proxy
+
+
+@pytest.mark.parametrize(("bucket", "status", "code"), [("absent", 404, "NoSuchBucket"), ("flaky", 500, "InternalError")])
+def test_a_publish_s3_refuses_fails_with_one_line(project, home, github_api, s3_proxy, aws_env, bucket, status, code):
+    import boto3
+
+    if bucket != "absent":
+        boto3.client("s3", endpoint_url=s3_proxy.url).create_bucket(Bucket=bucket)
+        s3_proxy.fail_s3("PUT", f"/{bucket}/team/demo/v1/model.tar.gz", status, code)
+    env = env_for(github_api, INPUT_S3_BUCKET=bucket, INPUT_S3_PREFIX="team", INPUT_S3_ENDPOINT_URL=s3_proxy.url, AWS_MAX_ATTEMPTS="2")
+    assert tftrain("run", "-f", str(project(script=SCRIPT)), env=env).returncode == 0
+    result = tftrain("publish", env=env)
+    assert result.returncode == 18
+    assert one_error_line(result) == (
+        f"S3: PutObject s3://{bucket}/team/demo/v1/model.tar.gz answered {status} {code}; "
+        "the release demo-v1 stays a draft: run `tftrain publish --run demo-1` to finish it"
+    )
+    assert "testing" not in result.stdout + result.stderr  # the AWS credentials
+
+
+def test_a_pull_s3_refuses_fails_with_one_line(project, home, github_api, s3_proxy, aws_env, tmp_path):
+    import boto3
+
+    boto3.client("s3", endpoint_url=s3_proxy.url).create_bucket(Bucket="pulled")
+    env = env_for(github_api, INPUT_S3_BUCKET="pulled", INPUT_S3_ENDPOINT_URL=s3_proxy.url, AWS_MAX_ATTEMPTS="2")
+    assert tftrain("run", "-f", str(project(script=SCRIPT)), env=env).returncode == 0
+    assert tftrain("publish", env=env).returncode == 0
+    s3_proxy.fail_s3("GET", "/pulled/demo/v1/model.tar.gz", 503, "SlowDown")
+    s3_proxy.fail_s3("HEAD", "/pulled/demo/v1/model.tar.gz", 503, "SlowDown")
+    result = tftrain("models", "pull", "demo@v1", "--from", "github", "-o", str(tmp_path / "m"), env=env)
+    assert result.returncode == 18
+    assert one_error_line(result) == "S3: HeadObject s3://pulled/demo/v1/model.tar.gz answered 503 Service Unavailable"
+    boto3.client("s3", endpoint_url=s3_proxy.url).delete_object(Bucket="pulled", Key="demo/v1/model.tar.gz")
+    s3_proxy.failing.clear()
+    gone = tftrain("models", "pull", "demo@v1", "--from", "github", "-o", str(tmp_path / "n"), env=env)
+    assert gone.returncode == 18
+    assert one_error_line(gone) == "S3: HeadObject s3://pulled/demo/v1/model.tar.gz answered 404 Not Found"

@@ -14,7 +14,12 @@ def script_argv(
     input_paths: Mapping[str, Path] | None = None,
     resume_path: Path | None = None,
 ) -> list[str]:
-    return [python, manifest.entry_script, *script_args(manifest, input_paths, resume_path)]
+    return [python, script_path(manifest.entry_script), *script_args(manifest, input_paths, resume_path)]
+
+
+def script_path(entry_script: str) -> str:
+    """The entry script as python's argv names it: a path, never an option (`-c`, `-m`, `-`)."""
+    return f"./{entry_script}" if entry_script.startswith("-") else entry_script
 
 
 def script_args(

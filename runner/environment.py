@@ -22,6 +22,7 @@ from runner.errors import PreparingError, UnsupportedError
 from runner.frameworks import DEFAULT_VERSION, HOROVOD, requirement, tf_keras_requirement
 from runner.logger import Logger
 from runner.manifest.model import Manifest, MpiTraining
+from runner.manifest.sourcepaths import read_source_text
 from runner.paths import cache_dir
 from runner.tee import Tee
 
@@ -123,7 +124,7 @@ def env_spec(manifest: Manifest, source_dir: Path) -> EnvSpec:
     version = ".".join(map(str, sys.version_info[:3]))
     requirements_text = None
     if manifest.pip_requirements_file:
-        requirements_text = (source_dir / manifest.pip_requirements_file).read_text()
+        requirements_text = read_source_text(source_dir, manifest.pip_requirements_file, "pip_requirements_file")
     horovod = isinstance(manifest.distributed_training, MpiTraining)
     wanted = manifest.framework_version or (DEFAULT_VERSION if horovod else None)
     installed = installed_framework_version()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import asdict, dataclass, field
 
+from runner.argv import script_path
 from runner.errors import PlanError
 from runner.manifest.model import Manifest
 from runner.rundir import RuntimePaths
@@ -115,7 +116,7 @@ class PlanContext:
 
     @property
     def script_argv(self) -> tuple[str, ...]:
-        return (self.python, self.manifest.entry_script, *self.argv_tail)
+        return (self.python, script_path(self.manifest.entry_script), *self.argv_tail)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from runner.compat import azureml_env, azureml_reason
 from runner.errors import PreparingError
 from runner.gitinfo import git_info
 from runner.inputs import digest_of, fetch_inputs
+from runner.launchers.capacity import check_capacity
 from runner.logger import Logger
 from runner.manifest import LoadedManifest, effective_target
 from runner.plan import LaunchPlan, PlanContext, build_plan
@@ -81,6 +82,7 @@ def prepare(
     )
     plan = dataclasses.replace(build_plan(ctx), container=container, secret_names=frozenset(secrets))
     plan = target.finalize(plan, loaded, run_id)
+    check_capacity(plan, manifest, logger)
     if not dry_run:
         _write_lock(loaded, paths, env, git, plan, inputs)
     return Prepared(plan, env, git, tuple(value for value in secrets.values() if value))

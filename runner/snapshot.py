@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pathspec
 
+from runner.errors import ManifestError
+
 IGNORE_FILES = (".tftrainignore", ".amlignore", ".gitignore")
 ALWAYS_IGNORED = {".git", ".tftrain", "__pycache__"}
 LARGE_SNAPSHOT = 300 << 20
@@ -45,6 +47,7 @@ def take_snapshot(source: Path, target: Path, exclude: tuple[str, ...] = (), ski
             if (path / "pyvenv.cfg").exists() or spec.match_file(rel + "/"):
                 continue
             if path.is_symlink():
+                _refuse_link_above(rel, excluded, source)
                 os.symlink(os.readlink(path), target / rel)
                 continue
             (target / rel).mkdir(exist_ok=True)
@@ -55,9 +58,19 @@ def take_snapshot(source: Path, target: Path, exclude: tuple[str, ...] = (), ski
             if rel in excluded or spec.match_file(rel):
                 continue
             path = here / name
+            _refuse_link_above(rel, excluded, source, "a file")
             if path.is_symlink() and not path.exists():
                 os.symlink(os.readlink(path), target / rel)
                 continue
             shutil.copy2(path, target / rel)
             total += (target / rel).stat().st_size
     return total
+
+
+def _refuse_link_above(rel: str, excluded: set[str], source: Path, what: str = "a symlink") -> None:
+    """outputs_dir and logs_dir are made in the run: none of their parents may be a link (it would
+    lead the training's outputs and logs out of the run) or a file. Validation says the same; this
+    holds if the source changed since."""
+    for directory in excluded:
+        if directory.startswith(rel + "/"):
+            raise ManifestError(f"outputs_dir/logs_dir {directory!r} goes through {what} {rel!r} in {source}; it must stay in the run")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runner.plan import LaunchPlan, PlanContext, TaskSpec
+from runner.plan import LaunchPlan, PlanContext, TaskSpec, check_metrics_ranks
 
 name = "single"
 
@@ -18,4 +18,4 @@ def plan(ctx: PlanContext) -> LaunchPlan:
         env=env,
         cwd=ctx.runtime.workdir,
     )
-    return LaunchPlan(launcher=name, target=ctx.target, tasks=(task,))
+    return LaunchPlan(launcher=name, target=ctx.target, tasks=(task,), metrics_ranks=check_metrics_ranks(ctx.manifest, 1))

@@ -8,18 +8,25 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import Annotated, Literal, Union
+import warnings
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 VERSION_PATTERN = r"^\d+\.\d+(\.\d+)?$"
-SIZE_PATTERN = r"^\d+(\.\d+)?[bkmgBKMG]?$"
+SIZE_PATTERN = r"^\d{1,12}(\.\d{1,6})?[bkmgBKMG]?$"
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+INPUT_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$"  # it names $TFTRAIN_INPUT_NAME and a mount point
+MAX_NODES = 1024
+MAX_PER_NODE = 1024
+MAX_TASKS = 4096
+MAX_SECONDS = 366 * 24 * 3600  # longer waits overflow timers; no job runs a year
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    # strict: `true` is no 1 and 'yes' no boolean; a wrong type is an error, never a guess
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, strict=True)
 
 
 class InputRef(_Model):
@@ -34,8 +41,32 @@ class ResumeRef(_Model):
     resume_from: Literal[True]
 
 
-Scalar = Union[bool, int, float, str]
-ParamValue = Union[Scalar, list[Scalar], InputRef, ResumeRef, None]
+def _kind(value: Any) -> str | None:
+    """The union member a value is validated as, so that a wrong value gets one error, not one per member."""
+    if value is None:
+        return "null"
+    for kinds, name in (((bool,), "bool"), ((int,), "int"), ((float,), "float"), ((str,), "str"), ((list, tuple), "list")):
+        if isinstance(value, kinds):
+            return name
+    if isinstance(value, (dict, InputRef, ResumeRef)):
+        keys = value if isinstance(value, dict) else type(value).model_fields
+        return "input" if "input" in keys else "resume_from" if "resume_from" in keys else None
+    return None
+
+
+def _tagged(members: dict[str, Any], error: str) -> Any:
+    return Annotated[
+        Union[tuple(Annotated[member, Tag(tag)] for tag, member in members.items())],
+        Discriminator(_kind, custom_error_type="value_form", custom_error_message=error),
+    ]
+
+
+_SCALARS = {"bool": bool, "int": int, "float": float, "str": str}
+Scalar = _tagged(_SCALARS, "must be a string, number or boolean")
+ParamValue = _tagged(
+    {**_SCALARS, "list": list[Scalar], "input": InputRef, "resume_from": ResumeRef, "null": None},
+    "must be a string, number, boolean, null, a list of those, {input: NAME} or {resume_from: true}",
+)
 
 
 class InputSpec(_Model):
@@ -47,7 +78,7 @@ class InputSpec(_Model):
 
 class MpiTraining(_Model):
     backend: Literal["mpi"]
-    process_count_per_node: int = Field(default=1, ge=1)
+    process_count_per_node: int = Field(default=1, ge=1, le=MAX_PER_NODE)
     launcher: Literal["mpirun", "horovodrun"] = Field(default="mpirun", description="How the ranks are started")
     hostfile: bool = Field(default=False, description="Pass the hosts as a hostfile (`host slots=K`) instead of -H")
     ssh_port: int | None = Field(default=None, ge=1, le=65535, description="ssh port of the hosts (-mca plm_rsh_args)")
@@ -59,8 +90,8 @@ class MpiTraining(_Model):
 
 class ParameterServerTraining(_Model):
     backend: Literal["parameter_server"]
-    worker_count: int = Field(default=1, ge=1)
-    parameter_server_count: int = Field(default=1, ge=1)
+    worker_count: int = Field(default=1, ge=1, le=MAX_TASKS)
+    parameter_server_count: int = Field(default=1, ge=1, le=MAX_TASKS)
     chief: bool = Field(default=True, description="Run a chief (the coordinator of TF2's ParameterServerStrategy)")
     evaluator: bool = Field(default=False, description="Run an evaluator task")
     evaluator_in_cluster: bool = Field(default=False, description="List the evaluator in TF_CONFIG's cluster")
@@ -72,7 +103,7 @@ class ParameterServerTraining(_Model):
 
 class MultiWorkerMirroredTraining(_Model):
     backend: Literal["multi_worker_mirrored"]
-    worker_count: int = Field(default=1, ge=1)
+    worker_count: int = Field(default=1, ge=1, le=MAX_TASKS)
     base_port: int | None = Field(default=None, ge=1024, le=65000, description="Ports base_port, base_port+1, …; default: free ports")
 
 
@@ -95,10 +126,11 @@ class ComputeSpec(_Model):
         default=None, description="Where the job runs; default: docker when use_docker is true, else local"
     )
     slots_per_node: int | None = Field(
-        default=None, ge=1, description="Processes a node can take; default: the node's CPU count (local)"
+        default=None, ge=1, le=1 << 20,
+        description="Processes a node can take; when set, validation checks the job fits (else the run checks the machine)",
     )
     kill_grace_seconds: float = Field(
-        default=10.0, ge=0, description="Time between SIGTERM and SIGKILL when a run is stopped"
+        default=10.0, ge=0, le=3600, allow_inf_nan=False, description="Time between SIGTERM and SIGKILL when a run is stopped"
     )
     memory_limit: str | None = Field(default=None, pattern=SIZE_PATTERN, description="Container memory limit (docker target), e.g. 8g")
     kubernetes: KubernetesSpec = Field(default_factory=KubernetesSpec)
@@ -115,7 +147,7 @@ class ComputeSpec(_Model):
     hosts: list[str] = Field(default_factory=list, description="Pool hosts this job may use (default: any)")
     host_labels: list[str] = Field(default_factory=list, description="Labels every pool host of this job must have")
     queue_timeout_seconds: int = Field(
-        default=3600, ge=0, description="How long a pool job waits for free GPUs/slots before it fails (0: fail at once)"
+        default=3600, ge=0, le=MAX_SECONDS, description="How long a pool job waits for free GPUs/slots before it fails (0: fail at once)"
     )
 
 
@@ -134,15 +166,19 @@ class MetricsSpec(_Model):
     regex: dict[str, str] = Field(
         default_factory=dict, description="metric name → pattern applied to each log line; group 1 (or `value`) is the value"
     )
-    ranks: list[int] = Field(default_factory=lambda: [0], description="Whose logs and metrics files give the run's metrics")
+    ranks: list[Annotated[int, Field(ge=0)]] = Field(
+        default_factory=lambda: [0], min_length=1, description="Whose logs and metrics files give the run's metrics"
+    )
 
     @field_validator("regex")
     @classmethod
     def _compiles(cls, patterns: dict[str, str]) -> dict[str, str]:
         for name, pattern in patterns.items():
             try:
-                compiled = re.compile(pattern)
-            except re.error as exc:
+                with warnings.catch_warnings():  # "possible nested set" and the like: the pattern is the user's
+                    warnings.simplefilter("ignore")
+                    compiled = re.compile(pattern)
+            except (re.error, RecursionError, OverflowError) as exc:
                 raise ValueError(f"{name}: invalid regular expression: {exc}") from None
             if compiled.groups < 1:
                 raise ValueError(f"{name}: the pattern needs a capture group for the value")
@@ -170,7 +206,7 @@ class Manifest(_Model):
     conda_packages: list[str] = Field(default_factory=list)
     pip_requirements_file: str | None = None
     conda_dependencies_file: str | None = None
-    environment_variables: dict[str, Union[str, int, float, bool]] = Field(default_factory=dict)
+    environment_variables: dict[str, Scalar] = Field(default_factory=dict)
     secrets: list[str] = Field(
         default_factory=list, description="Names of variables in tftrain's environment handed to the training at run time, masked in every log"
     )
@@ -179,16 +215,16 @@ class Manifest(_Model):
     resume_from: str | None = Field(
         default=None, description="model:NAME@vN|@latest, a run id, or a path"
     )
-    max_run_duration_seconds: int | None = Field(default=None, ge=1)
-    node_count: int = Field(default=1, ge=1)
-    process_count_per_node: int | None = Field(default=None, ge=1)
+    max_run_duration_seconds: int | None = Field(default=None, ge=1, le=MAX_SECONDS)
+    node_count: int = Field(default=1, ge=1, le=MAX_NODES)
+    process_count_per_node: int | None = Field(default=None, ge=1, le=MAX_PER_NODE)
     distributed_training: DistributedTraining | None = None
     distributed_backend: Literal["mpi", "ps"] | None = Field(
         default=None, description="Deprecated: use distributed_training.backend"
     )
-    worker_count: int | None = Field(default=None, ge=1, description="Deprecated: use distributed_training.worker_count")
+    worker_count: int | None = Field(default=None, ge=1, le=MAX_TASKS, description="Deprecated: use distributed_training.worker_count")
     parameter_server_count: int | None = Field(
-        default=None, ge=1, description="Deprecated: use distributed_training.parameter_server_count"
+        default=None, ge=1, le=MAX_TASKS, description="Deprecated: use distributed_training.parameter_server_count"
     )
     compute: ComputeSpec = Field(default_factory=ComputeSpec)
     compat: Literal["azureml", "none"] | None = Field(
@@ -201,18 +237,14 @@ class Manifest(_Model):
     model: ModelSpec = Field(default_factory=ModelSpec)
     metrics: MetricsSpec = Field(default_factory=MetricsSpec)
 
-    @field_validator("environment_variables", "secrets")
+    @field_validator("outputs_dir", "logs_dir", "entry_script", "pip_requirements_file", "conda_dependencies_file")
     @classmethod
-    def _env_names(cls, env):
-        for key in env:
-            if not re.fullmatch(ENV_NAME_PATTERN, key):
-                raise ValueError(f"{key!r} is not a valid environment variable name")
-        return env
-
-    @field_validator("outputs_dir", "logs_dir", "entry_script")
-    @classmethod
-    def _relative(cls, value: str) -> str:
+    def _relative(cls, value: str | None, info) -> str | None:
+        if value is None:
+            return None
         normal = posixpath.normpath(value)
         if posixpath.isabs(normal) or normal == ".." or normal.startswith("../"):
             raise ValueError(f"{value!r} must be a relative path that stays inside its directory")
+        if normal == "." and info.field_name in ("outputs_dir", "logs_dir"):
+            raise ValueError(f"{value!r} must name a directory below the source directory, not the directory itself")
         return normal

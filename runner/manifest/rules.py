@@ -5,11 +5,14 @@ Each rule returns (location, message) pairs so the error can point at the YAML l
 
 from __future__ import annotations
 
-import os
 import posixpath
+import re
 from pathlib import Path
 
 from runner.manifest.model import (
+    ENV_NAME_PATTERN,
+    INPUT_NAME_PATTERN,
+    MAX_TASKS,
     InputRef,
     Manifest,
     MpiTraining,
@@ -18,9 +21,11 @@ from runner.manifest.model import (
     ResumeRef,
 )
 from runner.frameworks import HOROVOD_FRAMEWORKS, horovod_compatible
+from runner.manifest.sourcepaths import regular_file_problem, text_file_problem, through_link
 from runner.manifest.yamlfile import Location
 
 Problem = tuple[Location, str]
+MAX_ARGUMENT = 128 << 10  # Linux's MAX_ARG_STRLEN: one argv or environment string
 
 
 def migrate_deprecated(manifest: Manifest) -> tuple[Manifest, list[Problem], list[Problem]]:
@@ -72,19 +77,27 @@ def migrate_deprecated(manifest: Manifest) -> tuple[Manifest, list[Problem], lis
 def check_rules(manifest: Manifest, base_dir: Path) -> list[Problem]:
     return [
         *_references(manifest),
+        *_names(manifest),
+        *_packages(manifest),
+        *_arguments(manifest),
         *_directories(manifest),
         *_distribution(manifest),
+        *_metrics(manifest),
         *_docker(manifest),
         *_files(manifest, base_dir),
     ]
 
 
-def slots_per_node(manifest: Manifest) -> int:
-    if manifest.compute.slots_per_node:
-        return manifest.compute.slots_per_node
-    if effective_target(manifest) == "pool":
-        return 1 << 20  # the pool's placement knows each host's slots; it checks them
-    return os.cpu_count() or 1
+def process_count(manifest: Manifest) -> int:
+    """How many training processes the job runs (ranks 0 … N-1), wherever it runs."""
+    training = manifest.distributed_training
+    if isinstance(training, MpiTraining):
+        return manifest.node_count * training.process_count_per_node
+    if isinstance(training, ParameterServerTraining):
+        return training.worker_count + training.parameter_server_count + int(training.chief) + int(training.evaluator)
+    if isinstance(training, MultiWorkerMirroredTraining):
+        return training.worker_count
+    return 1
 
 
 def _references(manifest: Manifest) -> list[Problem]:
@@ -100,6 +113,57 @@ def _references(manifest: Manifest) -> list[Problem]:
     return problems
 
 
+def _names(manifest: Manifest) -> list[Problem]:
+    """Names that become environment variables (and, for inputs, mount points)."""
+    problems: list[Problem] = []
+    for key in manifest.environment_variables:
+        if not re.fullmatch(ENV_NAME_PATTERN, key):
+            problems.append((("environment_variables", key), f"{key!r} is not a valid environment variable name"))
+    for index, key in enumerate(manifest.secrets):
+        if not re.fullmatch(ENV_NAME_PATTERN, key):
+            problems.append((("secrets", index), f"{key!r} is not a valid environment variable name"))
+    variables: dict[str, str] = {}
+    for name in manifest.inputs:
+        if not re.fullmatch(INPUT_NAME_PATTERN, name):
+            problems.append(
+                (("inputs", name), f"{name!r} is not a valid input name (up to 64 letters, digits, _ and -)")
+            )
+            continue
+        variable = input_variable(name)
+        if variable in variables:
+            problems.append((("inputs", name), f"{name!r} and {variables[variable]!r} both become ${variable}"))
+        variables[variable] = name
+    return problems
+
+
+def _packages(manifest: Manifest) -> list[Problem]:
+    """Package names go to pip and conda as arguments and requirements lines: never an option
+    (`-r /etc/hostname`, `--index-url …`) and never a second line."""
+    problems: list[Problem] = []
+    for key, file_key in (("pip_packages", "pip_requirements_file"), ("conda_packages", "conda_dependencies_file")):
+        for index, package in enumerate(getattr(manifest, key)):
+            if not package.strip() or package.lstrip().startswith("-") or not package.isprintable():
+                problems.append(((key, index), f"{package!r} is not a package (options belong in {file_key})"))
+    return problems
+
+
+def input_variable(name: str) -> str:
+    return f"TFTRAIN_INPUT_{name.upper().replace('-', '_')}"
+
+
+def _arguments(manifest: Manifest) -> list[Problem]:
+    """What the kernel refuses at spawn time (one argument or variable over 128 KiB) is refused here."""
+    problems: list[Problem] = []
+    for flag, value in manifest.script_params.items():
+        texts = [flag] + [str(item) for item in (value if isinstance(value, list) else [value])]
+        if any(len(text.encode("utf-8", "replace")) >= MAX_ARGUMENT for text in texts):
+            problems.append((("script_params", flag), f"an argument longer than {MAX_ARGUMENT >> 10} KiB cannot be passed"))
+    for key, value in manifest.environment_variables.items():
+        if len(f"{key}={value}".encode("utf-8", "replace")) >= MAX_ARGUMENT:
+            problems.append((("environment_variables", key), f"a variable longer than {MAX_ARGUMENT >> 10} KiB cannot be passed"))
+    return problems
+
+
 def _directories(manifest: Manifest) -> list[Problem]:
     problems = []
     if manifest.outputs_dir == manifest.logs_dir:
@@ -108,10 +172,16 @@ def _directories(manifest: Manifest) -> list[Problem]:
     outputs = manifest.outputs_dir
     if posixpath.isabs(model_path) or not (model_path == outputs or model_path.startswith(outputs + "/")):
         problems.append((("model", "path"), f"{manifest.model.path!r} must stay inside outputs_dir {outputs!r}"))
+    for key in ("outputs_dir", "logs_dir"):
+        directory = getattr(manifest, key)
+        if manifest.entry_script.startswith(directory + "/"):
+            problems.append((("entry_script",), f"{manifest.entry_script!r} is inside {key} {directory!r}, which is not copied into the run"))
     return problems
 
 
 def _distribution(manifest: Manifest) -> list[Problem]:
+    """The counts must fit; against compute.slots_per_node only when it is set, so that validation
+    gives the same answer on every machine (the run checks the machine it lands on)."""
     training = manifest.distributed_training
     problems: list[Problem] = []
     if training is None:
@@ -121,21 +191,21 @@ def _distribution(manifest: Manifest) -> list[Problem]:
                     ((key,), f"{key} > 1 needs a distributed backend: set distributed_training.backend")
                 )
         return problems
-    slots = slots_per_node(manifest)
-    capacity = manifest.node_count * slots
-    where = f"node_count ({manifest.node_count}) × slots per node ({slots})"
+    slots = manifest.compute.slots_per_node
+    capacity = manifest.node_count * (slots or 0)
+    where = f"node_count ({manifest.node_count}) × compute.slots_per_node ({slots}) = {capacity}"
     if isinstance(training, MpiTraining):
         top = manifest.process_count_per_node
         if top is not None and top != training.process_count_per_node:
             problems.append(
                 (("process_count_per_node",), "differs from distributed_training.process_count_per_node; keep one")
             )
-        if training.process_count_per_node > slots:
+        if slots and training.process_count_per_node > slots:
             problems.append(
                 (
                     ("distributed_training", "process_count_per_node"),
                     f"{training.process_count_per_node} processes per node exceed the {slots} slots per node "
-                    "(set compute.slots_per_node if the node has more)",
+                    "(compute.slots_per_node)",
                 )
             )
         if not horovod_compatible(manifest.framework_version):
@@ -147,17 +217,16 @@ def _distribution(manifest: Manifest) -> list[Problem]:
                 )
             )
     elif isinstance(training, ParameterServerTraining):
-        extra = int(training.chief) + int(training.evaluator)
-        tasks = training.worker_count + training.parameter_server_count + extra
-        if tasks > capacity:
-            with_extra = f" + chief/evaluator ({extra})" if extra else ""
+        # Azure ML's rule, as its TensorFlow estimator states it: the chief and evaluator are not counted
+        tasks = training.worker_count + training.parameter_server_count
+        if slots and tasks > capacity:
             problems.append(
                 (
                     ("distributed_training", "worker_count"),
-                    f"worker_count + parameter_server_count{with_extra} = {tasks} tasks exceed {where} = {capacity}",
+                    f"worker_count + parameter_server_count = {tasks} exceed {where}",
                 )
             )
-    elif isinstance(training, MultiWorkerMirroredTraining) and training.worker_count > capacity:
+    elif isinstance(training, MultiWorkerMirroredTraining) and slots and training.worker_count > capacity:
         problems.append(
             (("distributed_training", "worker_count"), f"worker_count ({training.worker_count}) exceeds {where}")
         )
@@ -166,7 +235,24 @@ def _distribution(manifest: Manifest) -> list[Problem]:
             problems.append(
                 (("process_count_per_node",), f"applies to the mpi backend, not {training.backend}")
             )
+    count = process_count(manifest)
+    if count > MAX_TASKS:
+        problems.append((("distributed_training",), f"{count} processes; at most {MAX_TASKS}"))
+    base_port = getattr(training, "base_port", None)
+    if base_port is not None and base_port + count - 1 > 65535:
+        problems.append(
+            (("distributed_training", "base_port"), f"{count} tasks from port {base_port} run past port 65535")
+        )
     return problems
+
+
+def _metrics(manifest: Manifest) -> list[Problem]:
+    count = process_count(manifest)
+    return [
+        (("metrics", "ranks", index), f"{rank} is not a rank of this job (ranks 0–{count - 1})")
+        for index, rank in enumerate(manifest.metrics.ranks)
+        if rank >= count
+    ]
 
 
 def _docker(manifest: Manifest) -> list[Problem]:
@@ -185,20 +271,36 @@ def effective_target(manifest: Manifest) -> str:
 
 
 def _files(manifest: Manifest, base_dir: Path) -> list[Problem]:
-    source = (base_dir / manifest.source_directory).resolve()
-    if not source.is_dir():
+    """Paths inside source_directory stay inside it, symlinks resolved. source_directory itself and
+    local `inputs` (data) may be anywhere; so may resume_from and compute.pool_file (not copied)."""
+    try:
+        source = (base_dir / manifest.source_directory).resolve()
+        is_dir = source.is_dir()
+    except (OSError, RuntimeError) as exc:
+        return [(("source_directory",), f"{manifest.source_directory!r} cannot be resolved ({exc})")]
+    if not is_dir:
         return [(("source_directory",), f"directory {source} does not exist")]
     problems = []
-    script = (source / manifest.entry_script).resolve()
-    if not script.is_relative_to(source):
-        problems.append((("entry_script",), f"{manifest.entry_script!r} leaves source_directory {source}"))
-    elif not script.is_file():
-        problems.append((("entry_script",), f"{manifest.entry_script!r} not found in source_directory {source}"))
+    script = regular_file_problem(source, manifest.entry_script)
+    if script:
+        problems.append((("entry_script",), script))
     for key in ("pip_requirements_file", "conda_dependencies_file"):
         name = getattr(manifest, key)
-        if name and not (source / name).is_file():
-            problems.append(((key,), f"{name!r} not found in source_directory {source}"))
+        problem = name and text_file_problem(source, name)
+        if problem:
+            problems.append(((key,), problem))
+    for key in ("outputs_dir", "logs_dir"):
+        problem = through_link(source, getattr(manifest, key))
+        if problem:
+            problems.append(((key,), problem))
     for name, spec in manifest.inputs.items():
-        if "://" not in spec.source and not (base_dir / spec.source).exists():
+        if "://" not in spec.source and not _exists(base_dir / spec.source):
             problems.append((("inputs", name, "source"), f"local path {spec.source!r} does not exist"))
     return problems
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return False

@@ -9,17 +9,9 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from runner.manifest.yamlfile import Location, YamlDocument
+from runner.manifest.yamlfile import Location, YamlDocument, format_loc, one_line
 
-
-def format_loc(loc: Location) -> str:
-    text = ""
-    for part in loc:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        else:
-            text += ("." if text else "") + str(part)
-    return text or "(top level)"
+__all__ = ["allowed_keys", "format_loc", "validation_messages"]
 
 
 def validation_messages(exc: ValidationError, doc: YamlDocument, model: type[BaseModel]) -> list[str]:
@@ -29,8 +21,8 @@ def validation_messages(exc: ValidationError, doc: YamlDocument, model: type[Bas
         loc = _data_loc(tuple(error["loc"]), doc.data)
         if error["type"] == "union_tag_invalid":
             loc = (*loc, error["ctx"]["discriminator"].strip("'"))
-        message = _describe(error, loc, model)
-        line = f"{doc.where(loc)}: {format_loc(loc)}: {message}"
+        message = _describe(error, loc, model, tuple(error["loc"]))
+        line = one_line(f"{doc.where(loc)}: {format_loc(loc)}: {message}")
         if line not in seen:
             seen.add(line)
             messages.append(line)
@@ -64,10 +56,10 @@ def _is_member_tag(part: Any) -> bool:
 _UNION_TAGS = {"mpi", "parameter_server", "multi_worker_mirrored", "bool", "int", "float", "str", "list", "none"}
 
 
-def _describe(error: dict[str, Any], loc: Location, model: type[BaseModel]) -> str:
+def _describe(error: dict[str, Any], loc: Location, model: type[BaseModel], raw_loc: Location) -> str:
     kind = error["type"]
     if kind == "extra_forbidden":
-        allowed = allowed_keys(model, loc[:-1])
+        allowed = allowed_keys(model, loc[:-1], {part for part in raw_loc if isinstance(part, str)})
         key = str(loc[-1]) if loc else ""
         close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
         hint = f"; did you mean {close[0]!r}?" if close else f"; allowed keys: {', '.join(sorted(allowed))}"
@@ -84,8 +76,9 @@ def _describe(error: dict[str, Any], loc: Location, model: type[BaseModel]) -> s
     return message
 
 
-def allowed_keys(model: type[BaseModel], loc: Location) -> list[str]:
-    """Keys accepted at `loc` below `model` (used for 'did you mean')."""
+def allowed_keys(model: type[BaseModel], loc: Location, tags: set[str] = frozenset()) -> list[str]:
+    """Keys accepted at `loc` below `model` (used for 'did you mean'); of a tagged union's members,
+    the one pydantic tried (its tag, e.g. `mpi`, is among `tags`), if it can be told."""
     candidates: list[Any] = [model]
     for part in loc:
         nxt: list[Any] = []
@@ -98,12 +91,22 @@ def allowed_keys(model: type[BaseModel], loc: Location) -> list[str]:
                 elif typing.get_origin(member) in (dict, list):
                     nxt.append(typing.get_args(member)[-1])
         candidates = nxt
+    models = [m for c in candidates for m in _members(c) if isinstance(m, type) and issubclass(m, BaseModel)]
+    tagged = [m for m in models if _tag_values(m) & tags]
     keys: set[str] = set()
-    for candidate in candidates:
-        for member in _members(candidate):
-            if isinstance(member, type) and issubclass(member, BaseModel):
-                keys.update(_fields(member))
+    for member in tagged or models:
+        keys.update(_fields(member))
     return sorted(keys)
+
+
+def _tag_values(model: type[BaseModel]) -> set[str]:
+    """The values of a model's one-value Literal fields (a union member's tag, like backend: mpi)."""
+    values = set()
+    for field in model.model_fields.values():
+        args = typing.get_args(field.annotation) if typing.get_origin(field.annotation) is typing.Literal else ()
+        if len(args) == 1 and isinstance(args[0], str):
+            values.add(args[0])
+    return values
 
 
 def _fields(model: type[BaseModel]) -> dict:

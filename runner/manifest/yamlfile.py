@@ -1,16 +1,54 @@
-"""YAML loading that remembers where every key came from, so errors can name the line."""
+"""YAML loading that remembers where every key came from, so errors can name the line.
+
+The file is untrusted text. It is built from the parser's events, one at a time and without
+recursion, into plain values only (strings, numbers, booleans, null, lists, mappings); the file's
+size, the nesting depth and what aliases expand to are bounded while it is read, so a hostile
+file (billion laughs, an alias that contains itself, thousands of nested brackets) fails at once
+with one line `FILE:LINE: field: message`.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+import re
+import stat
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.constructor import SafeConstructor
+from yaml.reader import Reader
+from yaml.resolver import Resolver
 
 from runner.errors import ManifestError
 
 Location = tuple[Any, ...]
+
+MAX_BYTES = 1 << 20  # the file
+MAX_DEPTH = 16  # nested lists and mappings (a manifest needs 4)
+MAX_VALUES = 20_000  # values once aliases are expanded
+MAX_CHARS = 2 << 20  # characters of text once aliases are expanded
+MAX_NUMBER_CHARS = 64  # longer numbers are refused (int() of huge digit strings is slow or refused)
+
+_PARSER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_TAG = "tag:yaml.org,2002:"
+_EXPLICIT_SCALARS = {_TAG + kind for kind in ("str", "int", "float", "bool", "null")}
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_RESOLVER = Resolver()
+_CONSTRUCTOR = SafeConstructor()
+
+
+class _Marker:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+_NONE = _Marker("(none)")
+_MERGE = _Marker("<<")
 
 
 @dataclass(frozen=True)
@@ -18,6 +56,7 @@ class YamlDocument:
     path: Path
     data: Any
     lines: dict[Location, int]
+    empty: bool = False  # no document at all (an empty file, or only comments)
 
     def line_of(self, loc: Location) -> int | None:
         """The line of the deepest key of `loc` that exists in the file."""
@@ -33,57 +72,284 @@ class YamlDocument:
         return f"{self.path}:{line}" if line else str(self.path)
 
 
+def format_loc(loc: Location) -> str:
+    text = ""
+    for part in loc:
+        if isinstance(part, int) and not isinstance(part, bool):
+            text += f"[{part}]"
+        else:
+            shown = str(part)
+            if not shown or not shown.isprintable():
+                shown = repr(part)
+            text += ("." if text else "") + shown
+    return text or "(top level)"
+
+
+def one_line(text: str) -> str:
+    """`text` with line breaks and other unprintable characters escaped: one problem, one line."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
 def load_yaml(path: Path) -> YamlDocument:
+    text = _read(path)
+    builder = _Builder(path)
+    bad = Reader.NON_PRINTABLE.search(text)
+    if bad:
+        line = text.count("\n", 0, bad.start()) + 1
+        raise ManifestError(one_line(f"{path}:{line}: (top level): invalid YAML: character U+{ord(bad.group()):04X} is not allowed"))
     try:
-        text = path.read_text(encoding="utf-8")
+        for event in yaml.parse(text, Loader=_PARSER):
+            builder.feed(event)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        problem = exc.problem or exc.context or "cannot be parsed"
+        builder.fail(builder.here(), line, f"invalid YAML: {problem}")
+    except yaml.YAMLError as exc:  # a ReaderError: it has a position, no mark
+        position = getattr(exc, "position", None)
+        line = text.count("\n", 0, position) + 1 if isinstance(position, int) else None
+        builder.fail(builder.here(), line, f"invalid YAML: {getattr(exc, 'reason', None) or exc}")
+    return builder.document()
+
+
+def _read(path: Path) -> str:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block the open
     except FileNotFoundError:
-        raise ManifestError(f"{path}: manifest not found (give another path with -f)") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ManifestError(f"{path}: cannot read: {exc}") from None
+        raise ManifestError(one_line(f"{path}: manifest not found (give another path with -f)")) from None
+    except (OSError, ValueError) as exc:
+        raise ManifestError(one_line(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}")) from None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ManifestError(f"{where}: invalid YAML: {problem}") from None
-    if node is None:
-        return YamlDocument(path, {}, {(): 1})
-    lines: dict[Location, int] = {(): node.start_mark.line + 1}
-    data = _construct(node, (), lines, path)
-    return YamlDocument(path, data, lines)
-
-
-def _construct(node: yaml.Node, loc: Location, lines: dict[Location, int], path: Path) -> Any:
-    if isinstance(node, yaml.MappingNode):
-        result: dict[Any, Any] = {}
-        for key_node, value_node in node.value:
-            key = _scalar(key_node, path)
-            if isinstance(key, (dict, list)):
-                raise ManifestError(f"{path}:{key_node.start_mark.line + 1}: keys must be plain values")
-            if key in result:
-                raise ManifestError(f"{path}:{key_node.start_mark.line + 1}: duplicate key {key!r}")
-            child = (*loc, key)
-            lines[child] = key_node.start_mark.line + 1
-            result[key] = _construct(value_node, child, lines, path)
-        return result
-    if isinstance(node, yaml.SequenceNode):
-        items = []
-        for index, item_node in enumerate(node.value):
-            child = (*loc, index)
-            lines[child] = item_node.start_mark.line + 1
-            items.append(_construct(item_node, child, lines, path))
-        return items
-    return _scalar(node, path)
-
-
-def _scalar(node: yaml.Node, path: Path) -> Any:
-    if not isinstance(node, yaml.ScalarNode):
-        return _construct(node, (), {}, path)
-    loader = yaml.SafeLoader("")
-    try:
-        return loader.construct_object(node, deep=True)
-    except yaml.YAMLError as exc:
-        raise ManifestError(f"{path}:{node.start_mark.line + 1}: {exc}") from None
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise ManifestError(one_line(f"{path}: is a directory, not a YAML file"))
+        if not stat.S_ISREG(mode):
+            raise ManifestError(one_line(f"{path}: is not a regular file"))
+        data = b""
+        while len(data) <= MAX_BYTES:
+            chunk = os.read(fd, MAX_BYTES + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+    except OSError as exc:
+        raise ManifestError(one_line(f"{path}: cannot read: {exc.strerror}")) from None
     finally:
-        loader.dispose()
+        os.close(fd)
+    if len(data) > MAX_BYTES:
+        raise ManifestError(one_line(f"{path}: larger than {MAX_BYTES >> 20} MiB; a manifest is a few lines"))
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ManifestError(one_line(f"{path}:{line}: (top level): not UTF-8 text (byte 0x{data[exc.start]:02x})")) from None
+
+
+def _short(tag: str) -> str:
+    return "!!" + tag[len(_TAG) :] if tag.startswith(_TAG) else tag
+
+
+@dataclass(frozen=True)
+class _Anchor:
+    value: Any
+    values: int  # what one more use of it adds to the totals
+    chars: int
+    height: int  # nested lists and mappings in it (0 for a plain value)
+
+
+@dataclass
+class _Open:
+    """A list or mapping being read."""
+
+    value: Any
+    loc: Location
+    line: int
+    anchor: str | None
+    depth: int
+    values_before: int
+    chars_before: int
+    deepest: int
+    key: Any = _NONE  # a mapping's key, read, waiting for its value
+    key_line: int = 0
+    merges: list[tuple[dict, int]] = field(default_factory=list)
+
+
+class _Builder:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.stack: list[_Open] = []
+        self.anchors: dict[str, _Anchor] = {}
+        self.open_anchors: set[str] = set()
+        self.lines: dict[Location, int] = {}
+        self.root: Any = _NONE
+        self.documents = 0
+        self.values = 0
+        self.chars = 0
+
+    def fail(self, loc: Location, line: int | None, message: str):
+        where = f"{self.path}:{line}" if line else str(self.path)
+        raise ManifestError(one_line(f"{where}: {format_loc(loc)}: {message}"))
+
+    def here(self) -> Location:
+        return self.stack[-1].loc if self.stack else ()
+
+    def document(self) -> YamlDocument:
+        if self.root is _NONE:
+            return YamlDocument(self.path, {}, {(): 1}, empty=True)
+        return YamlDocument(self.path, self.root, self.lines)
+
+    def feed(self, event: yaml.Event) -> None:
+        line = event.start_mark.line + 1
+        if isinstance(event, yaml.DocumentStartEvent):
+            self.documents += 1
+            if self.documents > 1:
+                self.fail((), line, "only one YAML document is allowed (a second one starts here)")
+        elif isinstance(event, yaml.ScalarEvent):
+            loc, is_key = self._slot()
+            value = self._scalar(event, loc, is_key, line)
+            chars = len(value) if isinstance(value, str) else 0
+            self._count(1, chars, loc, line)
+            if event.anchor is not None:
+                self.anchors[event.anchor] = _Anchor(value, 1, chars, 0)
+            self._place(value, loc, line)
+        elif isinstance(event, yaml.AliasEvent):
+            self._alias(event.anchor, line)
+        elif isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            self._start(event, line)
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            self._end()
+
+    def _slot(self) -> tuple[Location, bool]:
+        """Where the next value goes, and whether it is a mapping's key."""
+        if not self.stack:
+            return (), False
+        top = self.stack[-1]
+        if isinstance(top.value, list):
+            return (*top.loc, len(top.value)), False
+        if top.key is _NONE:
+            return top.loc, True
+        return (*top.loc, "<<" if top.key is _MERGE else top.key), False
+
+    def _start(self, event: yaml.CollectionStartEvent, line: int) -> None:
+        mapping = isinstance(event, yaml.MappingStartEvent)
+        loc, is_key = self._slot()
+        if is_key:
+            self.fail(loc, line, "keys must be plain values, not lists or mappings")
+        if event.tag not in (None, "!", _TAG + ("map" if mapping else "seq")):
+            self.fail(loc, line, f"tag {_short(event.tag)} is not allowed: only plain YAML values")
+        depth = len(self.stack) + 1
+        if depth > MAX_DEPTH:
+            self.fail(loc, line, f"nested deeper than {MAX_DEPTH} levels")
+        self._count(1, 0, loc, line)
+        if event.anchor is not None:
+            self.open_anchors.add(event.anchor)
+        value: Any = {} if mapping else []
+        self.stack.append(_Open(value, loc, line, event.anchor, depth, self.values, self.chars, depth))
+
+    def _end(self) -> None:
+        node = self.stack.pop()
+        value = self._merged(node) if node.merges else node.value
+        if node.anchor is not None:
+            self.open_anchors.discard(node.anchor)
+            height = node.deepest - node.depth + 1
+            self.anchors[node.anchor] = _Anchor(value, self.values - node.values_before, self.chars - node.chars_before, height)
+        if self.stack:
+            self.stack[-1].deepest = max(self.stack[-1].deepest, node.deepest)
+        self._place(value, node.loc, node.line)
+
+    def _alias(self, name: str, line: int) -> None:
+        loc, is_key = self._slot()
+        if name in self.open_anchors:
+            self.fail(loc, line, f"alias *{name} refers to a value that contains it")
+        anchor = self.anchors.get(name)
+        if anchor is None:
+            self.fail(loc, line, f"alias *{name} has no anchor &{name} before it")
+        if is_key and anchor.height:
+            self.fail(loc, line, "keys must be plain values, not lists or mappings")
+        if is_key and anchor.value is _MERGE:
+            self.fail(loc, line, "a merge key (<<) cannot come from an alias")
+        depth = len(self.stack) + anchor.height
+        if depth > MAX_DEPTH:
+            self.fail(loc, line, f"alias *{name} nests deeper than {MAX_DEPTH} levels")
+        if self.stack:
+            self.stack[-1].deepest = max(self.stack[-1].deepest, depth)
+        self._count(anchor.values, anchor.chars, loc, line)
+        self._place(anchor.value, loc, line)
+
+    def _count(self, values: int, chars: int, loc: Location, line: int) -> None:
+        self.values += values
+        self.chars += chars
+        if self.values > MAX_VALUES:
+            self.fail(loc, line, f"more than {MAX_VALUES} values once aliases are expanded")
+        if self.chars > MAX_CHARS:
+            self.fail(loc, line, f"more than {MAX_CHARS >> 20} MiB of text once aliases are expanded")
+
+    def _place(self, value: Any, loc: Location, line: int) -> None:
+        if not self.stack:
+            self.root = value
+            self.lines[()] = line
+            return
+        top = self.stack[-1]
+        if isinstance(top.value, list):
+            top.value.append(value)
+            self.lines[loc] = line
+        elif top.key is _NONE:
+            if value is not _MERGE and value in top.value:
+                self.fail((*top.loc, value), line, f"duplicate key {value!r}")
+            top.key, top.key_line = value, line
+        elif top.key is _MERGE:
+            sources = value if isinstance(value, list) else [value]
+            if not sources or not all(isinstance(source, dict) for source in sources):
+                self.fail(loc, top.key_line, "a merge key (<<) takes a mapping or a list of mappings")
+            top.merges += [(source, top.key_line) for source in sources]
+            top.key = _NONE
+        else:
+            top.value[top.key] = value
+            self.lines[loc] = top.key_line
+            top.key = _NONE
+
+    def _merged(self, node: _Open) -> dict:
+        """`<<: *base` (or a list of them): their keys, the first source winning, under the mapping's own."""
+        result: dict = {}
+        for source, line in node.merges:
+            for key, value in source.items():
+                if key not in result:
+                    result[key] = value
+                    if key not in node.value:
+                        self.lines[(*node.loc, key)] = line
+        result.update(node.value)
+        return result
+
+    def _scalar(self, event: yaml.ScalarEvent, loc: Location, is_key: bool, line: int) -> Any:
+        text = event.value
+        tag = event.tag
+        if tag in (None, "!"):
+            tag = _RESOLVER.resolve(yaml.ScalarNode, text, event.implicit)
+        elif tag not in _EXPLICIT_SCALARS:
+            self.fail(loc, line, f"tag {_short(tag)} is not allowed: only plain YAML values")
+        kind = tag[len(_TAG) :]
+        what = "a key" if is_key else "the value"
+        if "\x00" in text:
+            self.fail(loc, line, f"{what} contains a NUL character")
+        surrogate = _SURROGATE.search(text)
+        if surrogate:
+            self.fail(loc, line, f"{what} contains a lone surrogate U+{ord(surrogate.group()):04X}")
+        if kind == "merge":
+            return _MERGE if is_key else text
+        if kind == "null":
+            return None
+        if kind == "bool":
+            value = SafeConstructor.bool_values.get(text.lower())
+            if value is None:
+                self.fail(loc, line, f"{text!r} is not a boolean")
+            return value
+        if kind in ("int", "float"):
+            if len(text) > MAX_NUMBER_CHARS:
+                self.fail(loc, line, f"a number of {len(text)} characters is too long (quote it if it is text)")
+            node = yaml.ScalarNode(tag, text)
+            try:
+                return _CONSTRUCTOR.construct_yaml_int(node) if kind == "int" else _CONSTRUCTOR.construct_yaml_float(node)
+            except (ValueError, ArithmeticError, IndexError):  # `!!int _` is empty once `_` is dropped
+                self.fail(loc, line, f"{text!r} is not a valid {kind}")
+        return text  # str; timestamps and `=` stay text

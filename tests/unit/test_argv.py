@@ -2,9 +2,12 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
-from runner.argv import script_argv
+import pytest
+
+from runner.argv import script_argv, script_path
 from runner.manifest import load_manifest
 
 HOSTILE = {
@@ -77,3 +80,24 @@ def test_rendered_launch_script_quotes_everything(project, cli, tmp_path):
     assert not Path("/tmp/pwned-subst").exists()
     plan = json.loads((out / "plan.json").read_text())
     assert plan["tasks"][0]["argv"][2:] == [item for flag, value in HOSTILE.items() for item in (flag, value)]
+
+
+def test_the_script_is_never_read_as_an_interpreter_option():
+    for name in ("-c", "-", "-m", "--help", "-Werror"):
+        assert script_path(name) == f"./{name}"
+    assert script_path("train.py") == "train.py" and script_path("sub/-c") == "sub/-c"
+
+
+@pytest.mark.integration
+def test_a_script_named_like_an_option_runs_as_a_script(project):
+    """`entry_script: -c` and a parameter of Python code: the script runs with the code as its
+    argument; python never runs the code."""
+    code = "import os; open('INJECTED', 'w')"
+    path = project(manifest=f"script_params:\n  {json.dumps(code)}: true\n")
+    path.write_text(path.read_text().replace("entry_script: train.py", "entry_script: '-c'"))
+    source = path.parent / "src"
+    (source / "-c").write_text("import json, sys\njson.dump(sys.argv[1:], open('ran.json', 'w'))\n")
+    argv = script_argv(load_manifest(path).manifest, sys.executable)
+    subprocess.run(argv, cwd=source, check=True, timeout=60)
+    assert not (source / "INJECTED").exists()
+    assert json.loads((source / "ran.json").read_text()) == [code]

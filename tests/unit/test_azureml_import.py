@@ -19,12 +19,6 @@ from runner.manifest.model import InputRef, MpiTraining, MultiWorkerMirroredTrai
 DATA = Path(__file__).resolve().parent.parent / "data" / "azureml"
 
 
-@pytest.fixture(autouse=True)
-def roomy_machine(monkeypatch):
-    """Capacity rules count this machine's CPUs: make the tests independent of it."""
-    monkeypatch.setattr("runner.manifest.rules.os.cpu_count", lambda: 8)
-
-
 def imported(tmp_path: Path, fixture: str, *code: str, text: str | None = None):
     """Import tests/data/azureml/FIXTURE (or TEXT under that name) next to its training code CODE…;
     returns the loaded manifest, the manifest's text and the report."""

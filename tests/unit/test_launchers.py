@@ -1,11 +1,17 @@
 from __future__ import annotations
 
+import io
 import json
+import os
+import shutil
 import socket
 
 import pytest
 
-from runner.errors import PlanError
+from runner.errors import ManifestError, PlanError, UnsupportedError
+from runner.launchers.capacity import check_capacity, cpu_count, gpu_count
+from runner.logger import Logger
+from runner.argv import script_args
 from runner.manifest import load_manifest
 from runner.plan import PlanContext, build_plan
 from runner.rundir import RuntimePaths
@@ -91,5 +97,114 @@ def test_ports_in_use_are_refused_at_planning(project):
 
 
 def test_metrics_ranks_must_exist(project):
-    with pytest.raises(PlanError, match="metrics.ranks: 5 is not a rank of this job"):
+    """Validation refuses a rank the job does not have; the plan checks again (a manifest from a recorded run)."""
+    with pytest.raises(ManifestError, match=r":11: metrics.ranks\[0\]: 5 is not a rank of this job \(ranks 0–3\)"):
         plan_for(project, MPI + "metrics:\n  ranks: [5]\n")
+    mpi = load_manifest(project(manifest=MPI)).manifest
+    single = mpi.model_copy(update={"distributed_training": None, "node_count": 1})
+    for manifest in (mpi, single):
+        manifest = manifest.model_copy(update={"metrics": manifest.metrics.model_copy(update={"ranks": [5]})})
+        with pytest.raises(PlanError, match="metrics.ranks: 5 is not a rank of this job"):
+            build_plan(PlanContext(manifest, "local", "/venv/bin/python", RUNTIME, {}, ()))
+
+
+PYTHON = "/venv/bin/python"
+INJECTION = "import os; open('INJECTED', 'w')"
+LAUNCHERS = {
+    "single": "",
+    "mpirun": MPI,
+    "horovodrun": MPI + "  launcher: horovodrun\n",
+    "parameter_server": "node_count: 2\ndistributed_training:\n  backend: parameter_server\n  worker_count: 2\n  parameter_server_count: 1\n",
+    "multi_worker_mirrored": "distributed_training:\n  backend: multi_worker_mirrored\n  worker_count: 2\n",
+}
+
+
+def option_named_plan(project, training: str, script: str, target: str = "local"):
+    path = project(manifest="compute:\n  slots_per_node: 4\n" + training + f"script_params:\n  {json.dumps(INJECTION)}: true\n")
+    path.write_text(path.read_text().replace("entry_script: train.py", f"entry_script: {json.dumps(script)}"))
+    (path.parent / "src" / script).write_text("print('a script named like an option')\n")
+    loaded = load_manifest(path)
+    ctx = PlanContext(loaded.manifest, target, PYTHON, RUNTIME, {"TFTRAIN_RUN_ID": "r-1"}, tuple(script_args(loaded.manifest)))
+    return loaded, build_plan(ctx)
+
+
+def script_after_python(argv) -> str:
+    argv = list(argv)
+    return argv[argv.index(PYTHON) + 1]
+
+
+@pytest.mark.parametrize("training", list(LAUNCHERS.values()), ids=list(LAUNCHERS))
+@pytest.mark.parametrize("script", ["-c", "-", "-m", "--version", "-Werror"])
+def test_the_entry_script_is_never_an_interpreter_option(project, training, script):
+    """`entry_script: -c` with a parameter of Python code must not run `python -c CODE`: every
+    launcher passes the script as a path (`./-c`), the one position after python it controls."""
+    loaded, plan = option_named_plan(project, training, script)
+    argvs = [task.argv for task in plan.processes] + [task.argv for task in plan.tasks]
+    for argv in argvs:
+        assert script_after_python(argv) == f"./{script}", argv
+        assert argv[argv.index(PYTHON) + 2] == INJECTION  # the parameter comes after the script: the script's argv[1]
+
+
+@pytest.mark.parametrize("training", [LAUNCHERS["mpirun"], LAUNCHERS["parameter_server"]], ids=["mpijob", "tfjob"])
+def test_kubernetes_pods_run_the_script_as_a_path(project, training):
+    from runner.kubernetes import render
+
+    loaded, plan = option_named_plan(project, training, "-c", target="kubernetes")
+    commands = [
+        container["command"] + container["args"]
+        for document in render(plan, loaded.manifest, "r-1")
+        for spec in (document.get("spec", {}).get("tfReplicaSpecs") or document.get("spec", {}).get("mpiReplicaSpecs") or {}).values()
+        for container in spec["template"]["spec"]["containers"]
+    ]
+    with_python = [command for command in commands if PYTHON in command]
+    assert with_python and all(script_after_python(command) == "./-c" for command in with_python)
+
+
+def checked_at_run_start(plan, manifest) -> str:
+    """What check_capacity says about `plan` on this machine (its warnings)."""
+    stream = io.StringIO()
+    logger = Logger(stream)
+    check_capacity(plan, manifest, logger)
+    logger.flush()
+    return stream.getvalue()
+
+
+def test_more_processes_than_cpus_is_a_warning_at_run_start(project):
+    """Validation does not count this machine's CPUs; the run does, and only warns: they share them."""
+    cpus = cpu_count()
+    path = project(manifest=f"distributed_training:\n  backend: mpi\n  process_count_per_node: {cpus + 1}\n")
+    loaded = load_manifest(path)
+    for target, warned in (("local", True), ("docker", True), ("pool", False), ("kubernetes", False)):
+        plan = build_plan(PlanContext(loaded.manifest, target, PYTHON, RUNTIME, {}, ()))
+        said = checked_at_run_start(plan, loaded.manifest)
+        assert (f"warning: {cpus + 1} training processes on this machine's {cpus} CPUs" in said) is warned, (target, said)
+
+
+@pytest.fixture
+def gpus(tmp_path, monkeypatch) -> int:
+    """This machine's GPUs; where there is no NVIDIA driver, an nvidia-smi that lists one."""
+    if shutil.which("nvidia-smi") is None:
+        stub = tmp_path / "bin" / "nvidia-smi"
+        stub.parent.mkdir()
+        stub.write_text("#!/bin/sh\necho 'GPU 0: Stand-in GPU (UUID: GPU-0)'\n")
+        stub.chmod(0o755)
+        monkeypatch.setenv("PATH", f"{stub.parent}{os.pathsep}{os.environ['PATH']}")
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    count = gpu_count()
+    assert count is not None and count >= 1
+    return count
+
+
+def test_more_gpu_processes_than_gpus_is_an_error_at_run_start(project, gpus):
+    fits = project(manifest=f"use_gpu: true\ndistributed_training:\n  backend: multi_worker_mirrored\n  worker_count: {gpus}\n")
+    loaded = load_manifest(fits)
+    check_capacity(build_plan(PlanContext(loaded.manifest, "local", PYTHON, RUNTIME, {}, ())), loaded.manifest, Logger(io.StringIO()))
+    # parameter servers and the chief need no GPU: workers = GPUs fits
+    ps = project(manifest=f"use_gpu: true\ndistributed_training:\n  backend: parameter_server\n  worker_count: {gpus}\n")
+    loaded = load_manifest(ps)
+    check_capacity(build_plan(PlanContext(loaded.manifest, "docker", PYTHON, RUNTIME, {}, ())), loaded.manifest, Logger(io.StringIO()))
+    over = project(manifest=f"use_gpu: true\ndistributed_training:\n  backend: multi_worker_mirrored\n  worker_count: {gpus + 1}\n")
+    loaded = load_manifest(over)  # validation gives the same answer on every machine: it does not count GPUs
+    plan = build_plan(PlanContext(loaded.manifest, "local", PYTHON, RUNTIME, {}, ()))
+    with pytest.raises(UnsupportedError, match=rf"^use_gpu: the job runs {gpus + 1} processes that each need a GPU, and this machine has {gpus}$"):
+        check_capacity(plan, loaded.manifest, Logger(io.StringIO()))

@@ -40,7 +40,7 @@ def test_missing_required_key(project, tmp_path):
 def test_yaml_syntax_error_names_line(tmp_path):
     path = tmp_path / "m.yml"
     path.write_text("name: x\nentry_script: [unclosed\n")
-    with pytest.raises(ManifestError, match=r"m.yml:\d+: invalid YAML"):
+    with pytest.raises(ManifestError, match=r"m.yml:\d+: entry_script: invalid YAML"):
         load_manifest(path)
 
 
@@ -72,7 +72,36 @@ def test_parameter_server_capacity(project):
         "node_count: 1\ncompute:\n  slots_per_node: 2\n"
         "distributed_training:\n  backend: parameter_server\n  worker_count: 2\n  parameter_server_count: 1\n",
     )
-    assert "worker_count + parameter_server_count + chief/evaluator (1) = 4 tasks exceed node_count (1) × slots per node (2) = 2" in message
+    assert message.endswith(
+        ":9: distributed_training.worker_count: worker_count + parameter_server_count = 3 exceed "
+        "node_count (1) × compute.slots_per_node (2) = 2"
+    )
+
+
+def test_parameter_server_rule_as_the_estimator_states_it(project):
+    """1 worker + 1 ps on one 2-CPU node is a valid Azure ML configuration: the chief is not counted."""
+    loaded = load_manifest(
+        project(
+            manifest="compute:\n  slots_per_node: 2\n"
+            "distributed_training:\n  backend: parameter_server\n  worker_count: 1\n  parameter_server_count: 1\n"
+        )
+    )
+    assert isinstance(loaded.manifest.distributed_training, ParameterServerTraining)
+
+
+@pytest.mark.parametrize(
+    "training",
+    [
+        "  backend: parameter_server\n  worker_count: 64\n  parameter_server_count: 8\n",
+        "  backend: multi_worker_mirrored\n  worker_count: 64\n",
+        "  backend: mpi\n  process_count_per_node: 64\n",
+    ],
+)
+def test_validation_does_not_depend_on_this_machine(project, training):
+    """Without compute.slots_per_node, validation checks no capacity (the machine's CPU count would
+    make `tftrain validate` answer differently on a laptop and a runner); the run checks it."""
+    loaded = load_manifest(project(manifest="distributed_training:\n" + training))
+    assert loaded.manifest.distributed_training is not None
 
 
 def test_parameter_server_fits(project):
@@ -89,7 +118,7 @@ def test_mpi_more_processes_than_slots(project):
     message = manifest_error(
         project, "compute:\n  slots_per_node: 2\ndistributed_training:\n  backend: mpi\n  process_count_per_node: 4\n"
     )
-    assert "4 processes per node exceed the 2 slots per node" in message
+    assert "4 processes per node exceed the 2 slots per node (compute.slots_per_node)" in message
 
 
 def test_deprecated_distributed_backend_migrates_with_warning(project):
@@ -117,7 +146,7 @@ BAD_MANIFESTS = [  # (case, manifest lines after name/source_directory/entry_scr
     ("wrong_type_names_field_and_line", "node_count: many\n", ":4: node_count: Input should be a valid integer"),
     ("script_param_error_names_the_flag", "script_params:\n  --lr: {inptu: data}\n", ":5: script_params.--lr"),
     ("counts_of_zero_are_refused", "node_count: 0\n", "node_count: Input should be greater than or equal to 1"),
-    ("duplicate_key_is_an_error", "use_gpu: false\nname: other\n", ":5: duplicate key 'name'"),
+    ("duplicate_key_is_an_error", "use_gpu: false\nname: other\n", ":5: name: duplicate key 'name'"),
     ("model_path_must_stay_in_outputs", "model:\n  path: elsewhere/model\n", ":5: model.path: 'elsewhere/model' must stay inside outputs_dir 'outputs'"),
     ("backend_required_for_node_count", "node_count: 2\n", ":4: node_count: node_count > 1 needs a distributed backend"),
     ("backend_required_for_process_count", "process_count_per_node: 2\n", "process_count_per_node > 1 needs a distributed backend"),

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from runner.checksums import EntryKind, copy_tree, fresh_dir, kind_of, skipped_note
-from runner.errors import DiskFullError, FatalError, PreparingError, RegistryError
+from runner.errors import DiskFullError, FatalError, NotFoundError, PreparingError, RegistryError
 from runner.registry import Registry, checkout
 from runner.rundir import RunPaths
 from runner.store import Store

@@ -35,9 +35,9 @@ def test_example_trains_registers_and_is_reproducible(example, cli, home, tmp_pa
     epochs = [p["step"] for p in points if p["name"] == "val_accuracy" and p["source"] == "log"]
     assert epochs == list(range(1, 21))
     assert any(p["name"] == "tensorboard/validation/epoch_accuracy" for p in points)
-    for series in {(p["source"], p["name"]) for p in points}:  # as they came: TensorBoard's last
-        times = [p["time"] for p in points if (p["source"], p["name"]) == series]
-        assert times == sorted(times), series
+    for key in {(p["source"], p["name"]) for p in points}:  # as they came: TensorBoard's last
+        times = [p["time"] for p in points if (p["source"], p["name"]) == key]
+        assert times == sorted(times), key
     summary = json.loads((run_dir / "metrics.json").read_text())
     assert summary["primary"] == "test_accuracy"
     assert (run_dir / "workdir" / "outputs" / "model" / "digits.keras").exists()

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import history_damage as damage
+
 from conftest import TFTRAIN, tftrain
 
 pytestmark = pytest.mark.integration
@@ -80,32 +82,16 @@ def trained(template, home) -> Path:
     return manifest
 
 
-def _sql(statement: str):
-    def damage(db: Path) -> None:
-        with sqlite3.connect(db) as connection:
-            connection.execute(statement)
-        connection.close()
 
-    return damage
-
-
-def _truncate(db: Path) -> None:
-    data = db.read_bytes()
-    db.write_bytes(data[: len(data) // 2])
-
-
-def _directory(db: Path) -> None:
-    db.unlink()
-    db.mkdir()
 
 
 DAMAGE = {
-    "truncated": _truncate,
+    "truncated": damage.truncated,
     "garbage": lambda db: db.write_bytes(os.urandom(16384)),
     "text": lambda db: db.write_text("this is not a database\n" * 200),
-    "directory": _directory,
-    "dropped-column": _sql("ALTER TABLE runs DROP COLUMN exit_code"),
-    "invalid-json": _sql("UPDATE runs SET git = '{\"commit\": '"),
+    "directory": damage.directory,
+    "dropped-column": damage.sql("ALTER TABLE runs DROP COLUMN exit_code"),
+    "invalid-json": damage.sql("UPDATE runs SET git = '{\"commit\": '"),
 }
 COMMANDS = [("runs",), ("runs", "show", "demo-1"), ("logs", "demo-1"), ("metrics", "demo-1"), ("models",)]
 

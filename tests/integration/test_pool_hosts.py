@@ -198,7 +198,7 @@ def test_bad_pool_input_fails_before_anything_launches(cli, home, tmp_path):
     manifest.write_text(too_big.replace("process_count_per_node: 3", "process_count_per_node: 1"))
     check = cli("pool", "check", "-f", str(manifest))
     assert check.returncode == 20
-    assert f"host gpu-1 (127.0.0.1): unreachable over ssh" in check.stderr and "Connection refused" in check.stderr
+    assert "host gpu-1 (127.0.0.1): unreachable over ssh" in check.stderr and "Connection refused" in check.stderr
     result = cli("run", "-f", str(manifest))
     assert result.returncode == 20 and "the pool cannot run this job" in result.stderr
     assert "Traceback" not in result.stderr + check.stderr

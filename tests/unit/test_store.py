@@ -14,6 +14,7 @@ from runner.errors import HistoryError
 from runner.history import Owner, inspect, process_start
 from runner.rundir import merge_record
 from runner.store import Store
+from tests import history_damage as damage
 
 MANIFEST = json.dumps({"name": "demo", "entry_script": "train.py"})
 
@@ -99,35 +100,19 @@ def test_a_run_directory_is_never_reused(tmp_path):
     assert list((home / "runs" / "demo-7").iterdir()) == []
 
 
-def _truncate(db: Path) -> None:
-    data = db.read_bytes()
-    db.write_bytes(data[: len(data) // 3])
 
-
-def _sql(statement: str):
-    def damage(db: Path) -> None:
-        with sqlite3.connect(db) as connection:
-            connection.execute(statement)
-        connection.close()
-
-    return damage
-
-
-def _directory(db: Path) -> None:
-    db.unlink()
-    db.mkdir()
 
 
 DAMAGE = {
-    "truncated": (_truncate, "malformed"),
+    "truncated": (damage.truncated, "malformed"),
     "garbage": (lambda db: db.write_bytes(os.urandom(8192)), "file is not a database"),
     "text": (lambda db: db.write_text("runs: none\n" * 100), "file is not a database"),
-    "directory": (_directory, "a directory, not a file"),
-    "dropped-column": (_sql("ALTER TABLE runs DROP COLUMN status"), "table runs has no column status"),
-    "dropped-table": (_sql("DROP TABLE phases"), "no table phases"),
-    "bad-json-git": (_sql("UPDATE runs SET git = '{not json'"), "invalid JSON in runs.git of demo-1"),
-    "bad-json-manifest": (_sql("UPDATE runs SET manifest = '[1, 2]'"), "invalid JSON in runs.manifest of demo-1"),
-    "bad-json-info": (_sql("INSERT INTO models VALUES ('demo', 1, 'ready', 'demo-1', 0, '/x', 'nope')"), "invalid JSON in models.info of demo@v1"),
+    "directory": (damage.directory, "a directory, not a file"),
+    "dropped-column": (damage.sql("ALTER TABLE runs DROP COLUMN status"), "table runs has no column status"),
+    "dropped-table": (damage.sql("DROP TABLE phases"), "no table phases"),
+    "bad-json-git": (damage.sql("UPDATE runs SET git = '{not json'"), "invalid JSON in runs.git of demo-1"),
+    "bad-json-manifest": (damage.sql("UPDATE runs SET manifest = '[1, 2]'"), "invalid JSON in runs.manifest of demo-1"),
+    "bad-json-info": (damage.sql("INSERT INTO models VALUES ('demo', 1, 'ready', 'demo-1', 0, '/x', 'nope')"), "invalid JSON in models.info of demo@v1"),
 }
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from runner.archive import Extracted, extract_into
 from runner.errors import DockerError
 from runner.plan import ContainerSpec
+from runner.policy import Vanished
 
 LABEL_RUN = "tftrain.run-id"
 
@@ -127,7 +128,8 @@ class Container:
 
     def poll(self) -> int | None:
         """The exit code once the container has ended, else None. While its log stream is open
-        the container runs: the daemon is asked only once the stream has ended."""
+        the container runs: the daemon is asked only once the stream has ended. Vanished when the
+        daemon no longer knows the container."""
         if self.streamer is not None and self.streamer.is_alive():
             return None
         state = self.state()
@@ -148,11 +150,23 @@ class Container:
             pass  # gone already, or its daemon with it
 
     def state(self) -> dict:
+        """The daemon's State of the container; {} when the daemon did not answer this time (a
+        hiccup: asked again at the next poll). Vanished when it answers that the container is gone."""
+        import docker
+
         try:
             self.container.reload()
-            return self.container.attrs.get("State", {})
+        except docker.errors.NotFound:
+            raise Vanished(f"container {self.name} vanished (removed while the run was in progress)") from None
         except Exception:
             return {}
+        return self.container.attrs.get("State", {})
+
+    def ended(self) -> bool:
+        try:
+            return self.poll() is not None
+        except Vanished:
+            return True
 
     def __exit__(self, *exc) -> None:
         if self.container is None:
@@ -169,7 +183,7 @@ def stop_all(containers: list[Container], grace: float, force: threading.Event |
     """Stop them all at once: each gets the whole grace period, not a share of it. A daemon that
     does not answer (a host gone) holds nobody up for long. `force` set (a second signal to
     tftrain) kills them at once, also in the middle of the grace period."""
-    running = [container for container in containers if container.poll() is None]
+    running = [container for container in containers if not container.ended()]
     threads = [threading.Thread(target=container.stop, args=(grace,)) for container in running]
     for thread in threads:
         thread.start()

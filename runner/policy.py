@@ -42,6 +42,11 @@ def describe_code(code: int) -> str:
         return str(code)
 
 
+class Vanished(Exception):
+    """Raised by a poll for a process that is gone without an exit code (its container removed
+    under the run): nothing will ever end it, so the run must not wait for its deadline."""
+
+
 POLL_SECONDS = 0.1
 STOP_REST_SECONDS = 5.0
 
@@ -50,10 +55,14 @@ def supervise(poll, stop, policy: str, control) -> Outcome:
     """Watch a started plan until it is decided, canceled or out of time.
 
     `poll()` gives (task, exit code or None) for every process; `stop(grace)` stops them all:
-    termination, `grace` seconds, then kill."""
+    termination, `grace` seconds, then kill. A poll that raises Vanished fails the run at once."""
     while True:
         time.sleep(POLL_SECONDS)
-        codes = poll()
+        try:
+            codes = poll()
+        except Vanished as gone:
+            stop(min(control.grace_seconds, STOP_REST_SECONDS))
+            return Outcome("Failed", None, f"ended without an exit code: {gone}")
         outcome = decide(codes, policy)
         if outcome is not None:
             if any(code is None for _, code in codes):  # the rest (parameter servers) never end on their own

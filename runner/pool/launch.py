@@ -26,7 +26,7 @@ from runner.container import LABEL_RUN, Container, stop_all
 from runner.logger import Logger
 from runner.logpump import LineSink, LogPump
 from runner.plan import ContainerSpec, LaunchPlan, TaskSpec
-from runner.policy import supervise
+from runner.policy import Vanished, supervise
 from runner.pool.dispatch import PoolSession
 from runner.pool.watch import HostWatch
 from runner.targets import Outcome, RunControl, follow
@@ -191,7 +191,10 @@ def _code(code: int | None, lost: bool) -> int | None:
 
 def _ended_helper(helpers: list[Placed]) -> str | None:
     for item in helpers:
-        code = item.container.poll()
+        try:
+            code = item.container.poll()
+        except Vanished as gone:
+            return f"host {item.host}: {gone}"
         if code is not None:
             return f"host {item.host}: the node's container ended (exit code {code})"
     return None

@@ -20,7 +20,7 @@ from runner.logger import Logger
 from runner.logpump import LineSink, LogPump
 from runner.manifest import LoadedManifest
 from runner.plan import ContainerSpec, LaunchPlan, Mount, TaskSpec
-from runner.policy import supervise
+from runner.policy import Vanished, supervise
 from runner.rundir import RunPaths, RuntimePaths
 from runner.targets import Environment, Outcome, RunControl, follow
 
@@ -152,7 +152,14 @@ def _wait(started: list[tuple[TaskSpec, Container]], policy: str, control: RunCo
         policy,
         control,
     )
-    if outcome.status == "Failed" and any(c.state().get("OOMKilled") for c in containers):
+    if outcome.status == "Failed" and any(_out_of_memory(c) for c in containers):
         memory = spec.memory or "none"
         return Outcome("Failed", outcome.exit_code, f"killed: out of memory (compute.memory_limit: {memory})", outcome.rank)
     return outcome
+
+
+def _out_of_memory(container: Container) -> bool:
+    try:
+        return bool(container.state().get("OOMKilled"))
+    except Vanished:
+        return False

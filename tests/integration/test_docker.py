@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 
 from conftest import BASE_IMAGE, TFTRAIN
+from runner.container import Container
+from runner.plan import ContainerSpec
+from runner.policy import Vanished
 
 pytestmark = pytest.mark.integration
 
@@ -120,6 +123,40 @@ def test_cancel_stops_and_removes_the_container(docker_client, home, tmp_path):
     assert process.returncode == 12, err
     assert leftover_containers(docker_client, "digits-1") == []
     assert json.loads((home / "runs/digits-1/run.json").read_text())["status"] == "Canceled"
+
+
+def test_a_container_removed_under_the_run_fails_it_at_once(docker_client, home, tmp_path):
+    # the deadline is far away: the run must end because its container is gone, not by its clock
+    path = docker_manifest(tmp_path, SLEEPER, "max_run_duration_seconds: 600\ncompute:\n  kill_grace_seconds: 1\n")
+    process = subprocess.Popen([TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = home / "runs/digits-1/workdir/logs/0.log"
+    deadline = time.monotonic() + 120
+    while not (log.exists() and "ready" in log.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    [container] = leftover_containers(docker_client, "digits-1")
+    container.remove(force=True)
+    removed = time.monotonic()
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 10, err
+    assert time.monotonic() - removed < 30
+    # `docker rm -f` kills, then removes: the run sees whichever it asks about first
+    assert f"container {container.name} vanished" in err or "killed by SIGKILL" in err
+    assert json.loads((home / "runs/digits-1/run.json").read_text())["status"] == "Failed"
+
+
+def test_a_removed_container_has_vanished_rather_than_running(docker_client):
+    spec = ContainerSpec(image=BASE_IMAGE, mounts=(), user="", network_mode="none")
+    name = f"tftrain-test-vanished-{os.getpid()}"
+    with Container(docker_client, spec, ["sleep", "600"], {}, "/", name, {}) as container:
+        read_fd, write_fd = os.pipe()
+        container.start(write_fd)
+        assert container.poll() is None
+        docker_client.containers.get(name).remove(force=True)
+        container.streamer.join(timeout=30)
+        os.close(read_fd)
+        with pytest.raises(Vanished, match=f"container {name} vanished"):
+            container.poll()
+        assert container.ended()
 
 
 STUBBORN = """\

@@ -24,6 +24,11 @@ class TaskSpec:
     env: dict[str, str] = field(hash=False)
     cwd: str
 
+    def __post_init__(self) -> None:
+        # each task owns its environment: a dict shared with the planner (or another task) would
+        # change under the frozen spec when the planner goes on editing it
+        object.__setattr__(self, "env", dict(self.env))
+
     @property
     def label(self) -> str:
         """How its log lines are prefixed: `0` for an MPI rank, `worker 1` for a TF_CONFIG task."""

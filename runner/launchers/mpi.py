@@ -25,6 +25,8 @@ def plan(ctx: PlanContext) -> LaunchPlan:
     env = {**ctx.env, "TFTRAIN_METRICS_FILE": ctx.runtime.metrics_file("{rank}")}
     if uses_keras3(ctx.manifest.framework_version) and "TF_USE_LEGACY_KERAS" not in env:
         env["TF_USE_LEGACY_KERAS"] = "1"  # Horovod's Keras API needs tf-keras on TF ≥ 2.16
+    if training.network_interface and training.launcher != "horovodrun":
+        env["NCCL_SOCKET_IFNAME"] = training.network_interface
     tasks = []
     rank = 0
     for host, count in nodes.items():
@@ -55,7 +57,6 @@ def plan(ctx: PlanContext) -> LaunchPlan:
             argv += ["-mca", "plm_rsh_args", f"-p {ssh_port}"]
         if training.network_interface:
             argv += ["-mca", "btl_tcp_if_include", training.network_interface]
-            env["NCCL_SOCKET_IFNAME"] = training.network_interface
         for key in sorted(env):
             if key not in NEVER_EXPORTED:
                 argv += ["-x", key]

@@ -13,7 +13,7 @@ from runner.launchers.capacity import check_capacity, cpu_count, gpu_count
 from runner.logger import Logger
 from runner.argv import script_args
 from runner.manifest import load_manifest
-from runner.plan import PlanContext, build_plan
+from runner.plan import PlanContext, TaskSpec, build_plan
 from runner.rundir import RuntimePaths
 
 RUNTIME = RuntimePaths("/run/workdir", "/run/workdir/outputs", "/run/workdir/logs", "/run/metrics.d", "/run/py", {}, None, "/run/launch")
@@ -51,6 +51,22 @@ def test_mpi_hostfile_ssh_port_and_interface(project):
     assert argv[argv.index("plm_rsh_args") + 1] == "-p 2222"
     assert argv[argv.index("btl_tcp_if_include") + 1] == "eth1"
     assert plan.driver.env["NCCL_SOCKET_IFNAME"] == "eth1" and "NCCL_SOCKET_IFNAME" in argv
+
+
+def test_mpi_tasks_own_their_environment(project):
+    plan = plan_for(project, MPI + "  network_interface: eth1\n")
+    specs = [*plan.tasks, plan.driver]
+    assert all(spec.env["NCCL_SOCKET_IFNAME"] == "eth1" for spec in specs)  # every rank gets mpirun's environment
+    assert len({id(spec.env) for spec in specs}) == len(specs)
+    plan.tasks[0].env["EDITED"] = "1"
+    assert all("EDITED" not in spec.env for spec in specs[1:])
+
+
+def test_a_task_spec_keeps_the_environment_it_was_built_with():
+    env = {"A": "1"}
+    task = TaskSpec("main", 0, 0, "localhost", ("python", "train.py"), env, "/run/workdir")
+    env["A"] = "2"
+    assert task.env == {"A": "1"}
 
 
 def test_horovodrun_launcher(project):

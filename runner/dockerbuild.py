@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import tarfile
 from collections.abc import Iterator
@@ -9,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from runner import services
+from runner.checksums import sha256_file
 from runner.errors import BuildError, DockerError
 from runner.images import ImageSpec
 from runner.logger import Logger
@@ -55,6 +57,18 @@ def build_code_image(client, base_tag: str, trees: dict[str, Path], tag: str, lo
 
 
 _TREE_TARGETS = {"workspace": "/workspace", "runner": "/tftrain/python/runner"}
+
+
+def trees_digest(trees: dict[str, Path]) -> str:
+    """sha256 over what build_code_image copies from `trees`, names and contents, caches left out
+    as the build context leaves them out: the code image's tag changes with any of them (the
+    snapshot, or tftrain's runner after an upgrade), and not with a fresh __pycache__."""
+    digest = hashlib.sha256()
+    for name, root in sorted(trees.items()):
+        files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.relative_to(root).parts)
+        for path in files:
+            digest.update(f"{sha256_file(path)}  {name}/{path.relative_to(root).as_posix()}\n".encode())
+    return digest.hexdigest()
 
 
 def push_image(client, tag: str, logger: Logger) -> None:

@@ -7,7 +7,6 @@ Outputs stay in the pods: write what must be kept to a volume or object storage.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import time
 from pathlib import Path
@@ -16,7 +15,6 @@ import yaml
 
 import runner
 from runner import kubernetes as render
-from runner.checksums import sums_of
 from runner.errors import UnsupportedError
 from runner.kubeclient import KubeJob
 from runner.logger import Logger
@@ -65,11 +63,11 @@ def environment(loaded: LoadedManifest, base: str, paths: RunPaths, logger: Logg
     if dry_run:
         image = f"{spec.registry or '<registry>'}/{training.image}-code"
         return dataclasses.replace(training, image=image, description=f"{training.description}, code image {image}")
-    from runner.dockerbuild import build_code_image, existing_image, push_image
+    from runner.dockerbuild import build_code_image, existing_image, push_image, trees_digest
     from runner.container import docker_client
 
     trees = {"workspace": paths.workdir, "runner": Path(runner.__file__).parent}
-    code = hashlib.sha256(repr(sorted(sums_of(paths.workdir).items())).encode() + runner.__version__.encode()).hexdigest()
+    code = trees_digest(trees)
     repository, _, env_tag = training.image.rpartition(":")
     tag = f"{spec.registry}/{repository}:{env_tag[:12]}-{code[:12]}"
     client = docker_client()

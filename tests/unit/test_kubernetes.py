@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import types
 from pathlib import Path
 
 import jsonschema
@@ -102,3 +103,44 @@ def test_run_needs_a_way_to_ship_the_code(project, cli, home, monkeypatch, tmp_p
     assert result.returncode == 7
     assert "compute.kubernetes: set registry" in result.stderr
     assert not (home / "runs").exists()
+
+
+def test_the_code_image_changes_with_the_shipped_runner(tmp_path, monkeypatch):
+    # an upgrade of tftrain (same version string, new runner files) must not reuse the old image
+    import runner
+    from runner import container, dockerbuild
+    from runner.targets import Environment, docker
+    from runner.targets import kubernetes as target
+
+    workdir, shipped = tmp_path / "workdir", tmp_path / "site" / "runner"
+    workdir.mkdir()
+    (workdir / "train.py").write_text("print('train')\n")
+    shipped.mkdir(parents=True)
+    (shipped / "__init__.py").write_text("")
+    (shipped / "plan.py").write_text("OLD = 1\n")
+    monkeypatch.setattr(runner, "__file__", str(shipped / "__init__.py"))
+    training = Environment("python", "image", True, isolated=True, image="tftrain/digits:0123456789abcdef")
+    monkeypatch.setattr(docker, "environment", lambda *args: training)
+    monkeypatch.setattr(container, "docker_client", lambda: None)
+    monkeypatch.setattr(dockerbuild, "existing_image", lambda client, tag: None)
+    built = []
+    monkeypatch.setattr(dockerbuild, "build_code_image", lambda client, base, trees, tag, *rest: built.append((tag, trees)))
+    monkeypatch.setattr(dockerbuild, "push_image", lambda *args: None)
+    kubernetes = types.SimpleNamespace(image=None, registry="registry.example:5000")
+    loaded = types.SimpleNamespace(manifest=types.SimpleNamespace(compute=types.SimpleNamespace(kubernetes=kubernetes)))
+    paths = types.SimpleNamespace(workdir=workdir, prepare_log=tmp_path / "prepare.log")
+
+    def code_image() -> str:
+        return target.environment(loaded, "base", paths, None, False).image
+
+    first = code_image()
+    assert code_image() == first
+    (shipped / "__pycache__").mkdir()
+    (shipped / "__pycache__" / "plan.cpython-312.pyc").write_bytes(b"compiled")
+    assert code_image() == first  # not shipped (the build context leaves caches out)
+    (shipped / "plan.py").write_text("NEW = 2\n")
+    upgraded = code_image()
+    assert upgraded != first and upgraded.startswith("registry.example:5000/tftrain/digits:0123456789ab-")
+    (workdir / "train.py").write_text("print('changed')\n")
+    assert code_image() not in (first, upgraded)
+    assert built[0][1]["runner"] == shipped

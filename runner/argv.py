@@ -1,4 +1,5 @@
-"""script_params → an argv list. Nothing here (or anywhere) goes through a shell."""
+"""script_params → an argv list. Nothing here (or anywhere) goes through a shell. The whole argv
+(interpreter, script, these arguments) is PlanContext.script_argv."""
 
 from __future__ import annotations
 
@@ -6,15 +7,6 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from runner.manifest.model import InputRef, Manifest, ResumeRef
-
-
-def script_argv(
-    manifest: Manifest,
-    python: str,
-    input_paths: Mapping[str, Path] | None = None,
-    resume_path: Path | None = None,
-) -> list[str]:
-    return [python, script_path(manifest.entry_script), *script_args(manifest, input_paths, resume_path)]
 
 
 def script_path(entry_script: str) -> str:

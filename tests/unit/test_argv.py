@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from runner.argv import script_argv, script_path
+from runner.argv import script_args, script_path
 from runner.manifest import load_manifest
+from runner.plan import PlanContext
 
 HOSTILE = {
     "--cmd": "$(touch /tmp/pwned-subst)",
@@ -19,6 +20,12 @@ HOSTILE = {
     "--env": "${{ env.SECRET }} $HOME",
     "--glob": "*",
 }
+
+
+def script_argv(manifest, python: str, inputs: dict | None = None, resume: Path | None = None) -> list[str]:
+    """The training's argv as the run plans it (runner.prepare builds the same PlanContext)."""
+    ctx = PlanContext(manifest, "local", python, None, {}, tuple(script_args(manifest, inputs, resume)))
+    return list(ctx.script_argv)
 
 
 def _yaml_params(params: dict) -> str:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 
 def git_info(path: Path) -> dict:
+    if not _in_checkout(path):  # GitPython takes longer to import than the script to start
+        return {}
     try:
         import git
     except ImportError:  # GitPython needs the git executable
@@ -30,3 +33,10 @@ def git_info(path: Path) -> dict:
         "tags": tags,
         "dirty": repo.is_dirty(untracked_files=True),
     }
+
+
+def _in_checkout(path: Path) -> bool:
+    if os.environ.get("GIT_DIR"):
+        return True
+    path = Path(path).absolute()
+    return any((folder / ".git").exists() for folder in (path, *path.parents))

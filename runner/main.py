@@ -3,48 +3,59 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
 import runner
-from runner.commands import (
-    doctor, github, images, importing, logs, metrics, models, plan, pool, publish, run, runs, schema, validate,
-)
 from runner.errors import FatalError
-from runner.logger import Logger
 
+# Each command's module is imported only when that command runs: `tftrain --version` and the
+# start of `tftrain run` must not pay for rich, docker, GitHub or the registry.
 COMMANDS = {
-    "run": run,
-    "plan": plan,
-    "validate": validate,
-    "schema": schema,
-    "runs": runs,
-    "logs": logs,
-    "metrics": metrics,
-    "models": models,
-    "images": images,
-    "pool": pool,
-    "github": github,
-    "publish": publish,
-    "import": importing,
-    "doctor": doctor,
+    "run": ("runner.commands.run", "train from the manifest and register the model"),
+    "plan": ("runner.commands.plan", "print the environment, Dockerfile and launch commands; run nothing"),
+    "validate": ("runner.commands.validate", "check the manifest"),
+    "schema": ("runner.commands.schema", "print the manifest's JSON Schema"),
+    "runs": ("runner.commands.runs", "list runs, or show one"),
+    "logs": ("runner.commands.logs", "print a run's log"),
+    "metrics": ("runner.commands.metrics", "print a run's metrics"),
+    "models": ("runner.commands.models", "list registered models, pull or register one"),
+    "images": ("runner.commands.images", "list the training images tftrain built, or prune old ones"),
+    "pool": ("runner.commands.pool", "the runner pool (compute.target: pool): status, preflight, schema"),
+    "github": ("runner.commands.github", "GitHub steps of the action: fork policy, pull-request comment"),
+    "publish": ("runner.commands.publish", "publish a run's model to GitHub Releases (resumes a stopped publish)"),
+    "import": ("runner.commands.importing", "write a tftrain.yml from another system's job definition"),
+    "doctor": ("runner.commands.doctor", "check the run history; rebuild it from the run directories if damaged"),
 }
 
 
-def parser() -> argparse.ArgumentParser:
+def command_module(name: str):
+    return importlib.import_module(COMMANDS[name][0])
+
+
+def parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or, given argv, only the options of the command it names (the
+    others are listed by name and help alone, so that their modules are not imported)."""
+    chosen = None if argv is None else next((arg for arg in argv if not arg.startswith("-")), None)
     top = argparse.ArgumentParser(prog="tftrain", description="Train TensorFlow models from a manifest.")
     top.add_argument("--version", action="version", version=f"tftrain {runner.__version__}")
     sub = top.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for module in COMMANDS.values():
-        module.add_parser(sub)
+    for name, (_, text) in COMMANDS.items():
+        command = sub.add_parser(name, help=text)
+        if argv is None or name == chosen:
+            command_module(name).add_arguments(command)
     return top
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parser(argv).parse_args(argv)
+    from runner.logger import Logger
+
     logger = Logger()
     try:
-        return COMMANDS[args.command].run(args, logger)
+        return command_module(args.command).run(args, logger)
     except FatalError as exc:
         if not getattr(exc, "annotated", False):  # a failed run annotated itself, at the script's line
             logger.annotate_located("error", str(exc))

@@ -9,6 +9,7 @@ import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runner.diagnose import ScriptError, last_traceback, tail_text
 from runner.errors import (
@@ -25,15 +26,17 @@ from runner.metrics.metricsfile import MetricsFileFollower, mask_metrics_files
 from runner.metrics.parsers import LogMetricParser
 from runner.metrics.recorder import MetricsRecorder
 from runner.metrics.summary import primary_metric
-from runner.metrics.tensorboard import event_scalar_batches
 from runner.paths import tftrain_home
 from runner.prepare import Prepared, check_runnable, prepare
 from runner.processes import become_subreaper, run_cgroup_name
-from runner.registry import ModelVersion, Registry
-from runner.report import show_metrics, summary_markdown
 from runner.rundir import RunPaths, merge_record, writing
 from runner.store import TERMINAL, Store
 from runner.targets import Outcome, RunControl, reservation, target_for
+
+# What only runs after the training (TensorBoard events, the registry, the rendered summary)
+# is imported there: the script starts sooner.
+if TYPE_CHECKING:
+    from runner.registry import ModelVersion
 
 EXIT_CODES = {"Completed": 0, "Failed": TrainingFailed.exit_code, "TimedOut": TrainingTimedOut.exit_code, "Canceled": TrainingCanceled.exit_code}
 
@@ -190,6 +193,9 @@ def _rank_groups(logger: Logger, plan, paths: RunPaths) -> None:
 
 
 def _post_process(loaded, paths, recorder, outcome, run_id, prepared, store, logger):
+    from runner.metrics.tensorboard import event_scalar_batches
+    from runner.report import show_metrics
+
     if paths.logs.exists():
         try:
             for batch in event_scalar_batches(paths.logs):
@@ -209,6 +215,8 @@ def _post_process(loaded, paths, recorder, outcome, run_id, prepared, store, log
 
 def _register(loaded, paths, outcome, run_id, prepared, store, logger, summary) -> ModelVersion | None:
     """On Completed, the model at model.path becomes the next version (odd entries skipped, listed)."""
+    from runner.registry import Registry
+
     model = None
     spec = loaded.manifest.model
     model_path = paths.workdir / spec.path
@@ -271,6 +279,8 @@ def _report(logger: Logger, loaded: LoadedManifest, result: RunResult, error: Sc
 
 
 def _write_record(paths, store, run_id, outcome, exit_code, message, model, summary, git, points) -> None:
+    from runner.report import summary_markdown
+
     # the store keeps run.json (status, phases, owner, manifest) from the start: the results join it
     merge_record(paths.record, {"model": model.label if model else None, "metrics": summary, "git": git})
     phases = store.phases(run_id)

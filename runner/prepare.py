@@ -21,7 +21,6 @@ from runner.launchers.capacity import check_capacity
 from runner.logger import Logger
 from runner.manifest import LoadedManifest, effective_target
 from runner.plan import LaunchPlan, PlanContext, build_plan
-from runner.resume import resolve_resume
 from runner.rundir import RunPaths, RuntimePaths
 from runner.snapshot import LARGE_SNAPSHOT, take_snapshot
 from runner.store import Store
@@ -60,6 +59,8 @@ def prepare(
     inputs = fetch_inputs(loaded, logger, dry_run)
     resume = None
     if manifest.resume_from:
+        from runner.resume import resolve_resume  # the registry, only when resuming
+
         resume = paths.root / "resume" if dry_run else resolve_resume(manifest.resume_from, loaded.base_dir, store, paths.root / "resume", logger)
         logger.info(f"resuming from {manifest.resume_from}: {resume}")
     secrets = secret_values(loaded, dry_run)

@@ -1,4 +1,4 @@
-"""One module per `tftrain` subcommand; each has `add_parser(subparsers)` and `run(args, logger)`."""
+"""One module per `tftrain` subcommand (listed in runner.main); each has `add_arguments(parser)` and `run(args, logger)`."""
 
 from __future__ import annotations
 

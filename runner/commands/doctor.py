@@ -8,8 +8,7 @@ from runner.paths import tftrain_home
 from runner.store import DB_NAME, Store
 
 
-def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("doctor", help="check the run history; rebuild it from the run directories if damaged")
+def add_arguments(parser) -> None:
     parser.add_argument("--rebuild", action="store_true", help="rebuild it even when it looks healthy (the old one is kept)")
 
 

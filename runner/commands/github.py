@@ -15,8 +15,7 @@ from runner.rundir import RunPaths
 from runner.store import Store
 
 
-def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("github", help="GitHub steps of the action: fork policy, pull-request comment")
+def add_arguments(parser) -> None:
     sub = parser.add_subparsers(dest="github_command", required=True)
     check = sub.add_parser("check", help="refuse a fork's pull request unless allowed")
     check.add_argument("--allow-forks", default=os.environ.get("INPUT_ALLOW_FORKS", "false"))

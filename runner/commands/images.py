@@ -10,8 +10,7 @@ from runner.images import LABEL
 HASH_LABEL = f"{LABEL}.content-hash"
 
 
-def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("images", help="list the training images tftrain built, or prune old ones")
+def add_arguments(parser) -> None:
     sub = parser.add_subparsers(dest="images_command")
     prune = sub.add_parser("prune", help="remove all but the newest images of each model")
     prune.add_argument("--keep", type=int, default=1, help="newest images to keep per model name (default 1)")

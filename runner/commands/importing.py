@@ -13,8 +13,7 @@ from runner.manifest import DEFAULT_NAME, load_manifest
 REPORT_NAME = "tftrain-import-report.md"
 
 
-def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("import", help="write a tftrain.yml from another system's job definition")
+def add_arguments(parser) -> None:
     sub = parser.add_subparsers(dest="import_from", metavar="FROM")
     sub.required = True
     azureml = sub.add_parser(

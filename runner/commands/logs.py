@@ -14,8 +14,7 @@ FOLLOW_POLL = 0.2
 LOST_CHECK_POLLS = 10
 
 
-def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("logs", help="print a run's log")
+def add_arguments(parser) -> None:
     parser.add_argument("run", help="run id, run number, or latest")
     parser.add_argument("--rank", type=int, default=0, help="which process (default 0)")
     parser.add_argument("--follow", action="store_true", help="keep printing until the run ends")

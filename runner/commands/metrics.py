@@ -8,8 +8,7 @@ from runner.rundir import RunPaths
 from runner.store import Store
 
 
-def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("metrics", help="print a run's metrics")
+def add_arguments(parser) -> None:
     parser.add_argument("run", help="run id, run number, or latest")
     parser.add_argument("--json", action="store_true", help="print JSON lines (name, value, step, time, source)")
 

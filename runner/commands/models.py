@@ -15,8 +15,7 @@ from runner.rundir import RunPaths
 from runner.store import Store
 
 
-def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("models", help="list registered models, pull or register one")
+def add_arguments(parser) -> None:
     sub = parser.add_subparsers(dest="models_command")
     listing = sub.add_parser("list", help="list models (the default)")
     listing.add_argument("name", nargs="?", help="only this model")

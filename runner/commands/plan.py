@@ -16,8 +16,7 @@ from runner.templates import render
 RUN_DIR = Path("$RUN_DIR")
 
 
-def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("plan", help="print the environment, Dockerfile and launch commands; run nothing")
+def add_arguments(parser) -> None:
     add_manifest_arg(parser, target=True)
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
     parser.add_argument("--output-dir", type=Path, help="also write plan.json, the Dockerfile and one launch script per task")

@@ -14,8 +14,7 @@ from runner.pool.probe import HostStatus, preflight
 from runner.pool.schedule import eligible
 
 
-def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("pool", help="the runner pool (compute.target: pool): status, preflight, schema")
+def add_arguments(parser) -> None:
     sub = parser.add_subparsers(dest="pool_command", required=True)
     for name, text in (("status", "every host: ssh, docker, NVIDIA runtime, driver, GPUs free, jobs"),
                        ("check", "preflight: fail naming the first host that cannot run (the manifest's) jobs")):

@@ -15,8 +15,7 @@ from runner.s3store import S3Target
 from runner.store import Store
 
 
-def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("publish", help="publish a run's model to GitHub Releases (resumes a stopped publish)")
+def add_arguments(parser) -> None:
     parser.add_argument("--run", default="latest", help="run id (default: latest)")
     parser.add_argument("--force", action="store_true", help="publish although the checkout had uncommitted changes")
     parser.add_argument(

@@ -7,8 +7,7 @@ from runner.errors import error_class
 from runner.pipeline import run_manifest
 
 
-def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("run", help="train from the manifest and register the model")
+def add_arguments(parser) -> None:
     add_manifest_arg(parser, target=True)
 
 

@@ -14,8 +14,7 @@ from runner.rundir import RunPaths
 from runner.store import Store
 
 
-def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("runs", help="list runs, or show one")
+def add_arguments(parser) -> None:
     sub = parser.add_subparsers(dest="runs_command")
     parser.add_argument("--limit", type=int, default=30, help="how many runs to list (default 30)")
     show = sub.add_parser("show", help="phases, metrics and files of one run")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from runner.manifest import json_schema
 
 
-def add_parser(subparsers) -> None:
-    subparsers.add_parser("schema", help="print the manifest's JSON Schema")
+def add_arguments(parser) -> None:
+    """No options."""
 
 
 def run(args, logger) -> int:

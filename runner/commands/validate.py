@@ -5,8 +5,7 @@ from __future__ import annotations
 from runner.commands import add_manifest_arg, load
 
 
-def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("validate", help="check the manifest")
+def add_arguments(parser) -> None:
     add_manifest_arg(parser)
 
 

@@ -1,0 +1,120 @@
+"""How fast tftrain starts: `tftrain --version` against `python -c pass`, and the time from
+launching `tftrain run` until the script's first line reaches stdout against `python train.py`
+(and, with --mlflow, against `mlflow run --env-manager local` on the same script). Medians of
+--rounds repetitions, alternating, printed as ratios from this one run: the machine's load
+cancels out. Goals: --version ≤ 0.10 s, first line ≤ 0.15 s.
+
+    .venv/bin/python bench/startup.py [--rounds N] [--mlflow]
+
+--mlflow builds its own virtualenv (<tmp>/.bench-venv, kept between runs) with pip; mlflow is
+never installed into tftrain's environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+TFTRAIN = str(Path(sys.executable).parent / "tftrain")
+FIRST_LINE = "tftrain-bench-first-line"
+LIMIT_SECONDS = 60  # one launch; the bench never hangs on a stuck one
+
+
+def elapsed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, timeout=LIMIT_SECONDS)
+    return time.perf_counter() - started
+
+
+def first_line(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
+    """Seconds from launch until FIRST_LINE appears on stdout; the rest of the run is waited for."""
+    started = time.perf_counter()
+    with subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:
+        seen = None
+        for line in proc.stdout:
+            if seen is None and FIRST_LINE.encode() in line:
+                seen = time.perf_counter() - started
+        proc.wait(timeout=LIMIT_SECONDS)
+    if seen is None:
+        raise SystemExit(f"{' '.join(argv)}: the script's line never appeared (exit {proc.returncode})")
+    return seen
+
+
+def project(root: Path) -> Path:
+    folder = root / "demo"
+    (folder / "src").mkdir(parents=True, exist_ok=True)
+    (folder / "src" / "train.py").write_text(f"print({FIRST_LINE!r}, flush=True)\n")
+    (folder / "tftrain.yml").write_text("name: demo\nsource_directory: src\nentry_script: train.py\n")
+    (folder / "MLproject").write_text("name: demo\nentry_points:\n  main:\n    command: python src/train.py\n")
+    return folder
+
+
+def mlflow_venv(root: Path) -> Path | None:
+    """A virtualenv of its own with mlflow, built once; None (with a note) where pip cannot."""
+    venv = root / ".bench-venv"
+    mlflow = venv / "bin" / "mlflow"
+    if mlflow.exists():
+        return mlflow
+    print(f"building {venv} with mlflow (once)…", file=sys.stderr)
+    try:
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "mlflow"], check=True, timeout=900)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        print(f"mlflow comparison skipped: {exc}", file=sys.stderr)
+        return None
+    return mlflow
+
+
+def median(samples: list[float]) -> float:
+    return statistics.median(samples)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--mlflow", action="store_true", help="also time `mlflow run --env-manager local`")
+    parser.add_argument("--keep", type=Path, help="a folder kept between runs (the mlflow virtualenv lives there)")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="tftrain-startup-") as tmp:
+        root = args.keep or Path(tmp)
+        folder = project(Path(tmp))
+        env = {**os.environ, "TFTRAIN_HOME": str(Path(tmp) / "home"), "PYTHONPATH": str(REPO)}
+        env.pop("GITHUB_ACTIONS", None)
+        mlflow = mlflow_venv(root) if args.mlflow else None
+        mlflow_env = {**env, "MLFLOW_TRACKING_URI": f"sqlite:///{Path(tmp) / 'mlflow.db'}"}
+
+        cases = {
+            "python -c pass": lambda: elapsed([sys.executable, "-c", "pass"], folder, env),
+            "tftrain --version": lambda: elapsed([TFTRAIN, "--version"], folder, env),
+            "python train.py: first line": lambda: first_line([sys.executable, "src/train.py"], folder, env),
+            "tftrain run: first line": lambda: first_line([TFTRAIN, "run"], folder, env),
+        }
+        if mlflow is not None:
+            cases["mlflow run: first line"] = lambda: first_line([str(mlflow), "run", ".", "--env-manager", "local"], folder, mlflow_env)
+        samples: dict[str, list[float]] = {name: [] for name in cases}
+        cases["tftrain run: first line"]()  # the store and its schema exist before timing starts
+        for _ in range(args.rounds):  # alternating: a burst of load hits every case alike
+            for name, case in cases.items():
+                samples[name].append(case())
+
+    medians = {name: median(values) for name, values in samples.items()}
+    for name, value in medians.items():
+        print(f"{name:32} {value * 1000:8.1f} ms  (median of {args.rounds})")
+    base, script = medians["python -c pass"], medians["python train.py: first line"]
+    print(f"tftrain --version / python -c pass:        {medians['tftrain --version'] / base:5.1f}x")
+    print(f"tftrain run / python train.py, first line: {medians['tftrain run: first line'] / script:5.1f}x")
+    if "mlflow run: first line" in medians:
+        print(f"mlflow run / tftrain run, first line:      {medians['mlflow run: first line'] / medians['tftrain run: first line']:5.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -26,11 +26,12 @@ def run(args, logger: Logger) -> int:
     loaded = load(args, logger)
     manifest = loaded.manifest
     paths = RunPaths(RUN_DIR, manifest.outputs_dir, manifest.logs_dir)
-    quiet = Logger(open("/dev/null", "w"))  # dry-run chatter ("environment: …") stays out of the plan
-    try:
-        prepared = prepare(loaded, check_runnable(loaded, dry_run=True), "$RUN_ID", paths, None, quiet, dry_run=True)
-    finally:
-        quiet.flush()
+    with open("/dev/null", "w") as discarded:
+        quiet = Logger(discarded)  # dry-run chatter ("environment: …") stays out of the plan
+        try:
+            prepared = prepare(loaded, check_runnable(loaded, dry_run=True), "$RUN_ID", paths, None, quiet, dry_run=True)
+        finally:
+            quiet.flush()
     document = {"manifest": str(loaded.path), "environment": prepared.env.description, **prepared.plan.to_dict()}
     dockerfile = prepared.env.details.get("dockerfile")
     if prepared.env.image:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 
 from conftest import TFTRAIN
@@ -25,6 +26,16 @@ def test_plan_prints_the_commands_without_running(project, cli, home):
     document = json.loads(cli("plan", "-f", str(path), "--json").stdout)
     assert document["tasks"][0]["argv"][1:] == ["train.py", "--epochs", "3"]
     assert not (home / "runs").exists()
+
+
+def test_plan_closes_what_it_opens(project, home):
+    # the dry run's quiet logger writes to /dev/null: that file is closed, not left to the collector
+    result = subprocess.run(
+        [sys.executable, "-W", "always::ResourceWarning", "-m", "runner", "plan", "-f", str(project())],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "ResourceWarning" not in result.stderr
 
 
 def test_unknown_run_and_model(cli, home):

@@ -7,6 +7,7 @@ source snapshot at /workspace (see README: "Scaling out on Kubernetes").
 
 from __future__ import annotations
 
+import math
 import re
 
 import yaml
@@ -47,11 +48,20 @@ def to_yaml(documents: list[dict]) -> str:
     return yaml.safe_dump_all(documents, sort_keys=False)
 
 
+DEADLINE_MARGIN_SECONDS = 60
+
+
 def _run_policy(manifest: Manifest) -> dict:
     policy: dict = {"cleanPodPolicy": "Running", "backoffLimit": 0}
     if manifest.max_run_duration_seconds:
-        policy["activeDeadlineSeconds"] = manifest.max_run_duration_seconds
+        # tftrain's own clock ends the run (TimedOut); the operator's is a backstop for a tftrain
+        # that is gone, so it is set later: the limit, the grace period to stop, and a margin
+        policy["activeDeadlineSeconds"] = backstop_deadline(manifest)
     return policy
+
+
+def backstop_deadline(manifest: Manifest) -> int:
+    return manifest.max_run_duration_seconds + math.ceil(manifest.compute.kill_grace_seconds) + DEADLINE_MARGIN_SECONDS
 
 
 def _tfjob(plan: LaunchPlan, manifest: Manifest, metadata: dict) -> dict:

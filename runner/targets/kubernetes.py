@@ -106,7 +106,11 @@ def execute(plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control
         if state is not None:
             _follow_new_pods(job, plan, pump, sinks, streams)
             _drain(streams)
-            return Outcome("Completed", 0, None) if state == "Succeeded" else Outcome("Failed", 1, message or "the job failed")
+            if state == "Succeeded":
+                return Outcome("Completed", 0, None)
+            if _past_deadline(control, message):  # the operator's backstop fired before our own clock was read
+                return Outcome("TimedOut", None, f"max_run_duration_seconds ({control.limit_seconds}s) reached; {message}")
+            return Outcome("Failed", 1, message or "the job failed")
         stopped = None
         if control.cancel.is_set():
             stopped = Outcome("Canceled", None, "canceled by a signal to tftrain; the job was deleted")
@@ -116,6 +120,14 @@ def execute(plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control
             job.delete()
             _drain(streams)
             return stopped
+
+
+def _past_deadline(control: RunControl, message: str) -> bool:
+    """The job failed because its time was up: our deadline has passed, or the operator says its
+    activeDeadlineSeconds was ("… was active longer than specified deadline")."""
+    if control.limit_seconds is None:
+        return False
+    return (control.deadline is not None and time.monotonic() >= control.deadline) or "longer than specified deadline" in message
 
 
 def _follow_new_pods(job: KubeJob, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], streams: dict) -> None:

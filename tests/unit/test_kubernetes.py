@@ -144,3 +144,58 @@ def test_the_code_image_changes_with_the_shipped_runner(tmp_path, monkeypatch):
     (workdir / "train.py").write_text("print('changed')\n")
     assert code_image() not in (first, upgraded)
     assert built[0][1]["runner"] == shipped
+
+
+def test_the_operators_deadline_is_a_backstop_after_ours(project):
+    from runner.kubernetes import _run_policy
+    from runner.manifest import load_manifest
+
+    manifest = load_manifest(project(manifest="max_run_duration_seconds: 600\ncompute:\n  kill_grace_seconds: 30\n")).manifest
+    assert _run_policy(manifest)["activeDeadlineSeconds"] > 600 + 30
+
+
+class FakeJob:
+    """A job whose operator answers Failed at the first look, as when its activeDeadlineSeconds fired."""
+
+    def __init__(self, message: str) -> None:
+        self.message, self.namespace, self.name, self.deleted = message, "training", "x", False
+
+    def create(self) -> None:
+        pass
+
+    def status(self):
+        return "Failed", self.message
+
+    def pods(self):
+        return []
+
+    def delete(self) -> None:
+        self.deleted = True
+
+
+def run_against(monkeypatch, job: FakeJob, deadline_passed: bool):
+    import time
+
+    from runner.targets import RunControl
+    from runner.targets import kubernetes as target
+
+    document = {"kind": "TFJob", "metadata": {"labels": {"tftrain/model": "m"}}}
+    plan = types.SimpleNamespace(files={"kubernetes.yaml": yaml.safe_dump(document)}, tasks=[types.SimpleNamespace(env={})], secret_names=frozenset())
+    monkeypatch.setattr(target, "KubeJob", lambda config, document: job)
+    monkeypatch.setattr(target, "POLL_SECONDS", 0.0)
+    offset = -1 if deadline_passed else 600
+    control = RunControl(marker="m", grace_seconds=1, limit_seconds=5, deadline=time.monotonic() + offset)
+    logger = types.SimpleNamespace(info=lambda *args, **kwargs: None)
+    return target.execute(plan, None, {}, control, logger)
+
+
+def test_the_operators_deadline_still_ends_the_run_timed_out(monkeypatch):
+    from runner.pipeline import EXIT_CODES
+
+    operator = "TFJob training/x has failed because it was active longer than specified deadline"
+    outcome = run_against(monkeypatch, FakeJob(operator), deadline_passed=True)
+    assert outcome.status == "TimedOut" and EXIT_CODES[outcome.status] == 11
+    assert outcome.message.startswith("max_run_duration_seconds (5s) reached")
+    assert run_against(monkeypatch, FakeJob(operator), deadline_passed=False).status == "TimedOut"
+    failed = run_against(monkeypatch, FakeJob("TFJob training/x has failed because 1 Worker replica(s) failed."), deadline_passed=False)
+    assert failed.status == "Failed" and failed.exit_code == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from pathlib import Path
 
@@ -23,3 +24,13 @@ def sql(statement: str):
 def directory(db: Path) -> None:
     db.unlink()
     db.mkdir()
+
+
+def digest(directory: Path) -> str:
+    """One hash of a directory's names and contents: a run or version directory left untouched."""
+    sha = hashlib.sha256()
+    for path in sorted(directory.rglob("*")):
+        sha.update(str(path.relative_to(directory)).encode())
+        if path.is_file():
+            sha.update(path.read_bytes())
+    return sha.hexdigest()

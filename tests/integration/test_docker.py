@@ -40,6 +40,16 @@ def leftover_containers(client, run_id: str) -> list:
     return client.containers.list(all=True, filters={"label": f"tftrain.run-id={run_id}"})
 
 
+def started_until_ready(path: Path, home: Path) -> subprocess.Popen:
+    """`tftrain run` started in the background, once its script (run digits-1) printed "ready"."""
+    process = subprocess.Popen([TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = home / "runs/digits-1/workdir/logs/0.log"
+    deadline = time.monotonic() + 120
+    while not (log.exists() and "ready" in log.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return process
+
+
 def test_example_in_docker_builds_once_and_caches(docker_client, cli, home, repo, tmp_path):
     source = tmp_path / "example"
     shutil.copytree(repo / "examples" / "mnist-keras", source)
@@ -113,11 +123,7 @@ def test_time_limit_stops_and_removes_the_container(docker_client, cli, home, tm
 
 def test_cancel_stops_and_removes_the_container(docker_client, home, tmp_path):
     path = docker_manifest(tmp_path, SLEEPER, "compute:\n  kill_grace_seconds: 1\n")
-    process = subprocess.Popen([TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    log = home / "runs/digits-1/workdir/logs/0.log"
-    deadline = time.monotonic() + 120
-    while not (log.exists() and "ready" in log.read_text()) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    process = started_until_ready(path, home)
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=60)
     assert process.returncode == 12, err
@@ -128,11 +134,7 @@ def test_cancel_stops_and_removes_the_container(docker_client, home, tmp_path):
 def test_a_container_removed_under_the_run_fails_it_at_once(docker_client, home, tmp_path):
     # the deadline is far away: the run must end because its container is gone, not by its clock
     path = docker_manifest(tmp_path, SLEEPER, "max_run_duration_seconds: 600\ncompute:\n  kill_grace_seconds: 1\n")
-    process = subprocess.Popen([TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    log = home / "runs/digits-1/workdir/logs/0.log"
-    deadline = time.monotonic() + 120
-    while not (log.exists() and "ready" in log.read_text()) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    process = started_until_ready(path, home)
     [container] = leftover_containers(docker_client, "digits-1")
     container.remove(force=True)
     removed = time.monotonic()
@@ -170,11 +172,7 @@ time.sleep(600)
 def test_a_second_signal_kills_the_container_at_once(docker_client, home, tmp_path):
     # the script ignores SIGTERM; the grace period (120 s) is never waited out after the second Ctrl-C
     path = docker_manifest(tmp_path, STUBBORN, "compute:\n  kill_grace_seconds: 120\n")
-    process = subprocess.Popen([TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    log = home / "runs/digits-1/workdir/logs/0.log"
-    deadline = time.monotonic() + 120
-    while not (log.exists() and "ready" in log.read_text()) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    process = started_until_ready(path, home)
     process.send_signal(signal.SIGINT)
     time.sleep(2)
     process.send_signal(signal.SIGINT)

@@ -3,7 +3,6 @@ in the middle of a run, a full disk. Real CLI, real SQLite files, a real tmpfs."
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -31,15 +30,6 @@ with open("outputs/model/weights.bin", "w") as handle:
 print("loss=0.25", flush=True)
 """
 MANIFEST = "model: {path: outputs/model}\nmetrics: {regex: {loss: 'loss=([0-9.]+)'}}\n"
-
-
-def digest(directory: Path) -> str:
-    sha = hashlib.sha256()
-    for path in sorted(directory.rglob("*")):
-        sha.update(str(path.relative_to(directory)).encode())
-        if path.is_file():
-            sha.update(path.read_bytes())
-    return sha.hexdigest()
 
 
 def one_error_line(result: subprocess.CompletedProcess) -> str:
@@ -135,7 +125,7 @@ def check_commands_work(cli, manifest: Path, everything: bool = True) -> None:
 
 @pytest.mark.parametrize("case", DAMAGE)
 def test_damaged_index_one_line_then_doctor_rebuilds_it(case, trained, cli, home):
-    before = digest(home / "runs" / "demo-1")
+    before = damage.digest(home / "runs" / "demo-1")
     DAMAGE[case](home / "tftrain.db")
     check_commands_refuse(home, trained, "is damaged (")
 
@@ -144,7 +134,7 @@ def test_damaged_index_one_line_then_doctor_rebuilds_it(case, trained, cli, home
     assert "rebuilt" in doctor.stdout and "1 run (5 phases) and 1 model version" in doctor.stdout, doctor.stdout
     kept = [path.name for path in home.iterdir() if path.name.startswith("tftrain.db.damaged-")]
     assert kept, "the damaged file is kept aside"
-    assert digest(home / "runs" / "demo-1") == before
+    assert damage.digest(home / "runs" / "demo-1") == before
     everything = case == "garbage"  # every command once; the other cases, the run and the model again
     check_commands_work(cli, trained, everything)
     healthy = "ok (2 runs, 2 model versions)" if everything else "ok (1 run, 1 model version)"
@@ -177,7 +167,7 @@ def test_immutable_index_one_line_and_doctor_says_what_to_do(trained, cli, home)
 
 @pytest.mark.parametrize("how", ["rm", "truncate-to-0"])
 def test_lost_index_is_rebuilt_and_nothing_is_reused(how, trained, cli, home):
-    runs_before, model_before = digest(home / "runs" / "demo-1"), digest(home / "models" / "demo" / "v1")
+    runs_before, model_before = damage.digest(home / "runs" / "demo-1"), damage.digest(home / "models" / "demo" / "v1")
     if how == "rm":
         (home / "tftrain.db").unlink()
     else:
@@ -186,8 +176,8 @@ def test_lost_index_is_rebuilt_and_nothing_is_reused(how, trained, cli, home):
     assert result.returncode == 0, result.stderr
     assert "was missing: rebuilt it from 1 run (5 phases) and 1 model version" in result.stdout + result.stderr
     assert "run demo-2 (queued)" in result.stdout and "registered model demo@v2" in result.stdout
-    assert digest(home / "runs" / "demo-1") == runs_before
-    assert digest(home / "models" / "demo" / "v1") == model_before
+    assert damage.digest(home / "runs" / "demo-1") == runs_before
+    assert damage.digest(home / "models" / "demo" / "v1") == model_before
     listed = cli("runs").stdout
     assert "demo-1" in listed and "demo-2" in listed
     assert cli("logs", "demo-1").stdout == "loss=0.25\n"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sqlite3
@@ -32,15 +31,6 @@ def record(home: Path, run_id: str) -> dict:
     return json.loads((home / "runs" / run_id / "run.json").read_text())
 
 
-def digest(directory: Path) -> str:
-    sha = hashlib.sha256()
-    for path in sorted(directory.rglob("*")):
-        sha.update(str(path.relative_to(directory)).encode())
-        if path.is_file():
-            sha.update(path.read_bytes())
-    return sha.hexdigest()
-
-
 def test_run_json_is_written_from_the_start_and_kept_up_to_date(tmp_path):
     home = tmp_path / "home"
     with Store(home) as store:
@@ -66,7 +56,7 @@ def test_missing_index_is_rebuilt_and_ids_continue(tmp_path):
     home = tmp_path / "home"
     with Store(home) as store:
         first, second = finished_run(store), finished_run(store, "Failed")
-    before = digest(home / "runs" / first)
+    before = damage.digest(home / "runs" / first)
     (home / "tftrain.db").unlink()
     heard = []
     with Store(home, notify=heard.append) as store:
@@ -77,7 +67,7 @@ def test_missing_index_is_rebuilt_and_ids_continue(tmp_path):
         assert [p.phase for p in store.phases(first)] == ["Queued", "Preparing", "Running", "PostProcessing", "Completed"]
         third = store.new_run("demo", MANIFEST)
     assert third == "demo-3"
-    assert digest(home / "runs" / first) == before
+    assert damage.digest(home / "runs" / first) == before
     assert len(heard) == 1 and "was missing: rebuilt it from 2 runs (10 phases) and 0 model versions" in heard[0]
 
 

@@ -78,14 +78,19 @@ def test_parameter_server_capacity(project):
     )
 
 
-def test_parameter_server_rule_as_the_estimator_states_it(project):
-    """1 worker + 1 ps on one 2-CPU node is a valid Azure ML configuration: the chief is not counted."""
-    loaded = load_manifest(
-        project(
-            manifest="compute:\n  slots_per_node: 2\n"
-            "distributed_training:\n  backend: parameter_server\n  worker_count: 1\n  parameter_server_count: 1\n"
-        )
+@pytest.mark.parametrize(
+    "nodes, workers, servers",
+    [
+        (1, 1, 1),  # 1 worker + 1 ps on one 2-CPU node: valid in Azure ML (the chief is not counted)
+        (2, 2, 1),
+    ],
+)
+def test_parameter_server_rule_as_the_estimator_states_it(project, nodes, workers, servers):
+    manifest = (
+        f"node_count: {nodes}\ncompute:\n  slots_per_node: 2\ndistributed_training:\n  backend: parameter_server\n"
+        f"  worker_count: {workers}\n  parameter_server_count: {servers}\n"
     )
+    loaded = load_manifest(project(manifest=manifest))
     assert isinstance(loaded.manifest.distributed_training, ParameterServerTraining)
 
 
@@ -104,14 +109,6 @@ def test_validation_does_not_depend_on_this_machine(project, training):
     assert loaded.manifest.distributed_training is not None
 
 
-def test_parameter_server_fits(project):
-    loaded = load_manifest(
-        project(
-            manifest="node_count: 2\ncompute:\n  slots_per_node: 2\n"
-            "distributed_training:\n  backend: parameter_server\n  worker_count: 2\n  parameter_server_count: 1\n"
-        )
-    )
-    assert isinstance(loaded.manifest.distributed_training, ParameterServerTraining)
 
 
 def test_mpi_more_processes_than_slots(project):

@@ -10,9 +10,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from runner.archive import Extracted, extract_into
-from runner.errors import DockerError
+from runner.errors import DockerError, Vanished
 from runner.plan import ContainerSpec
-from runner.policy import Vanished
 
 LABEL_RUN = "tftrain.run-id"
 

@@ -141,6 +141,12 @@ class ServiceError(FatalError):
     exit_code = 23
 
 
+# Not a FatalError: a signal between a target's poll and the supervising loop, never printed.
+class Vanished(Exception):
+    """Raised by a poll for a process that is gone without an exit code (its container removed
+    under the run): nothing will ever end it, so the run must not wait for its deadline."""
+
+
 def error_class(exit_code: int) -> type[FatalError]:
     """The error type that ends tftrain with `exit_code`."""
     todo = [FatalError]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import time
 
+from runner.errors import Vanished
 from runner.plan import TaskSpec
 from runner.targets import Outcome
 
@@ -40,11 +41,6 @@ def describe_code(code: int) -> str:
         return f"{code} (killed by {signal.Signals(number).name})" if number else str(code)
     except ValueError:
         return str(code)
-
-
-class Vanished(Exception):
-    """Raised by a poll for a process that is gone without an exit code (its container removed
-    under the run): nothing will ever end it, so the run must not wait for its deadline."""
 
 
 POLL_SECONDS = 0.1

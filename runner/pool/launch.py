@@ -26,7 +26,8 @@ from runner.container import LABEL_RUN, Container, stop_all
 from runner.logger import Logger
 from runner.logpump import LineSink, LogPump
 from runner.plan import ContainerSpec, LaunchPlan, TaskSpec
-from runner.policy import Vanished, supervise
+from runner.errors import Vanished
+from runner.policy import supervise
 from runner.pool.dispatch import PoolSession
 from runner.pool.watch import HostWatch
 from runner.targets import Outcome, RunControl, follow

@@ -20,7 +20,8 @@ from runner.logger import Logger
 from runner.logpump import LineSink, LogPump
 from runner.manifest import LoadedManifest
 from runner.plan import ContainerSpec, LaunchPlan, Mount, TaskSpec
-from runner.policy import Vanished, supervise
+from runner.errors import Vanished
+from runner.policy import supervise
 from runner.rundir import RunPaths, RuntimePaths
 from runner.targets import Environment, Outcome, RunControl, follow
 

@@ -15,7 +15,7 @@ import pytest
 from conftest import BASE_IMAGE, TFTRAIN
 from runner.container import Container
 from runner.plan import ContainerSpec
-from runner.policy import Vanished
+from runner.errors import Vanished
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import history_damage as damage
+import history_damage as damage
 
 from conftest import TFTRAIN, tftrain
 

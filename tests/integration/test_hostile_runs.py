@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from runner.errors import ManifestError, TrainingFailed
-from tests.hostile import assert_clean, assert_refused, nothing_written_outside
+from hostile import assert_clean, assert_refused, nothing_written_outside
 
 pytestmark = pytest.mark.integration
 

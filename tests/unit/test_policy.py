@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 
-from runner.policy import Vanished, supervise
+from runner.errors import Vanished
+from runner.policy import supervise
 from runner.targets import RunControl
 
 

@@ -13,7 +13,7 @@ from runner.errors import HistoryError
 from runner.history import Owner, inspect, process_start
 from runner.rundir import merge_record
 from runner.store import Store
-from tests import history_damage as damage
+import history_damage as damage
 
 MANIFEST = json.dumps({"name": "demo", "entry_script": "train.py"})
 

@@ -24,12 +24,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from runner.logger import Logger
-from runner.logpump import LogPump
+from runner.telemetry.logger import Logger
+from runner.telemetry.logpump import LogPump
 from runner.manifest.model import MetricsSpec
-from runner.metrics.parsers import LogMetricParser
-from runner.metrics.recorder import MetricsRecorder
-from runner.report import curves
+from runner.telemetry.parsers import LogMetricParser
+from runner.telemetry.recorder import MetricsRecorder
+from runner.telemetry.report import curves
 
 PRODUCER = str(Path(__file__).resolve().parent / "workloads" / "produce_lines.py")
 LOSS = r"loss: ([0-9.]+)"

@@ -102,8 +102,8 @@ def _data_path(model: Path, root: Path, port: int, env: dict) -> float:
     os.environ.update({k: env[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")})
     import boto3
 
-    from runner.archive import pack
-    from runner.s3store import S3Target, upload
+    from runner.history.archive import pack
+    from runner.github.s3store import S3Target, upload
 
     endpoint = f"http://127.0.0.1:{port}"
     boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="bench")

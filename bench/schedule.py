@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from runner.pool.schedule import Capacity, Demand, Placement, Request, place  # noqa: E402
+from runner.targets.pool.schedule import Capacity, Demand, Placement, Request, place  # noqa: E402
 
 
 def make_jobs(count: int, gpus_per_host: int, rng: random.Random) -> list[tuple[float, float, Request]]:
@@ -45,7 +45,7 @@ def make_jobs(count: int, gpus_per_host: int, rng: random.Random) -> list[tuple[
 
 def first_fit(request: Request, hosts: list[Capacity]) -> Placement:
     """The baseline: the first host with room, in inventory order."""
-    from runner.pool.schedule import Assignment
+    from runner.targets.pool.schedule import Assignment
 
     free = {h.name: h for h in hosts}
     out, used = [], set()
@@ -109,7 +109,7 @@ def with_leases(hosts: int, gpus: int, jobs: list) -> float:
     """A real decision: expire, read the held GPUs, place, write the leases — one transaction."""
     import tempfile
 
-    from runner.pool.leases import Leases
+    from runner.targets.pool.leases import Leases
 
     pool = [Capacity(f"h{i:03d}", gpus, 16) for i in range(hosts)]
     with tempfile.TemporaryDirectory() as state:

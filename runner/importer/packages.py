@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from runner.environment import FRAMEWORK_PACKAGES
+from runner.targets.local.environment import FRAMEWORK_PACKAGES
 from runner.importer.draft import TODO, Draft
 
 AZUREML_PACKAGE = re.compile(r"^azureml([-_.]|$)", re.IGNORECASE)

@@ -20,7 +20,7 @@ from runner.manifest.model import (
     ParameterServerTraining,
     ResumeRef,
 )
-from runner.frameworks import HOROVOD_FRAMEWORKS, horovod_compatible
+from runner.manifest.frameworks import HOROVOD_FRAMEWORKS, horovod_compatible
 from runner.manifest.sourcepaths import regular_file_problem, text_file_problem, through_link
 from runner.manifest.yamlfile import Location
 

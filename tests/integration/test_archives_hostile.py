@@ -19,8 +19,8 @@ from conftest import TFTRAIN
 from hostile import assert_refused
 from hostile_archives import archive_bytes, cve_2025_4517, directory, entry
 from runner.errors import DiskFullError, PublishError, RegistryError
-from runner.registry import Registry
-from runner.store import Store
+from runner.history.registry import Registry
+from runner.history.store import Store
 
 pytestmark = pytest.mark.integration
 
@@ -214,8 +214,8 @@ def test_the_container_copy_out_skips_links_fifos_and_devices(docker_client, tmp
     import time
 
     from conftest import BASE_IMAGE
-    from runner.container import Container
-    from runner.plan import ContainerSpec
+    from runner.targets.docker.container import Container
+    from runner.plan.model import ContainerSpec
 
     script = ("mkdir -p /out/sub && printf w > /out/model.bin && printf m > /out/sub/m.jsonl && ln -s /etc/shadow /out/shadow"
               " && mkfifo /out/pipe && mknod /out/zero c 1 5")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import TFTRAIN
-from runner.cgroup import Cgroup, runs_parent
+from runner.targets.local.cgroup import Cgroup, runs_parent
 from test_lifecycle import alive, run_status, wait_for
 
 pytestmark = pytest.mark.integration
@@ -133,7 +133,7 @@ time.sleep(1000)
 
 
 def test_sigkill_to_tftrain_kills_its_children_and_reap_run_the_rest(project, home, test_cgroup):
-    from runner.processes import reap_run
+    from runner.targets.local.processes import reap_run
 
     process = start(project(script=FAMILY), test_cgroup)
     wait_for(home / "runs/demo-1/workdir/logs/0.log", "ready")

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import BASE_IMAGE, TFTRAIN
-from runner.container import Container
-from runner.plan import ContainerSpec
+from runner.targets.docker.container import Container
+from runner.plan.model import ContainerSpec
 from runner.errors import Vanished
 
 pytestmark = pytest.mark.integration

@@ -64,9 +64,9 @@ def test_an_unreachable_cluster(project, cli, home, tmp_path, monkeypatch):
 
 
 def test_a_push_the_daemon_refuses(docker_client, tmp_path):
-    from runner.dockerbuild import push_image
+    from runner.targets.docker.build import push_image
     from runner.errors import DockerError
-    from runner.logger import Logger
+    from runner.telemetry.logger import Logger
 
     tag = "127.0.0.1:9/Team/demo:1"  # the daemon refuses upper case before reaching any registry
     with pytest.raises(DockerError) as refused:

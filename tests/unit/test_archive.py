@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hostile_archives import archive_bytes, cve_2025_4517, device, directory, entry, plain_tar, with_pax
-from runner.archive import Limits, extract_into, pack, unpack
+from runner.history.archive import Limits, extract_into, pack, unpack
 from runner.errors import RegistryError, UsageError
 
 

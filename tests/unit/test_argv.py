@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from runner.argv import script_args, script_path
+from runner.plan.argv import script_args, script_path
 from runner.manifest import load_manifest
-from runner.plan import PlanContext
+from runner.plan.model import PlanContext
 
 HOSTILE = {
     "--cmd": "$(touch /tmp/pwned-subst)",
@@ -23,7 +23,7 @@ HOSTILE = {
 
 
 def script_argv(manifest, python: str, inputs: dict | None = None, resume: Path | None = None) -> list[str]:
-    """The training's argv as the run plans it (runner.prepare builds the same PlanContext)."""
+    """The training's argv as the run plans it (runner.run.prepare builds the same PlanContext)."""
     ctx = PlanContext(manifest, "local", python, None, {}, tuple(script_args(manifest, inputs, resume)))
     return list(ctx.script_argv)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runner.main import main
+from runner.cli.main import main
 from runner.manifest import load_manifest
 from runner.manifest.model import InputRef, MpiTraining, MultiWorkerMirroredTraining, ParameterServerTraining
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from runner.diagnose import last_traceback
+from runner.telemetry.diagnose import last_traceback
 
 
 def test_points_at_the_users_frame(tmp_path):

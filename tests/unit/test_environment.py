@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from runner.environment import env_spec, framework_requirement, installed_framework_version
+from runner.targets.local.environment import env_spec, framework_requirement, installed_framework_version
 from runner.errors import PreparingError, UnsupportedError
 from runner.manifest import load_manifest
 
@@ -59,7 +59,7 @@ def test_conda_on_the_local_target_is_a_clear_error(project):
 
 
 def test_horovod_steps_add_tf_keras_only_with_keras_3():
-    from runner.environment import horovod_steps
+    from runner.targets.local.environment import horovod_steps
 
     assert [step.args[-1] for step in horovod_steps("2.18")] == ["tf-keras==2.18.*", "horovod==0.28.1"]
     assert [step.args[-1] for step in horovod_steps("2.17.1")] == ["tf-keras==2.17.*", "horovod==0.28.1"]
@@ -67,7 +67,7 @@ def test_horovod_steps_add_tf_keras_only_with_keras_3():
 
 
 def test_the_framework_version_comes_from_the_package_list():
-    from runner.environment import PythonEnv, framework_version_of, packages_in
+    from runner.targets.local.environment import PythonEnv, framework_version_of, packages_in
 
     assert framework_version_of({"numpy": "1.26.4", "tensorflow_cpu": "2.17.1"}) == "2.17.1"
     assert framework_version_of({"Tensorflow": "2.18.0", "tensorflow-cpu": "2.17.1"}) == "2.18.0"
@@ -78,8 +78,8 @@ def test_the_framework_version_comes_from_the_package_list():
 def test_a_failed_pip_step_names_its_error_and_keeps_the_full_log(tmp_path):
     import io
 
-    from runner.environment import _call
-    from runner.logger import Logger
+    from runner.targets.local.environment import _call
+    from runner.telemetry.logger import Logger
 
     script = "import sys\nprint('\\x1b[31mCollecting nothing\\x1b[0m')\nprint('ERROR: No matching distribution for nothing')\nprint()\nsys.exit(1)\n"
     log_path = tmp_path / "prepare.log"

@@ -6,7 +6,7 @@ import pytest
 
 from runner.errors import PlacementError
 from runner.manifest.model import Manifest
-from runner.routing import check_runners, runs_on
+from runner.github.routing import check_runners, runs_on
 
 
 def manifest(**fields) -> Manifest:

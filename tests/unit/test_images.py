@@ -4,7 +4,7 @@ import jinja2
 import pytest
 
 from runner.errors import UnsupportedError
-from runner.images import image_spec
+from runner.targets.docker.images import image_spec
 from runner.manifest import load_manifest
 from runner.templates import render
 
@@ -98,9 +98,9 @@ def test_a_failed_build_names_its_step_and_cause(tmp_path):
     import io
     from types import SimpleNamespace
 
-    from runner.dockerbuild import _build
+    from runner.targets.docker.build import _build
     from runner.errors import BuildError
-    from runner.logger import Logger
+    from runner.telemetry.logger import Logger
 
     chunks = [
         {"stream": "Step 1/3 : FROM base:1\n ---> 1234\n"},

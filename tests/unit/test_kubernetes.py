@@ -108,9 +108,10 @@ def test_run_needs_a_way_to_ship_the_code(project, cli, home, monkeypatch, tmp_p
 def test_the_code_image_changes_with_the_shipped_runner(tmp_path, monkeypatch):
     # an upgrade of tftrain (same version string, new runner files) must not reuse the old image
     import runner
-    from runner import container, dockerbuild
-    from runner.targets import Environment, docker
-    from runner.targets import kubernetes as target
+    from runner.targets.docker import container, build as dockerbuild
+    from runner.targets.base import Environment
+    from runner.targets.docker import target as docker
+    from runner.targets.kubernetes import target
 
     workdir, shipped = tmp_path / "workdir", tmp_path / "site" / "runner"
     workdir.mkdir()
@@ -147,7 +148,7 @@ def test_the_code_image_changes_with_the_shipped_runner(tmp_path, monkeypatch):
 
 
 def test_the_operators_deadline_is_a_backstop_after_ours(project):
-    from runner.kubernetes import _run_policy
+    from runner.targets.kubernetes.jobs import _run_policy
     from runner.manifest import load_manifest
 
     manifest = load_manifest(project(manifest="max_run_duration_seconds: 600\ncompute:\n  kill_grace_seconds: 30\n")).manifest
@@ -176,8 +177,8 @@ class FakeJob:
 def run_against(monkeypatch, job: FakeJob, deadline_passed: bool):
     import time
 
-    from runner.targets import RunControl
-    from runner.targets import kubernetes as target
+    from runner.targets.base import RunControl
+    from runner.targets.kubernetes import target
 
     document = {"kind": "TFJob", "metadata": {"labels": {"tftrain/model": "m"}}}
     plan = types.SimpleNamespace(files={"kubernetes.yaml": yaml.safe_dump(document)}, tasks=[types.SimpleNamespace(env={})], secret_names=frozenset())
@@ -190,7 +191,7 @@ def run_against(monkeypatch, job: FakeJob, deadline_passed: bool):
 
 
 def test_the_operators_deadline_still_ends_the_run_timed_out(monkeypatch):
-    from runner.pipeline import EXIT_CODES
+    from runner.run.pipeline import EXIT_CODES
 
     operator = "TFJob training/x has failed because it was active longer than specified deadline"
     outcome = run_against(monkeypatch, FakeJob(operator), deadline_passed=True)

@@ -9,12 +9,13 @@ import socket
 import pytest
 
 from runner.errors import ManifestError, PlanError, UnsupportedError
-from runner.launchers.capacity import check_capacity, cpu_count, gpu_count
-from runner.logger import Logger
-from runner.argv import script_args
+from runner.plan.launchers.capacity import check_capacity, cpu_count, gpu_count
+from runner.telemetry.logger import Logger
+from runner.plan.argv import script_args
 from runner.manifest import load_manifest
-from runner.plan import PlanContext, TaskSpec, build_plan
-from runner.rundir import RuntimePaths
+from runner.plan.model import PlanContext, TaskSpec
+from runner.plan.launchers import build_plan
+from runner.history.rundir import RuntimePaths
 
 RUNTIME = RuntimePaths("/run/workdir", "/run/workdir/outputs", "/run/workdir/logs", "/run/metrics.d", "/run/py", {}, None, "/run/launch")
 
@@ -163,7 +164,7 @@ def test_the_entry_script_is_never_an_interpreter_option(project, training, scri
 
 @pytest.mark.parametrize("training", [LAUNCHERS["mpirun"], LAUNCHERS["parameter_server"]], ids=["mpijob", "tfjob"])
 def test_kubernetes_pods_run_the_script_as_a_path(project, training):
-    from runner.kubernetes import render
+    from runner.targets.kubernetes.jobs import render
 
     loaded, plan = option_named_plan(project, training, "-c", target="kubernetes")
     commands = [

@@ -5,12 +5,12 @@ import os
 import threading
 import time
 
-from runner.logger import Logger
-from runner.logpump import LogPump
+from runner.telemetry.logger import Logger
+from runner.telemetry.logpump import LogPump
 from runner.manifest.model import MetricsSpec
-from runner.metrics.parsers import LogMetricParser
-from runner.metrics.point import MetricPoint
-from runner.metrics.recorder import MetricsRecorder
+from runner.telemetry.parsers import LogMetricParser
+from runner.telemetry.point import MetricPoint
+from runner.telemetry.recorder import MetricsRecorder
 
 
 class Capture(io.StringIO):

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from runner.environment import env_spec
+from runner.targets.local.environment import env_spec
 from runner.errors import ManifestError
 from runner.manifest import load_manifest
 from runner.manifest.yamlfile import MAX_BYTES
-from runner.snapshot import take_snapshot
+from runner.run.snapshot import take_snapshot
 
 HEADER = "name: demo\nsource_directory: src\nentry_script: train.py\n"
 

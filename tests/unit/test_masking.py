@@ -8,13 +8,13 @@ import os
 import random
 import threading
 
-from runner.logger import Logger
-from runner.logpump import MAX_LINE, LogPump
+from runner.telemetry.logger import Logger
+from runner.telemetry.logpump import MAX_LINE, LogPump
 from runner.manifest.model import MetricsSpec
-from runner.masking import Masker
-from runner.metrics.metricsfile import MetricsFileFollower, mask_metrics_files
-from runner.metrics.point import MetricPoint, read_series
-from runner.metrics.recorder import MetricsRecorder
+from runner.telemetry.masking import Masker
+from runner.telemetry.metricsfile import MetricsFileFollower, mask_metrics_files
+from runner.telemetry.point import MetricPoint, read_series
+from runner.telemetry.recorder import MetricsRecorder
 
 SECRET = "tok-9f8e7d6c5b4a"
 QUOTED = 'pa"ss\\word-42'  # stored JSON-escaped as pa\"ss\\word-42
@@ -78,9 +78,9 @@ def test_safe_end_never_cuts_a_secret():
 
 
 def test_mask_file_in_blocks_across_block_boundaries(tmp_path, monkeypatch):
-    import runner.masking
+    import runner.telemetry.masking
 
-    monkeypatch.setattr(runner.masking, "BLOCK", 7)  # secrets straddle every block boundary
+    monkeypatch.setattr(runner.telemetry.masking, "BLOCK", 7)  # secrets straddle every block boundary
     path = tmp_path / "0.jsonl"
     lines = [json.dumps({"name": f"m-{SECRET}", "value": 1}), json.dumps({"tag": QUOTED}), json.dumps({"e": MULTI})]
     path.write_text("\n".join(lines) + "\n")

@@ -1,11 +1,11 @@
 from __future__ import annotations
 
 from runner.manifest.model import MetricsSpec
-from runner.metrics.parsers import LogMetricParser
-from runner.metrics.point import MetricPoint, read_series
-from runner.metrics.recorder import MetricsRecorder
-from runner.metrics.summary import MAX_METRICS, SAMPLES
-from runner.report import curves
+from runner.telemetry.parsers import LogMetricParser
+from runner.telemetry.point import MetricPoint, read_series
+from runner.telemetry.recorder import MetricsRecorder
+from runner.telemetry.summary import MAX_METRICS, SAMPLES
+from runner.telemetry.report import curves
 
 KERAS3_TTY = (
     b"Epoch 1/2\n"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 from runner.errors import Vanished
-from runner.policy import supervise
-from runner.targets import RunControl
+from runner.targets.supervise import supervise
+from runner.targets.base import RunControl
 
 
 def test_a_vanished_process_fails_the_run_before_its_deadline():

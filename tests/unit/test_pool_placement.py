@@ -13,10 +13,10 @@ import pytest
 
 from runner.errors import ManifestError
 from runner.manifest import load_manifest
-from runner.pool.inventory import load_pool
-from runner.pool.jobs import capacities, request_for
-from runner.pool.leases import Leases
-from runner.pool.schedule import Capacity, Demand, Request, never_fits, place
+from runner.targets.pool.inventory import load_pool
+from runner.targets.pool.jobs import capacities, request_for
+from runner.targets.pool.leases import Leases
+from runner.targets.pool.schedule import Capacity, Demand, Request, never_fits, place
 
 
 def hosts(*specs: tuple[str, int, int]) -> list[Capacity]:
@@ -109,8 +109,8 @@ def test_a_dead_holders_leases_expire(tmp_path):
     holder = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(f"""\
             from pathlib import Path
-            from runner.pool.leases import Leases
-            from runner.pool.schedule import Capacity, Demand, Request, place
+            from runner.targets.pool.leases import Leases
+            from runner.targets.pool.schedule import Capacity, Demand, Request, place
             leases = Leases(Path({str(tmp_path / 'state')!r}), 60)
             attempt = leases.try_place("dead-job", [Capacity("a", 1, 1)], lambda held: place(Request((Demand("main 0", gpus=1),)), held))
             print(attempt.placement.placed)
@@ -176,8 +176,8 @@ def test_a_queued_job_fails_after_the_queue_timeout_and_stops_when_canceled(tmp_
     import threading
 
     from runner.errors import PlacementError, TrainingCanceled
-    from runner.logger import Logger
-    from runner.pool.dispatch import _wait_for_capacity
+    from runner.telemetry.logger import Logger
+    from runner.targets.pool.dispatch import _wait_for_capacity
 
     pool = hosts(("a", 1, 1))
     request = Request((Demand("main 0", gpus=1),))

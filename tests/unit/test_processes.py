@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.cgroup import Cgroup, own_cgroup, run_cgroup_name, runs_parent, unified_mount
-from runner.processes import ENTER, _check_executable, entering
+from runner.targets.local.cgroup import Cgroup, own_cgroup, run_cgroup_name, runs_parent, unified_mount
+from runner.targets.local.processes import ENTER, _check_executable, entering
 
 HYBRID = """\
 31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755

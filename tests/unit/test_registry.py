@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from runner.errors import NotFoundError, RegistryError
-from runner.registry import Registry
-from runner.store import Store
+from runner.history.registry import Registry
+from runner.history.store import Store
 
 
 def make_model(root: Path, content: bytes = b"weights") -> Path:
@@ -248,8 +248,8 @@ DAMAGE = {
 @pytest.mark.parametrize("case", sorted(DAMAGE))
 @pytest.mark.parametrize("reader", ["pull", "resume_from"])
 def test_a_damaged_version_is_one_clear_error(tmp_path, case, reader):
-    from runner.logger import Logger
-    from runner.resume import resolve_resume
+    from runner.telemetry.logger import Logger
+    from runner.run.resume import resolve_resume
 
     home = tmp_path / "home"
     damage, message = DAMAGE[case]
@@ -269,8 +269,8 @@ def test_a_damaged_version_is_one_clear_error(tmp_path, case, reader):
 
 
 def test_resume_from_a_single_file_model(tmp_path):
-    from runner.logger import Logger
-    from runner.resume import resolve_resume
+    from runner.telemetry.logger import Logger
+    from runner.run.resume import resolve_resume
 
     store = Store(tmp_path / "home")
     (tmp_path / "digits.keras").write_bytes(b"keras zip")

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from runner.errors import NotFoundError
-from runner.registry import parse_ref
-from runner.workflow import TagTemplate, baseline_metrics, releases_of
+from runner.history.registry import parse_ref
+from runner.github.workflow import TagTemplate, baseline_metrics, releases_of
 
 
 @dataclass

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from runner.errors import HistoryError
-from runner.history import Owner, inspect, process_start
-from runner.rundir import merge_record
-from runner.store import Store
+from runner.history.index import Owner, inspect, process_start
+from runner.history.rundir import merge_record
+from runner.history.store import Store
 import history_damage as damage
 
 MANIFEST = json.dumps({"name": "demo", "entry_script": "train.py"})

@@ -7,7 +7,7 @@ from tensorboard.compat.proto.event_pb2 import Event
 from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
 from tensorboard.compat.proto.tensor_pb2 import TensorProto
 
-from runner.metrics.tensorboard import read_event_scalars
+from runner.telemetry.tensorboard import read_event_scalars
 
 
 def write_events(path, events) -> None:

@@ -1,0 +1,40 @@
+"""One module per `tftrain` subcommand (listed in runner.cli.main); each has `add_arguments(parser)` and `run(args, logger)`."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import re
+
+from runner.errors import ManifestError
+from runner.telemetry.logger import Logger
+from runner.manifest.model import NAME_PATTERN
+from runner.manifest import DEFAULT_NAME, LoadedManifest, load_manifest
+
+
+TARGETS = ("local", "docker", "kubernetes")
+
+
+def add_manifest_arg(parser: argparse.ArgumentParser, target: bool = False) -> None:
+    parser.add_argument("-f", "--file", default=DEFAULT_NAME, help=f"the manifest (default: {DEFAULT_NAME})")
+    if target:
+        parser.add_argument("--target", choices=TARGETS, help="run on this target instead of the manifest's compute.target")
+        parser.add_argument("--model-name", help="the model's name instead of the manifest's name")
+
+
+def load(args: argparse.Namespace, logger: Logger) -> LoadedManifest:
+    loaded = load_manifest(args.file)
+    for name in loaded.manifest.secrets:  # masked before tftrain prints anything else
+        logger.mask(os.environ.get(name, ""))
+    if getattr(args, "target", None):
+        manifest = loaded.manifest
+        compute = manifest.compute.model_copy(update={"target": args.target})
+        loaded = dataclasses.replace(loaded, manifest=manifest.model_copy(update={"compute": compute}))
+    if getattr(args, "model_name", None):
+        if not re.fullmatch(NAME_PATTERN, args.model_name):
+            raise ManifestError(f"--model-name {args.model_name!r}: letters, digits, '.', '_' and '-', at most 64")
+        loaded = dataclasses.replace(loaded, manifest=loaded.manifest.model_copy(update={"name": args.model_name}))
+    for warning in loaded.warnings:
+        logger.warning(warning)
+    return loaded

@@ -1,0 +1,128 @@
+"""tftrain github check | runs-on | comment: the action's steps around `tftrain run` on GitHub."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+
+from runner.github import routing, client as workflow
+from runner.errors import ForkRefused, Regression, ServiceError, UnsupportedError
+from runner.manifest import load_manifest
+from runner.paths import tftrain_home
+from runner.history.rundir import RunPaths
+from runner.history.store import Store
+
+
+def add_arguments(parser) -> None:
+    sub = parser.add_subparsers(dest="github_command", required=True)
+    check = sub.add_parser("check", help="refuse a fork's pull request unless allowed")
+    check.add_argument("--allow-forks", default=os.environ.get("INPUT_ALLOW_FORKS", "false"))
+    check.add_argument("--fork-label", default=os.environ.get("INPUT_FORK_LABEL") or "safe-to-train")
+    labels = sub.add_parser("runs-on", help="the runner labels the manifest needs, as JSON (and the step output runs-on)")
+    labels.add_argument("-f", "--file", default="tftrain.yml", help="the manifest")
+    labels.add_argument(
+        "--check-runners", action=argparse.BooleanOptionalAction, default=None,
+        help="fail unless an online self-hosted runner of the repository has the labels "
+        "(default: when a token is set: $INPUT_RUNNERS_TOKEN, else $INPUT_GITHUB_TOKEN or $GITHUB_TOKEN)",
+    )
+    comment = sub.add_parser("comment", help="post or update the run's comment on the pull request")
+    comment.add_argument("--run", default="latest", help="run id (default: latest)")
+    comment.add_argument(
+        "--no-comment", dest="post", action="store_false", default=os.environ.get("INPUT_COMMENT", "true").lower() != "false",
+        help="only compare (and check fail-on-regression); post nothing",
+    )
+    comment.add_argument(
+        "--fail-on-regression", type=float, default=_float(os.environ.get("INPUT_FAIL_ON_REGRESSION")),
+        help="fail when the primary metric is worse than the released model's by more than this",
+    )
+
+
+def _float(text: str | None) -> float | None:
+    return float(text) if text not in (None, "") else None
+
+
+def run(args, logger) -> int:
+    if args.github_command == "runs-on":
+        return _runs_on(args, logger)
+    context = workflow.Context.from_env()
+    if args.github_command == "check":
+        refusal = workflow.fork_refusal(context, args.allow_forks.lower() == "true", args.fork_label)
+        if refusal:
+            raise ForkRefused(refusal)
+        return 0
+    return _comment(context, args, logger)
+
+
+def _runs_on(args, logger) -> int:
+    labels = routing.runs_on(load_manifest(args.file).manifest)
+    logger.text(json.dumps(labels))
+    logger.outputs({"runs-on": json.dumps(labels)})
+    if args.check_runners is False:
+        return 0
+    context = workflow.Context.from_env()
+    context = dataclasses.replace(context, token=os.environ.get("INPUT_RUNNERS_TOKEN") or context.token)
+    if context.token and context.repository:
+        routing.check_runners(workflow.client(context), context.repository, labels, logger)
+    elif args.check_runners:
+        raise UnsupportedError("--check-runners needs a token (INPUT_RUNNERS_TOKEN or GITHUB_TOKEN) and GITHUB_REPOSITORY")
+    else:
+        missing = "no GITHUB_REPOSITORY" if context.token else "no token (give one with Administration: read as the action input runners-token)"
+        logger.info(f"runner check skipped: {missing}")
+    return 0
+
+
+def _comment(context: workflow.Context, args, logger) -> int:
+    with Store(tftrain_home()) as store:
+        run = store.run(args.run)
+    paths = RunPaths.of_run(run)[1]
+    summary = json.loads(paths.metrics_summary.read_text()) if paths.metrics_summary.exists() else {}
+    body = paths.summary.read_text() if paths.summary.exists() else f"run {run.run_id}: {run.status}\n"
+    limit = args.fail_on_regression
+    client = workflow.client(context)
+    baseline, missing = _baseline(client, context.repository, run.name, limit, logger)
+    table, worse_by = workflow.comparison(summary, baseline, missing)
+    pr = context.pull_request
+    if pr and args.post:
+        with workflow.github_errors():  # only a comment that cannot be posted fails the step
+            repo = client.get_repo(context.repository)
+            _post(repo, int(pr["number"]), run.name, f"{body}\n### Compared with the last released model\n\n{table}", logger)
+    else:
+        logger.info("no comment: " + ("not a pull request" if not pr else "comment: false"))
+    logger.step_summary(f"### Compared with the last released model\n\n{table}")
+    if limit is not None and worse_by is not None and worse_by > limit:
+        primary = summary.get("primary")
+        raise Regression(
+            f"{primary} is worse than {baseline[0]}'s by {worse_by:.4g}, more than fail-on-regression ({limit:g})"
+        )
+    return 0
+
+
+def _baseline(client, repository: str, model: str, limit: float | None, logger) -> tuple[tuple[str, dict] | None, str | None]:
+    """(tag, metrics) of the last released model, or None and why it could not be fetched: the
+    comment then goes without the comparison, saying so."""
+    try:
+        with workflow.github_errors():
+            repo = client.get_repo(repository)
+        return workflow.baseline_metrics(repo, model), None
+    except ServiceError as exc:
+        missing = f"The last released model could not be fetched, so this run is not compared with it: {exc}"
+    logger.warning(missing)
+    if limit is not None:
+        logger.warning(f"fail-on-regression ({limit:g}) was not checked: there is no baseline to compare with")
+    return None, missing
+
+
+def _post(repo, number: int, model: str, text: str, logger) -> None:
+    from github import GithubException
+
+    try:
+        url = workflow.upsert_comment(repo, number, model, text)
+    except GithubException as exc:
+        if exc.status != 403:
+            raise
+        logger.annotate("notice", "not commenting: this token cannot write to the pull request (a fork's pull request gets a read-only token)")
+        logger.info("not commenting: the token is read-only")
+        return
+    logger.info(f"pull request comment: {url}")

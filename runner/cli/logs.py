@@ -1,0 +1,53 @@
+"""tftrain logs ID [--rank N] [--follow]: a run's log, as written by the training process."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from runner.errors import NotFoundError
+from runner.paths import tftrain_home
+from runner.history.rundir import RunPaths
+from runner.history.store import Store
+
+FOLLOW_POLL = 0.2
+LOST_CHECK_POLLS = 10
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("run", help="run id, run number, or latest")
+    parser.add_argument("--rank", type=int, default=0, help="which process (default 0)")
+    parser.add_argument("--follow", action="store_true", help="keep printing until the run ends")
+
+
+def run(args, logger) -> int:
+    with Store(tftrain_home(), notify=logger.warning) as store:
+        record = store.run(args.run)
+        path = RunPaths.of_run(record)[1].rank_log(args.rank)
+        logger.flush()
+        offset = _copy_from(path, 0, args.follow and not record.finished)
+        polls = 0
+        while args.follow and not store.run(record.run_id).finished:
+            time.sleep(FOLLOW_POLL)
+            offset = _copy_from(path, offset, True)
+            polls += 1
+            if polls % LOST_CHECK_POLLS == 0:
+                store.reconcile()  # a run whose tftrain died never finishes by itself
+        _copy_from(path, offset, args.follow)
+    return 0
+
+
+def _copy_from(path, offset: int, may_be_missing: bool) -> int:
+    try:
+        with path.open("rb") as handle:
+            handle.seek(offset)
+            while chunk := handle.read(1 << 16):
+                sys.stdout.buffer.write(chunk)
+                offset += len(chunk)
+    except FileNotFoundError:
+        if not may_be_missing:
+            ranks = sorted(p.stem for p in path.parent.glob("*.log")) if path.parent.exists() else []
+            raise NotFoundError(f"{path} does not exist (ranks with logs: {', '.join(ranks) or 'none'})") from None
+    sys.stdout.buffer.flush()
+    return offset
+

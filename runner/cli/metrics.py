@@ -1,0 +1,29 @@
+"""tftrain metrics ID [--json]: a run's metrics series."""
+
+from __future__ import annotations
+
+from runner.telemetry.point import read_series
+from runner.paths import tftrain_home
+from runner.history.rundir import RunPaths
+from runner.history.store import Store
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("run", help="run id, run number, or latest")
+    parser.add_argument("--json", action="store_true", help="print JSON lines (name, value, step, time, source)")
+
+
+def run(args, logger) -> int:
+    with Store(tftrain_home(), notify=logger.warning) as store:
+        record = store.run(args.run)
+    points = read_series(RunPaths.of_run(record)[1].metrics)
+    if args.json:
+        if points:
+            logger.text("".join(point.to_json() + "\n" for point in points))
+        return 0
+    rows = [[p.name, f"{p.value:.6g}", "" if p.step is None else str(p.step), p.source, str(p.rank)] for p in points]
+    if rows:
+        logger.table(f"metrics of {record.run_id}", ["metric", "value", "step", "source", "rank"], rows)
+    else:
+        logger.info(f"run {record.run_id} has no metrics")
+    return 0

@@ -1,0 +1,72 @@
+"""tftrain models [NAME] | models pull REF -o DIR | models register RUN: the model registry."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from runner.github import workflow
+from runner.errors import RegistryError
+from runner.telemetry.summary import primary_metric
+from runner.paths import tftrain_home
+from runner.github.publish import pull_release
+from runner.history.registry import Registry
+from runner.history.rundir import RunPaths
+from runner.history.store import Store
+
+
+def add_arguments(parser) -> None:
+    sub = parser.add_subparsers(dest="models_command")
+    listing = sub.add_parser("list", help="list models (the default)")
+    listing.add_argument("name", nargs="?", help="only this model")
+    pull = sub.add_parser("pull", help="copy a model version out of the registry, verifying checksums")
+    pull.add_argument("ref", help="NAME, NAME@vN or NAME@latest")
+    pull.add_argument("-o", "--output", type=Path, required=True, help="an empty or new directory")
+    pull.add_argument("--from", dest="source", choices=("local", "github"), default="local",
+                      help="this machine's registry (default) or the repository's GitHub Releases")
+    register = sub.add_parser("register", help="register the model a run wrote (e.g. of a canceled run)")
+    register.add_argument("run", help="run id, run number, or latest")
+
+
+def run(args, logger) -> int:
+    with Store(tftrain_home()) as store:
+        registry = Registry(store)
+        if args.models_command == "pull" and args.source == "github":
+            context = workflow.Context.from_env()
+            with workflow.github_errors():
+                pull_release(workflow.client(context).get_repo(context.repository), args.ref, args.output, logger)
+        elif args.models_command == "pull":
+            model = registry.pull(args.ref, args.output)
+            logger.info(f"{model.label} → {args.output} (checksums verified)", style="green")
+        elif args.models_command == "register":
+            _register(store, registry, args.run, logger)
+        else:
+            _list(registry, getattr(args, "name", None), logger)
+    return 0
+
+
+def _list(registry: Registry, name: str | None, logger) -> None:
+    rows = []
+    for model in registry.versions(name):
+        primary, value = primary_metric(model.info.get("metrics", {}))
+        metric = f"{primary}={value:.4g}" if isinstance(value, float) else ""
+        commit = (model.info.get("git") or {}).get("commit") or ""
+        created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(model.created))
+        rows.append([model.name, f"v{model.version}", created, model.run_id or "", metric, commit[:10], str(model.info.get("bytes", ""))])
+    if not rows:
+        logger.info("no models registered yet" + (f" under the name {name}" if name else ""))
+        return
+    logger.table("models", ["name", "version", "registered", "run", "primary metric", "commit", "bytes"], rows)
+
+
+def _register(store: Store, registry: Registry, ref: str, logger) -> None:
+    run = store.run(ref)
+    manifest, paths = RunPaths.of_run(run)
+    path = paths.workdir / manifest.model.path
+    if not path.exists():
+        raise RegistryError(f"run {run.run_id} wrote no model at {manifest.model.path}")
+    info = {"run_id": run.run_id, "git": run.git, "framework": manifest.model.framework, "registered_from_status": run.status}
+    model = registry.register(manifest.name, path, run.run_id, info)
+    logger.info(f"registered model {model.label} from run {run.run_id} ({run.status})", style="green")
+    if model.skipped:
+        logger.warning(model.skipped_note(str(manifest.model.path)))

@@ -1,0 +1,108 @@
+"""tftrain plan: what `tftrain run` would build and start, without doing either."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+from runner.cli.common import add_manifest_arg, load
+from runner.telemetry.logger import Logger
+from runner.plan.model import LaunchPlan
+from runner.run.prepare import Prepared, check_runnable, prepare
+from runner.history.rundir import RunPaths
+from runner.templates import render
+
+RUN_DIR = Path("$RUN_DIR")
+
+
+def add_arguments(parser) -> None:
+    add_manifest_arg(parser, target=True)
+    parser.add_argument("--json", action="store_true", help="print the plan as JSON")
+    parser.add_argument("--output-dir", type=Path, help="also write plan.json, the Dockerfile and one launch script per task")
+
+
+def run(args, logger: Logger) -> int:
+    loaded = load(args, logger)
+    manifest = loaded.manifest
+    paths = RunPaths(RUN_DIR, manifest.outputs_dir, manifest.logs_dir)
+    with open("/dev/null", "w") as discarded:
+        quiet = Logger(discarded)  # dry-run chatter ("environment: …") stays out of the plan
+        try:
+            prepared = prepare(loaded, check_runnable(loaded, dry_run=True), "$RUN_ID", paths, None, quiet, dry_run=True)
+        finally:
+            quiet.flush()
+    document = {"manifest": str(loaded.path), "environment": prepared.env.description, **prepared.plan.to_dict()}
+    dockerfile = prepared.env.details.get("dockerfile")
+    if prepared.env.image:
+        document["image"] = prepared.env.image
+    resources = prepared.plan.files.get("kubernetes.yaml")
+    if args.output_dir:
+        write_plan(prepared, document, args.output_dir)
+    if resources and not args.json:
+        logger.text(resources.rstrip("\n"))
+        return 0
+    if args.json:
+        logger.text(json.dumps({**document, "dockerfile": dockerfile} if dockerfile else document, indent=2))
+    else:
+        logger.text(_describe(document, prepared.plan, dockerfile))
+    return 0
+
+
+def write_plan(prepared: Prepared, document: dict, directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "plan.json").write_text(json.dumps(document, indent=2) + "\n")
+    spec = prepared.env.details.get("spec")
+    if spec is not None:  # the docker build context, to `docker build` by hand
+        context = directory / "image"
+        context.mkdir(exist_ok=True)
+        for name, data in spec.context().items():
+            (context / name).write_bytes(data)
+    for name, content in prepared.plan.files.items():  # the hostfile, the Kubernetes job
+        (directory / name).write_text(content)
+    for task in prepared.plan.tasks:
+        script = directory / f"task-{task.rank}.sh"
+        script.write_text(render("launch_task.sh.j2", task=task, quote=shell_word, masked=prepared.plan.secret_names))
+        script.chmod(0o755)
+
+
+def shell_word(value: str) -> str:
+    """shlex.quote, except that the $RUN_DIR / $RUN_ID placeholders stay expandable."""
+    for placeholder in ("$RUN_DIR", "$RUN_ID"):
+        if value.startswith(placeholder):
+            rest = value[len(placeholder) :]
+            return f'"{placeholder}"' + (shlex.quote(rest) if rest else "")
+    return shlex.quote(value)
+
+
+def _describe(document: dict, plan: LaunchPlan, dockerfile: str | None) -> str:
+    lines = [
+        f"manifest:    {document['manifest']}",
+        f"target:      {plan.target}",
+        f"launcher:    {plan.launcher}",
+        f"environment: {document['environment']}",
+    ]
+    if plan.container is not None:
+        spec = plan.container
+        pool = spec.network_mode == "pool"  # nothing is mounted on a pool's hosts: files are copied
+        lines.append(f"container:   image {spec.image}, user {spec.user or 'root'}, "
+                     + ("network of each task's host" if pool else f"network {spec.network_mode}")
+                     + (f", shm {spec.shm_size}" if spec.shm_size else "") + (f", memory {spec.memory}" if spec.memory else "")
+                     + (", the placed GPUs" if spec.gpus and pool else ", all GPUs" if spec.gpus else ""))
+        for mount in spec.mounts:
+            if pool:
+                lines.append(f"  {'copy in' if mount.read_only else 'copy back'} {mount.source} → {mount.target}")
+            else:
+                lines.append(f"  mount {mount.source} → {mount.target} ({'ro' if mount.read_only else 'rw'})")
+    driver = document.get("driver")
+    if driver:
+        lines.append(f"driver:      {driver['command']}")
+    lines.append("tasks:")
+    for task in document["tasks"]:
+        lines.append(f"  - {task['role']} {task['index']} (rank {task['rank']}) on {task['host']}, in {task['cwd']}")
+        lines.append(f"    command: {task['command']}")
+        for key, value in task["env"].items():
+            lines.append(f"    env {key}={shlex.quote(value)}")
+    if dockerfile:
+        lines += ["Dockerfile:", *("  " + line for line in dockerfile.splitlines())]
+    return "\n".join(lines)

@@ -1,0 +1,60 @@
+"""tftrain publish --run ID: the run's model as the next version in the repository's Releases."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+
+from runner.github import workflow
+from runner.errors import PublishError
+from runner.paths import tftrain_home
+from runner.github.publish import publish
+from runner.history.rundir import RunPaths
+from runner.github.s3store import S3Target
+from runner.history.store import Store
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--run", default="latest", help="run id (default: latest)")
+    parser.add_argument("--force", action="store_true", help="publish although the checkout had uncommitted changes")
+    parser.add_argument(
+        "--when", choices=("auto", "always", "never"), default="always",
+        help="auto: only for a pushed tag or a published release (the action's default)",
+    )
+    parser.add_argument("--tag-pattern", default=os.environ.get("INPUT_TAG_PATTERN") or "*",
+                        help="with --when auto: only pushed tags matching this glob (default *)")
+
+
+def should_publish(when: str, context: workflow.Context, tag_pattern: str = "*") -> str | None:
+    """Why to publish now, or None."""
+    if when == "always":
+        return "publish: always"
+    if when == "never":
+        return None
+    ref = os.environ.get("GITHUB_REF", "")
+    if context.event_name == "push" and ref.startswith("refs/tags/"):
+        tag = ref[len("refs/tags/") :]
+        return f"tag {tag} pushed" if fnmatch.fnmatchcase(tag, tag_pattern) else None
+    if context.event_name == "release" and context.payload.get("action") == "published":
+        return "release published"
+    return None
+
+
+def run(args, logger) -> int:
+    context = workflow.Context.from_env()
+    reason = should_publish(args.when, context, args.tag_pattern)
+    if reason is None:
+        logger.info(f"not publishing (publish: {args.when}; not a pushed tag matching {args.tag_pattern!r} or a published release)")
+        return 0
+    logger.info(f"publishing: {reason}")
+    with Store(tftrain_home()) as store:
+        record_row = store.run(args.run)
+    manifest, paths = RunPaths.of_run(record_row)
+    record = json.loads(paths.record.read_text())
+    with workflow.github_errors(PublishError):
+        repo = workflow.client(context).get_repo(context.repository)
+        published = publish(repo, manifest, paths, record, logger, force=args.force, s3=S3Target.from_env())
+    logger.outputs({"release-tag": published.tag, "release-url": published.url})
+    logger.step_summary(f"Published **[{published.tag}]({published.url})**: model, metrics, logs, model card, SHA256SUMS.")
+    return 0

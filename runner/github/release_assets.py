@@ -1,0 +1,105 @@
+"""The files a model version is published with: the model, its metrics, logs, the resolved
+manifest, a model card, a loss curve, and SHA256SUMS over all of them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import yaml
+
+import runner
+from runner.history.archive import pack
+from runner.history.checksums import format_sums, sha256_file
+from runner.manifest.model import Manifest
+from runner.telemetry.point import iter_series
+from runner.telemetry.summary import sampled
+from runner.telemetry.report import metric_rows
+from runner.history.rundir import RunPaths
+from runner.github.s3store import S3Target, pointer_text, upload
+from runner.templates import render
+
+SUMS = "SHA256SUMS"
+
+
+def build_assets(
+    manifest: Manifest, paths: RunPaths, record: dict, version: int, directory: Path, s3: S3Target | None = None
+) -> list[Path]:
+    """Write the assets into `directory` (anew) and return them, SHA256SUMS last. A model that goes
+    to S3 is uploaded here and replaced by its pointer, model.s3.json."""
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    model = paths.workdir / manifest.model.path
+    archive = directory / "model.tar.gz"
+    digests = {archive.name: pack(model, archive)}  # hashed as it is packed: never read again
+    if s3 is not None and s3.offload(archive.stat().st_size):
+        pointer = upload(s3, archive, f"{manifest.name}/v{version}/model.tar.gz", digests.pop(archive.name))
+        (directory / "model.s3.json").write_text(pointer_text(pointer))
+        archive.unlink()
+    digests["logs.tar.gz"] = pack(paths.logs, directory / "logs.tar.gz")
+    shutil.copy(paths.metrics_summary, directory / "metrics.json")
+    shutil.copy(paths.metrics, directory / "metrics.jsonl")
+    shutil.copy(paths.lock, directory / "manifest.lock.yml")
+    _loss_curve(paths, directory / "loss-curve.png")
+    names = sorted(p.name for p in directory.iterdir()) + ["MODEL_CARD.md"]
+    (directory / "MODEL_CARD.md").write_text(model_card(manifest, paths, record, version, names + [SUMS]))
+    files = sorted(p for p in directory.iterdir() if p.is_file())
+    sums = {p.name: digests.get(p.name) or sha256_file(p) for p in files}
+    (directory / SUMS).write_text(format_sums(sums))
+    return files + [directory / SUMS]
+
+
+def model_card(manifest: Manifest, paths: RunPaths, record: dict, version: int, assets: list[str]) -> str:
+    lock = yaml.safe_load(paths.lock.read_text()) if paths.lock.exists() else {}
+    git = record.get("git") or {}
+    fetched = lock.get("inputs") or {}  # what this run was handed
+    inputs = [
+        {"name": name, "source": spec.source, "sha256": spec.sha256 or (fetched.get(name) or {}).get("sha256") or "(local path)"}
+        for name, spec in manifest.inputs.items()
+    ]
+    return render(
+        "MODEL_CARD.md.j2",
+        name=manifest.name,
+        version=version,
+        run_id=record["run_id"],
+        run_url=_workflow_run_url(),
+        tftrain_version=runner.__version__,
+        framework=manifest.model.framework,
+        framework_version=manifest.model.framework_version or (lock.get("environment") or {}).get("framework_version"),
+        commit=git.get("commit"),
+        branch=git.get("branch"),
+        tags=git.get("tags") or [],
+        dirty=git.get("dirty"),
+        inputs=inputs,
+        metrics=metric_rows(record.get("metrics") or {}),
+        assets=assets,
+    )
+
+
+def _loss_curve(paths: RunPaths, target: Path) -> bool:
+    points = sampled(iter_series(paths.metrics), ("loss", "val_loss"))  # one pass, bounded
+    if len({p.step for p in points}) < 2:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(6, 3.5), dpi=100)
+    for name in ("loss", "val_loss"):
+        series = sorted((p.step, p.value) for p in points if p.name == name)
+        if series:
+            axis.plot([s for s, _ in series], [v for _, v in series], label=name)
+    axis.set_xlabel("step")
+    axis.set_ylabel("loss")
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(target)
+    plt.close(figure)
+    return True
+
+
+def _workflow_run_url() -> str | None:
+    server, repository, run = (os.environ.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
+    return f"{server}/{repository}/actions/runs/{run}" if server and repository and run else None

@@ -1,0 +1,113 @@
+"""Large models go to S3 (or an S3-compatible store) with boto3's multipart transfers; the
+release then carries `model.s3.json`: where the object is, its size and its sha256."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner import services
+from runner.history.checksums import sha256_file
+from runner.errors import StorageError
+
+GITHUB_ASSET_LIMIT = 2 * 1024**3
+PART = 16 * 1024**2  # four parts in flight: 64 MB of buffers at most
+
+
+@dataclass(frozen=True)
+class S3Target:
+    bucket: str | None
+    prefix: str = ""
+    endpoint_url: str | None = None
+    threshold: int = GITHUB_ASSET_LIMIT
+
+    @classmethod
+    def from_env(cls) -> S3Target:
+        return cls(
+            bucket=os.environ.get("INPUT_S3_BUCKET") or None,
+            prefix=os.environ.get("INPUT_S3_PREFIX", "").strip("/"),
+            endpoint_url=os.environ.get("INPUT_S3_ENDPOINT_URL") or None,
+            threshold=int(os.environ.get("TFTRAIN_S3_THRESHOLD_BYTES", GITHUB_ASSET_LIMIT)),
+        )
+
+    def offload(self, size: int) -> bool:
+        """Whether a model of `size` bytes goes to S3: when a bucket is set, or when it must."""
+        if self.bucket is None and size > self.threshold:
+            raise StorageError(
+                f"model.tar.gz is {size / 1024**3:.2f} GiB, over GitHub's release asset limit: set s3-bucket "
+                "(and s3-endpoint-url for an S3-compatible store) to publish it to S3"
+            )
+        return self.bucket is not None
+
+
+def s3_client(endpoint_url: str | None):
+    import boto3
+
+    return boto3.client("s3", endpoint_url=endpoint_url)
+
+
+def _transfer():
+    from boto3.s3.transfer import TransferConfig
+
+    return TransferConfig(multipart_threshold=PART, multipart_chunksize=PART, max_concurrency=4, use_threads=True)
+
+
+def upload(target: S3Target, path: Path, key: str, digest: str | None = None) -> dict:
+    """Upload `path` (whose sha256 is `digest`, when the caller knows it) to
+    s3://bucket/prefix/key, check what landed, return the pointer."""
+    digest, size = digest or sha256_file(path), path.stat().st_size
+    full_key = f"{target.prefix}/{key}" if target.prefix else key
+    uri = f"s3://{target.bucket}/{full_key}"
+    client = s3_client(target.endpoint_url)
+    with s3_errors("uploading", uri):
+        client.upload_file(str(path), target.bucket, full_key, ExtraArgs={"Metadata": {"sha256": digest}}, Config=_transfer())
+        head = client.head_object(Bucket=target.bucket, Key=full_key)
+    if head["ContentLength"] != size or head.get("Metadata", {}).get("sha256") != digest:
+        raise StorageError(f"{uri} does not match the uploaded model")
+    return {"uri": uri, "size": size, "sha256": digest, "endpoint_url": target.endpoint_url}
+
+
+def download(pointer: dict, path: Path) -> None:
+    """Fetch what a model.s3.json points to, and check it against the pointer's sha256."""
+    bucket, _, key = pointer["uri"][len("s3://") :].partition("/")
+    endpoint = S3Target.from_env().endpoint_url or pointer.get("endpoint_url")
+    with s3_errors("downloading", pointer["uri"]):
+        s3_client(endpoint).download_file(bucket, key, str(path), Config=_transfer())
+    if path.stat().st_size != pointer["size"] or sha256_file(path) != pointer["sha256"]:
+        raise StorageError(f"{pointer['uri']} does not match its model.s3.json (size or sha256)")
+
+
+@contextmanager
+def s3_errors(doing: str, uri: str) -> Iterator[None]:
+    """Turn what boto3 raises while `doing` something with `uri` into a StorageError: one line
+    naming the call and S3's answer, `S3: PutObject s3://bucket/key answered 500 InternalError`."""
+    import botocore.exceptions
+    from boto3.exceptions import Boto3Error
+    from s3transfer.exceptions import RetriesExceededError
+
+    try:
+        yield
+    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError, Boto3Error, RetriesExceededError) as exc:
+        raise StorageError(s3_failure(exc, doing, uri)) from None
+
+
+def s3_failure(exc: BaseException, doing: str, uri: str) -> str:
+    import botocore.exceptions
+
+    answer = next((e for e in (exc, exc.__cause__, exc.__context__) if isinstance(e, botocore.exceptions.ClientError)), None)
+    if answer is not None:  # boto3's transfers wrap it (S3UploadFailedError)
+        status = answer.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        code = answer.response.get("Error", {}).get("Code")
+        return services.answered("S3", f"{answer.operation_name} {uri}", status, reason=None if code == str(status) else code)
+    failed = getattr(exc, "last_exception", None) or exc  # s3transfer's RetriesExceededError
+    if isinstance(failed, (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError)):
+        return services.unreachable("S3", f"{doing} {uri}", failed)
+    return f"S3: {doing} {uri}: {services.one_line(str(failed))}"
+
+
+def pointer_text(pointer: dict) -> str:
+    return json.dumps(pointer, indent=2, sort_keys=True) + "\n"

@@ -1,0 +1,402 @@
+"""The history index (tftrain.db) as derived data: its schema, its rows made from the records in
+the directories (runs/ID/run.json, models/NAME/vN/version.json), rebuilding it from them, and the
+checks that tell a usable index from a damaged one, and the connection that turns every SQLite
+error into one line. The directories are the source of truth."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import sqlite3
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import yaml
+
+from runner.errors import DiskFullError, FatalError, HistoryError
+from runner.history.rundir import read_record
+
+TERMINAL = ("Completed", "Failed", "Canceled", "TimedOut")
+BUSY_SECONDS = 60
+REBUILD_HINT = "run `tftrain doctor` to rebuild it from the run directories"
+SQLITE_BUSY, SQLITE_READONLY, SQLITE_IOERR, SQLITE_FULL = 5, 8, 10, 13
+
+SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS runs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT UNIQUE,
+    name TEXT NOT NULL,
+    status TEXT NOT NULL,
+    created REAL NOT NULL,
+    ended REAL,
+    exit_code INTEGER,
+    run_dir TEXT,
+    manifest TEXT,
+    git TEXT,
+    message TEXT
+)""",
+    """CREATE TABLE IF NOT EXISTS phases (
+    run_id TEXT NOT NULL,
+    phase TEXT NOT NULL,
+    started REAL NOT NULL,
+    ended REAL,
+    PRIMARY KEY (run_id, phase)
+)""",
+    """CREATE TABLE IF NOT EXISTS models (
+    name TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    run_id TEXT,
+    created REAL NOT NULL,
+    path TEXT,
+    info TEXT,
+    PRIMARY KEY (name, version)
+)""",
+)
+COLUMNS = {
+    "runs": (
+        "seq", "run_id", "name", "status", "created", "ended", "exit_code", "run_dir", "manifest", "git", "message",
+    ),
+    "phases": ("run_id", "phase", "started", "ended"),
+    "models": ("name", "version", "state", "run_id", "created", "path", "info"),
+}
+# (table, what names a row, column): each holds a JSON object
+JSON_COLUMNS = (
+    ("runs", "run_id", "manifest"), ("runs", "run_id", "git"), ("models", "name || '@v' || version", "info"),
+)
+RUN_ID = re.compile(r"^(?P<name>.+)-(?P<number>\d+)$")
+VERSION_DIR = re.compile(r"^v(?P<version>\d+)$")
+
+
+def run_number(run_id: str) -> int | None:
+    match = RUN_ID.match(run_id)
+    return int(match["number"]) if match else None
+
+
+# --- who owns a run -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Owner:
+    """The tftrain process that runs a run: a pid is reused, a pid with its start time is not."""
+
+    host: str
+    pid: int
+    start: int | None  # clock ticks after boot (/proc/PID/stat, field 22)
+    boot: str | None
+
+    @classmethod
+    def me(cls) -> Owner:
+        return cls(socket.gethostname(), os.getpid(), process_start(os.getpid()), boot_id())
+
+    @classmethod
+    def of(cls, record: dict) -> Owner | None:
+        owner = record.get("owner")
+        if not (isinstance(owner, dict) and isinstance(owner.get("pid"), int) and isinstance(owner.get("host"), str)):
+            return None
+        return cls(owner["host"], owner["pid"], owner.get("start"), owner.get("boot"))
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def gone(self) -> bool:
+        """True when this machine can tell the owner has ended; another host's runs are never judged."""
+        if self.host != socket.gethostname() or not Path("/proc/self/stat").exists():
+            return False
+        if self.boot and self.boot != boot_id():
+            return True  # the machine rebooted since
+        start = process_start(self.pid)
+        return start is None or (self.start is not None and start != self.start)
+
+
+def process_start(pid: int) -> int | None:
+    """When a live process started (clock ticks after boot); None when there is none (or a zombie)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2 :].split()  # the command name may hold spaces and ')'
+    if not fields or fields[0] in (b"Z", b"X"):
+        return None
+    return int(fields[19])
+
+
+def boot_id() -> str | None:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+
+
+# --- rows from records --------------------------------------------------------------------------
+def index_run(db, run_dir: Path, record: dict) -> None:
+    """Make the index's row and phases of one run say what its record says."""
+    run_id = run_dir.name
+    values = (
+        record["name"], record["status"], record["created"], record.get("ended"), record.get("exit_code"),
+        str(run_dir), json.dumps(record["manifest"]), json.dumps(record.get("git") or {}), record.get("message"),
+    )
+    if db.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone():
+        db.execute(
+            "UPDATE runs SET name = ?, status = ?, created = ?, ended = ?, exit_code = ?, run_dir = ?, manifest = ?,"
+            " git = ?, message = ? WHERE run_id = ?",
+            (*values, run_id),
+        )
+    else:
+        seq = run_number(run_id)  # `tftrain runs show N` finds NAME-N
+        if seq is not None and db.execute("SELECT 1 FROM runs WHERE seq = ?", (seq,)).fetchone():
+            seq = None
+        db.execute(
+            "INSERT INTO runs (seq, run_id, name, status, created, ended, exit_code, run_dir, manifest, git, message)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (seq, run_id, *values),
+        )
+    db.execute("DELETE FROM phases WHERE run_id = ?", (run_id,))
+    for phase in record.get("phases") or []:
+        db.execute(
+            "INSERT OR REPLACE INTO phases VALUES (?, ?, ?, ?)", (run_id, phase["phase"], phase["started"], phase.get("ended"))
+        )
+
+
+def index_model(db, version_dir: Path, info: dict | None) -> None:
+    """A registered version (its version.json read), or a pending one whose number stays taken."""
+    name, version = version_dir.parent.name, int(version_dir.name[1:])
+    created = info.get("created") if info else None
+    if not isinstance(created, (int, float)):
+        created = version_dir.stat().st_mtime
+    state, run_id = ("ready", info.get("run_id")) if info is not None else ("pending", None)
+    db.execute(
+        "INSERT OR REPLACE INTO models (name, version, state, run_id, created, path, info) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (name, version, state, run_id, created, str(version_dir), json.dumps(info) if info is not None else None),
+    )
+
+
+# --- rebuilding ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Rebuilt:
+    runs: int
+    phases: int
+    models: int
+    problems: tuple[str, ...]  # what could not be rebuilt, one line each
+
+    def summary(self) -> str:
+        return f"{plural(self.runs, 'run')} ({plural(self.phases, 'phase')}) and {plural(self.models, 'model version')}"
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def rebuild(db, home: Path) -> Rebuilt:
+    """Fill an empty index from the run and model directories (inside the caller's transaction)."""
+    problems: list[str] = []
+    records = []
+    for run_dir in _subdirectories(home / "runs"):
+        try:
+            records.append((run_dir, load_run(run_dir)))
+        except (OSError, ValueError) as exc:
+            problems.append(f"{run_dir}: {_reason(exc)}; not indexed (its id stays taken)")
+    records.sort(key=lambda item: (run_number(item[0].name) or 0, item[1]["created"]))
+    for run_dir, record in records:
+        index_run(db, run_dir, record)
+    models = 0
+    for name_dir in _subdirectories(home / "models"):
+        for version_dir in _subdirectories(name_dir):
+            if not VERSION_DIR.match(version_dir.name):
+                problems.append(f"{version_dir}: not a version directory (vN); left alone")
+                continue
+            try:
+                info = read_record(version_dir / "version.json")
+                models += 1
+            except (OSError, ValueError) as exc:
+                info = None
+                problems.append(f"{version_dir}: version.json {_reason(exc)}; kept as pending (unlisted, number taken)")
+            index_model(db, version_dir, info)
+    phases = sum(len(record.get("phases") or []) for _, record in records)
+    return Rebuilt(len(records), phases, models, tuple(problems))
+
+
+def load_run(run_dir: Path) -> dict:
+    """run.json made complete for the index: records written before it held everything (no name,
+    created or manifest) get them from the run id, the phases and manifest.lock.yml."""
+    record = read_record(run_dir / "run.json")
+    phases = record.get("phases") or []
+    if not isinstance(phases, list) or not all(_is_phase(phase) for phase in phases):
+        raise ValueError("run.json: phases are not a list of {phase, started, ended}")
+    manifest = record.get("manifest") or _locked_manifest(run_dir)
+    if not isinstance(manifest, dict):
+        raise ValueError("no manifest in run.json or manifest.lock.yml")
+    status = record.get("status")
+    created = record.get("created") or (phases[0]["started"] if phases else (run_dir / "run.json").stat().st_mtime)
+    ended = record.get("ended")
+    if ended is None and status in TERMINAL and phases:
+        ended = phases[-1].get("ended")
+    record = {
+        **record, "run_id": run_dir.name, "name": record.get("name") or run_dir.name.rsplit("-", 1)[0],
+        "created": created, "ended": ended, "manifest": manifest, "phases": phases,
+    }
+    for key, kinds in (("status", str), ("created", (int, float)), ("ended", (int, float, type(None))),
+                       ("exit_code", (int, type(None))), ("message", (str, type(None))), ("git", (dict, type(None)))):
+        if not isinstance(record.get(key), kinds) or isinstance(record.get(key), bool):
+            raise ValueError(f"run.json: {key} is {json.dumps(record.get(key))[:40]}")
+    return record
+
+
+def _is_phase(phase) -> bool:
+    return (
+        isinstance(phase, dict)
+        and isinstance(phase.get("phase"), str)
+        and isinstance(phase.get("started"), (int, float))
+        and isinstance(phase.get("ended"), (int, float, type(None)))
+    )
+
+
+def _locked_manifest(run_dir: Path) -> dict | None:
+    try:
+        lock = yaml.safe_load((run_dir / "manifest.lock.yml").read_text(encoding="utf-8"))
+    except (OSError, ValueError, yaml.YAMLError):
+        return None
+    return lock.get("manifest") if isinstance(lock, dict) else None
+
+
+def _subdirectories(directory: Path) -> list[Path]:
+    try:
+        return sorted(path for path in directory.iterdir() if path.is_dir() and not path.name.startswith("."))
+    except FileNotFoundError:
+        return []
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return f"no {Path(exc.filename).name}" if exc.filename else "missing"
+    if isinstance(exc, OSError):
+        return f"{Path(exc.filename).name if exc.filename else 'read'}: {exc.strerror or exc}"
+    return f"unreadable ({exc})"
+
+
+# --- checks -------------------------------------------------------------------------------------
+def schema_problems(db) -> list[str]:
+    problems = []
+    for table, columns in COLUMNS.items():
+        present = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+        if not present:
+            problems.append(f"no table {table}")
+        elif missing := [column for column in columns if column not in present]:
+            problems.append(f"table {table} has no column {', '.join(missing)}")
+    return problems
+
+
+def json_problems(db, limit: int = 1) -> list[str]:
+    """Columns that must hold a JSON object and do not (json_type only where json_valid says so)."""
+    problems = []
+    for table, key, column in JSON_COLUMNS:
+        rows = db.execute(
+            f"SELECT {key} FROM {table} WHERE {column} IS NOT NULL"
+            f" AND (CASE WHEN json_valid({column}) THEN json_type({column}) END) IS NOT 'object' LIMIT ?",
+            (limit,),
+        )
+        problems += [f"invalid JSON in {table}.{column} of {name}" for (name,) in rows]
+    return problems[:limit]
+
+
+def inspect(path: Path) -> list[str]:
+    """What makes the index file unusable: empty when it is usable, or missing (then it is rebuilt)."""
+    if path.is_dir():
+        return ["a directory, not a file"]
+    if not path.exists() or path.stat().st_size == 0:
+        return []
+    if not os.access(path, os.R_OK | os.W_OK):
+        return ["read-only (chmod u+rw; chattr -i)"]
+    try:
+        db = sqlite3.connect(path, timeout=BUSY_SECONDS)
+        try:
+            checks = [row[0] for row in db.execute("PRAGMA integrity_check(10)")]
+            if checks != ["ok"]:
+                return [f"integrity_check: {check}" for check in checks]
+            return schema_problems(db) or json_problems(db, limit=10)
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as exc:
+        return [str(exc)]
+
+
+# --- the SQLite connection, every error one line ---------------------------------------------------
+@dataclass(frozen=True)
+class Rows:
+    rows: tuple
+    lastrowid: int | None
+    rowcount: int
+
+    def fetchone(self):
+        return self.rows[0] if self.rows else None
+
+    def fetchall(self) -> list:
+        return list(self.rows)
+
+    def __iter__(self):
+        return iter(self.rows)
+
+
+class Index:
+    """tftrain.db; rows are fetched inside `execute`, so a damaged page fails there, as one line."""
+
+    def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
+        self.path, self.connection = path, connection
+
+    def execute(self, sql: str, args: tuple = ()) -> Rows:
+        try:
+            cursor = self.connection.execute(sql, args)
+            return Rows(tuple(cursor.fetchall()), cursor.lastrowid, cursor.rowcount)
+        except (sqlite3.ProgrammingError, sqlite3.IntegrityError):
+            raise  # a mistake in tftrain, not in the file
+        except sqlite3.Error as exc:
+            raise index_error(self.path, exc) from None
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.connection.in_transaction
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+@contextmanager
+def transaction(db: Index):
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:  # SQLite has rolled back by itself after some errors (a full disk)
+            try:
+                db.connection.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+        raise
+
+
+def index_error(path: Path, exc: sqlite3.Error) -> FatalError:
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    if code == SQLITE_FULL or (code == SQLITE_IOERR and _no_space(path)):
+        return DiskFullError(f"disk full writing {path}")
+    if code == SQLITE_READONLY:
+        return read_only(path, str(exc))
+    if code == SQLITE_BUSY:
+        return HistoryError(f"{path} stayed locked by another process for {BUSY_SECONDS} s ({exc})")
+    return damaged(path, str(exc))
+
+
+def damaged(path: Path, reason: str) -> HistoryError:
+    return HistoryError(f"{path} is damaged ({reason}): {REBUILD_HINT}")
+
+
+def read_only(path: Path, reason: str) -> HistoryError:
+    return HistoryError(f"{path} is read-only ({reason}): make it writable (chmod u+rw; chattr -i), or {REBUILD_HINT}")
+
+
+def _no_space(path: Path) -> bool:
+    try:
+        return os.statvfs(path.parent).f_bavail == 0
+    except OSError:
+        return False

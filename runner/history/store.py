@@ -1,0 +1,393 @@
+"""Run history. Each run directory holds its own record (runs/ID/run.json, written from the moment
+the run exists); tftrain.db (SQLite) indexes those records and the registry's versions. Every
+command opens the history through `Store`: a damaged index is one line naming the file and
+`tftrain doctor`, a missing one is rebuilt from the directories, and runs whose tftrain process is
+gone are marked Failed."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner.errors import HistoryError, NotFoundError
+from runner.history.index import BUSY_SECONDS, SCHEMA, TERMINAL, Index, Owner, Rebuilt, damaged, index_error, index_run, json_problems, read_only, rebuild, run_number, schema_problems, transaction
+from runner.history.rundir import RunPaths, read_record, space_error, write_record
+
+__all__ = ["TERMINAL", "PhaseRow", "RunRow", "Store"]
+
+DB_NAME = "tftrain.db"
+LOCK_NAME = "history.lock"
+RESERVE_BYTES = 512 << 10
+
+
+@dataclass(frozen=True)
+class RunRow:
+    run_id: str
+    name: str
+    status: str
+    created: float
+    ended: float | None
+    exit_code: int | None
+    run_dir: Path
+    manifest: str
+    git: dict
+    message: str | None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in TERMINAL
+
+
+@dataclass(frozen=True)
+class PhaseRow:
+    phase: str
+    started: float
+    ended: float | None
+
+
+class Store:
+    def __init__(self, home: Path, notify: Callable[[str], None] | None = None, set_aside: str | None = None) -> None:
+        """Open the history of `home`; `notify` hears what opening did (an index rebuilt, runs lost).
+        `set_aside` (doctor): first move the index to tftrain.db.SET_ASIDE-TIME, so it is rebuilt."""
+        self.home = home
+        self.path = home / DB_NAME
+        self.notify = notify or (lambda line: None)
+        self.rebuilt: Rebuilt | None = None
+        self.set_aside_as: list[Path] = []
+        self._records: dict[str, dict] = {}
+        try:
+            home.mkdir(parents=True, exist_ok=True)
+            if not (home / ".gitignore").exists():
+                (home / ".gitignore").write_text("*\n")  # run history never gets committed by accident
+        except OSError as exc:
+            error = space_error(exc, home) or HistoryError(f"cannot use {home} for the run history ({exc.strerror or exc})")
+            raise error from None
+        self.db = self._open(set_aside)
+        self.reconcile()
+
+    # --- opening ---------------------------------------------------------------------------------
+    def _open(self, set_aside: str | None = None) -> Index:
+        with self._locked():
+            if set_aside:
+                self.set_aside_as = self._set_aside(("", "-wal", "-shm"), set_aside)
+            if self.path.is_dir():
+                raise self.damaged("a directory, not a file")
+            fresh = not self.path.exists() or self.path.stat().st_size == 0
+            if fresh:
+                self._set_aside(("-wal", "-shm"), "stale")  # an old journal must never be replayed into a new file
+            elif not os.access(self.path, os.R_OK | os.W_OK):
+                raise read_only(self.path, "no write permission, or immutable")
+            try:
+                db = Index(self.path, sqlite3.connect(self.path, timeout=BUSY_SECONDS, isolation_level=None))
+            except sqlite3.Error as exc:
+                raise index_error(self.path, exc) from None
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                self._inode = os.stat(self.path).st_ino
+                with transaction(db):
+                    if not db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone():
+                        for statement in SCHEMA:
+                            db.execute(statement)
+                        self.rebuilt = rebuild(db, self.home)
+                    elif problems := schema_problems(db) or json_problems(db):
+                        raise self.damaged(problems[0])
+            except BaseException:
+                db.close()
+                raise
+        if self.rebuilt and not set_aside and (self.rebuilt.runs or self.rebuilt.models or self.rebuilt.problems):
+            could_not = len(self.rebuilt.problems)
+            self.notify(f"{self.path} was missing: rebuilt it from {self.rebuilt.summary()}"
+                        + (f" ({could_not} left out: see `tftrain doctor`)" if could_not else ""))
+        return db
+
+    def damaged(self, reason: str) -> HistoryError:
+        return damaged(self.path, reason)
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Held while the index file is created, checked, set aside or rebuilt (by doctor)."""
+        try:
+            handle = open(self.home / LOCK_NAME, "a")
+        except OSError as exc:
+            error = space_error(exc, self.home / LOCK_NAME)
+            raise error or HistoryError(f"cannot open {self.home / LOCK_NAME} ({exc.strerror})") from None
+        with handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+
+    def _set_aside(self, suffixes: tuple[str, ...], label: str) -> list[Path]:
+        """Rename tftrain.db{suffix} to tftrain.db.LABEL-TIME{suffix}; nothing is deleted."""
+        base = f"{DB_NAME}.{label}-{time.strftime('%Y%m%d-%H%M%S')}"
+        taken = set(os.listdir(self.home))
+        number = 1
+        while any(f"{base}{'' if number == 1 else f'.{number}'}{suffix}" in taken for suffix in suffixes):
+            number += 1  # an earlier one set aside in the same second: never replaced
+        base += "" if number == 1 else f".{number}"
+        moved = []
+        for suffix in suffixes:
+            source = self.home / (DB_NAME + suffix)
+            if source.exists() or source.is_symlink():
+                target = self.home / f"{base}{suffix}"
+                try:
+                    os.replace(source, target)
+                except OSError as exc:
+                    why = f"cannot move {source} aside ({exc.strerror})"
+                    raise HistoryError(f"{why}: make it writable (chattr -i; chmod u+rw) and try again") from None
+                moved.append(target)
+        return moved
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self):
+        """An exclusive write transaction: concurrent tftrain processes take turns."""
+        self._follow()
+        with transaction(self.db):
+            yield self.db
+
+    def _follow(self) -> None:
+        """`tftrain doctor` (or rm) replaced the index since we opened it: use the new one."""
+        try:
+            same = os.stat(self.path).st_ino == self._inode
+        except OSError:
+            same = False
+        if not same:
+            self.db.close()
+            self.db = self._open()
+
+    # --- writing: run.json first (the truth), then the index ------------------------------------
+    def new_run(self, name: str, manifest: str) -> str:
+        """A new run and its directory: a number no run directory and no index row ever had."""
+        runs = self.home / "runs"
+        run_dir = None
+        try:
+            with self.transaction() as db:
+                (seq,) = db.execute(
+                    "SELECT MAX((SELECT COALESCE(MAX(seq), 0) FROM runs),"
+                    " (SELECT COALESCE(MAX(seq), 0) FROM sqlite_sequence WHERE name = 'runs'))"
+                ).fetchone()
+                run_dir = _make_run_dir(runs, name, max(seq, _highest_number(runs)) + 1)
+                _reserve(RunPaths(run_dir).reserve)
+                now = time.time()
+                record = {
+                    "run_id": run_dir.name, "name": name, "status": "Queued", "created": now, "ended": None,
+                    "exit_code": None, "message": None, "manifest": _json_object(manifest), "git": {},
+                    "owner": Owner.me().as_dict(), "phases": [{"phase": "Queued", "started": now, "ended": None}],
+                }
+                self._write(run_dir, record)
+                index_run(db, run_dir, record)
+        except BaseException:
+            if run_dir is not None:
+                _discard(run_dir)  # it never became a run: nothing ran, nothing was recorded
+            raise
+        return run_dir.name
+
+    def update_run(self, run_id: str, **fields) -> None:
+        """Add fields (git, message, …) to the run's record."""
+        fields.pop("run_dir", None)  # where the record is, is where the run is
+        self._change(run_id, lambda record: record.update(fields))
+
+    def start_phase(self, run_id: str, phase: str) -> None:
+        def change(record: dict) -> None:
+            _add_phase(record, phase, ended=False)
+            record["status"] = phase
+
+        self._change(run_id, change)
+
+    def finish(self, run_id: str, status: str, exit_code: int, message: str | None) -> None:
+        """The run's end; the space held for this is given back first, so a full disk can record it."""
+        _release(RunPaths(self._run_dir(run_id)).reserve)
+        self._change(run_id, lambda record: _finish(record, status, exit_code, message))
+
+    def _change(self, run_id: str, change: Callable[[dict], None]) -> None:
+        run_dir = self._run_dir(run_id)
+        with self.transaction() as db:
+            record = self._read(run_dir)
+            change(record)
+            self._write(run_dir, record)
+            index_run(db, run_dir, record)
+
+    def _run_dir(self, run_id: str) -> Path:
+        return self.home / "runs" / run_id
+
+    def _read(self, run_dir: Path) -> dict:
+        try:
+            record = read_record(run_dir / "run.json")
+        except (OSError, ValueError):
+            record = self._records.get(run_dir.name)
+            if record is None:
+                raise HistoryError(f"{run_dir / 'run.json'} cannot be read: the run's record is gone") from None
+        return {**record, "phases": [dict(phase) for phase in record.get("phases") or []]}
+
+    def _write(self, run_dir: Path, record: dict) -> None:
+        write_record(run_dir / "run.json", record)
+        self._records[run_dir.name] = record
+
+    # --- runs whose tftrain is gone -------------------------------------------------------------
+    def reconcile(self) -> list[str]:
+        """Mark Failed the unfinished runs whose owner (pid and start time) is gone from this
+        machine, and reap what they left running. Returns their ids."""
+        placeholders = ", ".join("?" for _ in TERMINAL)
+        rows = self.db.execute(f"SELECT run_id, run_dir FROM runs WHERE status NOT IN ({placeholders})", TERMINAL)
+        lost = []
+        for run_id, run_dir in rows:
+            run_dir = Path(run_dir or self._run_dir(run_id))
+            owner = _owner(run_dir)
+            if owner is None or not owner.gone():
+                continue
+            message = f"lost: tftrain process {owner.pid} ended"
+            with self.transaction() as db:
+                record = self._read(run_dir)
+                if record.get("status") in TERMINAL:  # another command got here first
+                    continue
+                _finish(record, "Failed", 1, message)
+                self._write(run_dir, record)
+                index_run(db, run_dir, record)
+            _release(RunPaths(run_dir).reserve)
+            reaped = self._reap(run_id)
+            self.notify(f"run {run_id} marked Failed ({message})" + (f"; killed {reaped} leftover processes" if reaped else ""))
+            lost.append(run_id)
+        return lost
+
+    def _reap(self, run_id: str) -> int:
+        try:
+            from runner.targets.local.processes import reap_run
+        except (ImportError, AttributeError):
+            return 0
+        return reap_run(run_id, self.home) or 0
+
+    # --- reading ---------------------------------------------------------------------------------
+    def runs(self, limit: int = 50) -> list[RunRow]:
+        rows = self.db.execute(f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY seq DESC LIMIT ?", (limit,))
+        return [self._run_row(row) for row in rows]
+
+    def run(self, ref: str) -> RunRow:
+        """A run by id, by its number, or `latest`."""
+        if ref == "latest":
+            query, args = f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY seq DESC LIMIT 1", ()
+        elif ref.isdigit():
+            query, args = f"SELECT {_RUN_COLUMNS} FROM runs WHERE seq = ?", (int(ref),)
+        else:
+            query, args = f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", (ref,)
+        row = self.db.execute(query, args).fetchone()
+        if row is None:
+            raise NotFoundError(f"run {ref!r} not found in {self.home} (see `tftrain runs`)")
+        return self._run_row(row)
+
+    def phases(self, run_id: str) -> list[PhaseRow]:
+        rows = self.db.execute(
+            "SELECT phase, started, ended FROM phases WHERE run_id = ? ORDER BY started, rowid", (run_id,)
+        )
+        return [PhaseRow(*row) for row in rows]
+
+    def _run_row(self, row) -> RunRow:
+        run_id, name, status, created, ended, exit_code, run_dir, manifest, git, message = row
+        try:
+            git = json.loads(git or "{}")
+        except ValueError:
+            raise self.damaged(f"invalid JSON in runs.git of {run_id}") from None
+        return RunRow(
+            run_id, name, status, created, ended, exit_code, Path(run_dir or "."), manifest or "", git, message
+        )
+
+
+_RUN_COLUMNS = "run_id, name, status, created, ended, exit_code, run_dir, manifest, git, message"
+
+
+# --- records ---------------------------------------------------------------------------------------
+def _add_phase(record: dict, name: str, ended: bool) -> float:
+    """End the open phase and start `name` (ended at once for the final status); returns the time."""
+    now = time.time()
+    phases = [phase for phase in record["phases"] if phase["phase"] != name]
+    for phase in phases:
+        if phase.get("ended") is None:
+            phase["ended"] = now
+    record["phases"] = [*phases, {"phase": name, "started": now, "ended": now if ended else None}]
+    return now
+
+
+def _finish(record: dict, status: str, exit_code: int, message: str | None) -> None:
+    now = _add_phase(record, status, ended=True)
+    record.update(status=status, ended=now, exit_code=exit_code, message=message)
+
+
+def _owner(run_dir: Path) -> Owner | None:
+    try:
+        return Owner.of(read_record(run_dir / "run.json"))
+    except (OSError, ValueError):
+        return None  # a record written before owners were recorded: nothing to judge by
+
+
+def _make_run_dir(runs: Path, name: str, number: int) -> Path:
+    try:
+        runs.mkdir(exist_ok=True)
+        while True:
+            try:
+                (runs / f"{name}-{number}").mkdir()  # exclusive: a directory is never reused
+                return runs / f"{name}-{number}"
+            except FileExistsError:
+                number += 1
+    except OSError as exc:
+        error = space_error(exc, runs) or HistoryError(f"cannot create a run directory in {runs} ({exc.strerror})")
+        raise error from None
+
+
+def _discard(run_dir: Path) -> None:
+    for path in (RunPaths(run_dir).reserve, RunPaths(run_dir).record):
+        _release(path)
+    try:
+        run_dir.rmdir()
+    except OSError:
+        pass
+
+
+def _highest_number(runs: Path) -> int:
+    try:
+        names = os.listdir(runs)
+    except FileNotFoundError:
+        return 0
+    return max((run_number(name) or 0 for name in names), default=0)
+
+
+def _json_object(text: str) -> dict:
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise ValueError("the manifest must be a JSON object")
+    return value
+
+
+def _reserve(path: Path) -> None:
+    """Hold RESERVE_BYTES of real space (not a sparse file) for the run's last writes."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.posix_fallocate(fd, 0, RESERVE_BYTES)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        _release(path)
+        error = space_error(exc, path)
+        if error is not None:
+            raise error from None  # too full to start a run
+        # a filesystem that cannot hold space ahead: the run goes on without a reserve
+
+
+def _release(path: Path) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass

@@ -1,0 +1,55 @@
+"""Whether a plan fits the machine it runs on, checked when the run starts (validation cannot
+know the machine, and must give the same answer everywhere). Only the local and docker targets
+run every task here; the pool places tasks by each host's slots and GPUs, Kubernetes schedules."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+from runner.errors import UnsupportedError
+from runner.telemetry.logger import Logger
+from runner.manifest.model import Manifest
+from runner.plan.model import LaunchPlan
+
+ON_THIS_MACHINE = ("local", "docker")
+GPU_ROLES = ("main", "rank", "worker")  # a chief, parameter servers and an evaluator need no GPU of their own
+
+
+def check_capacity(plan: LaunchPlan, manifest: Manifest, logger: Logger) -> None:
+    """More processes than CPUs: a warning (they share them). More GPU processes than GPUs: an error."""
+    if plan.target not in ON_THIS_MACHINE:
+        return
+    cpus = cpu_count()
+    if len(plan.tasks) > cpus:
+        logger.warning(f"{len(plan.tasks)} training processes on this machine's {cpus} CPUs: they will share them")
+    if not manifest.use_gpu:
+        return
+    wanted = sum(1 for task in plan.tasks if task.role in GPU_ROLES)
+    gpus = gpu_count()
+    if gpus is not None and wanted > gpus:
+        raise UnsupportedError(
+            f"use_gpu: the job runs {wanted} processes that each need a GPU, and this machine has {gpus}"
+        )
+
+
+def cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def gpu_count() -> int | None:
+    """GPUs this machine lets tftrain use (`nvidia-smi -L`, within CUDA_VISIBLE_DEVICES); None: unknown."""
+    try:
+        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if listing.returncode != 0:
+        return None
+    count = sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU "))
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip():
+        count = min(count, len([item for item in visible.split(",") if item.strip() and not item.strip().startswith("-")]))
+    return count

@@ -1,0 +1,28 @@
+"""Parameter-server training: chief, workers, parameter servers (and an evaluator), one process
+each, every one with its own TF_CONFIG. Parameter servers never end on their own: the job ends
+with the chief (or all workers), and the rest is stopped."""
+
+from __future__ import annotations
+
+from runner.plan.launchers.tfconfig import tasks_for
+from runner.plan.model import LaunchPlan, PlanContext, check_metrics_ranks
+
+name = "parameter_server"
+
+
+def plan(ctx: PlanContext) -> LaunchPlan:
+    training = ctx.manifest.distributed_training
+    roles = [("chief", 0)] if training.chief else []
+    roles += [("worker", i) for i in range(training.worker_count)]
+    roles += [("ps", i) for i in range(training.parameter_server_count)]
+    if training.evaluator:
+        roles.append(("evaluator", 0))
+    in_cluster = {"chief", "worker", "ps"} | ({"evaluator"} if training.evaluator_in_cluster else set())
+    tasks = tasks_for(ctx, roles, in_cluster, training.base_port)
+    return LaunchPlan(
+        launcher=name,
+        target=ctx.target,
+        tasks=tuple(tasks),
+        metrics_ranks=check_metrics_ranks(ctx.manifest, len(tasks)),
+        success_policy=training.success_policy,
+    )

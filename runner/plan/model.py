@@ -1,0 +1,147 @@
+"""A LaunchPlan is plain data: which processes run where, with which argv and environment.
+
+Planning runs nothing; `tftrain plan` prints the same plan that `tftrain run` executes.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import asdict, dataclass, field
+
+from runner.plan.argv import script_path
+from runner.errors import PlanError
+from runner.manifest.model import Manifest
+from runner.history.rundir import RuntimePaths
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    role: str
+    index: int
+    rank: int
+    host: str
+    argv: tuple[str, ...]
+    env: dict[str, str] = field(hash=False)
+    cwd: str
+
+    def __post_init__(self) -> None:
+        # each task owns its environment: a dict shared with the planner (or another task) would
+        # change under the frozen spec when the planner goes on editing it
+        object.__setattr__(self, "env", dict(self.env))
+
+    @property
+    def label(self) -> str:
+        """How its log lines are prefixed: `0` for an MPI rank, `worker 1` for a TF_CONFIG task."""
+        return str(self.rank) if self.role in ("main", "rank") else f"{self.role} {self.index}"
+
+    def to_dict(self, masked: frozenset[str] = frozenset()) -> dict:
+        return {
+            "role": self.role,
+            "index": self.index,
+            "rank": self.rank,
+            "host": self.host,
+            "argv": list(self.argv),
+            "command": shlex.join(self.argv),
+            "env": {key: "***" if key in masked else value for key, value in sorted(self.env.items())},
+            "cwd": self.cwd,
+        }
+
+
+@dataclass(frozen=True)
+class Mount:
+    source: str
+    target: str
+    read_only: bool
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """How every task's container is made (docker target)."""
+
+    image: str
+    mounts: tuple[Mount, ...]
+    user: str
+    network_mode: str
+    shm_size: str | None = None
+    memory: str | None = None
+    gpus: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """`tasks` are the training processes. With a `driver` (mpirun), tftrain starts only the
+    driver, which starts the tasks; otherwise it starts each task itself."""
+
+    launcher: str
+    target: str
+    tasks: tuple[TaskSpec, ...]
+    metrics_ranks: tuple[int, ...] = (0,)
+    driver: TaskSpec | None = None
+    success_policy: str = "main"  # main | chief | all_workers
+    files: dict[str, str] = field(default_factory=dict, hash=False)  # name → content, written to the launch dir
+    container: ContainerSpec | None = None
+    secret_names: frozenset[str] = frozenset()
+
+    @property
+    def processes(self) -> tuple[TaskSpec, ...]:
+        """What tftrain itself starts."""
+        return (self.driver,) if self.driver else self.tasks
+
+    def to_dict(self) -> dict:
+        document = {
+            "launcher": self.launcher,
+            "target": self.target,
+            "success_policy": self.success_policy,
+            "metrics_ranks": list(self.metrics_ranks),
+            "tasks": [task.to_dict(self.secret_names) for task in self.tasks],
+        }
+        if self.driver is not None:
+            document["driver"] = self.driver.to_dict(self.secret_names)
+        if self.files:
+            document["files"] = dict(self.files)
+        if self.container is not None:
+            document["container"] = self.container.to_dict()
+        return document
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """What launchers need: the manifest plus everything resolved while preparing."""
+
+    manifest: Manifest
+    target: str
+    python: str
+    runtime: RuntimePaths
+    env: dict[str, str]
+    argv_tail: tuple[str, ...]
+    placement: HostMap | None = None  # the pool target's; None: every task on this machine
+
+    @property
+    def script_argv(self) -> tuple[str, ...]:
+        return (self.python, script_path(self.manifest.entry_script), *self.argv_tail)
+
+
+@dataclass(frozen=True)
+class HostMap:
+    """Where the pool placed a job: "node 0" (MPI), "worker 1", "main 0" → (host name, address)."""
+
+    hosts: dict[str, tuple[str, str]] = field(hash=False)
+    ssh_port: int = 12345  # the MPI containers' sshd (Horovod's documented example port)
+    base_port: int = 23456  # TF_CONFIG tasks: base_port, base_port+1, … on each host
+
+    def name(self, key: str) -> str:
+        return self.hosts[key][0]
+
+    def address(self, key: str) -> str:
+        return self.hosts[key][1]
+
+
+def check_metrics_ranks(manifest: Manifest, count: int) -> tuple[int, ...]:
+    ranks = tuple(manifest.metrics.ranks)
+    bad = [rank for rank in ranks if not 0 <= rank < count]
+    if bad:
+        raise PlanError(f"metrics.ranks: {bad[0]} is not a rank of this job (ranks 0–{count - 1})")
+    return ranks

@@ -1,0 +1,316 @@
+"""`tftrain run`: Queued → Preparing → Running → PostProcessing → Completed|Failed|Canceled|TimedOut."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from runner.telemetry.diagnose import ScriptError, last_traceback, tail_text
+from runner.errors import (
+    DiskFullError,
+    FatalError,
+    TrainingCanceled,
+    TrainingFailed,
+    TrainingTimedOut,
+)
+from runner.telemetry.logger import Logger, workspace_path
+from runner.telemetry.logpump import LogPump
+from runner.manifest import LoadedManifest, effective_target
+from runner.telemetry.metricsfile import MetricsFileFollower, mask_metrics_files
+from runner.telemetry.parsers import LogMetricParser
+from runner.telemetry.recorder import MetricsRecorder
+from runner.telemetry.summary import primary_metric
+from runner.paths import tftrain_home
+from runner.run.prepare import Prepared, check_runnable, prepare
+from runner.targets.local.processes import become_subreaper, run_cgroup_name
+from runner.history.rundir import RunPaths, merge_record, writing
+from runner.history.store import TERMINAL, Store
+from runner.targets.base import Outcome, RunControl, reservation, target_for
+
+# What only runs after the training (TensorBoard events, the registry, the rendered summary)
+# is imported there: the script starts sooner.
+if TYPE_CHECKING:
+    from runner.history.registry import ModelVersion
+
+EXIT_CODES = {"Completed": 0, "Failed": TrainingFailed.exit_code, "TimedOut": TrainingTimedOut.exit_code, "Canceled": TrainingCanceled.exit_code}
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run_id: str
+    status: str
+    exit_code: int
+    message: str | None
+    run_dir: Path
+    model: ModelVersion | None
+    metrics: dict
+
+
+def run_manifest(loaded: LoadedManifest, logger: Logger, home: Path | None = None) -> RunResult:
+    checked = check_runnable(loaded)  # refuse what cannot run before a run is recorded
+    manifest = loaded.manifest
+    store = Store(home or tftrain_home(), notify=logger.warning)
+    run_id = store.new_run(manifest.name, manifest.model_dump_json(by_alias=True))  # runs/ID and its run.json
+    paths = RunPaths.for_run(store.home, run_id, manifest)
+    logger.info(f"run {run_id} (queued)  →  {paths.root}", style="bold")
+    control = RunControl(
+        marker=f"TFTRAIN_RUN_ID={run_id}",
+        grace_seconds=manifest.compute.kill_grace_seconds,
+        limit_seconds=manifest.max_run_duration_seconds,
+    )
+    control.cgroup = run_cgroup_name(run_id, store.home)
+    become_subreaper()
+    try:
+        return _run(loaded, checked, store, run_id, paths, control, logger)
+    except BaseException as exc:
+        if store.run(run_id).status not in TERMINAL:  # a bug, a full disk, or KeyboardInterrupt outside the phases
+            if isinstance(exc, FatalError):
+                store.finish(run_id, "Failed", exc.exit_code, logger.masker.text(str(exc)))
+            else:
+                store.finish(run_id, "Failed", 1, logger.masker.text(f"internal error: {type(exc).__name__}: {exc}"))
+        raise
+    finally:
+        store.close()
+
+
+def _run(loaded, checked, store: Store, run_id: str, paths: RunPaths, control: RunControl, logger: Logger) -> RunResult:
+    manifest = loaded.manifest
+    session = _Session(store, run_id, logger)
+    outcome, failure, prepared = None, None, None
+    with _signals(control, logger), ExitStack() as held:
+        try:
+            # Queued until the target has room (the pool's leases); held until Running ends
+            checked = held.enter_context(reservation(target_for(effective_target(manifest)), loaded, checked, run_id, control, logger))
+            with session.phase("Preparing"):
+                prepared = prepare(loaded, checked, run_id, paths, store, logger)
+                store.update_run(run_id, git=prepared.git)  # lineage, listed by `tftrain runs`
+        except FatalError as exc:
+            failure, outcome = exc, Outcome(_failed_as(exc), None, str(exc))
+        paths.create()
+        recorder = MetricsRecorder(paths.metrics, manifest.metrics, logger.metrics, logger.masker, logger.warning)
+        if prepared is not None:
+            if control.cancel.is_set():
+                outcome = Outcome("Canceled", None, "canceled before the training started")
+            else:
+                try:
+                    with session.phase("Running"):
+                        outcome = _script_verdict(_execute(prepared, paths, recorder, control, logger), recorder)
+                except FatalError as exc:  # the target could not run it (a daemon or cluster refused)
+                    failure, outcome = exc, Outcome("Failed", None, str(exc))
+        held.close()
+        with session.phase("PostProcessing"):
+            model, summary, points, refused = _post_process(loaded, paths, recorder, outcome, run_id, prepared, store, logger)
+        if refused is not None and failure is None:  # the training ended well; keeping its results did not
+            failure, outcome = refused, Outcome("Failed", None, str(refused))
+    # tftrain's own failure speaks for itself; a script's is found in its logs
+    message, script_error = (outcome.message, None) if failure else _explain(outcome, paths, prepared)
+    message = logger.masker.text(message) if message else message  # stored: the DB, run.json, summary.md
+    exit_code = failure.exit_code if failure else EXIT_CODES[outcome.status]
+    store.finish(run_id, outcome.status, exit_code, message)
+    git = prepared.git if prepared else {}
+    _write_record(paths, store, run_id, outcome, exit_code, message, model, summary, git, points)
+    logger.info(f"run {run_id}: {outcome.status}" + (f": {message}" if message else ""), style="bold green" if exit_code == 0 else "bold red")
+    result = RunResult(run_id, outcome.status, exit_code, message, paths.root, model, summary)
+    _report(logger, loaded, result, script_error, paths)
+    return result
+
+
+def _script_verdict(outcome: Outcome, recorder: MetricsRecorder) -> Outcome:
+    """A script that said it failed (Azure's run.fail()) failed, whatever its exit code."""
+    if outcome.status == "Completed" and recorder.verdict is not None:
+        error = recorder.verdict["error"]
+        return Outcome("Failed", None, "the script marked the run failed (run.fail())" + (f": {error}" if error else ""))
+    return outcome
+
+
+def _failed_as(exc: FatalError) -> str:
+    return "Canceled" if isinstance(exc, TrainingCanceled) else "Failed"
+
+
+class _Session:
+    def __init__(self, store: Store, run_id: str, logger: Logger) -> None:
+        self.store, self.run_id, self.logger = store, run_id, logger
+
+    @contextmanager
+    def phase(self, name: str):
+        self.store.start_phase(self.run_id, name)
+        self.logger.phase(name)
+        started = time.monotonic()
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            self.logger.phase_done(name, time.monotonic() - started, ok)
+
+
+def _execute(prepared: Prepared, paths: RunPaths, recorder: MetricsRecorder, control: RunControl, logger: Logger) -> Outcome:
+    plan = prepared.plan
+    regexes = recorder.summary.spec.regex
+    pump = LogPump(logger, paths.logs, prefix_ranks=len(plan.tasks) > 1, secrets=prepared.secrets)
+    sinks = {rank: LogMetricParser(regexes, recorder.record, rank).feed for rank in plan.metrics_ranks}
+    followers = [
+        MetricsFileFollower(paths.metrics_file(rank), recorder.record, logger.warning, rank, recorder.note) for rank in plan.metrics_ranks
+    ]
+    for follower in followers:
+        follower.start()
+    for name, content in plan.files.items():
+        paths.launch_dir.mkdir(exist_ok=True)
+        (paths.launch_dir / name).write_text(content)
+    if control.limit_seconds:
+        control.deadline = time.monotonic() + control.limit_seconds
+    try:
+        outcome = target_for(plan.target).execute(plan, pump, sinks, control, logger)
+    finally:
+        for follower in followers:
+            follower.stop()
+        mask_metrics_files(paths.metrics_dir, logger.masker, logger.warning)
+        if logger.github and len(plan.tasks) > 1:
+            _rank_groups(logger, plan, paths)
+    # a log or metrics.jsonl that could not be written in full: the run keeps what it has, and fails
+    for sink in (pump, recorder):
+        if sink.disk_full is not None:
+            raise DiskFullError(f"{sink.failure} (the training {outcome.status.lower()}; logs and outputs are kept as far as they went)")
+    return outcome
+
+
+RANK_TAIL_LINES = 200
+
+
+def _rank_groups(logger: Logger, plan, paths: RunPaths) -> None:
+    """In GitHub's log the ranks' lines arrive interleaved; each rank's own tail, folded, reads better."""
+    for task in plan.tasks:
+        log = paths.rank_log(task.rank)
+        lines = (tail_text(log) or "").splitlines()[-RANK_TAIL_LINES:]
+        with logger.group(f"{task.label} — last {len(lines)} lines of {log.name}"):
+            logger.text("\n".join(lines) or "(no output)")
+
+
+def _post_process(loaded, paths, recorder, outcome, run_id, prepared, store, logger):
+    from runner.telemetry.tensorboard import event_scalar_batches
+    from runner.telemetry.report import show_metrics
+
+    if paths.logs.exists():
+        try:
+            for batch in event_scalar_batches(paths.logs):
+                recorder.record(batch)
+        except Exception as exc:  # a damaged event file must not lose the rest of the run
+            logger.warning(f"could not read TensorBoard event files under {paths.logs}: {exc}")
+    points = recorder.close()
+    summary = recorder.as_dict()
+    show_metrics(logger, summary)
+    try:
+        with writing(paths.metrics_summary):
+            paths.metrics_summary.write_text(json.dumps(summary, indent=2) + "\n")
+        return _register(loaded, paths, outcome, run_id, prepared, store, logger, summary), summary, points, None
+    except FatalError as exc:  # refused or out of space: the run fails, its record is still written
+        return None, summary, points, exc
+
+
+def _register(loaded, paths, outcome, run_id, prepared, store, logger, summary) -> ModelVersion | None:
+    """On Completed, the model at model.path becomes the next version (odd entries skipped, listed)."""
+    from runner.history.registry import Registry
+
+    model = None
+    spec = loaded.manifest.model
+    model_path = paths.workdir / spec.path
+    if outcome.status == "Completed" and spec.register_model:
+        if model_path.exists():
+            info = {
+                "run_id": run_id,
+                "metrics": summary,
+                "framework": spec.framework,
+                "framework_version": spec.framework_version or loaded.manifest.framework_version,
+                "git": prepared.git if prepared else {},
+            }
+            model = Registry(store).register(loaded.manifest.name, model_path, run_id, info)
+            logger.info(f"registered model {model.label} ({model.info['files']} files)", style="bold green")
+            if model.skipped:
+                logger.warning(model.skipped_note(str(spec.path)))
+        else:
+            logger.warning(f"model.path {spec.path} was not written by the script; no model registered")
+    elif model_path.exists() and spec.register_model:
+        logger.info(f"model not registered (run {outcome.status}); it is kept at {model_path}")
+    return model
+
+
+def _explain(outcome: Outcome, paths: RunPaths, prepared: Prepared | None) -> tuple[str | None, ScriptError | None]:
+    """The run's message, and the script's error (file and line in the source) when there is one."""
+    if outcome.status != "Failed" or prepared is None:
+        return outcome.message, None
+    tasks = prepared.plan.tasks
+    if outcome.rank is not None and outcome.rank >= 0:  # the task that failed first, else every rank
+        tasks = [task for task in tasks if task.rank == outcome.rank]
+    script = prepared.plan.tasks[0].argv[1] if len(prepared.plan.tasks[0].argv) > 1 else "the script"
+    for task in tasks:
+        error = last_traceback(paths.rank_log(task.rank), Path(task.cwd))
+        if error:
+            return f"{error} (rank {task.rank}: {outcome.message}; log: {paths.rank_log(task.rank)})", error
+    log = paths.rank_log(tasks[0].rank if tasks else 0)
+    return f"{script} {outcome.message} (log: {log})", None
+
+
+def _report(logger: Logger, loaded: LoadedManifest, result: RunResult, error: ScriptError | None, paths: RunPaths) -> None:
+    """Annotations, the step summary and the step's outputs, when running in GitHub Actions."""
+    if result.status == "Failed":
+        if error is not None:  # point at the user's file and line in the checkout
+            logger.annotate("error", error.message, workspace_path(loaded.source_dir / error.file), error.line)
+        else:
+            logger.annotate("error", f"run {result.run_id} failed: {result.message}")
+    elif result.status != "Completed":
+        logger.annotate("error", f"run {result.run_id} {result.status}: {result.message}")
+    logger.step_summary(paths.summary.read_text())
+    _, value = primary_metric(result.metrics)
+    logger.outputs(
+        {
+            "run-id": result.run_id,
+            "status": result.status,
+            "primary-metric": "" if value is None else str(value),
+            "metrics": json.dumps(result.metrics, sort_keys=True),
+            "model-version": result.model.label if result.model else "",
+        }
+    )
+
+
+def _write_record(paths, store, run_id, outcome, exit_code, message, model, summary, git, points) -> None:
+    from runner.telemetry.report import summary_markdown
+
+    # the store keeps run.json (status, phases, owner, manifest) from the start: the results join it
+    merge_record(paths.record, {"model": model.label if model else None, "metrics": summary, "git": git})
+    phases = store.phases(run_id)
+    markdown = summary_markdown(
+        run_id, outcome.status, message, phases, summary, model.label if model else None, git, points
+    )
+    with writing(paths.summary):
+        paths.summary.write_text(markdown)
+
+
+@contextmanager
+def _signals(control: RunControl, logger: Logger):
+    """SIGINT/SIGTERM/SIGHUP cancel the run (post-processing still happens); a second one kills at
+    once, also while the training's grace period runs (the local target watches `control.force`)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        if control.cancel.is_set():
+            control.force.set()
+            logger.warning("second signal: killing the training now")
+        else:
+            control.cancel.set()
+            logger.warning(f"{signal.Signals(signum).name}: stopping the training (again to kill at once)")
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+

@@ -1,0 +1,160 @@
+"""Preparing: snapshot the source, get the environment (virtualenv or image), fetch the inputs,
+resolve the resume point, and plan the launch. `tftrain plan` runs the same steps dry."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+import runner
+from runner.plan.argv import script_args
+from runner.compat import azureml_env, azureml_reason
+from runner.errors import PreparingError
+from runner.run.gitinfo import git_info
+from runner.run.inputs import digest_of, fetch_inputs
+from runner.plan.launchers.capacity import check_capacity
+from runner.telemetry.logger import Logger
+from runner.manifest import LoadedManifest, effective_target
+from runner.plan.model import LaunchPlan, PlanContext
+from runner.plan.launchers import build_plan
+from runner.history.rundir import RunPaths, RuntimePaths
+from runner.run.snapshot import LARGE_SNAPSHOT, take_snapshot
+from runner.history.store import Store
+from runner.targets.base import Environment, target_for
+
+
+@dataclass(frozen=True)
+class Prepared:
+    plan: LaunchPlan
+    env: Environment
+    git: dict
+    secrets: tuple[str, ...]  # values to mask in every log line
+
+
+def check_runnable(loaded: LoadedManifest, dry_run: bool = False) -> Any:
+    """What can be refused before a run is even recorded: unsupported targets and backends, a GPU
+    asked for where there is none, conda on the local target."""
+    from runner.plan.launchers import launcher_for
+
+    target = target_for(effective_target(loaded.manifest))
+    launcher_for(loaded.manifest)
+    return target.check(loaded, dry_run)
+
+
+def prepare(
+    loaded: LoadedManifest, checked: Any, run_id: str, paths: RunPaths, store: Store | None, logger: Logger, dry_run: bool = False
+) -> Prepared:
+    manifest = loaded.manifest
+    target = target_for(effective_target(manifest))
+    git: dict = {}
+    if not dry_run:
+        _snapshot(loaded, paths, store, logger)
+        git = git_info(loaded.source_dir)
+    env = target.environment(loaded, checked, paths, logger, dry_run)
+    logger.info(f"environment: {env.description}")
+    inputs = fetch_inputs(loaded, logger, dry_run)
+    resume = None
+    if manifest.resume_from:
+        from runner.run.resume import resolve_resume  # the registry, only when resuming
+
+        resume = paths.root / "resume" if dry_run else resolve_resume(manifest.resume_from, loaded.base_dir, store, paths.root / "resume", logger)
+        logger.info(f"resuming from {manifest.resume_from}: {resume}")
+    secrets = secret_values(loaded, dry_run)
+    runtime, container = target.runtime(loaded, env, paths, inputs, resume)
+    variables = task_env(loaded, run_id, runtime, env)
+    compat = azureml_reason(loaded, env.python if target.name == "local" and not dry_run else None)
+    if compat:
+        logger.info(f"azureml compatibility: on ({compat}): Run.get_context() and run.log reach this run")
+        variables.update(azureml_env(loaded, runtime, variables.get("PYTHONPATH")))
+    if (env.isolated or compat) and not dry_run:
+        _link_runner(paths)
+    ctx = PlanContext(
+        manifest=manifest,
+        target=target.name,
+        python=env.python,
+        runtime=runtime,
+        env={**variables, **secrets},
+        argv_tail=tuple(script_args(manifest, runtime.inputs, runtime.resume)),
+        placement=env.placement,
+    )
+    plan = dataclasses.replace(build_plan(ctx), container=container, secret_names=frozenset(secrets))
+    plan = target.finalize(plan, loaded, run_id)
+    check_capacity(plan, manifest, logger)
+    if not dry_run:
+        _write_lock(loaded, paths, env, git, plan, inputs)
+    return Prepared(plan, env, git, tuple(value for value in secrets.values() if value))
+
+
+def _snapshot(loaded: LoadedManifest, paths: RunPaths, store: Store | None, logger: Logger) -> None:
+    manifest = loaded.manifest
+    paths.create()
+    skip = (store.home,) if store else ()
+    size = take_snapshot(loaded.source_dir, paths.workdir, exclude=(manifest.outputs_dir, manifest.logs_dir), skip=skip)
+    if size > LARGE_SNAPSHOT:
+        logger.warning(f"the snapshot of {loaded.source_dir} is {size >> 20} MB; add a .tftrainignore to leave data out")
+    paths.outputs.mkdir(parents=True, exist_ok=True)
+    paths.logs.mkdir(parents=True, exist_ok=True)
+
+
+def secret_values(loaded: LoadedManifest, dry_run: bool) -> dict[str, str]:
+    """`secrets:` names variables of tftrain's own environment handed to the training at run time."""
+    values = {}
+    for name in loaded.manifest.secrets:
+        value = os.environ.get(name)
+        if value is None and not dry_run:
+            raise PreparingError(f"secrets: {name} is not set in tftrain's environment")
+        values[name] = value or ""
+    return values
+
+
+def task_env(loaded: LoadedManifest, run_id: str, runtime: RuntimePaths, env: Environment) -> dict[str, str]:
+    """The variables tftrain sets for every task (on top of what the target provides)."""
+    manifest = loaded.manifest
+    values = {
+        "PYTHONUNBUFFERED": "1",
+        "TFTRAIN_RUN_ID": run_id,
+        "TFTRAIN_OUTPUTS_DIR": runtime.outputs,
+        "TFTRAIN_LOGS_DIR": runtime.logs,
+    }
+    for name, path in runtime.inputs.items():
+        values[f"TFTRAIN_INPUT_{name.upper().replace('-', '_')}"] = path
+    if runtime.resume is not None:
+        values["TFTRAIN_RESUME_FROM"] = runtime.resume
+    if env.isolated:
+        # The virtualenv or image has no tftrain: `import runner` (log_metric, MetricsCallback) comes from here.
+        values["PYTHONPATH"] = runtime.pythonpath
+    for key, value in manifest.environment_variables.items():
+        values[key] = _env_text(value)
+    return values
+
+
+def _link_runner(paths: RunPaths) -> None:
+    paths.pythonpath.mkdir(exist_ok=True)
+    link = paths.pythonpath / "runner"
+    if not link.exists():
+        link.symlink_to(Path(runner.__file__).parent, target_is_directory=True)
+
+
+def _env_text(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _write_lock(loaded: LoadedManifest, paths: RunPaths, env: Environment, git: dict, plan: LaunchPlan, inputs: dict[str, Path]) -> None:
+    specs = loaded.manifest.inputs
+    lock = {
+        "tftrain_version": runner.__version__,
+        "manifest": loaded.manifest.model_dump(mode="json", by_alias=True),
+        "manifest_path": str(loaded.path),
+        "environment": {"python": env.python, "description": env.description, "image": env.image, **env.details},
+        "git": git,
+        "inputs": {name: {"source": specs[name].source, "sha256": digest_of(path)} for name, path in inputs.items()},
+        "plan": plan.to_dict(),
+    }
+    paths.lock.write_text(yaml.safe_dump(lock, sort_keys=False), encoding="utf-8")

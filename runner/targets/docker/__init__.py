@@ -1,0 +1,1 @@
+"""The docker target: training images built by content, one container per task."""

@@ -1,0 +1,201 @@
+"""A training container, used as a context manager: created, started, streamed, always removed."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from runner.history.archive import Extracted, extract_into
+from runner.errors import DockerError, Vanished
+from runner.plan.model import ContainerSpec
+
+LABEL_RUN = "tftrain.run-id"
+
+
+def docker_client():
+    import docker
+
+    try:
+        client = docker.from_env(timeout=120)
+        client.ping()
+    except docker.errors.DockerException as exc:
+        raise DockerError(f"cannot reach the Docker daemon ({os.environ.get('DOCKER_HOST', 'unix:///var/run/docker.sock')}): {exc}") from None
+    return client
+
+
+class Container:
+    def __init__(
+        self,
+        client,
+        spec: ContainerSpec,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        workdir: str,
+        name: str,
+        labels: Mapping[str, str],
+        network_mode: str | None = None,
+        gpu_ids: Sequence[int] = (),
+    ) -> None:
+        self.client = client
+        self.spec = spec
+        self.argv = list(argv)
+        self.env = dict(env)
+        self.workdir = workdir
+        self.name = name
+        self.labels = dict(labels)
+        self.network_mode = network_mode or spec.network_mode
+        self.gpu_ids = [str(gpu) for gpu in gpu_ids]
+        self.container = None
+        self.streamer: threading.Thread | None = None
+
+    def __enter__(self) -> Container:
+        from docker.types import DeviceRequest, Mount
+
+        mounts = [Mount(m.target, m.source, type="bind", read_only=m.read_only) for m in self.spec.mounts]
+        kwargs = {}
+        if self.gpu_ids:
+            kwargs["device_requests"] = [DeviceRequest(device_ids=self.gpu_ids, capabilities=[["gpu"]])]
+        elif self.spec.gpus:
+            kwargs["device_requests"] = [DeviceRequest(count=-1, capabilities=[["gpu"]])]
+        if self.spec.memory:
+            kwargs["mem_limit"] = self.spec.memory
+            kwargs["memswap_limit"] = self.spec.memory  # no swap: an OOM is an OOM
+        if self.spec.shm_size:
+            kwargs["shm_size"] = self.spec.shm_size
+        try:
+            self.container = self.client.containers.create(
+                self.spec.image,
+                self.argv,
+                name=self.name,
+                environment=self.env,
+                working_dir=self.workdir,
+                user=self.spec.user or None,
+                mounts=mounts,
+                network_mode=self.network_mode,
+                labels=self.labels,
+                init=True,  # reaps and forwards signals: `docker stop` reaches the training process
+                detach=True,
+                **kwargs,
+            )
+        except Exception as exc:  # docker.errors.APIError, ImageNotFound
+            raise DockerError(f"cannot create the container from {self.spec.image}: {_explain(exc)}") from None
+        return self
+
+    def start(self, fd: int) -> None:
+        """Start, and copy the container's output (stdout and stderr) into `fd` until it ends."""
+        try:
+            self.container.start()
+        except Exception as exc:
+            os.close(fd)
+            raise DockerError(f"cannot start the container: {_explain(exc)}") from None
+        self.streamer = threading.Thread(target=self._stream, args=(fd,), name=f"docker-logs-{self.name}", daemon=True)
+        self.streamer.start()
+
+    def _stream(self, fd: int) -> None:
+        try:
+            for chunk in self.container.logs(stream=True, follow=True, stdout=True, stderr=True):
+                os.write(fd, chunk)
+        except Exception:  # the container went away under us; what arrived is in the log
+            pass
+        finally:
+            os.close(fd)
+
+    def put(self, archive) -> None:
+        """Unpack a tar archive (a file object, paths relative to /) into the created container."""
+        try:
+            archive.seek(0)
+            self.container.put_archive("/", archive)
+        except Exception as exc:
+            raise DockerError(f"cannot copy the run's files into {self.name}: {_explain(exc)}") from None
+
+    def fetch(self, path: str, destination: Path) -> Extracted:
+        """Copy `path` (a directory) out of the container into `destination`, by the model
+        archives' rules (runner.history.archive) in their lenient form: regular files and directories are
+        copied; links, devices, FIFOs and unsafe names are skipped and listed in the result, so
+        that one odd entry does not lose a run's outputs. The caps still hold (RegistryError)."""
+        with tempfile.TemporaryFile() as spool:
+            chunks, _ = self.container.get_archive(path)
+            for chunk in chunks:
+                spool.write(chunk)
+            spool.seek(0)
+            # the archive holds `path`'s last component and what is below it: that name is dropped
+            return extract_into(spool, destination, f"{path} of {self.name}", strip=1)
+
+    def poll(self) -> int | None:
+        """The exit code once the container has ended, else None. While its log stream is open
+        the container runs: the daemon is asked only once the stream has ended. Vanished when the
+        daemon no longer knows the container."""
+        if self.streamer is not None and self.streamer.is_alive():
+            return None
+        state = self.state()
+        if state.get("Running", True) and state.get("Status") not in ("exited", "dead"):
+            return None
+        return int(state.get("ExitCode", -1))
+
+    def stop(self, grace: float) -> None:
+        try:
+            self.container.stop(timeout=max(0, int(grace)))
+        except Exception:
+            pass
+
+    def kill(self) -> None:
+        try:
+            self.container.kill()
+        except Exception:
+            pass  # gone already, or its daemon with it
+
+    def state(self) -> dict:
+        """The daemon's State of the container; {} when the daemon did not answer this time (a
+        hiccup: asked again at the next poll). Vanished when it answers that the container is gone."""
+        import docker
+
+        try:
+            self.container.reload()
+        except docker.errors.NotFound:
+            raise Vanished(f"container {self.name} vanished (removed while the run was in progress)") from None
+        except Exception:
+            return {}
+        return self.container.attrs.get("State", {})
+
+    def ended(self) -> bool:
+        try:
+            return self.poll() is not None
+        except Vanished:
+            return True
+
+    def __exit__(self, *exc) -> None:
+        if self.container is None:
+            return
+        try:
+            self.container.remove(force=True)
+        except Exception:
+            pass
+        if self.streamer is not None:
+            self.streamer.join(timeout=10)
+
+
+def stop_all(containers: list[Container], grace: float, force: threading.Event | None = None) -> None:
+    """Stop them all at once: each gets the whole grace period, not a share of it. A daemon that
+    does not answer (a host gone) holds nobody up for long. `force` set (a second signal to
+    tftrain) kills them at once, also in the middle of the grace period."""
+    running = [container for container in containers if not container.ended()]
+    threads = [threading.Thread(target=container.stop, args=(grace,)) for container in running]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + grace + 30
+    killed = False
+    while any(thread.is_alive() for thread in threads) and time.monotonic() < deadline:
+        if force is not None and force.is_set() and not killed:
+            killed = True
+            for container in running:
+                container.kill()
+        for thread in threads:
+            thread.join(timeout=0.05)
+
+
+def _explain(exc: Exception) -> str:
+    return getattr(exc, "explanation", None) or str(exc)

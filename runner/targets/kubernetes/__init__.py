@@ -1,0 +1,1 @@
+"""The kubernetes target: Kubeflow TFJob/MPIJob resources, their API client."""

@@ -1,0 +1,233 @@
+"""The Python environment a local run trains in.
+
+No packages listed (and the framework_version, if any, already installed): the current
+interpreter. Otherwise a virtualenv in the cache, named by the hash of everything that goes
+into it, built once under a lock and reused by every later run with the same hash.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from importlib import metadata
+from pathlib import Path
+
+from runner.errors import PreparingError, UnsupportedError
+from runner.manifest.frameworks import DEFAULT_VERSION, HOROVOD, requirement, tf_keras_requirement
+from runner.telemetry.logger import Logger
+from runner.manifest.model import Manifest, MpiTraining
+from runner.manifest.sourcepaths import read_source_text
+from runner.paths import cache_dir
+from runner.telemetry.tee import Tee
+
+COMPLETE = ".tftrain-complete"
+FRAMEWORK_PACKAGES = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tensorflow-intel")
+
+
+@dataclass(frozen=True)
+class PipStep:
+    """A pip install of its own, after the requirements (Horovod builds against the installed TF)."""
+
+    args: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+
+
+HOROVOD_BUILD_ENV = (
+    ("HOROVOD_WITH_TENSORFLOW", "1"),
+    ("HOROVOD_WITH_MPI", "1"),
+    ("HOROVOD_WITH_GLOO", "1"),
+    ("HOROVOD_WITHOUT_PYTORCH", "1"),
+    ("HOROVOD_WITHOUT_MXNET", "1"),
+)
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What the environment must hold; `key` is None when the current interpreter will do."""
+
+    python_version: str
+    requirements: tuple[str, ...]
+    requirements_file: str | None
+    requirements_text: str | None
+    key: str | None
+    steps: tuple[PipStep, ...] = ()
+
+    def python_path(self) -> str:
+        return sys.executable if self.key is None else str(cache_dir() / "envs" / self.key / "bin" / "python")
+
+    def describe(self) -> str:
+        if self.key is None:
+            return f"current interpreter ({sys.executable}, Python {self.python_version})"
+        packages = [*self.requirements, *(step.args[-1] for step in self.steps)]
+        return f"cached virtualenv {self.key[:12]} ({', '.join(packages) or 'no packages'})"
+
+
+@dataclass(frozen=True)
+class PythonEnv:
+    python: str
+    key: str | None
+    reused: bool
+
+    @property
+    def is_venv(self) -> bool:
+        return self.key is not None
+
+
+def installed_framework_version() -> str | None:
+    for name in FRAMEWORK_PACKAGES:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def packages_in(env: PythonEnv) -> dict[str, str]:
+    """name → version of every distribution in the environment (for manifest.lock.yml)."""
+    paths = [str(site) for site in Path(env.python).parent.parent.glob("lib/python*/site-packages")] if env.is_venv else None
+    found = metadata.distributions(path=paths) if paths else metadata.distributions()
+    return dict(sorted(pair for pair in map(_name_and_version, found) if pair[0]))
+
+
+def _name_and_version(dist: metadata.Distribution) -> tuple[str | None, str | None]:
+    """Name and Version from the metadata's header alone: `dist.metadata` parses the whole file,
+    long description included, which for a hundred packages costs more than starting the script."""
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            break
+        key, sep, value = line.partition(":")
+        if sep and key in ("Name", "Version") and key not in found:
+            found[key] = value.strip()
+    return found.get("Name"), found.get("Version")
+
+
+def framework_version_of(packages: dict[str, str]) -> str | None:
+    """The TensorFlow version among an environment's packages (see packages_in)."""
+    found = {name.lower().replace("_", "-"): version for name, version in packages.items()}
+    return next((found[name] for name in FRAMEWORK_PACKAGES if name in found), None)
+
+
+def framework_requirement(manifest: Manifest) -> str | None:
+    if any(names_framework(req) for req in manifest.pip_packages):
+        return None
+    return requirement(manifest.use_gpu, manifest.framework_version)
+
+
+def names_framework(requirement: str) -> bool:
+    name = requirement.split(";")[0].split("[")[0]
+    for sep in "=<>!~ ":
+        name = name.split(sep)[0]
+    return name.strip().lower().replace("_", "-") in FRAMEWORK_PACKAGES
+
+
+def env_spec(manifest: Manifest, source_dir: Path) -> EnvSpec:
+    if manifest.conda_packages or manifest.conda_dependencies_file:
+        key = "conda_packages" if manifest.conda_packages else "conda_dependencies_file"
+        raise UnsupportedError(
+            f"{key}: the local target has no conda; use use_docker: true with a conda base image, "
+            "or list the packages under pip_packages"
+        )
+    version = ".".join(map(str, sys.version_info[:3]))
+    requirements_text = None
+    if manifest.pip_requirements_file:
+        requirements_text = read_source_text(source_dir, manifest.pip_requirements_file, "pip_requirements_file")
+    horovod = isinstance(manifest.distributed_training, MpiTraining)
+    wanted = manifest.framework_version or (DEFAULT_VERSION if horovod else None)
+    installed = installed_framework_version()
+    framework_ok = wanted is None or (installed is not None and _matches(installed, wanted))
+    horovod_ok = not horovod or _installed("horovod")
+    if not manifest.pip_packages and requirements_text is None and framework_ok and horovod_ok:
+        return EnvSpec(version, (), None, None, None)
+    framework = framework_requirement(manifest.model_copy(update={"framework_version": wanted}))
+    requirements = tuple(([framework] if framework else []) + list(manifest.pip_packages))
+    steps: tuple[PipStep, ...] = ()
+    if horovod:
+        requirements += ("setuptools", "wheel")
+        steps = horovod_steps(wanted)
+    key_source = json.dumps(
+        {"python": version, "requirements": requirements, "file": requirements_text, "steps": [asdict(s) for s in steps]},
+        sort_keys=True,
+    )
+    key = hashlib.sha256(key_source.encode()).hexdigest()
+    return EnvSpec(version, requirements, manifest.pip_requirements_file, requirements_text, key, steps)
+
+
+def horovod_steps(framework_version: str) -> tuple[PipStep, ...]:
+    """Horovod built against the environment's TensorFlow; with Keras 3 (TF ≥ 2.16), tf-keras for
+    Horovod's Keras API (ranks get TF_USE_LEGACY_KERAS=1)."""
+    steps = []
+    tf_keras = tf_keras_requirement(framework_version)
+    if tf_keras:
+        steps.append(PipStep(("--no-deps", tf_keras)))
+    steps.append(PipStep(("--no-build-isolation", "--no-cache-dir", HOROVOD), HOROVOD_BUILD_ENV))
+    return tuple(steps)
+
+
+def _installed(name: str) -> bool:
+    try:
+        metadata.version(name)
+        return True
+    except metadata.PackageNotFoundError:
+        return False
+
+
+def _matches(installed: str, wanted: str) -> bool:
+    return installed == wanted or installed.startswith(wanted + ".")
+
+
+def prepare_env(spec: EnvSpec, source_dir: Path, logger: Logger, log_path: Path) -> PythonEnv:
+    if spec.key is None:
+        return PythonEnv(sys.executable, None, True)
+    root = cache_dir() / "envs"
+    root.mkdir(parents=True, exist_ok=True)
+    target = root / spec.key
+    python = spec.python_path()
+    if (target / COMPLETE).exists():
+        return PythonEnv(python, spec.key, True)
+    with (root / f"{spec.key}.lock").open("w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            logger.info(f"waiting for another tftrain that is building environment {spec.key[:12]}")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        if (target / COMPLETE).exists():
+            return PythonEnv(python, spec.key, True)
+        shutil.rmtree(target, ignore_errors=True)  # a build that died half-way
+        _build(spec, target, source_dir, logger, log_path)
+        (target / COMPLETE).write_text(json.dumps({"requirements": spec.requirements}) + "\n")
+    return PythonEnv(python, spec.key, False)
+
+
+def _build(spec: EnvSpec, target: Path, source_dir: Path, logger: Logger, log_path: Path) -> None:
+    logger.info(f"building {spec.describe()} (log: {log_path})")
+    _call([sys.executable, "-m", "venv", str(target)], "creating the virtualenv", logger, log_path)
+    pip = [str(target / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "off"]
+    args = list(spec.requirements)
+    if spec.requirements_file:
+        args += ["-r", str(source_dir / spec.requirements_file)]
+    if args:
+        _call(pip + args, "pip install", logger, log_path)
+    for step in spec.steps:
+        _call(pip + list(step.args), f"pip install {step.args[-1]}", logger, log_path, dict(step.env))
+
+
+def _call(argv: list[str], what: str, logger: Logger, log_path: Path, env: dict[str, str] | None = None) -> None:
+    with Tee(log_path, logger, f"$ {' '.join(argv)}\n") as tee:
+        process = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", env={**os.environ, **(env or {})}
+        )
+        assert process.stdout is not None
+        for line in process.stdout:
+            tee.write(line)
+        code = process.wait()
+    if code != 0:
+        errors = [line for line in tee.tail if line.startswith("ERROR")] or list(tee.tail)[-1:] or ["no output"]
+        raise PreparingError(f"{what} failed (exit {code}): {errors[-1]} (full output: {log_path})")

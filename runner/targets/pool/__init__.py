@@ -1,0 +1,1 @@
+"""The pool target: your own hosts over ssh, leased per run."""

@@ -1,0 +1,110 @@
+"""The pool target: your own GPU machines, listed in the pool file, reached over ssh and docker.
+
+check: the pool file, `compute.hosts`, and whether the job could ever fit. reserve: the hosts'
+preflight (`tftrain pool check`), then a place in the queue until leases on GPUs/slots are
+taken. environment: the training image, built on every placed host through its own docker
+endpoint (the Dockerfile is the docker target's, so the content tag is the same everywhere).
+execute: runner.targets.pool.launch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from contextlib import contextmanager
+from pathlib import Path
+
+from runner.targets.docker.build import base_image_id, build_image, existing_image
+from runner.errors import ManifestError, PlacementError
+from runner.targets.docker.images import host_ca_bundle, image_spec
+from runner.telemetry.logger import Logger
+from runner.telemetry.logpump import LineSink, LogPump
+from runner.manifest import LoadedManifest
+from runner.plan.model import ContainerSpec, LaunchPlan
+from runner.targets.pool import launch
+from runner.targets.pool.dispatch import PoolJob, PoolSession, reserve as reserve_capacity
+from runner.targets.pool.inventory import load_pool
+from runner.targets.pool.jobs import capacities, host_map, request_for
+from runner.targets.pool.schedule import never_fits, place
+from runner.history.rundir import RunPaths, RuntimePaths
+from runner.targets.base import Environment, Outcome, RunControl
+from runner.targets.docker import target as docker
+
+name = "pool"
+_active: PoolSession | None = None  # the placed job of this process, between reserve and its end
+
+
+def pool_path(loaded: LoadedManifest) -> Path:
+    return loaded.base_dir / loaded.manifest.compute.pool_file
+
+
+def check(loaded: LoadedManifest, dry_run: bool = False) -> PoolJob:
+    base = docker.check(loaded)
+    pool = load_pool(pool_path(loaded))
+    compute = loaded.manifest.compute
+    names = [host.name for host in pool.pool.hosts]
+    for index, wanted in enumerate(compute.hosts):
+        if wanted not in names:
+            close = difflib.get_close_matches(wanted, names, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ManifestError(f"{loaded.path}: compute.hosts[{index}]: unknown host {wanted!r}; {hint}{pool.path} has {', '.join(names)}")
+    request = request_for(loaded.manifest)
+    reason = never_fits(request, capacities(pool.pool))
+    if reason:
+        raise PlacementError(f"compute.target: pool: this job can never run on {pool.path}: {reason}")
+    return PoolJob(pool, request, base)
+
+
+@contextmanager
+def reserve(loaded: LoadedManifest, job: PoolJob, run_id: str, control: RunControl, logger: Logger):
+    global _active
+    with reserve_capacity(loaded, job, run_id, control, logger) as session:
+        _active = session
+        try:
+            yield session
+        finally:
+            _active = None
+
+
+def environment(loaded: LoadedManifest, placed, paths: RunPaths, logger: Logger, dry_run: bool) -> Environment:
+    if dry_run:  # `tftrain plan`: where an idle pool would put it
+        env = docker.environment(loaded, placed.base_image, paths, logger, dry_run=True)
+        placement = place(placed.request, capacities(placed.pool.pool))
+        return dataclasses.replace(env, placement=host_map(placement, placed.pool.pool, loaded.manifest))
+    session: PoolSession = placed
+    spec = None
+    built: dict[str, str] = {}
+    for host in session.hosts():
+        client = session.client(host.name)
+        spec = image_spec(loaded, base_image_id(client, session.job.base_image, logger), host_ca_bundle())
+        image_id = existing_image(client, spec.tag)
+        if image_id is None:
+            logger.info(f"building {spec.tag} on {host.name} ({host.docker_endpoint})")
+            image_id = build_image(client, spec, logger, paths.prepare_log)
+            built[host.name] = "built"
+        else:
+            built[host.name] = "cached"
+    where = ", ".join(f"{host}: {how}" for host, how in built.items())
+    details = {"image_id": image_id, "base_image": session.job.base_image, "dockerfile": spec.dockerfile, "hosts": built}
+    return Environment(
+        docker.VENV_PYTHON, f"image {spec.tag} on the pool ({where})", "built" not in built.values(),
+        isolated=True, image=spec.tag, details=details, placement=session.hostmap,
+    )
+
+
+def runtime(loaded, env: Environment, paths: RunPaths, inputs: dict[str, Path], resume: Path | None) -> tuple[RuntimePaths, ContainerSpec]:
+    view, container = docker.runtime(loaded, env, paths, inputs, resume)
+    # The mounts say what is copied in (read-only) and back (read-write). Root in the container:
+    # sshd needs it, and files come back through the API, not a bind mount. Each container's
+    # network is its host's.
+    return view, dataclasses.replace(container, user="", network_mode="pool")
+
+
+def finalize(plan: LaunchPlan, loaded: LoadedManifest, run_id: str) -> LaunchPlan:
+    return plan
+
+
+def execute(plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
+    if _active is None:
+        raise PlacementError("the pool target runs only inside `tftrain run` (no placement was made)")
+    return launch.execute(_active, plan, pump, sinks, control, logger)

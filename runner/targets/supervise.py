@@ -1,0 +1,72 @@
+"""When a multi-process job is over, from its processes' exit codes and its success policy."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+from runner.errors import Vanished
+from runner.plan.model import TaskSpec
+from runner.targets.base import Outcome
+
+
+def decide(codes: list[tuple[TaskSpec, int | None]], policy: str) -> Outcome | None:
+    """The outcome once the success policy can tell it; None while it cannot.
+
+    main: the first process decides (single, mpirun). chief: the chief (else worker 0) ending well
+    ends the job. all_workers: every worker ending well does. Under both, a task that fails first
+    fails the job."""
+    failed = [(task, code) for task, code in codes if code not in (None, 0)]
+    if policy == "main":
+        code = codes[0][1]
+        if code is None:
+            return None
+        if code == 0:
+            return Outcome("Completed", 0, None)
+        return Outcome("Failed", code, f"exited with code {describe_code(code)}", codes[0][0].rank)
+    if failed:
+        task, code = failed[0]
+        return Outcome("Failed", code, f"{task.label} exited with code {describe_code(code)}", task.rank)
+    if policy == "chief":
+        chief = next((c for c in codes if c[0].role == "chief"), None) or next(c for c in codes if c[0].role == "worker")
+        return Outcome("Completed", 0, None) if chief[1] == 0 else None
+    workers = [code for task, code in codes if task.role == "worker"]
+    return Outcome("Completed", 0, None) if all(code == 0 for code in workers) else None
+
+
+def describe_code(code: int) -> str:
+    # a signal: -N from Python, 128 + N from a shell or a container runtime
+    number = -code if code < 0 else code - 128 if code > 128 else None
+    try:
+        return f"{code} (killed by {signal.Signals(number).name})" if number else str(code)
+    except ValueError:
+        return str(code)
+
+
+POLL_SECONDS = 0.1
+STOP_REST_SECONDS = 5.0
+
+
+def supervise(poll, stop, policy: str, control) -> Outcome:
+    """Watch a started plan until it is decided, canceled or out of time.
+
+    `poll()` gives (task, exit code or None) for every process; `stop(grace)` stops them all:
+    termination, `grace` seconds, then kill. A poll that raises Vanished fails the run at once."""
+    while True:
+        time.sleep(POLL_SECONDS)
+        try:
+            codes = poll()
+        except Vanished as gone:
+            stop(min(control.grace_seconds, STOP_REST_SECONDS))
+            return Outcome("Failed", None, f"ended without an exit code: {gone}")
+        outcome = decide(codes, policy)
+        if outcome is not None:
+            if any(code is None for _, code in codes):  # the rest (parameter servers) never end on their own
+                stop(min(control.grace_seconds, STOP_REST_SECONDS))
+            return outcome
+        if control.cancel.is_set():
+            stop(0.0 if control.force.is_set() else control.grace_seconds)
+            return Outcome("Canceled", None, "canceled by a signal to tftrain")
+        if control.deadline is not None and time.monotonic() >= control.deadline:
+            stop(control.grace_seconds)
+            return Outcome("TimedOut", None, f"max_run_duration_seconds ({control.limit_seconds}s) reached")

@@ -1,0 +1,252 @@
+"""Everything tftrain prints goes through here, GitHub's workflow commands included (nothing
+else prints them): groups per phase, masks, error/warning annotations, the step summary, outputs.
+
+One writer thread owns stdout. Log chunks from training processes are queued without ever
+blocking the reader that drained the pipe: past a byte budget the console skips them (they are
+on disk already) and says how many lines it skipped. Messages from tftrain itself are never
+skipped, and keep their order with the log lines.
+
+Everything goes out through the run's Masker (secret values as ***), and text is always text:
+what users wrote (messages, metric names, paths) is never read as rich markup.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import queue
+import re
+import sys
+import threading
+import uuid
+from collections.abc import Iterable
+from contextlib import contextmanager
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from runner.telemetry.masking import Masker
+
+MAX_QUEUED_BYTES = 8 << 20
+
+
+class Logger:
+    def __init__(self, stream=None, max_queued: int = MAX_QUEUED_BYTES) -> None:
+        self.stream = stream or sys.stdout
+        self.out = getattr(self.stream, "buffer", None)
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.color = self.tty or bool(os.environ.get("FORCE_COLOR") or os.environ.get("GITHUB_ACTIONS"))
+        self.max_queued = max_queued
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.queued = 0
+        self.skipped: dict[str, int] = {}
+        self.lock = threading.Lock()
+        self.broken = False
+        self.thread: threading.Thread | None = None
+        self.github = os.environ.get("GITHUB_ACTIONS") == "true"
+        self.masker = Masker()
+
+    # --- the writer -------------------------------------------------------------------------
+    def _ensure_thread(self) -> None:
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._write_loop, name="console", daemon=True)
+            self.thread.start()
+
+    def _write_loop(self) -> None:
+        while True:
+            item = self.queue.get()
+            if item is None:
+                return
+            data, droppable = item
+            if droppable:
+                with self.lock:
+                    self.queued -= len(data)
+            self._write(data)
+
+    def _write(self, data: bytes) -> None:
+        if self.broken:
+            return
+        try:
+            if self.out is not None:
+                self.out.write(data)
+            else:
+                self.stream.write(data.decode("utf-8", "replace"))
+            self.stream.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            self.broken = True  # nobody is reading the console any more; the logs are on disk
+
+    def emit(self, data: bytes) -> None:
+        self._ensure_thread()
+        self.queue.put((self.masker.chunk(data), False))
+
+    def log_chunk(self, data: bytes, log_name: str) -> None:
+        """A chunk of whole lines from a training process; may be skipped, never blocks."""
+        self._ensure_thread()
+        data = self.masker.chunk(data)
+        with self.lock:
+            if self.queued + len(data) > self.max_queued:
+                self.skipped[log_name] = self.skipped.get(log_name, 0) + data.count(b"\n")
+                return
+            self.queued += len(data)
+            skipped, self.skipped = self.skipped, {}
+        for notice in _skipped_notices(skipped):
+            self.queue.put((notice, False))
+        self.queue.put((data, True))
+
+    def flush(self) -> None:
+        """Wait until everything queued is written."""
+        if self.thread is None:
+            return
+        with self.lock:
+            skipped, self.skipped = self.skipped, {}
+        for notice in _skipped_notices(skipped):
+            self.emit(notice)
+        self.queue.put(None)
+        self.thread.join()
+        self.thread = None
+
+    # --- formatted messages -----------------------------------------------------------------
+    def _render(self, *renderables, style: str | None = None) -> bytes:
+        buffer = io.StringIO()
+        # A terminal's own width; elsewhere (CI logs, pipes) wide enough that ids are never cut.
+        width = None if self.tty else 200
+        console = Console(
+            file=buffer,
+            force_terminal=self.color,
+            no_color=not self.color,
+            width=width,
+            highlight=False,
+            soft_wrap=True,
+            markup=False,
+            emoji=False,
+        )
+        console.print(*(self._text(r) if isinstance(r, str) else r for r in renderables), style=style)
+        return buffer.getvalue().encode()
+
+    def _text(self, text: str) -> Text:
+        """Masked before rich lays it out (a table may fold a long value over two lines)."""
+        return Text(self.masker.text(text))
+
+    def info(self, message: str, style: str | None = None) -> None:
+        self.emit(self._render(message, style=style))
+
+    def warning(self, message: str) -> None:
+        self.annotate_located("warning", message)
+        self.emit(self._render(f"warning: {message}", style="yellow"))
+
+    def error(self, message: str) -> None:
+        self.emit(self._render(f"error: {message}", style="bold red"))
+
+    def phase(self, name: str) -> None:
+        if self.github:
+            self._command("group", name)
+        self.emit(self._render(f"▶ {name}", style="bold cyan"))
+
+    def phase_done(self, name: str, seconds: float, ok: bool = True) -> None:
+        if self.github:
+            self._command("endgroup")
+        mark, style = ("✔", "green") if ok else ("✘", "red")
+        self.emit(self._render(f"{mark} {name} {seconds:.2f}s", style=style))
+
+    # --- GitHub Actions -----------------------------------------------------------------------
+    def _command(self, name: str, message: str = "", **properties) -> None:
+        # masked before escaping: a secret holding "%", ":" or a newline is escaped out of shape
+        mask = self.masker.text
+        props = ",".join(
+            f"{key}={_escape_property(mask(str(value)))}" for key, value in properties.items() if value is not None
+        )
+        self.emit(f"::{name}{' ' + props if props else ''}::{_escape_data(mask(message))}\n".encode())
+
+    def mask(self, value: str) -> None:
+        """Hide a secret from here on, in everything tftrain prints and stores, and in GitHub's log
+        (each line of it: GitHub matches lines). Call before anything could print it."""
+        if not self.masker.add([value]):
+            return  # known already, or empty
+        if self.github:
+            self._ensure_thread()
+            for line in value.splitlines():
+                if line.strip():  # straight to the queue: emit() would mask the command itself
+                    self.queue.put((f"::add-mask::{_escape_data(line)}\n".encode(), False))
+
+    def annotate(self, level: str, message: str, file: str | None = None, line: int | None = None) -> None:
+        """An error/warning annotation, on a file and line where one is known."""
+        if self.github:
+            self._command(level, message, file=file, line=line)
+
+    def annotate_located(self, level: str, text: str) -> None:
+        """Annotate `path:line: message` lines (manifest errors and warnings) at their line."""
+        for entry in text.splitlines():
+            match = LOCATED.match(entry)
+            if match:
+                self.annotate(level, match["message"], workspace_path(Path(match["file"])), int(match["line"]))
+            else:
+                self.annotate(level, entry)
+
+    @contextmanager
+    def group(self, title: str):
+        if self.github:
+            self._command("group", title)
+        try:
+            yield
+        finally:
+            if self.github:
+                self._command("endgroup")
+
+    def step_summary(self, markdown: str) -> None:
+        path = os.environ.get("GITHUB_STEP_SUMMARY")
+        if path:
+            with open(path, "a", encoding="utf-8") as handle:
+                handle.write(self.masker.text(markdown).rstrip("\n") + "\n")
+
+    def outputs(self, values: dict[str, str]) -> None:
+        """Step outputs for the action ($GITHUB_OUTPUT); multi-line values get a random delimiter."""
+        path = os.environ.get("GITHUB_OUTPUT")
+        if not path:
+            return
+        with open(path, "a", encoding="utf-8") as handle:
+            for key, value in values.items():
+                delimiter = f"tftrain_{uuid.uuid4().hex}"
+                handle.write(f"{key}<<{delimiter}\n{self.masker.text(value)}\n{delimiter}\n")
+
+    def metrics(self, points: Iterable) -> None:
+        text = "  ".join(f"{p.name}={p.value:.6g}" for p in points)
+        steps = {p.step for p in points}
+        step = f" step {steps.pop()}" if len(steps) == 1 and None not in steps else ""
+        self.emit(self._render(f"  ◆ metrics{step}: {text}", style="magenta"))
+
+    def table(self, title: str, columns: list[str], rows: list[list[str]], highlight_row: int | None = None) -> None:
+        table = Table(title=self._text(title), title_justify="left")
+        for column in columns:
+            table.add_column(self._text(column), overflow="fold")
+        for index, row in enumerate(rows):
+            cells = (self._text(str(cell)) for cell in row)
+            table.add_row(*cells, style="bold yellow" if index == highlight_row else None)
+        self.emit(self._render(table))
+
+    def text(self, message: str) -> None:
+        """Plain output (listings, logs), written as is."""
+        self.emit(message.encode() if message.endswith("\n") else (message + "\n").encode())
+
+
+LOCATED = re.compile(r"^(?P<file>[^:\s][^:]*):(?P<line>\d+): (?P<message>.*)$")
+
+
+def workspace_path(path: Path) -> str:
+    """A path as GitHub's annotations want it: relative to the checkout ($GITHUB_WORKSPACE)."""
+    root = Path(os.environ.get("GITHUB_WORKSPACE") or Path.cwd()).resolve()
+    resolved = path.resolve()
+    return resolved.relative_to(root).as_posix() if resolved.is_relative_to(root) else str(path)
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def _skipped_notices(skipped: dict[str, int]) -> list[bytes]:
+    return [f"[tftrain] {lines} lines not shown (console too slow); all are in {name}\n".encode() for name, lines in skipped.items()]

@@ -10,8 +10,21 @@ from pathlib import Path
 
 import pytest
 
+import purity
+from purity import pure  # noqa: F401  (a fixture)
+
 REPO = Path(__file__).resolve().parent.parent
 TFTRAIN = str(Path(sys.executable).parent / "tftrain")
+UNIT = REPO / "tests" / "unit"
+
+
+def pytest_collection_modifyitems(items):
+    """tests/integration is the integration suite; tests/unit is held pure (tests/purity.py)."""
+    for item in items:
+        if UNIT in item.path.parents and not item.get_closest_marker("integration"):
+            item.fixturenames.insert(0, "pure")
+        elif REPO / "tests" / "integration" in item.path.parents:
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture(scope="session")
@@ -44,6 +57,9 @@ def project(tmp_path):
 
 
 def tftrain(*args: str, timeout: float = 600, cwd: Path | None = None, **kwargs) -> subprocess.CompletedProcess:
+    """The CLI as a user runs it: a process; under tests/unit, in this process (purity.in_process)."""
+    if purity.holding():
+        return purity.in_process([TFTRAIN, *args], cwd=cwd, env={**kwargs.pop("env", os.environ), "COLUMNS": "200"}, **kwargs)
     return subprocess.run(
         [TFTRAIN, *args],
         capture_output=True,

@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from runner.targets.local.environment import env_spec, framework_requirement, installed_framework_version
-from runner.errors import PreparingError, UnsupportedError
+from runner.errors import UnsupportedError
 from runner.manifest import load_manifest
 
 
@@ -73,21 +73,3 @@ def test_the_framework_version_comes_from_the_package_list():
     assert framework_version_of({"Tensorflow": "2.18.0", "tensorflow-cpu": "2.17.1"}) == "2.18.0"
     assert framework_version_of({"numpy": "1.26.4"}) is None
     assert framework_version_of(packages_in(PythonEnv(sys.executable, None, True))) == installed_framework_version()
-
-
-def test_a_failed_pip_step_names_its_error_and_keeps_the_full_log(tmp_path):
-    import io
-
-    from runner.targets.local.environment import _call
-    from runner.telemetry.logger import Logger
-
-    script = "import sys\nprint('\\x1b[31mCollecting nothing\\x1b[0m')\nprint('ERROR: No matching distribution for nothing')\nprint()\nsys.exit(1)\n"
-    log_path = tmp_path / "prepare.log"
-    stream = io.StringIO()
-    logger = Logger(stream)
-    with pytest.raises(PreparingError, match=r"pip install failed \(exit 1\): ERROR: No matching distribution for nothing \(full output: "):
-        _call([sys.executable, "-c", script], "pip install", logger, log_path)
-    logger.flush()
-    log = log_path.read_text()
-    assert log.startswith(f"$ {sys.executable} -c") and "\x1b[31mCollecting nothing" in log  # the log keeps the output as it came
-    assert "  Collecting nothing\n  ERROR: No matching distribution" in stream.getvalue()  # the console: indented, no colours

@@ -12,8 +12,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
+from conftest import REPO
 
-DATA = Path(__file__).resolve().parent.parent / "data"
+DATA = REPO / "tests" / "data"
 GOLDEN = DATA / "golden"
 IMAGE = re.compile(r"image: tftrain/[a-z0-9._-]+:[0-9a-f]{16}")
 

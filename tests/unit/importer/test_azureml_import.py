@@ -15,8 +15,9 @@ import yaml
 from runner.cli.main import main
 from runner.manifest import load_manifest
 from runner.manifest.model import InputRef, MpiTraining, MultiWorkerMirroredTraining, ParameterServerTraining
+from conftest import REPO
 
-DATA = Path(__file__).resolve().parent.parent / "data" / "azureml"
+DATA = REPO / "tests" / "data" / "azureml"
 
 
 def imported(tmp_path: Path, fixture: str, *code: str, text: str | None = None):

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import io
 import json
-import textwrap
 from types import SimpleNamespace
 
 import pytest
 
 from runner.compat import azureml_reason, declares_sdk, imports_azureml
 from runner.compat.azureml_run import Run, stub
-from runner.manifest.model import Manifest
+from builders import loaded
 
 
 @pytest.fixture
@@ -104,12 +103,6 @@ def test_what_is_not_supported_says_so(run):
         workspace()
 
 
-def loaded(tmp_path, script: str, **fields):
-    (tmp_path / "train.py").write_text(textwrap.dedent(script))
-    manifest = Manifest.model_validate({"name": "m", "entry_script": "train.py", **fields})
-    return SimpleNamespace(manifest=manifest, source_dir=tmp_path)
-
-
 def test_when_the_layer_is_on(tmp_path):
     azure = "from azureml.core import Run\n"
     assert azureml_reason(loaded(tmp_path, azure), None) == "train.py imports azureml and the Azure ML SDK is not installed"
@@ -121,18 +114,3 @@ def test_when_the_layer_is_on(tmp_path):
     (tmp_path / "requirements.txt").write_text("numpy\nazureml_defaults>=1.0 ; python_version>'3'\n")
     assert declares_sdk(loaded(tmp_path, azure, pip_requirements_file="requirements.txt"))
     assert not imports_azureml(tmp_path / "missing.py")
-
-
-def test_an_environment_with_the_real_sdk_keeps_it(tmp_path):
-    import sys
-
-    sdk = tmp_path / "site" / "azureml" / "core"
-    sdk.mkdir(parents=True)
-    (sdk / "__init__.py").write_text("")
-    (sdk.parent / "__init__.py").write_text("")
-    python = tmp_path / "python"
-    python.write_text(f"#!/bin/sh\nPYTHONPATH={tmp_path / 'site'} exec {sys.executable} \"$@\"\n")
-    python.chmod(0o755)
-    azure = loaded(tmp_path, "from azureml.core import Run\n")
-    assert azureml_reason(azure, str(python)) is None
-    assert azureml_reason(azure, sys.executable) is not None

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
@@ -15,12 +12,8 @@ from runner.errors import ManifestError
 from runner.manifest import load_manifest
 from runner.targets.pool.inventory import load_pool
 from runner.targets.pool.jobs import capacities, request_for
-from runner.targets.pool.leases import Leases
 from runner.targets.pool.schedule import Capacity, Demand, Request, never_fits, place
-
-
-def hosts(*specs: tuple[str, int, int]) -> list[Capacity]:
-    return [Capacity(name, gpus, cpus) for name, gpus, cpus in specs]
+from builders import hosts, leases_at
 
 
 def test_mpi_nodes_take_one_gpu_per_rank_on_distinct_hosts():
@@ -85,10 +78,6 @@ def test_manifest_demands(project):
     assert [(d.key, d.gpus, d.cpus) for d in request_for(ps).demands] == [("chief 0", 0, 1), ("worker 0", 0, 1), ("worker 1", 0, 1), ("ps 0", 0, 1)]
 
 
-def leases_at(tmp_path: Path, ttl: float = 60) -> Leases:
-    return Leases(tmp_path / "state", ttl)
-
-
 def test_leases_keep_two_jobs_off_the_same_gpus(tmp_path):
     pool = hosts(("a", 2, 4))
     request = Request((Demand("main 0", gpus=2),))
@@ -101,24 +90,6 @@ def test_leases_keep_two_jobs_off_the_same_gpus(tmp_path):
     one.release("job-1")
     assert two.try_place("job-2", pool, lambda held: place(request, held)).placement.placed
     assert two.holders() == {"a": [("job-2", 0, 0), ("job-2", 1, 0)]}
-
-
-def test_a_dead_holders_leases_expire(tmp_path):
-    pool = hosts(("a", 1, 1))
-    request = Request((Demand("main 0", gpus=1),))
-    holder = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(f"""\
-            from pathlib import Path
-            from runner.targets.pool.leases import Leases
-            from runner.targets.pool.schedule import Capacity, Demand, Request, place
-            leases = Leases(Path({str(tmp_path / 'state')!r}), 60)
-            attempt = leases.try_place("dead-job", [Capacity("a", 1, 1)], lambda held: place(Request((Demand("main 0", gpus=1),)), held))
-            print(attempt.placement.placed)
-            """)],
-        capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
-    )
-    assert holder.stdout.strip() == "True"  # it ended without releasing: its process is gone
-    assert leases_at(tmp_path).try_place("job", pool, lambda held: place(request, held)).placement.placed
 
 
 def test_unrenewed_leases_expire_after_the_ttl(tmp_path):

@@ -2,22 +2,18 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import shutil
 import socket
 
 import pytest
 
-from runner.errors import ManifestError, PlanError, UnsupportedError
-from runner.plan.launchers.capacity import check_capacity, cpu_count, gpu_count
+from runner.errors import ManifestError, PlanError
+from runner.plan.launchers.capacity import check_capacity, cpu_count
 from runner.telemetry.logger import Logger
 from runner.plan.argv import script_args
 from runner.manifest import load_manifest
 from runner.plan.model import PlanContext, TaskSpec
 from runner.plan.launchers import build_plan
-from runner.history.rundir import RuntimePaths
-
-RUNTIME = RuntimePaths("/run/workdir", "/run/workdir/outputs", "/run/workdir/logs", "/run/metrics.d", "/run/py", {}, None, "/run/launch")
+from builders import PYTHON, RUNTIME
 
 
 def plan_for(project, manifest: str, env: dict | None = None):
@@ -125,7 +121,6 @@ def test_metrics_ranks_must_exist(project):
             build_plan(PlanContext(manifest, "local", "/venv/bin/python", RUNTIME, {}, ()))
 
 
-PYTHON = "/venv/bin/python"
 INJECTION = "import os; open('INJECTED', 'w')"
 LAUNCHERS = {
     "single": "",
@@ -195,33 +190,3 @@ def test_more_processes_than_cpus_is_a_warning_at_run_start(project):
         plan = build_plan(PlanContext(loaded.manifest, target, PYTHON, RUNTIME, {}, ()))
         said = checked_at_run_start(plan, loaded.manifest)
         assert (f"warning: {cpus + 1} training processes on this machine's {cpus} CPUs" in said) is warned, (target, said)
-
-
-@pytest.fixture
-def gpus(tmp_path, monkeypatch) -> int:
-    """This machine's GPUs; where there is no NVIDIA driver, an nvidia-smi that lists one."""
-    if shutil.which("nvidia-smi") is None:
-        stub = tmp_path / "bin" / "nvidia-smi"
-        stub.parent.mkdir()
-        stub.write_text("#!/bin/sh\necho 'GPU 0: Stand-in GPU (UUID: GPU-0)'\n")
-        stub.chmod(0o755)
-        monkeypatch.setenv("PATH", f"{stub.parent}{os.pathsep}{os.environ['PATH']}")
-        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    count = gpu_count()
-    assert count is not None and count >= 1
-    return count
-
-
-def test_more_gpu_processes_than_gpus_is_an_error_at_run_start(project, gpus):
-    fits = project(manifest=f"use_gpu: true\ndistributed_training:\n  backend: multi_worker_mirrored\n  worker_count: {gpus}\n")
-    loaded = load_manifest(fits)
-    check_capacity(build_plan(PlanContext(loaded.manifest, "local", PYTHON, RUNTIME, {}, ())), loaded.manifest, Logger(io.StringIO()))
-    # parameter servers and the chief need no GPU: workers = GPUs fits
-    ps = project(manifest=f"use_gpu: true\ndistributed_training:\n  backend: parameter_server\n  worker_count: {gpus}\n")
-    loaded = load_manifest(ps)
-    check_capacity(build_plan(PlanContext(loaded.manifest, "docker", PYTHON, RUNTIME, {}, ())), loaded.manifest, Logger(io.StringIO()))
-    over = project(manifest=f"use_gpu: true\ndistributed_training:\n  backend: multi_worker_mirrored\n  worker_count: {gpus + 1}\n")
-    loaded = load_manifest(over)  # validation gives the same answer on every machine: it does not count GPUs
-    plan = build_plan(PlanContext(loaded.manifest, "local", PYTHON, RUNTIME, {}, ()))
-    with pytest.raises(UnsupportedError, match=rf"^use_gpu: the job runs {gpus + 1} processes that each need a GPU, and this machine has {gpus}$"):
-        check_capacity(plan, loaded.manifest, Logger(io.StringIO()))

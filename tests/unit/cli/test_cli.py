@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+import json
+
+
+from runner.templates import templates_dir
+
+
+def test_version_and_schema(cli, repo):
+    assert cli("--version").stdout.strip().startswith("tftrain ")
+    assert cli("schema").stdout == (repo / "tftrain.schema.json").read_text()
+    assert cli("pool", "schema").stdout == (repo / "tftrain-pool.schema.json").read_text()
+
+
+def test_plan_prints_the_commands_without_running(project, cli, home):
+    path = project(script="raise SystemExit('must not run')\n", manifest="script_params:\n  --epochs: 3\n")
+    result = cli("plan", "-f", str(path))
+    assert result.returncode == 0, result.stderr
+    assert "launcher:    single" in result.stdout
+    assert "train.py --epochs 3" in result.stdout
+    assert "env TFTRAIN_RUN_ID='$RUN_ID'" in result.stdout
+    document = json.loads(cli("plan", "-f", str(path), "--json").stdout)
+    assert document["tasks"][0]["argv"][1:] == ["train.py", "--epochs", "3"]
+    assert not (home / "runs").exists()
+
+
+def test_unknown_run_and_model(cli, home):
+    result = cli("runs", "show", "nope-3")
+    assert result.returncode == 5 and "run 'nope-3' not found" in result.stderr
+    result = cli("models", "pull", "nope@v1", "-o", str(home / "x"))
+    assert result.returncode == 5 and "model nope@v1 is not registered" in result.stderr
+    assert "no models registered yet" in cli("models").stdout
+    assert "no runs yet" in cli("runs").stdout
+
+
+def test_templates_ship_with_the_package():
+    import runner
+
+    package = templates_dir().parent
+    if "site-packages" in runner.__file__:  # scripts/test installs tftrain non-editable
+        assert package.name == "runner" and (package / "templates" / "run_summary.md.j2").exists()
+    else:
+        assert (package / "templates" / "run_summary.md.j2").exists()

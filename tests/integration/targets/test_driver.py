@@ -72,20 +72,27 @@ class Driver:
         `compute` merges with the target's own compute keys."""
         (self.root / "src").mkdir(parents=True, exist_ok=True)
         (self.root / "src" / "train.py").write_text(script)
-        compute = {"kill_grace_seconds": 1, **keys.pop("compute", {})}
+        compute = {"target": self.target, "kill_grace_seconds": 1, **keys.pop("compute", {})}
         document = {"name": "drv", "source_directory": "src", "entry_script": "train.py",
                     "metrics": {"regex": {"loss": r"loss=([0-9.]+)"}}, **keys}
         if self.target == "docker":
             document.update(custom_docker_image=BASE_IMAGE)
-            compute.update(target="docker")
         elif self.target == "pool":
             document.update(custom_docker_image=BASE_IMAGE)
-            compute.update(target="pool", pool_file="pool.yml")
+            compute.update(pool_file="pool.yml")
             self.rig.write_pool(self.root / "pool.yml", [self.host], self.root / "pool-state")
         document["compute"] = compute
         path = self.root / "tftrain.yml"
         path.write_text(yaml.safe_dump(document, sort_keys=False))
         return path
+
+    def ran_there(self, stdout: str) -> bool:
+        """The run's console says it ran on this target (and not on a default one)."""
+        return {
+            "local": "environment: current interpreter",
+            "docker": "environment: image tftrain/drv:",
+            "pool": f"placed on the pool: main 0 → {self.host.get('name')}",
+        }[self.target] in stdout
 
     def left_running(self) -> list:
         """What of the run still lives: its training process (local), its containers (others)."""
@@ -153,6 +160,7 @@ def test_success_brings_outputs_metrics_and_logs_back(driver):
     assert (summary["loss"]["last"], summary["loss"]["count"]) == (0.333, 3)  # from the log
     assert (summary["accuracy"]["last"], summary["accuracy"]["count"]) == (0.7, 3)  # from log_metric
     assert "registered model drv@v1" in result.stdout
+    assert driver.ran_there(result.stdout), result.stdout[-3000:]
     assert driver.left_running() == []
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import purity
-from purity import pure  # noqa: F401  (a fixture)
+pure = purity.pure  # the fixture every unit test gets (pytest_collection_modifyitems)
 
 REPO = Path(__file__).resolve().parent.parent
 TFTRAIN = str(Path(sys.executable).parent / "tftrain")

@@ -13,35 +13,14 @@ from pathlib import Path
 import pytest
 
 from conftest import TFTRAIN
+from watching import alive, run_status, wait_for
 
 pytestmark = pytest.mark.integration
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
-def run_status(home: Path, run_id: str) -> str:
-    with sqlite3.connect(home / "tftrain.db") as db:
-        return db.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0]
 
 
 def phases(home: Path, run_id: str) -> list[str]:
     with sqlite3.connect(home / "tftrain.db") as db:
         return [row[0] for row in db.execute("SELECT phase FROM phases WHERE run_id = ? ORDER BY started, rowid", (run_id,))]
-
-
-def wait_for(path: Path, text: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and text in path.read_text(errors="replace"):
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{text!r} never appeared in {path}")
 
 
 FAILING = """\

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import TFTRAIN
 from runner.targets.local.cgroup import Cgroup, runs_parent
-from test_lifecycle import alive, run_status, wait_for
+from watching import alive, run_status, wait_for
 
 pytestmark = pytest.mark.integration
 

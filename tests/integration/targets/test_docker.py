@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BASE_IMAGE, TFTRAIN
+from watching import leftover_containers
 from runner.targets.docker.container import Container
 from runner.plan.model import ContainerSpec
 from runner.errors import Vanished
@@ -34,10 +35,6 @@ def docker_manifest(root: Path, script: str, extra: str = "", name: str = "digit
     path = root / "tftrain.yml"
     path.write_text(f"name: {name}\nsource_directory: src\nentry_script: train.py\n" + ENVIRONMENT + extra)
     return path
-
-
-def leftover_containers(client, run_id: str) -> list:
-    return client.containers.list(all=True, filters={"label": f"tftrain.run-id={run_id}"})
 
 
 def started_until_ready(path: Path, home: Path) -> subprocess.Popen:

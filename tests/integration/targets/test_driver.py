@@ -20,9 +20,8 @@ import pytest
 import yaml
 
 from conftest import BASE_IMAGE, TFTRAIN, tftrain
-from integration.run.test_lifecycle import alive, wait_for
+from watching import alive, leftover_containers, wait_for
 from runner.errors import TrainingCanceled, TrainingFailed, TrainingTimedOut
-from test_docker import leftover_containers
 
 pytestmark = pytest.mark.integration
 

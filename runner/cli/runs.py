@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 
 from runner.manifest.model import Manifest
@@ -10,6 +9,7 @@ from runner.telemetry.point import iter_series
 from runner.telemetry.summary import SummaryBuilder
 from runner.paths import tftrain_home
 from runner.telemetry.report import show_metrics, summary_markdown
+from runner.history.record import MetricsSummary, RunRecord
 from runner.history.rundir import RunPaths
 from runner.history.store import Store
 
@@ -46,39 +46,42 @@ def _show(store: Store, ref: str, markdown: bool, logger) -> None:
     run = store.run(ref)
     manifest, paths = RunPaths.of_run(run)
     record = _record(paths)
-    summary = record.get("metrics") or _summary_from_series(paths, manifest)
+    kept = record.metrics if record else None
+    summary = (kept if kept and kept.metrics else _summary_from_series(paths, manifest)).as_dict()
+    model, git = (record.model, record.git) if record else (None, {})
     phases = store.phases(run.run_id)
     if markdown:
         points = iter_series(paths.metrics)
-        logger.text(summary_markdown(run.run_id, run.status, run.message, phases, summary, record.get("model"), record.get("git", {}), points))
+        logger.text(summary_markdown(run.run_id, run.status, run.message, phases, summary, model, git, points))
         return
     logger.info(f"run {run.run_id}: {run.status}" + (f": {run.message}" if run.message else ""), style="bold")
     logger.info(f"directory: {run.run_dir}")
-    git = record.get("git") or {}
     if git.get("commit"):
         logger.info(f"commit: {git['commit']} branch: {git.get('branch')} dirty: {git.get('dirty')}")
     rows = [[p.phase, _when(p.started), f"{(p.ended or time.time()) - p.started:.2f}s"] for p in phases]
     logger.table("phases", ["phase", "started", "duration"], rows)
     show_metrics(logger, summary)
-    if record.get("model"):
-        logger.info(f"model: {record['model']}")
+    if model:
+        logger.info(f"model: {model}")
     files = []
     for root in (paths.outputs, paths.logs):
         files += [[str(p.relative_to(paths.workdir)), str(p.stat().st_size)] for p in sorted(root.rglob("*")) if p.is_file()]
     logger.table("files", ["file", "bytes"], files)
 
 
-def _record(paths: RunPaths) -> dict:
+def _record(paths: RunPaths) -> RunRecord | None:
+    """run.json, or None when it cannot be read (the index still lists the run)."""
     try:
-        return json.loads(paths.record.read_text())
+        return RunRecord.read(paths.record)
     except (OSError, ValueError):
-        return {}
+        return None
 
 
-def _summary_from_series(paths: RunPaths, manifest: Manifest) -> dict:
+def _summary_from_series(paths: RunPaths, manifest: Manifest) -> MetricsSummary:
+    """A run without a summary (it ended before writing one): from metrics.jsonl, the same way."""
     builder = SummaryBuilder(manifest.metrics)
     builder.add(iter_series(paths.metrics))
-    return builder.as_dict()
+    return builder.summary()
 
 
 def _when(timestamp: float) -> str:

@@ -15,11 +15,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import yaml
+from pydantic import ValidationError
 
 from runner.errors import DiskFullError, FatalError, HistoryError
+from runner.history.record import TERMINAL, RunRecord
 from runner.history.rundir import read_record
 
-TERMINAL = ("Completed", "Failed", "Canceled", "TimedOut")
 BUSY_SECONDS = 60
 REBUILD_HINT = "run `tftrain doctor` to rebuild it from the run directories"
 SQLITE_BUSY, SQLITE_READONLY, SQLITE_IOERR, SQLITE_FULL = 5, 8, 10, 13
@@ -91,8 +92,8 @@ class Owner:
         return cls(socket.gethostname(), os.getpid(), process_start(os.getpid()), boot_id())
 
     @classmethod
-    def of(cls, record: dict) -> Owner | None:
-        owner = record.get("owner")
+    def of(cls, owner: dict | None) -> Owner | None:
+        """The owner a run.json names; None when it names none (records older than owners)."""
         if not (isinstance(owner, dict) and isinstance(owner.get("pid"), int) and isinstance(owner.get("host"), str)):
             return None
         return cls(owner["host"], owner["pid"], owner.get("start"), owner.get("boot"))
@@ -130,12 +131,12 @@ def boot_id() -> str | None:
 
 
 # --- rows from records --------------------------------------------------------------------------
-def index_run(db, run_dir: Path, record: dict) -> None:
+def index_run(db, run_dir: Path, record: RunRecord) -> None:
     """Make the index's row and phases of one run say what its record says."""
     run_id = run_dir.name
     values = (
-        record["name"], record["status"], record["created"], record.get("ended"), record.get("exit_code"),
-        str(run_dir), json.dumps(record["manifest"]), json.dumps(record.get("git") or {}), record.get("message"),
+        record.name, record.status.value, record.created, record.ended, record.exit_code,
+        str(run_dir), json.dumps(record.manifest), json.dumps(record.git), record.message,
     )
     if db.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone():
         db.execute(
@@ -153,10 +154,8 @@ def index_run(db, run_dir: Path, record: dict) -> None:
             (seq, run_id, *values),
         )
     db.execute("DELETE FROM phases WHERE run_id = ?", (run_id,))
-    for phase in record.get("phases") or []:
-        db.execute(
-            "INSERT OR REPLACE INTO phases VALUES (?, ?, ?, ?)", (run_id, phase["phase"], phase["started"], phase.get("ended"))
-        )
+    for phase in record.phases:
+        db.execute("INSERT OR REPLACE INTO phases VALUES (?, ?, ?, ?)", (run_id, phase.phase.value, phase.started, phase.ended))
 
 
 def index_model(db, version_dir: Path, info: dict | None) -> None:
@@ -197,7 +196,7 @@ def rebuild(db, home: Path) -> Rebuilt:
             records.append((run_dir, load_run(run_dir)))
         except (OSError, ValueError) as exc:
             problems.append(f"{run_dir}: {_reason(exc)}; not indexed (its id stays taken)")
-    records.sort(key=lambda item: (run_number(item[0].name) or 0, item[1]["created"]))
+    records.sort(key=lambda item: (run_number(item[0].name) or 0, item[1].created))
     for run_dir, record in records:
         index_run(db, run_dir, record)
     models = 0
@@ -213,11 +212,11 @@ def rebuild(db, home: Path) -> Rebuilt:
                 info = None
                 problems.append(f"{version_dir}: version.json {_reason(exc)}; kept as pending (unlisted, number taken)")
             index_model(db, version_dir, info)
-    phases = sum(len(record.get("phases") or []) for _, record in records)
+    phases = sum(len(record.phases) for _, record in records)
     return Rebuilt(len(records), phases, models, tuple(problems))
 
 
-def load_run(run_dir: Path) -> dict:
+def load_run(run_dir: Path) -> RunRecord:
     """run.json made complete for the index: records written before it held everything (no name,
     created or manifest) get them from the run id, the phases and manifest.lock.yml."""
     record = read_record(run_dir / "run.json")
@@ -240,7 +239,12 @@ def load_run(run_dir: Path) -> dict:
                        ("exit_code", (int, type(None))), ("message", (str, type(None))), ("git", (dict, type(None)))):
         if not isinstance(record.get(key), kinds) or isinstance(record.get(key), bool):
             raise ValueError(f"run.json: {key} is {json.dumps(record.get(key))[:40]}")
-    return record
+    try:
+        return RunRecord.model_validate(record)
+    except ValidationError as exc:  # one line, as the checks above say it
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        raise ValueError(f"run.json: {where}: {error['msg']}") from None
 
 
 def _is_phase(phase) -> bool:

@@ -187,13 +187,3 @@ def write_record(path: Path, record: dict) -> None:
             pass
         raise space_error(exc, path) or HistoryError(f"cannot write {path} ({exc.strerror or exc})") from None
 
-
-def merge_record(path: Path, fields: dict) -> dict:
-    """Add `fields` to run.json, keeping what is there; returns the new record."""
-    try:
-        record = read_record(path)
-    except (OSError, ValueError):
-        record = {}
-    record = {**record, **fields}
-    write_record(path, record)
-    return record

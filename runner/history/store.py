@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.errors import HistoryError, NotFoundError
-from runner.history.index import BUSY_SECONDS, SCHEMA, TERMINAL, Index, Owner, Rebuilt, damaged, index_error, index_run, json_problems, read_only, rebuild, run_number, schema_problems, transaction
-from runner.history.rundir import RunPaths, read_record, space_error, write_record
+from runner.history.index import BUSY_SECONDS, SCHEMA, Index, Owner, Rebuilt, damaged, index_error, index_run, json_problems, read_only, rebuild, run_number, schema_problems, transaction
+from runner.history.record import TERMINAL, Phase, RunRecord, RunStatus
+from runner.history.rundir import RunPaths, space_error, write_record
 
-__all__ = ["TERMINAL", "PhaseRow", "RunRow", "Store"]
+__all__ = ["TERMINAL", "PhaseRow", "RunRow", "RunStatus", "Store"]
 
 DB_NAME = "tftrain.db"
 LOCK_NAME = "history.lock"
@@ -31,7 +32,7 @@ RESERVE_BYTES = 512 << 10
 class RunRow:
     run_id: str
     name: str
-    status: str
+    status: RunStatus
     created: float
     ended: float | None
     exit_code: int | None
@@ -42,12 +43,12 @@ class RunRow:
 
     @property
     def finished(self) -> bool:
-        return self.status in TERMINAL
+        return self.status.terminal
 
 
 @dataclass(frozen=True)
 class PhaseRow:
-    phase: str
+    phase: RunStatus
     started: float
     ended: float | None
 
@@ -61,7 +62,7 @@ class Store:
         self.notify = notify or (lambda line: None)
         self.rebuilt: Rebuilt | None = None
         self.set_aside_as: list[Path] = []
-        self._records: dict[str, dict] = {}
+        self._records: dict[str, RunRecord] = {}
         try:
             home.mkdir(parents=True, exist_ok=True)
             if not (home / ".gitignore").exists():
@@ -183,11 +184,10 @@ class Store:
                 run_dir = _make_run_dir(runs, name, max(seq, _highest_number(runs)) + 1)
                 _reserve(RunPaths(run_dir).reserve)
                 now = time.time()
-                record = {
-                    "run_id": run_dir.name, "name": name, "status": "Queued", "created": now, "ended": None,
-                    "exit_code": None, "message": None, "manifest": _json_object(manifest), "git": {},
-                    "owner": Owner.me().as_dict(), "phases": [{"phase": "Queued", "started": now, "ended": None}],
-                }
+                record = RunRecord(
+                    run_id=run_dir.name, name=name, status=RunStatus.QUEUED, created=now, manifest=_json_object(manifest),
+                    owner=Owner.me().as_dict(), phases=[Phase(phase=RunStatus.QUEUED, started=now)],
+                )
                 self._write(run_dir, record)
                 index_run(db, run_dir, record)
         except BaseException:
@@ -197,44 +197,44 @@ class Store:
         return run_dir.name
 
     def update_run(self, run_id: str, **fields) -> None:
-        """Add fields (git, message, …) to the run's record."""
+        """Add fields (git, model, metrics, …) to the run's record."""
         fields.pop("run_dir", None)  # where the record is, is where the run is
-        self._change(run_id, lambda record: record.update(fields))
+        self._change(run_id, lambda record: RunRecord.model_validate({**dict(record), **fields}))
 
-    def start_phase(self, run_id: str, phase: str) -> None:
-        def change(record: dict) -> None:
-            _add_phase(record, phase, ended=False)
-            record["status"] = phase
+    def start_phase(self, run_id: str, phase: RunStatus) -> None:
+        def change(record: RunRecord) -> RunRecord:
+            _add_phase(record, RunStatus(phase), ended=False)
+            record.status = RunStatus(phase)
+            return record
 
         self._change(run_id, change)
 
-    def finish(self, run_id: str, status: str, exit_code: int, message: str | None) -> None:
+    def finish(self, run_id: str, status: RunStatus, exit_code: int, message: str | None) -> None:
         """The run's end; the space held for this is given back first, so a full disk can record it."""
         _release(RunPaths(self._run_dir(run_id)).reserve)
         self._change(run_id, lambda record: _finish(record, status, exit_code, message))
 
-    def _change(self, run_id: str, change: Callable[[dict], None]) -> None:
+    def _change(self, run_id: str, change: Callable[[RunRecord], RunRecord]) -> None:
         run_dir = self._run_dir(run_id)
         with self.transaction() as db:
-            record = self._read(run_dir)
-            change(record)
+            record = change(self._read(run_dir))
             self._write(run_dir, record)
             index_run(db, run_dir, record)
 
     def _run_dir(self, run_id: str) -> Path:
         return self.home / "runs" / run_id
 
-    def _read(self, run_dir: Path) -> dict:
+    def _read(self, run_dir: Path) -> RunRecord:
         try:
-            record = read_record(run_dir / "run.json")
+            return RunRecord.read(run_dir / "run.json")
         except (OSError, ValueError):
             record = self._records.get(run_dir.name)
             if record is None:
                 raise HistoryError(f"{run_dir / 'run.json'} cannot be read: the run's record is gone") from None
-        return {**record, "phases": [dict(phase) for phase in record.get("phases") or []]}
+            return record.model_copy(deep=True)
 
-    def _write(self, run_dir: Path, record: dict) -> None:
-        write_record(run_dir / "run.json", record)
+    def _write(self, run_dir: Path, record: RunRecord) -> None:
+        write_record(run_dir / "run.json", record.as_dict())
         self._records[run_dir.name] = record
 
     # --- runs whose tftrain is gone -------------------------------------------------------------
@@ -252,9 +252,9 @@ class Store:
             message = f"lost: tftrain process {owner.pid} ended"
             with self.transaction() as db:
                 record = self._read(run_dir)
-                if record.get("status") in TERMINAL:  # another command got here first
+                if record.finished:  # another command got here first
                     continue
-                _finish(record, "Failed", 1, message)
+                _finish(record, RunStatus.FAILED, 1, message)
                 self._write(run_dir, record)
                 index_run(db, run_dir, record)
             _release(RunPaths(run_dir).reserve)
@@ -292,7 +292,7 @@ class Store:
         rows = self.db.execute(
             "SELECT phase, started, ended FROM phases WHERE run_id = ? ORDER BY started, rowid", (run_id,)
         )
-        return [PhaseRow(*row) for row in rows]
+        return [PhaseRow(self._status(phase, f"phases.phase of {run_id}"), started, ended) for phase, started, ended in rows]
 
     def _run_row(self, row) -> RunRow:
         run_id, name, status, created, ended, exit_code, run_dir, manifest, git, message = row
@@ -300,34 +300,41 @@ class Store:
             git = json.loads(git or "{}")
         except ValueError:
             raise self.damaged(f"invalid JSON in runs.git of {run_id}") from None
-        return RunRow(
-            run_id, name, status, created, ended, exit_code, Path(run_dir or "."), manifest or "", git, message
-        )
+        status = self._status(status, f"runs.status of {run_id}")
+        return RunRow(run_id, name, status, created, ended, exit_code, Path(run_dir or "."), manifest or "", git, message)
+
+    def _status(self, value: str, where: str) -> RunStatus:
+        try:
+            return RunStatus(value)
+        except ValueError:
+            raise self.damaged(f"unknown status {value!r} in {where}") from None
 
 
 _RUN_COLUMNS = "run_id, name, status, created, ended, exit_code, run_dir, manifest, git, message"
 
 
 # --- records ---------------------------------------------------------------------------------------
-def _add_phase(record: dict, name: str, ended: bool) -> float:
+def _add_phase(record: RunRecord, name: RunStatus, ended: bool) -> float:
     """End the open phase and start `name` (ended at once for the final status); returns the time."""
     now = time.time()
-    phases = [phase for phase in record["phases"] if phase["phase"] != name]
+    phases = [phase for phase in record.phases if phase.phase != name]
     for phase in phases:
-        if phase.get("ended") is None:
-            phase["ended"] = now
-    record["phases"] = [*phases, {"phase": name, "started": now, "ended": now if ended else None}]
+        if phase.ended is None:
+            phase.ended = now
+    record.phases = [*phases, Phase(phase=name, started=now, ended=now if ended else None)]
     return now
 
 
-def _finish(record: dict, status: str, exit_code: int, message: str | None) -> None:
+def _finish(record: RunRecord, status: RunStatus, exit_code: int, message: str | None) -> RunRecord:
+    status = RunStatus(status)
     now = _add_phase(record, status, ended=True)
-    record.update(status=status, ended=now, exit_code=exit_code, message=message)
+    record.status, record.ended, record.exit_code, record.message = status, now, exit_code, message
+    return record
 
 
 def _owner(run_dir: Path) -> Owner | None:
     try:
-        return Owner.of(read_record(run_dir / "run.json"))
+        return Owner.of(RunRecord.read(run_dir / "run.json").owner)
     except (OSError, ValueError):
         return None  # a record written before owners were recorded: nothing to judge by
 

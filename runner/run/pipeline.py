@@ -29,8 +29,8 @@ from runner.telemetry.summary import primary_metric
 from runner.paths import tftrain_home
 from runner.run.prepare import Prepared, check_runnable, prepare
 from runner.targets.local.processes import become_subreaper, run_cgroup_name
-from runner.history.rundir import RunPaths, merge_record, writing
-from runner.history.store import TERMINAL, Store
+from runner.history.rundir import RunPaths, writing
+from runner.history.store import RunStatus, Store
 from runner.targets.base import Outcome, RunControl, reservation, target_for
 
 # What only runs after the training (TensorBoard events, the registry, the rendered summary)
@@ -38,13 +38,18 @@ from runner.targets.base import Outcome, RunControl, reservation, target_for
 if TYPE_CHECKING:
     from runner.history.registry import ModelVersion
 
-EXIT_CODES = {"Completed": 0, "Failed": TrainingFailed.exit_code, "TimedOut": TrainingTimedOut.exit_code, "Canceled": TrainingCanceled.exit_code}
+EXIT_CODES = {
+    RunStatus.COMPLETED: 0,
+    RunStatus.FAILED: TrainingFailed.exit_code,
+    RunStatus.TIMED_OUT: TrainingTimedOut.exit_code,
+    RunStatus.CANCELED: TrainingCanceled.exit_code,
+}
 
 
 @dataclass(frozen=True)
 class RunResult:
     run_id: str
-    status: str
+    status: RunStatus
     exit_code: int
     message: str | None
     run_dir: Path
@@ -69,11 +74,11 @@ def run_manifest(loaded: LoadedManifest, logger: Logger, home: Path | None = Non
     try:
         return _run(loaded, checked, store, run_id, paths, control, logger)
     except BaseException as exc:
-        if store.run(run_id).status not in TERMINAL:  # a bug, a full disk, or KeyboardInterrupt outside the phases
+        if not store.run(run_id).finished:  # a bug, a full disk, or KeyboardInterrupt outside the phases
             if isinstance(exc, FatalError):
-                store.finish(run_id, "Failed", exc.exit_code, logger.masker.text(str(exc)))
+                store.finish(run_id, RunStatus.FAILED, exc.exit_code, logger.masker.text(str(exc)))
             else:
-                store.finish(run_id, "Failed", 1, logger.masker.text(f"internal error: {type(exc).__name__}: {exc}"))
+                store.finish(run_id, RunStatus.FAILED, 1, logger.masker.text(f"internal error: {type(exc).__name__}: {exc}"))
         raise
     finally:
         store.close()
@@ -87,7 +92,7 @@ def _run(loaded, checked, store: Store, run_id: str, paths: RunPaths, control: R
         try:
             # Queued until the target has room (the pool's leases); held until Running ends
             checked = held.enter_context(reservation(target_for(effective_target(manifest)), loaded, checked, run_id, control, logger))
-            with session.phase("Preparing"):
+            with session.phase(RunStatus.PREPARING):
                 prepared = prepare(loaded, checked, run_id, paths, store, logger)
                 store.update_run(run_id, git=prepared.git)  # lineage, listed by `tftrain runs`
         except FatalError as exc:
@@ -96,41 +101,41 @@ def _run(loaded, checked, store: Store, run_id: str, paths: RunPaths, control: R
         recorder = MetricsRecorder(paths.metrics, manifest.metrics, logger.metrics, logger.masker, logger.warning)
         if prepared is not None:
             if control.cancel.is_set():
-                outcome = Outcome("Canceled", None, "canceled before the training started")
+                outcome = Outcome(RunStatus.CANCELED, None, "canceled before the training started")
             else:
                 try:
-                    with session.phase("Running"):
+                    with session.phase(RunStatus.RUNNING):
                         outcome = _script_verdict(_execute(prepared, paths, recorder, control, logger), recorder)
                 except FatalError as exc:  # the target could not run it (a daemon or cluster refused)
-                    failure, outcome = exc, Outcome("Failed", None, str(exc))
+                    failure, outcome = exc, Outcome(RunStatus.FAILED, None, str(exc))
         held.close()
-        with session.phase("PostProcessing"):
+        with session.phase(RunStatus.POST_PROCESSING):
             model, summary, points, refused = _post_process(loaded, paths, recorder, outcome, run_id, prepared, store, logger)
         if refused is not None and failure is None:  # the training ended well; keeping its results did not
-            failure, outcome = refused, Outcome("Failed", None, str(refused))
+            failure, outcome = refused, Outcome(RunStatus.FAILED, None, str(refused))
     # tftrain's own failure speaks for itself; a script's is found in its logs
     message, script_error = (outcome.message, None) if failure else _explain(outcome, paths, prepared)
     message = logger.masker.text(message) if message else message  # stored: the DB, run.json, summary.md
-    exit_code = failure.exit_code if failure else EXIT_CODES[outcome.status]
-    store.finish(run_id, outcome.status, exit_code, message)
-    git = prepared.git if prepared else {}
-    _write_record(paths, store, run_id, outcome, exit_code, message, model, summary, git, points)
-    logger.info(f"run {run_id}: {outcome.status}" + (f": {message}" if message else ""), style="bold green" if exit_code == 0 else "bold red")
-    result = RunResult(run_id, outcome.status, exit_code, message, paths.root, model, summary)
-    _report(logger, loaded, result, script_error, paths)
+    status = RunStatus(outcome.status)
+    exit_code = failure.exit_code if failure else EXIT_CODES[status]
+    store.finish(run_id, status, exit_code, message)
+    result = RunResult(run_id, status, exit_code, message, paths.root, model, summary)
+    markdown = _write_record(paths, store, result, prepared.git if prepared else {}, points)
+    logger.info(f"run {run_id}: {status}" + (f": {message}" if message else ""), style="bold green" if exit_code == 0 else "bold red")
+    _report(logger, loaded, result, script_error, markdown)
     return result
 
 
 def _script_verdict(outcome: Outcome, recorder: MetricsRecorder) -> Outcome:
     """A script that said it failed (Azure's run.fail()) failed, whatever its exit code."""
-    if outcome.status == "Completed" and recorder.verdict is not None:
+    if outcome.status == RunStatus.COMPLETED and recorder.verdict is not None:
         error = recorder.verdict["error"]
-        return Outcome("Failed", None, "the script marked the run failed (run.fail())" + (f": {error}" if error else ""))
+        return Outcome(RunStatus.FAILED, None, "the script marked the run failed (run.fail())" + (f": {error}" if error else ""))
     return outcome
 
 
-def _failed_as(exc: FatalError) -> str:
-    return "Canceled" if isinstance(exc, TrainingCanceled) else "Failed"
+def _failed_as(exc: FatalError) -> RunStatus:
+    return RunStatus.CANCELED if isinstance(exc, TrainingCanceled) else RunStatus.FAILED
 
 
 class _Session:
@@ -138,7 +143,7 @@ class _Session:
         self.store, self.run_id, self.logger = store, run_id, logger
 
     @contextmanager
-    def phase(self, name: str):
+    def phase(self, name: RunStatus):
         self.store.start_phase(self.run_id, name)
         self.logger.phase(name)
         started = time.monotonic()
@@ -220,7 +225,7 @@ def _register(loaded, paths, outcome, run_id, prepared, store, logger, summary) 
     model = None
     spec = loaded.manifest.model
     model_path = paths.workdir / spec.path
-    if outcome.status == "Completed" and spec.register_model:
+    if outcome.status == RunStatus.COMPLETED and spec.register_model:
         if model_path.exists():
             info = {
                 "run_id": run_id,
@@ -242,7 +247,7 @@ def _register(loaded, paths, outcome, run_id, prepared, store, logger, summary) 
 
 def _explain(outcome: Outcome, paths: RunPaths, prepared: Prepared | None) -> tuple[str | None, ScriptError | None]:
     """The run's message, and the script's error (file and line in the source) when there is one."""
-    if outcome.status != "Failed" or prepared is None:
+    if outcome.status != RunStatus.FAILED or prepared is None:
         return outcome.message, None
     tasks = prepared.plan.tasks
     if outcome.rank is not None and outcome.rank >= 0:  # the task that failed first, else every rank
@@ -256,21 +261,21 @@ def _explain(outcome: Outcome, paths: RunPaths, prepared: Prepared | None) -> tu
     return f"{script} {outcome.message} (log: {log})", None
 
 
-def _report(logger: Logger, loaded: LoadedManifest, result: RunResult, error: ScriptError | None, paths: RunPaths) -> None:
-    """Annotations, the step summary and the step's outputs, when running in GitHub Actions."""
-    if result.status == "Failed":
+def _report(logger: Logger, loaded: LoadedManifest, result: RunResult, error: ScriptError | None, markdown: str) -> None:
+    """Annotations, the step summary (summary.md's text) and the step's outputs, when running in GitHub Actions."""
+    if result.status == RunStatus.FAILED:
         if error is not None:  # point at the user's file and line in the checkout
             logger.annotate("error", error.message, workspace_path(loaded.source_dir / error.file), error.line)
         else:
             logger.annotate("error", f"run {result.run_id} failed: {result.message}")
-    elif result.status != "Completed":
+    elif result.status != RunStatus.COMPLETED:
         logger.annotate("error", f"run {result.run_id} {result.status}: {result.message}")
-    logger.step_summary(paths.summary.read_text())
+    logger.step_summary(markdown)
     _, value = primary_metric(result.metrics)
     logger.outputs(
         {
             "run-id": result.run_id,
-            "status": result.status,
+            "status": result.status.value,
             "primary-metric": "" if value is None else str(value),
             "metrics": json.dumps(result.metrics, sort_keys=True),
             "model-version": result.model.label if result.model else "",
@@ -278,17 +283,17 @@ def _report(logger: Logger, loaded: LoadedManifest, result: RunResult, error: Sc
     )
 
 
-def _write_record(paths, store, run_id, outcome, exit_code, message, model, summary, git, points) -> None:
+def _write_record(paths: RunPaths, store: Store, result: RunResult, git: dict, points: list) -> str:
+    """The results join run.json (kept by the store from the start); summary.md is written and its text returned."""
     from runner.telemetry.report import summary_markdown
 
-    # the store keeps run.json (status, phases, owner, manifest) from the start: the results join it
-    merge_record(paths.record, {"model": model.label if model else None, "metrics": summary, "git": git})
-    phases = store.phases(run_id)
-    markdown = summary_markdown(
-        run_id, outcome.status, message, phases, summary, model.label if model else None, git, points
-    )
+    model = result.model.label if result.model else None
+    store.update_run(result.run_id, model=model, metrics=result.metrics, git=git)
+    phases = store.phases(result.run_id)
+    markdown = summary_markdown(result.run_id, result.status, result.message, phases, result.metrics, model, git, points)
     with writing(paths.summary):
         paths.summary.write_text(markdown)
+    return markdown
 
 
 @contextmanager

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from runner.history.record import ImageNote, MetricsSummary
 from runner.telemetry.logpump import write_failure
 from runner.manifest.model import MetricsSpec
 from runner.telemetry.masking import Masker
@@ -40,7 +41,7 @@ class MetricsRecorder:
         self.handle = path.open("a", encoding="utf-8", buffering=1)
         self.unshown: dict[tuple[str, str], MetricPoint] = {}
         self.last_shown = 0.0
-        self.images: list[dict] = []
+        self.images: list[ImageNote] = []
         self.tags: dict[str, str] = {}
         self.verdict: dict | None = None  # the script's own: {"status": "failed", "error": …}
         self.failure: str | None = None  # metrics.jsonl could not be written: "disk full writing PATH", …
@@ -52,21 +53,23 @@ class MetricsRecorder:
         with self.lock:
             if "image" in record:
                 name, path = mask(str(record.get("name", ""))), mask(str(record["image"]))
-                self.images.append({"name": name, "path": path, "rank": record.get("rank", 0)})
+                self.images.append(ImageNote(name=name, path=path, rank=int(record.get("rank", 0))))
             elif "tag" in record:
                 self.tags[mask(str(record["tag"]))] = "" if record.get("value") is None else mask(str(record["value"]))
             elif record.get("status") == "failed" and self.verdict is None:
                 self.verdict = {"status": "failed", "error": mask(str(record.get("error") or ""))}
 
-    def as_dict(self) -> dict:
-        """The summary (last/best per metric, primary), with the images and tags the script logged."""
+    def metrics_summary(self) -> MetricsSummary:
+        """The summary (last/best per metric, primary), with the images and tags the script logged:
+        what metrics.json holds, from what is in memory (metrics.jsonl is never read back)."""
         with self.lock:
-            summary = self.summary.as_dict()
-            if self.images:
-                summary["images"] = list(self.images)
-            if self.tags:
-                summary["tags"] = dict(sorted(self.tags.items()))
+            summary = self.summary.summary()
+            summary.images = list(self.images)
+            summary.tags = dict(sorted(self.tags.items()))
         return summary
+
+    def as_dict(self) -> dict:
+        return self.metrics_summary().as_dict()
 
     def record(self, points: list[MetricPoint]) -> None:
         if self.masker:

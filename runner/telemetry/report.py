@@ -6,10 +6,11 @@ import math
 
 from runner.telemetry.logger import Logger
 from runner.telemetry.summary import sampled
-from runner.history.store import TERMINAL, PhaseRow
+from runner.history.record import RunStatus
+from runner.history.store import PhaseRow
 from runner.templates import render
 
-ICONS = {"Completed": "✅", "Failed": "❌", "Canceled": "⏹️", "TimedOut": "⏱️"}
+ICONS = {RunStatus.COMPLETED: "✅", RunStatus.FAILED: "❌", RunStatus.CANCELED: "⏹️", RunStatus.TIMED_OUT: "⏱️"}
 
 
 def metric_rows(summary: dict) -> list[dict]:
@@ -42,7 +43,7 @@ def phase_durations(phases: list[PhaseRow]) -> list[dict]:
     return [
         {"name": p.phase, "duration": f"{(p.ended or p.started) - p.started:.2f}s"}
         for p in phases
-        if p.phase not in TERMINAL  # the final status is a mark, not a phase that took time
+        if not RunStatus(p.phase).terminal  # the final status is a mark, not a phase that took time
     ]
 
 
@@ -67,12 +68,12 @@ def curves(points, summary: dict) -> list[dict]:
     return drawn[:MAX_CURVES]
 
 
-def summary_markdown(run_id: str, status: str, message: str | None, phases, summary: dict, model, git: dict, points=()) -> str:
+def summary_markdown(run_id: str, status: RunStatus, message: str | None, phases, summary: dict, model, git: dict, points=()) -> str:
     return render(
         "run_summary.md.j2",
         curves=curves(points, summary),
         run_id=run_id,
-        status=status,
+        status=str(status),
         status_icon=ICONS.get(status, ""),
         message=message,
         phases=phase_durations(phases),

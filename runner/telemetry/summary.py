@@ -1,40 +1,22 @@
 """Last / best per metric, the primary metric, and a bounded sample of each series for curves.
 
 Everything is folded in as points arrive: memory grows with the number of metric names (at most
-MAX_METRICS of them are summarised), never with the number of points.
+MAX_METRICS of them are summarised), never with the number of points. Which point is "last" is
+told by MetricsSummary (runner/history/record.py), and decided here only.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
 
+from runner.history.record import MetricsSummary, MetricStats
 from runner.manifest.model import MetricsSpec
 from runner.telemetry.point import MetricPoint
 
 DEFAULT_PRIMARY = ("val_accuracy", "accuracy", "val_loss", "loss")
 MAX_METRICS = 1000
 SAMPLES = 120  # per metric: twice what a summary's curve draws
-
-
-@dataclass(frozen=True)
-class MetricSummary:
-    name: str
-    last: float
-    best: float
-    best_step: int | None
-    count: int
-    goal: str
-
-    def as_dict(self) -> dict:
-        return {
-            "last": _json_number(self.last),
-            "best": _json_number(self.best),
-            "best_step": self.best_step,
-            "count": self.count,
-            "goal": self.goal,
-        }
 
 
 class Samples:
@@ -64,14 +46,19 @@ class Samples:
         return [*self.kept, self.latest]
 
 
-class _Track:
-    """One metric's state. `last` is the point with the latest time (sources arrive out of
-    order: TensorBoard's at the end); of points with the same time, the one that came last."""
+def _order(point: MetricPoint) -> tuple:
+    """Where a point stands in its series, for "last" (see MetricsSummary): the step (a point
+    without one before all that have one), then the time; equal ones go by arrival."""
+    return (point.step is not None, point.step or 0, point.time)
 
-    __slots__ = ("best", "best_step", "count", "goal", "last", "last_time", "samples")
+
+class _Track:
+    """One metric's state, whatever the order the sources' points arrive in (TensorBoard's at the end)."""
+
+    __slots__ = ("best", "best_step", "count", "goal", "last", "last_order", "samples")
 
     def __init__(self, point: MetricPoint, goal: str) -> None:
-        self.last, self.last_time = point.value, point.time
+        self.last, self.last_order = point.value, _order(point)
         self.best, self.best_step = point.value, point.step
         self.count, self.goal = 1, goal
         self.samples = Samples()
@@ -80,15 +67,18 @@ class _Track:
 
     def add(self, point: MetricPoint) -> None:
         self.count += 1
-        if point.time >= self.last_time:
-            self.last, self.last_time = point.value, point.time
+        order = _order(point)
+        if order >= self.last_order:  # equal: the later arrival wins
+            self.last, self.last_order = point.value, order
         if _better(point.value, self.best, self.goal):
             self.best, self.best_step = point.value, point.step
         if point.step is not None:
             self.samples.add(point)
 
-    def summary(self, name: str) -> MetricSummary:
-        return MetricSummary(name, self.last, self.best, self.best_step, self.count, self.goal)
+    def stats(self) -> MetricStats:
+        return MetricStats(
+            last=_json_number(self.last), best=_json_number(self.best), best_step=self.best_step, count=self.count, goal=self.goal
+        )
 
 
 class SummaryBuilder:
@@ -120,11 +110,11 @@ class SummaryBuilder:
             return self.spec.primary
         return next((name for name in DEFAULT_PRIMARY if name in self.tracks), None)
 
+    def summary(self) -> MetricsSummary:
+        return MetricsSummary(primary=self.primary(), metrics={name: self.tracks[name].stats() for name in sorted(self.tracks)})
+
     def as_dict(self) -> dict:
-        return {
-            "primary": self.primary(),
-            "metrics": {name: self.tracks[name].summary(name).as_dict() for name in sorted(self.tracks)},
-        }
+        return self.summary().as_dict()
 
 
 def sampled(points: Iterable[MetricPoint], names: Iterable[str]) -> list[MetricPoint]:

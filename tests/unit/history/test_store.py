@@ -11,7 +11,6 @@ import pytest
 
 from runner.errors import HistoryError
 from runner.history.index import Owner, inspect, process_start
-from runner.history.rundir import merge_record
 from runner.history.store import Store
 import history_damage as damage
 
@@ -48,7 +47,8 @@ def test_run_json_is_written_from_the_start_and_kept_up_to_date(tmp_path):
     assert [p["phase"] for p in final["phases"]] == ["Queued", "Running", "Failed"]
     assert all(p["ended"] is not None for p in final["phases"])
     assert not (home / "runs" / run_id / ".reserve").exists()
-    merge_record(home / "runs" / run_id / "run.json", {"model": "demo@v1"})  # what the pipeline adds at the end
+    with Store(home) as store:
+        store.update_run(run_id, model="demo@v1")  # what the pipeline adds at the end
     assert record(home, run_id)["owner"] == final["owner"] and record(home, run_id)["model"] == "demo@v1"
 
 

@@ -105,7 +105,7 @@ def test_the_recorder_keeps_bounded_state_whatever_the_number_of_points(tmp_path
         assert sum(1 for _ in handle) == total
 
 
-def test_last_is_the_latest_in_time_and_arrival_breaks_ties(tmp_path):
+def test_last_is_the_greatest_step_then_time_then_arrival(tmp_path):
     recorder = MetricsRecorder(tmp_path / "metrics.jsonl", MetricsSpec(), lambda points: None)
     recorder.record([MetricPoint("loss", 0.3, 3, 30.0, "log"), MetricPoint("loss", 0.2, 4, 40.0, "log")])
     recorder.record([MetricPoint("loss", 0.9, 1, 10.0, "tensorboard")])  # older, read at the end
@@ -113,6 +113,21 @@ def test_last_is_the_latest_in_time_and_arrival_breaks_ties(tmp_path):
     recorder.close()
     assert recorder.as_dict()["metrics"]["loss"] == {"last": 0.1, "best": 0.1, "best_step": 4, "count": 4, "goal": "minimize"}
     assert [p.value for p in read_series(tmp_path / "metrics.jsonl")] == [0.3, 0.2, 0.9, 0.1]  # as they came
+
+
+def test_last_goes_by_step_when_tensorboard_points_come_late_with_another_clock(tmp_path):
+    """TensorBoard's points are read at the end and carry the training host's time (behind ours here):
+    the one with the greatest step is still the last."""
+    recorder = MetricsRecorder(tmp_path / "metrics.jsonl", MetricsSpec(), lambda points: None)
+    recorder.record([MetricPoint("loss", 0.5, 1, 100.0, "log"), MetricPoint("loss", 0.4, 2, 101.0, "log")])
+    recorder.record([MetricPoint("loss", 0.3, 3, 50.0, "tensorboard"), MetricPoint("loss", 0.45, 2, 49.0, "tensorboard")])
+    recorder.record([MetricPoint("loss", 0.9, None, 200.0, "file")])  # no step: before every point with one
+    recorder.close()
+    assert recorder.metrics_summary().metrics["loss"].last == 0.3
+    steps_only = MetricsRecorder(tmp_path / "other.jsonl", MetricsSpec(), lambda points: None)
+    steps_only.record([MetricPoint("f1", 0.7, None, 20.0, "file"), MetricPoint("f1", 0.6, None, 10.0, "file")])
+    steps_only.close()
+    assert steps_only.metrics_summary().metrics["f1"].last == 0.7  # none has a step: the latest time
 
 
 def test_metric_names_past_the_limit_go_to_disk_only(tmp_path):

@@ -1,0 +1,138 @@
+"""What a run's directory records about it: run.json (`RunRecord`, with its `RunStatus` and
+phases) and metrics.json (`MetricsSummary`). Both are read and written through these models only."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+
+class RunStatus(str, Enum):
+    """Where a run is: the phases it goes through, then how it ended. The values are what run.json,
+    tftrain.db and the action's `status` output hold, so a status compares equal to its string."""
+
+    QUEUED = "Queued"
+    PREPARING = "Preparing"
+    RUNNING = "Running"
+    POST_PROCESSING = "PostProcessing"
+    COMPLETED = "Completed"
+    FAILED = "Failed"
+    CANCELED = "Canceled"
+    TIMED_OUT = "TimedOut"
+
+    # f"{status}" is the value on every Python (3.12 made a mixed-in enum format as RunStatus.X)
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+    @property
+    def terminal(self) -> bool:
+        """The run has ended: the status is a mark, not a phase that takes time."""
+        return self in TERMINAL
+
+
+TERMINAL: tuple[RunStatus, ...] = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELED, RunStatus.TIMED_OUT)
+
+
+class _Model(BaseModel):
+    # keys this version does not know (written by a newer one) are kept, never dropped
+    model_config = ConfigDict(extra="allow")
+
+
+class MetricStats(_Model):
+    """One metric's summary. A value that is no finite number is written as its name ("nan",
+    "inf"): JSON has no such number."""
+
+    last: float | str
+    best: float | str
+    best_step: int | None = None
+    count: int
+    goal: str
+
+
+class ImageNote(_Model):
+    """An image the script logged: its path inside the run's outputs."""
+
+    name: str
+    path: str
+    rank: int = 0
+
+
+class MetricsSummary(_Model):
+    """What metrics.json holds (and run.json's `metrics`, and a model version's): per metric its
+    last and best value, the primary metric, the images and tags the script logged.
+
+    "last" is the point with the greatest step; a point without a step comes before every point
+    with one; equal steps go by time, then by arrival (the later wins). The step, not the time,
+    comes first because the sources do not share a clock: a log line's time is when tftrain read
+    it, a TensorBoard point's is the training host's (another machine, a container), and the
+    TensorBoard points are only read once the training has ended.
+    """
+
+    primary: str | None = None
+    metrics: dict[str, MetricStats] = {}
+    images: list[ImageNote] = []
+    tags: dict[str, str] = {}
+
+    def as_dict(self) -> dict:
+        """The JSON object: images and tags only when there are some."""
+        data = self.model_dump(mode="json", exclude={"images", "tags"})
+        if self.images:
+            data["images"] = [image.model_dump(mode="json") for image in self.images]
+        if self.tags:
+            data["tags"] = dict(self.tags)
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.as_dict(), indent=2) + "\n"
+
+    def primary_last(self) -> float | str | None:
+        """The primary metric's last value; None when there is none."""
+        stats = self.metrics.get(self.primary) if self.primary else None
+        return stats.last if stats else None
+
+
+class Phase(_Model):
+    phase: RunStatus
+    started: float
+    ended: float | None = None
+
+
+class RunRecord(_Model):
+    """What run.json holds: written when the run is created, kept up to date by the store at every
+    phase, completed with the results (model, metrics) at the end."""
+
+    run_id: str
+    name: str
+    status: RunStatus
+    created: float
+    ended: float | None = None
+    exit_code: int | None = None
+    message: str | None = None
+    manifest: dict
+    git: dict = {}
+    owner: dict | None = None
+    phases: list[Phase] = []
+    model: str | None = None
+    metrics: MetricsSummary | None = None
+
+    @field_validator("git", mode="before")
+    @classmethod
+    def _no_git(cls, value):
+        return {} if value is None else value  # older records wrote null
+
+    @classmethod
+    def read(cls, path: Path) -> RunRecord:
+        """OSError or ValueError (pydantic's ValidationError is one) when missing or unreadable."""
+        return cls.model_validate_json(path.read_bytes())
+
+    def as_dict(self) -> dict:
+        data = self.model_dump(mode="json", exclude={"metrics"})
+        data["metrics"] = self.metrics.as_dict() if self.metrics is not None else None
+        return data
+
+    @property
+    def finished(self) -> bool:
+        return self.status.terminal

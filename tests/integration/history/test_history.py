@@ -229,9 +229,11 @@ def test_killed_tftrain_leaves_a_failed_run_not_a_running_one(project, cli, home
 
 
 FILLER = """\
-import os
+import os, time
 os.makedirs("outputs", exist_ok=True)
 print("filling the disk", flush=True)
+while "filling the disk" not in open("logs/0.log").read():  # the line is on disk before the disk is full
+    time.sleep(0.05)
 with open("outputs/big.bin", "wb", buffering=0) as handle:
     for size in (1 << 20, 4096, 1):
         try:

@@ -179,14 +179,18 @@ def run_against(monkeypatch, job: FakeJob, deadline_passed: bool):
     import time
 
     from runner.targets.base import RunControl
+
+    offset = -1 if deadline_passed else 600
+    return execute_job(monkeypatch, job, RunControl(marker="m", grace_seconds=1, limit_seconds=5, deadline=time.monotonic() + offset))
+
+
+def execute_job(monkeypatch, job: FakeJob, control):
     from runner.targets.kubernetes import target
 
     document = {"kind": "TFJob", "metadata": {"labels": {"tftrain/model": "m"}}}
     plan = types.SimpleNamespace(files={"kubernetes.yaml": yaml.safe_dump(document)}, tasks=[types.SimpleNamespace(env={})], secret_names=frozenset())
     monkeypatch.setattr(target, "KubeJob", lambda config, document: job)
     monkeypatch.setattr(target, "POLL_SECONDS", 0.0)
-    offset = -1 if deadline_passed else 600
-    control = RunControl(marker="m", grace_seconds=1, limit_seconds=5, deadline=time.monotonic() + offset)
     logger = types.SimpleNamespace(info=lambda *args, **kwargs: None)
     return target.KubernetesTarget().execute(plan, None, {}, control, logger)
 
@@ -201,3 +205,25 @@ def test_the_operators_deadline_still_ends_the_run_timed_out(monkeypatch):
     assert run_against(monkeypatch, FakeJob(operator), deadline_passed=False).status == "TimedOut"
     failed = run_against(monkeypatch, FakeJob("TFJob training/x has failed because 1 Worker replica(s) failed."), deadline_passed=False)
     assert failed.status == "Failed" and failed.exit_code == 1
+
+
+class RunningJob(FakeJob):
+    """A job that runs until it is deleted."""
+
+    def status(self):
+        return None, ""
+
+
+def test_a_canceled_or_timed_out_job_is_deleted_by_the_one_clock(monkeypatch):
+    job = RunningJob("")
+    outcome = run_against(monkeypatch, job, deadline_passed=True)
+    assert (outcome.status, outcome.message) == ("TimedOut", "max_run_duration_seconds (5s) reached; the job was deleted")
+    assert job.deleted
+    from runner.targets.base import RunControl
+
+    job = RunningJob("")
+    control = RunControl(marker="m", grace_seconds=1)
+    control.cancel.set()
+    outcome = execute_job(monkeypatch, job, control)
+    assert (outcome.status, outcome.message) == ("Canceled", "canceled by a signal to tftrain; the job was deleted")
+    assert job.deleted

@@ -50,7 +50,7 @@ STOP_REST_SECONDS = 5.0
 
 
 def supervise(
-    judge: Callable[[], Outcome | None], stop: Callable[[float], None], control, every: float = POLL_SECONDS, stopped: str = ""
+    judge: Callable[[], Outcome | None], stop: Callable[[float], None], control, *, every: float = POLL_SECONDS, stopped: str = ""
 ) -> Outcome:
     """Watch a started plan until it is decided, canceled or out of time: the one clock of every target.
 

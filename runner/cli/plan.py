@@ -7,9 +7,11 @@ import shlex
 from pathlib import Path
 
 from runner.cli.common import add_manifest_arg, load
+from runner.manifest import effective_target
 from runner.telemetry.logger import Logger
 from runner.plan.model import LaunchPlan
 from runner.run.prepare import Prepared, check_runnable, prepare
+from runner.targets.registry import target_for
 from runner.history.rundir import RunPaths
 from runner.templates import render
 
@@ -29,7 +31,9 @@ def run(args, logger: Logger) -> int:
     with open("/dev/null", "w") as discarded:
         quiet = Logger(discarded)  # dry-run chatter ("environment: …") stays out of the plan
         try:
-            prepared = prepare(loaded, check_runnable(loaded, dry_run=True), "$RUN_ID", paths, None, quiet, dry_run=True)
+            target = target_for(effective_target(manifest))
+            state = check_runnable(loaded, target, dry_run=True)
+            prepared = prepare(loaded, target, state, "$RUN_ID", paths, None, quiet, dry_run=True)
         finally:
             quiet.flush()
     document = {"manifest": str(loaded.path), "environment": prepared.env.description, **prepared.plan.to_dict()}

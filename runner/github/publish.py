@@ -22,6 +22,7 @@ from runner.github.release_assets import SUMS, build_assets
 from runner.history.rundir import RunPaths
 from runner.github.s3store import S3Target
 from runner.github.workflow import TagTemplate, failure, github_errors, releases_of
+from runner.history.record import RunStatus
 
 ATTEMPTS = 4
 BACKOFF_SECONDS = 0.5
@@ -45,7 +46,7 @@ def publish(
     template: TagTemplate | None = None,
 ) -> Published:
     template = template or TagTemplate.from_env()
-    if record.get("status") != "Completed":
+    if record.get("status") != RunStatus.COMPLETED:
         raise PublishError(f"run {record['run_id']} is {record.get('status')}: only a completed run is published")
     git = record.get("git") or {}
     if git.get("dirty") and not force:

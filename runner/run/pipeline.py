@@ -31,7 +31,8 @@ from runner.run.prepare import Prepared, check_runnable, prepare
 from runner.targets.local.processes import become_subreaper, run_cgroup_name
 from runner.history.rundir import RunPaths, writing
 from runner.history.store import RunStatus, Store
-from runner.targets.base import Outcome, RunControl, reservation, target_for
+from runner.targets.base import Outcome, RunControl, Target
+from runner.targets.registry import target_for
 
 # What only runs after the training (TensorBoard events, the registry, the rendered summary)
 # is imported there: the script starts sooner.
@@ -58,7 +59,8 @@ class RunResult:
 
 
 def run_manifest(loaded: LoadedManifest, logger: Logger, home: Path | None = None) -> RunResult:
-    checked = check_runnable(loaded)  # refuse what cannot run before a run is recorded
+    target = target_for(effective_target(loaded.manifest))  # one target serves the run, from check to execute
+    checked = check_runnable(loaded, target)  # refuse what cannot run before a run is recorded
     manifest = loaded.manifest
     store = Store(home or tftrain_home(), notify=logger.warning)
     run_id = store.new_run(manifest.name, manifest.model_dump_json(by_alias=True))  # runs/ID and its run.json
@@ -72,7 +74,7 @@ def run_manifest(loaded: LoadedManifest, logger: Logger, home: Path | None = Non
     control.cgroup = run_cgroup_name(run_id, store.home)
     become_subreaper()
     try:
-        return _run(loaded, checked, store, run_id, paths, control, logger)
+        return _run(loaded, target, checked, store, run_id, paths, control, logger)
     except BaseException as exc:
         if not store.run(run_id).finished:  # a bug, a full disk, or KeyboardInterrupt outside the phases
             if isinstance(exc, FatalError):
@@ -84,16 +86,16 @@ def run_manifest(loaded: LoadedManifest, logger: Logger, home: Path | None = Non
         store.close()
 
 
-def _run(loaded, checked, store: Store, run_id: str, paths: RunPaths, control: RunControl, logger: Logger) -> RunResult:
+def _run(loaded, target: Target, checked, store: Store, run_id: str, paths: RunPaths, control: RunControl, logger: Logger) -> RunResult:
     manifest = loaded.manifest
     session = _Session(store, run_id, logger)
     outcome, failure, prepared = None, None, None
     with _signals(control, logger), ExitStack() as held:
         try:
             # Queued until the target has room (the pool's leases); held until Running ends
-            checked = held.enter_context(reservation(target_for(effective_target(manifest)), loaded, checked, run_id, control, logger))
+            state = held.enter_context(target.reserve(loaded, checked, run_id, control, logger))
             with session.phase(RunStatus.PREPARING):
-                prepared = prepare(loaded, checked, run_id, paths, store, logger)
+                prepared = prepare(loaded, target, state, run_id, paths, store, logger)
                 store.update_run(run_id, git=prepared.git)  # lineage, listed by `tftrain runs`
         except FatalError as exc:
             failure, outcome = exc, Outcome(_failed_as(exc), None, str(exc))
@@ -105,7 +107,7 @@ def _run(loaded, checked, store: Store, run_id: str, paths: RunPaths, control: R
             else:
                 try:
                     with session.phase(RunStatus.RUNNING):
-                        outcome = _script_verdict(_execute(prepared, paths, recorder, control, logger), recorder)
+                        outcome = _script_verdict(_execute(target, prepared, paths, recorder, control, logger), recorder)
                 except FatalError as exc:  # the target could not run it (a daemon or cluster refused)
                     failure, outcome = exc, Outcome(RunStatus.FAILED, None, str(exc))
         held.close()
@@ -116,7 +118,7 @@ def _run(loaded, checked, store: Store, run_id: str, paths: RunPaths, control: R
     # tftrain's own failure speaks for itself; a script's is found in its logs
     message, script_error = (outcome.message, None) if failure else _explain(outcome, paths, prepared)
     message = logger.masker.text(message) if message else message  # stored: the DB, run.json, summary.md
-    status = RunStatus(outcome.status)
+    status = outcome.status
     exit_code = failure.exit_code if failure else EXIT_CODES[status]
     store.finish(run_id, status, exit_code, message)
     result = RunResult(run_id, status, exit_code, message, paths.root, model, summary)
@@ -155,7 +157,7 @@ class _Session:
             self.logger.phase_done(name, time.monotonic() - started, ok)
 
 
-def _execute(prepared: Prepared, paths: RunPaths, recorder: MetricsRecorder, control: RunControl, logger: Logger) -> Outcome:
+def _execute(target: Target, prepared: Prepared, paths: RunPaths, recorder: MetricsRecorder, control: RunControl, logger: Logger) -> Outcome:
     plan = prepared.plan
     regexes = recorder.summary.spec.regex
     pump = LogPump(logger, paths.logs, prefix_ranks=len(plan.tasks) > 1, secrets=prepared.secrets)
@@ -171,7 +173,7 @@ def _execute(prepared: Prepared, paths: RunPaths, recorder: MetricsRecorder, con
     if control.limit_seconds:
         control.deadline = time.monotonic() + control.limit_seconds
     try:
-        outcome = target_for(plan.target).execute(plan, pump, sinks, control, logger)
+        outcome = target.execute(plan, pump, sinks, control, logger)
     finally:
         for follower in followers:
             follower.stop()

@@ -7,7 +7,6 @@ import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -19,13 +18,13 @@ from runner.run.gitinfo import git_info
 from runner.run.inputs import digest_of, fetch_inputs
 from runner.plan.launchers.capacity import check_capacity
 from runner.telemetry.logger import Logger
-from runner.manifest import LoadedManifest, effective_target
+from runner.manifest import LoadedManifest
 from runner.plan.model import LaunchPlan, PlanContext
 from runner.plan.launchers import build_plan
 from runner.history.rundir import RunPaths, RuntimePaths
 from runner.run.snapshot import LARGE_SNAPSHOT, take_snapshot
 from runner.history.store import Store
-from runner.targets.base import Environment, target_for
+from runner.targets.base import Environment, Target, TargetState
 
 
 @dataclass(frozen=True)
@@ -36,26 +35,31 @@ class Prepared:
     secrets: tuple[str, ...]  # values to mask in every log line
 
 
-def check_runnable(loaded: LoadedManifest, dry_run: bool = False) -> Any:
-    """What can be refused before a run is even recorded: unsupported targets and backends, a GPU
-    asked for where there is none, conda on the local target."""
+def check_runnable(loaded: LoadedManifest, target: Target, dry_run: bool = False) -> TargetState:
+    """What can be refused before a run is even recorded: unsupported backends, a GPU asked for
+    where there is none, conda on the local target."""
     from runner.plan.launchers import launcher_for
 
-    target = target_for(effective_target(loaded.manifest))
     launcher_for(loaded.manifest)
     return target.check(loaded, dry_run)
 
 
 def prepare(
-    loaded: LoadedManifest, checked: Any, run_id: str, paths: RunPaths, store: Store | None, logger: Logger, dry_run: bool = False
+    loaded: LoadedManifest,
+    target: Target,
+    state: TargetState,
+    run_id: str,
+    paths: RunPaths,
+    store: Store | None,
+    logger: Logger,
+    dry_run: bool = False,
 ) -> Prepared:
     manifest = loaded.manifest
-    target = target_for(effective_target(manifest))
     git: dict = {}
     if not dry_run:
         _snapshot(loaded, paths, store, logger)
         git = git_info(loaded.source_dir)
-    env = target.environment(loaded, checked, paths, logger, dry_run)
+    env = target.environment(loaded, state, paths, logger, dry_run)
     logger.info(f"environment: {env.description}")
     inputs = fetch_inputs(loaded, logger, dry_run)
     resume = None

@@ -1,32 +1,34 @@
 """Targets run a LaunchPlan somewhere: this machine (local), containers (docker), a Kubernetes
 cluster (kubernetes), or your own hosts (pool).
 
-Each target is one module with the same small protocol: `check` refuses what it cannot run
-before a run is recorded, `environment` makes the Python environment (virtualenv or image),
-`runtime` says where the run's directories are as the training sees them, `execute` runs.
-A target may also have `reserve`, a context manager held from before Preparing to the end of
-Running (the pool's leases).
+Each target is one class with the same small protocol: `check` refuses what it cannot run
+before a run is recorded, `reserve` holds what the run needs from before Preparing to the end
+of Running (the pool's leases), `environment` makes the Python environment (virtualenv or
+image), `runtime` says where the run's directories are as the training sees them, `finalize`
+adds the target's own files to the plan, `execute` runs it. `Target` gives the defaults; a
+backend overrides what it does differently. runner.targets.registry names the backends.
 """
 
 from __future__ import annotations
 
 import threading
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import ClassVar
 
-from runner.errors import UnsupportedError
-from runner.telemetry.logger import Logger
-from runner.telemetry.logpump import LineSink, LogPump
+from runner.history.rundir import RunPaths, RuntimePaths
 from runner.manifest import LoadedManifest
 from runner.plan.model import ContainerSpec, HostMap, LaunchPlan
-from runner.history.rundir import RunPaths, RuntimePaths
+from runner.telemetry.logger import Logger
+from runner.telemetry.logpump import LineSink, LogPump
+from runner.history.record import RunStatus
 
 
 @dataclass(frozen=True)
 class Outcome:
-    status: str  # Completed | Failed | Canceled | TimedOut
+    status: RunStatus  # a terminal one
     exit_code: int | None
     message: str | None
     rank: int | None = None  # the task that decided it, when one did
@@ -56,24 +58,46 @@ class RunControl:
     cgroup: str | None = None  # the run's cgroup name (runner.targets.local.cgroup.run_cgroup_name): local runs are contained in it
 
 
-class Target(Protocol):
-    name: str
+@dataclass(frozen=True)
+class TargetState:
+    """What a target found in `check` and hands to its later steps. Each target has its own
+    subclass; a reservation may turn it into another one (the pool: a job into a placed session)."""
 
-    def check(self, loaded: LoadedManifest, dry_run: bool = False) -> Any: ...
+
+class Target:
+    """One backend. A fresh instance serves one run (or one `tftrain plan`), from check to execute."""
+
+    name: ClassVar[str]
+
+    def check(self, loaded: LoadedManifest, dry_run: bool = False) -> TargetState:
+        raise NotImplementedError
+
+    @contextmanager
+    def reserve(
+        self, loaded: LoadedManifest, state: TargetState, run_id: str, control: RunControl, logger: Logger
+    ) -> Iterator[TargetState]:
+        """What the run holds while it prepares and runs; by default nothing, and the state as it was."""
+        yield state
 
     def environment(
-        self, loaded: LoadedManifest, checked: Any, paths: RunPaths, logger: Logger, dry_run: bool
-    ) -> Environment: ...
+        self, loaded: LoadedManifest, state: TargetState, paths: RunPaths, logger: Logger, dry_run: bool
+    ) -> Environment:
+        raise NotImplementedError
 
     def runtime(
         self, loaded: LoadedManifest, env: Environment, paths: RunPaths, inputs: dict[str, Path], resume: Path | None
-    ) -> tuple[RuntimePaths, ContainerSpec | None]: ...
+    ) -> tuple[RuntimePaths, ContainerSpec | None]:
+        """By default the training runs on this machine: it sees the run's paths as they are."""
+        return paths.runtime(inputs, resume), None
 
-    def finalize(self, plan: LaunchPlan, loaded: LoadedManifest, run_id: str) -> LaunchPlan: ...
+    def finalize(self, plan: LaunchPlan, loaded: LoadedManifest, run_id: str) -> LaunchPlan:
+        """By default the plan needs nothing more."""
+        return plan
 
     def execute(
         self, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger
-    ) -> Outcome: ...
+    ) -> Outcome:
+        raise NotImplementedError
 
 
 def follow(pump: LogPump, fd: int, plan: LaunchPlan, task, sinks: dict[int, LineSink], where: str = "") -> None:
@@ -83,29 +107,3 @@ def follow(pump: LogPump, fd: int, plan: LaunchPlan, task, sinks: dict[int, Line
         pump.add_tagged(fd, {t.rank: sinks.get(t.rank) for t in plan.tasks}, plan.driver.argv[0])
     else:
         pump.add(task.rank, fd, sinks.get(task.rank), task.label + where)
-
-
-def reservation(target: Target, loaded: LoadedManifest, checked: Any, run_id: str, control: RunControl, logger: Logger):
-    """What the run holds while it prepares and runs: the pool's leases; nothing elsewhere."""
-    reserve = getattr(target, "reserve", None)
-    return reserve(loaded, checked, run_id, control, logger) if reserve else nullcontext(checked)
-
-
-def target_for(name: str) -> Target:
-    if name == "local":
-        from runner.targets.local import target as local
-
-        return local
-    if name == "docker":
-        from runner.targets.docker import target as docker
-
-        return docker
-    if name == "kubernetes":
-        from runner.targets.kubernetes import target as kubernetes
-
-        return kubernetes
-    if name == "pool":
-        from runner.targets.pool import target as pool
-
-        return pool
-    raise UnsupportedError(f"compute.target: {name!r} is not available in this version of tftrain")

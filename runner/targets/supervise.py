@@ -1,13 +1,16 @@
-"""When a multi-process job is over, from its processes' exit codes and its success policy."""
+"""When a started plan is over: the one loop every target runs it under (our clock decides the
+time-out), and the success policy that decides from its processes' exit codes."""
 
 from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Callable
 
 from runner.errors import Vanished
 from runner.plan.model import TaskSpec
 from runner.targets.base import Outcome
+from runner.history.record import RunStatus
 
 
 def decide(codes: list[tuple[TaskSpec, int | None]], policy: str) -> Outcome | None:
@@ -22,16 +25,16 @@ def decide(codes: list[tuple[TaskSpec, int | None]], policy: str) -> Outcome | N
         if code is None:
             return None
         if code == 0:
-            return Outcome("Completed", 0, None)
-        return Outcome("Failed", code, f"exited with code {describe_code(code)}", codes[0][0].rank)
+            return Outcome(RunStatus.COMPLETED, 0, None)
+        return Outcome(RunStatus.FAILED, code, f"exited with code {describe_code(code)}", codes[0][0].rank)
     if failed:
         task, code = failed[0]
-        return Outcome("Failed", code, f"{task.label} exited with code {describe_code(code)}", task.rank)
+        return Outcome(RunStatus.FAILED, code, f"{task.label} exited with code {describe_code(code)}", task.rank)
     if policy == "chief":
         chief = next((c for c in codes if c[0].role == "chief"), None) or next(c for c in codes if c[0].role == "worker")
-        return Outcome("Completed", 0, None) if chief[1] == 0 else None
+        return Outcome(RunStatus.COMPLETED, 0, None) if chief[1] == 0 else None
     workers = [code for task, code in codes if task.role == "worker"]
-    return Outcome("Completed", 0, None) if all(code == 0 for code in workers) else None
+    return Outcome(RunStatus.COMPLETED, 0, None) if all(code == 0 for code in workers) else None
 
 
 def describe_code(code: int) -> str:
@@ -47,26 +50,43 @@ POLL_SECONDS = 0.1
 STOP_REST_SECONDS = 5.0
 
 
-def supervise(poll, stop, policy: str, control) -> Outcome:
-    """Watch a started plan until it is decided, canceled or out of time.
+def supervise(
+    judge: Callable[[], Outcome | None], stop: Callable[[float], None], control, *, every: float = POLL_SECONDS, stopped: str = ""
+) -> Outcome:
+    """Watch a started plan until it is decided, canceled or out of time: the one clock of every target.
 
-    `poll()` gives (task, exit code or None) for every process; `stop(grace)` stops them all:
-    termination, `grace` seconds, then kill. A poll that raises Vanished fails the run at once."""
+    `judge()` gives the outcome once the plan's processes or job tell it, None while they run;
+    `stop(grace)` stops them all: termination, `grace` seconds, then kill. A judge that raises
+    Vanished fails the run at once. `stopped` ends the message of a run stopped here ("; the job
+    was deleted")."""
     while True:
-        time.sleep(POLL_SECONDS)
+        time.sleep(every)
         try:
-            codes = poll()
+            outcome = judge()
         except Vanished as gone:
             stop(min(control.grace_seconds, STOP_REST_SECONDS))
-            return Outcome("Failed", None, f"ended without an exit code: {gone}")
-        outcome = decide(codes, policy)
+            return Outcome(RunStatus.FAILED, None, f"ended without an exit code: {gone}")
         if outcome is not None:
-            if any(code is None for _, code in codes):  # the rest (parameter servers) never end on their own
-                stop(min(control.grace_seconds, STOP_REST_SECONDS))
             return outcome
         if control.cancel.is_set():
             stop(0.0 if control.force.is_set() else control.grace_seconds)
-            return Outcome("Canceled", None, "canceled by a signal to tftrain")
+            return Outcome(RunStatus.CANCELED, None, f"canceled by a signal to tftrain{stopped}")
         if control.deadline is not None and time.monotonic() >= control.deadline:
             stop(control.grace_seconds)
-            return Outcome("TimedOut", None, f"max_run_duration_seconds ({control.limit_seconds}s) reached")
+            return Outcome(RunStatus.TIMED_OUT, None, f"max_run_duration_seconds ({control.limit_seconds}s) reached{stopped}")
+
+
+def by_policy(
+    poll: Callable[[], list[tuple[TaskSpec, int | None]]], stop: Callable[[float], None], policy: str, control
+) -> Callable[[], Outcome | None]:
+    """A judge of started processes: `poll()` gives (task, exit code or None) for every one, the
+    success policy decides (see `decide`)."""
+
+    def judge() -> Outcome | None:
+        codes = poll()
+        outcome = decide(codes, policy)
+        if outcome is not None and any(code is None for _, code in codes):  # the rest (parameter servers) never end on their own
+            stop(min(control.grace_seconds, STOP_REST_SECONDS))
+        return outcome
+
+    return judge

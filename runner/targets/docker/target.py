@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 
 import runner
@@ -21,33 +22,106 @@ from runner.telemetry.logpump import LineSink, LogPump
 from runner.manifest import LoadedManifest
 from runner.plan.model import ContainerSpec, LaunchPlan, Mount, TaskSpec
 from runner.errors import Vanished
-from runner.targets.supervise import supervise
+from runner.targets.supervise import by_policy, supervise
 from runner.history.rundir import RunPaths, RuntimePaths
-from runner.targets.base import Environment, Outcome, RunControl, follow
+from runner.targets.base import Environment, Outcome, RunControl, Target, TargetState, follow
+from runner.history.record import RunStatus
 
-name = "docker"
 WORKSPACE = "/workspace"
 VENV_PYTHON = "/opt/tftrain/venv/bin/python"
 
 
-def check(loaded: LoadedManifest, dry_run: bool = False) -> str:
-    return base_image_for(loaded.manifest)
+@dataclass(frozen=True)
+class DockerState(TargetState):
+    base_image: str  # what the training image is built FROM
 
 
-def environment(loaded: LoadedManifest, base: str, paths: RunPaths, logger: Logger, dry_run: bool) -> Environment:
-    if dry_run:
-        return _planned_environment(loaded, base)
-    client = docker_client()
-    if loaded.manifest.use_gpu:
-        _check_gpu_runtime(client)
-    spec = image_spec(loaded, base_image_id(client, base, logger), host_ca_bundle())
-    image_id = existing_image(client, spec.tag)
-    reused = image_id is not None
-    if not reused:
-        image_id = build_image(client, spec, logger, paths.prepare_log)
-    description = f"image {spec.tag}" + (" (cached, no build)" if reused else " (built)")
-    details = {"image_id": image_id, "base_image": base, "dockerfile": spec.dockerfile}
-    return Environment(VENV_PYTHON, description, reused, isolated=True, image=spec.tag, details=details)
+class DockerTarget(Target):
+    name = "docker"
+
+    def check(self, loaded: LoadedManifest, dry_run: bool = False) -> DockerState:
+        return DockerState(base_image_for(loaded.manifest))
+
+    def environment(self, loaded: LoadedManifest, state: DockerState, paths: RunPaths, logger: Logger, dry_run: bool) -> Environment:
+        base = state.base_image
+        if dry_run:
+            return _planned_environment(loaded, base)
+        client = docker_client()
+        if loaded.manifest.use_gpu:
+            _check_gpu_runtime(client)
+        spec = image_spec(loaded, base_image_id(client, base, logger), host_ca_bundle())
+        image_id = existing_image(client, spec.tag)
+        reused = image_id is not None
+        if not reused:
+            image_id = build_image(client, spec, logger, paths.prepare_log)
+        description = f"image {spec.tag}" + (" (cached, no build)" if reused else " (built)")
+        details = {"image_id": image_id, "base_image": base, "dockerfile": spec.dockerfile}
+        return Environment(VENV_PYTHON, description, reused, isolated=True, image=spec.tag, details=details)
+
+    def runtime(
+        self, loaded: LoadedManifest, env: Environment, paths: RunPaths, inputs: dict[str, Path], resume: Path | None
+    ) -> tuple[RuntimePaths, ContainerSpec]:
+        manifest = loaded.manifest
+        outputs, logs = f"{WORKSPACE}/{manifest.outputs_dir}", f"{WORKSPACE}/{manifest.logs_dir}"
+        mounts = [
+            Mount(str(paths.workdir), WORKSPACE, read_only=True),
+            Mount(str(paths.outputs), outputs, read_only=False),
+            Mount(str(paths.logs), logs, read_only=False),
+            Mount(str(paths.metrics_dir), "/tftrain/metrics", read_only=False),
+            Mount(str(Path(runner.__file__).parent), "/tftrain/python/runner", read_only=True),
+        ]
+        inside_inputs = {}
+        for input_name, path in inputs.items():
+            inside = f"/tftrain/inputs/{input_name}" + (f"/{path.name}" if path.is_file() else "")
+            mounts.append(Mount(str(path), inside, read_only=True))
+            inside_inputs[input_name] = inside
+        inside_resume = None
+        if resume is not None:
+            inside_resume = "/tftrain/resume" + (f"/{resume.name}" if resume.is_file() else "")
+            mounts.append(Mount(str(resume), inside_resume, read_only=True))
+        view = RuntimePaths(
+            workdir=WORKSPACE,
+            outputs=outputs,
+            logs=logs,
+            metrics_dir="/tftrain/metrics",
+            pythonpath="/tftrain/python",
+            inputs=inside_inputs,
+            resume=inside_resume,
+            launch_dir="/tftrain/launch",
+        )
+        if plan_files_needed(manifest):
+            mounts.append(Mount(str(paths.launch_dir), "/tftrain/launch", read_only=True))
+        # Several containers (one per TF_CONFIG task) reach each other on 127.0.0.1: the host's network.
+        several = manifest.distributed_training is not None and manifest.distributed_training.backend != "mpi"
+        container = ContainerSpec(
+            image=env.image or "",
+            mounts=tuple(mounts),
+            user=f"{os.getuid()}:{os.getgid()}",
+            network_mode="host" if several else "bridge",
+            shm_size=manifest.shm_size,
+            memory=manifest.compute.memory_limit,
+            gpus=manifest.use_gpu,
+        )
+        return view, container
+
+    def execute(self, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
+        client = docker_client()
+        run_id = plan.tasks[0].env["TFTRAIN_RUN_ID"]
+        with ExitStack() as stack:
+            started: list[tuple[TaskSpec, Container]] = []
+            for task in plan.processes:
+                env = {"HOME": "/tmp", **task.env}  # the invoking user has no home in the image
+                label = "launcher" if task is plan.driver else str(task.rank)
+                container = stack.enter_context(
+                    Container(client, plan.container, task.argv, env, task.cwd, f"tftrain-{run_id}-{label}", {LABEL_RUN: run_id})
+                )
+                read_fd, write_fd = os.pipe()
+                follow(pump, read_fd, plan, task, sinks)
+                container.start(write_fd)
+                started.append((task, container))
+            outcome = _wait(started, plan.success_policy, control, plan.container)
+        pump.join()
+        return outcome
 
 
 def _planned_environment(loaded: LoadedManifest, base: str) -> Environment:
@@ -71,91 +145,24 @@ def _check_gpu_runtime(client) -> None:
         )
 
 
-def runtime(loaded, env: Environment, paths: RunPaths, inputs: dict[str, Path], resume: Path | None) -> tuple[RuntimePaths, ContainerSpec]:
-    manifest = loaded.manifest
-    outputs, logs = f"{WORKSPACE}/{manifest.outputs_dir}", f"{WORKSPACE}/{manifest.logs_dir}"
-    mounts = [
-        Mount(str(paths.workdir), WORKSPACE, read_only=True),
-        Mount(str(paths.outputs), outputs, read_only=False),
-        Mount(str(paths.logs), logs, read_only=False),
-        Mount(str(paths.metrics_dir), "/tftrain/metrics", read_only=False),
-        Mount(str(Path(runner.__file__).parent), "/tftrain/python/runner", read_only=True),
-    ]
-    inside_inputs = {}
-    for input_name, path in inputs.items():
-        inside = f"/tftrain/inputs/{input_name}" + (f"/{path.name}" if path.is_file() else "")
-        mounts.append(Mount(str(path), inside, read_only=True))
-        inside_inputs[input_name] = inside
-    inside_resume = None
-    if resume is not None:
-        inside_resume = "/tftrain/resume" + (f"/{resume.name}" if resume.is_file() else "")
-        mounts.append(Mount(str(resume), inside_resume, read_only=True))
-    view = RuntimePaths(
-        workdir=WORKSPACE,
-        outputs=outputs,
-        logs=logs,
-        metrics_dir="/tftrain/metrics",
-        pythonpath="/tftrain/python",
-        inputs=inside_inputs,
-        resume=inside_resume,
-        launch_dir="/tftrain/launch",
-    )
-    if plan_files_needed(manifest):
-        mounts.append(Mount(str(paths.launch_dir), "/tftrain/launch", read_only=True))
-    # Several containers (one per TF_CONFIG task) reach each other on 127.0.0.1: the host's network.
-    several = manifest.distributed_training is not None and manifest.distributed_training.backend != "mpi"
-    container = ContainerSpec(
-        image=env.image or "",
-        mounts=tuple(mounts),
-        user=f"{os.getuid()}:{os.getgid()}",
-        network_mode="host" if several else "bridge",
-        shm_size=manifest.shm_size,
-        memory=manifest.compute.memory_limit,
-        gpus=manifest.use_gpu,
-    )
-    return view, container
-
-
-def finalize(plan: LaunchPlan, loaded: LoadedManifest, run_id: str) -> LaunchPlan:
-    return plan
-
-
 def plan_files_needed(manifest) -> bool:
     training = manifest.distributed_training
     return training is not None and training.backend == "mpi" and training.hostfile
 
 
-def execute(plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
-    client = docker_client()
-    run_id = plan.tasks[0].env["TFTRAIN_RUN_ID"]
-    with ExitStack() as stack:
-        started: list[tuple[TaskSpec, Container]] = []
-        for task in plan.processes:
-            env = {"HOME": "/tmp", **task.env}  # the invoking user has no home in the image
-            label = "launcher" if task is plan.driver else str(task.rank)
-            container = stack.enter_context(
-                Container(client, plan.container, task.argv, env, task.cwd, f"tftrain-{run_id}-{label}", {LABEL_RUN: run_id})
-            )
-            read_fd, write_fd = os.pipe()
-            follow(pump, read_fd, plan, task, sinks)
-            container.start(write_fd)
-            started.append((task, container))
-        outcome = _wait(started, plan.success_policy, control, plan.container)
-    pump.join()
-    return outcome
-
-
 def _wait(started: list[tuple[TaskSpec, Container]], policy: str, control: RunControl, spec: ContainerSpec) -> Outcome:
     containers = [container for _, container in started]
-    outcome = supervise(
-        lambda: [(task, container.poll()) for task, container in started],
-        lambda grace: stop_all(containers, grace, control.force),
-        policy,
-        control,
-    )
-    if outcome.status == "Failed" and any(_out_of_memory(c) for c in containers):
+
+    def poll() -> list[tuple[TaskSpec, int | None]]:
+        return [(task, container.poll()) for task, container in started]
+
+    def stop(grace: float) -> None:
+        stop_all(containers, grace, control.force)
+
+    outcome = supervise(by_policy(poll, stop, policy, control), stop, control)
+    if outcome.status == RunStatus.FAILED and any(_out_of_memory(c) for c in containers):
         memory = spec.memory or "none"
-        return Outcome("Failed", outcome.exit_code, f"killed: out of memory (compute.memory_limit: {memory})", outcome.rank)
+        return Outcome(RunStatus.FAILED, outcome.exit_code, f"killed: out of memory (compute.memory_limit: {memory})", outcome.rank)
     return outcome
 
 

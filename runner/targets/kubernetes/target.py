@@ -23,9 +23,10 @@ from runner.manifest import LoadedManifest
 from runner.plan.model import ContainerSpec, LaunchPlan
 from runner.history.rundir import RunPaths, RuntimePaths
 from runner.targets.base import Environment, Outcome, RunControl, follow
-from runner.targets.docker import target as docker
+from runner.targets.docker.target import DockerState, DockerTarget
+from runner.targets.supervise import supervise
+from runner.history.record import RunStatus
 
-name = "kubernetes"
 POLL_SECONDS = 1.0
 LOG_DRAIN_SECONDS = 30.0
 
@@ -38,89 +39,92 @@ def kubeconfig() -> Path | None:
     return None
 
 
-def check(loaded: LoadedManifest, dry_run: bool = False) -> str:
-    base = docker.check(loaded)
-    if dry_run:
+class KubernetesTarget(DockerTarget):
+    """The docker target's check and training image, with the code baked into an image the
+    cluster can pull, run as the operator's job."""
+
+    name = "kubernetes"
+
+    def check(self, loaded: LoadedManifest, dry_run: bool = False) -> DockerState:
+        base = super().check(loaded)
+        if dry_run:
+            return base
+        if kubeconfig() is None:
+            raise UnsupportedError(
+                "compute.target: kubernetes needs a kubeconfig ($KUBECONFIG or ~/.kube/config) and none was found; "
+                "`tftrain plan --target kubernetes --output-dir DIR` writes the TFJob/MPIJob to apply yourself"
+            )
+        spec = loaded.manifest.compute.kubernetes
+        if not spec.image and not spec.registry:
+            raise UnsupportedError(
+                "compute.kubernetes: set registry (tftrain pushes the code image there) or image (one you built "
+                "FROM the training image, with the code at /workspace): the cluster cannot see this machine's files"
+            )
         return base
-    if kubeconfig() is None:
-        raise UnsupportedError(
-            "compute.target: kubernetes needs a kubeconfig ($KUBECONFIG or ~/.kube/config) and none was found; "
-            "`tftrain plan --target kubernetes --output-dir DIR` writes the TFJob/MPIJob to apply yourself"
-        )
-    spec = loaded.manifest.compute.kubernetes
-    if not spec.image and not spec.registry:
-        raise UnsupportedError(
-            "compute.kubernetes: set registry (tftrain pushes the code image there) or image (one you built "
-            "FROM the training image, with the code at /workspace): the cluster cannot see this machine's files"
-        )
-    return base
 
+    def environment(self, loaded: LoadedManifest, state: DockerState, paths: RunPaths, logger: Logger, dry_run: bool) -> Environment:
+        spec = loaded.manifest.compute.kubernetes
+        if spec.image:
+            return Environment("python", f"image {spec.image} (compute.kubernetes.image)", True, isolated=True, image=spec.image)
+        training = super().environment(loaded, state, paths, logger, dry_run)
+        if dry_run:
+            image = f"{spec.registry or '<registry>'}/{training.image}-code"
+            return dataclasses.replace(training, image=image, description=f"{training.description}, code image {image}")
+        from runner.targets.docker.build import build_code_image, existing_image, push_image, trees_digest
+        from runner.targets.docker.container import docker_client
 
-def environment(loaded: LoadedManifest, base: str, paths: RunPaths, logger: Logger, dry_run: bool) -> Environment:
-    spec = loaded.manifest.compute.kubernetes
-    if spec.image:
-        return Environment("python", f"image {spec.image} (compute.kubernetes.image)", True, isolated=True, image=spec.image)
-    training = docker.environment(loaded, base, paths, logger, dry_run)
-    if dry_run:
-        image = f"{spec.registry or '<registry>'}/{training.image}-code"
-        return dataclasses.replace(training, image=image, description=f"{training.description}, code image {image}")
-    from runner.targets.docker.build import build_code_image, existing_image, push_image, trees_digest
-    from runner.targets.docker.container import docker_client
+        trees = {"workspace": paths.workdir, "runner": Path(runner.__file__).parent}
+        code = trees_digest(trees)
+        repository, _, env_tag = training.image.rpartition(":")
+        tag = f"{spec.registry}/{repository}:{env_tag[:12]}-{code[:12]}"
+        client = docker_client()
+        if existing_image(client, tag) is None:
+            build_code_image(client, training.image, trees, tag, logger, paths.prepare_log)
+        push_image(client, tag, logger)
+        return dataclasses.replace(training, image=tag, description=f"{training.description}, code image {tag} (pushed)")
 
-    trees = {"workspace": paths.workdir, "runner": Path(runner.__file__).parent}
-    code = trees_digest(trees)
-    repository, _, env_tag = training.image.rpartition(":")
-    tag = f"{spec.registry}/{repository}:{env_tag[:12]}-{code[:12]}"
-    client = docker_client()
-    if existing_image(client, tag) is None:
-        build_code_image(client, training.image, trees, tag, logger, paths.prepare_log)
-    push_image(client, tag, logger)
-    return dataclasses.replace(training, image=tag, description=f"{training.description}, code image {tag} (pushed)")
+    def runtime(
+        self, loaded: LoadedManifest, env: Environment, paths: RunPaths, inputs: dict[str, Path], resume: Path | None
+    ) -> tuple[RuntimePaths, ContainerSpec]:
+        view, container = super().runtime(loaded, env, paths, {}, resume)
+        inside_inputs = {input_name: f"/tftrain/inputs/{input_name}" for input_name in inputs}
+        view = dataclasses.replace(view, inputs=inside_inputs)
+        return view, dataclasses.replace(container, mounts=(), network_mode="pod")
 
+    def finalize(self, plan: LaunchPlan, loaded: LoadedManifest, run_id: str) -> LaunchPlan:
+        """The job document, kept with the run (launch/kubernetes.yaml) and applied as it is."""
+        documents = render.render(plan, loaded.manifest, run_id, loaded.manifest.compute.kubernetes.namespace)
+        return dataclasses.replace(plan, files={**plan.files, "kubernetes.yaml": render.to_yaml(documents)})
 
-def runtime(loaded, env: Environment, paths: RunPaths, inputs: dict[str, Path], resume: Path | None) -> tuple[RuntimePaths, ContainerSpec]:
-    view, container = docker.runtime(loaded, env, paths, {}, resume)
-    inputs_inside = {input_name: f"/tftrain/inputs/{input_name}" for input_name in inputs}
-    view = dataclasses.replace(view, inputs=inputs_inside)
-    return view, dataclasses.replace(container, mounts=(), network_mode="pod")
+    def execute(self, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
+        (document,) = yaml.safe_load_all(plan.files["kubernetes.yaml"])
+        job = KubeJob(kubeconfig(), document)
+        secrets = {key: value for key, value in plan.tasks[0].env.items() if key in plan.secret_names}
+        if secrets:
+            job.apply_secret(render.secret_name(document["metadata"]["labels"]["tftrain/model"]), secrets)
+        job.create()
+        logger.info(f"created {document['kind']} {job.namespace}/{job.name}")
+        streams: dict[str, object] = {}
 
-
-def finalize(plan: LaunchPlan, loaded: LoadedManifest, run_id: str) -> LaunchPlan:
-    """The job document, kept with the run (launch/kubernetes.yaml) and applied as it is."""
-    documents = render.render(plan, loaded.manifest, run_id, loaded.manifest.compute.kubernetes.namespace)
-    return dataclasses.replace(plan, files={**plan.files, "kubernetes.yaml": render.to_yaml(documents)})
-
-
-def execute(plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
-    (document,) = yaml.safe_load_all(plan.files["kubernetes.yaml"])
-    job = KubeJob(kubeconfig(), document)
-    secrets = {key: value for key, value in plan.tasks[0].env.items() if key in plan.secret_names}
-    if secrets:
-        job.apply_secret(render.secret_name(document["metadata"]["labels"]["tftrain/model"]), secrets)
-    job.create()
-    logger.info(f"created {document['kind']} {job.namespace}/{job.name}")
-    streams: dict[str, object] = {}
-    while True:
-        time.sleep(POLL_SECONDS)
-        _follow_new_pods(job, plan, pump, sinks, streams)
-        state, message = job.status()
-        if state is not None:
+        def judge() -> Outcome | None:
+            _follow_new_pods(job, plan, pump, sinks, streams)
+            state, message = job.status()
+            if state is None:
+                return None
             _follow_new_pods(job, plan, pump, sinks, streams)
             _drain(streams)
             if state == "Succeeded":
-                return Outcome("Completed", 0, None)
+                return Outcome(RunStatus.COMPLETED, 0, None)
             if _past_deadline(control, message):  # the operator's backstop fired before our own clock was read
-                return Outcome("TimedOut", None, f"max_run_duration_seconds ({control.limit_seconds}s) reached; {message}")
-            return Outcome("Failed", 1, message or "the job failed")
-        stopped = None
-        if control.cancel.is_set():
-            stopped = Outcome("Canceled", None, "canceled by a signal to tftrain; the job was deleted")
-        elif control.deadline is not None and time.monotonic() >= control.deadline:
-            stopped = Outcome("TimedOut", None, f"max_run_duration_seconds ({control.limit_seconds}s) reached; the job was deleted")
-        if stopped is not None:
+                return Outcome(RunStatus.TIMED_OUT, None, f"max_run_duration_seconds ({control.limit_seconds}s) reached; {message}")
+            return Outcome(RunStatus.FAILED, 1, message or "the job failed")
+
+        def stop(grace: float) -> None:
+            # the operator ends the pods (with their own grace) when the job is gone
             job.delete()
             _drain(streams)
-            return stopped
+
+        return supervise(judge, stop, control, every=POLL_SECONDS, stopped="; the job was deleted")
 
 
 def _past_deadline(control: RunControl, message: str) -> bool:

@@ -83,7 +83,7 @@ class RunProcesses:
         """Start argv in a new session; returns the process and the read end of its stdout+stderr.
 
         Its parent-death signal comes when the thread that started it ends: the one that
-        supervises it, as local.execute does."""
+        supervises it, as LocalTarget.execute does."""
         _check_executable(argv[0], cwd, env)
         read_fd, write_fd = os.pipe()
         try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from shutil import which
 
@@ -15,56 +16,79 @@ from runner.errors import UnsupportedError
 from runner.telemetry.logger import Logger
 from runner.telemetry.logpump import LineSink, LogPump
 from runner.manifest import LoadedManifest
-from runner.plan.model import ContainerSpec, LaunchPlan, TaskSpec
-from runner.targets.supervise import supervise
+from runner.plan.model import LaunchPlan, TaskSpec
+from runner.targets.supervise import by_policy, supervise
 from runner.targets.local.processes import contain
-from runner.history.rundir import RunPaths, RuntimePaths
-from runner.targets.base import Environment, Outcome, RunControl, follow
+from runner.history.rundir import RunPaths
+from runner.targets.base import Environment, Outcome, RunControl, Target, TargetState, follow
+from runner.history.record import RunStatus
 
-name = "local"
 PUMP_JOIN_SECONDS = 10.0
 
 
-def check(loaded: LoadedManifest, dry_run: bool = False) -> EnvSpec:
-    if loaded.manifest.use_gpu and which("nvidia-smi") is None:
-        raise UnsupportedError(
-            "use_gpu: true, but this machine has no NVIDIA GPU (nvidia-smi not found); "
-            "set use_gpu: false to train on the CPU, or run on a GPU runner"
-        )
-    training = loaded.manifest.distributed_training
-    if training is not None and training.backend == "mpi":
-        program = training.launcher
-        if which(program) is None:
+@dataclass(frozen=True)
+class LocalState(TargetState):
+    spec: EnvSpec  # the virtualenv the run needs, or the current interpreter
+
+
+class LocalTarget(Target):
+    name = "local"
+
+    def check(self, loaded: LoadedManifest, dry_run: bool = False) -> LocalState:
+        if loaded.manifest.use_gpu and which("nvidia-smi") is None:
             raise UnsupportedError(
-                f"distributed_training.launcher: {program} not found on PATH; install Open MPI "
-                "(Debian/Ubuntu: apt-get install openmpi-bin libopenmpi-dev cmake g++)"
-                + (" and Horovod" if program == "horovodrun" else "")
+                "use_gpu: true, but this machine has no NVIDIA GPU (nvidia-smi not found); "
+                "set use_gpu: false to train on the CPU, or run on a GPU runner"
             )
-    return env_spec(loaded.manifest, loaded.source_dir)
+        training = loaded.manifest.distributed_training
+        if training is not None and training.backend == "mpi":
+            program = training.launcher
+            if which(program) is None:
+                raise UnsupportedError(
+                    f"distributed_training.launcher: {program} not found on PATH; install Open MPI "
+                    "(Debian/Ubuntu: apt-get install openmpi-bin libopenmpi-dev cmake g++)"
+                    + (" and Horovod" if program == "horovodrun" else "")
+                )
+        return LocalState(env_spec(loaded.manifest, loaded.source_dir))
 
+    def environment(self, loaded: LoadedManifest, state: LocalState, paths: RunPaths, logger: Logger, dry_run: bool) -> Environment:
+        spec = state.spec
+        if dry_run:
+            return Environment(spec.python_path(), spec.describe(), reused=False, isolated=spec.key is not None)
+        env = prepare_env(spec, loaded.source_dir, logger, paths.prepare_log)
+        described = spec.describe() + (" (reused)" if env.reused and env.is_venv else "")
+        packages = packages_in(env)
+        details = {
+            "virtualenv": env.key,
+            "requirements": list(spec.requirements),
+            "framework_version": framework_version_of(packages),
+            "packages": packages,
+        }
+        return Environment(env.python, described, env.reused, isolated=env.is_venv, details=details)
 
-def environment(loaded: LoadedManifest, spec: EnvSpec, paths: RunPaths, logger: Logger, dry_run: bool) -> Environment:
-    if dry_run:
-        python = spec.python_path()
-        return Environment(python, spec.describe(), reused=False, isolated=spec.key is not None)
-    env = prepare_env(spec, loaded.source_dir, logger, paths.prepare_log)
-    described = spec.describe() + (" (reused)" if env.reused and env.is_venv else "")
-    packages = packages_in(env)
-    details = {
-        "virtualenv": env.key,
-        "requirements": list(spec.requirements),
-        "framework_version": framework_version_of(packages),
-        "packages": packages,
-    }
-    return Environment(env.python, described, env.reused, isolated=env.is_venv, details=details)
+    def execute(self, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
+        tree = contain(control.marker, control.cgroup, logger.warning)
+        started: list[tuple[TaskSpec, subprocess.Popen]] = []
+        try:
+            for task in plan.processes:
+                try:
+                    process, fd = tree.spawn(task.argv, Path(task.cwd), task_environment(task.env))
+                except OSError as exc:
+                    return Outcome(RunStatus.FAILED, None, f"cannot start {task.argv[0]}: {exc.strerror}")
+                follow(pump, fd, plan, task, sinks)
+                started.append((task, process))
 
+            def poll() -> list[tuple[TaskSpec, int | None]]:
+                return [(task, process.poll()) for task, process in started]
 
-def runtime(loaded, env: Environment, paths: RunPaths, inputs: dict[str, Path], resume: Path | None) -> tuple[RuntimePaths, ContainerSpec | None]:
-    return paths.runtime(inputs, resume), None
+            def stop(grace: float) -> None:
+                tree.stop(grace, control.force)
 
-
-def finalize(plan: LaunchPlan, loaded: LoadedManifest, run_id: str) -> LaunchPlan:
-    return plan
+            outcome = supervise(by_policy(poll, stop, plan.success_policy, control), stop, control)
+        finally:
+            tree.close(control.grace_seconds, control.force)  # no grace to wait out when all have ended
+            _join(pump)
+        return outcome
 
 
 def task_environment(task_env: dict[str, str]) -> dict[str, str]:
@@ -73,29 +97,6 @@ def task_environment(task_env: dict[str, str]) -> dict[str, str]:
     if "PYTHONPATH" in task_env and os.environ.get("PYTHONPATH"):
         merged["PYTHONPATH"] = task_env["PYTHONPATH"] + os.pathsep + os.environ["PYTHONPATH"]
     return merged
-
-
-def execute(plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
-    tree = contain(control.marker, control.cgroup, logger.warning)
-    started: list[tuple[TaskSpec, subprocess.Popen]] = []
-    try:
-        for task in plan.processes:
-            try:
-                process, fd = tree.spawn(task.argv, Path(task.cwd), task_environment(task.env))
-            except OSError as exc:
-                return Outcome("Failed", None, f"cannot start {task.argv[0]}: {exc.strerror}")
-            follow(pump, fd, plan, task, sinks)
-            started.append((task, process))
-        outcome = supervise(
-            lambda: [(task, process.poll()) for task, process in started],
-            lambda grace: tree.stop(grace, control.force),
-            plan.success_policy,
-            control,
-        )
-    finally:
-        tree.close(control.grace_seconds, control.force)  # no grace to wait out when all have ended
-        _join(pump)
-    return outcome
 
 
 def _join(pump: LogPump) -> None:

@@ -21,22 +21,24 @@ from runner.targets.pool.leases import Heartbeat, Leases
 from runner.targets.pool.probe import preflight
 from runner.targets.pool.schedule import Capacity, Placement, Request, eligible, never_fits, place
 from runner.targets.pool.ssh import DockerEndpoint
+from runner.targets.base import TargetState
+from runner.targets.docker.target import DockerState
 
 QUEUE_POLL_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
-class PoolJob:
-    """What `check` found: the pool, the job's demands, and the base image."""
+class PoolJob(DockerState):
+    """What `check` found: the base image (as for docker), the pool, and the job's demands."""
 
     pool: LoadedPool
     request: Request
-    base_image: str
 
 
-@dataclass
-class PoolSession:
-    """A placed job: its hosts, leases and docker connections, until the job ends."""
+@dataclass(frozen=True)
+class PoolSession(TargetState):
+    """What `reserve` makes of a PoolJob: the placed job, its hosts and docker connections
+    (opened as needed, closed when the job ends), for the steps after it."""
 
     job: PoolJob
     placement: Placement

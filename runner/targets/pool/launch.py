@@ -27,10 +27,11 @@ from runner.telemetry.logger import Logger
 from runner.telemetry.logpump import LineSink, LogPump
 from runner.plan.model import ContainerSpec, LaunchPlan, TaskSpec
 from runner.errors import Vanished
-from runner.targets.supervise import supervise
+from runner.targets.supervise import by_policy, supervise
 from runner.targets.pool.dispatch import PoolSession
 from runner.targets.pool.watch import HostWatch
 from runner.targets.base import Outcome, RunControl, follow
+from runner.history.record import RunStatus
 
 HOST_LOST_CODE = 255
 
@@ -178,11 +179,11 @@ def _supervise(placed: list[Placed], plan: LaunchPlan, control: RunControl, watc
     def stop(grace: float) -> None:
         stop_all([item.container for item in placed], grace, control.force)
 
-    outcome = supervise(poll, stop, plan.success_policy, control)
+    outcome = supervise(by_policy(poll, stop, plan.success_policy, control), stop, control)
     lost = watch.lost() or _ended_helper(helpers)
-    if outcome.status == "Failed" and lost is not None:
+    if outcome.status == RunStatus.FAILED and lost is not None:
         stop(0)
-        return Outcome("Failed", outcome.exit_code, f"{lost}; the job was stopped on every host", None)
+        return Outcome(RunStatus.FAILED, outcome.exit_code, f"{lost}; the job was stopped on every host", None)
     return outcome
 
 

@@ -4,13 +4,15 @@ check: the pool file, `compute.hosts`, and whether the job could ever fit. reser
 preflight (`tftrain pool check`), then a place in the queue until leases on GPUs/slots are
 taken. environment: the training image, built on every placed host through its own docker
 endpoint (the Dockerfile is the docker target's, so the content tag is the same everywhere).
-execute: runner.targets.pool.launch.
+execute: runner.targets.pool.launch, with the session the reservation placed (kept on the target,
+which serves one run).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -28,83 +30,81 @@ from runner.targets.pool.jobs import capacities, host_map, request_for
 from runner.targets.pool.schedule import never_fits, place
 from runner.history.rundir import RunPaths, RuntimePaths
 from runner.targets.base import Environment, Outcome, RunControl
-from runner.targets.docker import target as docker
-
-name = "pool"
-_active: PoolSession | None = None  # the placed job of this process, between reserve and its end
+from runner.targets.docker.target import VENV_PYTHON, DockerTarget
 
 
 def pool_path(loaded: LoadedManifest) -> Path:
     return loaded.base_dir / loaded.manifest.compute.pool_file
 
 
-def check(loaded: LoadedManifest, dry_run: bool = False) -> PoolJob:
-    base = docker.check(loaded)
-    pool = load_pool(pool_path(loaded))
-    compute = loaded.manifest.compute
-    names = [host.name for host in pool.pool.hosts]
-    for index, wanted in enumerate(compute.hosts):
-        if wanted not in names:
-            close = difflib.get_close_matches(wanted, names, n=1, cutoff=0.6)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            raise ManifestError(f"{loaded.path}: compute.hosts[{index}]: unknown host {wanted!r}; {hint}{pool.path} has {', '.join(names)}")
-    request = request_for(loaded.manifest)
-    reason = never_fits(request, capacities(pool.pool))
-    if reason:
-        raise PlacementError(f"compute.target: pool: this job can never run on {pool.path}: {reason}")
-    return PoolJob(pool, request, base)
+class PoolTarget(DockerTarget):
+    """The docker target's training image and mounts, on hosts the reservation placed the job on."""
 
+    name = "pool"
 
-@contextmanager
-def reserve(loaded: LoadedManifest, job: PoolJob, run_id: str, control: RunControl, logger: Logger):
-    global _active
-    with reserve_capacity(loaded, job, run_id, control, logger) as session:
-        _active = session
-        try:
-            yield session
-        finally:
-            _active = None
+    def __init__(self) -> None:
+        self.session: PoolSession | None = None  # the placed job, between reserve and its end
 
+    def check(self, loaded: LoadedManifest, dry_run: bool = False) -> PoolJob:
+        base = super().check(loaded)
+        pool = load_pool(pool_path(loaded))
+        compute = loaded.manifest.compute
+        names = [host.name for host in pool.pool.hosts]
+        for index, wanted in enumerate(compute.hosts):
+            if wanted not in names:
+                close = difflib.get_close_matches(wanted, names, n=1, cutoff=0.6)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise ManifestError(f"{loaded.path}: compute.hosts[{index}]: unknown host {wanted!r}; {hint}{pool.path} has {', '.join(names)}")
+        request = request_for(loaded.manifest)
+        reason = never_fits(request, capacities(pool.pool))
+        if reason:
+            raise PlacementError(f"compute.target: pool: this job can never run on {pool.path}: {reason}")
+        return PoolJob(base_image=base.base_image, pool=pool, request=request)
 
-def environment(loaded: LoadedManifest, placed, paths: RunPaths, logger: Logger, dry_run: bool) -> Environment:
-    if dry_run:  # `tftrain plan`: where an idle pool would put it
-        env = docker.environment(loaded, placed.base_image, paths, logger, dry_run=True)
-        placement = place(placed.request, capacities(placed.pool.pool))
-        return dataclasses.replace(env, placement=host_map(placement, placed.pool.pool, loaded.manifest))
-    session: PoolSession = placed
-    spec = None
-    built: dict[str, str] = {}
-    for host in session.hosts():
-        client = session.client(host.name)
-        spec = image_spec(loaded, base_image_id(client, session.job.base_image, logger), host_ca_bundle())
-        image_id = existing_image(client, spec.tag)
-        if image_id is None:
-            logger.info(f"building {spec.tag} on {host.name} ({host.docker_endpoint})")
-            image_id = build_image(client, spec, logger, paths.prepare_log)
-            built[host.name] = "built"
-        else:
-            built[host.name] = "cached"
-    where = ", ".join(f"{host}: {how}" for host, how in built.items())
-    details = {"image_id": image_id, "base_image": session.job.base_image, "dockerfile": spec.dockerfile, "hosts": built}
-    return Environment(
-        docker.VENV_PYTHON, f"image {spec.tag} on the pool ({where})", "built" not in built.values(),
-        isolated=True, image=spec.tag, details=details, placement=session.hostmap,
-    )
+    @contextmanager
+    def reserve(self, loaded: LoadedManifest, job: PoolJob, run_id: str, control: RunControl, logger: Logger) -> Iterator[PoolSession]:
+        with reserve_capacity(loaded, job, run_id, control, logger) as session:
+            self.session = session
+            try:
+                yield session
+            finally:
+                self.session = None
 
+    def environment(self, loaded: LoadedManifest, state: PoolJob | PoolSession, paths: RunPaths, logger: Logger, dry_run: bool) -> Environment:
+        if isinstance(state, PoolJob):  # `tftrain plan`: where an idle pool would put it
+            env = super().environment(loaded, state, paths, logger, dry_run=True)
+            placement = place(state.request, capacities(state.pool.pool))
+            return dataclasses.replace(env, placement=host_map(placement, state.pool.pool, loaded.manifest))
+        session = state
+        spec = None
+        built: dict[str, str] = {}
+        for host in session.hosts():
+            client = session.client(host.name)
+            spec = image_spec(loaded, base_image_id(client, session.job.base_image, logger), host_ca_bundle())
+            image_id = existing_image(client, spec.tag)
+            if image_id is None:
+                logger.info(f"building {spec.tag} on {host.name} ({host.docker_endpoint})")
+                image_id = build_image(client, spec, logger, paths.prepare_log)
+                built[host.name] = "built"
+            else:
+                built[host.name] = "cached"
+        where = ", ".join(f"{host}: {how}" for host, how in built.items())
+        details = {"image_id": image_id, "base_image": session.job.base_image, "dockerfile": spec.dockerfile, "hosts": built}
+        return Environment(
+            VENV_PYTHON, f"image {spec.tag} on the pool ({where})", "built" not in built.values(),
+            isolated=True, image=spec.tag, details=details, placement=session.hostmap,
+        )
 
-def runtime(loaded, env: Environment, paths: RunPaths, inputs: dict[str, Path], resume: Path | None) -> tuple[RuntimePaths, ContainerSpec]:
-    view, container = docker.runtime(loaded, env, paths, inputs, resume)
-    # The mounts say what is copied in (read-only) and back (read-write). Root in the container:
-    # sshd needs it, and files come back through the API, not a bind mount. Each container's
-    # network is its host's.
-    return view, dataclasses.replace(container, user="", network_mode="pool")
+    def runtime(
+        self, loaded: LoadedManifest, env: Environment, paths: RunPaths, inputs: dict[str, Path], resume: Path | None
+    ) -> tuple[RuntimePaths, ContainerSpec]:
+        view, container = super().runtime(loaded, env, paths, inputs, resume)
+        # The mounts say what is copied in (read-only) and back (read-write). Root in the container:
+        # sshd needs it, and files come back through the API, not a bind mount. Each container's
+        # network is its host's.
+        return view, dataclasses.replace(container, user="", network_mode="pool")
 
-
-def finalize(plan: LaunchPlan, loaded: LoadedManifest, run_id: str) -> LaunchPlan:
-    return plan
-
-
-def execute(plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
-    if _active is None:
-        raise PlacementError("the pool target runs only inside `tftrain run` (no placement was made)")
-    return launch.execute(_active, plan, pump, sinks, control, logger)
+    def execute(self, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
+        if self.session is None:
+            raise PlacementError("the pool target runs only inside `tftrain run` (no placement was made)")
+        return launch.execute(self.session, plan, pump, sinks, control, logger)

@@ -111,8 +111,8 @@ def test_the_code_image_changes_with_the_shipped_runner(tmp_path, monkeypatch):
     import runner
     from runner.targets.docker import container, build as dockerbuild
     from runner.targets.base import Environment
-    from runner.targets.docker import target as docker
-    from runner.targets.kubernetes import target
+    from runner.targets.docker.target import DockerState, DockerTarget
+    from runner.targets.kubernetes.target import KubernetesTarget
 
     workdir, shipped = tmp_path / "workdir", tmp_path / "site" / "runner"
     workdir.mkdir()
@@ -122,7 +122,7 @@ def test_the_code_image_changes_with_the_shipped_runner(tmp_path, monkeypatch):
     (shipped / "plan.py").write_text("OLD = 1\n")
     monkeypatch.setattr(runner, "__file__", str(shipped / "__init__.py"))
     training = Environment("python", "image", True, isolated=True, image="tftrain/digits:0123456789abcdef")
-    monkeypatch.setattr(docker, "environment", lambda *args: training)
+    monkeypatch.setattr(DockerTarget, "environment", lambda *args: training)
     monkeypatch.setattr(container, "docker_client", lambda: None)
     monkeypatch.setattr(dockerbuild, "existing_image", lambda client, tag: None)
     built = []
@@ -133,7 +133,7 @@ def test_the_code_image_changes_with_the_shipped_runner(tmp_path, monkeypatch):
     paths = types.SimpleNamespace(workdir=workdir, prepare_log=tmp_path / "prepare.log")
 
     def code_image() -> str:
-        return target.environment(loaded, "base", paths, None, False).image
+        return KubernetesTarget().environment(loaded, DockerState("base"), paths, None, False).image
 
     first = code_image()
     assert code_image() == first
@@ -179,16 +179,20 @@ def run_against(monkeypatch, job: FakeJob, deadline_passed: bool):
     import time
 
     from runner.targets.base import RunControl
+
+    offset = -1 if deadline_passed else 600
+    return execute_job(monkeypatch, job, RunControl(marker="m", grace_seconds=1, limit_seconds=5, deadline=time.monotonic() + offset))
+
+
+def execute_job(monkeypatch, job: FakeJob, control):
     from runner.targets.kubernetes import target
 
     document = {"kind": "TFJob", "metadata": {"labels": {"tftrain/model": "m"}}}
     plan = types.SimpleNamespace(files={"kubernetes.yaml": yaml.safe_dump(document)}, tasks=[types.SimpleNamespace(env={})], secret_names=frozenset())
     monkeypatch.setattr(target, "KubeJob", lambda config, document: job)
     monkeypatch.setattr(target, "POLL_SECONDS", 0.0)
-    offset = -1 if deadline_passed else 600
-    control = RunControl(marker="m", grace_seconds=1, limit_seconds=5, deadline=time.monotonic() + offset)
     logger = types.SimpleNamespace(info=lambda *args, **kwargs: None)
-    return target.execute(plan, None, {}, control, logger)
+    return target.KubernetesTarget().execute(plan, None, {}, control, logger)
 
 
 def test_the_operators_deadline_still_ends_the_run_timed_out(monkeypatch):
@@ -201,3 +205,25 @@ def test_the_operators_deadline_still_ends_the_run_timed_out(monkeypatch):
     assert run_against(monkeypatch, FakeJob(operator), deadline_passed=False).status == "TimedOut"
     failed = run_against(monkeypatch, FakeJob("TFJob training/x has failed because 1 Worker replica(s) failed."), deadline_passed=False)
     assert failed.status == "Failed" and failed.exit_code == 1
+
+
+class RunningJob(FakeJob):
+    """A job that runs until it is deleted."""
+
+    def status(self):
+        return None, ""
+
+
+def test_a_canceled_or_timed_out_job_is_deleted_by_the_one_clock(monkeypatch):
+    job = RunningJob("")
+    outcome = run_against(monkeypatch, job, deadline_passed=True)
+    assert (outcome.status, outcome.message) == ("TimedOut", "max_run_duration_seconds (5s) reached; the job was deleted")
+    assert job.deleted
+    from runner.targets.base import RunControl
+
+    job = RunningJob("")
+    control = RunControl(marker="m", grace_seconds=1)
+    control.cancel.set()
+    outcome = execute_job(monkeypatch, job, control)
+    assert (outcome.status, outcome.message) == ("Canceled", "canceled by a signal to tftrain; the job was deleted")
+    assert job.deleted

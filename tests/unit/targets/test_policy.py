@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from runner.errors import Vanished
-from runner.targets.supervise import supervise
+from runner.targets.supervise import by_policy, supervise
 from runner.targets.base import RunControl
 
 
@@ -17,7 +17,7 @@ def test_a_vanished_process_fails_the_run_before_its_deadline():
         raise Vanished("container tftrain-r-1-0 vanished (removed while the run was in progress)")
 
     started = time.monotonic()
-    outcome = supervise(poll, stops.append, "main", control)
+    outcome = supervise(by_policy(poll, stops.append, "main", control), stops.append, control)
     assert time.monotonic() - started < 5
     assert outcome.status == "Failed" and outcome.exit_code is None
     assert outcome.message == "ended without an exit code: container tftrain-r-1-0 vanished (removed while the run was in progress)"

@@ -1,0 +1,83 @@
+"""The registry and the base: one class per backend, behind one protocol with defaults."""
+
+from __future__ import annotations
+
+import ast
+import threading
+import types
+from pathlib import Path
+
+import pytest
+
+import runner.targets.base as base
+from runner.errors import UnsupportedError
+from runner.targets.base import RunControl, Target, TargetState
+from runner.targets.registry import NAMES, target_for
+
+
+def test_each_name_gives_a_fresh_target_of_its_class():
+    from runner.targets.docker.target import DockerTarget
+    from runner.targets.kubernetes.target import KubernetesTarget
+    from runner.targets.local.target import LocalTarget
+    from runner.targets.pool.target import PoolTarget
+
+    classes = {"local": LocalTarget, "docker": DockerTarget, "kubernetes": KubernetesTarget, "pool": PoolTarget}
+    assert set(NAMES) == set(classes)
+    for name, cls in classes.items():
+        target = target_for(name)
+        assert type(target) is cls and isinstance(target, Target) and target.name == name
+        assert target_for(name) is not target  # one per run: what a run reserves is its own
+
+
+def test_an_unknown_target_is_one_line_refused():
+    with pytest.raises(UnsupportedError) as refused:
+        target_for("azureml")
+    assert str(refused.value) == "compute.target: 'azureml' is not available in this version of tftrain"
+
+
+def test_the_base_imports_no_backend():
+    tree = ast.parse(Path(base.__file__).read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    backends = {f"runner.targets.{name}" for name in NAMES}
+    assert not {module for module in imported if module and module.startswith(tuple(backends))}
+
+
+class Bare(Target):
+    name = "bare"
+
+
+def test_the_defaults_reserve_nothing_and_leave_the_plan_as_it_is():
+    state = TargetState()
+    control = RunControl(marker="m", grace_seconds=1)
+    with Bare().reserve(None, state, "r1", control, None) as held:
+        assert held is state
+    plan = object()
+    assert Bare().finalize(plan, None, "r1") is plan
+    paths = types.SimpleNamespace(runtime=lambda inputs, resume: ("view", inputs, resume))
+    assert Bare().runtime(None, None, paths, {"data": Path("/d")}, None) == (("view", {"data": Path("/d")}, None), None)
+
+
+def test_the_pool_keeps_its_placed_job_on_the_target_not_in_its_module(monkeypatch):
+    from contextlib import contextmanager
+
+    from runner.errors import PlacementError
+    from runner.targets.pool import target as module
+    from runner.targets.pool.dispatch import PoolSession
+    from runner.targets.pool.target import PoolTarget
+
+    session = object.__new__(PoolSession)
+
+    @contextmanager
+    def placed(loaded, job, run_id, control, logger):
+        yield session
+
+    monkeypatch.setattr(module, "reserve_capacity", placed)
+    pool, other = PoolTarget(), PoolTarget()
+    control = RunControl(marker="m", grace_seconds=1, cancel=threading.Event())
+    with pool.reserve(None, None, "r1", control, None) as held:
+        assert held is session and pool.session is session and other.session is None
+        assert not [value for value in vars(module).values() if isinstance(value, PoolSession)]
+    assert pool.session is None
+    with pytest.raises(PlacementError, match="runs only inside `tftrain run`"):
+        other.execute(None, None, {}, control, None)

@@ -35,10 +35,9 @@ def run(args, logger) -> int:
         registry = Registry(store)
         if args.models_command == "pull" and args.source == "github":
             settings = resolve(os.environ, args)
-            context, inputs = settings.github, settings.inputs
             with workflow.github_errors():
-                repo = workflow.client(context).get_repo(context.repository)
-                pull_release(repo, args.ref, args.output, logger, workflow.TagTemplate(inputs.tag_template), inputs.s3_endpoint_url)
+                repo = workflow.client(settings.github).get_repo(settings.github.repository)
+                pull_release(repo, args.ref, args.output, logger, settings)
         elif args.models_command == "pull":
             model = registry.pull(args.ref, args.output)
             logger.info(f"{model.label} → {args.output} (checksums verified)", style="green")

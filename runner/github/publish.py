@@ -22,6 +22,7 @@ from runner.github.release_assets import SUMS, build_assets
 from runner.history.rundir import RunPaths
 from runner.github.s3store import S3Target
 from runner.github.workflow import TagTemplate, failure, github_errors, releases_of
+from runner.settings import Settings, resolve
 
 ATTEMPTS = 4
 BACKOFF_SECONDS = 0.5
@@ -175,12 +176,12 @@ def _downloaded_digest(asset) -> str:
         return sha256_file(target)
 
 
-def pull_release(
-    repo, ref: str, out_dir: Path, logger: Logger, template: TagTemplate = TagTemplate(), s3_endpoint_url: str | None = None
-) -> str:
+def pull_release(repo, ref: str, out_dir: Path, logger: Logger, settings: Settings | None = None) -> str:
     """Download NAME@vN (or NAME@latest) from the Releases, verify it against SHA256SUMS, extract
-    it safely into out_dir. Returns the tag. `s3_endpoint_url` (the input s3-endpoint-url), for a
-    model in S3, overrides the endpoint its pointer names."""
+    it safely into out_dir. Returns the tag. `settings` give the tag template and, for a model in
+    S3, the endpoint that overrides its pointer's. None only from runner/run/resume.py, until the
+    pipeline is handed the settings runner/cli resolved: they are resolved here then."""
+    import os
     import tempfile
 
     from runner.history.archive import unpack
@@ -188,7 +189,8 @@ def pull_release(
     from runner.history.registry import parse_ref
     from runner.github.s3store import download
 
-    release = _release_for(repo, *parse_ref(ref), template)
+    settings = settings or resolve(os.environ)
+    release = _release_for(repo, *parse_ref(ref), TagTemplate(settings.inputs.tag_template))
     assets = {asset.name: asset for asset in release.get_assets()}
     model = "model.tar.gz" if "model.tar.gz" in assets else "model.s3.json"
     for needed in (SUMS, model):
@@ -207,7 +209,7 @@ def pull_release(
         if expected != actual:
             raise PublishError(f"{model} of {release.tag_name} does not match its SHA256SUMS ({actual} ≠ {expected})")
         if model == "model.s3.json":  # the pointer is verified; the object is checked against it
-            download(json.loads((Path(tmp) / model).read_text()), Path(tmp) / "model.tar.gz", s3_endpoint_url)
+            download(json.loads((Path(tmp) / model).read_text()), Path(tmp) / "model.tar.gz", settings.inputs.s3_endpoint_url)
         # a matching sha256 says the asset is what was published, not that it is safe to extract
         unpack(Path(tmp) / "model.tar.gz", out_dir, label=f"model.tar.gz of {release.tag_name}")
     logger.info(f"{release.tag_name} → {out_dir} (sha256 verified)", style="green")

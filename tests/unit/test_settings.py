@@ -134,3 +134,24 @@ def test_only_the_settings_and_the_cli_read_inputs_and_the_github_context():
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and VARIABLE.fullmatch(node.value):
                 readers.append(f"{relative}:{node.lineno}: {node.value}")
     assert readers == []
+
+
+def test_the_logger_prints_to_the_job_its_settings_name(tmp_path, monkeypatch):
+    import io
+
+    from runner.telemetry.logger import Logger
+
+    for variable in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "GITHUB_OUTPUT", "GITHUB_WORKSPACE"):
+        monkeypatch.delenv(variable, raising=False)  # what the logger is given counts, not the environment
+    stream = io.StringIO()
+    settings = LoggerSettings(actions=True, step_summary=tmp_path / "summary.md", output=tmp_path / "output.txt", workspace=tmp_path)
+    logger = Logger(stream, settings=settings)
+    with logger.group("phase"):
+        logger.step_summary("done")
+        logger.outputs({"release-tag": "demo-v1"})
+    logger.flush()
+    assert stream.getvalue().splitlines() == ["::group::phase", "::endgroup::"]
+    assert (tmp_path / "summary.md").read_text() == "done\n"
+    assert "release-tag<<" in (tmp_path / "output.txt").read_text()
+    assert logger.workspace_path(tmp_path / "src" / "train.py") == "src/train.py"
+    assert not Logger(io.StringIO()).github

@@ -7,19 +7,21 @@ import dataclasses
 import json
 import os
 
-from runner.github import routing, client as workflow
+from runner.github import routing, workflow
 from runner.errors import ForkRefused, Regression, ServiceError, UnsupportedError
 from runner.manifest import load_manifest
 from runner.paths import tftrain_home
 from runner.history.rundir import RunPaths
 from runner.history.store import Store
+from runner.settings import Settings, resolve
 
 
 def add_arguments(parser) -> None:
     sub = parser.add_subparsers(dest="github_command", required=True)
     check = sub.add_parser("check", help="refuse a fork's pull request unless allowed")
-    check.add_argument("--allow-forks", default=os.environ.get("INPUT_ALLOW_FORKS", "false"))
-    check.add_argument("--fork-label", default=os.environ.get("INPUT_FORK_LABEL") or "safe-to-train")
+    # a flag left out is None: the input ($INPUT_*) or the default holds (runner.settings)
+    check.add_argument("--allow-forks")
+    check.add_argument("--fork-label")
     labels = sub.add_parser("runs-on", help="the runner labels the manifest needs, as JSON (and the step output runs-on)")
     labels.add_argument("-f", "--file", default="tftrain.yml", help="the manifest")
     labels.add_argument(
@@ -30,39 +32,35 @@ def add_arguments(parser) -> None:
     comment = sub.add_parser("comment", help="post or update the run's comment on the pull request")
     comment.add_argument("--run", default="latest", help="run id (default: latest)")
     comment.add_argument(
-        "--no-comment", dest="post", action="store_false", default=os.environ.get("INPUT_COMMENT", "true").lower() != "false",
+        "--no-comment", dest="post", action="store_false", default=None,
         help="only compare (and check fail-on-regression); post nothing",
     )
     comment.add_argument(
-        "--fail-on-regression", type=float, default=_float(os.environ.get("INPUT_FAIL_ON_REGRESSION")),
+        "--fail-on-regression", type=float,
         help="fail when the primary metric is worse than the released model's by more than this",
     )
 
 
-def _float(text: str | None) -> float | None:
-    return float(text) if text not in (None, "") else None
-
-
 def run(args, logger) -> int:
+    settings = resolve(os.environ, args)
     if args.github_command == "runs-on":
-        return _runs_on(args, logger)
-    context = workflow.Context.from_env()
+        return _runs_on(args, settings, logger)
     if args.github_command == "check":
-        refusal = workflow.fork_refusal(context, args.allow_forks.lower() == "true", args.fork_label)
+        inputs = settings.inputs
+        refusal = workflow.fork_refusal(settings.github, inputs.allow_forks, inputs.fork_label)
         if refusal:
             raise ForkRefused(refusal)
         return 0
-    return _comment(context, args, logger)
+    return _comment(settings, args, logger)
 
 
-def _runs_on(args, logger) -> int:
+def _runs_on(args, settings: Settings, logger) -> int:
     labels = routing.runs_on(load_manifest(args.file).manifest)
     logger.text(json.dumps(labels))
     logger.outputs({"runs-on": json.dumps(labels)})
     if args.check_runners is False:
         return 0
-    context = workflow.Context.from_env()
-    context = dataclasses.replace(context, token=os.environ.get("INPUT_RUNNERS_TOKEN") or context.token)
+    context = dataclasses.replace(settings.github, token=settings.inputs.runners_token or settings.github.token)
     if context.token and context.repository:
         routing.check_runners(workflow.client(context), context.repository, labels, logger)
     elif args.check_runners:
@@ -73,18 +71,19 @@ def _runs_on(args, logger) -> int:
     return 0
 
 
-def _comment(context: workflow.Context, args, logger) -> int:
+def _comment(settings: Settings, args, logger) -> int:
     with Store(tftrain_home()) as store:
         run = store.run(args.run)
     paths = RunPaths.of_run(run)[1]
     summary = json.loads(paths.metrics_summary.read_text()) if paths.metrics_summary.exists() else {}
     body = paths.summary.read_text() if paths.summary.exists() else f"run {run.run_id}: {run.status}\n"
-    limit = args.fail_on_regression
+    context, limit = settings.github, settings.inputs.fail_on_regression
     client = workflow.client(context)
-    baseline, missing = _baseline(client, context.repository, run.name, limit, logger)
+    template = workflow.TagTemplate(settings.inputs.tag_template)
+    baseline, missing = _baseline(client, context.repository, run.name, template, limit, logger)
     table, worse_by = workflow.comparison(summary, baseline, missing)
     pr = context.pull_request
-    if pr and args.post:
+    if pr and settings.inputs.comment:
         with workflow.github_errors():  # only a comment that cannot be posted fails the step
             repo = client.get_repo(context.repository)
             _post(repo, int(pr["number"]), run.name, f"{body}\n### Compared with the last released model\n\n{table}", logger)
@@ -99,13 +98,15 @@ def _comment(context: workflow.Context, args, logger) -> int:
     return 0
 
 
-def _baseline(client, repository: str, model: str, limit: float | None, logger) -> tuple[tuple[str, dict] | None, str | None]:
+def _baseline(
+    client, repository: str, model: str, template: workflow.TagTemplate, limit: float | None, logger
+) -> tuple[tuple[str, dict] | None, str | None]:
     """(tag, metrics) of the last released model, or None and why it could not be fetched: the
     comment then goes without the comparison, saying so."""
     try:
         with workflow.github_errors():
             repo = client.get_repo(repository)
-        return workflow.baseline_metrics(repo, model), None
+        return workflow.baseline_metrics(repo, model, template), None
     except ServiceError as exc:
         missing = f"The last released model could not be fetched, so this run is not compared with it: {exc}"
     logger.warning(missing)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 import runner
@@ -51,9 +52,10 @@ def parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser(argv).parse_args(argv)
+    from runner.settings import LoggerSettings
     from runner.telemetry.logger import Logger
 
-    logger = Logger()
+    logger = Logger(settings=LoggerSettings.from_environment(os.environ))
     try:
         return command_module(args.command).run(args, logger)
     except FatalError as exc:

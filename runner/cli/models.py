@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from runner.github.publish import pull_release
 from runner.history.registry import Registry
 from runner.history.rundir import RunPaths
 from runner.history.store import Store
+from runner.settings import resolve
 
 
 def add_arguments(parser) -> None:
@@ -32,9 +34,10 @@ def run(args, logger) -> int:
     with Store(tftrain_home()) as store:
         registry = Registry(store)
         if args.models_command == "pull" and args.source == "github":
-            context = workflow.Context.from_env()
+            settings = resolve(os.environ, args)
             with workflow.github_errors():
-                pull_release(workflow.client(context).get_repo(context.repository), args.ref, args.output, logger)
+                repo = workflow.client(settings.github).get_repo(settings.github.repository)
+                pull_release(repo, args.ref, args.output, logger, settings)
         elif args.models_command == "pull":
             model = registry.pull(args.ref, args.output)
             logger.info(f"{model.label} → {args.output} (checksums verified)", style="green")

@@ -13,6 +13,7 @@ from runner.github.publish import publish
 from runner.history.rundir import RunPaths
 from runner.github.s3store import S3Target
 from runner.history.store import Store
+from runner.settings import GitHubContext, resolve
 
 
 def add_arguments(parser) -> None:
@@ -22,17 +23,17 @@ def add_arguments(parser) -> None:
         "--when", choices=("auto", "always", "never"), default="always",
         help="auto: only for a pushed tag or a published release (the action's default)",
     )
-    parser.add_argument("--tag-pattern", default=os.environ.get("INPUT_TAG_PATTERN") or "*",
+    parser.add_argument("--tag-pattern",  # left out: the input tag-pattern, else * (runner.settings)
                         help="with --when auto: only pushed tags matching this glob (default *)")
 
 
-def should_publish(when: str, context: workflow.Context, tag_pattern: str = "*") -> str | None:
+def should_publish(when: str, context: GitHubContext, tag_pattern: str = "*") -> str | None:
     """Why to publish now, or None."""
     if when == "always":
         return "publish: always"
     if when == "never":
         return None
-    ref = os.environ.get("GITHUB_REF", "")
+    ref = context.ref
     if context.event_name == "push" and ref.startswith("refs/tags/"):
         tag = ref[len("refs/tags/") :]
         return f"tag {tag} pushed" if fnmatch.fnmatchcase(tag, tag_pattern) else None
@@ -42,10 +43,11 @@ def should_publish(when: str, context: workflow.Context, tag_pattern: str = "*")
 
 
 def run(args, logger) -> int:
-    context = workflow.Context.from_env()
-    reason = should_publish(args.when, context, args.tag_pattern)
+    settings = resolve(os.environ, args)
+    context, tag_pattern = settings.github, settings.inputs.tag_pattern
+    reason = should_publish(args.when, context, tag_pattern)
     if reason is None:
-        logger.info(f"not publishing (publish: {args.when}; not a pushed tag matching {args.tag_pattern!r} or a published release)")
+        logger.info(f"not publishing (publish: {args.when}; not a pushed tag matching {tag_pattern!r} or a published release)")
         return 0
     logger.info(f"publishing: {reason}")
     with Store(tftrain_home()) as store:
@@ -54,7 +56,10 @@ def run(args, logger) -> int:
     record = json.loads(paths.record.read_text())
     with workflow.github_errors(PublishError):
         repo = workflow.client(context).get_repo(context.repository)
-        published = publish(repo, manifest, paths, record, logger, force=args.force, s3=S3Target.from_env())
+        published = publish(
+            repo, manifest, paths, record, logger, force=args.force, s3=S3Target.of(settings),
+            template=workflow.TagTemplate(settings.inputs.tag_template), run_url=context.run_url,
+        )
     logger.outputs({"release-tag": published.tag, "release-url": published.url})
     logger.step_summary(f"Published **[{published.tag}]({published.url})**: model, metrics, logs, model card, SHA256SUMS.")
     return 0

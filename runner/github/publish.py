@@ -23,6 +23,7 @@ from runner.history.rundir import RunPaths
 from runner.github.s3store import S3Target
 from runner.github.workflow import TagTemplate, failure, github_errors, releases_of
 from runner.history.record import RunStatus
+from runner.settings import Settings, resolve
 
 ATTEMPTS = 4
 BACKOFF_SECONDS = 0.5
@@ -43,9 +44,10 @@ def publish(
     logger: Logger,
     force: bool = False,
     s3: S3Target | None = None,
-    template: TagTemplate | None = None,
+    template: TagTemplate = TagTemplate(),
+    run_url: str | None = None,
 ) -> Published:
-    template = template or TagTemplate.from_env()
+    """`run_url`: the workflow run the model card links to."""
     if record.get("status") != RunStatus.COMPLETED:
         raise PublishError(f"run {record['run_id']} is {record.get('status')}: only a completed run is published")
     git = record.get("git") or {}
@@ -67,20 +69,22 @@ def publish(
         logger.info(f"resuming the draft release {release.tag_name}")
     try:
         with github_errors(PublishError):
-            release = _upload_and_publish(release, manifest, paths, record, state, s3, logger)
+            release = _upload_and_publish(release, manifest, paths, record, state, s3, run_url, logger)
     except (PublishError, StorageError) as exc:  # S3 refusing the model keeps its own exit code
         raise type(exc)(f"{exc}; the release {state['tag']} stays a draft: run `tftrain publish --run {record['run_id']}` to finish it") from None
     logger.info(f"published {release.tag_name}: {release.html_url}", style="bold green")
     return Published(release.tag_name, release.html_url)
 
 
-def _upload_and_publish(release, manifest: Manifest, paths: RunPaths, record: dict, state: dict, s3: S3Target | None, logger: Logger):
+def _upload_and_publish(
+    release, manifest: Manifest, paths: RunPaths, record: dict, state: dict, s3: S3Target | None, run_url: str | None, logger: Logger
+):
     """Upload (and verify) what the draft lacks, then publish it."""
     directory = paths.release_dir
     if (directory / SUMS).exists() and state["verified"]:  # resuming: the very files already uploaded
         assets = sorted(p for p in directory.iterdir() if p.name != SUMS) + [directory / SUMS]
     else:
-        assets = build_assets(manifest, paths, record, state["version"], directory, s3)
+        assets = build_assets(manifest, paths, record, state["version"], directory, s3, run_url)
     digests = {**parse_sums((directory / SUMS).read_text()), SUMS: sha256_file(directory / SUMS)}
     existing = {asset.name: asset for asset in release.get_assets()}
     for path in assets:
@@ -173,9 +177,12 @@ def _downloaded_digest(asset) -> str:
         return sha256_file(target)
 
 
-def pull_release(repo, ref: str, out_dir: Path, logger: Logger, template: TagTemplate | None = None) -> str:
+def pull_release(repo, ref: str, out_dir: Path, logger: Logger, settings: Settings | None = None) -> str:
     """Download NAME@vN (or NAME@latest) from the Releases, verify it against SHA256SUMS, extract
-    it safely into out_dir. Returns the tag."""
+    it safely into out_dir. Returns the tag. `settings` give the tag template and, for a model in
+    S3, the endpoint that overrides its pointer's. None only from runner/run/resume.py, until the
+    pipeline is handed the settings runner/cli resolved: they are resolved here then."""
+    import os
     import tempfile
 
     from runner.history.archive import unpack
@@ -183,7 +190,8 @@ def pull_release(repo, ref: str, out_dir: Path, logger: Logger, template: TagTem
     from runner.history.registry import parse_ref
     from runner.github.s3store import download
 
-    release = _release_for(repo, *parse_ref(ref), template or TagTemplate.from_env())
+    settings = settings or resolve(os.environ)
+    release = _release_for(repo, *parse_ref(ref), TagTemplate(settings.inputs.tag_template))
     assets = {asset.name: asset for asset in release.get_assets()}
     model = "model.tar.gz" if "model.tar.gz" in assets else "model.s3.json"
     for needed in (SUMS, model):
@@ -202,7 +210,7 @@ def pull_release(repo, ref: str, out_dir: Path, logger: Logger, template: TagTem
         if expected != actual:
             raise PublishError(f"{model} of {release.tag_name} does not match its SHA256SUMS ({actual} ≠ {expected})")
         if model == "model.s3.json":  # the pointer is verified; the object is checked against it
-            download(json.loads((Path(tmp) / model).read_text()), Path(tmp) / "model.tar.gz")
+            download(json.loads((Path(tmp) / model).read_text()), Path(tmp) / "model.tar.gz", settings.inputs.s3_endpoint_url)
         # a matching sha256 says the asset is what was published, not that it is safe to extract
         unpack(Path(tmp) / "model.tar.gz", out_dir, label=f"model.tar.gz of {release.tag_name}")
     logger.info(f"{release.tag_name} → {out_dir} (sha256 verified)", style="green")

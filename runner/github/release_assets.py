@@ -3,7 +3,6 @@ manifest, a model card, a loss curve, and SHA256SUMS over all of them."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -24,10 +23,17 @@ SUMS = "SHA256SUMS"
 
 
 def build_assets(
-    manifest: Manifest, paths: RunPaths, record: dict, version: int, directory: Path, s3: S3Target | None = None
+    manifest: Manifest,
+    paths: RunPaths,
+    record: dict,
+    version: int,
+    directory: Path,
+    s3: S3Target | None = None,
+    run_url: str | None = None,
 ) -> list[Path]:
     """Write the assets into `directory` (anew) and return them, SHA256SUMS last. A model that goes
-    to S3 is uploaded here and replaced by its pointer, model.s3.json."""
+    to S3 is uploaded here and replaced by its pointer, model.s3.json. `run_url`: the workflow run
+    the model card links to."""
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
     model = paths.workdir / manifest.model.path
@@ -43,14 +49,16 @@ def build_assets(
     shutil.copy(paths.lock, directory / "manifest.lock.yml")
     _loss_curve(paths, directory / "loss-curve.png")
     names = sorted(p.name for p in directory.iterdir()) + ["MODEL_CARD.md"]
-    (directory / "MODEL_CARD.md").write_text(model_card(manifest, paths, record, version, names + [SUMS]))
+    (directory / "MODEL_CARD.md").write_text(model_card(manifest, paths, record, version, names + [SUMS], run_url))
     files = sorted(p for p in directory.iterdir() if p.is_file())
     sums = {p.name: digests.get(p.name) or sha256_file(p) for p in files}
     (directory / SUMS).write_text(format_sums(sums))
     return files + [directory / SUMS]
 
 
-def model_card(manifest: Manifest, paths: RunPaths, record: dict, version: int, assets: list[str]) -> str:
+def model_card(
+    manifest: Manifest, paths: RunPaths, record: dict, version: int, assets: list[str], run_url: str | None = None
+) -> str:
     lock = yaml.safe_load(paths.lock.read_text()) if paths.lock.exists() else {}
     git = record.get("git") or {}
     fetched = lock.get("inputs") or {}  # what this run was handed
@@ -63,7 +71,7 @@ def model_card(manifest: Manifest, paths: RunPaths, record: dict, version: int, 
         name=manifest.name,
         version=version,
         run_id=record["run_id"],
-        run_url=_workflow_run_url(),
+        run_url=run_url,
         tftrain_version=runner.__version__,
         framework=manifest.model.framework,
         framework_version=manifest.model.framework_version or (lock.get("environment") or {}).get("framework_version"),
@@ -99,7 +107,3 @@ def _loss_curve(paths: RunPaths, target: Path) -> bool:
     plt.close(figure)
     return True
 
-
-def _workflow_run_url() -> str | None:
-    server, repository, run = (os.environ.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
-    return f"{server}/{repository}/actions/runs/{run}" if server and repository and run else None

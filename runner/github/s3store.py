@@ -4,7 +4,6 @@ release then carries `model.s3.json`: where the object is, its size and its sha2
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -13,8 +12,7 @@ from pathlib import Path
 from runner import services
 from runner.history.checksums import sha256_file
 from runner.errors import StorageError
-
-GITHUB_ASSET_LIMIT = 2 * 1024**3
+from runner.settings import GITHUB_ASSET_LIMIT, Settings
 PART = 16 * 1024**2  # four parts in flight: 64 MB of buffers at most
 
 
@@ -26,13 +24,9 @@ class S3Target:
     threshold: int = GITHUB_ASSET_LIMIT
 
     @classmethod
-    def from_env(cls) -> S3Target:
-        return cls(
-            bucket=os.environ.get("INPUT_S3_BUCKET") or None,
-            prefix=os.environ.get("INPUT_S3_PREFIX", "").strip("/"),
-            endpoint_url=os.environ.get("INPUT_S3_ENDPOINT_URL") or None,
-            threshold=int(os.environ.get("TFTRAIN_S3_THRESHOLD_BYTES", GITHUB_ASSET_LIMIT)),
-        )
+    def of(cls, settings: Settings) -> S3Target:
+        inputs = settings.inputs
+        return cls(inputs.s3_bucket, inputs.s3_prefix, inputs.s3_endpoint_url, settings.s3_threshold_bytes)
 
     def offload(self, size: int) -> bool:
         """Whether a model of `size` bytes goes to S3: when a bucket is set, or when it must."""
@@ -71,10 +65,11 @@ def upload(target: S3Target, path: Path, key: str, digest: str | None = None) ->
     return {"uri": uri, "size": size, "sha256": digest, "endpoint_url": target.endpoint_url}
 
 
-def download(pointer: dict, path: Path) -> None:
-    """Fetch what a model.s3.json points to, and check it against the pointer's sha256."""
+def download(pointer: dict, path: Path, endpoint_url: str | None = None) -> None:
+    """Fetch what a model.s3.json points to, and check it against the pointer's sha256.
+    `endpoint_url` (the input s3-endpoint-url) overrides the one the pointer was made with."""
     bucket, _, key = pointer["uri"][len("s3://") :].partition("/")
-    endpoint = S3Target.from_env().endpoint_url or pointer.get("endpoint_url")
+    endpoint = endpoint_url or pointer.get("endpoint_url")
     with s3_errors("downloading", pointer["uri"]):
         s3_client(endpoint).download_file(bucket, key, str(path), Config=_transfer())
     if path.stat().st_size != pointer["size"] or sha256_file(path) != pointer["sha256"]:

@@ -1,6 +1,6 @@
 """GitHub: the workflow's context, the fork policy, and the sticky pull-request comment that
-compares a run with the latest released model. The API is reached through PyGithub, at
-$GITHUB_API_URL (GitHub Enterprise, or a test server), never assembled by hand."""
+compares a run with the latest released model. The API is reached through PyGithub, at the
+context's API URL (GitHub Enterprise, or a test server), never assembled by hand."""
 
 from __future__ import annotations
 
@@ -15,37 +15,21 @@ from pathlib import Path
 
 from runner import services
 from runner.errors import FatalError, ServiceError, UnsupportedError
+from runner.settings import DEFAULT_TAG_TEMPLATE, GitHubContext
 
-PR_EVENTS = ("pull_request", "pull_request_target")
 MARKER = "<!-- tftrain:model={name} -->"
 
 
-@dataclass(frozen=True)
 class Context:
-    event_name: str
-    payload: dict
-    repository: str
-    api_url: str
-    token: str | None
+    """Only for runner/run/resume.py, which calls Context.from_env() until the pipeline is handed
+    the context runner/cli resolved (runner.settings); remove it then."""
 
-    @classmethod
-    def from_env(cls) -> Context:
-        path = os.environ.get("GITHUB_EVENT_PATH")
-        payload = json.loads(Path(path).read_text()) if path and Path(path).is_file() else {}
-        return cls(
-            event_name=os.environ.get("GITHUB_EVENT_NAME", ""),
-            payload=payload,
-            repository=os.environ.get("GITHUB_REPOSITORY", ""),
-            api_url=os.environ.get("GITHUB_API_URL", "https://api.github.com"),
-            token=os.environ.get("INPUT_GITHUB_TOKEN") or os.environ.get("GITHUB_TOKEN"),
-        )
-
-    @property
-    def pull_request(self) -> dict | None:
-        return self.payload.get("pull_request") if self.event_name in PR_EVENTS else None
+    @staticmethod
+    def from_env() -> GitHubContext:
+        return GitHubContext.from_environment(os.environ)
 
 
-def fork_refusal(context: Context, allow_forks: bool, label: str) -> str | None:
+def fork_refusal(context: GitHubContext, allow_forks: bool, label: str) -> str | None:
     """Why this event must not train here, or None. GitHub's own advice: never run a fork's code
     on a self-hosted runner unreviewed."""
     pr = context.pull_request
@@ -63,7 +47,7 @@ def fork_refusal(context: Context, allow_forks: bool, label: str) -> str | None:
     )
 
 
-def client(context: Context):
+def client(context: GitHubContext):
     from github import Auth, Github
     from urllib3.util.retry import Retry
 
@@ -122,16 +106,10 @@ def _call_of(exc) -> str:
 
 @dataclass(frozen=True)
 class TagTemplate:
-    """How releases of a model are tagged: `{name}-v{version}` unless $INPUT_TAG_TEMPLATE says."""
+    """How releases of a model are tagged: `{name}-v{version}` unless the input tag-template says
+    (checked when the settings are resolved)."""
 
-    text: str = "{name}-v{version}"
-
-    @classmethod
-    def from_env(cls) -> TagTemplate:
-        text = os.environ.get("INPUT_TAG_TEMPLATE") or cls.text
-        if "{version}" not in text:
-            raise UnsupportedError(f"tag-template {text!r} needs {{version}} (and usually {{name}})")
-        return cls(text)
+    text: str = DEFAULT_TAG_TEMPLATE
 
     def tag(self, name: str, version: int) -> str:
         return self.text.format(name=name, version=version)
@@ -149,11 +127,11 @@ def releases_of(repo, name: str, template: TagTemplate, drafts: bool = False) ->
     return sorted(((v, r) for v, r in found if v is not None), key=lambda item: item[0], reverse=True)
 
 
-def baseline_metrics(repo, model: str, template: TagTemplate | None = None) -> tuple[str, dict] | None:
+def baseline_metrics(repo, model: str, template: TagTemplate) -> tuple[str, dict] | None:
     """(tag, metrics.json) of the newest published release of `model` that has one, or None.
     ServiceError when GitHub does not answer, or the file is not a JSON object."""
     with github_errors():
-        for _, release in releases_of(repo, model, template or TagTemplate.from_env()):
+        for _, release in releases_of(repo, model, template):
             asset = next((asset for asset in release.get_assets() if asset.name == "metrics.json"), None)
             if asset is not None:
                 return release.tag_name, _json_object(asset, release.tag_name)

@@ -13,7 +13,6 @@ what users wrote (messages, metric names, paths) is never read as rich markup.
 from __future__ import annotations
 
 import io
-import os
 import queue
 import re
 import sys
@@ -27,17 +26,20 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from runner.settings import LoggerSettings
 from runner.telemetry.masking import Masker
 
 MAX_QUEUED_BYTES = 8 << 20
 
 
 class Logger:
-    def __init__(self, stream=None, max_queued: int = MAX_QUEUED_BYTES) -> None:
+    def __init__(self, stream=None, max_queued: int = MAX_QUEUED_BYTES, settings: LoggerSettings | None = None) -> None:
+        """`settings`: the job this prints to; resolved from this process's environment when not given."""
+        self.settings = settings or LoggerSettings.from_environment()
         self.stream = stream or sys.stdout
         self.out = getattr(self.stream, "buffer", None)
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.color = self.tty or bool(os.environ.get("FORCE_COLOR") or os.environ.get("GITHUB_ACTIONS"))
+        self.color = self.tty or self.settings.color
         self.max_queued = max_queued
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
         self.queued = 0
@@ -45,7 +47,7 @@ class Logger:
         self.lock = threading.Lock()
         self.broken = False
         self.thread: threading.Thread | None = None
-        self.github = os.environ.get("GITHUB_ACTIONS") == "true"
+        self.github = self.settings.actions
         self.masker = Masker()
 
     # --- the writer -------------------------------------------------------------------------
@@ -180,7 +182,7 @@ class Logger:
         for entry in text.splitlines():
             match = LOCATED.match(entry)
             if match:
-                self.annotate(level, match["message"], workspace_path(Path(match["file"])), int(match["line"]))
+                self.annotate(level, match["message"], self.workspace_path(Path(match["file"])), int(match["line"]))
             else:
                 self.annotate(level, entry)
 
@@ -194,15 +196,18 @@ class Logger:
             if self.github:
                 self._command("endgroup")
 
+    def workspace_path(self, path: Path) -> str:
+        return _relative_to(path, self.settings.workspace)
+
     def step_summary(self, markdown: str) -> None:
-        path = os.environ.get("GITHUB_STEP_SUMMARY")
+        path = self.settings.step_summary
         if path:
             with open(path, "a", encoding="utf-8") as handle:
                 handle.write(self.masker.text(markdown).rstrip("\n") + "\n")
 
     def outputs(self, values: dict[str, str]) -> None:
         """Step outputs for the action ($GITHUB_OUTPUT); multi-line values get a random delimiter."""
-        path = os.environ.get("GITHUB_OUTPUT")
+        path = self.settings.output
         if not path:
             return
         with open(path, "a", encoding="utf-8") as handle:
@@ -234,8 +239,15 @@ LOCATED = re.compile(r"^(?P<file>[^:\s][^:]*):(?P<line>\d+): (?P<message>.*)$")
 
 
 def workspace_path(path: Path) -> str:
-    """A path as GitHub's annotations want it: relative to the checkout ($GITHUB_WORKSPACE)."""
-    root = Path(os.environ.get("GITHUB_WORKSPACE") or Path.cwd()).resolve()
+    """Logger.workspace_path with the settings of this process's environment: only for
+    runner/run/pipeline.py until it calls that; remove it then."""
+    return _relative_to(path, LoggerSettings.from_environment().workspace)
+
+
+def _relative_to(path: Path, workspace: Path | None) -> str:
+    """A path as GitHub's annotations want it: relative to the checkout (`workspace`, else the
+    current directory)."""
+    root = (workspace or Path.cwd()).resolve()
     resolved = path.resolve()
     return resolved.relative_to(root).as_posix() if resolved.is_relative_to(root) else str(path)
 

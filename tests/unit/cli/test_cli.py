@@ -41,3 +41,17 @@ def test_templates_ship_with_the_package():
         assert package.name == "runner" and (package / "templates" / "run_summary.md.j2").exists()
     else:
         assert (package / "templates" / "run_summary.md.j2").exists()
+
+
+def test_a_bad_action_input_is_one_line_naming_it(cli, home):
+    import os
+
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("INPUT_", "GITHUB_"))}
+    result = cli("github", "check", env={**env, "INPUT_ALLOW_FORKS": "yes"})
+    assert (result.returncode, result.stderr) == (2, "tftrain: error: input allow-forks: 'yes' is not true or false\n")
+    result = cli("github", "comment", env={**env, "INPUT_FAIL_ON_REGRESSION": "abc"})
+    assert (result.returncode, result.stderr) == (2, "tftrain: error: input fail-on-regression: 'abc' is not a number\n")
+    result = cli("publish", "--when", "never", env={**env, "INPUT_TAG_TEMPLATE": "v1"})
+    assert result.returncode == 7 and "tag-template 'v1' needs {version}" in result.stderr
+    # the flag wins over the input: the same bad input does not matter then
+    assert cli("github", "check", "--allow-forks", "false", env={**env, "INPUT_ALLOW_FORKS": "yes"}).returncode == 0

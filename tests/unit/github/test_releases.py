@@ -60,12 +60,10 @@ def test_the_newest_release_is_the_highest_version_not_the_first_listed():
     assert baseline_metrics(repo, "demo", template) == ("demo-v10", {"from": "demo-v10"})
 
 
-def test_the_baseline_skips_releases_without_metrics_and_reads_the_tag_template(monkeypatch):
+def test_the_baseline_skips_releases_without_metrics_and_follows_the_tag_template():
     repo = FakeRepo([FakeRelease("models/demo/v3"), FakeRelease("models/demo/v2", assets=metrics("v2")), FakeRelease("demo-v7")])
-    monkeypatch.setenv("INPUT_TAG_TEMPLATE", "models/{name}/v{version}")
-    assert baseline_metrics(repo, "demo") == ("models/demo/v2", {"from": "v2"})
-    monkeypatch.delenv("INPUT_TAG_TEMPLATE")
-    assert baseline_metrics(repo, "demo") is None  # demo-v7 has no metrics.json
+    assert baseline_metrics(repo, "demo", TagTemplate("models/{name}/v{version}")) == ("models/demo/v2", {"from": "v2"})
+    assert baseline_metrics(repo, "demo", TagTemplate()) is None  # demo-v7 has no metrics.json
 
 
 @pytest.mark.parametrize(

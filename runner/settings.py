@@ -1,0 +1,233 @@
+"""A command's settings, resolved once: the action's inputs, the workflow's GitHub context, and the
+facts the logger needs about the job it prints to.
+
+Each input is looked up in order: its command-line flag, the action input ($INPUT_NAME), then
+$TFTRAIN_NAME, then its default (as cibuildwheel resolves its options). An empty variable counts as
+unset: GitHub sets an input nobody gave to ''. A value that does not parse is one line naming where
+it came from, e.g. `input fail-on-regression: 'abc' is not a number`.
+
+Only this module and runner/cli/ read INPUT_* and GITHUB_*: runner/cli/ resolves once and hands
+each part what it needs, so the library stays testable with plain values.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runner.errors import FatalError, UnsupportedError, UsageError
+
+DEFAULT_API_URL = "https://api.github.com"
+DEFAULT_TAG_TEMPLATE = "{name}-v{version}"
+GITHUB_ASSET_LIMIT = 2 * 1024**3
+PR_EVENTS = ("pull_request", "pull_request_target")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GitHubContext:
+    """What the workflow run says about itself: the event, the repository, where the API is."""
+
+    event_name: str = ""
+    payload: Mapping[str, Any] = field(default_factory=dict)
+    ref: str = ""
+    repository: str = ""
+    api_url: str = DEFAULT_API_URL
+    server_url: str = ""
+    run_id: str = ""
+    token: str | None = None
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str]) -> GitHubContext:
+        return cls(
+            event_name=environ.get("GITHUB_EVENT_NAME", ""),
+            payload=_event_payload(environ.get("GITHUB_EVENT_PATH")),
+            ref=environ.get("GITHUB_REF", ""),
+            repository=environ.get("GITHUB_REPOSITORY", ""),
+            api_url=environ.get("GITHUB_API_URL", DEFAULT_API_URL),
+            server_url=environ.get("GITHUB_SERVER_URL", ""),
+            run_id=environ.get("GITHUB_RUN_ID", ""),
+            token=environ.get("INPUT_GITHUB_TOKEN") or environ.get("GITHUB_TOKEN") or None,
+        )
+
+    @property
+    def pull_request(self) -> dict | None:
+        return self.payload.get("pull_request") if self.event_name in PR_EVENTS else None
+
+    @property
+    def run_url(self) -> str | None:
+        """The workflow run's page, when this runs in one."""
+        if self.server_url and self.repository and self.run_id:
+            return f"{self.server_url}/{self.repository}/actions/runs/{self.run_id}"
+        return None
+
+
+def _event_payload(path: str | None) -> dict:
+    if not path or not Path(path).is_file():
+        return {}
+    try:
+        payload = json.loads(Path(path).read_text())
+    except ValueError:  # UnicodeDecodeError too
+        payload = None
+    if not isinstance(payload, dict):
+        raise UnsupportedError(f"GITHUB_EVENT_PATH: {path} is not a JSON object")
+    return payload
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActionInputs:
+    """The action's inputs that tftrain itself reads (the others only reach action.yml's shell)."""
+
+    allow_forks: bool = False
+    fork_label: str = "safe-to-train"
+    comment: bool = True
+    fail_on_regression: float | None = None
+    tag_pattern: str = "*"
+    tag_template: str = DEFAULT_TAG_TEMPLATE
+    runners_token: str | None = None
+    s3_bucket: str | None = None
+    s3_prefix: str = ""
+    s3_endpoint_url: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    github: GitHubContext = field(default_factory=GitHubContext)
+    inputs: ActionInputs = field(default_factory=ActionInputs)
+    s3_threshold_bytes: int = GITHUB_ASSET_LIMIT  # models over this must go to S3
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoggerSettings:
+    """What the logger needs to know about where it prints."""
+
+    actions: bool = False  # in a GitHub Actions job: workflow commands (groups, masks, annotations) on
+    color: bool = False  # forced: a CI log renders ANSI colours though it is no terminal
+    step_summary: Path | None = None
+    output: Path | None = None  # the step's outputs file
+    workspace: Path | None = None  # the checkout annotations are relative to
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> LoggerSettings:
+        environ = os.environ if environ is None else environ
+        return cls(
+            actions=environ.get("GITHUB_ACTIONS") == "true",
+            color=bool(environ.get("FORCE_COLOR") or environ.get("GITHUB_ACTIONS")),
+            step_summary=_path(environ.get("GITHUB_STEP_SUMMARY")),
+            output=_path(environ.get("GITHUB_OUTPUT")),
+            workspace=_path(environ.get("GITHUB_WORKSPACE")),
+        )
+
+
+def _path(text: str | None) -> Path | None:
+    return Path(text) if text else None
+
+
+# --- the inputs' parsers: a ValueError's text says what is wrong with the value -----------------
+def _text(text: str) -> str:
+    return text
+
+
+def _boolean(text: str) -> bool:
+    if text.lower() not in ("true", "false"):
+        raise ValueError("is not true or false")
+    return text.lower() == "true"
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError("is not a number") from None
+
+
+def _bytes(text: str) -> int:
+    if not text.strip().isdigit():
+        raise ValueError("is not a whole number of bytes")
+    return int(text)
+
+
+def _tag_template(text: str) -> str:
+    if "{version}" not in text:
+        raise UnsupportedError(f"tag-template {text!r} needs {{version}} (and usually {{name}})")
+    return text
+
+
+def _prefix(text: str) -> str:
+    return text.strip("/")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting: `name` as the action spells its input, what parses it, and its flag's `dest`
+    (a flag left out is None). `input`: whether $INPUT_NAME sets it; `tftrain`: whether $TFTRAIN_NAME does."""
+
+    name: str
+    parse: Callable[[str], Any]
+    flag: str | None = None
+    input: bool = True
+    tftrain: bool = True
+
+    @property
+    def field(self) -> str:
+        return self.name.replace("-", "_")
+
+    @property
+    def variables(self) -> list[str]:
+        upper = self.name.upper().replace("-", "_")
+        return [f"INPUT_{upper}"] * self.input + [f"TFTRAIN_{upper}"] * self.tftrain
+
+
+INPUTS = (
+    Option("allow-forks", _boolean, flag="allow_forks"),
+    Option("fork-label", _text, flag="fork_label"),
+    Option("comment", _boolean, flag="post"),
+    Option("fail-on-regression", _number, flag="fail_on_regression"),
+    Option("tag-pattern", _text, flag="tag_pattern"),
+    Option("tag-template", _tag_template),
+    Option("runners-token", _text, tftrain=False),  # tokens come from the action, nowhere else
+    Option("s3-bucket", _text),
+    Option("s3-prefix", _prefix),
+    Option("s3-endpoint-url", _text),
+)
+S3_THRESHOLD = Option("s3-threshold-bytes", _bytes, input=False)
+
+
+def resolve(environ: Mapping[str, str], args: object = None) -> Settings:
+    """The settings of one command: `args` (an argparse namespace, or None) over the environment.
+    UsageError (or, for tag-template, UnsupportedError as before) for a value that does not parse."""
+    inputs = {}
+    for option in INPUTS:
+        value = _value(option, environ, args)
+        if value is not None:
+            inputs[option.field] = value
+    threshold = _value(S3_THRESHOLD, environ, args)
+    return Settings(
+        github=GitHubContext.from_environment(environ),
+        inputs=ActionInputs(**inputs),
+        s3_threshold_bytes=GITHUB_ASSET_LIMIT if threshold is None else threshold,
+    )
+
+
+def _value(option: Option, environ: Mapping[str, str], args: object) -> Any:
+    """The flag's value, else the first variable set, parsed; None: the default holds."""
+    flag = getattr(args, option.flag, None) if option.flag else None
+    if flag is not None:
+        return _parsed(option, flag, f"--{option.name}") if isinstance(flag, str) else flag
+    for variable in option.variables:
+        text = environ.get(variable, "")
+        if text:
+            return _parsed(option, text, f"input {option.name}" if variable.startswith("INPUT_") else variable)
+    return None
+
+
+def _parsed(option: Option, text: str, source: str) -> Any:
+    try:
+        return option.parse(text)
+    except FatalError:
+        raise
+    except ValueError as exc:
+        raise UsageError(f"{source}: {text!r} {exc}") from None

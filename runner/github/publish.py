@@ -23,7 +23,7 @@ from runner.history.rundir import RunPaths
 from runner.github.s3store import S3Target
 from runner.github.workflow import TagTemplate, failure, github_errors, releases_of
 from runner.history.record import RunStatus
-from runner.settings import Settings, resolve
+from runner.settings import Settings
 
 ATTEMPTS = 4
 BACKOFF_SECONDS = 0.5
@@ -177,12 +177,10 @@ def _downloaded_digest(asset) -> str:
         return sha256_file(target)
 
 
-def pull_release(repo, ref: str, out_dir: Path, logger: Logger, settings: Settings | None = None) -> str:
+def pull_release(repo, ref: str, out_dir: Path, logger: Logger, settings: Settings) -> str:
     """Download NAME@vN (or NAME@latest) from the Releases, verify it against SHA256SUMS, extract
     it safely into out_dir. Returns the tag. `settings` give the tag template and, for a model in
-    S3, the endpoint that overrides its pointer's. None only from runner/run/resume.py, until the
-    pipeline is handed the settings runner/cli resolved: they are resolved here then."""
-    import os
+    S3, the endpoint that overrides its pointer's."""
     import tempfile
 
     from runner.history.archive import unpack
@@ -190,7 +188,6 @@ def pull_release(repo, ref: str, out_dir: Path, logger: Logger, settings: Settin
     from runner.history.registry import parse_ref
     from runner.github.s3store import download
 
-    settings = settings or resolve(os.environ)
     release = _release_for(repo, *parse_ref(ref), TagTemplate(settings.inputs.tag_template))
     assets = {asset.name: asset for asset in release.get_assets()}
     model = "model.tar.gz" if "model.tar.gz" in assets else "model.s3.json"

@@ -5,7 +5,6 @@ context's API URL (GitHub Enterprise, or a test server), never assembled by hand
 from __future__ import annotations
 
 import json
-import os
 import re
 import tempfile
 from collections.abc import Iterator
@@ -18,15 +17,6 @@ from runner.errors import FatalError, ServiceError, UnsupportedError
 from runner.settings import DEFAULT_TAG_TEMPLATE, GitHubContext
 
 MARKER = "<!-- tftrain:model={name} -->"
-
-
-class Context:
-    """Only for runner/run/resume.py, which calls Context.from_env() until the pipeline is handed
-    the context runner/cli resolved (runner.settings); remove it then."""
-
-    @staticmethod
-    def from_env() -> GitHubContext:
-        return GitHubContext.from_environment(os.environ)
 
 
 def fork_refusal(context: GitHubContext, allow_forks: bool, label: str) -> str | None:

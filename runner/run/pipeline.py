@@ -19,7 +19,7 @@ from runner.errors import (
     TrainingFailed,
     TrainingTimedOut,
 )
-from runner.telemetry.logger import Logger, workspace_path
+from runner.telemetry.logger import Logger
 from runner.telemetry.logpump import LogPump
 from runner.manifest import LoadedManifest, effective_target
 from runner.telemetry.metricsfile import MetricsFileFollower, mask_metrics_files
@@ -31,6 +31,7 @@ from runner.run.prepare import Prepared, check_runnable, prepare
 from runner.targets.local.processes import become_subreaper, run_cgroup_name
 from runner.history.rundir import RunPaths, writing
 from runner.history.store import RunStatus, Store
+from runner.settings import Settings
 from runner.targets.base import Outcome, RunControl, Target
 from runner.targets.registry import target_for
 
@@ -58,7 +59,7 @@ class RunResult:
     metrics: dict
 
 
-def run_manifest(loaded: LoadedManifest, logger: Logger, home: Path | None = None) -> RunResult:
+def run_manifest(loaded: LoadedManifest, logger: Logger, settings: Settings, home: Path | None = None) -> RunResult:
     target = target_for(effective_target(loaded.manifest))  # one target serves the run, from check to execute
     checked = check_runnable(loaded, target)  # refuse what cannot run before a run is recorded
     manifest = loaded.manifest
@@ -74,7 +75,7 @@ def run_manifest(loaded: LoadedManifest, logger: Logger, home: Path | None = Non
     control.cgroup = run_cgroup_name(run_id, store.home)
     become_subreaper()
     try:
-        return _run(loaded, target, checked, store, run_id, paths, control, logger)
+        return _run(loaded, target, checked, store, run_id, paths, control, logger, settings)
     except BaseException as exc:
         if not store.run(run_id).finished:  # a bug, a full disk, or KeyboardInterrupt outside the phases
             if isinstance(exc, FatalError):
@@ -86,7 +87,9 @@ def run_manifest(loaded: LoadedManifest, logger: Logger, home: Path | None = Non
         store.close()
 
 
-def _run(loaded, target: Target, checked, store: Store, run_id: str, paths: RunPaths, control: RunControl, logger: Logger) -> RunResult:
+def _run(
+    loaded, target: Target, checked, store: Store, run_id: str, paths: RunPaths, control: RunControl, logger: Logger, settings: Settings
+) -> RunResult:
     manifest = loaded.manifest
     session = _Session(store, run_id, logger)
     outcome, failure, prepared = None, None, None
@@ -95,7 +98,7 @@ def _run(loaded, target: Target, checked, store: Store, run_id: str, paths: RunP
             # Queued until the target has room (the pool's leases); held until Running ends
             state = held.enter_context(target.reserve(loaded, checked, run_id, control, logger))
             with session.phase(RunStatus.PREPARING):
-                prepared = prepare(loaded, target, state, run_id, paths, store, logger)
+                prepared = prepare(loaded, target, state, run_id, paths, store, logger, settings)
                 store.update_run(run_id, git=prepared.git)  # lineage, listed by `tftrain runs`
         except FatalError as exc:
             failure, outcome = exc, Outcome(_failed_as(exc), None, str(exc))
@@ -267,7 +270,7 @@ def _report(logger: Logger, loaded: LoadedManifest, result: RunResult, error: Sc
     """Annotations, the step summary (summary.md's text) and the step's outputs, when running in GitHub Actions."""
     if result.status == RunStatus.FAILED:
         if error is not None:  # point at the user's file and line in the checkout
-            logger.annotate("error", error.message, workspace_path(loaded.source_dir / error.file), error.line)
+            logger.annotate("error", error.message, logger.workspace_path(loaded.source_dir / error.file), error.line)
         else:
             logger.annotate("error", f"run {result.run_id} failed: {result.message}")
     elif result.status != RunStatus.COMPLETED:

@@ -24,6 +24,7 @@ from runner.plan.launchers import build_plan
 from runner.history.rundir import RunPaths, RuntimePaths
 from runner.run.snapshot import LARGE_SNAPSHOT, take_snapshot
 from runner.history.store import Store
+from runner.settings import Settings
 from runner.targets.base import Environment, Target, TargetState
 
 
@@ -52,8 +53,10 @@ def prepare(
     paths: RunPaths,
     store: Store | None,
     logger: Logger,
+    settings: Settings | None = None,
     dry_run: bool = False,
 ) -> Prepared:
+    """`settings`: what runner/cli resolved (None only for a dry run, which fetches nothing)."""
     manifest = loaded.manifest
     git: dict = {}
     if not dry_run:
@@ -66,7 +69,7 @@ def prepare(
     if manifest.resume_from:
         from runner.run.resume import resolve_resume  # the registry, only when resuming
 
-        resume = paths.root / "resume" if dry_run else resolve_resume(manifest.resume_from, loaded.base_dir, store, paths.root / "resume", logger)
+        resume = paths.root / "resume" if dry_run else resolve_resume(manifest.resume_from, loaded.base_dir, store, paths.root / "resume", logger, settings)
         logger.info(f"resuming from {manifest.resume_from}: {resume}")
     secrets = secret_values(loaded, dry_run)
     runtime, container = target.runtime(loaded, env, paths, inputs, resume)

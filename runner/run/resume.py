@@ -18,9 +18,10 @@ from runner.errors import DiskFullError, FatalError, NotFoundError, PreparingErr
 from runner.history.registry import Registry, checkout
 from runner.history.rundir import RunPaths
 from runner.history.store import Store
+from runner.settings import Settings
 
 
-def resolve_resume(ref: str, base_dir: Path, store: Store, target: Path, logger) -> Path:
+def resolve_resume(ref: str, base_dir: Path, store: Store, target: Path, logger, settings: Settings) -> Path:
     if ref.startswith("model:"):
         try:
             return checkout(Registry(store).resolve(ref[len("model:") :]), target)
@@ -30,10 +31,10 @@ def resolve_resume(ref: str, base_dir: Path, store: Store, target: Path, logger)
         from runner.github import workflow
         from runner.github.publish import pull_release
 
-        context = workflow.Context.from_env()
+        context = settings.github
         try:
             with workflow.github_errors():
-                pull_release(workflow.client(context).get_repo(context.repository), ref[len("release:") :], target, logger)
+                pull_release(workflow.client(context).get_repo(context.repository), ref[len("release:") :], target, logger, settings)
         except FatalError as exc:
             raise _failed(exc) from None
         entries = list(target.iterdir())

@@ -238,12 +238,6 @@ class Logger:
 LOCATED = re.compile(r"^(?P<file>[^:\s][^:]*):(?P<line>\d+): (?P<message>.*)$")
 
 
-def workspace_path(path: Path) -> str:
-    """Logger.workspace_path with the settings of this process's environment: only for
-    runner/run/pipeline.py until it calls that; remove it then."""
-    return _relative_to(path, LoggerSettings.from_environment().workspace)
-
-
 def _relative_to(path: Path, workspace: Path | None) -> str:
     """A path as GitHub's annotations want it: relative to the checkout (`workspace`, else the
     current directory)."""

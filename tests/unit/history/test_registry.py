@@ -13,6 +13,7 @@ import pytest
 from runner.errors import NotFoundError, RegistryError
 from runner.history.registry import Registry
 from runner.history.store import Store
+from runner.settings import Settings
 
 
 def make_model(root: Path, content: bytes = b"weights") -> Path:
@@ -260,7 +261,7 @@ def test_a_damaged_version_is_one_clear_error(tmp_path, case, reader):
         if reader == "pull":
             in_thread(lambda: Registry(Store(home)).pull("digits@v1", target))
         else:
-            in_thread(lambda: resolve_resume("model:digits@v1", tmp_path, Store(home), target, Logger()))
+            in_thread(lambda: resolve_resume("model:digits@v1", tmp_path, Store(home), target, Logger(), Settings()))
     text = str(raised.value)
     prefix = "resume_from: " if reader == "resume_from" else ""
     assert text.startswith(f"{prefix}model digits@v1 is damaged: ") and message in text and "\n" not in text, text
@@ -275,7 +276,7 @@ def test_resume_from_a_single_file_model(tmp_path):
     store = Store(tmp_path / "home")
     (tmp_path / "digits.keras").write_bytes(b"keras zip")
     Registry(store).register("digits", tmp_path / "digits.keras", None, {})
-    path = resolve_resume("model:digits", tmp_path, store, tmp_path / "run" / "resume", Logger())
+    path = resolve_resume("model:digits", tmp_path, store, tmp_path / "run" / "resume", Logger(), Settings())
     assert path == tmp_path / "run" / "resume" / "digits.keras" and path.read_bytes() == b"keras zip"
 
 

@@ -22,14 +22,14 @@ from collections.abc import Iterable
 from contextlib import contextmanager
 from pathlib import Path
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
 from runner.settings import LoggerSettings
 from runner.telemetry.masking import Masker
 
 MAX_QUEUED_BYTES = 8 << 20
+# A message is one styled line or more; only tables need rich, imported when the first is printed
+# (the script starts before rich would have loaded).
+SGR = {"bold": "1", "red": "31", "green": "32", "yellow": "33", "magenta": "35", "cyan": "36"}
+CONTROL = str.maketrans("", "", "\a\b\v\f\r")  # what rich's Text strips
 
 
 class Logger:
@@ -110,7 +110,17 @@ class Logger:
         self.thread = None
 
     # --- formatted messages -----------------------------------------------------------------
-    def _render(self, *renderables, style: str | None = None) -> bytes:
+    def _render(self, message: str, style: str | None = None) -> bytes:
+        """One message, masked, each line styled on its own (as rich prints a styled text)."""
+        lines = self.masker.text(message).translate(CONTROL).expandtabs(8).split("\n")
+        if self.color and style:
+            start = "\x1b[" + ";".join(SGR[word] for word in style.split()) + "m"
+            lines = [f"{start}{line}\x1b[0m" if line else line for line in lines]
+        return ("\n".join(lines) + "\n").encode()
+
+    def _render_table(self, table) -> bytes:
+        from rich.console import Console
+
         buffer = io.StringIO()
         # A terminal's own width; elsewhere (CI logs, pipes) wide enough that ids are never cut.
         width = None if self.tty else 200
@@ -124,11 +134,13 @@ class Logger:
             markup=False,
             emoji=False,
         )
-        console.print(*(self._text(r) if isinstance(r, str) else r for r in renderables), style=style)
+        console.print(table)
         return buffer.getvalue().encode()
 
-    def _text(self, text: str) -> Text:
+    def _text(self, text: str):
         """Masked before rich lays it out (a table may fold a long value over two lines)."""
+        from rich.text import Text
+
         return Text(self.masker.text(text))
 
     def info(self, message: str, style: str | None = None) -> None:
@@ -222,13 +234,15 @@ class Logger:
         self.emit(self._render(f"  ◆ metrics{step}: {text}", style="magenta"))
 
     def table(self, title: str, columns: list[str], rows: list[list[str]], highlight_row: int | None = None) -> None:
+        from rich.table import Table
+
         table = Table(title=self._text(title), title_justify="left")
         for column in columns:
             table.add_column(self._text(column), overflow="fold")
         for index, row in enumerate(rows):
             cells = (self._text(str(cell)) for cell in row)
             table.add_row(*cells, style="bold yellow" if index == highlight_row else None)
-        self.emit(self._render(table))
+        self.emit(self._render_table(table))
 
     def text(self, message: str) -> None:
         """Plain output (listings, logs), written as is."""

@@ -64,6 +64,8 @@ def action_repo(tmp_path: Path, repo: Path, manifest_input: str, payload: dict |
         shutil.copy(repo / name, root / name)
     for name in ("runner", "templates"):
         shutil.copytree(repo / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "scripts").mkdir()
+    shutil.copy(repo / "scripts" / "install-action", root / "scripts" / "install-action")
     (root / "demo").mkdir()
     (root / "demo" / "train.py").write_text(SCRIPT)
     (root / "demo" / "tftrain.yml").write_text("name: demo\nentry_script: train.py\n")
@@ -75,9 +77,19 @@ def action_repo(tmp_path: Path, repo: Path, manifest_input: str, payload: dict |
     return root
 
 
+@pytest.fixture(scope="module", autouse=True)
+def tool_cache(tmp_path_factory):
+    """One runner tool cache for the module, as on a real runner: the first job builds tftrain's
+    virtualenv, the later ones reuse it."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TFTRAIN_TEST_TOOL_CACHE", str(tmp_path_factory.mktemp("tool-cache")))
+        yield
+
+
 def act(root: Path, home: Path, api_url: str = "http://127.0.0.1:9", event: str = "pull_request", ref: str | None = None):
     env = {**os.environ, "TFTRAIN_HOME": str(home)}
     extra = ["--env", f"GITHUB_REF={ref}"] if ref else []
+    extra += ["--env", f"RUNNER_TOOL_CACHE={os.environ['TFTRAIN_TEST_TOOL_CACHE']}"]
     return subprocess.run(
         [ACT, event, "-e", "event.json", "-P", "ubuntu-latest=-self-hosted", "--no-cache-server", *extra,
          "--env", f"GITHUB_API_URL={api_url}", "--env", "GITHUB_REPOSITORY=octo/models", "-s", "GITHUB_TOKEN=ghs_test"],

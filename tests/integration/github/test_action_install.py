@@ -17,7 +17,7 @@ import pytest
 
 pytestmark = pytest.mark.integration
 
-LINE = re.compile(r"^tftrain \S+: (built|reused) (\S+)(?: \(extras: (\S+)\))? in ([0-9.]+) s$", re.MULTILINE)
+LINE = re.compile(r"^tftrain \S+: (built|reused) (\S+)(?: \(extras: (\S+)\))?(?: with (uv|pip))? in ([0-9.]+) s$", re.MULTILINE)
 
 
 def action_copy(repo: Path, where: Path) -> Path:
@@ -32,8 +32,9 @@ def action_copy(repo: Path, where: Path) -> Path:
     return where
 
 
-def install(action: Path, tmp_path: Path, **env: str) -> tuple[str, Path, float]:
-    """Run the install step as action.yml does; its verb, the venv and the seconds it took."""
+def install(action: Path, tmp_path: Path, **env: str) -> tuple[str, Path, float, str]:
+    """Run the install step as action.yml does; its verb, the venv, the seconds it took and the
+    installer (uv or pip) when it built."""
     run_env = {**os.environ, "GITHUB_ACTION_PATH": str(action), "INPUT_PYTHON": sys.executable,
                "RUNNER_TOOL_CACHE": str(tmp_path / "tool-cache"), "RUNNER_TEMP": str(tmp_path / "temp"), **env}
     (tmp_path / "temp").mkdir(exist_ok=True)
@@ -43,7 +44,7 @@ def install(action: Path, tmp_path: Path, **env: str) -> tuple[str, Path, float]
     assert result.returncode == 0, result.stdout + result.stderr
     (match,) = LINE.findall(result.stdout)
     assert result.stdout.strip().splitlines()[-1].startswith("tftrain ")  # the one line is the last
-    return match[0], Path(match[1]), seconds
+    return match[0], Path(match[1]), seconds, match[3]
 
 
 @pytest.fixture
@@ -52,21 +53,21 @@ def action(repo, tmp_path) -> Path:
 
 
 def test_a_cold_cache_builds_and_the_next_job_reuses_it(action, tmp_path):
-    verb, venv, cold = install(action, tmp_path)
+    verb, venv, cold, _ = install(action, tmp_path)
     assert verb == "built" and venv.parent == tmp_path / "tool-cache" / "tf-train-action"
     assert (tmp_path / "temp" / "tftrain-venv").resolve() == venv.resolve()  # what the later steps call
     assert (venv / ".tftrain-ready").exists()
 
     site = next(venv.glob("lib/python*/site-packages"))
     before = {p.name for p in site.iterdir()}
-    verb, again, warm = install(action, tmp_path)
+    verb, again, warm, _ = install(action, tmp_path)
     assert (verb, again) == ("reused", venv)
     assert {p.name for p in site.iterdir()} == before  # nothing installed
     assert warm < cold / 3, (warm, cold)
 
 
 def test_a_damaged_cache_is_rebuilt_never_used(action, tmp_path):
-    _, venv, _ = install(action, tmp_path)
+    _, venv, _, _ = install(action, tmp_path)
     (venv / ".tftrain-ready").unlink()  # a job killed in the middle of its build
     assert install(action, tmp_path)[:2] == ("built", venv)
     # The marker is there but the venv is broken (PYTHONPATH, here the checkout, must not hide it).
@@ -76,21 +77,23 @@ def test_a_damaged_cache_is_rebuilt_never_used(action, tmp_path):
 
 
 def test_another_source_or_extras_gets_its_own_venv(action, tmp_path):
-    _, first, _ = install(action, tmp_path)
+    _, first, _, how = install(action, tmp_path)
+    assert how == "uv"  # fetched into the tool cache by this first build (PyPI is reachable here)
     version = action / "runner" / "__init__.py"
     version.write_text(version.read_text().replace('__version__ = "', '__version__ = "9'))
-    verb, second, _ = install(action, tmp_path)
+    verb, second, _, how = install(action, tmp_path)
+    assert how == "uv"  # the kept one
     assert verb == "built" and second != first and (first / ".tftrain-ready").exists()
 
-    verb, third, _ = install(action, tmp_path, INPUT_S3_BUCKET="models")  # s3-bucket adds the s3 extra
+    verb, third, _, _ = install(action, tmp_path, INPUT_S3_BUCKET="models")  # s3-bucket adds the s3 extra
     assert verb == "built" and third not in (first, second)
     assert install(action, tmp_path, INPUT_EXTRAS="s3")[:2] == ("reused", third)
 
 
 def test_two_jobs_installing_at_once_build_once(action, tmp_path):
     with ThreadPoolExecutor(2) as pool:
-        results = list(pool.map(lambda _: install(action, tmp_path), range(2)))
-    assert sorted(verb for verb, _, _ in results) == ["built", "reused"]  # the second waited for the first
+        results = list(pool.map(lambda _: install(action, tmp_path, TFTRAIN_NO_UV="1"), range(2)))
+    assert sorted((verb, how) for verb, _, _, how in results) == [("built", "pip"), ("reused", "")]  # one waited
     assert results[0][1] == results[1][1]
     assert install(action, tmp_path)[0] == "reused"
 

@@ -2,7 +2,7 @@
 every job) against scripts/install-action cold (empty tool cache) and warm (the next job), in one
 run on one machine. pip's own cache is left as it is (warm after the first install).
 
-    python bench/install.py [--extras s3]
+    python bench/install.py [--extras s3]      # TFTRAIN_NO_UV=1: install-action with pip only
 """
 
 from __future__ import annotations

@@ -141,6 +141,27 @@ class ServiceError(FatalError):
     exit_code = 23
 
 
+class MissingExtra(FatalError):
+    """A feature's optional dependencies (a pip extra of tf-train-action) are not installed."""
+
+    exit_code = 24
+
+
+def extra_module(name: str, extra: str, feature: str):
+    """`import name` for a feature that needs the pip extra `extra`: the top-level package, as
+    the import statement binds it, or one line naming the extra to install."""
+    import importlib
+    import sys
+
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        raise MissingExtra(
+            f"{feature} needs {name.partition('.')[0]}: pip install 'tf-train-action[{extra}]' (in the action: extras: {extra})"
+        ) from None
+    return sys.modules[name.partition(".")[0]]
+
+
 # Not a FatalError: a signal between a target's poll and the supervising loop, never printed.
 class Vanished(Exception):
     """Raised by a poll for a process that is gone without an exit code (its container removed

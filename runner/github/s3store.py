@@ -11,7 +11,7 @@ from pathlib import Path
 
 from runner import services
 from runner.history.checksums import sha256_file
-from runner.errors import StorageError
+from runner.errors import StorageError, extra_module
 from runner.settings import GITHUB_ASSET_LIMIT, Settings
 PART = 16 * 1024**2  # four parts in flight: 64 MB of buffers at most
 
@@ -39,7 +39,7 @@ class S3Target:
 
 
 def s3_client(endpoint_url: str | None):
-    import boto3
+    boto3 = extra_module("boto3", "s3", "S3 storage")
 
     return boto3.client("s3", endpoint_url=endpoint_url)
 
@@ -80,7 +80,7 @@ def download(pointer: dict, path: Path, endpoint_url: str | None = None) -> None
 def s3_errors(doing: str, uri: str) -> Iterator[None]:
     """Turn what boto3 raises while `doing` something with `uri` into a StorageError: one line
     naming the call and S3's answer, `S3: PutObject s3://bucket/key answered 500 InternalError`."""
-    import botocore.exceptions
+    botocore = extra_module("botocore.exceptions", "s3", "S3 storage")
     from boto3.exceptions import Boto3Error
     from s3transfer.exceptions import RetriesExceededError
 

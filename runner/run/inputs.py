@@ -179,8 +179,8 @@ class _S3Listing(NamedTuple):
 def _s3_listing(spec: InputSpec, where: str) -> _S3Listing:
     try:
         import botocore.exceptions
-    except ImportError:  # pragma: no cover - boto3 is a dependency
-        raise PreparingError(f"{where}: s3:// inputs need boto3 (pip install boto3)") from None
+    except ImportError:  # pragma: no cover - boto3 is the s3 extra
+        raise PreparingError(f"{where}: s3:// inputs need boto3: pip install 'tf-train-action[s3]' (in the action: extras: s3)") from None
     parsed = urllib.parse.urlparse(spec.source)
     bucket, prefix = parsed.netloc, parsed.path.lstrip("/")
     client = s3_client(spec.endpoint_url)

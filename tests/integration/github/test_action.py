@@ -64,6 +64,8 @@ def action_repo(tmp_path: Path, repo: Path, manifest_input: str, payload: dict |
         shutil.copy(repo / name, root / name)
     for name in ("runner", "templates"):
         shutil.copytree(repo / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "scripts").mkdir()
+    shutil.copy(repo / "scripts" / "install-action", root / "scripts" / "install-action")
     (root / "demo").mkdir()
     (root / "demo" / "train.py").write_text(SCRIPT)
     (root / "demo" / "tftrain.yml").write_text("name: demo\nentry_script: train.py\n")
@@ -75,9 +77,20 @@ def action_repo(tmp_path: Path, repo: Path, manifest_input: str, payload: dict |
     return root
 
 
+@pytest.fixture(scope="module", autouse=True)
+def tool_cache(tmp_path_factory):
+    """One runner tool cache for the module, as on a real runner: the first job builds tftrain's
+    virtualenv, the later ones reuse it."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TFTRAIN_TEST_ACT_CACHE", str(tmp_path_factory.mktemp("act-cache")))
+        yield
+
+
 def act(root: Path, home: Path, api_url: str = "http://127.0.0.1:9", event: str = "pull_request", ref: str | None = None):
-    env = {**os.environ, "TFTRAIN_HOME": str(home)}
+    # Without PYTHONPATH: the steps run the tftrain the action installed, not this checkout's.
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "TFTRAIN_HOME": str(home)}
     extra = ["--env", f"GITHUB_REF={ref}"] if ref else []
+    extra += ["--action-cache-path", os.environ["TFTRAIN_TEST_ACT_CACHE"]]  # act's RUNNER_TOOL_CACHE: <it>/tool_cache
     return subprocess.run(
         [ACT, event, "-e", "event.json", "-P", "ubuntu-latest=-self-hosted", "--no-cache-server", *extra,
          "--env", f"GITHUB_API_URL={api_url}", "--env", "GITHUB_REPOSITORY=octo/models", "-s", "GITHUB_TOKEN=ghs_test"],
@@ -97,6 +110,7 @@ def test_the_action_trains_on_a_pull_request(repo, tmp_path, github_api):
 
     again = act(root, tmp_path / "home", github_api.url)  # a second push to the pull request
     assert again.returncode == 0, again.stdout[-3000:]
+    assert ": reused " in again.stdout  # tftrain's virtualenv, from the runner's tool cache
     (comment,) = github_api.comments.values()  # the same comment, updated
     assert "demo-2: Completed" in comment["body"]
 

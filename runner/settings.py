@@ -13,6 +13,7 @@ each part what it needs, so the library stays testable with plain values.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -144,6 +145,15 @@ def _number(text: str) -> float:
         raise ValueError("is not a number") from None
 
 
+def _tolerance(text: str) -> float:
+    """How much worse the primary metric may get: a number, finite and not negative (nan or -1
+    would let every regression through, or none)."""
+    value = _number(text)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError("is not a finite number ≥ 0")
+    return value
+
+
 def _bytes(text: str) -> int:
     if not text.strip().isdigit():
         raise ValueError("is not a whole number of bytes")
@@ -185,7 +195,7 @@ INPUTS = (
     Option("allow-forks", _boolean, flag="allow_forks"),
     Option("fork-label", _text, flag="fork_label"),
     Option("comment", _boolean, flag="post"),
-    Option("fail-on-regression", _number, flag="fail_on_regression"),
+    Option("fail-on-regression", _tolerance, flag="fail_on_regression"),
     Option("tag-pattern", _text, flag="tag_pattern"),
     Option("tag-template", _tag_template),
     Option("runners-token", _text, tftrain=False),  # tokens come from the action, nowhere else

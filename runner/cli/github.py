@@ -36,7 +36,7 @@ def add_arguments(parser) -> None:
         help="only compare (and check fail-on-regression); post nothing",
     )
     comment.add_argument(
-        "--fail-on-regression", type=float,
+        "--fail-on-regression",
         help="fail when the primary metric is worse than the released model's by more than this",
     )
 

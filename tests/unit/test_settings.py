@@ -64,6 +64,10 @@ def test_inputs_are_parsed():
     ("environ", "args", "message"),
     [
         ({"INPUT_FAIL_ON_REGRESSION": "abc"}, None, "input fail-on-regression: 'abc' is not a number"),
+        ({"INPUT_FAIL_ON_REGRESSION": "nan"}, None, "input fail-on-regression: 'nan' is not a finite number ≥ 0"),
+        ({"INPUT_FAIL_ON_REGRESSION": "-1"}, None, "input fail-on-regression: '-1' is not a finite number ≥ 0"),
+        ({"INPUT_FAIL_ON_REGRESSION": "1e400"}, None, "input fail-on-regression: '1e400' is not a finite number ≥ 0"),
+        ({}, Namespace(fail_on_regression="inf"), "--fail-on-regression: 'inf' is not a finite number ≥ 0"),
         ({"INPUT_ALLOW_FORKS": "yes"}, None, "input allow-forks: 'yes' is not true or false"),
         ({"INPUT_COMMENT": "no"}, None, "input comment: 'no' is not true or false"),
         ({"TFTRAIN_COMMENT": "1"}, None, "TFTRAIN_COMMENT: '1' is not true or false"),

@@ -73,6 +73,8 @@ def _event_payload(path: str | None) -> dict:
         payload = json.loads(Path(path).read_text())
     except ValueError:  # UnicodeDecodeError too
         payload = None
+    except OSError as exc:
+        raise UnsupportedError(f"GITHUB_EVENT_PATH: {path} cannot be read: {exc.strerror}") from None
     if not isinstance(payload, dict):
         raise UnsupportedError(f"GITHUB_EVENT_PATH: {path} is not a JSON object")
     return payload

@@ -159,3 +159,15 @@ def test_the_logger_prints_to_the_job_its_settings_name(tmp_path, monkeypatch):
     assert "release-tag<<" in (tmp_path / "output.txt").read_text()
     assert logger.workspace_path(tmp_path / "src" / "train.py") == "src/train.py"
     assert not Logger(io.StringIO()).github
+
+
+def test_an_event_file_that_cannot_be_read_is_one_line(tmp_path, monkeypatch):
+    event = tmp_path / "event.json"
+    event.write_text("{}")
+
+    def refuse(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "read_text", refuse)
+    with pytest.raises(UnsupportedError, match=f"^GITHUB_EVENT_PATH: {re.escape(str(event))} cannot be read: Permission denied$"):
+        resolve({"GITHUB_EVENT_PATH": str(event)})

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -163,7 +164,16 @@ def _bytes(text: str) -> int:
 
 
 def _tag_template(text: str) -> str:
-    if "{version}" not in text:
+    """Filled in with str.format: only {name} and {version} (once), plain — a stray brace, another
+    field, an attribute ({name.upper}) or a format spec would fail or leak at publish time."""
+    try:
+        fields = [(field, spec, conversion) for _, field, spec, conversion in string.Formatter().parse(text) if field is not None]
+    except ValueError as exc:
+        raise UnsupportedError(f"tag-template {text!r}: {exc}") from None
+    odd = next((field for field, spec, conversion in fields if field not in ("name", "version") or spec or conversion), None)
+    if odd is not None:
+        raise UnsupportedError(f"tag-template {text!r}: only {{name}} and {{version}} are filled in, not {{{odd}}}")
+    if [field for field, _, _ in fields].count("version") != 1:
         raise UnsupportedError(f"tag-template {text!r} needs {{version}} (and usually {{name}})")
     return text
 

@@ -87,6 +87,25 @@ def test_a_tag_template_without_a_version_keeps_its_error():
         resolve({"INPUT_TAG_TEMPLATE": "v1"})
 
 
+@pytest.mark.parametrize(
+    ("template", "problem"),
+    [
+        ("{version}-{x}", "only {name} and {version} are filled in, not {x}"),
+        ("{version}{0}", "only {name} and {version} are filled in, not {0}"),
+        ("{name.__class__}-{version}", "only {name} and {version} are filled in, not {name.__class__}"),
+        ("{name!r}-{version}", "only {name} and {version} are filled in, not {name}"),
+        ("{version:>9999}", "only {name} and {version} are filled in, not {version}"),
+        ("{version}-{", "Single '{' encountered in format string"),
+        ("{version}-{version}", "needs {version}"),
+    ],
+)
+def test_a_tag_template_fills_in_only_name_and_version_once(template, problem):
+    with pytest.raises(UnsupportedError) as raised:
+        resolve({"INPUT_TAG_TEMPLATE": template})
+    assert str(raised.value).startswith(f"tag-template {template!r}") and problem in str(raised.value)
+    assert raised.value.exit_code == 7
+
+
 def test_the_github_context(tmp_path):
     event = tmp_path / "event.json"
     event.write_text(json.dumps({"pull_request": {"number": 7}}))

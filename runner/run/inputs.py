@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from runner.history.checksums import CHUNK, format_sums, sha256_file, sums_of
-from runner.errors import PreparingError
+from runner.errors import PreparingError, extra_module
 from runner.telemetry.logger import Logger
 from runner.manifest import LoadedManifest
 from runner.manifest.model import InputSpec
@@ -177,10 +177,7 @@ class _S3Listing(NamedTuple):
 
 
 def _s3_listing(spec: InputSpec, where: str) -> _S3Listing:
-    try:
-        import botocore.exceptions
-    except ImportError:  # pragma: no cover - boto3 is the s3 extra
-        raise PreparingError(f"{where}: s3:// inputs need boto3: pip install 'tf-train-action[s3]' (in the action: extras: s3)") from None
+    botocore = extra_module("botocore.exceptions", "s3", f"{where}: an s3:// input")
     parsed = urllib.parse.urlparse(spec.source)
     bucket, prefix = parsed.netloc, parsed.path.lstrip("/")
     client = s3_client(spec.endpoint_url)

@@ -30,7 +30,8 @@ from runner.paths import tftrain_home
 from runner.run.prepare import Prepared, check_runnable, prepare
 from runner.targets.local.processes import become_subreaper, run_cgroup_name
 from runner.history.rundir import RunPaths, writing
-from runner.history.store import RunStatus, Store
+from runner.history.record import RunStatus
+from runner.history.store import Store
 from runner.settings import Settings
 from runner.targets.base import Outcome, RunControl, Target
 from runner.targets.registry import target_for

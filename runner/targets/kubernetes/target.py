@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 import runner
-from runner.targets.kubernetes import jobs as render
+from runner.targets.kubernetes import jobs
 from runner.errors import UnsupportedError
 from runner.targets.kubernetes.client import KubeJob
 from runner.telemetry.logger import Logger
@@ -93,15 +93,15 @@ class KubernetesTarget(DockerTarget):
 
     def finalize(self, plan: LaunchPlan, loaded: LoadedManifest, run_id: str) -> LaunchPlan:
         """The job document, kept with the run (launch/kubernetes.yaml) and applied as it is."""
-        documents = render.render(plan, loaded.manifest, run_id, loaded.manifest.compute.kubernetes.namespace)
-        return dataclasses.replace(plan, files={**plan.files, "kubernetes.yaml": render.to_yaml(documents)})
+        documents = jobs.render(plan, loaded.manifest, run_id, loaded.manifest.compute.kubernetes.namespace)
+        return dataclasses.replace(plan, files={**plan.files, "kubernetes.yaml": jobs.to_yaml(documents)})
 
     def execute(self, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
         (document,) = yaml.safe_load_all(plan.files["kubernetes.yaml"])
         job = KubeJob(kubeconfig(), document)
         secrets = {key: value for key, value in plan.tasks[0].env.items() if key in plan.secret_names}
         if secrets:
-            job.apply_secret(render.secret_name(document["metadata"]["labels"]["tftrain/model"]), secrets)
+            job.apply_secret(jobs.secret_name(document["metadata"]["labels"]["tftrain/model"]), secrets)
         job.create()
         logger.info(f"created {document['kind']} {job.namespace}/{job.name}")
         streams: dict[str, object] = {}
@@ -153,7 +153,7 @@ def _follow_new_pods(job: KubeJob, plan: LaunchPlan, pump: LogPump, sinks: dict[
 
 def _replica(role: str) -> str:
     """The operator's replica-type label for a task role (a single process is a Worker)."""
-    return render.REPLICA_TYPES[role].lower()
+    return jobs.REPLICA_TYPES[role].lower()
 
 
 def _drain(streams: dict) -> None:

@@ -104,3 +104,11 @@ def test_extras_are_names_not_shell(action, tmp_path):
     result = subprocess.run([str(action / "scripts" / "install-action")], env=run_env, cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode == 2 and "is not a list of extras" in result.stderr
     assert not (tmp_path / "x").exists() and not (tmp_path / "tool-cache").exists()
+
+
+def test_an_interpreter_that_is_not_there_is_one_line(action, tmp_path):
+    run_env = {**os.environ, "GITHUB_ACTION_PATH": str(action), "INPUT_PYTHON": str(tmp_path / "no-python"),
+               "RUNNER_TOOL_CACHE": str(tmp_path / "tool-cache")}
+    result = subprocess.run([str(action / "scripts" / "install-action")], env=run_env, cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 2 and result.stderr == f"::error::python: '{tmp_path / 'no-python'}' is no interpreter on this runner\n"
+    assert not (tmp_path / "tool-cache").exists()

@@ -53,6 +53,10 @@ def project(root: Path) -> Path:
     (folder / "src" / "train.py").write_text(f"print({FIRST_LINE!r}, flush=True)\n")
     (folder / "tftrain.yml").write_text("name: demo\nsource_directory: src\nentry_script: train.py\n")
     (folder / "MLproject").write_text("name: demo\nentry_points:\n  main:\n    command: python src/train.py\n")
+    # a checkout with a commit, as in CI: tftrain records the lineage (after the script started)
+    git = ["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost"]
+    for command in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "bench"]):
+        subprocess.run(git + command, cwd=folder, check=True, stdout=subprocess.DEVNULL)
     return folder
 
 

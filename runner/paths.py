@@ -28,3 +28,8 @@ def cache_dir() -> Path:
         return Path(env).resolve()
     xdg = os.environ.get("XDG_CACHE_HOME")
     return (Path(xdg) if xdg else Path.home() / ".cache") / "tftrain"
+
+
+def data_cache() -> Path:
+    """Where remote inputs are kept, under their content's digest (runner.run.downloads)."""
+    return cache_dir() / "data"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runner.manifest import json_schema
+from runner.manifest.schema import json_schema
 
 
 def add_arguments(parser) -> None:

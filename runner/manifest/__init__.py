@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
-from pydantic.json_schema import GenerateJsonSchema
 
 from runner.errors import ManifestError
 from runner.manifest.model import Manifest
@@ -15,7 +13,7 @@ from runner.manifest.rules import check_rules, effective_target, migrate_depreca
 from runner.manifest.validate import format_loc, validation_messages
 from runner.manifest.yamlfile import YamlDocument, load_yaml, one_line
 
-__all__ = ["LoadedManifest", "Manifest", "effective_target", "json_schema", "load_manifest"]
+__all__ = ["LoadedManifest", "Manifest", "effective_target", "load_manifest"]
 
 DEFAULT_NAME = "tftrain.yml"
 
@@ -55,21 +53,3 @@ def load_manifest(path: Path | str = DEFAULT_NAME) -> LoadedManifest:
 
 def _lines(doc: YamlDocument, problems) -> list[str]:
     return [one_line(f"{doc.where(loc)}: {format_loc(loc)}: {message}") for loc, message in problems]
-
-
-class _Schema(GenerateJsonSchema):
-    """A union told apart by a function (a script parameter's forms) is `anyOf`: as `oneOf`, an
-    integer would match both `integer` and `number` and be refused by editors."""
-
-    def tagged_union_schema(self, schema):
-        generated = super().tagged_union_schema(schema)
-        if "oneOf" in generated and "discriminator" not in generated:
-            generated["anyOf"] = generated.pop("oneOf")
-        return generated
-
-
-def json_schema() -> str:
-    schema = Manifest.model_json_schema(schema_generator=_Schema)
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = "tftrain manifest (tftrain.yml)"
-    return json.dumps(schema, indent=2, sort_keys=True) + "\n"

@@ -1,38 +1,48 @@
-"""Lineage of a run: the commit, branch, tags and dirty state of the source's git checkout."""
+"""Lineage of a run: the commit, branch, tags and dirty state of the source's git checkout.
+
+Asked of the `git` executable (three short calls, while the training already runs); a folder
+outside any checkout, a git that is missing or refuses the folder (safe.directory) gives {}."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
+
+GIT_SECONDS = 120  # `git status` on a huge checkout is slow; a hung one must not hold the run
 
 
 def git_info(path: Path) -> dict:
-    if not _in_checkout(path):  # GitPython takes longer to import than the script to start
+    if not _in_checkout(path):
         return {}
-    try:
-        import git
-    except ImportError:  # GitPython needs the git executable
+    top = _git(path, "rev-parse", "--show-toplevel")
+    status = _git(path, "status", "--porcelain=v2", "--branch", "--untracked-files=normal") if top else None
+    if top is None or status is None:
         return {}
-    try:
-        repo = git.Repo(path, search_parent_directories=True)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        return {}
-    try:
-        commit = repo.head.commit.hexsha
-    except ValueError:  # no commit yet
-        return {"repo": repo.working_tree_dir, "commit": None, "branch": None, "tags": [], "dirty": True}
-    try:
-        branch = repo.active_branch.name
-    except TypeError:  # detached HEAD (CI checkouts of tags and pull requests)
-        branch = None
-    tags = sorted(tag.name for tag in repo.tags if tag.commit.hexsha == commit)
+    headers = dict(line[2:].partition(" ")[::2] for line in status.splitlines() if line.startswith("# "))
+    commit = headers.get("branch.oid")
+    if commit in (None, "(initial)"):  # no commit yet
+        return {"repo": top, "commit": None, "branch": None, "tags": [], "dirty": True}
+    branch = headers.get("branch.head")
+    tags = _git(path, "tag", "--points-at", "HEAD") or ""
     return {
-        "repo": repo.working_tree_dir,
+        "repo": top,
         "commit": commit,
-        "branch": branch,
-        "tags": tags,
-        "dirty": repo.is_dirty(untracked_files=True),
+        "branch": None if branch in (None, "(detached)") else branch,  # detached: CI checkouts of tags and pull requests
+        "tags": sorted(tags.split()),
+        "dirty": any(line and not line.startswith("#") for line in status.splitlines()),
     }
+
+
+def _git(path: Path, *args: str) -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", *args], cwd=path, capture_output=True, text=True, errors="replace", timeout=GIT_SECONDS,
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"},  # status must not take index.lock under a running git
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
 
 
 def _in_checkout(path: Path) -> bool:

@@ -1,43 +1,31 @@
 """Inputs (datasets): local paths, https:// files and s3:// prefixes.
 
-Remote inputs are downloaded once into a content-addressed cache (`<cache>/data/sha256/<digest>`)
-and handed to the training read-only: a path on this machine, a read-only mount in a container.
-`mode` (download | mount) is accepted as in Azure ML; both read from the cached copy.
+Remote inputs are downloaded once into a content-addressed cache (`<cache>/data/sha256/<digest>`,
+runner.run.downloads, imported only when a manifest has one) and handed to the training
+read-only: a path on this machine, a read-only mount in a container. `mode` (download | mount)
+is accepted as in Azure ML; both read from the cached copy.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import shutil
-import tempfile
-import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from pathlib import Path
-from typing import Any, NamedTuple
 
-from runner.history.checksums import CHUNK, format_sums, sha256_file, sums_of
-from runner.errors import PreparingError, extra_module
+from runner.errors import PreparingError
 from runner.telemetry.logger import Logger
 from runner.manifest import LoadedManifest
-from runner.manifest.model import InputSpec
-from runner.paths import cache_dir
-from runner.github.s3store import s3_client
+from runner.paths import data_cache
 
-PROGRESS_SECONDS = 1.0
+REMOTE = ("http://", "https://", "s3://")
 
 
 def fetch_inputs(loaded: LoadedManifest, logger: Logger, dry_run: bool = False) -> dict[str, Path]:
     paths = {}
     for name, spec in loaded.manifest.inputs.items():
         where = f"inputs.{name}.source"
-        scheme = urllib.parse.urlparse(spec.source).scheme
-        if scheme in ("http", "https"):
-            paths[name] = _cached(spec, where, logger, dry_run, HttpSource)
-        elif scheme == "s3":
-            paths[name] = _cached(spec, where, logger, dry_run, S3Source)
+        if spec.source.lower().startswith(REMOTE):
+            from runner.run.downloads import fetch_remote
+
+            paths[name] = fetch_remote(spec, where, logger, dry_run)
         elif "://" in spec.source:
             raise PreparingError(f"{where}: {spec.source!r}: only https://, http://, s3:// or a local path")
         else:
@@ -48,183 +36,10 @@ def fetch_inputs(loaded: LoadedManifest, logger: Logger, dry_run: bool = False) 
     return paths
 
 
-def data_root() -> Path:
-    return cache_dir() / "data"
-
-
-def _index_path(spec: InputSpec) -> Path:
-    key = hashlib.sha256(f"{spec.source}\0{spec.endpoint_url or ''}".encode()).hexdigest()
-    return data_root() / "sources" / f"{key}.json"
-
-
-def _index(spec: InputSpec) -> dict | None:
-    """What the cache knows of a remote source: the digest and path of its last download."""
-    path = _index_path(spec)
-    return json.loads(path.read_text()) if path.exists() else None
-
-
 def digest_of(path: Path) -> str | None:
     """The sha256 of a fetched input (the cache keeps it under its content's digest); None for a
     local path."""
     try:
-        return path.relative_to(data_root() / "sha256").parts[0]
+        return path.relative_to(data_cache() / "sha256").parts[0]
     except (ValueError, IndexError):
         return None
-
-
-def _cached(spec: InputSpec, where: str, logger: Logger, dry_run: bool, source) -> Path:
-    index_path = _index_path(spec)
-    index = _index(spec)
-    if dry_run:
-        return Path(index["path"]) if index else data_root() / "sha256" / "<digest>"
-    listed = None
-    if index and Path(index["path"]).exists():
-        listed = source.listing(spec, where)
-        if source.is_current(listed, index):
-            _check_digest(spec, index["digest"], where)
-            logger.info(f"{where}: {spec.source} (cached, sha256 {index['digest'][:12]})")
-            return Path(index["path"])
-    staging = Path(tempfile.mkdtemp(prefix="download-", dir=_ensure(data_root())))
-    try:
-        name, listing = source.download(spec, listed, staging, where, logger)
-        digest = _digest(staging)
-        _check_digest(spec, digest, where)
-        target = data_root() / "sha256" / digest
-        if not target.exists():
-            _ensure(target.parent)
-            staging.rename(target)
-        path = target / name if name else target
-        index_path.parent.mkdir(parents=True, exist_ok=True)
-        record = {"source": spec.source, "digest": digest, "path": str(path), "listing": listing, "time": time.time()}
-        index_path.write_text(json.dumps(record, indent=2))
-        logger.info(f"{where}: {spec.source} → {path} (sha256 {digest[:12]})")
-        return path
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def _ensure(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def _digest(root: Path) -> str:
-    """One sha256 for a download: of the file, or of the SHA256SUMS of a directory of files."""
-    files = [p for p in root.rglob("*") if p.is_file()]
-    if len(files) == 1 and files[0].parent == root:
-        return sha256_file(files[0])
-    return hashlib.sha256(format_sums(sums_of(root)).encode()).hexdigest()
-
-
-def _check_digest(spec: InputSpec, digest: str, where: str) -> None:
-    if spec.sha256 and spec.sha256 != digest:
-        raise PreparingError(f"{where}: {spec.source} has sha256 {digest}, but the manifest expects {spec.sha256}")
-
-
-class _Progress:
-    def __init__(self, logger: Logger, label: str, total: int | None) -> None:
-        self.logger, self.label, self.total = logger, label, total
-        self.done = 0
-        self.shown = time.monotonic()
-
-    def add(self, count: int) -> None:
-        self.done += count
-        now = time.monotonic()
-        if now - self.shown >= PROGRESS_SECONDS:
-            self.shown = now
-            part = f"{100 * self.done / self.total:.0f}% of {self.total / 1e6:.1f} MB" if self.total else f"{self.done / 1e6:.1f} MB"
-            self.logger.info(f"  downloading {self.label}: {part}")
-
-
-class HttpSource:
-    @staticmethod
-    def listing(spec: InputSpec, where: str) -> None:
-        return None  # an https input is fetched once; pin its content with `sha256` to be sure
-
-    @staticmethod
-    def is_current(listed: None, index: dict) -> bool:
-        return True
-
-    @staticmethod
-    def download(spec: InputSpec, listed: None, staging: Path, where: str, logger: Logger) -> tuple[str, dict]:
-        return _download_http(spec, staging, where, logger)
-
-
-def _download_http(spec: InputSpec, staging: Path, where: str, logger: Logger) -> tuple[str, dict]:
-    name = Path(urllib.parse.urlparse(spec.source).path).name or "download"
-    request = urllib.request.Request(spec.source, headers={"User-Agent": "tftrain"})
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response, (staging / name).open("wb") as out:
-            length = response.headers.get("Content-Length")
-            progress = _Progress(logger, spec.source, int(length) if length else None)
-            while chunk := response.read(CHUNK):
-                out.write(chunk)
-                progress.add(len(chunk))
-            listing = {"etag": response.headers.get("ETag"), "length": length}
-    except urllib.error.HTTPError as exc:
-        raise PreparingError(f"{where}: {spec.source}: HTTP {exc.code} {exc.reason}") from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise PreparingError(f"{where}: {spec.source}: {reason}") from None
-    return name, listing
-
-
-class _S3Listing(NamedTuple):
-    client: Any
-    bucket: str
-    prefix: str
-    objects: list[dict]
-
-
-def _s3_listing(spec: InputSpec, where: str) -> _S3Listing:
-    botocore = extra_module("botocore.exceptions", "s3", f"{where}: an s3:// input")
-    parsed = urllib.parse.urlparse(spec.source)
-    bucket, prefix = parsed.netloc, parsed.path.lstrip("/")
-    client = s3_client(spec.endpoint_url)
-    try:
-        pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
-        objects = [item for page in pages for item in page.get("Contents", [])]
-    except botocore.exceptions.BotoCoreError as exc:
-        raise PreparingError(f"{where}: {spec.source}: {exc}") from None
-    except botocore.exceptions.ClientError as exc:
-        raise PreparingError(f"{where}: {spec.source}: {exc.response['Error'].get('Message') or exc}") from None
-    if not objects:
-        raise PreparingError(f"{where}: {spec.source}: no such object or prefix")
-    return _S3Listing(client, bucket, prefix, objects)
-
-
-def _fingerprint(objects: list[dict]) -> dict:
-    return {item["Key"]: [item["Size"], item.get("ETag")] for item in objects}
-
-
-def _download_s3(spec: InputSpec, listed: _S3Listing, staging: Path, where: str, logger: Logger) -> tuple[str, dict]:
-    client, bucket, prefix, objects = listed
-    progress = _Progress(logger, spec.source, sum(item["Size"] for item in objects))
-    single = len(objects) == 1 and objects[0]["Key"] == prefix
-    for item in objects:
-        key = item["Key"]
-        relative = Path(key).name if single else key[len(prefix) :].lstrip("/")
-        if not relative or key.endswith("/"):
-            continue
-        target = (staging / relative).resolve()
-        if not target.is_relative_to(staging.resolve()):
-            raise PreparingError(f"{where}: object key {key!r} leaves the download directory")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        client.download_file(bucket, key, str(target), Callback=progress.add)
-    return (Path(prefix).name if single else ""), _fingerprint(objects)
-
-
-class S3Source:
-    @staticmethod
-    def listing(spec: InputSpec, where: str) -> _S3Listing:
-        return _s3_listing(spec, where)
-
-    @staticmethod
-    def is_current(listed: _S3Listing, index: dict) -> bool:
-        """Listing the prefix is cheap: download again only when an object changed."""
-        return _fingerprint(listed.objects) == index.get("listing")
-
-    @staticmethod
-    def download(spec: InputSpec, listed: _S3Listing | None, staging: Path, where: str, logger: Logger) -> tuple[str, dict]:
-        """`listed`: the listing is_current looked at, when it did (a stale input is listed once)."""
-        return _download_s3(spec, listed or _s3_listing(spec, where), staging, where, logger)

@@ -27,6 +27,7 @@ from runner.telemetry.parsers import LogMetricParser
 from runner.telemetry.recorder import MetricsRecorder
 from runner.telemetry.summary import primary_metric
 from runner.paths import tftrain_home
+from runner.run.lineage import Lineage
 from runner.run.prepare import Prepared, check_runnable, prepare
 from runner.targets.local.processes import become_subreaper, run_cgroup_name
 from runner.history.rundir import RunPaths, writing
@@ -93,14 +94,18 @@ def _run(
 ) -> RunResult:
     manifest = loaded.manifest
     session = _Session(store, run_id, logger)
-    outcome, failure, prepared = None, None, None
+    outcome, failure, prepared, lineage = None, None, None, None
     with _signals(control, logger), ExitStack() as held:
         try:
             # Queued until the target has room (the pool's leases); held until Running ends
             state = held.enter_context(target.reserve(loaded, checked, run_id, control, logger))
             with session.phase(RunStatus.PREPARING):
                 prepared = prepare(loaded, target, state, run_id, paths, store, logger, settings)
-                store.update_run(run_id, git=prepared.git)  # lineage, listed by `tftrain runs`
+            lineage = Lineage(
+                loaded, paths, prepared.env, prepared.plan, prepared.inputs,
+                keep_git=lambda git: store.update_run(run_id, git=git), warn=logger.warning,  # `tftrain runs` lists the commit
+            )
+            control.started = lineage.record
         except FatalError as exc:
             failure, outcome = exc, Outcome(_failed_as(exc), None, str(exc))
         paths.create()
@@ -115,8 +120,11 @@ def _run(
                 except FatalError as exc:  # the target could not run it (a daemon or cluster refused)
                     failure, outcome = exc, Outcome(RunStatus.FAILED, None, str(exc))
         held.close()
+        if lineage is not None:
+            lineage.record()  # where the plan never started
+        git = lineage.git if lineage else {}
         with session.phase(RunStatus.POST_PROCESSING):
-            model, summary, points, refused = _post_process(loaded, paths, recorder, outcome, run_id, prepared, store, logger)
+            model, summary, points, refused = _post_process(loaded, paths, recorder, outcome, run_id, git, store, logger)
         if refused is not None and failure is None:  # the training ended well; keeping its results did not
             failure, outcome = refused, Outcome(RunStatus.FAILED, None, str(refused))
     # tftrain's own failure speaks for itself; a script's is found in its logs
@@ -126,7 +134,7 @@ def _run(
     exit_code = failure.exit_code if failure else EXIT_CODES[status]
     store.finish(run_id, status, exit_code, message)
     result = RunResult(run_id, status, exit_code, message, paths.root, model, summary)
-    markdown = _write_record(paths, store, result, prepared.git if prepared else {}, points)
+    markdown = _write_record(paths, store, result, git, points)
     logger.info(f"run {run_id}: {status}" + (f": {message}" if message else ""), style="bold green" if exit_code == 0 else "bold red")
     _report(logger, loaded, result, script_error, markdown)
     return result
@@ -203,7 +211,7 @@ def _rank_groups(logger: Logger, plan, paths: RunPaths) -> None:
             logger.text("\n".join(lines) or "(no output)")
 
 
-def _post_process(loaded, paths, recorder, outcome, run_id, prepared, store, logger):
+def _post_process(loaded, paths, recorder, outcome, run_id, git, store, logger):
     from runner.telemetry.tensorboard import event_scalar_batches
     from runner.telemetry.report import show_metrics
 
@@ -219,12 +227,12 @@ def _post_process(loaded, paths, recorder, outcome, run_id, prepared, store, log
     try:
         with writing(paths.metrics_summary):
             paths.metrics_summary.write_text(json.dumps(summary, indent=2) + "\n")
-        return _register(loaded, paths, outcome, run_id, prepared, store, logger, summary), summary, points, None
+        return _register(loaded, paths, outcome, run_id, git, store, logger, summary), summary, points, None
     except FatalError as exc:  # refused or out of space: the run fails, its record is still written
         return None, summary, points, exc
 
 
-def _register(loaded, paths, outcome, run_id, prepared, store, logger, summary) -> ModelVersion | None:
+def _register(loaded, paths, outcome, run_id, git, store, logger, summary) -> ModelVersion | None:
     """On Completed, the model at model.path becomes the next version (odd entries skipped, listed)."""
     from runner.history.registry import Registry
 
@@ -238,7 +246,7 @@ def _register(loaded, paths, outcome, run_id, prepared, store, logger, summary) 
                 "metrics": summary,
                 "framework": spec.framework,
                 "framework_version": spec.framework_version or loaded.manifest.framework_version,
-                "git": prepared.git if prepared else {},
+                "git": git,
             }
             model = Registry(store).register(loaded.manifest.name, model_path, run_id, info)
             logger.info(f"registered model {model.label} ({model.info['files']} files)", style="bold green")

@@ -8,14 +8,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 import runner
 from runner.plan.argv import script_args
 from runner.compat import azureml_env, azureml_reason
 from runner.errors import PreparingError
-from runner.run.gitinfo import git_info
-from runner.run.inputs import digest_of, fetch_inputs
+from runner.run.inputs import fetch_inputs
 from runner.plan.launchers.capacity import check_capacity
 from runner.telemetry.logger import Logger
 from runner.manifest import LoadedManifest
@@ -32,7 +29,7 @@ from runner.targets.base import Environment, Target, TargetState
 class Prepared:
     plan: LaunchPlan
     env: Environment
-    git: dict
+    inputs: dict[str, Path]  # name → where it was fetched to
     secrets: tuple[str, ...]  # values to mask in every log line
 
 
@@ -58,10 +55,8 @@ def prepare(
 ) -> Prepared:
     """`settings`: what runner/cli resolved (None only for a dry run, which fetches nothing)."""
     manifest = loaded.manifest
-    git: dict = {}
     if not dry_run:
         _snapshot(loaded, paths, store, logger)
-        git = git_info(loaded.source_dir)
     env = target.environment(loaded, state, paths, logger, dry_run)
     logger.info(f"environment: {env.description}")
     inputs = fetch_inputs(loaded, logger, dry_run)
@@ -92,9 +87,7 @@ def prepare(
     plan = dataclasses.replace(build_plan(ctx), container=container, secret_names=frozenset(secrets))
     plan = target.finalize(plan, loaded, run_id)
     check_capacity(plan, manifest, logger)
-    if not dry_run:
-        _write_lock(loaded, paths, env, git, plan, inputs)
-    return Prepared(plan, env, git, tuple(value for value in secrets.values() if value))
+    return Prepared(plan, env, inputs, tuple(value for value in secrets.values() if value))
 
 
 def _snapshot(loaded: LoadedManifest, paths: RunPaths, store: Store | None, logger: Logger) -> None:
@@ -152,16 +145,3 @@ def _env_text(value) -> str:
         return "true" if value else "false"
     return str(value)
 
-
-def _write_lock(loaded: LoadedManifest, paths: RunPaths, env: Environment, git: dict, plan: LaunchPlan, inputs: dict[str, Path]) -> None:
-    specs = loaded.manifest.inputs
-    lock = {
-        "tftrain_version": runner.__version__,
-        "manifest": loaded.manifest.model_dump(mode="json", by_alias=True),
-        "manifest_path": str(loaded.path),
-        "environment": {"python": env.python, "description": env.description, "image": env.image, **env.details},
-        "git": git,
-        "inputs": {name: {"source": specs[name].source, "sha256": digest_of(path)} for name, path in inputs.items()},
-        "plan": plan.to_dict(),
-    }
-    paths.lock.write_text(yaml.safe_dump(lock, sort_keys=False), encoding="utf-8")

@@ -10,8 +10,6 @@ import os
 import shutil
 from pathlib import Path
 
-import pathspec
-
 from runner.errors import ManifestError
 
 IGNORE_FILES = (".tftrainignore", ".amlignore", ".gitignore")
@@ -19,12 +17,21 @@ ALWAYS_IGNORED = {".git", ".tftrain", "__pycache__"}
 LARGE_SNAPSHOT = 300 << 20
 
 
-def ignore_spec(source: Path) -> pathspec.GitIgnoreSpec:
+class _NothingIgnored:
+    @staticmethod
+    def match_file(path: str) -> bool:
+        return False
+
+
+def ignore_spec(source: Path):
+    """The first ignore file's patterns (a pathspec.GitIgnoreSpec), else a spec that matches nothing."""
     for name in IGNORE_FILES:
         path = source / name
         if path.is_file():
+            import pathspec  # only where there is a file to read
+
             return pathspec.GitIgnoreSpec.from_lines(path.read_text().splitlines())
-    return pathspec.GitIgnoreSpec([])
+    return _NothingIgnored()
 
 
 def take_snapshot(source: Path, target: Path, exclude: tuple[str, ...] = (), skip: tuple[Path, ...] = ()) -> int:

@@ -12,7 +12,7 @@ backend overrides what it does differently. runner.targets.registry names the ba
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +43,11 @@ class Environment:
     image: str | None = None
     details: dict = field(default_factory=dict, hash=False)
     placement: HostMap | None = None  # the pool target's hosts for the launchers
+    inventory: Callable[[], dict] | None = field(default=None, compare=False)  # more details, asked for once the training runs
+
+    def described(self) -> dict:
+        """Everything known of the environment, for manifest.lock.yml."""
+        return {**self.details, **(self.inventory() if self.inventory else {})}
 
 
 @dataclass
@@ -56,6 +61,7 @@ class RunControl:
     cancel: threading.Event = field(default_factory=threading.Event)
     force: threading.Event = field(default_factory=threading.Event)
     cgroup: str | None = None  # the run's cgroup name (runner.targets.local.cgroup.run_cgroup_name): local runs are contained in it
+    started: Callable[[], None] | None = None  # called once the plan has started (supervise): what the training need not wait for
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,9 @@ def supervise(
     `judge()` gives the outcome once the plan's processes or job tell it, None while they run;
     `stop(grace)` stops them all: termination, `grace` seconds, then kill. A judge that raises
     Vanished fails the run at once. `stopped` ends the message of a run stopped here ("; the job
-    was deleted")."""
+    was deleted"). `control.started` is called first: the plan has started."""
+    if control.started is not None:
+        control.started()
     while True:
         time.sleep(every)
         try:

@@ -57,14 +57,13 @@ class LocalTarget(Target):
             return Environment(spec.python_path(), spec.describe(), reused=False, isolated=spec.key is not None)
         env = prepare_env(spec, loaded.source_dir, logger, paths.prepare_log)
         described = spec.describe() + (" (reused)" if env.reused and env.is_venv else "")
-        packages = packages_in(env)
-        details = {
-            "virtualenv": env.key,
-            "requirements": list(spec.requirements),
-            "framework_version": framework_version_of(packages),
-            "packages": packages,
-        }
-        return Environment(env.python, described, env.reused, isolated=env.is_venv, details=details)
+        details = {"virtualenv": env.key, "requirements": list(spec.requirements)}
+
+        def inventory() -> dict:  # every package's metadata: read while the training runs
+            packages = packages_in(env)
+            return {"framework_version": framework_version_of(packages), "packages": packages}
+
+        return Environment(env.python, described, env.reused, isolated=env.is_venv, details=details, inventory=inventory)
 
     def execute(self, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
         tree = contain(control.marker, control.cgroup, logger.warning)

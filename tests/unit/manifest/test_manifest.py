@@ -6,7 +6,8 @@ import textwrap
 import pytest
 
 from runner.errors import ManifestError
-from runner.manifest import json_schema, load_manifest
+from runner.manifest import load_manifest
+from runner.manifest.schema import json_schema
 from runner.manifest.model import MpiTraining, ParameterServerTraining
 
 

@@ -9,7 +9,7 @@ import re
 
 from runner.errors import ManifestError
 from runner.telemetry.logger import Logger
-from runner.manifest.model import NAME_PATTERN
+from runner.manifest.fields import NAME_PATTERN
 from runner.manifest import DEFAULT_NAME, LoadedManifest, load_manifest
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runner.manifest.frameworks import DEFAULT_VERSION, FRAMEWORKS, HOROVOD, HOROVOD_FRAMEWORKS, framework, horovod_compatible
-from runner.manifest.model import NAME_PATTERN, VERSION_PATTERN
+from runner.manifest.fields import NAME_PATTERN, VERSION_PATTERN
 
 TODO = "TODO(tftrain import)"
 # Azure ML's GPU VM families: NC, ND, NV (Standard_NC6, STANDARD_ND40RS_V2, Standard_NV12s_v3).

@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from runner.importer.values import Obj, looks_numeric
-from runner.manifest.model import ENV_NAME_PATTERN, SIZE_PATTERN
+from runner.manifest.fields import ENV_NAME_PATTERN, SIZE_PATTERN
 
 BACKEND = ("distributed_training", "backend")
 

@@ -9,74 +9,32 @@ from __future__ import annotations
 import posixpath
 import re
 import warnings
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
+from pydantic import Field, field_validator
 
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
-VERSION_PATTERN = r"^\d+\.\d+(\.\d+)?$"
-SIZE_PATTERN = r"^\d{1,12}(\.\d{1,6})?[bkmgBKMG]?$"
-ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
-INPUT_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$"  # it names $TFTRAIN_INPUT_NAME and a mount point
-MAX_NODES = 1024
-MAX_PER_NODE = 1024
-MAX_TASKS = 4096
-MAX_SECONDS = 366 * 24 * 3600  # longer waits overflow timers; no job runs a year
-
-
-class _Model(BaseModel):
-    # strict: `true` is no 1 and 'yes' no boolean; a wrong type is an error, never a guess
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, strict=True)
-
-
-class InputRef(_Model):
-    """`--data: {input: NAME}` passes the path of input NAME."""
-
-    input: str
-
-
-class ResumeRef(_Model):
-    """`--resume-from: {resume_from: true}` passes the path resolved from `resume_from`."""
-
-    resume_from: Literal[True]
-
-
-def _kind(value: Any) -> str | None:
-    """The union member a value is validated as, so that a wrong value gets one error, not one per member."""
-    if value is None:
-        return "null"
-    for kinds, name in (((bool,), "bool"), ((int,), "int"), ((float,), "float"), ((str,), "str"), ((list, tuple), "list")):
-        if isinstance(value, kinds):
-            return name
-    if isinstance(value, (dict, InputRef, ResumeRef)):
-        keys = value if isinstance(value, dict) else type(value).model_fields
-        return "input" if "input" in keys else "resume_from" if "resume_from" in keys else None
-    return None
-
-
-def _tagged(members: dict[str, Any], error: str) -> Any:
-    return Annotated[
-        Union[tuple(Annotated[member, Tag(tag)] for tag, member in members.items())],
-        Discriminator(_kind, custom_error_type="value_form", custom_error_message=error),
-    ]
-
-
-_SCALARS = {"bool": bool, "int": int, "float": float, "str": str}
-Scalar = _tagged(_SCALARS, "must be a string, number or boolean")
-ParamValue = _tagged(
-    {**_SCALARS, "list": list[Scalar], "input": InputRef, "resume_from": ResumeRef, "null": None},
-    "must be a string, number, boolean, null, a list of those, {input: NAME} or {resume_from: true}",
+from runner.manifest.fields import (
+    MAX_NODES,
+    MAX_PER_NODE,
+    MAX_SECONDS,
+    MAX_TASKS,
+    NAME_PATTERN,
+    SIZE_PATTERN,
+    VERSION_PATTERN,
+    Model,
+    ParamValue,
+    Scalar,
 )
+from runner.manifest.sweep import SweepSpec
 
-
-class InputSpec(_Model):
+class InputSpec(Model):
     source: str = Field(description="https://…, s3://bucket/prefix or a local path (relative to the manifest)")
     mode: Literal["download", "mount"] = "download"
     sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$", description="Expected sha256 of the file (or of the SHA256SUMS of a prefix)")
     endpoint_url: str | None = Field(default=None, description="S3-compatible endpoint for s3:// sources (default: AWS, or $AWS_ENDPOINT_URL)")
 
 
-class MpiTraining(_Model):
+class MpiTraining(Model):
     backend: Literal["mpi"]
     process_count_per_node: int = Field(default=1, ge=1, le=MAX_PER_NODE)
     launcher: Literal["mpirun", "horovodrun"] = Field(default="mpirun", description="How the ranks are started")
@@ -88,7 +46,7 @@ class MpiTraining(_Model):
     mpi_args: list[str] = Field(default_factory=list, description="Extra mpirun arguments")
 
 
-class ParameterServerTraining(_Model):
+class ParameterServerTraining(Model):
     backend: Literal["parameter_server"]
     worker_count: int = Field(default=1, ge=1, le=MAX_TASKS)
     parameter_server_count: int = Field(default=1, ge=1, le=MAX_TASKS)
@@ -101,7 +59,7 @@ class ParameterServerTraining(_Model):
     base_port: int | None = Field(default=None, ge=1024, le=65000, description="Ports base_port, base_port+1, …; default: free ports")
 
 
-class MultiWorkerMirroredTraining(_Model):
+class MultiWorkerMirroredTraining(Model):
     backend: Literal["multi_worker_mirrored"]
     worker_count: int = Field(default=1, ge=1, le=MAX_TASKS)
     base_port: int | None = Field(default=None, ge=1024, le=65000, description="Ports base_port, base_port+1, …; default: free ports")
@@ -113,7 +71,7 @@ DistributedTraining = Annotated[
 ]
 
 
-class KubernetesSpec(_Model):
+class KubernetesSpec(Model):
     namespace: str = Field(default="default", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
     image: str | None = Field(
         default=None, description="An image the cluster can pull that holds the code at /workspace (else tftrain builds and pushes one)"
@@ -121,7 +79,7 @@ class KubernetesSpec(_Model):
     registry: str | None = Field(default=None, description="Where tftrain pushes the code image, e.g. registry.example.com:5000/team")
 
 
-class ComputeSpec(_Model):
+class ComputeSpec(Model):
     target: Literal["local", "docker", "pool", "kubernetes"] | None = Field(
         default=None, description="Where the job runs; default: docker when use_docker is true, else local"
     )
@@ -151,14 +109,14 @@ class ComputeSpec(_Model):
     )
 
 
-class ModelSpec(_Model):
+class ModelSpec(Model):
     path: str = Field(default="outputs/model", description="The model file or directory, inside outputs_dir")
     framework: str = "TensorFlow"
     framework_version: str | None = Field(default=None, pattern=VERSION_PATTERN)
     register_model: bool = Field(default=True, alias="register", description="Register the model when the run completes")
 
 
-class MetricsSpec(_Model):
+class MetricsSpec(Model):
     primary: str | None = None
     goal: Literal["maximize", "minimize"] | None = Field(
         default=None, description="Default: minimize for names containing loss/error, else maximize"
@@ -191,7 +149,7 @@ class MetricsSpec(_Model):
         return "minimize" if any(w in lowered for w in ("loss", "error", "mse", "mae")) else "maximize"
 
 
-class Manifest(_Model):
+class Manifest(Model):
     """A training job, as committed in `tftrain.yml`."""
 
     name: str = Field(pattern=NAME_PATTERN, description="Model name; also names runs and releases")
@@ -236,6 +194,7 @@ class Manifest(_Model):
     logs_dir: str = "logs"
     model: ModelSpec = Field(default_factory=ModelSpec)
     metrics: MetricsSpec = Field(default_factory=MetricsSpec)
+    sweep: SweepSpec | None = Field(default=None, description="A hyperparameter sweep: each trial a run with sampled script_params")
 
     @field_validator("outputs_dir", "logs_dir", "entry_script", "pip_requirements_file", "conda_dependencies_file")
     @classmethod

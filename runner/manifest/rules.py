@@ -9,17 +9,8 @@ import posixpath
 import re
 from pathlib import Path
 
-from runner.manifest.model import (
-    ENV_NAME_PATTERN,
-    INPUT_NAME_PATTERN,
-    MAX_TASKS,
-    InputRef,
-    Manifest,
-    MpiTraining,
-    MultiWorkerMirroredTraining,
-    ParameterServerTraining,
-    ResumeRef,
-)
+from runner.manifest.fields import ENV_NAME_PATTERN, INPUT_NAME_PATTERN, MAX_TASKS, InputRef, ResumeRef
+from runner.manifest.model import Manifest, MpiTraining, MultiWorkerMirroredTraining, ParameterServerTraining
 from runner.manifest.frameworks import HOROVOD_FRAMEWORKS, horovod_compatible
 from runner.manifest.sourcepaths import regular_file_problem, text_file_problem, through_link
 from runner.manifest.yamlfile import Location

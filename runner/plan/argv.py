@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from runner.manifest.model import InputRef, Manifest, ResumeRef
+from runner.manifest.fields import InputRef, ResumeRef
+from runner.manifest.model import Manifest
 
 
 def script_path(entry_script: str) -> str:

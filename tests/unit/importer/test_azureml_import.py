@@ -14,7 +14,8 @@ import yaml
 
 from runner.cli.main import main
 from runner.manifest import load_manifest
-from runner.manifest.model import InputRef, MpiTraining, MultiWorkerMirroredTraining, ParameterServerTraining
+from runner.manifest.fields import InputRef
+from runner.manifest.model import MpiTraining, MultiWorkerMirroredTraining, ParameterServerTraining
 from conftest import REPO
 
 DATA = REPO / "tests" / "data" / "azureml"

@@ -1,0 +1,137 @@
+"""The manifest's `sweep:` section: a hyperparameter sweep in Azure ML v2 sweep-job terms.
+
+`search_space` keys are script_params flags; each trial is a full run with the sampled values in
+its script_params. Expressions follow Azure's: loguniform's bounds are exponents (the value is
+exp(uniform(min, max))), q-expressions round to a multiple of q, randint(upper) is 0 … upper-1.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import Field
+
+from runner.manifest.fields import MAX_SECONDS, NAME_PATTERN, Model, Scalar
+
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class Choice(Model):
+    type: Literal["choice"]
+    values: list[Scalar] = Field(min_length=1)
+
+
+class RandInt(Model):
+    type: Literal["randint"]
+    upper: int = Field(ge=1, le=1 << 53, description="An integer from 0 to upper - 1")
+
+
+class Uniform(Model):
+    type: Literal["uniform"]
+    min_value: Finite
+    max_value: Finite
+
+
+class QUniform(Uniform):
+    type: Literal["quniform"]
+    q: Positive
+
+
+class LogUniform(Model):
+    type: Literal["loguniform"]
+    min_value: Finite = Field(description="Exponent: the value is exp(uniform(min_value, max_value))")
+    max_value: Finite
+
+
+class QLogUniform(LogUniform):
+    type: Literal["qloguniform"]
+    q: Positive
+
+
+class Normal(Model):
+    type: Literal["normal"]
+    mu: Finite
+    sigma: Positive
+
+
+class QNormal(Normal):
+    type: Literal["qnormal"]
+    q: Positive
+
+
+class LogNormal(Normal):
+    type: Literal["lognormal"]
+
+
+class QLogNormal(Normal):
+    type: Literal["qlognormal"]
+    q: Positive
+
+
+Expression = Annotated[
+    Union[Choice, RandInt, Uniform, QUniform, LogUniform, QLogUniform, Normal, QNormal, LogNormal, QLogNormal],
+    Field(discriminator="type"),
+]
+EXPRESSIONS = ("choice", "randint", "uniform", "quniform", "loguniform", "qloguniform", "normal", "qnormal", "lognormal", "qlognormal")
+
+
+class Sampling(Model):
+    type: Literal["random", "grid", "bayesian"]
+    seed: int | None = Field(default=None, ge=0, le=2**32 - 1)
+    rule: Literal["random", "sobol"] = Field(default="random", description="random sampling only: pseudo-random or a Sobol sequence")
+
+
+class Objective(Model):
+    primary_metric: str = Field(min_length=1)
+    goal: Literal["maximize", "minimize"]
+
+
+class _Policy(Model):
+    evaluation_interval: int = Field(default=1, ge=1, description="Apply the policy every N reports of the primary metric")
+    delay_evaluation: int = Field(default=0, ge=0, description="Apply it first after N reports")
+
+
+class Bandit(_Policy):
+    type: Literal["bandit"]
+    slack_factor: Positive | None = Field(default=None, description="Stop a trial worse than best / (1 + slack_factor) (maximize)")
+    slack_amount: Positive | None = Field(default=None, description="Stop a trial worse than best - slack_amount (maximize)")
+
+
+class MedianStopping(_Policy):
+    type: Literal["median_stopping"]
+
+
+class TruncationSelection(_Policy):
+    type: Literal["truncation_selection"]
+    truncation_percentage: int = Field(ge=1, le=99, description="Stop this share of the lowest-performing trials at each evaluation")
+    exclude_finished_jobs: bool = False
+
+
+EarlyTermination = Annotated[Union[Bandit, MedianStopping, TruncationSelection], Field(discriminator="type")]
+
+
+class Limits(Model):
+    max_total_trials: int | None = Field(default=None, ge=1, le=100_000, description="Default: the grid's size (grid); required otherwise")
+    max_concurrent_trials: int = Field(default=1, ge=1, le=1024)
+    timeout: int | None = Field(default=None, ge=1, le=MAX_SECONDS, description="Seconds for the whole sweep")
+    trial_timeout: int | None = Field(default=None, ge=1, le=MAX_SECONDS, description="Seconds for one trial (its max_run_duration_seconds)")
+
+
+class SweepSpec(Model):
+    sampling_algorithm: Literal["random", "grid", "bayesian"] | Sampling = "random"
+    search_space: dict[str, Expression] = Field(min_length=1)
+    objective: Objective | None = Field(default=None, description="Default: metrics.primary and its goal")
+    early_termination: EarlyTermination | None = None
+    limits: Limits = Field(default_factory=Limits)
+    storage: str | None = Field(
+        default=None, description="An Optuna storage URL shared by many runners (postgresql://…); default: SQLite in TFTRAIN_HOME"
+    )
+    warm_start: list[Annotated[str, Field(pattern=NAME_PATTERN)]] = Field(
+        default_factory=list, description="Sweep ids whose finished trials seed this one (HyperDrive's resume_from)"
+    )
+
+    @property
+    def sampling(self) -> Sampling:
+        algorithm = self.sampling_algorithm
+        return Sampling(type=algorithm) if isinstance(algorithm, str) else algorithm

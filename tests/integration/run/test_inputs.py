@@ -110,15 +110,15 @@ def test_checksum_mismatch_is_refused(project, cli, home, datasets):
 def test_a_changed_prefix_is_listed_once_and_its_digest_is_known(project, home, datasets, s3_server, monkeypatch):
     import io
 
-    from runner.run import downloads as inputs
+    from runner.run import downloads, inputs
     from runner.telemetry.logger import Logger
     from runner.manifest import load_manifest
 
     s3, bucket, base_url = datasets
     loaded = load_manifest(project(manifest=manifest(bucket, s3_server, base_url)))
     listings = []
-    listing = inputs._s3_listing
-    monkeypatch.setattr(inputs, "_s3_listing", lambda spec, where: listings.append(spec.source) or listing(spec, where))
+    listing = downloads._s3_listing
+    monkeypatch.setattr(downloads, "_s3_listing", lambda spec, where: listings.append(spec.source) or listing(spec, where))
     counts = []
     for body in (idx_images(60), idx_images(60), idx_images(80)):
         s3.put_object(Bucket=bucket, Key="mnist/train-images-idx3-ubyte.gz", Body=body)

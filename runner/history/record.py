@@ -117,6 +117,7 @@ class RunRecord(_Model):
     phases: list[Phase] = []
     model: str | None = None
     metrics: MetricsSummary | None = None
+    sweep: dict | None = None  # {"id": SWEEP_ID, "trial": N} for a sweep's trial
 
     @field_validator("git", mode="before")
     @classmethod

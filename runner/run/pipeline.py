@@ -9,7 +9,7 @@ import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from runner.telemetry.diagnose import ScriptError, last_traceback, tail_text
 from runner.errors import (
@@ -24,6 +24,7 @@ from runner.telemetry.logpump import LogPump
 from runner.manifest import LoadedManifest, effective_target
 from runner.telemetry.metricsfile import MetricsFileFollower, mask_metrics_files
 from runner.telemetry.parsers import LogMetricParser
+from runner.telemetry.point import MetricPoint
 from runner.telemetry.recorder import MetricsRecorder
 from runner.telemetry.summary import primary_metric
 from runner.paths import tftrain_home
@@ -61,7 +62,18 @@ class RunResult:
     metrics: dict
 
 
-def run_manifest(loaded: LoadedManifest, logger: Logger, settings: Settings, home: Path | None = None) -> RunResult:
+class RunWatch(Protocol):
+    """Who follows a run from outside (a sweep): told its id and control once it is recorded, and
+    every metric point as it is recorded; `control.reason` + `control.cancel` stop it."""
+
+    def started(self, run_id: str, control: RunControl) -> None: ...
+
+    def points(self, points: list[MetricPoint]) -> None: ...
+
+
+def run_manifest(
+    loaded: LoadedManifest, logger: Logger, settings: Settings, home: Path | None = None, watch: RunWatch | None = None
+) -> RunResult:
     target = target_for(effective_target(loaded.manifest))  # one target serves the run, from check to execute
     checked = check_runnable(loaded, target)  # refuse what cannot run before a run is recorded
     manifest = loaded.manifest
@@ -76,8 +88,10 @@ def run_manifest(loaded: LoadedManifest, logger: Logger, settings: Settings, hom
     )
     control.cgroup = run_cgroup_name(run_id, store.home)
     become_subreaper()
+    if watch is not None:
+        watch.started(run_id, control)
     try:
-        return _run(loaded, target, checked, store, run_id, paths, control, logger, settings)
+        return _run(loaded, target, checked, store, run_id, paths, control, logger, settings, watch)
     except BaseException as exc:
         if not store.run(run_id).finished:  # a bug, a full disk, or KeyboardInterrupt outside the phases
             if isinstance(exc, FatalError):
@@ -90,7 +104,8 @@ def run_manifest(loaded: LoadedManifest, logger: Logger, settings: Settings, hom
 
 
 def _run(
-    loaded, target: Target, checked, store: Store, run_id: str, paths: RunPaths, control: RunControl, logger: Logger, settings: Settings
+    loaded, target: Target, checked, store: Store, run_id: str, paths: RunPaths, control: RunControl, logger: Logger, settings: Settings,
+    watch: RunWatch | None,
 ) -> RunResult:
     manifest = loaded.manifest
     session = _Session(store, run_id, logger)
@@ -109,10 +124,12 @@ def _run(
         except FatalError as exc:
             failure, outcome = exc, Outcome(_failed_as(exc), None, str(exc))
         paths.create()
-        recorder = MetricsRecorder(paths.metrics, manifest.metrics, logger.metrics, logger.masker, logger.warning)
+        recorder = MetricsRecorder(
+            paths.metrics, manifest.metrics, logger.metrics, logger.masker, logger.warning, observe=watch.points if watch else None
+        )
         if prepared is not None:
             if control.cancel.is_set():
-                outcome = Outcome(RunStatus.CANCELED, None, "canceled before the training started")
+                outcome = Outcome(RunStatus.CANCELED, None, control.reason or "canceled before the training started")
             else:
                 try:
                     with session.phase(RunStatus.RUNNING):

@@ -31,8 +31,11 @@ class MetricsRecorder:
         show: Callable[[list[MetricPoint]], None],
         masker: Masker | None = None,
         warn: Callable[[str], None] | None = None,
+        observe: Callable[[list[MetricPoint]], None] | None = None,
     ) -> None:
+        """`observe`: given every point as it is recorded (a sweep reports the primary metric to its study)."""
         self.path = path
+        self.observe = observe
         self.summary = SummaryBuilder(spec)
         self.show = show
         self.masker = masker if masker is not None else Masker()
@@ -87,6 +90,8 @@ class MetricsRecorder:
             now = time.monotonic()
             if now - self.last_shown >= PRINT_INTERVAL:
                 self._show(now)
+        if self.observe is not None:
+            self.observe(points)
 
     def _masked(self, point: MetricPoint) -> MetricPoint:
         name, source = self.masker.text(point.name), self.masker.text(point.source)

@@ -147,6 +147,13 @@ class MissingExtra(FatalError):
     exit_code = 24
 
 
+class SweepError(FatalError):
+    """A sweep could not go on: no trial completed, the objective metric is never reported, the
+    study cannot be found or joined."""
+
+    exit_code = 25
+
+
 def extra_module(name: str, extra: str, feature: str):
     """`import name` for a feature that needs the pip extra `extra`: the top-level package, as
     the import statement binds it, or one line naming the extra to install."""

@@ -18,6 +18,8 @@ COMMANDS = {
     "validate": ("runner.cli.validate", "check the manifest"),
     "schema": ("runner.cli.schema", "print the manifest's JSON Schema"),
     "runs": ("runner.cli.runs", "list runs, or show one"),
+    "sweeps": ("runner.cli.sweeps", "list sweeps, or show one (--json)"),
+    "sweep": ("runner.cli.sweep", "join a running sweep (shared storage), or resume a stopped one"),
     "logs": ("runner.cli.logs", "print a run's log"),
     "metrics": ("runner.cli.metrics", "print a run's metrics"),
     "models": ("runner.cli.models", "list registered models, pull or register one"),

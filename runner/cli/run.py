@@ -1,22 +1,33 @@
-"""tftrain run: train from the manifest."""
+"""tftrain run: train from the manifest (a sweep when it has a `sweep:` section)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from runner.cli.common import add_manifest_arg, load
 from runner.errors import error_class
+from runner.paths import tftrain_home
 from runner.run.pipeline import run_manifest
 from runner.settings import resolve
 
 
 def add_arguments(parser) -> None:
     add_manifest_arg(parser, target=True)
+    parser.add_argument("--no-sweep", action="store_true", help="run the manifest's script_params once, not its sweep")
 
 
 def run(args, logger) -> int:
     settings = resolve(os.environ, args)
-    result = run_manifest(load(args, logger), logger, settings)
+    loaded = load(args, logger)
+    if loaded.manifest.sweep is not None:
+        if not args.no_sweep:
+            from runner.sweep.driver import run_sweep
+
+            run_sweep(loaded, logger, settings, tftrain_home())
+            return 0
+        loaded = dataclasses.replace(loaded, manifest=loaded.manifest.model_copy(update={"sweep": None}))
+    result = run_manifest(loaded, logger, settings)
     if result.exit_code:
         error = error_class(result.exit_code)(f"run {result.run_id} {result.status}: {result.message}")
         error.annotated = True

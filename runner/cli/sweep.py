@@ -1,0 +1,28 @@
+"""tftrain sweep join|resume SWEEP_ID: take part in a sweep another runner started (a shared
+`storage:`), or go on with one that was stopped (its stopped trials from their last checkpoint)."""
+
+from __future__ import annotations
+
+import os
+
+from runner.cli.common import add_manifest_arg, load
+from runner.errors import ManifestError
+from runner.paths import tftrain_home
+from runner.settings import resolve
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("action", choices=("join", "resume"), help="join: run trials of a running sweep; resume: go on with a stopped one")
+    parser.add_argument("sweep_id", metavar="SWEEP_ID")
+    add_manifest_arg(parser, target=True)
+
+
+def run(args, logger) -> int:
+    from runner.sweep.driver import run_sweep
+
+    settings = resolve(os.environ, args)
+    loaded = load(args, logger)
+    if loaded.manifest.sweep is None:
+        raise ManifestError(f"{loaded.path}: sweep: the manifest has no sweep section to {args.action}")
+    run_sweep(loaded, logger, settings, tftrain_home(), sweep_id=args.sweep_id, resume=args.action == "resume")
+    return 0

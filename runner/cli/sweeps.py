@@ -1,0 +1,68 @@
+"""tftrain sweeps [show SWEEP_ID|latest [--json]]: the sweeps of this TFTRAIN_HOME."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from runner.errors import NotFoundError, UsageError
+from runner.paths import tftrain_home
+from runner.sweep.book import SHOWN_KEYS, read_sweep, sweeps_root, trial_row
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("action", nargs="?", choices=("list", "show"), default="list")
+    parser.add_argument("sweep_id", nargs="?", metavar="SWEEP_ID", help="a sweep id, or latest")
+    parser.add_argument("--json", action="store_true", help="show: the sweep as JSON")
+
+
+def run(args, logger) -> int:
+    home = tftrain_home()
+    documents = _all(home)
+    if args.action == "list":
+        if args.sweep_id:
+            raise UsageError("tftrain sweeps takes no SWEEP_ID; did you mean `tftrain sweeps show SWEEP_ID`?")
+        rows = [_list_row(doc) for doc in documents]
+        logger.table(f"sweeps in {home}", ["sweep", "status", "trials", "best", "created"], rows)
+        return 0
+    if not args.sweep_id:
+        raise UsageError("tftrain sweeps show needs a SWEEP_ID (or latest)")
+    document = _find(documents, args.sweep_id, home)
+    if args.json:
+        logger.text(json.dumps({key: document[key] for key in SHOWN_KEYS}, indent=2))
+        return 0
+    from runner.sweep.book import _row
+
+    metric = document["objective"]["primary_metric"]
+    logger.table(f"sweep {document['id']}: {document['status']}", ["trial", "run", "status", metric, "params"], [trial_row(t) for t in document["trials"]])
+    best = document["best"]
+    if best:
+        logger.info(f"best: trial {best['number']} (run {best['run_id']}) {metric}={best['value']:.6g}" + (f", model {best['model_version']}" if best["model_version"] else ""))
+    return 0
+
+
+def _all(home) -> list[dict]:
+    root = sweeps_root(home)
+    found = []
+    for folder in sorted(root.iterdir()) if root.is_dir() else ():
+        try:
+            found.append(read_sweep(home, folder.name))
+        except (OSError, ValueError):
+            continue
+    return sorted(found, key=lambda doc: doc.get("created", 0))
+
+
+def _find(documents: list[dict], ref: str, home) -> dict:
+    if ref == "latest" and documents:
+        return documents[-1]
+    for document in documents:
+        if document["id"] == ref:
+            return document
+    raise NotFoundError(f"sweep {ref!r} not found in {home} (see `tftrain sweeps`)")
+
+
+def _list_row(document: dict) -> list[str]:
+    best = document.get("best")
+    value = "" if not best else f"{document['objective']['primary_metric']}={best['value']:.6g} (trial {best['number']})"
+    created = time.strftime("%Y-%m-%d %H:%M", time.localtime(document.get("created", 0)))
+    return [document["id"], document["status"], str(len(document["trials"])), value, created]

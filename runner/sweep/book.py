@@ -1,0 +1,225 @@
+"""What a sweep keeps and shows: sweep.json under <home>/sweeps/SWEEP_ID (the `tftrain sweeps show
+--json` object, rewritten after every trial), each trial's tftrain console log, the trials table,
+and at the end the best trial's model registered as the next version of the model."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from enum import Enum
+from pathlib import Path
+
+from runner.errors import NotFoundError
+from runner.history.rundir import writing
+from runner.history.store import Store
+from runner.sweep.study import WARM, Sweep
+from runner.telemetry.logger import Logger
+
+SHOWN_KEYS = ("id", "status", "objective", "trials", "best")
+
+
+class SweepStatus(str, Enum):
+    RUNNING = "Running"
+    COMPLETED = "Completed"  # at least one trial completed with a value
+    FAILED = "Failed"
+    CANCELED = "Canceled"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class TrialStatus(str, Enum):
+    RUNNING = "Running"
+    COMPLETED = "Completed"
+    CANCELED = "Canceled"
+    FAILED = "Failed"
+
+
+def sweeps_root(home: Path) -> Path:
+    return home / "sweeps"
+
+
+class SweepBook:
+    def __init__(self, home: Path, sweep: Sweep, register: bool = True) -> None:
+        """`register`: the manifest's model.register (the best trial's model becomes a version)."""
+        self.home, self.sweep, self.register = home, sweep, register
+        self.root = sweeps_root(home) / sweep.sweep_id
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.created = time.time()
+        self.status = SweepStatus.RUNNING
+        self.model_version: str | None = None
+        self.save()
+
+    def trial_log(self, number: int) -> Path:
+        return self.root / "trials" / f"{number}.log"
+
+    # --- the record ------------------------------------------------------------------------------
+    def trials(self) -> list[dict]:
+        rows = []
+        for trial in self.sweep.study.get_trials(deepcopy=False):
+            attrs = trial.user_attrs
+            if WARM in attrs:
+                continue
+            status = attrs.get("status") or TrialStatus.RUNNING.value
+            value = trial.value if trial.value is not None else _last(trial.intermediate_values)
+            rows.append(
+                {
+                    "number": trial.number,
+                    "run_id": attrs.get("run_id"),
+                    "status": status,
+                    "early_terminated": bool(attrs.get("early_terminated")),
+                    "params": attrs.get("values", {}),
+                    "value": value,
+                    "step": max(trial.intermediate_values, default=None),
+                    "curve": [trial.intermediate_values[step] for step in sorted(trial.intermediate_values)],
+                    "message": attrs.get("message"),
+                }
+            )
+        return rows
+
+    def best(self, trials: list[dict]) -> dict | None:
+        done = [t for t in trials if t["status"] == TrialStatus.COMPLETED.value and _finite(t["value"])]
+        if not done:
+            return None
+        pick = max if self.sweep.objective.goal == "maximize" else min
+        best = pick(done, key=lambda t: (t["value"], -t["number"]) if pick is max else (t["value"], t["number"]))
+        return {"number": best["number"], "run_id": best["run_id"], "value": best["value"], "model_version": self.model_version}
+
+    def document(self) -> dict:
+        trials = self.trials()
+        return {
+            "id": self.sweep.sweep_id,
+            "status": self.status.value,
+            "objective": self.sweep.objective.model_dump(),
+            "trials": [{key: t[key] for key in ("number", "run_id", "status", "early_terminated", "params", "value")} for t in trials],
+            "best": self.best(trials),
+            "name": self.sweep.study.user_attrs.get("name"),
+            "created": self.created,
+            "limit": self.sweep.limit,
+        }
+
+    def save(self) -> None:
+        path = self.root / "sweep.json"
+        with writing(path):
+            staging = path.with_suffix(".json.tmp")
+            staging.write_text(json.dumps(self.document(), indent=2) + "\n", encoding="utf-8")
+            staging.replace(path)
+
+    # --- what the user sees ------------------------------------------------------------------------
+    def show_trial(self, logger: Logger, number: int, result) -> None:
+        status = f"{result.status}" + (f" ({result.message})" if result.early_terminated and result.message else "")
+        value = "" if result.value is None else f"  {self.sweep.objective.primary_metric}={result.value:.6g}"
+        logger.info(f"trial {number} ({result.run_id}): {status}{value}", style="green" if result.status == "Completed" else "yellow")
+        if logger.github:  # one group per trial in the job's log
+            with logger.group(f"trial {number} ({result.run_id}): {result.status}"):
+                logger.text(self.trial_log(number).read_text(encoding="utf-8", errors="replace").rstrip("\n") or "(no output)")
+
+    def report(self, logger: Logger) -> None:
+        """The trials table; in Actions also the job summary (table + the primary metric per trial
+        over steps as a mermaid chart) and the step's outputs."""
+        document = self.document()
+        rows = [trial_row(trial) for trial in document["trials"]]
+        best = document["best"]
+        highlight = next((n for n, t in enumerate(document["trials"]) if best and t["number"] == best["number"]), None)
+        metric = self.sweep.objective.primary_metric
+        logger.table(f"sweep {self.sweep.sweep_id}: {document['status']}", ["trial", "run", "status", metric, "params"], rows, highlight)
+        if best:
+            model = f", model {best['model_version']}" if best["model_version"] else ""
+            logger.info(f"best: trial {best['number']} (run {best['run_id']}) {metric}={best['value']:.6g}{model}", style="bold green")
+        logger.step_summary(summary_markdown(document, self.trials(), metric))
+        logger.outputs(
+            {
+                "sweep-id": self.sweep.sweep_id,
+                "status": document["status"],
+                "run-id": best["run_id"] if best else "",
+                "primary-metric": "" if not best else str(best["value"]),
+                "model-version": (best or {}).get("model_version") or "",
+            }
+        )
+
+    def finish(self, stopped_why: str | None, by_signal: bool) -> SweepStatus:
+        trials = self.trials()
+        best = self.best(trials)
+        if by_signal:
+            self.status = SweepStatus.CANCELED
+        else:
+            self.status = SweepStatus.COMPLETED if best else SweepStatus.FAILED
+        if best is not None:
+            self.model_version = self._register(best, trials)
+        self.save()
+        return self.status
+
+    def _register(self, best: dict, trials: list[dict]) -> str | None:
+        """The best trial's model, the next version of the model, with its params in the version's info."""
+        from runner.history.record import RunRecord
+        from runner.history.registry import Registry
+
+        if not self.register:
+            return None
+        store = Store(self.home)
+        try:
+            try:
+                run_dir = store.run(best["run_id"] or "").run_dir
+            except NotFoundError:
+                return None  # the best trial ran on another runner of a shared study: its home has its model
+            record = RunRecord.read(run_dir / "run.json")
+            spec = record.manifest.get("model", {})
+            model_path = run_dir / "workdir" / spec.get("path", "outputs/model")
+            if not model_path.exists():
+                return None
+            params = next(t["params"] for t in trials if t["number"] == best["number"])
+            info = {
+                "run_id": best["run_id"],
+                "metrics": record.metrics.as_dict() if record.metrics else {},
+                "framework": spec.get("framework"),
+                "framework_version": spec.get("framework_version") or record.manifest.get("framework_version"),
+                "git": record.git,
+                "sweep": {"id": self.sweep.sweep_id, "trial": best["number"], "params": params, "value": best["value"]},
+            }
+            return Registry(store).register(record.name, model_path, best["run_id"], info).label
+        finally:
+            store.close()
+
+
+def _last(values: dict) -> float | None:
+    return values[max(values)] if values else None
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def read_sweep(home: Path, sweep_id: str) -> dict:
+    return json.loads((sweeps_root(home) / sweep_id / "sweep.json").read_text(encoding="utf-8"))
+
+
+def trial_row(trial: dict) -> list[str]:
+    status = trial["status"] + (" (early termination)" if trial["early_terminated"] else "")
+    value = "" if trial["value"] is None else f"{trial['value']:.6g}"
+    params = "  ".join(f"{key}={value}" for key, value in trial["params"].items())
+    return [str(trial["number"]), trial["run_id"] or "", status, value, params]
+
+
+def summary_markdown(document: dict, trials: list[dict], metric: str) -> str:
+    lines = [f"## Sweep {document['id']}: {document['status']}", "", f"| trial | run | status | {metric} | params |", "|---|---|---|---|---|"]
+    for trial in document["trials"]:
+        cells = [cell.replace("|", "\\|") for cell in trial_row(trial)]
+        lines.append("| " + " | ".join(cells) + " |")
+    best = document["best"]
+    if best:
+        model = f" → model `{best['model_version']}`" if best["model_version"] else ""
+        lines += ["", f"Best: trial {best['number']} (run `{best['run_id']}`), {metric} = {best['value']:.6g}{model}"]
+    chart = _chart(trials, metric)
+    return "\n".join(lines + ([""] + chart if chart else [])) + "\n"
+
+
+def _chart(trials: list[dict], metric: str) -> list[str]:
+    """The primary metric of each trial at each step it reported (mermaid xychart)."""
+    series = [t for t in trials if t["step"]]
+    if not series:
+        return []
+    steps = max(t["step"] for t in series)
+    return ["```mermaid", "xychart-beta", f'  title "{metric} per trial"', f"  x-axis [{', '.join(str(n) for n in range(1, steps + 1))}]"] + [
+        "  line [" + ", ".join(f"{v:.6g}" for v in t["curve"]) + "]" for t in series if t.get("curve")
+    ] + ["```"]

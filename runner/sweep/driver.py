@@ -1,0 +1,194 @@
+"""`tftrain run` on a manifest with `sweep:`: trials asked of the study and run up to
+max_concurrent_trials at once, each a full run; the sweep's clock (limits.timeout) and Ctrl-C stop
+them all; the best trial's model becomes the next version of the model."""
+
+from __future__ import annotations
+
+import dataclasses
+import queue
+import signal
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from runner.errors import SweepError
+from runner.history.record import RunStatus
+from runner.manifest import LoadedManifest
+from runner.settings import Settings
+from runner.sweep.book import SweepBook, SweepStatus
+from runner.sweep.study import CANCELED_BY_SIGNAL, RESUMES, Sweep, optuna_module
+from runner.sweep.trial import TrialResult, TrialWatch, run_trial, trial_manifest
+from runner.telemetry.logger import Logger
+
+TICK_SECONDS = 0.5
+
+
+class SweepRunner:
+    def __init__(self, loaded: LoadedManifest, sweep: Sweep, logger: Logger, settings: Settings, home: Path) -> None:
+        self.loaded, self.sweep, self.logger, self.settings, self.home = loaded, sweep, logger, settings, home
+        self.spec = loaded.manifest.sweep
+        self.book = SweepBook(home, sweep, register=loaded.manifest.model.register_model)
+        self.lock = threading.Lock()  # one ask at a time: the limit is checked and the trial made together
+        self.stop = threading.Event()
+        self.stopped_why: str | None = None
+        self.watches: dict[int, TrialWatch] = {}
+        self.events: queue.SimpleQueue = queue.SimpleQueue()
+        self.failure: SweepError | None = None
+        self.finished_one = False
+
+    def run(self) -> SweepStatus:
+        optuna = optuna_module()
+        self.logger.info(f"sweep {self.sweep.sweep_id}: up to {self.sweep.limit} trials, {self.spec.limits.max_concurrent_trials} at once", style="bold")
+        workers = [
+            threading.Thread(target=self._worker, args=(optuna,), name=f"trials-{n}", daemon=True)
+            for n in range(min(self.spec.limits.max_concurrent_trials, self.sweep.limit))
+        ]
+        deadline = time.monotonic() + self.spec.limits.timeout if self.spec.limits.timeout else None
+        with _signals(self):
+            for worker in workers:
+                worker.start()
+            while any(worker.is_alive() for worker in workers):
+                self._show_events()
+                if deadline is not None and time.monotonic() >= deadline and not self.stop.is_set():
+                    self.halt(f"sweep timeout ({self.spec.limits.timeout}s) reached", by_signal=False)
+                for worker in workers:
+                    worker.join(TICK_SECONDS / len(workers))
+            self._show_events()
+        if self.failure is not None:
+            raise self.failure
+        return self.book.finish(self.stopped_why, by_signal=self.stopped_why is not None and "signal" in self.stopped_why)
+
+    def halt(self, why: str, by_signal: bool) -> None:
+        """Stop asking for trials and stop the running ones."""
+        self.stopped_why = why
+        self.stop.set()
+        self.logger.warning(f"sweep {self.sweep.sweep_id}: {why}: stopping its trials")
+        with self.lock:
+            watches = list(self.watches.values())
+        for watch in watches:
+            watch.stop(why)
+            if by_signal:
+                watch.trial.set_user_attr("stopped", CANCELED_BY_SIGNAL)
+
+    # --- a worker: ask, run, tell, until the limit or a stop --------------------------------------
+    def _worker(self, optuna) -> None:
+        try:
+            while not self.stop.is_set():
+                asked = self._ask()
+                if asked is None:
+                    return
+                trial, values = asked
+                watch = TrialWatch(trial, self.sweep.objective, self.sweep.sweep_id, self.home)
+                with self.lock:
+                    self.watches[trial.number] = watch
+                self.events.put(("started", trial.number, values))
+                manifest = trial_manifest(self.loaded, values, self.sweep.objective, self.spec.limits.trial_timeout)
+                resumes = trial.user_attrs.get(RESUMES)
+                if resumes:
+                    manifest = trial_manifest_resuming(manifest, resumes)
+                result = run_trial(manifest, watch, self.book.trial_log(trial.number), self.settings, self.home)
+                with self.lock:
+                    self.watches.pop(trial.number, None)
+                self._tell(optuna, trial, result)
+                self.events.put(("ended", trial.number, result))
+        except Exception as exc:  # a storage that went away: the sweep stops, its trials with it
+            if self.failure is None:
+                self.failure = exc if isinstance(exc, SweepError) else SweepError(f"sweep {self.sweep.sweep_id}: {type(exc).__name__}: {exc}")
+            self.halt(str(self.failure), by_signal=False)
+
+    def _ask(self):
+        with self.lock:
+            if self.stop.is_set() or self.sweep.counted() >= self.sweep.limit:
+                return None
+            trial = self.sweep.study.ask()
+            values = self.sweep.space.suggest(trial)
+            trial.set_user_attr("values", values)
+            return trial, values
+
+    def _tell(self, optuna, trial, result: TrialResult) -> None:
+        state = optuna.trial.TrialState
+        trial.set_user_attr("status", result.status.value)
+        trial.set_user_attr("early_terminated", result.early_terminated)
+        trial.set_user_attr("message", result.message)
+        if result.status == RunStatus.COMPLETED and result.value is not None:
+            self.sweep.study.tell(trial, result.value)
+        elif result.early_terminated:
+            self.sweep.study.tell(trial, state=state.PRUNED)
+        else:
+            self.sweep.study.tell(trial, state=state.FAIL)
+        if result.status == RunStatus.COMPLETED and result.value is None and not self.finished_one:
+            metric = self.sweep.objective.primary_metric
+            seen = ", ".join(result.reported) or "none"
+            self.failure = SweepError(
+                f"sweep.objective.primary_metric: trial {trial.number} (run {result.run_id}) completed without reporting "
+                f"{metric!r}; it reported: {seen}"
+            )
+            self.halt("the objective metric is never reported", by_signal=False)
+        if result.status == RunStatus.COMPLETED:
+            self.finished_one = True
+        self.book.save()
+
+    def _show_events(self) -> None:
+        while True:
+            try:
+                kind, number, detail = self.events.get_nowait()
+            except queue.Empty:
+                return
+            if kind == "started":
+                params = "  ".join(f"{key}={value}" for key, value in detail.items())
+                self.logger.info(f"trial {number} started: {params}")
+            else:
+                self.book.show_trial(self.logger, number, detail)
+
+
+def trial_manifest_resuming(loaded: LoadedManifest, run_id: str) -> LoadedManifest:
+    return dataclasses.replace(loaded, manifest=loaded.manifest.model_copy(update={"resume_from": run_id}))
+
+
+@contextmanager
+def _signals(runner: SweepRunner):
+    """SIGINT/SIGTERM/SIGHUP stop the sweep and its trials (they end Canceled; `tftrain sweep resume`
+    runs them again); a second one kills the trials at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        if runner.stop.is_set() and runner.stopped_why and "signal" in runner.stopped_why:
+            with runner.lock:
+                for watch in runner.watches.values():
+                    if watch.control is not None:
+                        watch.control.force.set()
+            return
+        runner.halt(f"canceled by {signal.Signals(signum).name}, a signal to tftrain", by_signal=True)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def run_sweep(loaded: LoadedManifest, logger: Logger, settings: Settings, home: Path, sweep_id: str | None = None, resume: bool = False) -> dict:
+    """A new sweep, or (sweep_id) joining one; `resume`: first queue again the trials a signal stopped,
+    each from its run's last checkpoint. Returns the sweep's record (`tftrain sweeps show --json`)."""
+    from runner.errors import TrainingCanceled
+    from runner.manifest.sweep_rules import objective_of, trial_limit
+    from runner.sweep.study import open_sweep, queue_stopped_trials
+
+    manifest = loaded.manifest
+    sweep = open_sweep(manifest.sweep, manifest.name, objective_of(manifest), trial_limit(manifest.sweep), home, sweep_id)
+    if resume:
+        for number, run_id in queue_stopped_trials(sweep):
+            logger.info(f"trial {number} ({run_id}) runs again from its last checkpoint")
+    runner = SweepRunner(loaded, sweep, logger, settings, home)
+    status = runner.run()
+    record = runner.book.document()
+    runner.book.report(logger)
+    if status == SweepStatus.CANCELED:
+        raise TrainingCanceled(f"sweep {sweep.sweep_id} canceled; `tftrain sweep resume {sweep.sweep_id}` goes on from where it stopped")
+    if status == SweepStatus.FAILED:
+        raise SweepError(f"sweep {sweep.sweep_id}: no trial completed with a value of {sweep.objective.primary_metric!r} (see `tftrain sweeps show {sweep.sweep_id}`)")
+    return record

@@ -1,0 +1,121 @@
+"""The sweep's Optuna study: created (a new sweep id), loaded (join, resume), seeded from earlier
+sweeps (warm_start), and the trials that count toward max_total_trials."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner.errors import SweepError, extra_module
+from runner.manifest.sweep import Objective, SweepSpec
+from runner.sweep.policies import pruner_for
+from runner.sweep.space import SearchSpace, sampler_for
+from runner.sweep.storage import storage_for
+
+SWEEP_MARK = "-sweep-"
+WARM = "warm_start_from"  # user attribute of a trial copied from an earlier sweep
+RESUMES = "resumes_run"  # user attribute of a trial that re-runs a canceled one from its checkpoint
+CANCELED_BY_SIGNAL = "canceled"  # user attribute "stopped": the trial was stopped with the sweep, not by the policy
+
+
+@dataclass
+class Sweep:
+    """One sweep, as this process takes part in it."""
+
+    sweep_id: str
+    study: object  # optuna.Study
+    space: SearchSpace
+    objective: Objective
+    limit: int  # max_total_trials (or the grid's size)
+
+    def counted(self) -> int:
+        """Trials of this sweep toward the limit: not copied from earlier sweeps, and not the ones a
+        signal stopped (`tftrain sweep resume` runs those again)."""
+        return sum(1 for trial in self.study.get_trials(deepcopy=False) if _counts(trial))
+
+
+def _counts(trial) -> bool:
+    return WARM not in trial.user_attrs and trial.user_attrs.get("stopped") != CANCELED_BY_SIGNAL
+
+
+def optuna_module():
+    optuna = extra_module("optuna", "sweep", "sweep:")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # our table says what happens, not optuna's lines
+    return optuna
+
+
+def open_sweep(spec: SweepSpec, name: str, objective: Objective, limit: int, home: Path, sweep_id: str | None = None) -> Sweep:
+    """A new sweep (sweep_id None), or the existing `sweep_id` (join, resume) in the manifest's storage."""
+    optuna = optuna_module()
+    storage = storage_for(spec.storage, home)
+    space = SearchSpace(spec.search_space)
+    sampler, pruner = sampler_for(spec.sampling, space), pruner_for(spec.early_termination, objective.goal)
+    if sweep_id is None:
+        sweep_id = _next_id(optuna, storage, name)
+        study = optuna.create_study(study_name=sweep_id, storage=storage, direction=objective.goal, sampler=sampler, pruner=pruner)
+        study.set_user_attr("objective", objective.model_dump())
+        study.set_user_attr("name", name)
+        sweep = Sweep(sweep_id, study, space, objective, limit)
+        _warm_start(optuna, sweep, spec.warm_start, storage)
+        return sweep
+    try:
+        study = optuna.load_study(study_name=sweep_id, storage=storage, sampler=sampler, pruner=pruner)
+    except KeyError:
+        raise SweepError(f"sweep {sweep_id}: no such sweep in {_where(spec)}") from None
+    if study.user_attrs.get("objective") not in (None, objective.model_dump()):
+        raise SweepError(f"sweep {sweep_id}: its objective is {study.user_attrs['objective']}, the manifest's {objective.model_dump()}")
+    return Sweep(sweep_id, study, space, objective, limit)
+
+
+def _where(spec: SweepSpec) -> str:
+    return "the storage sweep.storage names" if spec.storage else "this TFTRAIN_HOME's sweeps.db"
+
+
+def _next_id(optuna, storage, name: str) -> str:
+    pattern = re.compile(re.escape(name + SWEEP_MARK) + r"(\d+)$")
+    taken = [int(m.group(1)) for m in map(pattern.match, optuna.get_all_study_names(storage)) if m]
+    return f"{name}{SWEEP_MARK}{max(taken, default=0) + 1}"
+
+
+def _warm_start(optuna, sweep: Sweep, sources: list[str], storage) -> None:
+    """Finished trials of earlier sweeps join this study as what the sampler knows (HyperDrive's
+    resume_from); they are not this sweep's trials: not counted, never its best."""
+    for source in sources:
+        try:
+            earlier = optuna.load_study(study_name=source, storage=storage)
+        except KeyError:
+            raise SweepError(f"sweep.warm_start: {source}: no such sweep") from None
+        for trial in earlier.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+            values = trial.user_attrs.get("values")
+            if not isinstance(values, dict) or trial.value is None:
+                continue
+            try:
+                params = sweep.space.internal(values)
+            except ValueError:
+                continue  # a value outside this sweep's space tells the sampler nothing about it
+            sweep.study.add_trial(
+                optuna.trial.create_trial(
+                    params=params,
+                    distributions=sweep.space.distributions(),
+                    value=trial.value,
+                    user_attrs={"values": values, WARM: f"{source}#{trial.number}", "run_id": trial.user_attrs.get("run_id")},
+                )
+            )
+
+
+def queue_stopped_trials(sweep: Sweep) -> list[tuple[int, str]]:
+    """Trials a signal stopped (not the policy), queued again with their values and their run as
+    resume_from; each only once (the study remembers which)."""
+    resumed = set(sweep.study.user_attrs.get("resumed", []))
+    queued = []
+    for trial in sweep.study.get_trials(deepcopy=False):
+        run_id = trial.user_attrs.get("run_id")
+        if trial.user_attrs.get("stopped") != CANCELED_BY_SIGNAL or trial.number in resumed or not run_id:
+            continue
+        values = trial.user_attrs.get("values", {})
+        sweep.study.enqueue_trial(sweep.space.internal(values), user_attrs={RESUMES: run_id, "values": values})
+        resumed.add(trial.number)
+        queued.append((trial.number, run_id))
+    sweep.study.set_user_attr("resumed", sorted(resumed))
+    return queued

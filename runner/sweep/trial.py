@@ -1,0 +1,116 @@
+"""One trial of a sweep: a full tftrain run with the trial's values in its script_params, its
+primary metric reported to the study as it is recorded, stopped when the policy prunes it."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runner.errors import FatalError
+from runner.history.record import RunStatus
+from runner.history.store import Store
+from runner.manifest import LoadedManifest
+from runner.manifest.sweep import Objective
+from runner.run.pipeline import run_manifest
+from runner.settings import LoggerSettings, Settings
+from runner.targets.base import RunControl
+from runner.telemetry.logger import Logger
+from runner.telemetry.point import MetricPoint
+
+LIVE_SOURCES = ("log", "file")  # TensorBoard's points are read after the run: too late to prune with
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    number: int
+    run_id: str | None
+    status: RunStatus
+    value: float | None  # the objective: the primary metric's last value
+    early_terminated: bool
+    message: str | None
+    reported: tuple[str, ...] = ()  # the metric names the run recorded (to say which exist when the objective is not among them)
+
+
+class TrialWatch:
+    """Reports the objective metric to the Optuna trial at each report (step = 1, 2, 3 …, HyperDrive's
+    interval) and stops the run when the study's pruner says so."""
+
+    def __init__(self, trial, objective: Objective, sweep_id: str, home: Path) -> None:
+        self.trial, self.metric, self.sweep_id, self.home = trial, objective.primary_metric, sweep_id, home
+        self.reports = 0
+        self.pruned_at: int | None = None
+        self.control: RunControl | None = None
+        self.run_id: str | None = None
+        self.lock = threading.Lock()
+
+    def started(self, run_id: str, control: RunControl) -> None:
+        self.run_id, self.control = run_id, control
+        self.trial.set_user_attr("run_id", run_id)
+        store = Store(self.home)
+        try:
+            store.update_run(run_id, sweep={"id": self.sweep_id, "trial": self.trial.number})
+        finally:
+            store.close()
+
+    def points(self, points: list[MetricPoint]) -> None:
+        for point in points:
+            if point.name != self.metric or point.source not in LIVE_SOURCES:
+                continue
+            with self.lock:
+                if self.pruned_at is not None:
+                    return
+                self.reports += 1
+                step = self.reports
+                self.trial.report(float(point.value), step)
+                if self.trial.should_prune():
+                    self.pruned_at = step
+                    self.control.reason = f"early termination at step {step}"
+                    self.control.cancel.set()
+                    return
+
+    def stop(self, reason: str) -> None:
+        """Cancel the run from outside (Ctrl-C on the sweep, the sweep's timeout)."""
+        if self.control is not None and not self.control.cancel.is_set():
+            self.control.reason = reason
+            self.control.cancel.set()
+
+
+def trial_manifest(loaded: LoadedManifest, values: dict[str, Any], objective: Objective, trial_timeout: int | None) -> LoadedManifest:
+    """The manifest one trial runs: the sampled values as script_params, no sweep, the objective as
+    the primary metric, no model registered (the sweep registers the best trial's), the trial's time limit."""
+    manifest = loaded.manifest
+    metrics = manifest.metrics.model_copy(update={"primary": objective.primary_metric, "goal": objective.goal})
+    update = {
+        "script_params": {**manifest.script_params, **values},
+        "sweep": None,
+        "metrics": metrics,
+        "model": manifest.model.model_copy(update={"register_model": False}),
+    }
+    if trial_timeout is not None:
+        update["max_run_duration_seconds"] = min(trial_timeout, manifest.max_run_duration_seconds or trial_timeout)
+    return dataclasses.replace(loaded, manifest=manifest.model_copy(update=update))
+
+
+def run_trial(loaded: LoadedManifest, watch: TrialWatch, log: Path, settings: Settings, home: Path) -> TrialResult:
+    """Run it, its tftrain console written to `log` (the sweep shows a table, not every trial's lines)."""
+    number = watch.trial.number
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w", encoding="utf-8") as stream:
+        logger = Logger(stream, settings=LoggerSettings())
+        try:
+            result = run_manifest(loaded, logger, settings, home, watch=watch)
+        except FatalError as exc:  # refused before it ran (the run, if recorded, says so too)
+            logger.error(str(exc))
+            return TrialResult(number, watch.run_id, RunStatus.FAILED, None, False, str(exc))
+        finally:
+            logger.flush()
+    metrics = (result.metrics or {}).get("metrics", {})
+    value = metrics.get(watch.metric, {}).get("last")
+    early = watch.pruned_at is not None and result.status == RunStatus.CANCELED
+    return TrialResult(
+        number, result.run_id, result.status, float(value) if isinstance(value, (int, float)) else None, early, result.message,
+        tuple(sorted(metrics)),
+    )

@@ -31,7 +31,6 @@ def run(args, logger) -> int:
     if args.json:
         logger.text(json.dumps({key: document[key] for key in SHOWN_KEYS}, indent=2))
         return 0
-    from runner.sweep.book import _row
 
     metric = document["objective"]["primary_metric"]
     logger.table(f"sweep {document['id']}: {document['status']}", ["trial", "run", "status", metric, "params"], [trial_row(t) for t in document["trials"]])

@@ -1,0 +1,152 @@
+"""Sweeps through the real CLI: trials as runs, live early termination, the best model registered,
+Ctrl-C and resume, a metric never reported, --no-sweep."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+
+import pytest
+
+from conftest import TFTRAIN
+from watching import alive, wait_for
+
+# Each step prints the metric; the value grows with --lr and falls with --bs, so trials differ.
+SCRIPT = """\
+import argparse, os, sys, time
+parser = argparse.ArgumentParser()
+parser.add_argument("--lr", type=float, default=0.1)
+parser.add_argument("--bs", type=int, default=32)
+parser.add_argument("--steps", type=int, default=6)
+parser.add_argument("--pause", type=float, default=0.05)
+parser.add_argument("--resume-from", default=None)
+args = parser.parse_args()
+start = 1
+if args.resume_from and os.path.exists(os.path.join(args.resume_from, "step")):
+    start = int(open(os.path.join(args.resume_from, "step")).read()) + 1
+    print(f"resumed at step {start}", flush=True)
+os.makedirs("outputs/model", exist_ok=True)
+open("outputs/model/pid", "w").write(str(os.getpid()))
+for step in range(start, args.steps + 1):
+    score = args.lr * 10 - args.bs / 1000 + step / 100
+    print(f"step {step} score: {score:.5f}", flush=True)
+    open("outputs/step", "w").write(str(step))
+    time.sleep(args.pause)
+open("outputs/model/weights.txt", "w").write(f"lr={args.lr} bs={args.bs}")
+"""
+
+MANIFEST = """\
+script_params:
+  --steps: {steps}
+  --pause: {pause}
+metrics:
+  regex:
+    score: 'score: ([0-9.-]+)'
+sweep:
+  sampling_algorithm: {sampling}
+  search_space:
+    --lr: {{type: choice, values: [0.01, 0.05, 0.1, 0.2]}}
+    --bs: {{type: choice, values: [16, 64]}}
+  objective: {{primary_metric: {metric}, goal: maximize}}
+  limits: {{max_total_trials: {trials}, max_concurrent_trials: {concurrent}}}
+{extra}"""
+
+
+def sweep_manifest(project, steps=6, pause=0.05, sampling="{type: random, seed: 3}", metric="score", trials=4, concurrent=2, extra="", script=SCRIPT):
+    text = MANIFEST.format(steps=steps, pause=pause, sampling=sampling, metric=metric, trials=trials, concurrent=concurrent, extra=extra)
+    return project(script=script, manifest=text)
+
+
+def show(cli, ref="latest") -> dict:
+    result = cli("sweeps", "show", ref, "--json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_a_sweep_runs_its_trials_as_runs_and_registers_the_best(project, cli, home):
+    result = cli("run", "-f", str(sweep_manifest(project)))
+    assert result.returncode == 0, result.stderr
+    document = show(cli)
+    assert set(document) == {"id", "status", "objective", "trials", "best"}
+    assert document["id"] == "demo-sweep-1" and document["status"] == "Completed"
+    assert document["objective"] == {"primary_metric": "score", "goal": "maximize"}
+    trials = document["trials"]
+    assert [t["number"] for t in trials] == [0, 1, 2, 3] and {t["status"] for t in trials} == {"Completed"}
+    for trial in trials:
+        assert set(trial) == {"number", "run_id", "status", "early_terminated", "params", "value"}
+        assert set(trial["params"]) == {"--lr", "--bs"}
+        expected = trial["params"]["--lr"] * 10 - trial["params"]["--bs"] / 1000 + 6 / 100
+        assert trial["value"] == pytest.approx(expected, abs=1e-5)  # the last value of the primary metric
+        record = json.loads((home / "runs" / trial["run_id"] / "run.json").read_text())
+        assert record["sweep"] == {"id": "demo-sweep-1", "trial": trial["number"]}
+    best = max(trials, key=lambda t: t["value"])
+    assert document["best"] == {"number": best["number"], "run_id": best["run_id"], "value": best["value"], "model_version": "demo@v1"}
+    info = json.loads((home / "models" / "demo" / "v1" / "model.json").read_text())
+    assert info["sweep"]["params"] == best["params"] and info["run_id"] == best["run_id"]
+    assert not (home / "models" / "demo" / "v2").exists()  # only the best trial's model is a version
+    assert "demo-sweep-1" in cli("sweeps").stdout
+
+
+def test_the_policy_stops_a_losing_trial_within_seconds(project, cli, home):
+    # grid: both trials at once; the loser's value is 1.9 below the winner's at every step, the slack 0.5
+    extra = "  early_termination: {type: bandit, slack_amount: 0.5, evaluation_interval: 1, delay_evaluation: 1}\n"
+    path = sweep_manifest(project, steps=40, pause=0.1, sampling="grid", trials=2, concurrent=2, extra=extra)
+    text = path.read_text().replace("[0.01, 0.05, 0.1, 0.2]", "[0.2, 0.01]").replace("[16, 64]", "[16]")
+    path.write_text(text)
+    result = cli("run", "-f", str(path))
+    assert result.returncode == 0, result.stderr
+    trials = {t["params"]["--lr"]: t for t in show(cli)["trials"]}
+    assert trials[0.2]["status"] == "Completed" and not trials[0.2]["early_terminated"]
+    loser = trials[0.01]
+    assert loser["status"] == "Canceled" and loser["early_terminated"] is True
+    record = json.loads((home / "runs" / loser["run_id"] / "run.json").read_text())
+    assert record["status"] == "Canceled" and record["message"].startswith("early termination at step ")
+    outputs = home / "runs" / loser["run_id"] / "workdir" / "outputs"
+    assert int((outputs / "step").read_text()) < 20  # stopped at once, not after its 40 steps
+    pid = int((outputs / "model" / "pid").read_text())
+    assert not alive(pid)
+
+
+def test_an_objective_no_trial_reports_is_named_when_the_first_trial_ends(project, cli, home):
+    result = cli("run", "-f", str(sweep_manifest(project, metric="val_accuracy", concurrent=1)))
+    assert result.returncode == 25
+    assert "sweep.objective.primary_metric: trial 0 (run demo-1) completed without reporting 'val_accuracy'; it reported: score" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(show(cli)["trials"]) == 1  # no further trial was started
+
+
+def test_no_sweep_runs_the_defaults_once(project, cli, home):
+    result = cli("run", "--no-sweep", "-f", str(sweep_manifest(project)))
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in (home / "runs").iterdir()) == ["demo-1"]
+    assert "score: 0.94" in (home / "runs/demo-1/workdir/logs/0.log").read_text()  # --lr 0.1 --bs 32 --steps 6 (script defaults)
+    assert not (home / "sweeps").exists()
+
+
+def test_ctrl_c_stops_every_trial_and_resume_goes_on_from_their_checkpoints(project, cli, home):
+    path = sweep_manifest(project, steps=200, pause=0.05, trials=2, concurrent=2)
+    path.write_text(path.read_text().replace("  --pause: 0.05\n", "  --pause: 0.05\n  --resume-from: {resume_from: true}\n"))
+    sweep = subprocess.Popen([TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: len(list((home / "runs").glob("demo-*/workdir/outputs/step"))) == 2, timeout=60)
+        pids = [int(p.read_text()) for p in (home / "runs").glob("demo-*/workdir/outputs/model/pid")]
+        sweep.send_signal(signal.SIGINT)
+        out, err = sweep.communicate(timeout=60)
+    finally:
+        sweep.kill()
+    assert sweep.returncode == 12, err
+    assert "tftrain sweep resume demo-sweep-1" in err
+    assert not any(alive(pid) for pid in pids)
+    document = show(cli)
+    assert document["status"] == "Canceled" and {t["status"] for t in document["trials"]} == {"Canceled"}
+    path.write_text(path.read_text().replace("--pause: 0.05", "--pause: 0"))  # the rest of the 200 steps, fast
+    resumed = cli("sweep", "resume", "demo-sweep-1", "-f", str(path))
+    assert resumed.returncode == 0, resumed.stderr
+    document = show(cli, "demo-sweep-1")
+    assert document["status"] == "Completed"
+    redone = [t for t in document["trials"] if t["status"] == "Completed"]
+    assert len(redone) == 2 and {t["run_id"] for t in redone}.isdisjoint(t["run_id"] for t in document["trials"][:2])
+    for trial in redone:
+        log = (home / "runs" / trial["run_id"] / "workdir" / "logs" / "0.log").read_text()
+        assert "resumed at step" in log

@@ -77,8 +77,11 @@ class PostgresServer:
                 break
         else:
             self._fail()
-        self._sql(f"CREATE DATABASE {DATABASE}")
+        self.create_database(DATABASE)
         return self
+
+    def create_database(self, name: str) -> None:
+        self._sql(f"CREATE DATABASE {name}")
 
     def _launch(self) -> None:
         self.port = free_port()

@@ -106,7 +106,7 @@ class PublishError(FatalError):
 
 
 class StorageError(FatalError):
-    """The object store refused, or a download does not match its pointer."""
+    """The object store refused, a download does not match its pointer, or a sweep's study storage cannot be reached."""
 
     exit_code = 18
 

@@ -3,11 +3,12 @@ sweeps (warm_start), and the trials that count toward max_total_trials."""
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.errors import SweepError, extra_module
+from runner.errors import StorageError, SweepError, extra_module
 from runner.manifest.sweep import Objective, SweepSpec
 from runner.sweep.policies import pruner_for
 from runner.sweep.space import SearchSpace, sampler_for
@@ -48,7 +49,7 @@ def optuna_module():
 def open_sweep(spec: SweepSpec, name: str, objective: Objective, limit: int, home: Path, sweep_id: str | None = None) -> Sweep:
     """A new sweep (sweep_id None), or the existing `sweep_id` (join, resume) in the manifest's storage."""
     optuna = optuna_module()
-    storage = storage_for(spec.storage, home)
+    storage = storage_for(storage_url(spec.storage), home)
     space = SearchSpace(spec.search_space)
     sampler, pruner = sampler_for(spec.sampling, space), pruner_for(spec.early_termination, objective.goal)
     if sweep_id is None:
@@ -66,6 +67,21 @@ def open_sweep(spec: SweepSpec, name: str, objective: Objective, limit: int, hom
     if study.user_attrs.get("objective") not in (None, objective.model_dump()):
         raise SweepError(f"sweep {sweep_id}: its objective is {study.user_attrs['objective']}, the manifest's {objective.model_dump()}")
     return Sweep(sweep_id, study, space, objective, limit)
+
+
+def storage_url(url: str | None) -> str | None:
+    """`$NAME` / `${NAME}` in sweep.storage come from tftrain's environment (a password kept in a
+    secret, not in the manifest); one that is not set is an error, never an empty password."""
+    if url is None:
+        return None
+
+    def value(match: re.Match) -> str:
+        name = match.group(1) or match.group(2)
+        if name not in os.environ:
+            raise StorageError(f"sweep.storage: ${name} is not set in tftrain's environment")
+        return os.environ[name]
+
+    return re.sub(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))", value, url)
 
 
 def _where(spec: SweepSpec) -> str:

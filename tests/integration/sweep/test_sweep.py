@@ -4,13 +4,18 @@ Ctrl-C and resume, a metric never reported, --no-sweep."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 
 import pytest
 
+import postgres
 from conftest import TFTRAIN
 from watching import alive, wait_for
+
+postgres_server = postgres.postgres_server  # a real server for the session (tests/postgres.py)
+postgres_url = postgres.postgres_url
 
 # Each step prints the metric; the value grows with --lr and falls with --bs, so trials differ.
 SCRIPT = """\
@@ -149,3 +154,47 @@ def test_ctrl_c_stops_every_trial_and_resume_goes_on_from_their_checkpoints(proj
     for trial in redone:
         log = (home / "runs" / trial["run_id"] / "workdir" / "logs" / "0.log").read_text()
         assert "resumed at step" in log
+
+
+def test_two_runners_share_one_study_on_postgres(project, home, tmp_path, postgres_url):
+    """The starter creates the sweep; a second runner (its own TFTRAIN_HOME, as on another machine)
+    joins it; together they run max_total_trials trials, the password coming from the environment."""
+    user, _, rest = postgres_url.partition("://")[2].partition(":")
+    password, _, where = rest.partition("@")
+    storage = f"postgresql://{user}:${{SWEEP_DB_PASSWORD}}@{where}"
+    path = sweep_manifest(project, steps=4, pause=0.2, trials=6, concurrent=1, extra=f"  storage: {storage}\n")
+    path.write_text(path.read_text() + "secrets: [SWEEP_DB_PASSWORD]\n")
+    env = {**os.environ, "COLUMNS": "200", "SWEEP_DB_PASSWORD": password}
+    other = tmp_path / "other-home"
+    starter = subprocess.Popen([TFTRAIN, "run", "-f", str(path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: (home / "sweeps" / "demo-sweep-1" / "sweep.json").exists(), timeout=60)
+        joined = subprocess.run(
+            [TFTRAIN, "sweep", "join", "demo-sweep-1", "-f", str(path)], env={**env, "TFTRAIN_HOME": str(other)},
+            capture_output=True, text=True, timeout=300,
+        )
+        out, err = starter.communicate(timeout=300)
+    finally:
+        starter.kill()
+    assert starter.returncode == 0, err
+    assert joined.returncode == 0, joined.stderr
+    assert password not in err + out + joined.stderr + joined.stdout
+    mine = {t["run_id"] for t in show_in(home)["trials"] if (home / "runs" / t["run_id"]).exists()}
+    theirs = {t["run_id"] for t in show_in(other)["trials"] if (other / "runs" / t["run_id"]).exists()}
+    assert mine and theirs  # both runners ran trials
+    numbers = [t["number"] for t in show_in(other)["trials"]]
+    assert len(numbers) == len(set(numbers)) and 6 <= len(numbers) <= 7  # a joiner may start one more than the limit at the very end
+
+
+def test_an_unreachable_storage_is_one_line_without_the_password(project, cli, home):
+    extra = "  storage: postgresql://tftrain:hunter2secret@127.0.0.1:1/sweeps?connect_timeout=2\n"
+    result = cli("run", "-f", str(sweep_manifest(project, extra=extra)))
+    assert result.returncode == 18
+    assert "hunter2secret" not in result.stderr + result.stdout
+    assert result.stderr.count("\n") == 1 and "127.0.0.1:1/sweeps" in result.stderr, result.stderr
+
+
+def show_in(home) -> dict:
+    result = subprocess.run([TFTRAIN, "sweeps", "show", "latest", "--json"], env={**os.environ, "TFTRAIN_HOME": str(home)}, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)

@@ -12,7 +12,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from runner.errors import SweepError
+from runner.errors import SweepError, UnsupportedError
 from runner.history.record import RunStatus
 from runner.manifest import LoadedManifest
 from runner.settings import Settings
@@ -146,6 +146,29 @@ def trial_manifest_resuming(loaded: LoadedManifest, run_id: str) -> LoadedManife
     return dataclasses.replace(loaded, manifest=loaded.manifest.model_copy(update={"resume_from": run_id}))
 
 
+def check_concurrency(manifest, logger: Logger) -> None:
+    """What this machine can place, before any trial runs: slots_per_node and GPUs are hard limits,
+    CPUs a warning (the trials share them). Pool leases and the cluster queue what does not fit."""
+    from runner.manifest import effective_target
+    from runner.manifest.rules import process_count
+    from runner.plan.launchers.capacity import cpu_count, gpu_count
+
+    if effective_target(manifest) not in ("local", "docker"):
+        return
+    limit = manifest.sweep.limits.max_concurrent_trials
+    per = process_count(manifest)
+    wanted = per * limit
+    where = f"sweep.limits.max_concurrent_trials: {limit} trials of {per} process{'es' if per > 1 else ''}"
+    slots = manifest.compute.slots_per_node
+    if slots and wanted > slots:
+        raise UnsupportedError(f"{where} need {wanted} slots; compute.slots_per_node is {slots}")
+    gpus = gpu_count() if manifest.use_gpu else None
+    if gpus is not None and wanted > gpus:
+        raise UnsupportedError(f"{where} need {wanted} GPUs; this machine has {gpus}")
+    if wanted > cpu_count():
+        logger.warning(f"{where} on this machine's {cpu_count()} CPUs: they will share them")
+
+
 @contextmanager
 def _signals(runner: SweepRunner):
     """SIGINT/SIGTERM/SIGHUP stop the sweep and its trials (they end Canceled; `tftrain sweep resume`
@@ -179,6 +202,7 @@ def run_sweep(loaded: LoadedManifest, logger: Logger, settings: Settings, home: 
     from runner.sweep.study import open_sweep, queue_stopped_trials
 
     manifest = loaded.manifest
+    check_concurrency(manifest, logger)
     sweep = open_sweep(manifest.sweep, manifest.name, objective_of(manifest), trial_limit(manifest.sweep), home, sweep_id)
     if resume:
         for number, run_id in queue_stopped_trials(sweep):

@@ -198,3 +198,12 @@ def show_in(home) -> dict:
     result = subprocess.run([TFTRAIN, "sweeps", "show", "latest", "--json"], env={**os.environ, "TFTRAIN_HOME": str(home)}, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
+
+
+def test_more_concurrent_trials_than_the_machine_can_place_is_refused_before_any_runs(project, cli, home):
+    path = sweep_manifest(project, concurrent=3)
+    path.write_text(path.read_text() + "compute:\n  slots_per_node: 2\n")
+    result = cli("run", "-f", str(path))
+    assert result.returncode == 7
+    assert "sweep.limits.max_concurrent_trials: 3 trials of 1 process need 3 slots; compute.slots_per_node is 2" in result.stderr
+    assert not (home / "runs").exists() or not list((home / "runs").iterdir())

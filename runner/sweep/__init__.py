@@ -1,0 +1,1 @@
+"""Hyperparameter sweeps on Optuna (the manifest's sweep: section)."""

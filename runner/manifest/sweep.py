@@ -8,14 +8,11 @@ exp(uniform(min, max))), q-expressions round to a multiple of q, randint(upper) 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import Discriminator, Field, Tag
 
 from runner.manifest.fields import MAX_SECONDS, NAME_PATTERN, Model, Scalar
-
-if TYPE_CHECKING:
-    from runner.manifest.model import Manifest
 
 # a sweep's id: the manifest's name and the sweep's number (`NAME-sweep-3`)
 SWEEP_ID_PATTERN = rf"^(?:{NAME_PATTERN[1:-1]})-sweep-[0-9]{{1,9}}$"
@@ -177,12 +174,3 @@ def trial_limit(sweep: SweepSpec) -> int:
         return grid_size(sweep)
     raise ValueError("sweep.limits.max_total_trials is required unless sampling is grid")
 
-
-def objective_of(manifest: Manifest) -> Objective:
-    """The sweep's objective: sweep.objective, else metrics.primary with its goal (metrics.goal or the name's)."""
-    if manifest.sweep is not None and manifest.sweep.objective is not None:
-        return manifest.sweep.objective
-    primary = manifest.metrics.primary
-    if not primary:
-        raise ValueError("no objective: set sweep.objective.primary_metric (or metrics.primary)")
-    return Objective(primary_metric=primary, goal=manifest.metrics.goal_for(primary))

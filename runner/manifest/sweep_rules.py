@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 from runner.manifest.fields import InputRef, ResumeRef
 from runner.manifest.model import Manifest
-from runner.manifest.sweep import MAX_TRIALS, SweepSpec, grid_size
+from runner.manifest.sweep import MAX_TRIALS, Objective, SweepSpec, grid_size, trial_limit
 from runner.manifest.yamlfile import Location
 
 Problem = tuple[Location, str]
@@ -33,26 +33,32 @@ def check_sweep(manifest: Manifest) -> list[Problem]:
 
 
 def sweep_warnings(manifest: Manifest) -> list[Problem]:
-    """What Azure ML accepts and quietly caps: said here, so that nobody waits for trials that never run."""
+    """What Azure ML accepts and quietly caps, said: nobody waits for trials that never run.
+    Call it on a manifest that passed check_sweep (load_manifest's warnings)."""
     sweep = manifest.sweep
-    if sweep is None:
+    if sweep is None or (sweep.limits.max_total_trials is None and sweep.sampling.type != "grid"):
         return []
-    limits = sweep.limits
-    total = limits.max_total_trials
     warnings: list[Problem] = []
-    if sweep.sampling.type == "grid" and total is not None and total > grid_size(sweep):
+    trials = trial_limit(sweep)
+    if sweep.sampling.type == "grid" and trials > grid_size(sweep):
+        trials = grid_size(sweep)
+        warnings.append(((*_LIMITS, "max_total_trials"), f"the grid has {trials} points; no more trials than that run"))
+    concurrent = sweep.limits.max_concurrent_trials
+    if concurrent > trials:
         warnings.append(
-            ((*_LIMITS, "max_total_trials"), f"the grid has {grid_size(sweep)} points; no more trials than that run")
-        )
-    limit = total if total is not None else grid_size(sweep) if sweep.sampling.type == "grid" else None
-    if limit is not None and limits.max_concurrent_trials > limit:
-        warnings.append(
-            (
-                (*_LIMITS, "max_concurrent_trials"),
-                f"{limits.max_concurrent_trials} exceeds the {limit} trials of the sweep; at most {limit} run at once",
-            )
+            ((*_LIMITS, "max_concurrent_trials"), f"{concurrent} exceeds the {trials} trials of the sweep; at most {trials} run at once")
         )
     return warnings
+
+
+def objective_of(manifest: Manifest) -> Objective:
+    """The sweep's objective: sweep.objective, else metrics.primary with its goal (metrics.goal or the name's)."""
+    if manifest.sweep is not None and manifest.sweep.objective is not None:
+        return manifest.sweep.objective
+    primary = manifest.metrics.primary
+    if not primary:
+        raise ValueError("no objective: set sweep.objective.primary_metric (or metrics.primary)")
+    return Objective(primary_metric=primary, goal=manifest.metrics.goal_for(primary))
 
 
 _SPACE: Location = ("sweep", "search_space")

@@ -7,11 +7,16 @@ exp(uniform(min, max))), q-expressions round to a multiple of q, randint(upper) 
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+import math
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field
+from pydantic import Discriminator, Field, Tag
 
 from runner.manifest.fields import MAX_SECONDS, NAME_PATTERN, Model, Scalar
+
+# a sweep's id: the manifest's name and the sweep's number (`NAME-sweep-3`)
+SWEEP_ID_PATTERN = rf"^(?:{NAME_PATTERN[1:-1]})-sweep-[0-9]{{1,9}}$"
+MAX_TRIALS = 100_000
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -109,17 +114,35 @@ class TruncationSelection(_Policy):
 
 
 EarlyTermination = Annotated[Union[Bandit, MedianStopping, TruncationSelection], Field(discriminator="type")]
+POLICIES = ("bandit", "median_stopping", "truncation_selection")
 
 
 class Limits(Model):
-    max_total_trials: int | None = Field(default=None, ge=1, le=100_000, description="Default: the grid's size (grid); required otherwise")
+    max_total_trials: int | None = Field(default=None, ge=1, le=MAX_TRIALS, description="Default: the grid's size (grid); required otherwise")
     max_concurrent_trials: int = Field(default=1, ge=1, le=1024)
     timeout: int | None = Field(default=None, ge=1, le=MAX_SECONDS, description="Seconds for the whole sweep")
     trial_timeout: int | None = Field(default=None, ge=1, le=MAX_SECONDS, description="Seconds for one trial (its max_run_duration_seconds)")
 
 
+def _written_as(value: Any) -> str | None:
+    """A name (`grid`) or a mapping (`{type: grid, seed: 1}`): one error for the form written, not one per form."""
+    if isinstance(value, str):
+        return "str"
+    return "mapping" if isinstance(value, (dict, Sampling)) else None
+
+
+SamplingAlgorithm = Annotated[
+    Union[Annotated[Literal["random", "grid", "bayesian"], Tag("str")], Annotated[Sampling, Tag("mapping")]],
+    Discriminator(
+        _written_as,
+        custom_error_type="value_form",
+        custom_error_message="must be random, grid or bayesian, or a mapping {type: …, seed: …}",
+    ),
+]
+
+
 class SweepSpec(Model):
-    sampling_algorithm: Literal["random", "grid", "bayesian"] | Sampling = "random"
+    sampling_algorithm: SamplingAlgorithm = "random"
     search_space: dict[str, Expression] = Field(min_length=1)
     objective: Objective | None = Field(default=None, description="Default: metrics.primary and its goal")
     early_termination: EarlyTermination | None = None
@@ -127,7 +150,7 @@ class SweepSpec(Model):
     storage: str | None = Field(
         default=None, description="An Optuna storage URL shared by many runners (postgresql://…); default: SQLite in TFTRAIN_HOME"
     )
-    warm_start: list[Annotated[str, Field(pattern=NAME_PATTERN)]] = Field(
+    warm_start: list[Annotated[str, Field(pattern=SWEEP_ID_PATTERN)]] = Field(
         default_factory=list, description="Sweep ids whose finished trials seed this one (HyperDrive's resume_from)"
     )
 
@@ -135,3 +158,19 @@ class SweepSpec(Model):
     def sampling(self) -> Sampling:
         algorithm = self.sampling_algorithm
         return Sampling(type=algorithm) if isinstance(algorithm, str) else algorithm
+
+
+def grid_size(sweep: SweepSpec) -> int:
+    """How many points a grid over `search_space` has (choice and randint only; the rules refuse the rest)."""
+    sizes = [len(e.values) if e.type == "choice" else e.upper for e in sweep.search_space.values() if e.type in ("choice", "randint")]
+    return math.prod(sizes)
+
+
+def trial_limit(sweep: SweepSpec) -> int:
+    """How many trials the sweep runs at most: limits.max_total_trials, or the grid's size."""
+    if sweep.limits.max_total_trials is not None:
+        return sweep.limits.max_total_trials
+    if sweep.sampling.type == "grid":
+        return grid_size(sweep)
+    raise ValueError("sweep.limits.max_total_trials is required unless sampling is grid")
+

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import difflib
+import re
 import types
 import typing
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from runner.manifest.sweep import EXPRESSIONS, POLICIES, SWEEP_ID_PATTERN
 from runner.manifest.yamlfile import Location, YamlDocument, format_loc, one_line
 
 __all__ = ["allowed_keys", "format_loc", "validation_messages"]
@@ -19,7 +21,7 @@ def validation_messages(exc: ValidationError, doc: YamlDocument, model: type[Bas
     seen = set()
     for error in exc.errors():
         loc = _data_loc(tuple(error["loc"]), doc.data)
-        if error["type"] == "union_tag_invalid":
+        if error["type"] in ("union_tag_invalid", "union_tag_not_found"):
             loc = (*loc, error["ctx"]["discriminator"].strip("'"))
         message = _describe(error, loc, model, tuple(error["loc"]))
         line = one_line(f"{doc.where(loc)}: {format_loc(loc)}: {message}")
@@ -53,7 +55,10 @@ def _is_member_tag(part: Any) -> bool:
     return isinstance(part, str) and (not part[:1].islower() or "[" in part or part in _UNION_TAGS)
 
 
-_UNION_TAGS = {"mpi", "parameter_server", "multi_worker_mirrored", "bool", "int", "float", "str", "list", "none"}
+_UNION_TAGS = {
+    "mpi", "parameter_server", "multi_worker_mirrored", "bool", "int", "float", "str", "list", "none", "mapping",
+    *EXPRESSIONS, *POLICIES,
+}
 
 
 def _describe(error: dict[str, Any], loc: Location, model: type[BaseModel], raw_loc: Location) -> str:
@@ -66,19 +71,65 @@ def _describe(error: dict[str, Any], loc: Location, model: type[BaseModel], raw_
         return f"unknown key{hint}"
     if kind == "missing":
         return "required key is missing"
+    if kind == "string_pattern_mismatch" and error["ctx"]["pattern"] == SWEEP_ID_PATTERN:
+        return f"{error['input']!r} is not a sweep id (NAME-sweep-N)"
+    if kind == "union_tag_not_found":
+        return f"required key is missing; one of {_quoted(_union_tags(model, loc[:-1]))}"
+    if kind == "model_attributes_type":  # a tagged union's value that is no mapping
+        field = _tag_field(model, loc)
+        if field:
+            return f"must be a mapping with {field}: one of {_quoted(_union_tags(model, loc))}"
     if kind == "union_tag_invalid":
-        return f"{error['ctx']['tag']!r} is not one of {error['ctx']['expected_tags']}"
+        return f"{error['ctx']['tag']!r} is not one of {error['ctx']['expected_tags']}" + _did_you_mean(
+            error["ctx"]["tag"], error["ctx"]["expected_tags"]
+        )
     if kind in ("literal_error", "enum"):
-        return f"{error.get('input')!r} is not one of {error['ctx']['expected']}"
+        return f"{error.get('input')!r} is not one of {error['ctx']['expected']}" + _did_you_mean(
+            error.get("input"), error["ctx"]["expected"]
+        )
     message = error["msg"]
     if message.startswith("Value error, "):
         message = message[len("Value error, ") :]
     return message
 
 
+def _did_you_mean(value: Any, expected: str) -> str:
+    """A close match among pydantic's quoted list of values ("'random', 'grid' or 'bayesian'")."""
+    if not isinstance(value, str):
+        return ""
+    close = difflib.get_close_matches(value, re.findall(r"'([^']*)'", expected), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _quoted(values: list[str]) -> str:
+    return ", ".join(repr(value) for value in values)
+
+
+def _union_tags(model: type[BaseModel], loc: Location) -> list[str]:
+    """The tags of the tagged union at `loc` (`type: choice`, `backend: mpi`, …), in declaration order."""
+    return list(dict.fromkeys(tag for member in _models_at(model, loc) for tag in sorted(_tag_values(member))))
+
+
+def _tag_field(model: type[BaseModel], loc: Location) -> str | None:
+    """The key that tells the members of the tagged union at `loc` apart, if `loc` holds one."""
+    members = _models_at(model, loc)
+    shared = set.intersection(*(set(_tag_fields(member)) for member in members)) if len(members) > 1 else set()
+    return min(shared) if len(shared) == 1 else None
+
+
 def allowed_keys(model: type[BaseModel], loc: Location, tags: set[str] = frozenset()) -> list[str]:
     """Keys accepted at `loc` below `model` (used for 'did you mean'); of a tagged union's members,
     the one pydantic tried (its tag, e.g. `mpi`, is among `tags`), if it can be told."""
+    models = _models_at(model, loc)
+    tagged = [m for m in models if _tag_values(m) & tags]
+    keys: set[str] = set()
+    for member in tagged or models:
+        keys.update(_fields(member))
+    return sorted(keys)
+
+
+def _models_at(model: type[BaseModel], loc: Location) -> list[type[BaseModel]]:
+    """The models a value at `loc` below `model` may be (several for a union)."""
     candidates: list[Any] = [model]
     for part in loc:
         nxt: list[Any] = []
@@ -91,22 +142,22 @@ def allowed_keys(model: type[BaseModel], loc: Location, tags: set[str] = frozens
                 elif typing.get_origin(member) in (dict, list):
                     nxt.append(typing.get_args(member)[-1])
         candidates = nxt
-    models = [m for c in candidates for m in _members(c) if isinstance(m, type) and issubclass(m, BaseModel)]
-    tagged = [m for m in models if _tag_values(m) & tags]
-    keys: set[str] = set()
-    for member in tagged or models:
-        keys.update(_fields(member))
-    return sorted(keys)
+    return [m for c in candidates for m in _members(c) if isinstance(m, type) and issubclass(m, BaseModel)]
 
 
 def _tag_values(model: type[BaseModel]) -> set[str]:
     """The values of a model's one-value Literal fields (a union member's tag, like backend: mpi)."""
-    values = set()
-    for field in model.model_fields.values():
+    return set(_tag_fields(model).values())
+
+
+def _tag_fields(model: type[BaseModel]) -> dict[str, str]:
+    """A model's one-value Literal fields and their values (`backend: mpi`)."""
+    tags = {}
+    for name, field in _fields(model).items():
         args = typing.get_args(field.annotation) if typing.get_origin(field.annotation) is typing.Literal else ()
         if len(args) == 1 and isinstance(args[0], str):
-            values.add(args[0])
-    return values
+            tags[name] = args[0]
+    return tags
 
 
 def _fields(model: type[BaseModel]) -> dict:

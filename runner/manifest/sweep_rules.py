@@ -1,0 +1,186 @@
+"""The `sweep:` section's rules that span several keys (or the rest of the manifest), checked after
+each key is valid on its own; like rules.py, each returns (location, message) pairs."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit
+
+from runner.manifest.fields import InputRef, ResumeRef
+from runner.manifest.model import Manifest
+from runner.manifest.sweep import MAX_TRIALS, Objective, SweepSpec, grid_size, trial_limit
+from runner.manifest.yamlfile import Location
+
+Problem = tuple[Location, str]
+MAX_EXPONENT = 700  # exp(709.8) overflows a float; exp(-745) is 0, whose log Optuna cannot sample
+GRID_EXPRESSIONS = ("choice", "randint")
+STORAGE_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg")
+
+
+def check_sweep(manifest: Manifest) -> list[Problem]:
+    sweep = manifest.sweep
+    if sweep is None:
+        return []
+    return [
+        *_bounds(sweep),
+        *_grid(sweep),
+        *_keys(manifest, sweep),
+        *_objective(manifest, sweep),
+        *_policy(sweep),
+        *_limits(sweep),
+        *_storage(sweep),
+    ]
+
+
+def sweep_warnings(manifest: Manifest) -> list[Problem]:
+    """What Azure ML accepts and quietly caps, said: nobody waits for trials that never run.
+    Call it on a manifest that passed check_sweep (load_manifest's warnings)."""
+    sweep = manifest.sweep
+    if sweep is None or (sweep.limits.max_total_trials is None and sweep.sampling.type != "grid"):
+        return []
+    warnings: list[Problem] = []
+    trials = trial_limit(sweep)
+    if sweep.sampling.type == "grid" and trials > grid_size(sweep):
+        trials = grid_size(sweep)
+        warnings.append(((*_LIMITS, "max_total_trials"), f"the grid has {trials} points; no more trials than that run"))
+    concurrent = sweep.limits.max_concurrent_trials
+    if concurrent > trials:
+        warnings.append(
+            ((*_LIMITS, "max_concurrent_trials"), f"{concurrent} exceeds the {trials} trials of the sweep; at most {trials} run at once")
+        )
+    return warnings
+
+
+def objective_of(manifest: Manifest) -> Objective:
+    """The sweep's objective: sweep.objective, else metrics.primary with its goal (metrics.goal or the name's)."""
+    if manifest.sweep is not None and manifest.sweep.objective is not None:
+        return manifest.sweep.objective
+    primary = manifest.metrics.primary
+    if not primary:
+        raise ValueError("no objective: set sweep.objective.primary_metric (or metrics.primary)")
+    return Objective(primary_metric=primary, goal=manifest.metrics.goal_for(primary))
+
+
+_SPACE: Location = ("sweep", "search_space")
+_LIMITS: Location = ("sweep", "limits")
+
+
+def _bounds(sweep: SweepSpec) -> list[Problem]:
+    problems: list[Problem] = []
+    for key, expression in sweep.search_space.items():
+        if expression.type not in ("uniform", "quniform", "loguniform", "qloguniform"):
+            continue
+        if expression.min_value >= expression.max_value:
+            problems.append(
+                (
+                    (*_SPACE, key, "min_value"),
+                    f"min_value ({expression.min_value:g}) must be less than max_value ({expression.max_value:g})",
+                )
+            )
+        if expression.type in ("loguniform", "qloguniform"):
+            for bound in ("min_value", "max_value"):
+                value = getattr(expression, bound)
+                if abs(value) > MAX_EXPONENT:
+                    problems.append(
+                        (
+                            (*_SPACE, key, bound),
+                            f"{value:g} is an exponent ({expression.type}: exp(value)); "
+                            f"it must lie within ±{MAX_EXPONENT}",
+                        )
+                    )
+    return problems
+
+
+def _grid(sweep: SweepSpec) -> list[Problem]:
+    sampling = sweep.sampling
+    problems: list[Problem] = []
+    if sampling.rule == "sobol" and sampling.type != "random":
+        problems.append((("sweep", "sampling_algorithm", "rule"), f"sobol applies to random sampling, not {sampling.type}"))
+    if sampling.type != "grid":
+        return problems
+    for key, expression in sweep.search_space.items():
+        if expression.type not in GRID_EXPRESSIONS:
+            problems.append(
+                (
+                    (*_SPACE, key, "type"),
+                    f"grid sampling takes choice and randint expressions only; {key} is {expression.type}",
+                )
+            )
+    return problems
+
+
+def _keys(manifest: Manifest, sweep: SweepSpec) -> list[Problem]:
+    """A key is the script_params flag the sampled value is passed as."""
+    problems: list[Problem] = []
+    for key in sweep.search_space:
+        if not key or re.search(r"[\s=]", key):
+            problems.append(((*_SPACE, key), f"{key!r} is not a flag (non-empty, no whitespace or '=')"))
+            continue
+        value = manifest.script_params.get(key)
+        if isinstance(value, (InputRef, ResumeRef)):
+            form = "{input: …}" if isinstance(value, InputRef) else "{resume_from: true}"
+            problems.append(((*_SPACE, key), f"script_params.{key} is {form}, a path tftrain passes; it cannot be sampled"))
+    return problems
+
+
+def _objective(manifest: Manifest, sweep: SweepSpec) -> list[Problem]:
+    if sweep.objective is None and not manifest.metrics.primary:
+        return [(("sweep",), "the sweep has no objective: set sweep.objective.primary_metric (or metrics.primary)")]
+    return []
+
+
+def _policy(sweep: SweepSpec) -> list[Problem]:
+    policy = sweep.early_termination
+    if policy is None or policy.type != "bandit":
+        return []
+    if policy.slack_factor is None and policy.slack_amount is None:
+        return [(("sweep", "early_termination"), "bandit needs slack_factor or slack_amount")]
+    if policy.slack_factor is not None and policy.slack_amount is not None:
+        return [(("sweep", "early_termination", "slack_amount"), "bandit takes slack_factor or slack_amount, not both")]
+    return []
+
+
+def _limits(sweep: SweepSpec) -> list[Problem]:
+    if sweep.limits.max_total_trials is not None:
+        return []
+    if sweep.sampling.type != "grid":
+        return [((*_LIMITS, "max_total_trials"), f"required for {sweep.sampling.type} sampling (only a grid has a size)")]
+    size = grid_size(sweep)
+    if size > MAX_TRIALS:
+        return [((*_LIMITS, "max_total_trials"), f"the grid has {size} points; set max_total_trials (at most {MAX_TRIALS})")]
+    return []
+
+
+def _storage(sweep: SweepSpec) -> list[Problem]:
+    url = sweep.storage
+    if url is None:
+        return []
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return [(("sweep", "storage"), f"{masked_url(url)!r} is not a URL")]
+    scheme = parts.scheme.lower()
+    if scheme not in STORAGE_SCHEMES:
+        return [
+            (
+                ("sweep", "storage"),
+                f"{masked_url(url)!r} is not sqlite:///PATH, postgresql://… or postgresql+psycopg://…",
+            )
+        ]
+    if scheme == "sqlite" and (parts.netloc or parts.path in ("", "/")):
+        return [(("sweep", "storage"), f"{masked_url(url)!r}: write sqlite:///PATH (a file the trials share)")]
+    return []
+
+
+def masked_url(url: str) -> str:
+    """`url` with the password of its user part replaced by ***: an error message never shows it.
+    Split by hand, not by urlsplit, so that a password holding / or # is masked whole."""
+    head, separator, rest = url.partition("://")
+    user, at, host = rest.rpartition("@") if separator else url.rpartition("@")
+    if not at:
+        return url
+    if not separator:
+        return f"***@{host}"
+    if ":" not in user:
+        return url
+    return f"{head}://{user.split(':', 1)[0]}:***@{host}"

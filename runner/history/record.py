@@ -130,7 +130,7 @@ class RunRecord(_Model):
         return cls.model_validate_json(path.read_bytes())
 
     def as_dict(self) -> dict:
-        data = self.model_dump(mode="json", exclude={"metrics"})
+        data = self.model_dump(mode="json", exclude={"metrics"} | ({"sweep"} if self.sweep is None else set()))  # a trial's only
         data["metrics"] = self.metrics.as_dict() if self.metrics is not None else None
         return data
 

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from runner.errors import ManifestError
 from runner.manifest.model import Manifest
 from runner.manifest.rules import check_rules, effective_target, migrate_deprecated
+from runner.manifest.sweep_rules import sweep_warnings
 from runner.manifest.validate import format_loc, validation_messages
 from runner.manifest.yamlfile import YamlDocument, load_yaml, one_line
 
@@ -48,6 +49,7 @@ def load_manifest(path: Path | str = DEFAULT_NAME) -> LoadedManifest:
     errors += check_rules(manifest, path.resolve().parent)
     if errors:
         raise ManifestError("\n".join(_lines(doc, errors)))
+    warnings += sweep_warnings(manifest)
     return LoadedManifest(manifest, path.resolve(), tuple(_lines(doc, warnings)))
 
 

@@ -167,10 +167,12 @@ def grid_size(sweep: SweepSpec) -> int:
 
 
 def trial_limit(sweep: SweepSpec) -> int:
-    """How many trials the sweep runs at most: limits.max_total_trials, or the grid's size."""
+    """How many trials the sweep runs at most: limits.max_total_trials, or the grid's size (a grid
+    runs each point once: a larger max_total_trials is capped, with a warning at validation)."""
+    grid = sweep.sampling.type == "grid"
     if sweep.limits.max_total_trials is not None:
-        return sweep.limits.max_total_trials
-    if sweep.sampling.type == "grid":
+        return min(sweep.limits.max_total_trials, grid_size(sweep)) if grid else sweep.limits.max_total_trials
+    if grid:
         return grid_size(sweep)
     raise ValueError("sweep.limits.max_total_trials is required unless sampling is grid")
 

@@ -73,6 +73,9 @@ class _Choice:
     def grid(self, key: str) -> list[Any]:
         return self.options()
 
+    def distribution(self, optuna: Any) -> Any:
+        return optuna.distributions.CategoricalDistribution(self.options())
+
 
 @dataclass(frozen=True)
 class _RandInt:
@@ -91,6 +94,9 @@ class _RandInt:
 
     def grid(self, key: str) -> range:
         return range(self.upper)
+
+    def distribution(self, optuna: Any) -> Any:
+        return optuna.distributions.IntDistribution(0, self.upper - 1)
 
 
 @dataclass(frozen=True)
@@ -124,6 +130,9 @@ class _Continuous:
 
     def suggest(self, trial: Any, key: str) -> float:
         return trial.suggest_float(key, self.low, self.high)
+
+    def distribution(self, optuna: Any) -> Any:
+        return optuna.distributions.FloatDistribution(self.low, self.high)
 
     def value(self, param: Any) -> float:
         x = float(param)
@@ -239,6 +248,12 @@ class SearchSpace:
             if key not in values:
                 raise ValueError(f"{key}: no value given")
         return {key: dimension.param(key, values[key]) for key, dimension in self._dimensions.items()}
+
+    def distributions(self) -> dict[str, Any]:
+        """The Optuna distribution of each key's param: what `suggest` asks (a finished trial of an
+        earlier sweep joins this study with them: warm start)."""
+        optuna = extra_module("optuna", "sweep", "a sweep")
+        return {key: dimension.distribution(optuna) for key, dimension in self._dimensions.items()}
 
     def grid(self) -> list[dict[str, Any]]:
         """Every combination's values, in the search space's key order."""

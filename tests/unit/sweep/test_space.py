@@ -68,7 +68,7 @@ def samples() -> dict[str, list]:
 
 @pytest.fixture
 def optuna():
-    optuna = pytest.importorskip("optuna")
+    import optuna  # the test extra installs it: a missing optuna fails here, never skips
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna
 
@@ -330,3 +330,13 @@ def test_samplers_without_optuna_name_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "optuna", None)  # import optuna raises ImportError
     with pytest.raises(MissingExtra, match=r"tf-train-action\[sweep\]"):
         sampler_for(Sampling(type="random"), space_of(**ALL_TEN))
+
+
+def test_a_finished_trial_joins_a_study_with_the_spaces_distributions(optuna):
+    """Warm start: an earlier sweep's values, as params with the space's distributions, make a trial
+    that a new study accepts and whose values read back unchanged."""
+    space = space_of(**ALL_TEN)
+    study = optuna.create_study(sampler=sampler_for(Sampling(type="random", seed=1), space))
+    values = space.suggest(study.ask())
+    study.add_trial(optuna.trial.create_trial(params=space.internal(values), distributions=space.distributions(), value=0.5))
+    assert space.values_of(study.trials[-1].params) == values

@@ -125,7 +125,9 @@ def _command(ctx: V2Import, job: dict) -> None:
         converted = [_value(ctx, flag, value, inputs, used) for value in values]
         if any(value is _TODO for value in converted):
             sweep = "search_space." in " ".join(values)
-            why = "a sweep parameter in part of a value: tftrain sweeps whole values" if sweep else "a reference tftrain cannot pass in part"
+            why = "a reference tftrain cannot pass in part"
+            if sweep:
+                why = "a sweep parameter in part of a value: tftrain sweeps whole values"
             draft.todo(("script_params", flag), f"{' '.join(values)!r}: {why}", where=where)
         else:
             draft.put(

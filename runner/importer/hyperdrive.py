@@ -22,16 +22,25 @@ SWEEP = "sweep"
 EXPRESSIONS: dict[str, type[BaseModel]] = {
     get_args(model.model_fields["type"].annotation)[0]: model for model in get_args(get_args(Expression)[0])
 }
-POLICIES: dict[str, type[BaseModel]] = {"bandit": Bandit, "median_stopping": MedianStopping, "truncation_selection": TruncationSelection}
-V1_SAMPLINGS = {"RandomParameterSampling": "random", "GridParameterSampling": "grid", "BayesianParameterSampling": "bayesian"}
-V1_POLICIES = {"BanditPolicy": "bandit", "MedianStoppingPolicy": "median_stopping", "TruncationSelectionPolicy": "truncation_selection"}
+POLICIES: dict[str, type[BaseModel]] = {
+    "bandit": Bandit, "median_stopping": MedianStopping, "truncation_selection": TruncationSelection,
+}  # fmt: skip
+V1_SAMPLINGS = {
+    "RandomParameterSampling": "random", "GridParameterSampling": "grid", "BayesianParameterSampling": "bayesian",
+}  # fmt: skip
+V1_POLICIES = {
+    "BanditPolicy": "bandit", "MedianStoppingPolicy": "median_stopping",
+    "TruncationSelectionPolicy": "truncation_selection",
+}  # fmt: skip
 V1_HANDLED = {
     "hyperparameter_sampling", "primary_metric_name", "primary_metric_goal", "max_total_runs", "max_concurrent_runs",
     "max_duration_minutes", "policy", "estimator", "run_config", "resume_from",
 }  # fmt: skip
 # A v2 sweep job's own keys; those the trial takes over (compute, inputs…) are merged into it by trial_of.
-V2_HANDLED = {"$schema", "type", "trial", "sampling_algorithm", "search_space", "objective", "limits", "early_termination",
-              "description", "tags", "display_name", "name", "experiment_name", "compute", "inputs", "outputs"}  # fmt: skip
+V2_HANDLED = {
+    "$schema", "type", "trial", "sampling_algorithm", "search_space", "objective", "limits", "early_termination",
+    "description", "tags", "display_name", "name", "experiment_name", "compute", "inputs", "outputs",
+}  # fmt: skip
 SHARED_WITH_TRIAL = ("compute", "inputs", "outputs", "experiment_name", "display_name", "name")
 NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 BLOCKS = ("objective", "early_termination")  # written one key a line; expressions and sampling fit on one
@@ -52,13 +61,16 @@ def refusal(model: type[BaseModel], data: dict[str, Any]) -> str | None:
     return None
 
 
-def put_checked(ctx, path: tuple[str, ...], model: type[BaseModel], data: dict[str, Any], source: str, where: str) -> bool:
+def put_checked(
+    ctx, path: tuple[str, ...], model: type[BaseModel], data: dict[str, Any], source: str, where: str
+) -> bool:
     """`data` under `path` when `model` takes it; a TODO saying why not otherwise."""
     why = refusal(model, data)
     if why is None:
-        for key, value in data.items() if path[-1] in BLOCKS else ():
-            ctx.draft.put((*path, key), value)
-        if path[-1] not in BLOCKS:
+        if path[-1] in BLOCKS:
+            for key, value in data.items():
+                ctx.draft.put((*path, key), value)
+        else:
             ctx.draft.put(path, data)
         return True
     ctx.draft.todo(path, f"{source}: {why}", where=where, report=f"{source} has no equivalent as written: {why}")
@@ -155,19 +167,26 @@ def from_hyperdrive(ctx, config: Obj) -> None:
         if attrs.get(key) is not None:
             put_seconds(ctx, limit, attrs[key], f"{key}={ctx.shown(attrs[key])}", ctx.at(config, key), per_unit)
     if attrs.get("max_concurrent_runs") is None:
-        draft.note("info", "sweep.limits.max_concurrent_trials: Azure ran as many trials at once as the cluster took; tftrain runs 1 unless set")
+        draft.note(
+            "info",
+            "sweep.limits.max_concurrent_trials: Azure ran as many trials at once as the cluster took; "
+            "tftrain runs 1 unless set",
+        )
     if attrs.get("resume_from") is not None:
         shown = ctx.shown(attrs["resume_from"])
         draft.todo((SWEEP, "warm_start"), f"was resume_from={shown}; {WARM_START}", where=ctx.at(config, "resume_from"))
     for key, value in attrs.items():
         if key not in V1_HANDLED and not key.startswith("_") and key != "*":
-            draft.note("dropped", f"HyperDriveConfig {key}={ctx.shown(value)}: no equivalent in tftrain", ctx.at(config, key))
+            what = f"HyperDriveConfig {key}={ctx.shown(value)}"
+            draft.note("dropped", f"{what}: no equivalent in tftrain", ctx.at(config, key))
 
 
 def _v1_sampling(ctx, sampling: Obj) -> None:
     where = ctx.where(sampling.line)
     properties = sampling.attrs.get("properties") or {}
-    options = {k: v for k, v in properties.items() if k in ("seed", "rule")} if isinstance(properties, dict) else properties
+    options = properties
+    if isinstance(properties, dict):
+        options = {k: v for k, v in properties.items() if k in ("seed", "rule")}
     put_sampling(ctx, V1_SAMPLINGS[sampling.kind], options, f"properties={ctx.shown(properties)}", where)
     space = sampling.attrs.get("parameter_space")
     if not isinstance(space, dict):
@@ -175,7 +194,8 @@ def _v1_sampling(ctx, sampling: Obj) -> None:
         return
     for key, expression in space.items():
         if not isinstance(key, str):
-            ctx.draft.note("todo", f"sweep.search_space: a parameter name not known statically: {ctx.shown(key)}", where)
+            shown = ctx.shown(key)
+            ctx.draft.note("todo", f"sweep.search_space: a parameter name not known statically: {shown}", where)
             continue
         flag = key if key.startswith("-") else f"--{key}"
         if flag != key:
@@ -224,10 +244,12 @@ def from_sweep_job(ctx, flags: dict[str, str]) -> None:
     if kind in ("random", "grid", "bayesian"):
         options = {k: number(v) for k, v in algorithm.items() if k != "type"} if isinstance(algorithm, dict) else {}
         if "logbase" in options and str(options.pop("logbase")) != "e":
-            draft.note("dropped", "sampling_algorithm.logbase: tftrain's log expressions are base e", ctx.where("sampling_algorithm"))
+            why = "sampling_algorithm.logbase: tftrain's log expressions are base e"
+            draft.note("dropped", why, ctx.where("sampling_algorithm"))
         put_sampling(ctx, kind, options, f"sampling_algorithm: {algorithm!r}", ctx.where("sampling_algorithm"))
     else:
-        draft.todo((SWEEP, "sampling_algorithm"), f"{algorithm!r}: expected random, grid or bayesian", "random", ctx.where("sampling_algorithm"))
+        why = f"{algorithm!r}: expected random, grid or bayesian"
+        draft.todo((SWEEP, "sampling_algorithm"), why, "random", ctx.where("sampling_algorithm"))
     _v2_search_space(ctx, job.get("search_space"), flags)
     objective = job.get("objective") if isinstance(job.get("objective"), dict) else {}
     goal = objective.get("goal")
@@ -238,7 +260,8 @@ def from_sweep_job(ctx, flags: dict[str, str]) -> None:
         params = {k: number(v) for k, v in policy.items() if k != "type"}
         put_policy(ctx, policy["type"], params, f"early_termination: {policy!r}", ctx.where("early_termination"))
     elif policy is not None:
-        draft.todo((SWEEP, "early_termination"), f"{policy!r}: expected type bandit, median_stopping or truncation_selection", where=ctx.where("early_termination"))
+        why = f"{policy!r}: expected type bandit, median_stopping or truncation_selection"
+        draft.todo((SWEEP, "early_termination"), why, where=ctx.where("early_termination"))
     limits = job.get("limits") if isinstance(job.get("limits"), dict) else {}
     for key, value in limits.items():
         if key in ("max_total_trials", "max_concurrent_trials", "timeout", "trial_timeout"):
@@ -252,12 +275,14 @@ def from_sweep_job(ctx, flags: dict[str, str]) -> None:
 
 def _v2_search_space(ctx, space: Any, flags: dict[str, str]) -> None:
     if not isinstance(space, dict) or not space:
-        ctx.draft.todo((SWEEP, "search_space"), f"{space!r}: expected a mapping of names to expressions", where=ctx.where("search_space"))
+        why = f"{space!r}: expected a mapping of names to expressions"
+        ctx.draft.todo((SWEEP, "search_space"), why, where=ctx.where("search_space"))
         return
     for name, spec in space.items():
         where = ctx.where("search_space", name)
         if name not in flags:
-            ctx.draft.note("todo", f"sweep.search_space: {name!r} is not a whole flag value of the trial's command: not swept", where)
+            why = f"sweep.search_space: {name!r} is not a whole flag value of the trial's command: not swept"
+            ctx.draft.note("todo", why, where)
             continue
         kind = spec.get("type") if isinstance(spec, dict) else None
         params = {k: number(v) for k, v in spec.items() if k != "type"} if isinstance(spec, dict) else {}

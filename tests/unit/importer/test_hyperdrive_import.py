@@ -117,7 +117,10 @@ EXPRESSIONS = [  # (SDK v1 call, v2 search_space entry, the manifest's expressio
 
 @pytest.mark.parametrize(("v1", "v2", "expected"), EXPRESSIONS, ids=[e[0] for e in EXPRESSIONS])
 def test_every_expression_maps_one_to_one(tmp_path, v1, v2, expected):
-    hyperdrive = f"HyperDriveConfig(run_config=src, hyperparameter_sampling=RandomParameterSampling({{'--lr': {v1}}}), primary_metric_name='acc', primary_metric_goal=PrimaryMetricGoal.MINIMIZE, max_total_runs=4)"
+    hyperdrive = (
+        f"HyperDriveConfig(run_config=src, hyperparameter_sampling=RandomParameterSampling({{'--lr': {v1}}}),"
+        " primary_metric_name='acc', primary_metric_goal=PrimaryMetricGoal.MINIMIZE, max_total_runs=4)"
+    )
     assert v1_sweep(tmp_path / "v1", hyperdrive)["search_space"] == {"--lr": expected}
     sweep = f"search_space: {{lr: {v2}}}\nobjective: {{goal: minimize, primary_metric: acc}}\nlimits: {{max_total_trials: 4}}\n"
     assert v2_sweep(tmp_path / "v2", sweep)["search_space"] == {"--lr": expected}

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import ManifestError
-from runner.importer import azureml_env, azureml_run
+from runner.importer import azureml_env, azureml_run, hyperdrive
 from runner.importer.context import ImportContext, relative
 from runner.importer.datainputs import add_input, is_data
 from runner.importer.draft import Draft, finish, model_name
@@ -81,17 +81,22 @@ def import_python(path: Path, manifest_dir: Path) -> Draft:
         raise ManifestError(f"{path}: no Azure ML TensorFlow(...), Estimator(...) or ScriptRunConfig(...) found")
     draft = Draft(origin="")
     ctx = PyImport(draft, manifest_dir, resolved.parent, source=source, interp=interp)
-    job, experiment = _chosen(ctx)
+    job, experiment, sweep = _chosen(ctx)
     draft.origin = f"{job.via}(...) at {source.where(job.line)}"
+    if sweep is not None:
+        draft.origin = f"{sweep.via}(...) at {source.where(sweep.line)}, its trials {draft.origin}"
     draft.header = [f"Imported by `tftrain import azureml` from {draft.origin}. Azure ML:"]
-    end = getattr(job.node, "end_lineno", job.line)
-    draft.header += ["  " + line for line in source.text.splitlines()[job.line - 1 : min(end, job.line + 24)]]
+    for call in (job, sweep) if sweep is not None else (job,):
+        end = getattr(call.node, "end_lineno", call.line)
+        draft.header += ["  " + line for line in source.text.splitlines()[call.line - 1 : min(end, call.line + 24)]]
     _code(ctx, job)
     azureml_env.environment(ctx, job)
     azureml_run.distribution(ctx, job)
     azureml_run.compute(ctx, job)
     registered = azureml_run.model(ctx)
     _name(ctx, experiment, registered)
+    if sweep is not None:
+        hyperdrive.from_hyperdrive(ctx, sweep)
     for key, value in job.attrs.items():
         if key not in HANDLED and not key.startswith("_") and key != "*":
             draft.note("dropped", f"{key}={ctx.shown(value)}: no equivalent in tftrain", ctx.at(job, key))
@@ -99,17 +104,18 @@ def import_python(path: Path, manifest_dir: Path) -> Draft:
     return draft
 
 
-def _chosen(ctx: PyImport) -> tuple[Obj, Obj | None]:
-    submitted: list[tuple[Obj, Any]] = []
-    for config, experiment, line in ctx.interp.submitted:
-        if config.kind == "HyperDriveConfig":
-            ctx.draft.note(
-                "dropped", "HyperDriveConfig: tftrain has no sweeps; imported the run it tunes", ctx.where(line)
-            )
-            config = config.attrs.get("run_config", config.attrs.get("estimator"))
+def _chosen(ctx: PyImport) -> tuple[Obj, Obj | None, Obj | None]:
+    """The job to import, its experiment, and the HyperDriveConfig that tunes it when one was submitted."""
+    submitted: list[tuple[Obj, Any, Obj | None]] = []
+    for config, experiment, _line in ctx.interp.submitted:
+        sweep = config if config.kind == "HyperDriveConfig" else None
+        if sweep is not None:
+            config = sweep.attrs.get("run_config", sweep.attrs.get("estimator"))
         if isinstance(config, Obj) and config.kind in JOBS:
-            submitted.append((config, experiment))
-    job, experiment = submitted[-1] if submitted else (ctx.interp.jobs[-1], None)
+            submitted.append((config, experiment, sweep))
+        elif sweep is not None:
+            submitted.append((ctx.interp.jobs[-1], experiment, sweep))
+    job, experiment, sweep = submitted[-1] if submitted else (ctx.interp.jobs[-1], None, None)
     for other in ctx.interp.jobs:
         if other is not job:
             ctx.draft.note(
@@ -117,7 +123,7 @@ def _chosen(ctx: PyImport) -> tuple[Obj, Obj | None]:
             )
     if experiment is None and ctx.interp.experiments:
         experiment = ctx.interp.experiments[-1]
-    return job, experiment if isinstance(experiment, Obj) else None
+    return job, experiment if isinstance(experiment, Obj) else None, sweep
 
 
 def _name(ctx: PyImport, experiment: Obj | None, registered: Any) -> None:

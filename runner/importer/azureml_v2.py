@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -9,6 +10,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from runner.errors import ManifestError
+from runner.importer import hyperdrive
 from runner.importer.context import ImportContext, relative
 from runner.importer.datainputs import datastore_source, put_input
 from runner.importer.draft import Draft, compute_note, curated_environment, finish, is_gpu_vm, model_name
@@ -35,6 +37,8 @@ QUIET = {"$schema", "type", "description", "tags", "display_name", "name", "expe
 @dataclass
 class V2Import(ImportContext):
     doc: YamlDocument = field(kw_only=True)  # its path as seen from the manifest
+    search_space: dict = field(default_factory=dict)  # a sweep's trial: the sweep's search_space
+    swept: dict[str, str] = field(default_factory=dict)  # search_space name → the flag it is the value of
 
     def where(self, *loc: Any) -> str:
         return self.doc.where(loc)
@@ -47,19 +51,16 @@ def import_yaml(path: Path, manifest_dir: Path) -> Draft:
     label = relative(resolved, manifest_dir)
     doc = YamlDocument(PurePosixPath(label), doc.data, doc.lines)
     job = doc.data
-    draft = Draft(origin=f"command job at {label}")
+    draft, sweep = Draft(origin=f"command job at {label}"), None
     if isinstance(job, dict) and job.get("type") == "sweep" and isinstance(job.get("trial"), dict):
-        trial = {loc[1:]: line for loc, line in doc.lines.items() if loc[:1] == ("trial",)}
-        if "compute" in job and "compute" not in job["trial"]:
-            trial[("compute",)] = doc.lines.get(("compute",), 0)
-            job["trial"] = {**job["trial"], "compute": job["compute"]}
-        doc, job = YamlDocument(doc.path, job["trial"], trial), job["trial"]
-        draft = Draft(origin=f"the trial of the sweep job at {label}")
-        draft.note("dropped", "sweep job: tftrain has no sweeps; imported its trial (search_space values are TODOs)")
+        sweep, doc = doc, hyperdrive.trial_of(doc)
+        job, draft = doc.data, Draft(origin=f"sweep job at {label}")
     if not isinstance(job, dict) or not isinstance(job.get("command"), str):
         raise ManifestError(f"{path}: not an Azure ML command job (no command: key), nor a Python file")
-    ctx = V2Import(draft, manifest_dir, resolved.parent, doc=doc)
-    draft.header = [f"Imported by `tftrain import azureml` from the Azure ML command job {label}."]
+    space = sweep.data.get("search_space") if sweep is not None else None
+    ctx = V2Import(draft, manifest_dir, resolved.parent, doc=doc, search_space=space if isinstance(space, dict) else {})
+    kind = "command" if sweep is None else "sweep"
+    draft.header = [f"Imported by `tftrain import azureml` from the Azure ML {kind} job {label}."]
     for key in ("experiment_name", "display_name", "name"):
         name = model_name(job[key]) if isinstance(job.get(key), str) else None
         if name:
@@ -81,6 +82,8 @@ def import_yaml(path: Path, manifest_dir: Path) -> Draft:
     for key in job:
         if key not in QUIET:
             draft.note("dropped", f"{key}: no equivalent in tftrain", ctx.where(key))
+    if sweep is not None:
+        hyperdrive.from_sweep_job(dataclasses.replace(ctx, doc=sweep), ctx.swept)
     finish(draft, path.stem)
     return draft
 
@@ -115,10 +118,16 @@ def _command(ctx: V2Import, job: dict) -> None:
         if flag is None:
             put_positional(ctx, values[0], where, known=not REFERENCE.search(values[0]))
             continue
+        whole = REFERENCE.fullmatch(values[0]) if len(values) == 1 else None
+        if whole and whole[1] == "search_space" and whole[2] in ctx.search_space:
+            ctx.swept[whole[2]] = flag  # sampled by the sweep: section, for each trial
+            continue
         converted = [_value(ctx, flag, value, inputs, used) for value in values]
         if any(value is _TODO for value in converted):
             sweep = "search_space." in " ".join(values)
-            why = "a sweep parameter: pick one value" if sweep else "a reference tftrain cannot pass in part"
+            why = "a reference tftrain cannot pass in part"
+            if sweep:
+                why = "a sweep parameter in part of a value: tftrain sweeps whole values"
             draft.todo(("script_params", flag), f"{' '.join(values)!r}: {why}", where=where)
         else:
             draft.put(

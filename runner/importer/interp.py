@@ -245,6 +245,11 @@ class Interpreter:
                 return LITERAL_CALLS[dotted](args[0])
             except (TypeError, ValueError):
                 pass
+        if dotted == "range" and 1 <= len(args) <= 3 and not kwargs and all(type(a) is int for a in args):
+            with contextlib.suppress(ValueError):  # range(0, 9, 0)
+                values = range(*args)
+                if len(values) <= LARGEST:  # choice(range(...)) in a sweep: a list the file spells out
+                    return list(values)
         if dotted in ("dict",) and not args and all(not isinstance(v, Unknown) for v in kwargs.values()):
             return dict(kwargs)
         return Unknown(node)

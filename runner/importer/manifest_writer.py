@@ -15,7 +15,7 @@ KEY_ORDER = (
     "custom_docker_image", "pip_packages", "conda_packages", "pip_requirements_file", "conda_dependencies_file",
     "environment_variables", "secrets", "inputs", "shm_size", "resume_from", "max_run_duration_seconds",
     "node_count", "process_count_per_node", "distributed_training", "compute", "compat", "outputs_dir", "logs_dir",
-    "model", "metrics",
+    "model", "metrics", "sweep",
 )  # fmt: skip
 SECTIONS = {
     "todo": "To do",
@@ -68,6 +68,9 @@ def scalar(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, float) and "e" in repr(value) and "." not in repr(value):
+        mantissa, exponent = repr(value).split("e")
+        return f"{mantissa}.0e{exponent if exponent[0] in '+-' else '+' + exponent}"  # PyYAML reads 1e-05 as text
     if isinstance(value, (int, float)):
         return repr(value)
     text = str(value)

@@ -22,6 +22,8 @@ def call_method(interp, obj: Obj, method: str, args: list[Any], kwargs: dict[str
         if isinstance(config, Obj):
             interp.submitted.append((config, obj, line))
         return Obj("run", line, {"experiment": obj}, node)
+    if obj.kind == "run" and method == "get_best_run_by_primary_metric":
+        return Obj("run", line, {"experiment": obj.attrs.get("experiment")}, node)  # a HyperDrive run's best trial
     if method == "register_model":
         registration = Obj("registration", line, {**params("model_name", "model_path"), "_via": "register_model"}, node)
         interp.registrations.append(registration)

@@ -37,7 +37,29 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     "AmlCompute": ("workspace", "name"),
     "ComputeTarget.create": ("workspace", "name", "provisioning_configuration"),
     "AmlCompute.provisioning_configuration": ("vm_size",),
-    "HyperDriveConfig": (),
+    # HyperDrive (azureml.train.hyperdrive): the sweep, its sampling, policies and expressions
+    "HyperDriveConfig": (
+        "hyperparameter_sampling", "primary_metric_name", "primary_metric_goal", "max_total_runs",
+        "max_concurrent_runs", "max_duration_minutes", "policy", "estimator", "run_config", "resume_from",
+        "resume_child_runs",
+    ),
+    "HyperDriveRunConfig": (
+        "estimator", "hyperparameter_sampling", "primary_metric_name", "primary_metric_goal", "max_total_runs",
+        "max_concurrent_runs", "max_duration_minutes", "policy",
+    ),
+    "RandomParameterSampling": ("parameter_space", "properties"),
+    "GridParameterSampling": ("parameter_space", "properties"),
+    "BayesianParameterSampling": ("parameter_space", "properties"),
+    "BanditPolicy": ("evaluation_interval", "slack_factor", "slack_amount", "delay_evaluation"),
+    "MedianStoppingPolicy": ("evaluation_interval", "delay_evaluation"),
+    "TruncationSelectionPolicy": ("truncation_percentage", "evaluation_interval", "delay_evaluation"),
+    "NoTerminationPolicy": (),
+    "choice": (),  # choice(1, 2, 3) or choice([1, 2, 3]): its arguments are all under "*"
+    "randint": ("upper",),
+    "uniform": ("min_value", "max_value"), "quniform": ("min_value", "max_value", "q"),
+    "loguniform": ("min_value", "max_value"), "qloguniform": ("min_value", "max_value", "q"),
+    "normal": ("mu", "sigma"), "qnormal": ("mu", "sigma", "q"),
+    "lognormal": ("mu", "sigma"), "qlognormal": ("mu", "sigma", "q"),
     "Model.register": ("workspace", "model_path", "model_name"),
     "OutputFileDatasetConfig": ("name", "destination", "source"),
     "Workspace": (), "Workspace.from_config": (), "Workspace.get": ("name",), "Run.get_context": (),
@@ -54,6 +76,7 @@ KINDS = {  # constructor → the kind of Obj it makes (default: its own name)
     "Environment.from_conda_specification": "Environment", "Environment.from_pip_requirements": "Environment",
     "Environment.from_docker_image": "Environment", "Environment.from_dockerfile": "Environment",
     "Environment.from_existing_conda_environment": "Environment",
+    "HyperDriveRunConfig": "HyperDriveConfig",
 }  # fmt: skip
 
 
@@ -63,5 +86,10 @@ def known_callee(dotted: str) -> str | None:
     for size in (3, 2, 1):
         name = ".".join(parts[-size:])
         if len(parts) >= size and name in SIGNATURES:
-            return name
-    return None
+            break
+    else:
+        return None
+    # HyperDrive's expressions are plain functions: `random.choice` or `np.random.uniform` are not them.
+    if name.islower() and len(parts) > 1 and not {"hyperdrive", "parameter_expressions"} & set(parts):
+        return None
+    return name

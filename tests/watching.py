@@ -30,5 +30,14 @@ def wait_for(path: Path, text: str, timeout: float = 60) -> None:
     raise AssertionError(f"{text!r} never appeared in {path}")
 
 
+def until(condition, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{what}: not within {timeout}s")
+
+
 def leftover_containers(client, run_id: str) -> list:
     return client.containers.list(all=True, filters={"label": f"tftrain.run-id={run_id}"})

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import time
 from enum import Enum
 from pathlib import Path
@@ -49,6 +50,7 @@ class SweepBook:
         self.created = time.time()
         self.status = SweepStatus.RUNNING
         self.model_version: str | None = None
+        self.lock = threading.Lock()
         self.save()
 
     def trial_log(self, number: int) -> Path:
@@ -100,8 +102,9 @@ class SweepBook:
         }
 
     def save(self) -> None:
+        """Whole or not at all (written aside, then renamed); trials ending together write in turn."""
         path = self.root / "sweep.json"
-        with writing(path):
+        with self.lock, writing(path):
             staging = path.with_suffix(".json.tmp")
             staging.write_text(json.dumps(self.document(), indent=2) + "\n", encoding="utf-8")
             staging.replace(path)

@@ -37,7 +37,8 @@ class Sweep:
 
 
 def _counts(trial) -> bool:
-    return WARM not in trial.user_attrs and trial.user_attrs.get("stopped") != CANCELED_BY_SIGNAL
+    """Queued ones (resume's, WAITING) count once a worker takes them."""
+    return trial.state.name != "WAITING" and WARM not in trial.user_attrs and trial.user_attrs.get("stopped") != CANCELED_BY_SIGNAL
 
 
 def optuna_module():

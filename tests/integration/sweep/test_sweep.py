@@ -12,7 +12,7 @@ import pytest
 
 import postgres
 from conftest import TFTRAIN
-from watching import alive, wait_for
+from watching import alive, until
 
 postgres_server = postgres.postgres_server  # a real server for the session (tests/postgres.py)
 postgres_url = postgres.postgres_url
@@ -25,9 +25,10 @@ parser.add_argument("--lr", type=float, default=0.1)
 parser.add_argument("--bs", type=int, default=32)
 parser.add_argument("--steps", type=int, default=6)
 parser.add_argument("--pause", type=float, default=0.05)
+parser.add_argument("--slow-below", type=float, default=0.0)  # a trial with a smaller --lr takes 3x as long a step
 args = parser.parse_args()
 start = 1
-resume = os.environ.get("TFTRAIN_RESUME_FROM")  # an earlier run's outputs (tftrain sweep resume)
+resume = os.environ.get("TFTRAIN_RESUME_FROM")  # a copy of an earlier run's model.path (tftrain sweep resume)
 if resume and os.path.exists(os.path.join(resume, "step")):
     start = int(open(os.path.join(resume, "step")).read()) + 1
     print(f"resumed at step {start}", flush=True)
@@ -36,8 +37,8 @@ open("outputs/model/pid", "w").write(str(os.getpid()))
 for step in range(start, args.steps + 1):
     score = args.lr * 10 - args.bs / 1000 + step / 100
     print(f"step {step} score: {score:.5f}", flush=True)
-    open("outputs/step", "w").write(str(step))
-    time.sleep(args.pause)
+    open("outputs/model/step", "w").write(str(step))  # the checkpoint, inside model.path
+    time.sleep(args.pause * (3 if args.lr < args.slow_below else 1))
 open("outputs/model/weights.txt", "w").write(f"lr={args.lr} bs={args.bs}")
 """
 
@@ -87,17 +88,19 @@ def test_a_sweep_runs_its_trials_as_runs_and_registers_the_best(project, cli, ho
         assert record["sweep"] == {"id": "demo-sweep-1", "trial": trial["number"]}
     best = max(trials, key=lambda t: t["value"])
     assert document["best"] == {"number": best["number"], "run_id": best["run_id"], "value": best["value"], "model_version": "demo@v1"}
-    info = json.loads((home / "models" / "demo" / "v1" / "model.json").read_text())
+    info = json.loads((home / "models" / "demo" / "v1" / "version.json").read_text())
     assert info["sweep"]["params"] == best["params"] and info["run_id"] == best["run_id"]
     assert not (home / "models" / "demo" / "v2").exists()  # only the best trial's model is a version
     assert "demo-sweep-1" in cli("sweeps").stdout
 
 
 def test_the_policy_stops_a_losing_trial_within_seconds(project, cli, home):
-    # grid: both trials at once; the loser's value is 1.9 below the winner's at every step, the slack 0.5
+    # grid: both trials at once; the loser's value is 1.9 below the winner's at every step, the slack 0.5;
+    # it is the slower one, so the winner has reported each interval when the loser reaches it
     extra = "  early_termination: {type: bandit, slack_amount: 0.5, evaluation_interval: 1, delay_evaluation: 1}\n"
     path = sweep_manifest(project, steps=40, pause=0.1, sampling="grid", trials=2, concurrent=2, extra=extra)
     text = path.read_text().replace("[0.01, 0.05, 0.1, 0.2]", "[0.2, 0.01]").replace("[16, 64]", "[16]")
+    text = text.replace("  --pause: 0.1\n", "  --pause: 0.1\n  --slow-below: 0.1\n")
     path.write_text(text)
     result = cli("run", "-f", str(path))
     assert result.returncode == 0, result.stderr
@@ -108,7 +111,7 @@ def test_the_policy_stops_a_losing_trial_within_seconds(project, cli, home):
     record = json.loads((home / "runs" / loser["run_id"] / "run.json").read_text())
     assert record["status"] == "Canceled" and record["message"].startswith("early termination at step ")
     outputs = home / "runs" / loser["run_id"] / "workdir" / "outputs"
-    assert int((outputs / "step").read_text()) < 20  # stopped at once, not after its 40 steps
+    assert int((outputs / "model" / "step").read_text()) < 20  # stopped at once, not after its 40 steps
     pid = int((outputs / "model" / "pid").read_text())
     assert not alive(pid)
 
@@ -125,7 +128,7 @@ def test_no_sweep_runs_the_defaults_once(project, cli, home):
     result = cli("run", "--no-sweep", "-f", str(sweep_manifest(project)))
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in (home / "runs").iterdir()) == ["demo-1"]
-    assert "score: 0.94" in (home / "runs/demo-1/workdir/logs/0.log").read_text()  # --lr 0.1 --bs 32 --steps 6 (script defaults)
+    assert "step 6 score: 1.02800" in (home / "runs/demo-1/workdir/logs/0.log").read_text()  # the defaults: --lr 0.1 --bs 32
     assert not (home / "sweeps").exists()
 
 
@@ -133,7 +136,7 @@ def test_ctrl_c_stops_every_trial_and_resume_goes_on_from_their_checkpoints(proj
     path = sweep_manifest(project, steps=200, pause=0.05, trials=2, concurrent=2)
     sweep = subprocess.Popen([TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(lambda: len(list((home / "runs").glob("demo-*/workdir/outputs/step"))) == 2, timeout=60)
+        until(lambda: len(list((home / "runs").glob("demo-*/workdir/outputs/model/step"))) == 2, "both trials training")
         pids = [int(p.read_text()) for p in (home / "runs").glob("demo-*/workdir/outputs/model/pid")]
         sweep.send_signal(signal.SIGINT)
         out, err = sweep.communicate(timeout=60)
@@ -168,7 +171,7 @@ def test_two_runners_share_one_study_on_postgres(project, home, tmp_path, postgr
     other = tmp_path / "other-home"
     starter = subprocess.Popen([TFTRAIN, "run", "-f", str(path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(lambda: (home / "sweeps" / "demo-sweep-1" / "sweep.json").exists(), timeout=60)
+        until((home / "sweeps" / "demo-sweep-1" / "sweep.json").exists, "the sweep created")
         joined = subprocess.run(
             [TFTRAIN, "sweep", "join", "demo-sweep-1", "-f", str(path)], env={**env, "TFTRAIN_HOME": str(other)},
             capture_output=True, text=True, timeout=300,

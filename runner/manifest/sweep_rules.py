@@ -39,9 +39,8 @@ def sweep_warnings(manifest: Manifest) -> list[Problem]:
     if sweep is None or (sweep.limits.max_total_trials is None and sweep.sampling.type != "grid"):
         return []
     warnings: list[Problem] = []
-    trials = trial_limit(sweep)
-    if sweep.sampling.type == "grid" and trials > grid_size(sweep):
-        trials = grid_size(sweep)
+    trials = trial_limit(sweep)  # capped at the grid's size
+    if sweep.sampling.type == "grid" and (sweep.limits.max_total_trials or 0) > trials:
         warnings.append(((*_LIMITS, "max_total_trials"), f"the grid has {trials} points; no more trials than that run"))
     concurrent = sweep.limits.max_concurrent_trials
     if concurrent > trials:

@@ -28,7 +28,7 @@ def action_copy(repo: Path, where: Path) -> Path:
     shutil.copy(repo / "README.md", where / "README.md")
     pyproject = (repo / "pyproject.toml").read_text()
     pyproject = re.sub(r"(?ms)^dependencies = \[.*?^\]", "dependencies = []", pyproject)
-    (where / "pyproject.toml").write_text(re.sub(r"(?m)^s3 = .*$", "s3 = []", pyproject))
+    (where / "pyproject.toml").write_text(re.sub(r"(?m)^(s3|sweep) = .*$", r"\1 = []", pyproject))
     return where
 
 
@@ -88,6 +88,12 @@ def test_another_source_or_extras_gets_its_own_venv(action, tmp_path):
     verb, third, _, _ = install(action, tmp_path, INPUT_S3_BUCKET="models")  # s3-bucket adds the s3 extra
     assert verb == "built" and third not in (first, second)
     assert install(action, tmp_path, INPUT_EXTRAS="s3")[:2] == ("reused", third)
+
+    manifest = tmp_path / "tftrain.yml"
+    manifest.write_text("name: m\nentry_script: train.py\nsweep:\n  search_space: {}\n")
+    verb, fourth, _, _ = install(action, tmp_path, INPUT_MANIFEST=str(manifest))  # a sweep: section adds the sweep extra
+    assert verb == "built" and fourth not in (first, second, third)
+    assert install(action, tmp_path, INPUT_EXTRAS="sweep")[:2] == ("reused", fourth)
 
 
 def test_two_jobs_installing_at_once_build_once(action, tmp_path):

@@ -4,6 +4,7 @@ primary metric reported to the study as it is recorded, stopped when the policy 
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,6 +101,8 @@ def run_trial(loaded: LoadedManifest, watch: TrialWatch, log: Path, settings: Se
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w", encoding="utf-8") as stream:
         logger = Logger(stream, settings=LoggerSettings())
+        for name in loaded.manifest.secrets:  # as `tftrain run` does before it prints anything
+            logger.mask(os.environ.get(name, ""))
         try:
             result = run_manifest(loaded, logger, settings, home, watch=watch)
         except FatalError as exc:  # refused before it ran (the run, if recorded, says so too)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import threading
 import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from runner.telemetry.summary import primary_metric
 from runner.paths import tftrain_home
 from runner.run.lineage import Lineage
 from runner.run.prepare import Prepared, check_runnable, prepare
+from runner.run.signals import on_stop_signals
 from runner.targets.local.processes import become_subreaper, run_cgroup_name
 from runner.history.rundir import RunPaths, writing
 from runner.history.record import RunStatus
@@ -327,26 +327,16 @@ def _write_record(paths: RunPaths, store: Store, result: RunResult, git: dict, p
     return markdown
 
 
-@contextmanager
 def _signals(control: RunControl, logger: Logger):
     """SIGINT/SIGTERM/SIGHUP cancel the run (post-processing still happens); a second one kills at
     once, also while the training's grace period runs (the local target watches `control.force`)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
 
-    def handler(signum, frame):
+    def handler(sig: signal.Signals) -> None:
         if control.cancel.is_set():
             control.force.set()
             logger.warning("second signal: killing the training now")
         else:
             control.cancel.set()
-            logger.warning(f"{signal.Signals(signum).name}: stopping the training (again to kill at once)")
+            logger.warning(f"{sig.name}: stopping the training (again to kill at once)")
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
+    return on_stop_signals(handler)

@@ -9,12 +9,12 @@ import queue
 import signal
 import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 from runner.errors import SweepError, UnsupportedError
 from runner.history.record import RunStatus
 from runner.manifest import LoadedManifest
+from runner.run.signals import on_stop_signals
 from runner.settings import Settings
 from runner.sweep.book import SweepBook, SweepStatus
 from runner.sweep.study import CANCELED_BY_SIGNAL, RESUMES, Sweep, optuna_module
@@ -169,29 +169,20 @@ def check_concurrency(manifest, logger: Logger) -> None:
         logger.warning(f"{where} on this machine's {cpu_count()} CPUs: they will share them")
 
 
-@contextmanager
 def _signals(runner: SweepRunner):
     """SIGINT/SIGTERM/SIGHUP stop the sweep and its trials (they end Canceled; `tftrain sweep resume`
     runs them again); a second one kills the trials at once."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
 
-    def handler(signum, frame):
+    def handler(sig: signal.Signals) -> None:
         if runner.stop.is_set() and runner.stopped_why and "signal" in runner.stopped_why:
             with runner.lock:
                 for watch in runner.watches.values():
                     if watch.control is not None:
                         watch.control.force.set()
             return
-        runner.halt(f"canceled by {signal.Signals(signum).name}, a signal to tftrain", by_signal=True)
+        runner.halt(f"canceled by {sig.name}, a signal to tftrain", by_signal=True)
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+    return on_stop_signals(handler)
 
 
 def run_sweep(loaded: LoadedManifest, logger: Logger, settings: Settings, home: Path, sweep_id: str | None = None, resume: bool = False) -> dict:

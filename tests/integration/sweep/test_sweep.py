@@ -210,3 +210,32 @@ def test_more_concurrent_trials_than_the_machine_can_place_is_refused_before_any
     assert result.returncode == 7
     assert "sweep.limits.max_concurrent_trials: 3 trials of 1 process need 3 slots; compute.slots_per_node is 2" in result.stderr
     assert not (home / "runs").exists() or not list((home / "runs").iterdir())
+
+
+def test_warm_start_gives_the_new_study_the_earlier_trials_but_not_its_table(project, cli, home):
+    path = sweep_manifest(project, trials=2)
+    assert cli("run", "-f", str(path)).returncode == 0
+    earlier = show(cli, "demo-sweep-1")["trials"]
+    path.write_text(path.read_text() + "  warm_start: [demo-sweep-1]\n")
+    result = cli("run", "-f", str(path))
+    assert result.returncode == 0, result.stderr
+    document = show(cli, "demo-sweep-2")
+    assert [t["number"] for t in document["trials"]] == [2, 3]  # numbers 0 and 1 are the earlier sweep's, known to the sampler
+    import optuna
+
+    study = optuna.load_study(study_name="demo-sweep-2", storage=f"sqlite:///{home / 'sweeps.db'}")
+    warm = [t for t in study.trials if "warm_start_from" in t.user_attrs]
+    assert sorted((t.user_attrs["values"]["--lr"], t.value) for t in warm) == sorted((t["params"]["--lr"], t["value"]) for t in earlier)
+    assert document["best"]["run_id"] in {t["run_id"] for t in document["trials"]}  # never an earlier sweep's trial
+
+
+def test_in_actions_each_trial_is_a_group_and_the_table_is_the_job_summary(project, home, tmp_path):
+    summary, outputs = tmp_path / "summary.md", tmp_path / "outputs.txt"
+    env = {**os.environ, "GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_OUTPUT": str(outputs), "COLUMNS": "200"}
+    result = subprocess.run([TFTRAIN, "run", "-f", str(sweep_manifest(project, trials=2))], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("::group::trial ") == 2 and "::endgroup::" in result.stdout
+    text = summary.read_text()
+    assert "## Sweep demo-sweep-1: Completed" in text and "| trial | run | status | score | params |" in text
+    assert "```mermaid" in text and "xychart-beta" in text
+    assert "sweep-id<<" in outputs.read_text() and "model-version<<" in outputs.read_text()

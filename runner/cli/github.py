@@ -77,6 +77,11 @@ def _comment(settings: Settings, args, logger) -> int:
     paths = RunPaths.of_run(run)[1]
     summary = json.loads(paths.metrics_summary.read_text()) if paths.metrics_summary.exists() else {}
     body = paths.summary.read_text() if paths.summary.exists() else f"run {run.run_id}: {run.status}\n"
+    record = json.loads(paths.record.read_text()) if paths.record.exists() else {}
+    if record.get("sweep"):  # the best trial of a sweep: its trials table first
+        from runner.sweep.book import sweep_summary
+
+        body = (sweep_summary(tftrain_home(), record) or "") + "\n" + body
     context, limit = settings.github, settings.inputs.fail_on_regression
     client = workflow.client(context)
     template = workflow.TagTemplate(settings.inputs.tag_template)

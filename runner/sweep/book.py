@@ -130,7 +130,10 @@ class SweepBook:
         if best:
             model = f", model {best['model_version']}" if best["model_version"] else ""
             logger.info(f"best: trial {best['number']} (run {best['run_id']}) {metric}={best['value']:.6g}{model}", style="bold green")
-        logger.step_summary(summary_markdown(document, self.trials(), metric))
+        markdown = summary_markdown(document, self.trials(), metric)
+        with writing(self.root / "summary.md"):
+            (self.root / "summary.md").write_text(markdown, encoding="utf-8")  # the pull request's comment shows it
+        logger.step_summary(markdown)
         logger.outputs(
             {
                 "sweep-id": self.sweep.sweep_id,
@@ -191,6 +194,13 @@ def _last(values: dict) -> float | None:
 
 def _finite(value) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def sweep_summary(home: Path, record: dict) -> str | None:
+    """The summary of the sweep a run was a trial of (its trials table), if it has one."""
+    sweep = record.get("sweep") or {}
+    path = sweeps_root(home) / str(sweep.get("id")) / "summary.md"
+    return path.read_text(encoding="utf-8") if sweep and path.is_file() else None
 
 
 def read_sweep(home: Path, sweep_id: str) -> dict:

@@ -239,3 +239,19 @@ def test_in_actions_each_trial_is_a_group_and_the_table_is_the_job_summary(proje
     assert "## Sweep demo-sweep-1: Completed" in text and "| trial | run | status | score | params |" in text
     assert "```mermaid" in text and "xychart-beta" in text
     assert "sweep-id<<" in outputs.read_text() and "model-version<<" in outputs.read_text()
+
+
+def test_the_pull_request_comment_shows_the_trials_of_the_best_trials_sweep(project, home, tmp_path, github_api):
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"number": 7, "pull_request": {"number": 7, "labels": [], "head": {"ref": "f", "repo": {"full_name": "octo/models"}}}}))
+    env = {**os.environ, "GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": "pull_request", "GITHUB_EVENT_PATH": str(event),
+           "GITHUB_REPOSITORY": "octo/models", "GITHUB_API_URL": github_api.url, "INPUT_GITHUB_TOKEN": "ghs_test",
+           "GITHUB_OUTPUT": str(tmp_path / "outputs.txt")}
+    run = subprocess.run([TFTRAIN, "run", "-f", str(sweep_manifest(project, trials=2))], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    best = show(lambda *args: subprocess.run([TFTRAIN, *args], capture_output=True, text=True))["best"]
+    comment = subprocess.run([TFTRAIN, "github", "comment", "--run", best["run_id"]], env=env, capture_output=True, text=True, timeout=120)
+    assert comment.returncode == 0, comment.stderr
+    (posted,) = github_api.comments.values()
+    assert "## Sweep demo-sweep-1: Completed" in posted["body"] and f"Best: trial {best['number']}" in posted["body"]
+    assert f"{best['run_id']}: Completed" in posted["body"]  # the best run's own summary follows

@@ -48,6 +48,7 @@ def build_assets(
     shutil.copy(paths.metrics, directory / "metrics.jsonl")
     shutil.copy(paths.lock, directory / "manifest.lock.yml")
     _loss_curve(paths, directory / "loss-curve.png")
+    _sweep_curves(paths, record, directory / "sweep-trials.png")
     names = sorted(p.name for p in directory.iterdir()) + ["MODEL_CARD.md"]
     (directory / "MODEL_CARD.md").write_text(model_card(manifest, paths, record, version, names + [SUMS], run_url))
     files = sorted(p for p in directory.iterdir() if p.is_file())
@@ -89,21 +90,43 @@ def _loss_curve(paths: RunPaths, target: Path) -> bool:
     points = sampled(iter_series(paths.metrics), ("loss", "val_loss"))  # one pass, bounded
     if len({p.step for p in points}) < 2:
         return False
+    series = {name: sorted((p.step, p.value) for p in points if p.name == name) for name in ("loss", "val_loss")}
+    _plot(target, series, "loss")
+    return True
+
+
+def _sweep_curves(paths: RunPaths, record: dict, target: Path) -> bool:
+    """The best trial of a sweep: the primary metric of every trial of its sweep, over steps."""
+    if not record.get("sweep"):
+        return False
+    from runner.sweep.book import read_sweep
+
+    try:
+        document = read_sweep(paths.root.parent.parent, record["sweep"]["id"])
+    except (OSError, ValueError):
+        return False
+    series = {f"trial {number}": list(enumerate(values, 1)) for number, values in document.get("curves", {}).items() if values}
+    if not series:
+        return False
+    _plot(target, series, document["objective"]["primary_metric"])
+    return True
+
+
+def _plot(target: Path, series: dict[str, list[tuple]], ylabel: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     figure, axis = plt.subplots(figsize=(6, 3.5), dpi=100)
-    for name in ("loss", "val_loss"):
-        series = sorted((p.step, p.value) for p in points if p.name == name)
-        if series:
-            axis.plot([s for s, _ in series], [v for _, v in series], label=name)
+    for label, points in series.items():
+        if points:
+            axis.plot([x for x, _ in points], [y for _, y in points], label=label)
     axis.set_xlabel("step")
-    axis.set_ylabel("loss")
-    axis.legend()
+    axis.set_ylabel(ylabel)
+    if len(series) <= 20:
+        axis.legend(fontsize="small")
     figure.tight_layout()
     figure.savefig(target)
     plt.close(figure)
-    return True
 

@@ -99,6 +99,7 @@ class SweepBook:
             "name": self.sweep.study.user_attrs.get("name"),
             "created": self.created,
             "limit": self.sweep.limit,
+            "curves": {str(t["number"]): t["curve"] for t in trials},  # the primary metric at each report (the release's plot)
         }
 
     def save(self) -> None:

@@ -255,3 +255,16 @@ def test_the_pull_request_comment_shows_the_trials_of_the_best_trials_sweep(proj
     (posted,) = github_api.comments.values()
     assert "## Sweep demo-sweep-1: Completed" in posted["body"] and f"Best: trial {best['number']}" in posted["body"]
     assert f"{best['run_id']}: Completed" in posted["body"]  # the best run's own summary follows
+
+
+def test_publishing_the_best_trial_adds_the_sweeps_plot(project, home, github_api):
+    env = {**os.environ, "GITHUB_REPOSITORY": "octo/models", "GITHUB_API_URL": github_api.url, "GITHUB_TOKEN": "ghs_test"}
+    assert subprocess.run([TFTRAIN, "run", "-f", str(sweep_manifest(project, trials=2))], env=env, capture_output=True, timeout=300).returncode == 0
+    best = show(lambda *args: subprocess.run([TFTRAIN, *args], capture_output=True, text=True))["best"]
+    published = subprocess.run([TFTRAIN, "publish", "--run", best["run_id"]], env=env, capture_output=True, text=True, timeout=300)
+    assert published.returncode == 0, published.stderr
+    (release,) = github_api.releases
+    names = {asset["name"] for asset in release["assets"]}
+    assert "sweep-trials.png" in names and "model.tar.gz" in names
+    png = next(a for a in release["assets"] if a["name"] == "sweep-trials.png")
+    assert github_api.assets[png["id"]][1][:8] == b"\x89PNG\r\n\x1a\n"

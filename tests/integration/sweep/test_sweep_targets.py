@@ -1,0 +1,28 @@
+"""A trial is a run on any target: a sweep in containers, its losing trial stopped with its container."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import BASE_IMAGE
+from sweeping import show, sweep_manifest
+from watching import leftover_containers
+
+# The docker tests' environment: their one heavy image (TensorFlow) serves these trials too.
+ENVIRONMENT = f'use_docker: true\ncustom_docker_image: {BASE_IMAGE}\nframework_version: "2.18"\npip_packages: [scikit-learn]\n'
+
+
+def test_a_sweep_of_docker_trials_stops_the_loser_and_its_container(project, cli, home, docker_client):
+    extra = "  early_termination: {type: bandit, slack_amount: 0.5, evaluation_interval: 1, delay_evaluation: 1}\n"
+    path = sweep_manifest(project, steps=60, pause=0.2, sampling="grid", trials=2, concurrent=2, extra=extra)
+    text = path.read_text().replace("[0.01, 0.05, 0.1, 0.2]", "[0.2, 0.01]").replace("[16, 64]", "[16]")
+    path.write_text(text.replace("  --pause: 0.2\n", "  --pause: 0.2\n  --slow-below: 0.1\n") + ENVIRONMENT)
+    result = cli("run", "-f", str(path), timeout=1200)
+    assert result.returncode == 0, result.stderr
+    trials = {t["params"]["--lr"]: t for t in show(cli)["trials"]}
+    assert trials[0.2]["status"] == "Completed"
+    loser = trials[0.01]
+    assert loser["status"] == "Canceled" and loser["early_terminated"] is True
+    record = json.loads((home / "runs" / loser["run_id"] / "run.json").read_text())
+    assert record["manifest"]["compute"]["target"] in (None, "docker") and record["manifest"]["use_docker"] is True
+    assert leftover_containers(docker_client, loser["run_id"]) == []

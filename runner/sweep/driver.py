@@ -67,9 +67,12 @@ class SweepRunner:
         with self.lock:
             watches = list(self.watches.values())
         for watch in watches:
+            if by_signal:  # marked before it is stopped: told Failed, it is still one to run again
+                try:
+                    watch.trial.set_user_attr("stopped", CANCELED_BY_SIGNAL)
+                except Exception:  # it ended meanwhile (told already), or the storage is gone: nothing to resume
+                    pass
             watch.stop(why)
-            if by_signal:
-                watch.trial.set_user_attr("stopped", CANCELED_BY_SIGNAL)
 
     # --- a worker: ask, run, tell, until the limit or a stop --------------------------------------
     def _worker(self, optuna) -> None:

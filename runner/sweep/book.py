@@ -119,6 +119,17 @@ class SweepBook:
             with logger.group(f"trial {number} ({result.run_id}): {result.status}"):
                 logger.text(self.trial_log(number).read_text(encoding="utf-8", errors="replace").rstrip("\n") or "(no output)")
 
+    def show_live(self, logger: Logger) -> None:
+        """On a terminal: the trials as they go (status, step, the metric's last report), drawn in place."""
+        trials = self.trials()
+        metric = self.sweep.objective.primary_metric
+        ended = sum(1 for t in trials if t["status"] != TrialStatus.RUNNING.value)
+        rows = [trial_row(t)[:3] + ["" if t["step"] is None else str(t["step"])] + trial_row(t)[3:] for t in trials]
+        logger.table(
+            f"sweep {self.sweep.sweep_id}: {ended} of {self.sweep.limit} trials ended", ["trial", "run", "status", "step", metric, "params"], rows,
+            live=True,
+        )
+
     def report(self, logger: Logger) -> None:
         """The trials table; in Actions also the job summary (table + the primary metric per trial
         over steps as a mermaid chart) and the step's outputs."""
@@ -127,7 +138,7 @@ class SweepBook:
         best = document["best"]
         highlight = next((n for n, t in enumerate(document["trials"]) if best and t["number"] == best["number"]), None)
         metric = self.sweep.objective.primary_metric
-        logger.table(f"sweep {self.sweep.sweep_id}: {document['status']}", ["trial", "run", "status", metric, "params"], rows, highlight)
+        logger.table(f"sweep {self.sweep.sweep_id}: {document['status']}", ["trial", "run", "status", metric, "params"], rows, highlight, live=True)
         if best:
             model = f", model {best['model_version']}" if best["model_version"] else ""
             logger.info(f"best: trial {best['number']} (run {best['run_id']}) {metric}={best['value']:.6g}{model}", style="bold green")

@@ -22,6 +22,7 @@ from runner.sweep.trial import TrialResult, TrialWatch, run_trial, trial_manifes
 from runner.telemetry.logger import Logger
 
 TICK_SECONDS = 0.5
+LIVE_SECONDS = 2.0  # the live table's steps and values are redrawn this often
 
 
 class SweepRunner:
@@ -48,8 +49,12 @@ class SweepRunner:
         with _signals(self):
             for worker in workers:
                 worker.start()
+            drawn = 0.0
             while any(worker.is_alive() for worker in workers):
-                self._show_events()
+                if self._show_events() or (self.logger.tty and time.monotonic() - drawn >= LIVE_SECONDS):
+                    if self.logger.tty:  # a terminal: the live table; elsewhere a line per trial
+                        self.book.show_live(self.logger)
+                        drawn = time.monotonic()
                 if deadline is not None and time.monotonic() >= deadline and not self.stop.is_set():
                     self.halt(f"sweep timeout ({self.spec.limits.timeout}s) reached", by_signal=False)
                 for worker in workers:
@@ -132,12 +137,17 @@ class SweepRunner:
             self.finished_one = True
         self.book.save()
 
-    def _show_events(self) -> None:
+    def _show_events(self) -> bool:
+        """Whether there were any: a trial started or ended."""
+        shown = False
         while True:
             try:
                 kind, number, detail = self.events.get_nowait()
             except queue.Empty:
-                return
+                return shown
+            shown = True
+            if self.logger.tty:
+                continue  # the live table says it
             if kind == "started":
                 params = "  ".join(f"{key}={value}" for key, value in detail.items())
                 self.logger.info(f"trial {number} started: {params}")

@@ -49,6 +49,7 @@ class Logger:
         self.thread: threading.Thread | None = None
         self.github = self.settings.actions
         self.masker = Masker()
+        self.live_lines = 0  # the rows of the live table last drawn, while nothing was printed below it
 
     # --- the writer -------------------------------------------------------------------------
     def _ensure_thread(self) -> None:
@@ -81,6 +82,7 @@ class Logger:
 
     def emit(self, data: bytes) -> None:
         self._ensure_thread()
+        self.live_lines = 0  # printed below a live table: the next one is drawn below this
         self.queue.put((self.masker.chunk(data), False))
 
     def log_chunk(self, data: bytes, log_name: str) -> None:
@@ -233,7 +235,8 @@ class Logger:
         step = f" step {steps.pop()}" if len(steps) == 1 and None not in steps else ""
         self.emit(self._render(f"  ◆ metrics{step}: {text}", style="magenta"))
 
-    def table(self, title: str, columns: list[str], rows: list[list[str]], highlight_row: int | None = None) -> None:
+    def table(self, title: str, columns: list[str], rows: list[list[str]], highlight_row: int | None = None, live: bool = False) -> None:
+        """`live`: on a terminal, drawn over the live table printed last (a sweep's trials as they go)."""
         from rich.table import Table
 
         table = Table(title=self._text(title), title_justify="left")
@@ -242,7 +245,11 @@ class Logger:
         for index, row in enumerate(rows):
             cells = (self._text(str(cell)) for cell in row)
             table.add_row(*cells, style="bold yellow" if index == highlight_row else None)
-        self.emit(self._render_table(table))
+        data = self._render_table(table)
+        redraw = f"\x1b[{self.live_lines}F\x1b[J".encode() if live and self.tty and self.live_lines else b""
+        self.emit(redraw + data)
+        if live and self.tty:
+            self.live_lines = data.count(b"\n")
 
     def text(self, message: str) -> None:
         """Plain output (listings, logs), written as is."""

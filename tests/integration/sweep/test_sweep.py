@@ -211,3 +211,27 @@ def test_publishing_the_best_trial_adds_the_sweeps_plot(project, home, github_ap
     assert "sweep-trials.png" in names and "model.tar.gz" in names
     png = next(a for a in release["assets"] if a["name"] == "sweep-trials.png")
     assert github_api.assets[png["id"]][1][:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_on_a_terminal_the_trials_table_is_redrawn_in_place(project, home):
+    import pty
+
+    main, child = pty.openpty()
+    path = sweep_manifest(project, steps=30, pause=0.1, trials=2, concurrent=2)
+    with subprocess.Popen([TFTRAIN, "run", "-f", str(path)], stdin=child, stdout=child, stderr=child, env={**os.environ, "COLUMNS": "160"}) as process:
+        os.close(child)
+        output = b""
+        while True:
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:  # the terminal's other end closed: tftrain ended
+                break
+            if not chunk:
+                break
+            output += chunk
+        assert process.wait(timeout=120) == 0, output.decode(errors="replace")[-3000:]
+    os.close(main)
+    text = output.decode(errors="replace")
+    assert "of 2 trials ended" in text and "\x1b[J" in text  # drawn, then drawn again over itself
+    assert "trial 0 started" not in text  # no line per trial on a terminal: the table says it
+    assert "sweep demo-sweep-1: Completed" in text

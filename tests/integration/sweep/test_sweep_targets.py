@@ -1,4 +1,5 @@
-"""A trial is a run on any target: a sweep in containers, its losing trial stopped with its container."""
+"""A trial is a run on any target and of any shape: docker trials (the loser stopped with its
+container), two-rank MPI trials."""
 
 from __future__ import annotations
 
@@ -26,3 +27,18 @@ def test_a_sweep_of_docker_trials_stops_the_loser_and_its_container(project, cli
     record = json.loads((home / "runs" / loser["run_id"] / "run.json").read_text())
     assert record["manifest"]["compute"]["target"] in (None, "docker") and record["manifest"]["use_docker"] is True
     assert leftover_containers(docker_client, loser["run_id"]) == []
+
+
+def test_a_trial_can_be_a_two_rank_mpi_job(project, cli, home, lasting_cache):
+    """Horovod's environment (the horovod-keras example's, built once per machine) runs each trial's two ranks."""
+    path = sweep_manifest(project, trials=2, concurrent=1)
+    extra = 'framework_version: "2.18"\ndistributed_training:\n  backend: mpi\n  process_count_per_node: 2\ncompute:\n  slots_per_node: 2\n'
+    path.write_text(path.read_text() + extra)
+    result = cli("run", "-f", str(path), timeout=600)
+    assert result.returncode == 0, result.stderr
+    trials = show(cli)["trials"]
+    assert len(trials) == 2
+    for trial in trials:
+        assert trial["status"] == "Completed" and trial["value"] is not None
+        logs = home / "runs" / trial["run_id"] / "workdir" / "logs"
+        assert all("score:" in (logs / f"{rank}.log").read_text() for rank in (0, 1))  # both ranks ran the trial's values

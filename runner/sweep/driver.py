@@ -116,7 +116,9 @@ class SweepRunner:
 
     def _tell(self, optuna, trial, result: TrialResult) -> None:
         state = optuna.trial.TrialState
-        trial.set_user_attr("status", result.status.value)
+        # a trial out of time (trial_timeout) was canceled, as HyperDrive says: its run says TimedOut
+        status = RunStatus.CANCELED if result.status == RunStatus.TIMED_OUT else result.status
+        trial.set_user_attr("status", status.value)
         trial.set_user_attr("early_terminated", result.early_terminated)
         trial.set_user_attr("message", result.message)
         if result.status == RunStatus.COMPLETED and result.value is not None:

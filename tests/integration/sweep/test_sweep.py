@@ -235,3 +235,14 @@ def test_on_a_terminal_the_trials_table_is_redrawn_in_place(project, home):
     assert "of 2 trials ended" in text and "\x1b[J" in text  # drawn, then drawn again over itself
     assert "trial 0 started" not in text  # no line per trial on a terminal: the table says it
     assert "sweep demo-sweep-1: Completed" in text
+
+
+def test_a_trial_out_of_time_is_canceled_and_the_sweep_goes_on(project, cli, home):
+    path = sweep_manifest(project, steps=600, pause=0.05, trials=2, concurrent=1)
+    path.write_text(path.read_text().replace("max_concurrent_trials: 1}", "max_concurrent_trials: 1, trial_timeout: 2}"))
+    result = cli("run", "-f", str(path))
+    assert result.returncode == 25  # no trial completed
+    trials = show(cli)["trials"]
+    assert [t["status"] for t in trials] == ["Canceled", "Canceled"] and not any(t["early_terminated"] for t in trials)
+    record = json.loads((home / "runs" / trials[0]["run_id"] / "run.json").read_text())
+    assert record["status"] == "TimedOut" and "max_run_duration_seconds (2s) reached" in record["message"]

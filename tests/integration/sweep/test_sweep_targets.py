@@ -1,5 +1,5 @@
 """A trial is a run on any target and of any shape: docker trials (the loser stopped with its
-container), two-rank MPI trials."""
+container), two-rank MPI trials, pool trials placed through the leases."""
 
 from __future__ import annotations
 
@@ -42,3 +42,23 @@ def test_a_trial_can_be_a_two_rank_mpi_job(project, cli, home, lasting_cache):
         assert trial["status"] == "Completed" and trial["value"] is not None
         logs = home / "runs" / trial["run_id"] / "workdir" / "logs"
         assert all("score:" in (logs / f"{rank}.log").read_text() for rank in (0, 1))  # both ranks ran the trial's values
+
+
+def test_pool_trials_wait_for_their_leases(project, cli, home, docker_client, pool_rig):
+    """Two trials at once on a pool whose one host has one slot: each is placed through the
+    leases, so the second waits for the first; both complete."""
+    host = pool_rig.add_host("box-1", cpu_slots=1)
+    path = sweep_manifest(project, trials=2, concurrent=2)
+    pool_rig.write_pool(path.parent / "pool.yml", [host], path.parent / "pool-state")
+    path.write_text(path.read_text() + f"custom_docker_image: {BASE_IMAGE}\ncompute:\n  target: pool\n  pool_file: pool.yml\n")
+    result = cli("run", "-f", str(path), timeout=900)
+    assert result.returncode == 0, result.stderr
+    trials = show(cli)["trials"]
+    assert [t["status"] for t in trials] == ["Completed", "Completed"]
+    spans = []
+    for trial in trials:
+        phases = json.loads((home / "runs" / trial["run_id"] / "run.json").read_text())["phases"]
+        running = next(p for p in phases if p["phase"] == "Running")
+        spans.append((running["started"], running["ended"]))
+    first, second = sorted(spans)
+    assert second[0] >= first[1]  # never both on the one slot

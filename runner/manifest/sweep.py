@@ -15,7 +15,7 @@ from pydantic import Discriminator, Field, Tag
 from runner.manifest.fields import MAX_SECONDS, NAME_PATTERN, Model, Scalar
 
 # a sweep's id: the manifest's name and the sweep's number (`NAME-sweep-3`)
-SWEEP_ID_PATTERN = rf"^(?:{NAME_PATTERN[1:-1]})-sweep-[0-9]{{1,9}}$"
+SWEEP_ID_PATTERN = rf"^(?:{NAME_PATTERN[1:-1]})-sweep-[0-9]{{1,20}}$"  # N may be a workflow run id
 MAX_TRIALS = 100_000
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]

@@ -209,7 +209,7 @@ def run_sweep(loaded: LoadedManifest, logger: Logger, settings: Settings, home: 
 
     manifest = loaded.manifest
     check_concurrency(manifest, logger)
-    sweep = open_sweep(manifest.sweep, manifest.name, objective_of(manifest), trial_limit(manifest.sweep), home, sweep_id)
+    sweep = open_sweep(manifest.sweep, manifest.name, objective_of(manifest), trial_limit(manifest.sweep), home, sweep_id, create=not resume)
     if resume:
         for number, run_id in queue_stopped_trials(sweep):
             logger.info(f"trial {number} ({run_id}) runs again from its last checkpoint")

@@ -47,20 +47,32 @@ def optuna_module():
     return optuna
 
 
-def open_sweep(spec: SweepSpec, name: str, objective: Objective, limit: int, home: Path, sweep_id: str | None = None) -> Sweep:
-    """A new sweep (sweep_id None), or the existing `sweep_id` (join, resume) in the manifest's storage."""
+def open_sweep(
+    spec: SweepSpec, name: str, objective: Objective, limit: int, home: Path, sweep_id: str | None = None, create: bool = True
+) -> Sweep:
+    """A new sweep (sweep_id None: the next NAME-sweep-N), or `sweep_id` in the manifest's storage:
+    joined, or created under that id when `create` (a matrix of jobs that all run `tftrain sweep
+    join ID`: the first creates it). `tftrain sweep resume` never creates."""
     optuna = optuna_module()
     storage = storage_for(storage_url(spec.storage), home)
     space = SearchSpace(spec.search_space)
     sampler, pruner = sampler_for(spec.sampling, space), pruner_for(spec.early_termination, objective.goal)
     if sweep_id is None:
         sweep_id = _next_id(optuna, storage, name)
+    elif sweep_id in optuna.get_all_study_names(storage) or not create:
+        return _joined(optuna, storage, spec, sweep_id, sampler, pruner, space, objective, limit)
+    try:
         study = optuna.create_study(study_name=sweep_id, storage=storage, direction=objective.goal, sampler=sampler, pruner=pruner)
-        study.set_user_attr("objective", objective.model_dump())
-        study.set_user_attr("name", name)
-        sweep = Sweep(sweep_id, study, space, objective, limit)
-        _warm_start(optuna, sweep, spec.warm_start, storage)
-        return sweep
+    except optuna.exceptions.DuplicatedStudyError:  # another job of the matrix made it first
+        return _joined(optuna, storage, spec, sweep_id, sampler, pruner, space, objective, limit)
+    study.set_user_attr("objective", objective.model_dump())
+    study.set_user_attr("name", name)
+    sweep = Sweep(sweep_id, study, space, objective, limit)
+    _warm_start(optuna, sweep, spec.warm_start, storage)
+    return sweep
+
+
+def _joined(optuna, storage, spec: SweepSpec, sweep_id: str, sampler, pruner, space: SearchSpace, objective: Objective, limit: int) -> Sweep:
     try:
         study = optuna.load_study(study_name=sweep_id, storage=storage, sampler=sampler, pruner=pruner)
     except KeyError:

@@ -246,3 +246,29 @@ def test_a_trial_out_of_time_is_canceled_and_the_sweep_goes_on(project, cli, hom
     assert [t["status"] for t in trials] == ["Canceled", "Canceled"] and not any(t["early_terminated"] for t in trials)
     record = json.loads((home / "runs" / trials[0]["run_id"] / "run.json").read_text())
     assert record["status"] == "TimedOut" and "max_run_duration_seconds (2s) reached" in record["message"]
+
+
+def test_a_matrix_of_jobs_joining_one_id_creates_the_sweep_once(project, tmp_path, postgres_server):
+    """Every job of a GitHub matrix runs `tftrain sweep join NAME-sweep-$GITHUB_RUN_ID`: the first
+    creates the study, the others join it, and together they run max_total_trials trials."""
+    postgres_server.create_database("matrix")  # a study of its own, apart from the other tests'
+    path = sweep_manifest(project, steps=3, pause=0.1, trials=4, concurrent=1, extra=f"  storage: {postgres_server.url(database='matrix')}\n")
+    homes = [tmp_path / f"runner-{n}" for n in range(3)]
+    jobs = [
+        subprocess.Popen([TFTRAIN, "sweep", "join", "demo-sweep-12345678901", "-f", str(path)], env={**os.environ, "TFTRAIN_HOME": str(home)},
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for home in homes
+    ]
+    for job in jobs:
+        out, err = job.communicate(timeout=300)
+        assert job.returncode == 0, err
+    numbers = {t["number"]: t for home in homes for t in show_in(home)["trials"]}
+    assert 4 <= len(numbers) <= 6 and all(t["status"] == "Completed" for t in numbers.values())
+
+
+def test_sweep_ids_are_checked_and_resume_never_creates(project, cli, home):
+    path = sweep_manifest(project)
+    refused = cli("sweep", "join", "not a sweep", "-f", str(path))
+    assert refused.returncode == 2 and "SWEEP_ID 'not a sweep': a sweep id is NAME-sweep-N" in refused.stderr
+    missing = cli("sweep", "resume", "demo-sweep-7", "-f", str(path))
+    assert missing.returncode == 25 and "sweep demo-sweep-7: no such sweep in this TFTRAIN_HOME's sweeps.db" in missing.stderr

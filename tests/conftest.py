@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -216,3 +217,28 @@ def pool_rig(docker_client, rig_keys, monkeypatch):
     monkeypatch.setenv("TFTRAIN_SSH_KEY", private)
     yield rig
     rig.close()
+
+
+CLUSTER_LOGS = {  # what the stand-in cluster's replicas print (kube_api.logs)
+    ("chief", 0): "task chief:0 in cluster\nchief: coordinating 2 workers\nepoch 1: loss=0.5000\nepoch 2: loss=0.2500\n",
+    ("worker", 0): "task worker:0 in cluster\n",
+    ("worker", 1): "task worker:1 in cluster\n",
+    ("ps", 0): "task ps:0 in cluster\n",
+}
+
+
+@pytest.fixture
+def cluster_manifest(repo, tmp_path, kube_api, registry, monkeypatch, docker_client):
+    """The parameter-server example on the stand-in cluster (kube_api), its code image pushed to
+    the real registry; the replicas print CLUSTER_LOGS."""
+    source = tmp_path / "ps"
+    shutil.copytree(repo / "examples" / "parameter-server", source)
+    manifest = source / "tftrain.yml"
+    text = manifest.read_text().replace("compute:\n", f"compute:\n  target: kubernetes\n  kubernetes:\n    namespace: training\n    registry: {registry}/team\n")
+    manifest.write_text(text + f"custom_docker_image: {BASE_IMAGE}\nframework_version: '2.18'\npip_packages: [scikit-learn]\nsecrets: [TFTRAIN_K8S_TOKEN]\n")
+    config = tmp_path / "kubeconfig"
+    config.write_text(kube_api.kubeconfig())
+    monkeypatch.setenv("KUBECONFIG", str(config))
+    monkeypatch.setenv("TFTRAIN_K8S_TOKEN", "k8s-secret-value")
+    kube_api.logs = CLUSTER_LOGS
+    return manifest

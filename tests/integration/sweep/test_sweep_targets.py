@@ -62,3 +62,18 @@ def test_pool_trials_wait_for_their_leases(project, cli, home, docker_client, po
         spans.append((running["started"], running["ended"]))
     first, second = sorted(spans)
     assert second[0] >= first[1]  # never both on the one slot
+
+
+def test_kubernetes_trials_are_jobs_of_their_own(cluster_manifest, cli, home, kube_api):
+    sweep = (
+        "sweep:\n  sampling_algorithm: grid\n  search_space:\n    --learning-rate: {type: choice, values: [0.01, 0.1]}\n"
+        "  objective: {primary_metric: loss, goal: minimize}\n"
+    )
+    cluster_manifest.write_text(cluster_manifest.read_text() + sweep)
+    result = cli("run", "-f", str(cluster_manifest), timeout=1200)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    trials = show(cli)["trials"]
+    assert [t["status"] for t in trials] == ["Completed", "Completed"] and {t["value"] for t in trials} == {0.25}
+    assert len(kube_api.jobs) == 2
+    args = sorted(str(job["spec"]) for job in kube_api.jobs.values())
+    assert "0.01" in args[0] + args[1] and "0.1" in args[0] + args[1]  # each job runs its trial's value

@@ -4,38 +4,13 @@ created through the kubernetes client against a server speaking the Kubernetes A
 from __future__ import annotations
 
 import json
-import shutil
 import urllib.request
 
 import pytest
 import yaml
 
-from conftest import BASE_IMAGE
 
 pytestmark = pytest.mark.integration
-
-LOGS = {
-    ("chief", 0): "task chief:0 in cluster\nchief: coordinating 2 workers\nepoch 1: loss=0.5000\nepoch 2: loss=0.2500\n",
-    ("worker", 0): "task worker:0 in cluster\n",
-    ("worker", 1): "task worker:1 in cluster\n",
-    ("ps", 0): "task ps:0 in cluster\n",
-}
-
-
-@pytest.fixture
-def cluster_manifest(repo, tmp_path, kube_api, registry, monkeypatch, docker_client):
-    source = tmp_path / "ps"
-    shutil.copytree(repo / "examples" / "parameter-server", source)
-    manifest = source / "tftrain.yml"
-    text = manifest.read_text().replace("compute:\n", f"compute:\n  target: kubernetes\n  kubernetes:\n    namespace: training\n    registry: {registry}/team\n")
-    manifest.write_text(text + f"custom_docker_image: {BASE_IMAGE}\nframework_version: '2.18'\npip_packages: [scikit-learn]\nsecrets: [TFTRAIN_K8S_TOKEN]\n")
-    config = tmp_path / "kubeconfig"
-    config.write_text(kube_api.kubeconfig())
-    monkeypatch.setenv("KUBECONFIG", str(config))
-    monkeypatch.setenv("TFTRAIN_K8S_TOKEN", "k8s-secret-value")
-    kube_api.logs = LOGS
-    return manifest
-
 
 def test_a_job_on_the_cluster(cluster_manifest, cli, home, kube_api, registry):
     result = cli("run", "-f", str(cluster_manifest), timeout=1200)

@@ -63,7 +63,8 @@ class SweepBook:
             attrs = trial.user_attrs
             if WARM in attrs:
                 continue
-            status = attrs.get("status") or TrialStatus.RUNNING.value
+            # a trial closed without a status: its tftrain was killed (resume closed it), it was canceled
+            status = attrs.get("status") or (TrialStatus.CANCELED if trial.state.is_finished() else TrialStatus.RUNNING).value
             value = trial.value if trial.value is not None else _last(trial.intermediate_values)
             rows.append(
                 {

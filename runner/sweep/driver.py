@@ -211,7 +211,7 @@ def run_sweep(loaded: LoadedManifest, logger: Logger, settings: Settings, home: 
     check_concurrency(manifest, logger)
     sweep = open_sweep(manifest.sweep, manifest.name, objective_of(manifest), trial_limit(manifest.sweep), home, sweep_id, create=not resume)
     if resume:
-        for number, run_id in queue_stopped_trials(sweep):
+        for number, run_id in queue_stopped_trials(sweep, home):
             logger.info(f"trial {number} ({run_id}) runs again from its last checkpoint")
     runner = SweepRunner(loaded, sweep, logger, settings, home)
     status = runner.run()

@@ -18,6 +18,7 @@ SWEEP_MARK = "-sweep-"
 WARM = "warm_start_from"  # user attribute of a trial copied from an earlier sweep
 RESUMES = "resumes_run"  # user attribute of a trial that re-runs a canceled one from its checkpoint
 CANCELED_BY_SIGNAL = "canceled"  # user attribute "stopped": the trial was stopped with the sweep, not by the policy
+ABANDONED = "abandoned"  # study attribute: trials whose tftrain was killed (closed by resume)
 
 
 @dataclass
@@ -31,14 +32,20 @@ class Sweep:
     limit: int  # max_total_trials (or the grid's size)
 
     def counted(self) -> int:
-        """Trials of this sweep toward the limit: not copied from earlier sweeps, and not the ones a
-        signal stopped (`tftrain sweep resume` runs those again)."""
-        return sum(1 for trial in self.study.get_trials(deepcopy=False) if _counts(trial))
+        """Trials of this sweep toward the limit: not copied from earlier sweeps, not the ones a
+        signal stopped (`tftrain sweep resume` runs those again), and queued ones (resume's,
+        WAITING) only once a worker takes them."""
+        abandoned = set(self.study.user_attrs.get(ABANDONED, []))
+        return sum(
+            1 for trial in self.study.get_trials(deepcopy=False)
+            if trial.state.name != "WAITING" and WARM not in trial.user_attrs and not self.stopped(trial, abandoned)
+        )
 
-
-def _counts(trial) -> bool:
-    """Queued ones (resume's, WAITING) count once a worker takes them."""
-    return trial.state.name != "WAITING" and WARM not in trial.user_attrs and trial.user_attrs.get("stopped") != CANCELED_BY_SIGNAL
+    def stopped(self, trial, abandoned: set[int] | None = None) -> bool:
+        """Stopped by a signal to its sweep, or left Running by a tftrain that is gone."""
+        if abandoned is None:
+            abandoned = set(self.study.user_attrs.get(ABANDONED, []))
+        return trial.user_attrs.get("stopped") == CANCELED_BY_SIGNAL or trial.number in abandoned
 
 
 def optuna_module():
@@ -133,14 +140,17 @@ def _warm_start(optuna, sweep: Sweep, sources: list[str], storage) -> None:
             )
 
 
-def queue_stopped_trials(sweep: Sweep) -> list[tuple[int, str]]:
+def queue_stopped_trials(sweep: Sweep, home: Path) -> list[tuple[int, str]]:
     """Trials a signal stopped (not the policy), queued again with their values and their run as
-    resume_from; each only once (the study remembers which)."""
+    resume_from; each only once (the study remembers which). A trial still Running in the study
+    whose run in this home has ended, or whose tftrain is gone (killed, the machine rebooted), was
+    stopped too: it is closed as such first."""
+    _close_abandoned(sweep, home)
     resumed = set(sweep.study.user_attrs.get("resumed", []))
     queued = []
     for trial in sweep.study.get_trials(deepcopy=False):
         run_id = trial.user_attrs.get("run_id")
-        if trial.user_attrs.get("stopped") != CANCELED_BY_SIGNAL or trial.number in resumed or not run_id:
+        if not sweep.stopped(trial) or trial.number in resumed or not run_id:
             continue
         values = trial.user_attrs.get("values", {})
         sweep.study.enqueue_trial(sweep.space.internal(values), user_attrs={RESUMES: run_id, "values": values})
@@ -148,3 +158,22 @@ def queue_stopped_trials(sweep: Sweep) -> list[tuple[int, str]]:
         queued.append((trial.number, run_id))
     sweep.study.set_user_attr("resumed", sorted(resumed))
     return queued
+
+
+def _close_abandoned(sweep: Sweep, home: Path) -> None:
+    from runner.history.index import Owner
+    from runner.history.record import RunRecord
+
+    for trial in sweep.study.get_trials(deepcopy=False):
+        run_id = trial.user_attrs.get("run_id")
+        if trial.state.name != "RUNNING" or not run_id:
+            continue
+        try:
+            record = RunRecord.read(home / "runs" / run_id / "run.json")
+        except (OSError, ValueError):
+            continue  # not a run of this home: another runner's, judged there
+        owner = Owner.of(record.owner)
+        if record.finished or (owner is not None and owner.gone()):
+            sweep.study.tell(trial.number, state=optuna_module().trial.TrialState.FAIL)
+            abandoned = set(sweep.study.user_attrs.get(ABANDONED, []))
+            sweep.study.set_user_attr(ABANDONED, sorted(abandoned | {trial.number}))

@@ -272,3 +272,21 @@ def test_sweep_ids_are_checked_and_resume_never_creates(project, cli, home):
     assert refused.returncode == 2 and "SWEEP_ID 'not a sweep': a sweep id is NAME-sweep-N" in refused.stderr
     missing = cli("sweep", "resume", "demo-sweep-7", "-f", str(path))
     assert missing.returncode == 25 and "sweep demo-sweep-7: no such sweep in this TFTRAIN_HOME's sweeps.db" in missing.stderr
+
+
+def test_a_killed_sweep_resumes_its_abandoned_trials(project, cli, home):
+    path = sweep_manifest(project, steps=200, pause=0.05, trials=2, concurrent=2)
+    sweep = subprocess.Popen([TFTRAIN, "run", "-f", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        until(lambda: len(list((home / "runs").glob("demo-*/workdir/outputs/model/step"))) == 2, "both trials training")
+        sweep.kill()  # SIGKILL: no handler runs; the trials die with it, the study says Running
+        sweep.wait(timeout=30)
+    finally:
+        sweep.kill()
+    path.write_text(path.read_text().replace("--pause: 0.05", "--pause: 0"))
+    resumed = cli("sweep", "resume", "demo-sweep-1", "-f", str(path))
+    assert resumed.returncode == 0, resumed.stderr
+    trials = show(cli, "demo-sweep-1")["trials"]
+    assert [t["status"] for t in trials] == ["Canceled", "Canceled", "Completed", "Completed"]
+    for trial in trials[2:]:
+        assert "resumed at step" in (home / "runs" / trial["run_id"] / "workdir" / "logs" / "0.log").read_text()

@@ -102,7 +102,7 @@ class SweepRunner:
                 self.events.put(("ended", trial.number, result))
         except Exception as exc:  # a storage that went away: the sweep stops, its trials with it
             if self.failure is None:
-                self.failure = exc if isinstance(exc, SweepError) else SweepError(f"sweep {self.sweep.sweep_id}: {type(exc).__name__}: {exc}")
+                self.failure = exc if isinstance(exc, SweepError) else SweepError(f"sweep {self.sweep.sweep_id}: {type(exc).__name__}: {_first_line(exc)}")
             self.halt(str(self.failure), by_signal=False)
 
     def _ask(self):
@@ -155,6 +155,11 @@ class SweepRunner:
                 self.logger.info(f"trial {number} started: {params}")
             else:
                 self.book.show_trial(self.logger, number, detail)
+
+
+def _first_line(exc: Exception) -> str:
+    """SQLAlchemy's errors run to the SQL and a link; the first line says what went wrong."""
+    return (str(exc).strip().splitlines() or [""])[0]
 
 
 def trial_manifest_resuming(loaded: LoadedManifest, run_id: str) -> LoadedManifest:

@@ -290,3 +290,21 @@ def test_a_killed_sweep_resumes_its_abandoned_trials(project, cli, home):
     assert [t["status"] for t in trials] == ["Canceled", "Canceled", "Completed", "Completed"]
     for trial in trials[2:]:
         assert "resumed at step" in (home / "runs" / trial["run_id"] / "workdir" / "logs" / "0.log").read_text()
+
+
+def test_a_storage_that_goes_away_under_a_sweep_ends_it_in_one_line(project, home):
+    with postgres.PostgresServer() as server:
+        path = sweep_manifest(project, steps=400, pause=0.05, trials=4, concurrent=2, extra=f"  storage: {server.url()}\n")
+        sweep = subprocess.Popen([TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            until(lambda: len(list((home / "runs").glob("demo-*/workdir/outputs/model/step"))) == 2, "both trials training")
+            pids = [int(p.read_text()) for p in (home / "runs").glob("demo-*/workdir/outputs/model/pid")]
+            server.stop()  # the database is gone while trials report to it
+            out, err = sweep.communicate(timeout=120)
+        finally:
+            sweep.kill()
+        password = server.password
+    assert sweep.returncode == 25, err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("tftrain: error: sweep demo-sweep-1: ") and "Traceback" not in err
+    assert password not in out + err
+    assert not any(alive(pid) for pid in pids)  # its trials stopped with it

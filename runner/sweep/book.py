@@ -157,10 +157,12 @@ class SweepBook:
             }
         )
 
-    def finish(self, stopped_why: str | None, by_signal: bool) -> SweepStatus:
+    def finish(self, canceled: bool) -> SweepStatus:
+        """Canceled (by a signal), else Completed when a trial completed with a value, else Failed;
+        the best trial's model registered."""
         trials = self.trials()
         best = self.best(trials)
-        if by_signal:
+        if canceled:
             self.status = SweepStatus.CANCELED
         else:
             self.status = SweepStatus.COMPLETED if best else SweepStatus.FAILED

@@ -32,7 +32,7 @@ class SweepRunner:
         self.book = SweepBook(home, sweep, register=loaded.manifest.model.register_model)
         self.lock = threading.Lock()  # one ask at a time: the limit is checked and the trial made together
         self.stop = threading.Event()
-        self.stopped_why: str | None = None
+        self.canceled = False  # stopped by a signal (not its timeout or a failure): resume runs its trials again
         self.watches: dict[int, TrialWatch] = {}
         self.events: queue.SimpleQueue = queue.SimpleQueue()
         self.failure: SweepError | None = None
@@ -62,11 +62,11 @@ class SweepRunner:
             self._show_events()
         if self.failure is not None:
             raise self.failure
-        return self.book.finish(self.stopped_why, by_signal=self.stopped_why is not None and "signal" in self.stopped_why)
+        return self.book.finish(canceled=self.canceled)
 
     def halt(self, why: str, by_signal: bool) -> None:
         """Stop asking for trials and stop the running ones."""
-        self.stopped_why = why
+        self.canceled = self.canceled or by_signal
         self.stop.set()
         self.logger.warning(f"sweep {self.sweep.sweep_id}: {why}: stopping its trials")
         with self.lock:
@@ -194,7 +194,7 @@ def _signals(runner: SweepRunner):
     runs them again); a second one kills the trials at once."""
 
     def handler(sig: signal.Signals) -> None:
-        if runner.stop.is_set() and runner.stopped_why and "signal" in runner.stopped_why:
+        if runner.canceled:
             with runner.lock:
                 for watch in runner.watches.values():
                     if watch.control is not None:

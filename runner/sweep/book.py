@@ -125,7 +125,7 @@ class SweepBook:
         trials = self.trials()
         metric = self.sweep.objective.primary_metric
         ended = sum(1 for t in trials if t["status"] != TrialStatus.RUNNING.value)
-        rows = [trial_row(t)[:3] + ["" if t["step"] is None else str(t["step"])] + trial_row(t)[3:] for t in trials]
+        rows = [trial_row(t, step=True) for t in trials]
         logger.table(
             f"sweep {self.sweep.sweep_id}: {ended} of {self.sweep.limit} trials ended", ["trial", "run", "status", "step", metric, "params"], rows,
             live=True,
@@ -143,7 +143,7 @@ class SweepBook:
         if best:
             model = f", model {best['model_version']}" if best["model_version"] else ""
             logger.info(f"best: trial {best['number']} (run {best['run_id']}) {metric}={best['value']:.6g}{model}", style="bold green")
-        markdown = summary_markdown(document, self.trials(), metric)
+        markdown = summary_markdown(document, metric)
         with writing(self.root / "summary.md"):
             (self.root / "summary.md").write_text(markdown, encoding="utf-8")  # the pull request's comment shows it
         logger.step_summary(markdown)
@@ -222,32 +222,35 @@ def read_sweep(home: Path, sweep_id: str) -> dict:
     return json.loads((sweeps_root(home) / sweep_id / "sweep.json").read_text(encoding="utf-8"))
 
 
-def trial_row(trial: dict) -> list[str]:
+def trial_row(trial: dict, step: bool = False) -> list[str]:
+    """trial, run, status, [step,] value, params: the trials table's cells."""
     status = trial["status"] + (" (early termination)" if trial["early_terminated"] else "")
     value = "" if trial["value"] is None else f"{trial['value']:.6g}"
-    params = "  ".join(f"{key}={value}" for key, value in trial["params"].items())
-    return [str(trial["number"]), trial["run_id"] or "", status, value, params]
+    params = "  ".join(f"{key}={given}" for key, given in trial["params"].items())
+    at = ["" if trial.get("step") is None else str(trial["step"])] if step else []
+    return [str(trial["number"]), trial["run_id"] or "", status, *at, value, params]
 
 
-def summary_markdown(document: dict, trials: list[dict], metric: str) -> str:
+def summary_markdown(document: dict, metric: str) -> str:
     lines = [f"## Sweep {document['id']}: {document['status']}", "", f"| trial | run | status | {metric} | params |", "|---|---|---|---|---|"]
     for trial in document["trials"]:
-        cells = [cell.replace("|", "\\|") for cell in trial_row(trial)]
+        cells = [cell.replace("|", "\\|").replace("\n", " ") for cell in trial_row(trial)]
         lines.append("| " + " | ".join(cells) + " |")
     best = document["best"]
     if best:
         model = f" → model `{best['model_version']}`" if best["model_version"] else ""
         lines += ["", f"Best: trial {best['number']} (run `{best['run_id']}`), {metric} = {best['value']:.6g}{model}"]
-    chart = _chart(trials, metric)
+    chart = _chart(document["curves"], metric)
     return "\n".join(lines + ([""] + chart if chart else [])) + "\n"
 
 
-def _chart(trials: list[dict], metric: str) -> list[str]:
-    """The primary metric of each trial at each step it reported (mermaid xychart)."""
-    series = [t for t in trials if t["step"]]
+def _chart(curves: dict[str, list[float]], metric: str) -> list[str]:
+    """The primary metric of each trial at each report (mermaid xychart); a trial that reported a
+    value that is no number (nan, inf) is left out: mermaid cannot draw it."""
+    series = [values for values in curves.values() if values and all(_finite(v) for v in values)]
     if not series:
         return []
-    steps = max(t["step"] for t in series)
+    steps = max(len(values) for values in series)
     return ["```mermaid", "xychart-beta", f'  title "{metric} per trial"', f"  x-axis [{', '.join(str(n) for n in range(1, steps + 1))}]"] + [
-        "  line [" + ", ".join(f"{v:.6g}" for v in t["curve"]) + "]" for t in series if t.get("curve")
+        "  line [" + ", ".join(f"{v:.6g}" for v in values) + "]" for values in series
     ] + ["```"]

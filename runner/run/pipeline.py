@@ -63,10 +63,11 @@ class RunResult:
 
 
 class RunWatch(Protocol):
-    """Who follows a run from outside (a sweep): told its id and control once it is recorded, and
-    every metric point as it is recorded; `control.reason` + `control.cancel` stop it."""
+    """Who follows a run from outside (a sweep): told its id, control and store once it is recorded
+    (to add to its record), and every metric point as it is recorded; `control.reason` +
+    `control.cancel` stop it."""
 
-    def started(self, run_id: str, control: RunControl) -> None: ...
+    def started(self, run_id: str, control: RunControl, store: Store) -> None: ...
 
     def points(self, points: list[MetricPoint]) -> None: ...
 
@@ -88,9 +89,9 @@ def run_manifest(
     )
     control.cgroup = run_cgroup_name(run_id, store.home)
     become_subreaper()
-    if watch is not None:
-        watch.started(run_id, control)
     try:
+        if watch is not None:  # inside: a watch that fails leaves the run Failed, never Queued
+            watch.started(run_id, control, store)
         return _run(loaded, target, checked, store, run_id, paths, control, logger, settings, watch)
     except BaseException as exc:
         if not store.run(run_id).finished:  # a bug, a full disk, or KeyboardInterrupt outside the phases

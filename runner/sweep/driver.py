@@ -87,7 +87,7 @@ class SweepRunner:
                 if asked is None:
                     return
                 trial, values = asked
-                watch = TrialWatch(trial, self.sweep.objective, self.sweep.sweep_id, self.home)
+                watch = TrialWatch(trial, self.sweep.objective, self.sweep.sweep_id)
                 with self.lock:
                     self.watches[trial.number] = watch
                 self.events.put(("started", trial.number, values))

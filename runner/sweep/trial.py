@@ -39,22 +39,18 @@ class TrialWatch:
     """Reports the objective metric to the Optuna trial at each report (step = 1, 2, 3 …, HyperDrive's
     interval) and stops the run when the study's pruner says so."""
 
-    def __init__(self, trial, objective: Objective, sweep_id: str, home: Path) -> None:
-        self.trial, self.metric, self.sweep_id, self.home = trial, objective.primary_metric, sweep_id, home
+    def __init__(self, trial, objective: Objective, sweep_id: str) -> None:
+        self.trial, self.metric, self.sweep_id = trial, objective.primary_metric, sweep_id
         self.reports = 0
         self.pruned_at: int | None = None
         self.control: RunControl | None = None
         self.run_id: str | None = None
         self.lock = threading.Lock()
 
-    def started(self, run_id: str, control: RunControl) -> None:
+    def started(self, run_id: str, control: RunControl, store: Store) -> None:
         self.run_id, self.control = run_id, control
         self.trial.set_user_attr("run_id", run_id)
-        store = Store(self.home)
-        try:
-            store.update_run(run_id, sweep={"id": self.sweep_id, "trial": self.trial.number})
-        finally:
-            store.close()
+        store.update_run(run_id, sweep={"id": self.sweep_id, "trial": self.trial.number})
 
     def points(self, points: list[MetricPoint]) -> None:
         for point in points:

@@ -11,7 +11,7 @@ import threading
 import time
 from pathlib import Path
 
-from runner.errors import SweepError, UnsupportedError
+from runner.errors import FatalError, SweepError, UnsupportedError
 from runner.history.record import RunStatus
 from runner.manifest import LoadedManifest
 from runner.run.signals import on_stop_signals
@@ -35,7 +35,7 @@ class SweepRunner:
         self.canceled = False  # stopped by a signal (not its timeout or a failure): resume runs its trials again
         self.watches: dict[int, TrialWatch] = {}
         self.events: queue.SimpleQueue = queue.SimpleQueue()
-        self.failure: SweepError | None = None
+        self.failure: FatalError | None = None  # what stopped the sweep, with its own exit code
         self.finished_one = False
 
     def run(self) -> SweepStatus:
@@ -102,7 +102,7 @@ class SweepRunner:
                 self.events.put(("ended", trial.number, result))
         except Exception as exc:  # a storage that went away: the sweep stops, its trials with it
             if self.failure is None:
-                self.failure = exc if isinstance(exc, SweepError) else SweepError(f"sweep {self.sweep.sweep_id}: {type(exc).__name__}: {_first_line(exc)}")
+                self.failure = exc if isinstance(exc, FatalError) else SweepError(f"sweep {self.sweep.sweep_id}: {type(exc).__name__}: {_first_line(exc)}")
             self.halt(str(self.failure), by_signal=False)
 
     def _ask(self):

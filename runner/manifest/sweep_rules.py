@@ -23,6 +23,7 @@ def check_sweep(manifest: Manifest) -> list[Problem]:
         return []
     return [
         *_bounds(sweep),
+        *_choices(sweep),
         *_grid(sweep),
         *_keys(manifest, sweep),
         *_objective(manifest, sweep),
@@ -87,6 +88,22 @@ def _bounds(sweep: SweepSpec) -> list[Problem]:
                             f"it must lie within ±{MAX_EXPONENT}",
                         )
                     )
+    return problems
+
+
+def _choices(sweep: SweepSpec) -> list[Problem]:
+    """A value twice in a choice is a mistake (a grid would run it twice, random would favour it);
+    1, 1.0 and true are three values."""
+    problems: list[Problem] = []
+    for key, expression in sweep.search_space.items():
+        if expression.type != "choice":
+            continue
+        seen: list[tuple[type, str]] = []
+        for index, value in enumerate(expression.values):
+            mark = (type(value), repr(value))
+            if mark in seen:
+                problems.append(((*_SPACE, key, "values", index), f"{value!r} is already value {seen.index(mark)} of the choice"))
+            seen.append(mark)
     return problems
 
 

@@ -32,6 +32,11 @@ def error_of(project, manifest: str) -> str:
 
 BAD_SWEEPS = [  # (case, manifest after name/source_directory/entry_script, the one line of the error less the path)
     (
+        "choice_value_twice",
+        PRIMARY + "sweep:\n  search_space:\n    --bs: {type: choice, values: [16, 32, 16, 1.0, 1, true]}\n  limits: {max_total_trials: 3}\n",
+        "7: sweep.search_space.--bs.values[2]: 16 is already value 0 of the choice",
+    ),
+    (
         "expression_type_did_you_mean",
         PRIMARY + "sweep:\n  search_space:\n    --lr: {type: loguniformm, min_value: -5, max_value: -1}\n",
         "7: sweep.search_space.--lr.type: 'loguniformm' is not one of 'choice', 'randint', 'uniform', 'quniform', "

@@ -9,7 +9,7 @@ import os
 import subprocess
 from pathlib import Path
 
-GIT_SECONDS = 120  # `git status` on a huge checkout is slow; a hung one must not hold the run
+GIT_SECONDS = 20  # asked while the training runs, before supervise first looks: a hung git must not hold the run's clock
 
 
 def git_info(path: Path) -> dict:

@@ -1,0 +1,233 @@
+"""A model's serving signature, read without TensorFlow: where the model is in `model.path`, the
+SavedModel's signature_defs (saved_model.pb read with a small protobuf wire reader), the shape of
+the JSON kept with a version, and what changed between two versions ("breaking: input `x` shape
+(None, 16) → (None, 32)").
+
+Runs on tftrain's side (the PR comment, `serve`'s metadata) and inside the model's environment
+(the gate): the standard library only.
+"""
+
+from __future__ import annotations
+
+import enum
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+SERVING_DEFAULT = "serving_default"
+SAVED_MODEL = "saved_model.pb"
+KERAS_SUFFIXES = (".keras", ".h5")
+# tensorflow/core/framework/types.proto, DataType
+DTYPES = {
+    1: "float32", 2: "float64", 3: "int32", 4: "uint8", 5: "int16", 6: "int8", 7: "string", 8: "complex64",
+    9: "int64", 10: "bool", 14: "bfloat16", 17: "uint16", 18: "complex128", 19: "float16", 22: "uint32", 23: "uint64",
+}
+
+
+class ModelFormat(str, enum.Enum):
+    SAVED_MODEL = "saved_model"
+    KERAS = "keras"
+
+
+@dataclass(frozen=True)
+class Located:
+    """The loadable model inside `model.path`: a SavedModel directory or a Keras file."""
+
+    format: ModelFormat
+    path: Path
+    relative: str  # inside the registered model/ directory ('.' for the directory itself)
+
+
+def locate(model_path: Path) -> Located | None:
+    """A SavedModel directory, a `.keras`/`.h5` file, or a directory holding exactly one of
+    those at its top; None for anything else (checkpoints, pickles, …: not a TensorFlow model)."""
+    if model_path.is_file() and not model_path.is_symlink():
+        return Located(ModelFormat.KERAS, model_path, model_path.name) if model_path.suffix in KERAS_SUFFIXES else None
+    if not model_path.is_dir() or model_path.is_symlink():
+        return None
+    if (model_path / SAVED_MODEL).is_file():
+        return Located(ModelFormat.SAVED_MODEL, model_path, ".")
+    found = [
+        Located(ModelFormat.SAVED_MODEL, child, child.name) if (child / SAVED_MODEL).is_file() else Located(ModelFormat.KERAS, child, child.name)
+        for child in sorted(model_path.iterdir())
+        if not child.is_symlink() and ((child.is_dir() and (child / SAVED_MODEL).is_file()) or (child.is_file() and child.suffix in KERAS_SUFFIXES))
+    ]
+    return found[0] if len(found) == 1 else None
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str  # the key callers use (a signature's input/output name)
+    dtype: str
+    shape: tuple[int | None, ...] | None  # None: unknown rank; None in it: any size
+
+    def as_json(self) -> dict:
+        return {"name": self.name, "dtype": self.dtype, "shape": None if self.shape is None else list(self.shape)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> TensorSpec:
+        shape = data.get("shape")
+        return cls(str(data["name"]), str(data["dtype"]), None if shape is None else tuple(shape))
+
+    def shape_text(self) -> str:
+        if self.shape is None:
+            return "(any rank)"
+        return "(" + ", ".join("None" if size is None else str(size) for size in self.shape) + ("," if len(self.shape) == 1 else "") + ")"
+
+
+@dataclass(frozen=True)
+class Signature:
+    name: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+
+    def as_json(self) -> dict:
+        return {"inputs": [spec.as_json() for spec in self.inputs], "outputs": [spec.as_json() for spec in self.outputs]}
+
+    @classmethod
+    def from_json(cls, name: str, data: dict) -> Signature:
+        return cls(name, tuple(map(TensorSpec.from_json, data["inputs"])), tuple(map(TensorSpec.from_json, data["outputs"])))
+
+
+def signatures_as_json(signatures: dict[str, Signature]) -> dict:
+    return {name: signature.as_json() for name, signature in sorted(signatures.items())}
+
+
+def signatures_from_json(data: dict) -> dict[str, Signature]:
+    return {name: Signature.from_json(name, value) for name, value in data.items()}
+
+
+# --- saved_model.pb, read without TensorFlow -------------------------------------------------
+
+
+def saved_model_signatures(directory: Path, tag: str = "serve") -> dict[str, Signature]:
+    """The signature_defs of the meta graph tagged `tag` (internal `__saved_model_init_op` and
+    the like left out). ValueError for a file that is not a SavedModel."""
+    data = (directory / SAVED_MODEL).read_bytes()
+    try:
+        for number, graph in _fields(data):
+            if number != 2:  # SavedModel.meta_graphs
+                continue
+            tags, found = [], {}
+            for key, value in _fields(graph):
+                if key == 1:  # meta_info_def; its tags are field 4
+                    tags += [item.decode() for field, item in _fields(value) if field == 4]
+                elif key == 5:  # signature_def map entry
+                    name, definition = _entry(value)
+                    if name and not name.startswith("__"):
+                        found[name] = _signature(name, definition or b"")
+            if tag in tags:
+                return found
+    except (IndexError, UnicodeDecodeError, TypeError) as exc:
+        raise ValueError(f"{directory / SAVED_MODEL} is not a SavedModel ({type(exc).__name__})") from None
+    raise ValueError(f"{directory / SAVED_MODEL} has no meta graph tagged {tag!r}")
+
+
+def _signature(name: str, data: bytes) -> Signature:
+    inputs, outputs = [], []
+    for key, value in _fields(data):
+        if key in (1, 2):
+            tensor, info = _entry(value)
+            (inputs if key == 1 else outputs).append(_tensor(tensor or "", info or b""))
+    return Signature(name, tuple(sorted(inputs, key=lambda t: t.name)), tuple(sorted(outputs, key=lambda t: t.name)))
+
+
+def _tensor(name: str, data: bytes) -> TensorSpec:
+    dtype, shape = "unknown", None
+    for key, value in _fields(data):
+        if key == 2:
+            dtype = DTYPES.get(value, f"DT_{value}")
+        elif key == 3:
+            dims, unknown_rank = [], False
+            for field, item in _fields(value):
+                if field == 2:
+                    size = next((x for f, x in _fields(item) if f == 1), 0)
+                    size = size - (1 << 64) if size >= 1 << 63 else size  # int64 -1: any size
+                    dims.append(None if size < 0 else size)
+                elif field == 3 and item:
+                    unknown_rank = True
+            shape = None if unknown_rank else tuple(dims)
+    return TensorSpec(name, dtype, shape)
+
+
+def _entry(data: bytes) -> tuple[str | None, bytes | None]:
+    key = value = None
+    for field, item in _fields(data):
+        if field == 1:
+            key = item.decode()
+        elif field == 2:
+            value = item
+    return key, value
+
+
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        byte = data[at]
+        at += 1
+        result |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return result, at
+
+
+def _fields(data: bytes) -> Iterator[tuple[int, Any]]:
+    at, end = 0, len(data)
+    while at < end:
+        key, at = _varint(data, at)
+        wire = key & 7
+        if wire == 0:
+            value, at = _varint(data, at)
+        elif wire == 2:
+            size, at = _varint(data, at)
+            value, at = data[at : at + size], at + size
+            if at > end:
+                raise IndexError("truncated")
+        elif wire in (1, 5):
+            width = 8 if wire == 1 else 4
+            value, at = data[at : at + width], at + width
+        else:
+            raise TypeError(f"wire type {wire}")
+        yield key >> 3, value
+
+
+def keras_version(path: Path) -> str | None:
+    """The Keras version a `.keras` file was saved with (its metadata.json), if it says."""
+    import json
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return json.loads(archive.read("metadata.json")).get("keras_version")
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return None
+
+
+# --- what changed between two versions ------------------------------------------------------
+
+
+def changes(before: dict[str, Signature], after: dict[str, Signature]) -> list[str]:
+    """Lines naming what a caller of `before` would notice in `after`, breaking ones first."""
+    breaking, other = [], []
+    for name in sorted(before.keys() - after.keys()):
+        breaking.append(f"breaking: signature `{name}` removed")
+    for name in sorted(after.keys() - before.keys()):
+        other.append(f"signature `{name}` added")
+    for name in sorted(before.keys() & after.keys()):
+        old, new = before[name], after[name]
+        where = "" if name == SERVING_DEFAULT else f" (signature `{name}`)"
+        for kind, olds, news in (("input", old.inputs, new.inputs), ("output", old.outputs, new.outputs)):
+            olds_by, news_by = {t.name: t for t in olds}, {t.name: t for t in news}
+            for tensor in sorted(olds_by.keys() - news_by.keys()):
+                breaking.append(f"breaking: {kind} `{tensor}` removed{where}")
+            for tensor in sorted(news_by.keys() - olds_by.keys()):
+                (breaking if kind == "input" else other).append(
+                    f"{'breaking: ' if kind == 'input' else ''}{kind} `{tensor}` added{where}"
+                )
+            for tensor in sorted(olds_by.keys() & news_by.keys()):
+                a, b = olds_by[tensor], news_by[tensor]
+                if a.shape != b.shape:
+                    breaking.append(f"breaking: {kind} `{tensor}` shape {a.shape_text()} → {b.shape_text()}{where}")
+                if a.dtype != b.dtype:
+                    breaking.append(f"breaking: {kind} `{tensor}` dtype {a.dtype} → {b.dtype}{where}")
+    return breaking + other

@@ -1,0 +1,38 @@
+"""What a serving or export environment holds, pinned to the sets that resolve together here
+(kserve 0.16.0's constraints keep fastapi, uvicorn and protobuf where TensorFlow can live)."""
+
+from __future__ import annotations
+
+from runner.manifest.frameworks import DEFAULT_VERSION, requirement
+
+KSERVE = "kserve==0.16.0"
+ONNXRUNTIME = "onnxruntime>=1.17,<2"
+TF2ONNX = "tf2onnx==1.17.0"
+ONNX_OPSET = 15  # tf2onnx 1.17's default; 18 is its newest
+# tf2onnx 1.17 is tested with TensorFlow 2.13–2.15 and converts 2.16–2.21 SavedModels here
+# (checked: 2.18.1 and 2.21.0); a run on another release converts in an environment of this one.
+TF2ONNX_TENSORFLOW = ("2.13", "2.14", "2.15", "2.16", "2.17", "2.18", "2.19", "2.20", "2.21")
+EXPORT_FALLBACK = "2.18"
+
+
+def major_minor(version: str | None) -> str:
+    return ".".join((version or DEFAULT_VERSION).split(".")[:2])
+
+
+def serving_requirements(framework_version: str | None, onnx: bool = False) -> tuple[str, ...]:
+    """The model server's packages: KServe, TensorFlow of the model's release (CPU), numpy,
+    and ONNX Runtime when the server runs model.onnx."""
+    packages = [KSERVE, requirement(False, framework_version or DEFAULT_VERSION)]
+    if onnx:
+        packages.append(ONNXRUNTIME)
+    return tuple(packages)
+
+
+def export_tensorflow(framework_version: str | None) -> str:
+    """The TensorFlow release the ONNX export runs with: the run's own where tf2onnx handles it."""
+    wanted = major_minor(framework_version)
+    return wanted if wanted in TF2ONNX_TENSORFLOW else EXPORT_FALLBACK
+
+
+def export_requirements(framework_version: str | None) -> tuple[str, ...]:
+    return (requirement(False, export_tensorflow(framework_version)), TF2ONNX, ONNXRUNTIME)

@@ -154,6 +154,25 @@ class SweepError(FatalError):
     exit_code = 25
 
 
+class ServingError(FatalError):
+    """A model cannot be served: no loadable model in the version, a port in use, the server failed."""
+
+    exit_code = 26
+
+
+class DeployError(FatalError):
+    """A serving image could not be built, smoke-tested or pushed."""
+
+    exit_code = 27
+
+
+class ModelGateError(FatalError):
+    """The trained model failed the gate: it does not load, has no serving signature, fails its
+    sample prediction, or its required ONNX export failed or differs from TensorFlow's outputs."""
+
+    exit_code = 28
+
+
 def extra_module(name: str, extra: str, feature: str):
     """`import name` for a feature that needs the pip extra `extra`: the top-level package, as
     the import statement binds it, or one line naming the extra to install."""

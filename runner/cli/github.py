@@ -87,6 +87,7 @@ def _comment(settings: Settings, args, logger) -> int:
     template = workflow.TagTemplate(settings.inputs.tag_template)
     baseline, missing = _baseline(client, context.repository, run.name, template, limit, logger)
     table, worse_by = workflow.comparison(summary, baseline, missing)
+    table += _signature_note(client, context.repository, run.name, template, baseline, paths, logger)
     pr = context.pull_request
     if pr and settings.inputs.comment:
         with workflow.github_errors():  # only a comment that cannot be posted fails the step
@@ -101,6 +102,19 @@ def _comment(settings: Settings, args, logger) -> int:
             f"{primary} is worse than {baseline[0]}'s by {worse_by:.4g}, more than fail-on-regression ({limit:g})"
         )
     return 0
+
+
+def _signature_note(client, repository: str, model: str, template, baseline, paths: RunPaths, logger) -> str:
+    """The serving signature against the released model's (both through the gate), or nothing."""
+    if baseline is None or not (paths.serving / "serving.json").exists():
+        return ""
+    serving = json.loads((paths.serving / "serving.json").read_text())
+    try:
+        released = workflow.release_json(client.get_repo(repository), model, template, baseline[0], "serving.json")
+    except ServiceError as exc:
+        logger.warning(f"the released model's serving signature could not be fetched: {exc}")
+        return ""
+    return "\n" + workflow.signature_report(serving, released, baseline[0]) if released else ""
 
 
 def _baseline(

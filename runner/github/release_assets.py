@@ -20,6 +20,9 @@ from runner.github.s3store import S3Target, pointer_text, upload
 from runner.templates import render
 
 SUMS = "SHA256SUMS"
+SERVING_ASSETS = {
+    "serving.json": "serving.json", "sample.npz": "serving-sample.npz", "predictions.npz": "serving-predictions.npz", "model.onnx": "model.onnx",
+}
 
 
 def build_assets(
@@ -47,6 +50,9 @@ def build_assets(
     shutil.copy(paths.metrics_summary, directory / "metrics.json")
     shutil.copy(paths.metrics, directory / "metrics.jsonl")
     shutil.copy(paths.lock, directory / "manifest.lock.yml")
+    for source, asset in SERVING_ASSETS.items():  # what the model gate found, and model.onnx
+        if (paths.serving / source).is_file():
+            shutil.copy(paths.serving / source, directory / asset)
     _loss_curve(paths, directory / "loss-curve.png")
     _sweep_curves(paths, record, directory / "sweep-trials.png")
     names = sorted(p.name for p in directory.iterdir()) + ["MODEL_CARD.md"]
@@ -82,8 +88,28 @@ def model_card(
         dirty=git.get("dirty"),
         inputs=inputs,
         metrics=metric_rows(record.get("metrics") or {}),
+        serving=_serving(paths),
         assets=assets,
     )
+
+
+def _serving(paths: RunPaths) -> dict | None:
+    """What the model gate recorded, as the model card shows it: each signature's inputs and outputs."""
+    import json
+
+    try:
+        serving = json.loads((paths.serving / "serving.json").read_text())
+    except (OSError, ValueError):
+        return None
+    from runner.serving.signature import signatures_from_json
+
+    rows = [
+        {"signature": name, "kind": kind, "name": spec.name, "dtype": spec.dtype, "shape": spec.shape_text()}
+        for name, signature in signatures_from_json(serving.get("signatures") or {}).items()
+        for kind, specs in (("input", signature.inputs), ("output", signature.outputs))
+        for spec in specs
+    ]
+    return {**serving, "rows": rows}
 
 
 def _loss_curve(paths: RunPaths, target: Path) -> bool:

@@ -128,6 +128,31 @@ def baseline_metrics(repo, model: str, template: TagTemplate) -> tuple[str, dict
     return None
 
 
+def release_json(repo, model: str, template: TagTemplate, tag: str, name: str) -> dict | None:
+    """The JSON asset `name` of the release `tag` of `model`, or None when it has none (a release
+    made before tftrain wrote that asset)."""
+    with github_errors():
+        for _, release in releases_of(repo, model, template):
+            if release.tag_name == tag:
+                asset = next((asset for asset in release.get_assets() if asset.name == name), None)
+                return _json_object(asset, tag) if asset is not None else None
+    return None
+
+
+def signature_report(serving: dict | None, released: dict | None, tag: str) -> str:
+    """Markdown: how this model's serving signatures differ from the released one's ("breaking:
+    input `x` shape (None, 16) → (None, 32)"); empty when neither has been through the gate."""
+    from runner.serving.signature import changes, signatures_from_json
+
+    if serving is None or released is None:
+        return ""
+    found = changes(signatures_from_json(released.get("signatures") or {}), signatures_from_json(serving.get("signatures") or {}))
+    if not found:
+        return f"Serving signature: unchanged since {tag}.\n"
+    head = "**Serving signature changed**" if any(line.startswith("breaking") for line in found) else "Serving signature changed"
+    return f"{head} since {tag}:\n\n" + "".join(f"- {line}\n" for line in found)
+
+
 def _json_object(asset, tag: str) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         target = Path(tmp) / asset.name

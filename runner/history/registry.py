@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runner.history.checksums import (
-    Copied, EntryKind, Skipped, copy_tree, fresh_dir, kind_of, mismatches, read_sums, skipped_note, write_sums, writing,
+    Copied, EntryKind, Skipped, copy_file, copy_tree, fresh_dir, kind_of, mismatches, read_sums, skipped_note, write_sums, writing,
 )
 from runner.errors import NotFoundError, RegistryError
 from runner.history.store import Store
@@ -64,7 +64,9 @@ class Registry:
         self.store = store
         self.root = store.home / "models"
 
-    def register(self, name: str, source: Path, run_id: str | None, info: dict) -> ModelVersion:
+    def register(self, name: str, source: Path, run_id: str | None, info: dict, extras: dict[str, Path] | None = None) -> ModelVersion:
+        """`extras`: files kept beside model/ (the gate's serving/ files, model.onnx), by their path in
+        the version; their sha256 go into version.json's "extras"."""
         top = kind_of(source)
         if top is None:
             raise RegistryError(f"model path {source} does not exist")
@@ -76,7 +78,7 @@ class Registry:
         try:
             with fresh_dir(self.root / name / f"v{version}") as staging:
                 record = {**info, "name": name, "version": version, "run_id": run_id, "created": created}
-                record = _write_version(staging, source, top, record)
+                record = _write_version(staging, source, top, record, extras or {})
         except BaseException:
             self.store.db.execute("DELETE FROM models WHERE name = ? AND version = ? AND state = 'pending'", (name, version))
             raise
@@ -138,14 +140,23 @@ class Registry:
         return model
 
 
-def _write_version(staging: Path, source: Path, top: EntryKind, record: dict) -> dict:
-    """model/, SHA256SUMS and version.json of a new version, in `staging`; the full record."""
+def _write_version(staging: Path, source: Path, top: EntryKind, record: dict, extras: dict[str, Path]) -> dict:
+    """model/, SHA256SUMS, the extras and version.json of a new version, in `staging`; the full record."""
     files = staging / "model"
     files.mkdir()
     copied = copy_tree(source, files)
     if top is EntryKind.FILE and not copied.sums:
         raise RegistryError(f"model path {source} cannot be read")
     write_sums(staging / SUMS, copied.sums)
+    kept = {}
+    for relative, path in sorted(extras.items()):
+        (staging / relative).parent.mkdir(parents=True, exist_ok=True)
+        done = copy_file(path, staging / relative)
+        if not isinstance(done, tuple):
+            raise RegistryError(f"{path} is {done.described}: it cannot be kept with the model")
+        kept[relative] = done[0]
+    if kept:
+        record = {**record, "extras": kept}
     record = {
         **record,
         "files": len(copied.sums),

@@ -110,6 +110,21 @@ class RunPaths:
         """Holds a link to the `runner` package, for scripts in a virtualenv without tftrain."""
         return self.root / "pythonpath"
 
+    def link_runner(self) -> Path:
+        """pythonpath/runner → this tftrain's package (made once); returns pythonpath."""
+        import runner
+
+        self.pythonpath.mkdir(parents=True, exist_ok=True)
+        link = self.pythonpath / "runner"
+        if not link.exists():
+            link.symlink_to(Path(runner.__file__).parent, target_is_directory=True)
+        return self.pythonpath
+
+    @property
+    def serving(self) -> Path:
+        """What the gate found: serving.json, the sample and its predictions, model.onnx."""
+        return self.root / "serving"
+
     def rank_log(self, rank: int) -> Path:
         return self.logs / f"{rank}.log"
 

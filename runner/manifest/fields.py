@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Tag
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 VERSION_PATTERN = r"^\d+\.\d+(\.\d+)?$"
 SIZE_PATTERN = r"^\d{1,12}(\.\d{1,6})?[bkmgBKMG]?$"
+QUANTITY_PATTERN = r"^\d{1,12}(\.\d{1,6})?(Ki|Mi|Gi|Ti|k|M|G|T)?$"  # Kubernetes' memory quantities
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 INPUT_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$"  # it names $TFTRAIN_INPUT_NAME and a mount point
 MAX_NODES = 1024

@@ -19,6 +19,7 @@ from runner.manifest.fields import (
     MAX_SECONDS,
     MAX_TASKS,
     NAME_PATTERN,
+    QUANTITY_PATTERN,
     SIZE_PATTERN,
     VERSION_PATTERN,
     Model,
@@ -109,11 +110,39 @@ class ComputeSpec(Model):
     )
 
 
+class ServingResources(Model):
+    """Azure's resource_configuration: what one serving replica gets (`tftrain deploy`)."""
+
+    cpu: float = Field(default=1.0, gt=0, le=1024, allow_inf_nan=False, description="CPU cores (fractions allowed)")
+    memory: str = Field(default="2Gi", pattern=QUANTITY_PATTERN, description="Memory, a Kubernetes quantity: 512Mi, 2Gi")
+    gpu: int = Field(default=0, ge=0, le=64, description="GPUs")
+
+
 class ModelSpec(Model):
     path: str = Field(default="outputs/model", description="The model file or directory, inside outputs_dir")
     framework: str = "TensorFlow"
     framework_version: str | None = Field(default=None, pattern=VERSION_PATTERN)
     register_model: bool = Field(default=True, alias="register", description="Register the model when the run completes")
+    gate: Literal["auto", "required", "off"] = Field(
+        default="auto",
+        description="Load the model in a fresh process and predict on a sample before registering it: auto (a SavedModel or "
+        "Keras file is checked, other files are registered with a warning), required (anything else fails), off",
+    )
+    sample_input: str | None = Field(
+        default=None, description="A .npy, .npz or .json (TensorFlow Serving request) file in the source directory; default: synthesised"
+    )
+    export: list[Literal["onnx"]] = Field(default_factory=list, description="Formats written beside the model: onnx (tf2onnx, verified)")
+    export_tolerance: float = Field(
+        default=1e-4, gt=0, le=1e6, allow_inf_nan=False, description="Largest |ONNX Runtime - TensorFlow| allowed on the sample"
+    )
+    export_required: bool = Field(default=False, description="Fail the run when an export fails (else a warning)")
+    serving: ServingResources = Field(default_factory=ServingResources)
+
+    @field_validator("gate", mode="before")
+    @classmethod
+    def _yaml_switch(cls, value):
+        """`gate: off` (and `no`, `false`) is YAML's false; `true` asks for the gate everywhere."""
+        return {False: "off", True: "required"}.get(value, value) if isinstance(value, bool) else value
 
 
 class MetricsSpec(Model):

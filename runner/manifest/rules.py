@@ -73,6 +73,7 @@ def check_rules(manifest: Manifest, base_dir: Path) -> list[Problem]:
         *_packages(manifest),
         *_arguments(manifest),
         *_directories(manifest),
+        *_gate(manifest),
         *_distribution(manifest),
         *_metrics(manifest),
         *_docker(manifest),
@@ -169,6 +170,22 @@ def _directories(manifest: Manifest) -> list[Problem]:
         directory = getattr(manifest, key)
         if manifest.entry_script.startswith(directory + "/"):
             problems.append((("entry_script",), f"{manifest.entry_script!r} is inside {key} {directory!r}, which is not copied into the run"))
+    return problems
+
+
+SAMPLE_SUFFIXES = (".npy", ".npz", ".json")
+
+
+def _gate(manifest: Manifest) -> list[Problem]:
+    """model.sample_input is one of the forms the gate reads; what the gate makes needs the gate."""
+    spec = manifest.model
+    problems = []
+    if spec.sample_input is not None and posixpath.splitext(spec.sample_input)[1].lower() not in SAMPLE_SUFFIXES:
+        problems.append((("model", "sample_input"), f"{spec.sample_input!r} must be a .npy, .npz or .json file"))
+    if spec.gate == "off":
+        for key, used in (("export", bool(spec.export)), ("sample_input", spec.sample_input is not None)):
+            if used:
+                problems.append((("model", key), f"model.{key} needs the gate: remove it or set model.gate to auto or required"))
     return problems
 
 
@@ -282,6 +299,10 @@ def _files(manifest: Manifest, base_dir: Path) -> list[Problem]:
         problem = name and text_file_problem(source, name)
         if problem:
             problems.append(((key,), problem))
+    sample = manifest.model.sample_input
+    problem = sample and regular_file_problem(source, sample)
+    if problem:
+        problems.append((("model", "sample_input"), problem))
     for key in ("outputs_dir", "logs_dir"):
         problem = through_link(source, getattr(manifest, key))
         if problem:

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from runner.manifest.fields import QUANTITY_PATTERN
 from runner.manifest.sweep import EXPRESSIONS, POLICIES, SWEEP_ID_PATTERN
 from runner.manifest.yamlfile import Location, YamlDocument, format_loc, one_line
 
@@ -71,6 +72,8 @@ def _describe(error: dict[str, Any], loc: Location, model: type[BaseModel], raw_
         return f"unknown key{hint}"
     if kind == "missing":
         return "required key is missing"
+    if kind == "string_pattern_mismatch" and error["ctx"]["pattern"] == QUANTITY_PATTERN:
+        return f"{error['input']!r} is not a Kubernetes quantity (e.g. 512Mi, 2Gi)"
     if kind == "string_pattern_mismatch" and error["ctx"]["pattern"] == SWEEP_ID_PATTERN:
         return f"{error['input']!r} is not a sweep id (NAME-sweep-N)"
     if kind == "union_tag_not_found":

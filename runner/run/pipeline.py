@@ -142,7 +142,7 @@ def _run(
             lineage.record()  # where the plan never started
         git = lineage.git if lineage else {}
         with session.phase(RunStatus.POST_PROCESSING):
-            model, summary, points, refused = _post_process(loaded, paths, recorder, outcome, run_id, git, store, logger)
+            model, summary, points, refused = _post_process(loaded, paths, recorder, outcome, run_id, git, store, logger, (target, prepared))
         if refused is not None and failure is None:  # the training ended well; keeping its results did not
             failure, outcome = refused, Outcome(RunStatus.FAILED, None, str(refused))
     # tftrain's own failure speaks for itself; a script's is found in its logs
@@ -229,7 +229,7 @@ def _rank_groups(logger: Logger, plan, paths: RunPaths) -> None:
             logger.text("\n".join(lines) or "(no output)")
 
 
-def _post_process(loaded, paths, recorder, outcome, run_id, git, store, logger):
+def _post_process(loaded, paths, recorder, outcome, run_id, git, store, logger, ran):
     from runner.telemetry.tensorboard import event_scalar_batches
     from runner.telemetry.report import show_metrics
 
@@ -245,28 +245,35 @@ def _post_process(loaded, paths, recorder, outcome, run_id, git, store, logger):
     try:
         with writing(paths.metrics_summary):
             paths.metrics_summary.write_text(json.dumps(summary, indent=2) + "\n")
-        return _register(loaded, paths, outcome, run_id, git, store, logger, summary), summary, points, None
+        return _register(loaded, paths, outcome, run_id, git, store, logger, summary, ran), summary, points, None
     except FatalError as exc:  # refused or out of space: the run fails, its record is still written
         return None, summary, points, exc
 
 
-def _register(loaded, paths, outcome, run_id, git, store, logger, summary) -> ModelVersion | None:
-    """On Completed, the model at model.path becomes the next version (odd entries skipped, listed)."""
+def _register(loaded, paths, outcome, run_id, git, store, logger, summary, ran) -> ModelVersion | None:
+    """On Completed, the model at model.path passes the gate (runner.serving.gate) and becomes the
+    next version (odd entries skipped, listed)."""
     from runner.history.registry import Registry
+    from runner.serving.gate import run_gate
 
     model = None
     spec = loaded.manifest.model
     model_path = paths.workdir / spec.path
     if outcome.status == RunStatus.COMPLETED and spec.register_model:
         if model_path.exists():
+            target, prepared = ran
+            gate = run_gate(loaded, paths, target, prepared.env, logger)  # ModelGateError: nothing is registered
             info = {
                 "run_id": run_id,
                 "metrics": summary,
                 "framework": spec.framework,
                 "framework_version": spec.framework_version or loaded.manifest.framework_version,
                 "git": git,
+                "serving_resources": spec.serving.model_dump(),
             }
-            model = Registry(store).register(loaded.manifest.name, model_path, run_id, info)
+            if gate is not None:
+                info["serving"] = gate.serving
+            model = Registry(store).register(loaded.manifest.name, model_path, run_id, info, gate.files() if gate else None)
             logger.info(f"registered model {model.label} ({model.info['files']} files)", style="bold green")
             if model.skipped:
                 logger.warning(model.skipped_note(str(spec.path)))

@@ -8,7 +8,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import runner
 from runner.plan.argv import script_args
 from runner.compat import azureml_env, azureml_reason
 from runner.errors import PreparingError
@@ -74,7 +73,7 @@ def prepare(
         logger.info(f"azureml compatibility: on ({compat}): Run.get_context() and run.log reach this run")
         variables.update(azureml_env(loaded, runtime, variables.get("PYTHONPATH")))
     if (env.isolated or compat) and not dry_run:
-        _link_runner(paths)
+        paths.link_runner()
     ctx = PlanContext(
         manifest=manifest,
         target=target.name,
@@ -131,13 +130,6 @@ def task_env(loaded: LoadedManifest, run_id: str, runtime: RuntimePaths, env: En
     for key, value in manifest.environment_variables.items():
         values[key] = _env_text(value)
     return values
-
-
-def _link_runner(paths: RunPaths) -> None:
-    paths.pythonpath.mkdir(exist_ok=True)
-    link = paths.pythonpath / "runner"
-    if not link.exists():
-        link.symlink_to(Path(runner.__file__).parent, target_is_directory=True)
 
 
 def _env_text(value) -> str:

@@ -147,6 +147,7 @@ class TensorFlowModel:
         self._tf = tf
         self._exported = None
         path = located.path
+        label = located.path.name if located.relative == "." else located.relative
         try:
             if located.format is ModelFormat.KERAS:
                 import keras
@@ -158,10 +159,10 @@ class TensorFlowModel:
             self.saved_model_dir = path
             self._loaded = tf.saved_model.load(str(path))
         except Exception as exc:  # any failure to load is the gate's verdict, named
-            raise LoadError(f"{located.relative} does not load: {type(exc).__name__}: {_first_line(exc)}") from None
+            raise LoadError(f"{label} does not load: {type(exc).__name__}: {_first_line(exc)}") from None
         self.signatures = {name: self._signature(name, fn) for name, fn in self._loaded.signatures.items()}
         if not self.signatures:
-            raise LoadError(f"{located.relative} has no serving signature (export it with model.export() or tf.saved_model.save(..., signatures=...))")
+            raise LoadError(f"{label} has no serving signature (export it with model.export() or tf.saved_model.save(..., signatures=...))")
 
     def _signature(self, name: str, fn) -> Signature:
         _, kwargs = fn.structured_input_signature

@@ -106,6 +106,12 @@ class Target:
     ) -> Outcome:
         raise NotImplementedError
 
+    def probe(self, env: Environment, paths: RunPaths, args: list[str], log: Path, timeout: float) -> int | None | bool:
+        """Run `python -m runner.serving.probe ARGS` (the model gate) in the run's environment, with the
+        run's paths as they are on this machine: its exit status, None past `timeout`, or False where
+        the environment is not on this machine (the gate then uses an environment of its own)."""
+        return False
+
 
 def follow(pump: LogPump, fd: int, plan: LaunchPlan, task, sinks: dict[int, LineSink], where: str = "") -> None:
     """Stream a started process's output into the run: the driver's (mpirun --tag-output) into

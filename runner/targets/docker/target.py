@@ -124,6 +124,37 @@ class DockerTarget(Target):
         return outcome
 
 
+    def probe(self, env: Environment, paths: RunPaths, args: list[str], log: Path, timeout: float) -> int | None | bool:
+        """In a container of the run's image (when this machine's daemon has it), no network, the run's
+        directory at its own path, tftrain's package read-only."""
+        client = docker_client()
+        try:
+            client.images.get(env.image)
+        except Exception:  # docker.errors.ImageNotFound: the image lives on the pool's hosts or in a cluster
+            return False
+        from docker.types import Mount
+
+        mounts = [
+            Mount(str(paths.root), str(paths.root), type="bind"),
+            Mount("/tftrain/python/runner", str(Path(runner.__file__).parent), type="bind", read_only=True),
+        ]
+        container = client.containers.create(
+            env.image, [env.python, "-m", "runner.serving.probe", *args], environment={"HOME": "/tmp", "PYTHONPATH": "/tftrain/python"},
+            mounts=mounts, network_mode="none", init=True, detach=True, labels={LABEL_RUN: paths.root.name},
+        )
+        try:
+            container.start()
+            try:
+                status = container.wait(timeout=timeout)["StatusCode"]
+            except Exception:  # requests' ReadTimeout: past the limit
+                status = None
+            with log.open("ab") as out:
+                out.write(container.logs(stdout=True, stderr=True))
+            return status
+        finally:
+            container.remove(force=True)
+
+
 def _planned_environment(loaded: LoadedManifest, base: str) -> Environment:
     """For `tftrain plan`: the tag needs the base image's id, when a daemon can tell it."""
     try:

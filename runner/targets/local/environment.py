@@ -160,6 +160,13 @@ def env_spec(manifest: Manifest, source_dir: Path) -> EnvSpec:
     return EnvSpec(version, requirements, manifest.pip_requirements_file, requirements_text, key, steps)
 
 
+def requirements_spec(requirements: tuple[str, ...]) -> EnvSpec:
+    """A cached virtualenv of these packages alone (the gate's export and serving environments)."""
+    version = ".".join(map(str, sys.version_info[:3]))
+    key_source = json.dumps({"python": version, "requirements": requirements, "file": None, "steps": []}, sort_keys=True)
+    return EnvSpec(version, requirements, None, None, hashlib.sha256(key_source.encode()).hexdigest())
+
+
 def horovod_steps(framework_version: str) -> tuple[PipStep, ...]:
     """Horovod built against the environment's TensorFlow; with Keras 3 (TF ≥ 2.16), tf-keras for
     Horovod's Keras API (ranks get TF_USE_LEGACY_KERAS=1)."""

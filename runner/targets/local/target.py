@@ -51,6 +51,11 @@ class LocalTarget(Target):
                 )
         return LocalState(env_spec(loaded.manifest, loaded.source_dir))
 
+    def probe(self, env: Environment, paths: RunPaths, args: list[str], log: Path, timeout: float) -> int | None:
+        from runner.serving.launch import run_probe
+
+        return run_probe(env.python, args, paths.link_runner(), log, timeout)
+
     def environment(self, loaded: LoadedManifest, state: LocalState, paths: RunPaths, logger: Logger, dry_run: bool) -> Environment:
         spec = state.spec
         if dry_run:

@@ -45,6 +45,9 @@ class PoolTarget(DockerTarget):
     def __init__(self) -> None:
         self.session: PoolSession | None = None  # the placed job, between reserve and its end
 
+    def probe(self, env, paths, args, log, timeout) -> bool:
+        return False  # the image is on the pool's hosts: the gate uses an environment of its own
+
     def check(self, loaded: LoadedManifest, dry_run: bool = False) -> PoolJob:
         base = super().check(loaded)
         pool = load_pool(pool_path(loaded))

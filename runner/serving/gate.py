@@ -1,0 +1,164 @@
+"""The gate between a trained model and the registry: the model is loaded in a fresh process of the
+run's own environment, its serving signatures are read, it predicts on a sample; with
+`model.export: [onnx]` it is converted by tf2onnx in an export environment and ONNX Runtime's
+outputs on the same sample are compared with TensorFlow's. A model that fails is not registered.
+
+What it leaves in the run directory's serving/ (copied into the version by the registry):
+serving.json, sample.npz, predictions.npz, model.onnx + export.json, check.log / export.log.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner.errors import FatalError, ModelGateError
+from runner.history.rundir import RunPaths
+from runner.manifest import LoadedManifest
+from runner.serving.requirements import ONNX_OPSET, export_requirements, major_minor, serving_requirements
+from runner.serving.signature import locate
+from runner.targets.base import Environment, Target
+from runner.telemetry.logger import Logger
+
+PROBE_SECONDS = 900.0  # importing TensorFlow on a loaded 2-core runner takes seconds, a large model's load minutes
+GATE_FILES = ("serving.json", "sample.npz", "predictions.npz")
+
+
+@dataclass(frozen=True)
+class GateResult:
+    directory: Path  # the run's serving/
+    serving: dict  # serving.json, with "onnx": export.json or None
+    seconds: float
+
+    @property
+    def onnx(self) -> Path | None:
+        return self.directory / "model.onnx" if self.serving.get("onnx") else None
+
+    def files(self) -> dict[str, Path]:
+        """What the version keeps, by its path inside the version directory."""
+        kept = {f"serving/{name}": self.directory / name for name in GATE_FILES}
+        if self.onnx is not None:
+            kept["model.onnx"] = self.onnx
+        return kept
+
+
+def run_gate(loaded: LoadedManifest, paths: RunPaths, target: Target, env: Environment, logger: Logger) -> GateResult | None:
+    """None when the gate is off, or (gate: auto) when model.path holds no SavedModel or Keras
+    file; ModelGateError (one line: which check failed) when the model fails."""
+    spec = loaded.manifest.model
+    if spec.gate == "off":
+        return None
+    model_path = paths.workdir / spec.path
+    if locate(model_path) is None:
+        what = f"model.path {spec.path} holds no SavedModel (saved_model.pb) or .keras/.h5 file"
+        if spec.gate == "required":
+            raise ModelGateError(f"{what} (model.gate: required)")
+        logger.warning(f"{what}: registered without the load-and-predict check (model.gate: off silences this)")
+        return None
+    started = time.monotonic()
+    out = paths.serving
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    sample = loaded.source_dir / spec.sample_input if spec.sample_input else None
+    args = ["check", str(model_path), str(out)] + (["--sample", str(paths.workdir / spec.sample_input)] if sample else [])
+    where = _probe(target, env, paths, args, out / "check.log", loaded, logger)
+    result = _verdict(out, "check", out / "check.log")
+    if not result.get("ok"):
+        raise ModelGateError(f"model {spec.path}: {result.get('error')} (the gate, in {where}; log: {out / 'check.log'})")
+    serving = json.loads((out / "serving.json").read_text())
+    serving["onnx"] = _export(loaded, paths, serving, logger) if "onnx" in spec.export else None
+    (out / "serving.json").write_text(json.dumps(serving, indent=2, sort_keys=True) + "\n")
+    seconds = time.monotonic() - started
+    outputs = ", ".join(f"{name} {tuple(info['shape'])}" for name, info in serving["predictions"].items())
+    logger.info(
+        f"model gate: {serving['format']} loads in TensorFlow {serving['tensorflow']}, signature {serving['signature']!r}, "
+        f"sample ({serving['sample']}) → {outputs} [{seconds:.1f} s]"
+    )
+    return GateResult(out, serving, seconds)
+
+
+def _probe(target: Target, env: Environment, paths: RunPaths, args: list[str], log: Path, loaded: LoadedManifest, logger: Logger) -> str:
+    """Run the check in the run's environment; where that is not on this machine (pool hosts, a
+    cluster), in a cached virtualenv of the model's TensorFlow release. Says where it ran."""
+    status = target.probe(env, paths, args, log, PROBE_SECONDS)
+    if status is not False:
+        _ran(status, log)
+        return env.description
+    requirements = serving_requirements(_framework(loaded))[1:]  # TensorFlow alone
+    python, described = _cached_env(requirements, paths, logger)
+    from runner.serving.launch import run_probe
+
+    _ran(run_probe(python, args, paths.link_runner(), log, PROBE_SECONDS), log)
+    return described
+
+
+def _export(loaded: LoadedManifest, paths: RunPaths, serving: dict, logger: Logger) -> dict | None:
+    """model.onnx, converted and verified; None (with a warning) when it cannot be, unless required."""
+    spec = loaded.manifest.model
+    out = paths.serving
+    try:
+        requirements = export_requirements(serving["tensorflow"])
+        python, described = _cached_env(requirements, paths, logger)
+        from runner.serving.launch import run_probe
+
+        args = ["export", str(paths.workdir / spec.path), str(out), "--opset", str(ONNX_OPSET)]
+        _ran(run_probe(python, args, paths.link_runner(), out / "export.log", PROBE_SECONDS), out / "export.log")
+        result = _verdict(out, "export", out / "export.log")
+        if not result.get("ok"):
+            raise ModelGateError(f"ONNX export: {result.get('error')} (log: {out / 'export.log'})")
+        info = json.loads((out / "export.json").read_text())
+        if info["max_abs_diff"] > spec.export_tolerance or info["outputs_missing"]:
+            missing = f"; outputs missing: {', '.join(info['outputs_missing'])}" if info["outputs_missing"] else ""
+            raise ModelGateError(
+                f"ONNX export: ONNX Runtime's outputs differ from TensorFlow's by {info['max_abs_diff']:.3g} on the sample "
+                f"(model.export_tolerance: {spec.export_tolerance:g}){missing}"
+            )
+    except FatalError as exc:
+        (out / "model.onnx").unlink(missing_ok=True)
+        if spec.export_required:
+            raise ModelGateError(f"{exc} (model.export_required: true)") from None
+        logger.warning(f"{exc}; the model is registered without model.onnx")
+        return None
+    same = major_minor(info["tensorflow"]) == major_minor(serving["tensorflow"])
+    logger.info(
+        f"ONNX export: model.onnx (opset {info['opset']}, {info['converter']}, TensorFlow {info['tensorflow']}"
+        f"{'' if same else ' — the run used ' + serving['tensorflow'] + ', outside tf2onnx’s range'} in {described}); "
+        f"ONNX Runtime matches TensorFlow within {info['max_abs_diff']:.2g}"
+    )
+    return info
+
+
+def _cached_env(requirements: tuple[str, ...], paths: RunPaths, logger: Logger) -> tuple[str, str]:
+    from runner.targets.local.environment import prepare_env, requirements_spec
+
+    spec = requirements_spec(requirements)
+    env = prepare_env(spec, paths.workdir, logger, paths.serving / "environment.log")
+    return env.python, spec.describe()
+
+
+def _ran(status: int | None | bool, log: Path) -> None:
+    if status is None:
+        raise ModelGateError(f"the gate's process ran past {PROBE_SECONDS:.0f} s and was stopped (log: {log})")
+
+
+def _verdict(out: Path, step: str, log: Path) -> dict:
+    try:
+        return json.loads((out / f"{step}-result.json").read_text())
+    except (OSError, ValueError):
+        tail = _last_line(log)
+        return {"ok": False, "error": f"the {step} process ended without a verdict" + (f": {tail}" if tail else "")}
+
+
+def _last_line(log: Path) -> str:
+    try:
+        lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:300] if lines else ""
+
+
+def _framework(loaded: LoadedManifest) -> str | None:
+    return loaded.manifest.model.framework_version or loaded.manifest.framework_version

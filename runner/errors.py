@@ -154,6 +154,13 @@ class SweepError(FatalError):
     exit_code = 25
 
 
+class ServingError(FatalError):
+    """A model version cannot be served: no loadable model (or no model.onnx for the ONNX
+    runtime), or the model server stopped before it was ready."""
+
+    exit_code = 26
+
+
 def extra_module(name: str, extra: str, feature: str):
     """`import name` for a feature that needs the pip extra `extra`: the top-level package, as
     the import statement binds it, or one line naming the extra to install."""

@@ -171,16 +171,24 @@ def validation_message(errors: list[dict], body: Any) -> str:
     error lies inside one: "input 'x': shape: Field required"."""
     if not errors:
         return "invalid request body"
-    location = [part for part in errors[0].get("loc", ()) if part != "body"]
-    message = str(errors[0].get("msg", "invalid"))
+    first = errors[0]
+    message = str(first.get("msg", "invalid"))
+    if first.get("type") == "json_invalid":
+        return f"the body is not JSON: {message}"
+    location = [part for part in first.get("loc", ()) if part != "body"]
+    if location[:1] == ["InferenceRequest"]:  # pydantic names the model when the body is a union
+        location = location[1:]
     if len(location) >= 2 and location[0] == "inputs" and isinstance(location[1], int):
+        try:
+            body = json.loads(body) if isinstance(body, (bytes, str)) else body
+        except ValueError:
+            body = None
         inputs = body.get("inputs") if isinstance(body, dict) else None
         item = inputs[location[1]] if isinstance(inputs, list) and location[1] < len(inputs) else None
         name = item.get("name") if isinstance(item, dict) else None
         where = ".".join(map(str, location[2:])) or "the input"
         return f"input {name!r}: {where}: {message}" if name else f"inputs[{location[1]}]: {where}: {message}"
-    where = ".".join(map(str, location[1:] if location[:1] == ["InferenceRequest"] else location))
-    return f"invalid request body: {where or 'the body'}: {message}"
+    return f"invalid request body: {'.'.join(map(str, location)) or 'the body'}: {message}"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -262,6 +270,9 @@ def serve(endpoint: Endpoint, host: str, port: int, grace_period: int) -> int:
     async def bad_request(request, exc: RequestValidationError):
         return JSONResponse({"error": validation_message(list(exc.errors()), getattr(exc, "body", None))}, status_code=400)
 
+    async def client_error(request, exc: InvalidInput):  # the client's mistake, answered, not logged
+        return JSONResponse({"error": str(exc)}, status_code=400)
+
     model_server.app.add_api_route("/v1/models/{model_name}", v1_status, methods=["GET"])
     model_server.app.add_api_route("/v1/models/{model_name}/metadata", v1_metadata, methods=["GET"])
     model_server.app.add_api_route("/v2/health/ready", v2_ready, methods=["GET"])
@@ -274,6 +285,10 @@ def serve(endpoint: Endpoint, host: str, port: int, grace_period: int) -> int:
 
         def _add_middlewares(self, app) -> None:
             pass  # TimingMiddleware: two trace lines and CPU accounting on every request
+
+        def _add_exception_handlers(self, app) -> None:
+            super()._add_exception_handlers(app)
+            app.add_exception_handler(InvalidInput, client_error)  # KServe logs a traceback for each
 
     model_server.RESTServer = RESTServer
     server = ModelServer(

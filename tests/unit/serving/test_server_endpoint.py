@@ -98,7 +98,11 @@ def test_status_and_metadata_in_tensorflow_servings_format(endpoint):
 
 def test_fastapi_validation_errors_become_one_line_naming_the_input():
     body = {"inputs": [{"name": "x", "datatype": "FP32", "data": [1, 2, 3]}]}
-    errors = [{"loc": ("body", "inputs", 0, "shape"), "msg": "Field required"}]
+    errors = [{"loc": ("body", "InferenceRequest", "inputs", 0, "shape"), "msg": "Field required", "type": "missing"}]
     assert validation_message(errors, body) == "input 'x': shape: Field required"
-    assert validation_message([{"loc": ("body",), "msg": "JSON decode error"}], None) == "invalid request body: the body: JSON decode error"
+    assert validation_message(errors, b'{"inputs": [{"name": "y"}]}') == "input 'y': shape: Field required"
+    assert validation_message(errors, None) == "inputs[0]: shape: Field required"
+    decode = [{"loc": ("body", 0), "msg": "JSON decode error", "type": "json_invalid"}]
+    assert validation_message(decode, None) == "the body is not JSON: JSON decode error"
+    assert validation_message([{"loc": ("body", "id"), "msg": "bad"}], None) == "invalid request body: id: bad"
     assert validation_message([], None) == "invalid request body"

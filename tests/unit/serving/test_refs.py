@@ -105,3 +105,43 @@ def test_endpoints_name_the_model_and_a_reachable_address():
     lines = endpoints("0.0.0.0", 8080, "digits")
     assert lines[0].startswith("POST http://127.0.0.1:8080/v1/models/digits:predict")
     assert any("/v2/health/ready" in line for line in lines)
+
+
+class Asset:
+    def __init__(self, name: str, content: bytes) -> None:
+        self.name, self.content = name, content
+
+    def download_asset(self, path: str) -> None:
+        Path(path).write_bytes(self.content)
+
+
+class Release:
+    tag_name = "digits-v2"
+
+    def __init__(self, assets: dict[str, bytes]) -> None:
+        import hashlib
+
+        sums = "".join(f"{hashlib.sha256(content).hexdigest()}  {name}\n" for name, content in sorted(assets.items()))
+        self.assets = [Asset(name, content) for name, content in assets.items()] + [Asset("SHA256SUMS", sums.encode())]
+
+    def get_assets(self):
+        return self.assets
+
+
+def test_a_releases_serving_assets_land_where_the_registry_keeps_them(tmp_path):
+    from runner.serving.refs import _fetch_serving_assets
+
+    _fetch_serving_assets(Release({"serving.json": b"{}", "serving-sample.npz": b"npz", "model.onnx": b"onnx", "metrics.json": b"{}"}), tmp_path)
+    directory = VersionDir(tmp_path)
+    assert (directory.serving_json.read_bytes(), directory.sample.read_bytes(), directory.onnx.read_bytes()) == (b"{}", b"npz", b"onnx")
+    assert not directory.predictions.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx", "serving"]
+
+
+def test_a_release_asset_that_does_not_match_sha256sums_is_refused(tmp_path):
+    from runner.errors import PublishError
+    from runner.serving.refs import _fetch_serving_assets
+
+    release = Release({"model.onnx": b"onnx"})
+    release.assets[0].content = b"swapped"
+    with pytest.raises(PublishError, match="model.onnx of digits-v2 does not match its SHA256SUMS"):
+        _fetch_serving_assets(release, tmp_path)

@@ -155,7 +155,8 @@ class SweepError(FatalError):
 
 
 class ServingError(FatalError):
-    """A model cannot be served: no loadable model in the version, a port in use, the server failed."""
+    """A model version cannot be served: no loadable model (or no model.onnx for the ONNX
+    runtime), or the model server stopped before it was ready."""
 
     exit_code = 26
 

@@ -300,7 +300,7 @@ def _files(manifest: Manifest, base_dir: Path) -> list[Problem]:
         if problem:
             problems.append(((key,), problem))
     sample = manifest.model.sample_input
-    problem = sample and regular_file_problem(source, sample)
+    problem = sample and posixpath.splitext(sample)[1].lower() in SAMPLE_SUFFIXES and regular_file_problem(source, sample)
     if problem:
         problems.append((("model", "sample_input"), problem))
     for key in ("outputs_dir", "logs_dir"):

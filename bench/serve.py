@@ -1,0 +1,152 @@
+"""How fast `tftrain serve` answers: requests/s and p50/p99 latency of a one-row
+TensorFlow Serving predict at concurrency 1 and 8 (keep-alive http.client connections, one thread
+each), against calling the same SavedModel in-process (its signature, in the serving environment's
+Python) in the same run. Printed as numbers and ratios against the goals, never asserted:
+≥ 1,000 req/s at c=8, p99 ≤ 25 ms, the server adding ≤ 2 ms to p50.
+
+    .venv/bin/python bench/serve.py [--seconds S]
+
+The serving environment is the one `tftrain serve` builds (TFTRAIN_CACHE_DIR; minutes the first
+time); the model is a small Keras SavedModel (64 → 32 → 10) registered in a temporary TFTRAIN_HOME.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+
+from serving_models import BUILD, NAME, BuiltModel, register_version  # noqa: E402  (tests/ holds the model)
+
+TFTRAIN = str(Path(sys.executable).parent / "tftrain")
+GOAL_RPS_C8 = 1000
+GOAL_P99_MS = 25.0
+GOAL_ADDED_P50_MS = 2.0
+IN_PROCESS = """
+import sys, time, json
+import numpy as np, tensorflow as tf
+fn = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+row = tf.constant(np.full((1, 64), 0.5, np.float32))
+for _ in range(200): fn(features=row)
+times, end = [], time.perf_counter() + float(sys.argv[2])
+while time.perf_counter() < end:
+    started = time.perf_counter(); fn(features=row)["output_0"].numpy(); times.append(time.perf_counter() - started)
+print(json.dumps(times))
+"""
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def load(port: int, concurrency: int, seconds: float) -> tuple[float, list[float]]:
+    """(requests/s, latencies) of `concurrency` keep-alive clients sending one-row predicts."""
+    body = json.dumps({"instances": [[0.5] * 64]})
+    headers = {"Content-Type": "application/json"}
+    latencies: list[list[float]] = [[] for _ in range(concurrency)]
+    errors: list[str] = []
+    start = threading.Barrier(concurrency + 1)
+
+    def client(mine: list[float]) -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        connection.connect()
+        connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        start.wait()
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            started = time.perf_counter()
+            connection.request("POST", f"/v1/models/{NAME}:predict", body, headers)
+            response = connection.getresponse()
+            response.read()
+            if response.status != 200:
+                errors.append(str(response.status))
+            mine.append(time.perf_counter() - started)
+        connection.close()
+
+    threads = [threading.Thread(target=client, args=(mine,)) for mine in latencies]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    began = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - began
+    if errors:
+        raise SystemExit(f"{len(errors)} requests failed (HTTP {errors[0]})")
+    every = [value for mine in latencies for value in mine]
+    return len(every) / elapsed, every
+
+
+def start_server(home: Path, port: int) -> subprocess.Popen:
+    process = subprocess.Popen(
+        [TFTRAIN, "serve", f"{NAME}@v1", "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "TFTRAIN_HOME": str(home)},
+    )
+    assert process.stdout is not None
+    tail: list[str] = []
+    for line in process.stdout:
+        tail = [*tail[-30:], line]
+        if "is ready:" in line:
+            threading.Thread(target=lambda: [None for _ in process.stdout], daemon=True).start()  # keep the pipe drained
+            return process
+    raise SystemExit("tftrain serve stopped before it was ready:\n" + "".join(tail))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=8.0, help="each measurement (default 8)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="tftrain-bench-serve-") as tmp:
+        root = Path(tmp) / "model"
+        root.mkdir()
+        built = subprocess.run([sys.executable, "-c", BUILD, str(root)], capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+        if built.returncode != 0:
+            raise SystemExit(built.stderr[-2000:])
+        model = BuiltModel(root, json.loads(built.stdout.strip().splitlines()[-1])["tensorflow"])
+        register_version(Path(tmp) / "home", model)
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        server = start_server(Path(tmp) / "home", port)
+        try:
+            from runner.serving.environment import serving_spec
+
+            python = serving_spec(model.tensorflow, onnx=False).python_path()
+            inproc = subprocess.run(
+                [python, "-c", IN_PROCESS, str(model.saved_model), str(args.seconds / 2)], capture_output=True, text=True,
+                env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, check=True,
+            )
+            direct = json.loads(inproc.stdout.strip().splitlines()[-1])
+            load(port, 1, 1.0)  # warm-up
+            single_rps, single = load(port, 1, args.seconds)
+            eight_rps, eight = load(port, 8, args.seconds)
+        finally:
+            server.terminate()
+            server.wait(60)
+    ms = 1000.0
+    direct_p50 = percentile(direct, 0.5) * ms
+    print(f"in-process SavedModel call: p50 {direct_p50:.2f} ms, p99 {percentile(direct, 0.99) * ms:.2f} ms ({len(direct)} calls)")
+    for label, rps, latencies in (("c=1", single_rps, single), ("c=8", eight_rps, eight)):
+        print(f"tftrain serve {label}: {rps:7.0f} req/s, p50 {percentile(latencies, 0.5) * ms:.2f} ms, p99 {percentile(latencies, 0.99) * ms:.2f} ms")
+    added = percentile(single, 0.5) * ms - direct_p50
+    p99 = percentile(eight, 0.99) * ms
+    print(f"goal ≥ {GOAL_RPS_C8} req/s at c=8: {eight_rps:.0f} ({eight_rps / GOAL_RPS_C8:.2f}× the goal)")
+    print(f"goal p99 ≤ {GOAL_P99_MS:g} ms at c=8: {p99:.1f} ms ({p99 / GOAL_P99_MS:.2f}× the limit)")
+    print(f"goal server adds ≤ {GOAL_ADDED_P50_MS:g} ms to p50 (c=1 over in-process): {added:.2f} ms ({added / GOAL_ADDED_P50_MS:.2f}× the limit)")
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (client and server share them)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""tftrain serve REF [--host H] [--port N] [--runtime tensorflow|onnx]: a registered model over HTTP.
+
+The version is copied out (checksums verified) into a temporary directory, the serving
+environment is built or reused, and the model server (runner.serving.server, KServe) runs in it
+as a child: its log lines are streamed here, SIGINT/SIGTERM are passed on (it drains and exits 0),
+and tftrain exits with its status. The URL is printed once the server answers ready.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import http.client
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+from runner.errors import PlanError, ServingError
+from runner.serving.refs import RELEASE_PREFIX, Runtime, Served, checked_out
+
+READY_TIMEOUT_SECONDS = 900  # TensorFlow's import plus a large model's load, on a slow machine
+POLL_SECONDS = 0.2
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("ref", help="NAME@vN, NAME@latest, a run id, or release:NAME@vN|@latest (from GitHub Releases)")
+    parser.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)")
+    parser.add_argument("--port", type=int, default=8080, help="default 8080")
+    parser.add_argument("--runtime", choices=[r.value for r in Runtime], default=Runtime.TENSORFLOW.value,
+                        help="TensorFlow (default) or ONNX Runtime on the version's model.onnx")
+
+
+def run(args, logger) -> int:
+    runtime = Runtime(args.runtime)
+    check_port_free(args.host, args.port)
+    with _github_errors(args.ref), checked_out(args.ref, logger, lambda: _github_repo(args)) as served:
+        check_servable(served, runtime)
+        from runner.serving.environment import link_runner, prepare_serving_env, serving_spec
+
+        env = prepare_serving_env(serving_spec(served.framework_version, onnx=runtime is Runtime.ONNX), logger)
+        check_port_free(args.host, args.port)  # again: building the environment can take minutes
+        argv = [
+            env.python, "-m", "runner.serving.server", "--model-dir", str(served.directory.root), "--name", served.name,
+            "--runtime", runtime.value, "--host", args.host, "--port", str(args.port),
+        ]
+        if served.version is not None:
+            argv += ["--version", str(served.version)]
+        pythonpath = link_runner(served.directory.root.parent / "pythonpath")
+        logger.info(f"serving {served.label} ({runtime.value}) in {env.python}")
+        return _supervise(argv, pythonpath, served, args, logger)
+
+
+def check_port_free(host: str, port: int) -> None:
+    """PlanError naming the port when something listens there (the server would only find out
+    after building its environment and loading the model)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is no obstacle
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise PlanError(f"port {port} on {host} is in use: choose another with --port") from None
+            raise PlanError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+
+
+def check_servable(served: Served, runtime: Runtime) -> None:
+    if runtime is Runtime.ONNX and not served.directory.onnx.is_file():
+        raise ServingError(f"{served.label} has no model.onnx: serve it with --runtime tensorflow, or register it with ONNX export on")
+    if runtime is Runtime.TENSORFLOW and served.directory.located() is None:
+        raise ServingError(f"{served.label} has no loadable model: its model/ holds no SavedModel directory, .keras or .h5 file")
+
+
+def endpoints(host: str, port: int, name: str) -> list[str]:
+    shown = "127.0.0.1" if host in ("0.0.0.0", "") else (f"[{host}]" if ":" in host else host)
+    base = f"http://{shown}:{port}"
+    return [
+        f"POST {base}/v1/models/{name}:predict  (TensorFlow Serving REST: instances or inputs)",
+        f"GET  {base}/v1/models/{name}  and  {base}/v1/models/{name}/metadata",
+        f"POST {base}/v2/models/{name}/infer  (Open Inference Protocol)",
+        f"GET  {base}/v2/models/{name}  and  {base}/v2/health/ready",
+    ]
+
+
+def _supervise(argv: list[str], pythonpath, served: Served, args, logger) -> int:
+    from runner.serving.environment import server_env
+
+    # its own session: a terminal's Ctrl-C reaches the server once, through us, not twice
+    process = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+        env=server_env(pythonpath), start_new_session=True,
+    )
+    received: list[int] = []
+
+    def forward(signum, frame) -> None:
+        received.append(signum)
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    tail: list[str] = []
+    pump = threading.Thread(target=_pump, args=(process, logger, tail), daemon=True)
+    pump.start()
+    try:
+        if _wait_ready(process, args.host, args.port):
+            logger.info(f"{served.label} is ready:", style="bold green")
+            for line in endpoints(args.host, args.port, served.name):
+                logger.text(f"  {line}")
+        elif not received:
+            pump.join(timeout=5)
+            last = next((line for line in reversed(tail) if line.strip()), "no output")
+            raise ServingError(f"the model server stopped before it was ready (exit {process.returncode}): {last.strip()}")
+        code = process.wait()
+        pump.join(timeout=5)
+    finally:
+        if process.poll() is None:  # tftrain itself failing: never leave the server behind
+            process.terminate()
+            process.wait()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return code if code >= 0 else 128 - code
+
+
+def _pump(process: subprocess.Popen, logger, tail: list[str]) -> None:
+    assert process.stdout is not None
+    for line in process.stdout:
+        tail[:] = [*tail[-19:], line]
+        logger.text(line.rstrip("\n"))
+
+
+def _wait_ready(process: subprocess.Popen, host: str, port: int) -> bool:
+    """True once /v2/health/ready answers 200; False when the server exits first."""
+    target = "127.0.0.1" if host in ("0.0.0.0", "") else ("::1" if host == "::" else host)
+    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+    while process.poll() is None:
+        if time.monotonic() > deadline:
+            raise ServingError(f"the model server did not become ready in {READY_TIMEOUT_SECONDS} s")
+        connection = http.client.HTTPConnection(target, port, timeout=2)
+        try:
+            connection.request("GET", "/v2/health/ready")
+            if connection.getresponse().status == 200:
+                return True
+        except OSError:
+            pass
+        finally:
+            connection.close()
+        time.sleep(POLL_SECONDS)
+    return False
+
+
+def _github_errors(ref: str):
+    if not ref.startswith(RELEASE_PREFIX):
+        return contextlib.nullcontext()
+    from runner.github import workflow
+
+    return workflow.github_errors()
+
+
+def _github_repo(args):
+    from runner.github import workflow
+    from runner.settings import resolve
+
+    settings = resolve(os.environ, args)
+    return workflow.client(settings.github).get_repo(settings.github.repository), settings

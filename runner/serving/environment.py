@@ -1,0 +1,53 @@
+"""The serving environment, on tftrain's side: a cached virtualenv holding KServe, the model's
+TensorFlow release (CPU) and, for model.onnx, ONNX Runtime — built once by the same builder local
+runs use, keyed by what goes into it — and the variables the model server starts with."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+import runner
+from runner.paths import cache_dir
+from runner.serving.requirements import serving_requirements
+from runner.targets.local.environment import EnvSpec, PythonEnv, prepare_env
+from runner.telemetry.logger import Logger
+
+
+def serving_spec(framework_version: str | None, onnx: bool) -> EnvSpec:
+    python = ".".join(map(str, sys.version_info[:3]))
+    requirements = serving_requirements(framework_version, onnx=onnx)
+    # "serving" in the key: never the same directory as a training environment of the same packages
+    source = json.dumps({"python": python, "requirements": requirements, "purpose": "serving"}, sort_keys=True)
+    return EnvSpec(python, requirements, None, None, hashlib.sha256(source.encode()).hexdigest())
+
+
+def prepare_serving_env(spec: EnvSpec, logger: Logger) -> PythonEnv:
+    """The environment, built on first use (minutes: TensorFlow and KServe) and reused after;
+    PreparingError naming pip's failing line when the build fails."""
+    assert spec.key is not None
+    log_path = cache_dir() / "envs" / f"{spec.key}.build.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    return prepare_env(spec, Path.cwd(), logger, log_path)
+
+
+def link_runner(directory: Path) -> Path:
+    """A directory to put on PYTHONPATH that holds `runner` (a link to this package): the
+    environment has no tftrain installed, the server runs from tftrain's own source."""
+    directory.mkdir(parents=True, exist_ok=True)
+    link = directory / "runner"
+    if not link.exists():
+        link.symlink_to(Path(runner.__file__).parent, target_is_directory=True)
+    return directory
+
+
+def server_env(pythonpath: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "PYTHONPATH": str(pythonpath),
+        "PYTHONUNBUFFERED": "1",
+        "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),  # oneDNN and device lines are noise here
+    }

@@ -1,0 +1,202 @@
+"""What `tftrain serve REF` serves: REF (NAME@vN, NAME@latest, a run id, or
+release:NAME@vN|@latest) turned into a version directory of its own — model/, serving/ and
+model.onnx as the registry keeps them — copied out and verified, removed when serving ends.
+
+The layout (VersionDir, Runtime) is also read by the model server inside the serving
+environment: this module imports the registry and GitHub only inside the functions that need them.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import shutil
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+from runner.serving.signature import Located, locate
+
+RELEASE_PREFIX = "release:"
+# a release's asset → where it goes in the version directory (the registry's own layout)
+RELEASE_ASSETS = {
+    "serving.json": "serving/serving.json",
+    "serving-sample.npz": "serving/sample.npz",
+    "serving-predictions.npz": "serving/predictions.npz",
+    "model.onnx": "model.onnx",
+}
+
+
+class Runtime(str, enum.Enum):
+    TENSORFLOW = "tensorflow"
+    ONNX = "onnx"
+
+
+@dataclass(frozen=True)
+class VersionDir:
+    """TFTRAIN_HOME/models/NAME/vN as the gate leaves it (or a copy of one)."""
+
+    root: Path
+
+    @property
+    def model(self) -> Path:
+        return self.root / "model"
+
+    @property
+    def serving_json(self) -> Path:
+        return self.root / "serving" / "serving.json"
+
+    @property
+    def sample(self) -> Path:
+        return self.root / "serving" / "sample.npz"
+
+    @property
+    def predictions(self) -> Path:
+        return self.root / "serving" / "predictions.npz"
+
+    @property
+    def onnx(self) -> Path:
+        return self.root / "model.onnx"
+
+    def serving(self) -> dict | None:
+        """serving.json, or None for a version registered before the gate wrote one."""
+        if not self.serving_json.is_file():
+            return None
+        try:
+            data = json.loads(self.serving_json.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def located(self) -> Located | None:
+        """The loadable model: where serving.json says, else found in model/."""
+        recorded = (self.serving() or {}).get("path")
+        if isinstance(recorded, str) and recorded not in ("", "."):
+            inside = (self.model / recorded).resolve()
+            if inside.is_relative_to(self.model.resolve()):
+                return locate(inside)
+        return locate(self.model)
+
+
+@dataclass(frozen=True)
+class Served:
+    name: str  # the model's name: the URL's /v1/models/NAME
+    label: str  # NAME@vN, or the release's tag
+    version: int | None
+    framework_version: str | None  # the TensorFlow release the serving environment holds
+    directory: VersionDir
+
+
+@contextmanager
+def checked_out(ref: str, logger, github_repo: Callable[[], tuple[object, object]] | None = None) -> Iterator[Served]:
+    """REF copied into a temporary directory (checksums verified), removed on the way out.
+    `github_repo`: () → (PyGithub repository, settings), called only for a release: REF."""
+    with tempfile.TemporaryDirectory(prefix="tftrain-serve-") as tmp:
+        root = Path(tmp) / "version"
+        if ref.startswith(RELEASE_PREFIX):
+            if github_repo is None:
+                raise AssertionError("a release: REF needs the GitHub repository")
+            yield _from_release(ref[len(RELEASE_PREFIX):], root, logger, *github_repo())
+        else:
+            yield _from_registry(ref, root)
+
+
+def _from_registry(ref: str, root: Path) -> Served:
+    from runner.errors import NotFoundError
+    from runner.history.registry import Registry, checkout
+    from runner.history.store import Store
+    from runner.paths import tftrain_home
+
+    with Store(tftrain_home()) as store:
+        registry = Registry(store)
+        if "@" in ref:
+            model = registry.resolve(ref)
+        else:  # a run id (or number, or `latest`), else a model's name: its latest version
+            try:
+                model = registry.resolve(_run_model(store, ref))
+            except NotFoundError:
+                try:
+                    model = registry.resolve(ref)
+                except NotFoundError:
+                    raise NotFoundError(
+                        f"{ref!r} is neither a run nor a registered model: use NAME@vN, NAME@latest, a run id "
+                        "or release:NAME@vN (see `tftrain models` and `tftrain runs`)"
+                    ) from None
+        root.mkdir(parents=True)
+        checkout(model, root / "model")
+        _copy_serving_files(model, root)
+    recorded = (model.info.get("serving") or {}).get("tensorflow") or (VersionDir(root).serving() or {}).get("tensorflow")
+    return Served(model.name, model.label, model.version, recorded or model.info.get("framework_version"), VersionDir(root))
+
+
+def _run_model(store, ref: str) -> str:
+    from runner.errors import NotFoundError
+    from runner.history.record import RunRecord
+
+    run = store.run(ref)
+    try:
+        label = RunRecord.read(run.run_dir / "run.json").model
+    except (OSError, ValueError):
+        label = None
+    if not label:
+        raise NotFoundError(f"run {run.run_id} registered no model (it is {run.status.value})")
+    return label
+
+
+def _copy_serving_files(model, root: Path) -> None:
+    """The gate's files (serving/…, model.onnx), each checked against the sha256 that
+    version.json lists for it; a version from before the gate has none."""
+    from runner.history.checksums import sha256_file
+    from runner.history.registry import damaged
+
+    listed = model.info.get("extras") or {}
+    for relative, digest in sorted(listed.items()):
+        source, target = model.path / relative, root / relative
+        if not target.resolve().is_relative_to(root.resolve()) or not source.is_file() or source.is_symlink():
+            raise damaged(model, f"{relative} is missing or not a regular file")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+        if sha256_file(target) != digest:
+            raise damaged(model, f"{relative} does not match its sha256 in version.json")
+
+
+def _from_release(ref: str, root: Path, logger, repo, settings) -> Served:
+    from runner.github.publish import pull_release
+    from runner.history.registry import parse_ref
+
+    name, _ = parse_ref(ref)
+    tag = pull_release(repo, ref, root / "model", logger, settings)
+    _fetch_serving_assets(repo.get_release(tag), root)
+    serving = VersionDir(root).serving() or {}
+    version = tag.rsplit("-v", 1)[-1]
+    return Served(name, tag, int(version) if version.isdigit() else None, serving.get("tensorflow"), VersionDir(root))
+
+
+def _fetch_serving_assets(release, root: Path) -> None:
+    """serving.json, the sample, the predictions and model.onnx where the release has them,
+    each verified against the release's SHA256SUMS (pull_release checked the model itself)."""
+    from runner.errors import PublishError
+    from runner.github.release_assets import SUMS
+    from runner.history.checksums import read_sums, sha256_file
+
+    assets = {asset.name: asset for asset in release.get_assets()}
+    wanted = [name for name in RELEASE_ASSETS if name in assets]
+    if not wanted:
+        return
+    sums_path = root / SUMS
+    assets[SUMS].download_asset(str(sums_path))
+    try:
+        sums = read_sums(sums_path)
+    except ValueError as exc:
+        raise PublishError(f"release {release.tag_name}: {exc}") from None
+    finally:
+        sums_path.unlink(missing_ok=True)
+    for name in wanted:
+        target = root / RELEASE_ASSETS[name]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        assets[name].download_asset(str(target))
+        if sums.get(name) != sha256_file(target):
+            raise PublishError(f"{name} of {release.tag_name} does not match its SHA256SUMS")
+

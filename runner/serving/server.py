@@ -1,0 +1,334 @@
+"""The model server: one registered version behind KServe, inside the serving environment.
+
+    python -m runner.serving.server --model-dir VERSION_DIR --name NAME [--runtime tensorflow|onnx]
+                                    [--host 127.0.0.1] [--port 8080]
+
+It loads the model, predicts on the version's sample (serving/sample.npz, else an input made up
+from the signature) and compares with serving/predictions.npz where the gate left one; only then
+is the port opened. Routes: TensorFlow Serving's REST API (predict, status, metadata) and the Open
+Inference Protocol (v2). A request that does not fit the signature is a 400 naming the input.
+SIGTERM stops accepting, finishes the requests in flight and exits 0.
+
+`Endpoint` holds everything about requests and answers and needs no KServe (unit-tested with a
+stand-in model); `main` is the KServe glue.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from runner.serving import modelio
+from runner.serving.modelio import InputError, LoadError
+from runner.serving.refs import Runtime, VersionDir
+from runner.serving.signature import Signature
+
+TENSORFLOW_TOLERANCE = 1e-5
+ONNX_TOLERANCE = 1e-4
+# TensorFlow's DataType names (types.proto) where they are not DT_ + the upper-cased numpy name
+TF_DTYPES = {"float32": "DT_FLOAT", "float64": "DT_DOUBLE", "float16": "DT_HALF"}
+LOAD_FAILED = 3  # the model did not load or failed its sample check: the port never opened
+V2_DTYPES = {
+    "bool": "BOOL", "int8": "INT8", "int16": "INT16", "int32": "INT32", "int64": "INT64", "uint8": "UINT8", "uint16": "UINT16",
+    "uint32": "UINT32", "uint64": "UINT64", "float16": "FP16", "float32": "FP32", "float64": "FP64", "string": "BYTES",
+}
+
+
+def load_model(directory: VersionDir, runtime: Runtime):
+    """modelio's TensorFlowModel or OnnxModel of the version; LoadError saying why not."""
+    serving = directory.serving() or {}
+    if runtime is Runtime.ONNX:
+        if not directory.onnx.is_file():
+            raise LoadError("the version has no model.onnx (register it with onnx export on, or serve with --runtime tensorflow)")
+        return modelio.OnnxModel(directory.onnx, serving.get("signature") or modelio.SERVING_DEFAULT)
+    located = directory.located()
+    if located is None:
+        raise LoadError("model/ holds no SavedModel, .keras or .h5 file")
+    return modelio.TensorFlowModel(located)
+
+
+def check_sample(model, directory: VersionDir, signature: Signature) -> str:
+    """Predict on the sample and compare with the recorded predictions; LoadError if they differ.
+    Returns what was checked, for the log."""
+    sample = modelio.load_sample(directory.sample, signature) if directory.sample.is_file() else modelio.synthesize(signature)
+    outputs = model.predict(sample, signature.name)
+    if not directory.predictions.is_file():
+        return f"sample prediction ok ({'serving/sample.npz' if directory.sample.is_file() else 'a made-up input'}; nothing recorded to compare)"
+    with np.load(directory.predictions, allow_pickle=False) as archive:
+        expected = {name: archive[name] for name in archive.files}
+    common = outputs.keys() & expected.keys()
+    if not common:
+        raise LoadError(f"the outputs {sorted(outputs)} are not those recorded in serving/predictions.npz {sorted(expected)}")
+    tolerance = TENSORFLOW_TOLERANCE
+    if model.runtime == Runtime.ONNX.value:
+        recorded = ((directory.serving() or {}).get("onnx") or {}).get("max_abs_diff")
+        tolerance = max(ONNX_TOLERANCE, float(recorded)) if isinstance(recorded, (int, float)) else ONNX_TOLERANCE
+    difference = modelio.max_abs_difference(outputs, expected)
+    if difference > tolerance:
+        raise LoadError(f"the sample's predictions differ from the recorded ones by {difference:.3g} (tolerance {tolerance:g})")
+    return f"sample prediction matches serving/predictions.npz (max abs diff {difference:.3g} ≤ {tolerance:g})"
+
+
+class Endpoint:
+    """Requests in, answers out, for one loaded model (anything with .signatures,
+    .default_signature() and .predict(inputs, signature_name))."""
+
+    def __init__(self, model, name: str, version: int | None) -> None:
+        self.model = model
+        self.name = name
+        self.version = str(version or 1)
+
+    def signature(self, name: Any = None) -> Signature:
+        if name in (None, ""):
+            return self.model.default_signature()
+        if not isinstance(name, str) or name not in self.model.signatures:
+            raise InputError(f"signature_name {name!r} is not in the model (its signatures: {', '.join(sorted(self.model.signatures))})")
+        return self.model.signatures[name]
+
+    def v1_predict(self, body: Any) -> dict:
+        """TensorFlow Serving's :predict: `instances` (rows) answer `predictions`, `inputs`
+        (columns) answer `outputs`; one output is the value itself, several a mapping."""
+        body = _json_body(body)
+        if not isinstance(body, dict):
+            raise InputError('the body must be a JSON object with "instances" or "inputs"')
+        signature = self.signature(body.get("signature_name"))
+        values = modelio.conform_all(modelio.request_values(body, signature), signature)
+        outputs = self.model.predict(values, signature.name)
+        if "instances" in body:
+            return {"predictions": _rows(outputs)}
+        columns = modelio.outputs_as_json(outputs)
+        return {"outputs": next(iter(columns.values())) if len(columns) == 1 else columns}
+
+    def v2_infer(self, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
+        """The Open Inference Protocol's inputs (already arrays, by name) on the default signature."""
+        signature = self.signature()
+        return self.model.predict(modelio.conform_all(inputs, signature), signature.name)
+
+    def status(self, ready: bool) -> dict:
+        state = "AVAILABLE" if ready else "UNAVAILABLE"
+        return {"model_version_status": [{"version": self.version, "state": state, "status": {"error_code": "OK", "error_message": ""}}]}
+
+    def metadata(self) -> dict:
+        """GET /v1/models/NAME/metadata: the signature_defs as TensorFlow Serving writes them."""
+        defs = {
+            name: {
+                "inputs": {spec.name: _tensor_info(spec) for spec in signature.inputs},
+                "outputs": {spec.name: _tensor_info(spec) for spec in signature.outputs},
+                "method_name": "tensorflow/serving/predict",
+            }
+            for name, signature in sorted(self.model.signatures.items())
+        }
+        return {
+            "model_spec": {"name": self.name, "signature_name": "", "version": self.version},
+            "metadata": {"signature_def": {"signature_def": defs}},
+        }
+
+    def v2_types(self, outputs: bool) -> list[dict]:
+        signature = self.signature()
+        specs = signature.outputs if outputs else signature.inputs
+        return [{"name": spec.name, "datatype": V2_DTYPES.get(spec.dtype, spec.dtype.upper()), "shape": _v2_shape(spec.shape)} for spec in specs]
+
+
+def _json_body(body: Any) -> Any:
+    """KServe hands over the raw bytes of a body not sent as application/json (curl -d sends
+    form-encoding): JSON text is still taken, anything else is refused."""
+    if isinstance(body, (bytes, bytearray, str)):
+        try:
+            return json.loads(body)
+        except ValueError:
+            raise InputError("the body is not JSON: send a JSON object with Content-Type: application/json") from None
+    return body
+
+
+def _rows(outputs: dict[str, np.ndarray]) -> list:
+    columns = modelio.outputs_as_json(outputs)
+    if len(columns) == 1:
+        return next(iter(columns.values()))
+    batch = min(len(value) for value in columns.values() if isinstance(value, list))
+    return [{name: value[row] for name, value in columns.items()} for row in range(batch)]
+
+
+def _tensor_info(spec) -> dict:
+    dtype = TF_DTYPES.get(spec.dtype, f"DT_{spec.dtype.upper()}")
+    if spec.shape is None:
+        return {"dtype": dtype, "tensor_shape": {"dim": [], "unknown_rank": True}, "name": spec.name}
+    dims = [{"size": str(-1 if size is None else size), "name": ""} for size in spec.shape]
+    return {"dtype": dtype, "tensor_shape": {"dim": dims, "unknown_rank": False}, "name": spec.name}
+
+
+def _v2_shape(shape) -> list[int]:
+    return [-1] if shape is None else [-1 if size is None else size for size in shape]
+
+
+def validation_message(errors: list[dict], body: Any) -> str:
+    """FastAPI's 422 (the v2 request does not parse) as one line naming the input where the
+    error lies inside one: "input 'x': shape: Field required"."""
+    if not errors:
+        return "invalid request body"
+    first = errors[0]
+    message = str(first.get("msg", "invalid"))
+    if first.get("type") == "json_invalid":
+        return f"the body is not JSON: {message}"
+    location = [part for part in first.get("loc", ()) if part != "body"]
+    if location[:1] == ["InferenceRequest"]:  # pydantic names the model when the body is a union
+        location = location[1:]
+    if len(location) >= 2 and location[0] == "inputs" and isinstance(location[1], int):
+        try:
+            body = json.loads(body) if isinstance(body, (bytes, str)) else body
+        except ValueError:
+            body = None
+        inputs = body.get("inputs") if isinstance(body, dict) else None
+        item = inputs[location[1]] if isinstance(inputs, list) and location[1] < len(inputs) else None
+        name = item.get("name") if isinstance(item, dict) else None
+        where = ".".join(map(str, location[2:])) or "the input"
+        return f"input {name!r}: {where}: {message}" if name else f"inputs[{location[1]}]: {where}: {message}"
+    return f"invalid request body: {'.'.join(map(str, location)) or 'the body'}: {message}"
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m runner.serving.server", description="Serve one model version with KServe.")
+    parser.add_argument("--model-dir", type=Path, required=True, help="the version's directory: model/, serving/, model.onnx")
+    parser.add_argument("--name", required=True, help="the model's name in the URLs")
+    parser.add_argument("--version", type=int, default=None, help="the version number the status reports")
+    parser.add_argument("--runtime", choices=[r.value for r in Runtime], default=Runtime.TENSORFLOW.value)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--grace-period", type=int, default=30, help="seconds SIGTERM waits for requests in flight")
+    return parser.parse_args(argv)
+
+
+def serve(endpoint: Endpoint, host: str, port: int, grace_period: int) -> int:
+    """KServe with `endpoint` as its one model, on host:port, until SIGTERM or SIGINT."""
+    import warnings
+
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+    import kserve.model_server as model_server
+    from kserve import InferOutput, InferRequest, InferResponse, Model, ModelServer
+    from kserve.errors import InvalidInput
+    from kserve.protocol.rest import server as rest_server
+
+    warnings.filterwarnings("ignore", message=".*ORJSONResponse is deprecated.*")
+    _nodelay_on_every_connection()
+
+    class ServedModel(Model):
+        def __init__(self) -> None:
+            super().__init__(endpoint.name)
+            self.ready = True  # loaded and checked before this object exists
+
+        def predict(self, payload, headers=None):
+            try:
+                return self._infer(payload) if isinstance(payload, InferRequest) else endpoint.v1_predict(payload)
+            except InputError as exc:
+                raise InvalidInput(str(exc)) from None
+
+        def _infer(self, request):
+            values = {}
+            for item in request.inputs:
+                try:
+                    values[item.name] = item.as_numpy()
+                except Exception as exc:  # data that does not fill its shape, an unknown datatype
+                    raise InputError(f"input {item.name!r}: {(str(exc).splitlines() or [type(exc).__name__])[0]}") from None
+            answers = []
+            for name, value in sorted(endpoint.v2_infer(values).items()):
+                value = np.asarray(value)
+                datatype = "BYTES" if value.dtype.kind in "OSU" else V2_DTYPES.get(value.dtype.name, "FP32")
+                output = InferOutput(name=name, shape=list(value.shape), datatype=datatype)
+                output.set_data_from_numpy(value, binary_data=False)
+                answers.append(output)
+            return InferResponse(response_id=request.id or "", model_name=self.name, infer_outputs=answers)
+
+        def get_input_types(self):
+            return endpoint.v2_types(outputs=False)
+
+        def get_output_types(self):
+            return endpoint.v2_types(outputs=True)
+
+    served = ServedModel()
+
+    def unknown(model_name: str) -> JSONResponse:
+        return JSONResponse({"error": f"Model with name {model_name} does not exist."}, status_code=404)
+
+    # added before start(): matched before KServe's own routes of the same paths
+    async def v1_status(model_name: str):
+        if model_name != endpoint.name:
+            return unknown(model_name)
+        return JSONResponse(endpoint.status(served.ready), status_code=200 if served.ready else 503)
+
+    async def v1_metadata(model_name: str):
+        return endpoint.metadata() if model_name == endpoint.name else unknown(model_name)
+
+    async def v2_ready():  # KServe's answers true whatever the model's state
+        return JSONResponse({"ready": served.ready}, status_code=200 if served.ready else 503)
+
+    async def bad_request(request, exc: RequestValidationError):
+        return JSONResponse({"error": validation_message(list(exc.errors()), getattr(exc, "body", None))}, status_code=400)
+
+    async def client_error(request, exc: InvalidInput):  # the client's mistake, answered, not logged
+        return JSONResponse({"error": str(exc)}, status_code=400)
+
+    model_server.app.add_api_route("/v1/models/{model_name}", v1_status, methods=["GET"])
+    model_server.app.add_api_route("/v1/models/{model_name}/metadata", v1_metadata, methods=["GET"])
+    model_server.app.add_api_route("/v2/health/ready", v2_ready, methods=["GET"])
+    model_server.app.add_exception_handler(RequestValidationError, bad_request)
+
+    class RESTServer(rest_server.RESTServer):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.config.host = host  # KServe binds 0.0.0.0 whatever it is told
+
+        def _add_middlewares(self, app) -> None:
+            pass  # TimingMiddleware: two trace lines and CPU accounting on every request
+
+        def _add_exception_handlers(self, app) -> None:
+            super()._add_exception_handlers(app)
+            app.add_exception_handler(InvalidInput, client_error)  # KServe logs a traceback for each
+
+    model_server.RESTServer = RESTServer
+    server = ModelServer(
+        http_port=port, grpc_port=0, workers=1, max_threads=1, max_asyncio_workers=None, registered_models=None,
+        enable_grpc=False, enable_docs_url=False, enable_latency_logging=False, access_log_format=None,
+        grace_period=grace_period, predictor_config=None,
+    )
+    for quiet in ("uvicorn.access", "kserve.trace"):  # a line per request costs more than the request
+        logging.getLogger(quiet).setLevel(logging.WARNING)
+    server.start([served])
+    return 0
+
+
+def _nodelay_on_every_connection() -> None:
+    """asyncio sets TCP_NODELAY only on sockets whose proto is TCP, and uvicorn's listening socket
+    has proto 0: without it Nagle and delayed ACKs add ~40 ms to a keep-alive request."""
+    import asyncio.base_events
+    import socket
+
+    def set_nodelay(sock) -> None:
+        if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    asyncio.base_events._set_nodelay = set_nodelay
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    sys.argv[1:] = []  # `import kserve` parses sys.argv for its ModelServer defaults: give it none of ours
+    directory = VersionDir(args.model_dir)
+    try:
+        model = load_model(directory, Runtime(args.runtime))
+        endpoint = Endpoint(model, args.name, args.version)
+        checked = check_sample(model, directory, endpoint.signature())
+    except (LoadError, InputError) as exc:
+        print(f"tftrain-serve: error: {exc}", file=sys.stderr, flush=True)
+        return LOAD_FAILED
+    print(f"tftrain-serve: {args.name}: {checked}", flush=True)
+    return serve(endpoint, args.host, args.port, args.grace_period)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -28,7 +28,7 @@ def add_serving(store: Store, model, files: dict[str, bytes]) -> None:
     for relative, content in files.items():
         (model.path / relative).parent.mkdir(parents=True, exist_ok=True)
         (model.path / relative).write_bytes(content)
-    info = {**model.info, "serving": {"tensorflow": "2.17.1", "files": {name: sha256_file(model.path / name) for name in files}}}
+    info = {**model.info, "serving": {"tensorflow": "2.17.1"}, "extras": {name: sha256_file(model.path / name) for name in files}}
     store.db.execute("UPDATE models SET info = ? WHERE name = ? AND version = ?", (json.dumps(info), model.name, model.version))
 
 

@@ -138,6 +138,11 @@ class ModelSpec(Model):
     export_required: bool = Field(default=False, description="Fail the run when an export fails (else a warning)")
     serving: ServingResources = Field(default_factory=ServingResources)
 
+    @property
+    def gated(self) -> bool:
+        """The model goes through the gate when it is registered (decided before the training starts)."""
+        return self.register_model and self.gate != "off"
+
     @field_validator("gate", mode="before")
     @classmethod
     def _yaml_switch(cls, value):

@@ -110,8 +110,8 @@ def _run(
 ) -> RunResult:
     manifest = loaded.manifest
     session = _Session(store, run_id, logger)
-    outcome, failure, prepared, lineage = None, None, None, None
-    with _signals(control, logger), ExitStack() as held:
+    outcome, failure, prepared, lineage, probe = None, None, None, None, None
+    with _signals(control, logger), ExitStack() as held, ExitStack() as probing:
         try:
             # Queued until the target has room (the pool's leases); held until Running ends
             state = held.enter_context(target.reserve(loaded, checked, run_id, control, logger))
@@ -133,6 +133,8 @@ def _run(
                 outcome = Outcome(RunStatus.CANCELED, None, control.reason or "canceled before the training started")
             else:
                 try:
+                    # the gate's process, until the end of PostProcessing (a target may start it with the training)
+                    probe = probing.enter_context(target.probing(prepared.env, paths, warm=manifest.model.gated))
                     with session.phase(RunStatus.RUNNING):
                         outcome = _script_verdict(_execute(target, prepared, paths, recorder, control, logger), recorder)
                 except FatalError as exc:  # the target could not run it (a daemon or cluster refused)
@@ -142,7 +144,7 @@ def _run(
             lineage.record()  # where the plan never started
         git = lineage.git if lineage else {}
         with session.phase(RunStatus.POST_PROCESSING):
-            model, summary, points, refused = _post_process(loaded, paths, recorder, outcome, run_id, git, store, logger, (target, prepared))
+            model, summary, points, refused = _post_process(loaded, paths, recorder, outcome, run_id, git, store, logger, (prepared, probe))
         if refused is not None and failure is None:  # the training ended well; keeping its results did not
             failure, outcome = refused, Outcome(RunStatus.FAILED, None, str(refused))
     # tftrain's own failure speaks for itself; a script's is found in its logs
@@ -261,8 +263,8 @@ def _register(loaded, paths, outcome, run_id, git, store, logger, summary, ran) 
     model_path = paths.workdir / spec.path
     if outcome.status == RunStatus.COMPLETED and spec.register_model:
         if model_path.exists():
-            target, prepared = ran
-            gate = run_gate(loaded, paths, target, prepared.env, logger)  # ModelGateError: nothing is registered
+            prepared, probe = ran
+            gate = run_gate(loaded, paths, probe, prepared.env, logger)  # ModelGateError: nothing is registered
             info = {
                 "run_id": run_id,
                 "metrics": summary,

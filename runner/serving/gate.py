@@ -20,7 +20,7 @@ from runner.history.rundir import RunPaths
 from runner.manifest import LoadedManifest
 from runner.serving.requirements import ONNX_OPSET, export_requirements, major_minor, serving_requirements
 from runner.serving.signature import locate
-from runner.targets.base import Environment, Target
+from runner.targets.base import Environment, Probe
 from runner.telemetry.logger import Logger
 
 PROBE_SECONDS = 900.0  # importing TensorFlow on a loaded 2-core runner takes seconds, a large model's load minutes
@@ -45,7 +45,7 @@ class GateResult:
         return kept
 
 
-def run_gate(loaded: LoadedManifest, paths: RunPaths, target: Target, env: Environment, logger: Logger) -> GateResult | None:
+def run_gate(loaded: LoadedManifest, paths: RunPaths, probe: Probe, env: Environment, logger: Logger) -> GateResult | None:
     """None when the gate is off, or (gate: auto) when model.path holds no SavedModel or Keras
     file; ModelGateError (one line: which check failed) when the model fails."""
     spec = loaded.manifest.model
@@ -64,7 +64,7 @@ def run_gate(loaded: LoadedManifest, paths: RunPaths, target: Target, env: Envir
     out.mkdir(parents=True)
     sample = loaded.source_dir / spec.sample_input if spec.sample_input else None
     args = ["check", str(model_path), str(out)] + (["--sample", str(paths.workdir / spec.sample_input)] if sample else [])
-    where = _probe(target, env, paths, args, out / "check.log", loaded, logger)
+    where = _probe(probe, env, paths, args, out / "check.log", loaded, logger)
     result = _verdict(out, "check", out / "check.log")
     if not result.get("ok"):
         raise ModelGateError(f"model {spec.path}: {result.get('error')} (the gate, in {where}; log: {out / 'check.log'})")
@@ -80,10 +80,10 @@ def run_gate(loaded: LoadedManifest, paths: RunPaths, target: Target, env: Envir
     return GateResult(out, serving, seconds)
 
 
-def _probe(target: Target, env: Environment, paths: RunPaths, args: list[str], log: Path, loaded: LoadedManifest, logger: Logger) -> str:
+def _probe(probe: Probe, env: Environment, paths: RunPaths, args: list[str], log: Path, loaded: LoadedManifest, logger: Logger) -> str:
     """Run the check in the run's environment; where that is not on this machine (pool hosts, a
     cluster), in a cached virtualenv of the model's TensorFlow release. Says where it ran."""
-    status = target.probe(env, paths, args, log, PROBE_SECONDS)
+    status = probe(args, log, PROBE_SECONDS) if probe is not None else False
     if status is not False:
         _ran(status, log)
         return env.description

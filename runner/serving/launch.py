@@ -1,33 +1,138 @@
 """Start `python -m runner.serving.probe` in a process of its own on this machine: its output
-into a log, a time limit, its whole process group gone afterwards."""
+into a log, a time limit, its whole process group gone afterwards. A warm probe is started with
+the training, at the lowest priority, and imports TensorFlow while the training runs; the check's
+arguments reach it on stdin once the training completed."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import subprocess
+import threading
 from pathlib import Path
 
 PROBE_MODULE = "runner.serving.probe"
 
 
-def run_probe(python: str, args: list[str], pythonpath: Path | None, log: Path, timeout: float) -> int | None:
-    """The probe's exit status; None when it ran past `timeout` (it is killed)."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
+def _start(python: str, args: list[str], pythonpath: Path | None, log: Path, stdin, nice: bool = False) -> subprocess.Popen:
+    # the gate checks on the CPU: a GPU the training used may still be held, and is not needed for one sample
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "-1"}
     if pythonpath is not None:
         env["PYTHONPATH"] = str(pythonpath)
+    prefix = ["nice", "-n", "19"] if nice and shutil.which("nice") else []
     with log.open("ab") as out:
-        process = subprocess.Popen(
-            [python, "-m", PROBE_MODULE, *args], stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
+        return subprocess.Popen(
+            [*prefix, python, "-m", PROBE_MODULE, *args], stdin=stdin, stdout=out, stderr=subprocess.STDOUT, env=env,
             start_new_session=True,
         )
+
+
+def _finish(process: subprocess.Popen, timeout: float) -> int | None:
+    try:
+        return process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    finally:
+        stop(process)
+
+
+def stop(process: subprocess.Popen) -> None:
+    """The probe and whatever it started, gone."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+    if process.stdin is not None:
         try:
-            return process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return None
+            process.stdin.close()
+        except OSError:
+            pass
+
+
+def run_probe(python: str, args: list[str], pythonpath: Path | None, log: Path, timeout: float) -> int | None:
+    """The probe's exit status; None when it ran past `timeout` (it is killed)."""
+    return _finish(_start(python, args, pythonpath, log, subprocess.DEVNULL), timeout)
+
+
+class WarmProbe:
+    """A probe that imports TensorFlow while the training runs (nice 19: it yields the CPU)."""
+
+    def __init__(self, python: str, pythonpath: Path | None, log: Path) -> None:
+        self.python, self.pythonpath = python, pythonpath
+        self.process = _start(python, ["warm"], pythonpath, log, subprocess.PIPE, nice=True)
+
+    def run(self, args: list[str], timeout: float) -> int | None:
+        """Hand it the check's arguments; its exit status (None past `timeout`)."""
+        try:
+            self.process.stdin.write((json.dumps(args) + "\n").encode())
+            self.process.stdin.close()
+        except (BrokenPipeError, OSError):  # it died while warming: the exit status tells
+            pass
+        return _finish(self.process, timeout)
+
+    def close(self) -> None:
+        if self.process.poll() is None or self.process.returncode is None:
+            stop(self.process)
+
+
+class Warming:
+    """The gate's probe for a run on this machine: started ahead `after` seconds into the training
+    (None: never), else cold when the gate asks. Whatever is still running at exit is stopped."""
+
+    def __init__(self, python: str, pythonpath: Path | None, warm_log: Path, after: float | None) -> None:
+        self.python, self.pythonpath, self.warm_log, self.after = python, pythonpath, warm_log, after
+        self._lock = threading.Lock()
+        self._warm: WarmProbe | None = None
+        self._closed = False
+        self._timer: threading.Timer | None = None
+
+    def __enter__(self) -> Warming:
+        if self.after is not None:
+            self._timer = threading.Timer(self.after, self._start)
+            self._timer.daemon = True
+            self._timer.start()
+        return self
+
+    def _start(self) -> None:
+        with self._lock:
+            if not self._closed and self._warm is None:
+                self._warm = WarmProbe(self.python, self.pythonpath, self.warm_log)
+
+    def _take(self) -> WarmProbe | None:
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+            warm, self._warm = self._warm, None
+            return warm
+
+    def run(self, args: list[str], log: Path, timeout: float) -> int | None:
+        warm = self._take()
+        if warm is None or warm.process.poll() is not None:  # never started, or it died warming: a cold one
+            if warm is not None:
+                warm.close()
+            return run_probe(self.python, args, self.pythonpath, log, timeout)
+        try:
+            return warm.run(args, timeout)
         finally:
-            try:
-                os.killpg(process.pid, signal.SIGKILL)  # what it started goes with it
-            except ProcessLookupError:
-                pass
-            process.wait()
+            _append(self.warm_log, log)
+
+    def __exit__(self, *exc) -> None:
+        with self._lock:
+            self._closed = True
+        warm = self._take()
+        if warm is not None:
+            warm.close()
+        self.warm_log.unlink(missing_ok=True)
+
+
+def _append(source: Path, target: Path) -> None:
+    """The warm probe's output joins the check's log."""
+    try:
+        with source.open("rb") as reader, target.open("ab") as writer:
+            shutil.copyfileobj(reader, writer)
+        source.unlink()
+    except OSError:
+        pass

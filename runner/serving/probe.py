@@ -1,7 +1,8 @@
 """What the gate runs in a fresh process of the model's environment (`python -m runner.serving.probe`).
 
     probe check  MODEL_PATH OUT_DIR [--sample FILE]   load, read the signatures, predict on the sample
-    probe export OUT_DIR --opset N                     convert to ONNX and run it in ONNX Runtime
+    probe export MODEL_PATH OUT_DIR --opset N          convert to ONNX and run it in ONNX Runtime
+    probe warm                                         import TensorFlow, then read a check's arguments from stdin
 
 `check` writes OUT_DIR/serving.json, sample.npz (the inputs) and predictions.npz (TensorFlow's
 outputs); `export` (in the export environment, after `check`) writes model.onnx and export.json.
@@ -125,7 +126,22 @@ def export(model_path: Path, out: Path, opset: int) -> dict:
     return {"ok": True}
 
 
+def warm() -> list[str] | None:
+    """Import what a check needs, then wait for its arguments (one JSON list on stdin); None when
+    stdin closes first (the run did not complete: nothing to check)."""
+    import importlib
+
+    for name in ("numpy", "tensorflow", "keras", "runner.serving.modelio"):
+        importlib.import_module(name)
+    line = sys.stdin.readline()
+    return json.loads(line) if line.strip() else None
+
+
 def main(argv: list[str]) -> int:
+    if argv == ["warm"]:  # started with the training, at low priority: the import is done when it ends
+        argv = warm()
+        if argv is None:
+            os._exit(0)
     parser = argparse.ArgumentParser(prog="python -m runner.serving.probe")
     sub = parser.add_subparsers(dest="step", required=True)
     checking = sub.add_parser("check")

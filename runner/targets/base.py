@@ -65,6 +65,11 @@ class RunControl:
     started: Callable[[], None] | None = None  # called once the plan has started (supervise): what the training need not wait for
 
 
+# (argv of the probe, its log, a time limit) → its exit status, None past the limit, or False where
+# the run's environment is not on this machine
+Probe = Callable[[list[str], Path, float], "int | None | bool"]
+
+
 @dataclass(frozen=True)
 class TargetState:
     """What a target found in `check` and hands to its later steps. Each target has its own
@@ -106,11 +111,13 @@ class Target:
     ) -> Outcome:
         raise NotImplementedError
 
-    def probe(self, env: Environment, paths: RunPaths, args: list[str], log: Path, timeout: float) -> int | None | bool:
-        """Run `python -m runner.serving.probe ARGS` (the model gate) in the run's environment, with the
-        run's paths as they are on this machine: its exit status, None past `timeout`, or False where
-        the environment is not on this machine (the gate then uses an environment of its own)."""
-        return False
+    @contextmanager
+    def probing(self, env: Environment, paths: RunPaths, warm: bool) -> Iterator[Probe]:
+        """How the model gate runs `python -m runner.serving.probe ARGS` in the run's environment, with
+        the run's paths as they are on this machine, from the start of Running to the end of
+        PostProcessing. `warm`: the gate will probably run, and a target may start its process ahead.
+        By default the environment is not on this machine: the gate uses one of its own."""
+        yield lambda args, log, timeout: False
 
 
 def follow(pump: LogPump, fd: int, plan: LaunchPlan, task, sinks: dict[int, LineSink], where: str = "") -> None:

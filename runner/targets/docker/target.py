@@ -8,7 +8,8 @@ every outcome.
 from __future__ import annotations
 
 import os
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from runner.plan.model import ContainerSpec, LaunchPlan, Mount, TaskSpec
 from runner.errors import Vanished
 from runner.targets.supervise import by_policy, supervise
 from runner.history.rundir import RunPaths, RuntimePaths
-from runner.targets.base import Environment, Outcome, RunControl, Target, TargetState, follow
+from runner.targets.base import Environment, Outcome, Probe, RunControl, Target, TargetState, follow
 from runner.history.record import RunStatus
 
 WORKSPACE = "/workspace"
@@ -124,35 +125,41 @@ class DockerTarget(Target):
         return outcome
 
 
-    def probe(self, env: Environment, paths: RunPaths, args: list[str], log: Path, timeout: float) -> int | None | bool:
-        """In a container of the run's image (when this machine's daemon has it), no network, the run's
-        directory at its own path, tftrain's package read-only."""
-        client = docker_client()
-        try:
-            client.images.get(env.image)
-        except Exception:  # docker.errors.ImageNotFound: the image lives on the pool's hosts or in a cluster
-            return False
-        from docker.types import Mount
+    @contextmanager
+    def probing(self, env: Environment, paths: RunPaths, warm: bool) -> Iterator[Probe]:
+        yield lambda args, log, timeout: _probe_container(env, paths, args, log, timeout)
 
-        mounts = [
-            Mount(str(paths.root), str(paths.root), type="bind"),
-            Mount("/tftrain/python/runner", str(Path(runner.__file__).parent), type="bind", read_only=True),
-        ]
-        container = client.containers.create(
-            env.image, [env.python, "-m", "runner.serving.probe", *args], environment={"HOME": "/tmp", "PYTHONPATH": "/tftrain/python"},
-            mounts=mounts, network_mode="none", init=True, detach=True, labels={LABEL_RUN: paths.root.name},
-        )
+
+def _probe_container(env: Environment, paths: RunPaths, args: list[str], log: Path, timeout: float) -> int | None | bool:
+    """The gate in a container of the run's image (when this machine's daemon has it), no network,
+    the run's directory at its own path, tftrain's package read-only."""
+    client = docker_client()
+    try:
+        client.images.get(env.image)
+    except Exception:  # docker.errors.ImageNotFound: the image lives on the pool's hosts or in a cluster
+        return False
+    from docker.types import Mount
+
+    mounts = [
+        Mount(str(paths.root), str(paths.root), type="bind"),
+        Mount("/tftrain/python/runner", str(Path(runner.__file__).parent), type="bind", read_only=True),
+    ]
+    container = client.containers.create(
+        env.image, [env.python, "-m", "runner.serving.probe", *args],
+        environment={"HOME": "/tmp", "PYTHONPATH": "/tftrain/python", "CUDA_VISIBLE_DEVICES": "-1", "TF_CPP_MIN_LOG_LEVEL": "2"},
+        mounts=mounts, network_mode="none", init=True, detach=True, labels={LABEL_RUN: paths.root.name},
+    )
+    try:
+        container.start()
         try:
-            container.start()
-            try:
-                status = container.wait(timeout=timeout)["StatusCode"]
-            except Exception:  # requests' ReadTimeout: past the limit
-                status = None
-            with log.open("ab") as out:
-                out.write(container.logs(stdout=True, stderr=True))
-            return status
-        finally:
-            container.remove(force=True)
+            status = container.wait(timeout=timeout)["StatusCode"]
+        except Exception:  # requests' ReadTimeout: past the limit
+            status = None
+        with log.open("ab") as out:
+            out.write(container.logs(stdout=True, stderr=True))
+        return status
+    finally:
+        container.remove(force=True)
 
 
 def _planned_environment(loaded: LoadedManifest, base: str) -> Environment:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from shutil import which
@@ -20,10 +22,11 @@ from runner.plan.model import LaunchPlan, TaskSpec
 from runner.targets.supervise import by_policy, supervise
 from runner.targets.local.processes import contain
 from runner.history.rundir import RunPaths
-from runner.targets.base import Environment, Outcome, RunControl, Target, TargetState, follow
+from runner.targets.base import Environment, Outcome, Probe, RunControl, Target, TargetState, follow
 from runner.history.record import RunStatus
 
 PUMP_JOIN_SECONDS = 10.0
+WARM_AFTER = 3.0  # seconds of training before the gate's process is started ahead (shorter runs pay nothing)
 
 
 @dataclass(frozen=True)
@@ -51,10 +54,14 @@ class LocalTarget(Target):
                 )
         return LocalState(env_spec(loaded.manifest, loaded.source_dir))
 
-    def probe(self, env: Environment, paths: RunPaths, args: list[str], log: Path, timeout: float) -> int | None:
-        from runner.serving.launch import run_probe
+    @contextmanager
+    def probing(self, env: Environment, paths: RunPaths, warm: bool) -> Iterator[Probe]:
+        """The gate in the run's interpreter; a run that trains longer than WARM_AFTER seconds starts
+        its process ahead, at the lowest priority, so that TensorFlow is imported when the training ends."""
+        from runner.serving.launch import Warming
 
-        return run_probe(env.python, args, paths.link_runner(), log, timeout)
+        with Warming(env.python, paths.link_runner(), paths.root / "gate-warm.log", WARM_AFTER if warm else None) as warming:
+            yield warming.run
 
     def environment(self, loaded: LoadedManifest, state: LocalState, paths: RunPaths, logger: Logger, dry_run: bool) -> Environment:
         spec = state.spec

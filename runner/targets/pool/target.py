@@ -29,7 +29,7 @@ from runner.targets.pool.inventory import load_pool
 from runner.targets.pool.jobs import capacities, host_map, request_for
 from runner.targets.pool.schedule import never_fits, place
 from runner.history.rundir import RunPaths, RuntimePaths
-from runner.targets.base import Environment, Outcome, RunControl
+from runner.targets.base import Environment, Outcome, RunControl, Target
 from runner.targets.docker.target import VENV_PYTHON, DockerTarget
 
 
@@ -45,8 +45,7 @@ class PoolTarget(DockerTarget):
     def __init__(self) -> None:
         self.session: PoolSession | None = None  # the placed job, between reserve and its end
 
-    def probe(self, env, paths, args, log, timeout) -> bool:
-        return False  # the image is on the pool's hosts: the gate uses an environment of its own
+    probing = Target.probing  # the image is on the pool's hosts: the gate uses an environment of its own
 
     def check(self, loaded: LoadedManifest, dry_run: bool = False) -> PoolJob:
         base = super().check(loaded)

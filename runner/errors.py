@@ -154,6 +154,13 @@ class SweepError(FatalError):
     exit_code = 25
 
 
+class DeployError(FatalError):
+    """A serving image could not be made, proven or published: no loadable model in the version,
+    an invalid image name, a smoke test that failed, a registry that refused the push."""
+
+    exit_code = 27
+
+
 def extra_module(name: str, extra: str, feature: str):
     """`import name` for a feature that needs the pip extra `extra`: the top-level package, as
     the import statement binds it, or one line naming the extra to install."""

@@ -37,12 +37,15 @@ def add_arguments(parser) -> None:
     parser.add_argument("--service-name", help="the InferenceService's name (default: the model's name as a DNS label)")
     parser.add_argument("--base-image", default=DEFAULT_BASE_IMAGE, help=f"the serving environment's base (default {DEFAULT_BASE_IMAGE})")
     parser.add_argument("--ready-timeout", type=float, default=READY_SECONDS, help="seconds the server may take to be ready")
+    parser.add_argument("--release", metavar="TAG", help="with --push: link the image by digest in this GitHub release's body (the action's deploy-image)")
 
 
 def run(args, logger) -> int:
     repository = check_repository(args.image)
     if args.kubeconfig and args.target != "kubernetes":
         raise UsageError("--kubeconfig applies an InferenceService: add --target kubernetes")
+    if args.release and not args.push:
+        raise UsageError("--release links the pushed image: add --push")
     if args.target == "kubernetes" and not args.push:
         raise UsageError("--target kubernetes runs the image by its registry digest: add --push")
     if args.target == "kubernetes":  # stdout is the InferenceService's YAML
@@ -64,6 +67,8 @@ def run(args, logger) -> int:
         digest = push(client, image, logger)
         outputs = {"image": f"{repository}@{digest}", "image-digest": digest}
         logger.info(f"{repository}@{digest}", style="bold green")
+        if args.release:
+            link_release(args.release, image, digest, logger)
     logger.outputs(outputs)
     if args.target == "kubernetes":
         _kubernetes(args, model, resources, outputs["image"], logger)
@@ -237,6 +242,26 @@ def push(client, image: ModelImage, logger: Logger) -> str:
     if not found:
         raise DeployError(f"pushed {image.tags[1]} but the daemon reports no digest for {image.repository}")
     return found[0]
+
+
+RELEASE_MARKER = "<!-- tftrain:serving-image -->"
+
+
+def link_release(tag: str, image: ModelImage, digest: str, logger: Logger) -> None:
+    """The release body gains (or updates) one line naming the image by digest: the release
+    always points at the bytes that were smoke-tested, whatever happens to the tags later."""
+    import os
+
+    from runner.github import workflow
+    from runner.settings import resolve
+
+    line = f"{RELEASE_MARKER}**Serving image:** `{image.repository}@{digest}` (tags `{image.version_tag}`, `{image.content_tag}`)"
+    with workflow.github_errors(DeployError):
+        release = workflow.client(resolve(os.environ).github).get_repo(resolve(os.environ).github.repository).get_release(tag)
+        kept = [text for text in (release.body or "").splitlines() if not text.startswith(RELEASE_MARKER)]
+        body = "\n".join([*kept, "", line]).strip("\n") + "\n"
+        release.update_release(name=release.title or tag, message=body, draft=release.draft, prerelease=release.prerelease)
+    logger.info(f"release {tag} links {image.repository}@{digest}")
 
 
 def _kubernetes(args, model, resources: ServingResources, image: str, logger: Logger) -> None:

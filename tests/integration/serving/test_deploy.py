@@ -309,3 +309,23 @@ def test_inference_service_is_created_then_replaced(tmp_path):
         api.fail("POST", "/apis/serving.kserve.io/*", 403)
         with pytest.raises(ClusterError, match=r"^Kubernetes: creating InferenceService serving/digits answered 403 Forbidden"):
             ServiceClient(config, spec.document()).apply()
+
+
+# --- the release links the image by digest ----------------------------------------------------
+
+
+def test_release_body_links_the_image_by_digest(github_api, monkeypatch):
+    from runner.cli.deploy import link_release
+    from runner.serving.image import ModelImage
+    from runner.telemetry.logger import Logger
+
+    for key, value in {"GITHUB_REPOSITORY": "octo/models", "GITHUB_API_URL": github_api.url, "GITHUB_TOKEN": "ghs_test"}.items():
+        monkeypatch.setenv(key, value)
+    release = github_api.add_release("octo", "models", "digits-v1", {}, body="# digits v1\n")
+    image = ModelImage(None, "ghcr.io/octo/digits", "digits-v1", "sha-0123456789abcdef")
+    for digest in ("sha256:" + "a" * 64, "sha256:" + "b" * 64):  # a second deploy replaces the line
+        link_release("digits-v1", image, digest, Logger(io.StringIO()))
+    assert release["body"].startswith("# digits v1\n") and release["body"].count("Serving image") == 1
+    assert f"`ghcr.io/octo/digits@sha256:{'b' * 64}`" in release["body"] and not release["draft"]
+    with pytest.raises(DeployError, match="404"):
+        link_release("digits-v9", image, "sha256:" + "c" * 64, Logger(io.StringIO()))

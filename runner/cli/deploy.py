@@ -260,7 +260,7 @@ def link_release(tag: str, image: ModelImage, digest: str, logger: Logger) -> No
         release = workflow.client(resolve(os.environ).github).get_repo(resolve(os.environ).github.repository).get_release(tag)
         kept = [text for text in (release.body or "").splitlines() if not text.startswith(RELEASE_MARKER)]
         body = "\n".join([*kept, "", line]).strip("\n") + "\n"
-        release.update_release(name=release.title or tag, message=body, draft=release.draft, prerelease=release.prerelease)
+        release.update_release(name=release.name or tag, message=body, draft=release.draft, prerelease=release.prerelease)
     logger.info(f"release {tag} links {image.repository}@{digest}")
 
 

@@ -165,6 +165,8 @@ def test_image_is_built_once_proven_and_pushed(home, tmp_path, exported, docker_
     with pytest.raises(DeployError) as raised:
         deploy.push(docker_client, refused, logger)
     assert "\n" not in str(raised.value) and "127.0.0.1:9/team/digits:sha-" in str(raised.value)
+    for tag in refused.tags:
+        docker_client.images.remove(tag)
 
 
 def test_smoke_test_fails_when_predictions_differ(home, tmp_path, exported, docker_client):
@@ -329,3 +331,25 @@ def test_release_body_links_the_image_by_digest(github_api, monkeypatch):
     assert f"`ghcr.io/octo/digits@sha256:{'b' * 64}`" in release["body"] and not release["draft"]
     with pytest.raises(DeployError, match="404"):
         link_release("digits-v9", image, "sha256:" + "c" * 64, Logger(io.StringIO()))
+
+
+def test_kubernetes_target_prints_and_applies(tmp_path, capsys):
+    import types
+
+    import yaml
+
+    from runner.cli import deploy
+    from runner.serving.image import ServingResources
+    from runner.telemetry.logger import Logger
+
+    config = tmp_path / "kubeconfig"
+    model = types.SimpleNamespace(name="Digits_v", version=4)
+    image = "r.example/team/digits@sha256:" + "d" * 64
+    with ServingAPI() as api:
+        config.write_text(api.kubeconfig())
+        args = types.SimpleNamespace(service_name=None, namespace="serving", kubeconfig=config)
+        deploy._kubernetes(args, model, ServingResources(), image, Logger(io.StringIO()))
+        printed = yaml.safe_load(capsys.readouterr().out)
+        assert printed["metadata"]["name"] == "digits-v" and printed["metadata"]["labels"]["tftrain/version"] == "v4"
+        assert api.services["digits-v"]["spec"] == printed["spec"]
+        assert printed["spec"]["predictor"]["containers"][0]["resources"]["limits"] == {"cpu": "1", "memory": "2Gi"}

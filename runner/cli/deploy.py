@@ -49,7 +49,15 @@ def run(args, logger) -> int:
     if args.target == "kubernetes" and not args.push:
         raise UsageError("--target kubernetes runs the image by its registry digest: add --push")
     if args.target == "kubernetes":  # stdout is the InferenceService's YAML
-        logger = Logger(sys.stderr, settings=logger.settings)
+        progress = Logger(sys.stderr, settings=logger.settings)
+        try:
+            return deploy(args, repository, progress)
+        finally:
+            progress.flush()
+    return deploy(args, repository, logger)
+
+
+def deploy(args, repository: str, logger: Logger) -> int:
     with Store(tftrain_home()) as store:
         model = Registry(store).resolve(args.ref)
     resources = ServingResources.of(model.info)

@@ -162,7 +162,8 @@ class ServingError(FatalError):
 
 
 class DeployError(FatalError):
-    """A serving image could not be built, smoke-tested or pushed."""
+    """A serving image could not be made, proven or published: no loadable model in the version,
+    an invalid image name, a smoke test that failed, a registry that refused the push."""
 
     exit_code = 27
 

@@ -184,6 +184,23 @@ def checkout(model: ModelVersion, out_dir: Path) -> Path:
     return out_dir
 
 
+def checkout_version(model: ModelVersion, root: Path) -> None:
+    """Copy a whole version into root (absent, or an empty directory): model/ as `checkout` does,
+    and the files kept beside it (the gate's serving/ and model.onnx), each checked against the
+    sha256 version.json lists for it. RegistryError "model NAME@vN is damaged: …" otherwise."""
+    checkout(model, root / "model")
+    for relative, digest in sorted((model.info.get("extras") or {}).items()):
+        parts = Path(relative).parts
+        if Path(relative).is_absolute() or ".." in parts or not parts or parts[0] == "model":
+            raise damaged(model, f"version.json names {relative!r} outside the version")
+        target = root / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        copied = copy_file(model.path / relative, target)
+        if not isinstance(copied, tuple) or copied[0] != digest:
+            state = copied.described if not isinstance(copied, tuple) else "not what version.json says (sha256 differs)"
+            raise damaged(model, f"{relative} is {state}")
+
+
 def _expected_sums(model: ModelVersion) -> dict[str, str]:
     for path in (model.path, model.files_dir):
         kind = kind_of(path)

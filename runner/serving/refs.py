@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import enum
 import json
-import shutil
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -105,7 +104,7 @@ def checked_out(ref: str, logger, github_repo: Callable[[], tuple[object, object
 
 def _from_registry(ref: str, root: Path) -> Served:
     from runner.errors import NotFoundError
-    from runner.history.registry import Registry, checkout
+    from runner.history.registry import Registry, checkout_version
     from runner.history.store import Store
     from runner.paths import tftrain_home
 
@@ -125,8 +124,7 @@ def _from_registry(ref: str, root: Path) -> Served:
                         "or release:NAME@vN (see `tftrain models` and `tftrain runs`)"
                     ) from None
         root.mkdir(parents=True)
-        checkout(model, root / "model")
-        _copy_serving_files(model, root)
+        checkout_version(model, root)
     recorded = (model.info.get("serving") or {}).get("tensorflow") or (VersionDir(root).serving() or {}).get("tensorflow")
     return Served(model.name, model.label, model.version, recorded or model.info.get("framework_version"), VersionDir(root))
 
@@ -143,23 +141,6 @@ def _run_model(store, ref: str) -> str:
     if not label:
         raise NotFoundError(f"run {run.run_id} registered no model (it is {run.status.value})")
     return label
-
-
-def _copy_serving_files(model, root: Path) -> None:
-    """The gate's files (serving/…, model.onnx), each checked against the sha256 that
-    version.json lists for it; a version from before the gate has none."""
-    from runner.history.checksums import sha256_file
-    from runner.history.registry import damaged
-
-    listed = model.info.get("extras") or {}
-    for relative, digest in sorted(listed.items()):
-        source, target = model.path / relative, root / relative
-        if not target.resolve().is_relative_to(root.resolve()) or not source.is_file() or source.is_symlink():
-            raise damaged(model, f"{relative} is missing or not a regular file")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, target)
-        if sha256_file(target) != digest:
-            raise damaged(model, f"{relative} does not match its sha256 in version.json")
 
 
 def _from_release(ref: str, root: Path, logger, repo, settings) -> Served:

@@ -1,0 +1,236 @@
+"""The serving image of a registered model version, in two layers of caching:
+
+- the environment image: a base with Python, a virtualenv holding the serving requirements
+  (KServe, the model's TensorFlow), a non-root user. Tagged by a hash of its Dockerfile and the
+  base image's id, and built only when no image has that tag: TensorFlow is downloaded once per
+  machine and release, not once per deploy;
+- the model image: FROM the environment, plus tftrain's runner package and the version at
+  /models/NAME (model/, serving/, model.onnx). Tagged IMAGE:NAME-vN and IMAGE:sha-<hash of its
+  content>, so a version deployed twice is the same image.
+
+Only data and rendering here (and the docker calls that build); running and pushing are the
+deploy command's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+import runner
+from runner.errors import DeployError, RegistryError
+from runner.history.checksums import sha256_file, sums_of
+from runner.history.registry import SUMS, ModelVersion, checkout_version, damaged
+from runner.serving.refs import VersionDir
+from runner.serving.requirements import serving_requirements
+from runner.targets.docker.images import CA_NAME, ImageSpec
+from runner.templates import render
+
+PORT = 8080
+MODELS_DIR = "/models"
+USER_ID = 1000  # numeric, so that Kubernetes' runAsNonRoot can check it without /etc/passwd
+DEFAULT_BASE_IMAGE = "python:3.11-slim-bookworm"
+LABEL = "tftrain.serving"
+OCI = "org.opencontainers.image"
+ONNX_FILE = "model.onnx"
+# A repository as `docker push` takes it, without a tag or digest: [host[:port]/]path, lowercase path.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_HOST = r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]+)?/)"
+REPOSITORY = re.compile(rf"^{_HOST}?{_COMPONENT}(?:/{_COMPONENT})*$")
+TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+QUANTITY = re.compile(r"^(?P<number>[0-9]+(?:\.[0-9]+)?)(?P<unit>[KMGT]i?|m|k)?$")
+UNITS = {None: 1, "k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def check_repository(image: str) -> str:
+    """`--image` as a repository to tag and push, or DeployError saying what is wrong with it."""
+    if not REPOSITORY.match(image) or len(image) > 255:
+        hint = " (give it without a tag: tftrain adds NAME-vN and sha-…)" if re.search(r"[:@][^/]*$", image) else ""
+        raise DeployError(f"--image {image!r} is not an image repository like registry.example:5000/team/NAME{hint}")
+    return image
+
+
+@dataclass(frozen=True)
+class ServingResources:
+    """version.json "serving_resources" (the manifest's model.serving): what one replica gets."""
+
+    cpu: str = "1"
+    memory: str = "2Gi"
+    gpu: int = 0
+
+    @classmethod
+    def of(cls, info: dict) -> ServingResources:
+        given = info.get("serving_resources") or {}
+        resources = cls(str(given.get("cpu", cls.cpu)), str(given.get("memory", cls.memory)), int(given.get("gpu") or 0))
+        resources.nano_cpus(), resources.memory_bytes()  # fail here, before anything is built
+        return resources
+
+    def nano_cpus(self) -> int:
+        match = QUANTITY.match(self.cpu)
+        if not match or match["unit"] not in (None, "m"):
+            raise DeployError(f"serving_resources.cpu {self.cpu!r} is not a CPU quantity like 1, 0.5 or 500m")
+        cores = float(match["number"]) / (1000 if match["unit"] == "m" else 1)
+        return max(1, int(cores * 1e9))
+
+    def memory_bytes(self) -> int:
+        match = QUANTITY.match(self.memory)
+        if not match or match["unit"] == "m":
+            raise DeployError(f"serving_resources.memory {self.memory!r} is not a memory quantity like 2Gi or 512Mi")
+        return int(float(match["number"]) * UNITS[match["unit"]])
+
+
+@dataclass(frozen=True)
+class VersionFiles:
+    """A version copied out for the build (context/): model/, serving/, model.onnx, all verified."""
+
+    model: ModelVersion
+    dir: VersionDir  # holds model/ and, when the version has them, serving/ and model.onnx
+    serving: dict | None  # serving.json's content; None for a version registered before serving/
+
+    @property
+    def root(self) -> Path:
+        return self.dir.root
+
+    @property
+    def sample(self) -> Path | None:
+        return self.dir.sample if self.serving else None
+
+    @property
+    def predictions(self) -> Path | None:
+        return self.dir.predictions if self.serving else None
+
+    @property
+    def onnx(self) -> bool:
+        return self.dir.onnx.is_file()
+
+    @property
+    def tensorflow(self) -> str | None:
+        """The TensorFlow release the gate loaded the model with, else the run's."""
+        return (self.serving or {}).get("tensorflow") or self.model.info.get("framework_version")
+
+
+def copy_version(model: ModelVersion, root: Path) -> VersionFiles:
+    """Copy `model` into root (absent or empty), every file verified (registry.checkout_version).
+    RegistryError for anything damaged, DeployError for a version that holds no model a server can load."""
+    checkout_version(model, root)
+    version = VersionDir(root)
+    serving = version.serving()
+    if model.info.get("serving") and serving is None:
+        raise damaged(model, "serving/serving.json is missing or cannot be read")
+    if serving is None and version.located() is None:
+        raise DeployError(
+            f"model {model.label} has no serving signature (registered before serving/) and model/ holds no "
+            "SavedModel or .keras/.h5 file a server can load"
+        )
+    return VersionFiles(model, version, serving)
+
+
+def model_sha256(model: ModelVersion) -> str:
+    """One digest for the model's files: the sha256 of the version's SHA256SUMS."""
+    try:
+        return sha256_file(model.path / SUMS)
+    except OSError as exc:
+        raise RegistryError(f"model {model.label}: {SUMS} cannot be read ({exc.strerror})") from None
+
+
+# --- the environment image -----------------------------------------------------------------
+
+
+def environment_spec(base_image: str, base_image_id: str | None, tensorflow: str | None, onnx: bool, ca_bundle: Path | None) -> ImageSpec:
+    packages = serving_requirements(tensorflow, onnx=onnx)
+    dockerfile = render(
+        "Dockerfile.serve.j2",
+        stage="environment",
+        tftrain_version=runner.__version__,
+        base_image=base_image,
+        packages=packages,
+        user_id=USER_ID,
+        ca_bundle=CA_NAME if ca_bundle else None,
+        quote=shlex.quote,
+    )
+    content = _digest(dockerfile, {}, base_image_id or base_image)
+    labels = {f"{LABEL}.environment": content, f"{LABEL}.packages": " ".join(packages), f"{LABEL}.base-image": base_image}
+    return ImageSpec("serving-environment", base_image, dockerfile, {}, f"tftrain-serve/environment:{content[:16]}", labels, ca_bundle)
+
+
+# --- the model image -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelImage:
+    spec: ImageSpec
+    repository: str
+    version_tag: str  # NAME-vN
+    content_tag: str  # sha-<content hash>
+
+    @property
+    def tags(self) -> tuple[str, str]:
+        return f"{self.repository}:{self.content_tag}", f"{self.repository}:{self.version_tag}"
+
+
+def model_image_spec(files: VersionFiles, repository: str, environment: ImageSpec, environment_id: str, base_image: str) -> ModelImage:
+    model = files.model
+    name = model.name
+    version_tag = f"{name}-v{model.version}"
+    if not TAG.match(version_tag):
+        raise DeployError(f"model name {name!r} does not make a valid image tag ({version_tag!r})")
+    context = {f"version/{path}": (files.root / path).read_bytes() for path in sums_of(files.root)}
+    package = Path(runner.__file__).resolve().parent
+    context.update(
+        (f"runner/{path.relative_to(package).as_posix()}", path.read_bytes())
+        for path in sorted(package.rglob("*"))
+        if path.is_file() and "__pycache__" not in path.relative_to(package).parts
+    )
+    dockerfile = render(
+        "Dockerfile.serve.j2",
+        stage="model",
+        tftrain_version=runner.__version__,
+        environment=environment.tag,
+        model_dir=f"{MODELS_DIR}/{name}",
+        command=json.dumps(server_command(name)),
+        port=PORT,
+        user_id=USER_ID,
+    )
+    content = _digest(dockerfile, context, environment_id)
+    git = model.info.get("git") or {}
+    labels = {
+        f"{OCI}.title": name,
+        f"{OCI}.version": f"v{model.version}",
+        f"{OCI}.revision": git.get("commit") or "",
+        f"{OCI}.created": _rfc3339(model.created),
+        f"{OCI}.description": f"tftrain model server for {model.label}",
+        f"{OCI}.base.name": base_image,
+        "tftrain.model.name": name,
+        "tftrain.model.version": str(model.version),
+        "tftrain.model.commit": git.get("commit") or "",
+        "tftrain.model.sha256": model_sha256(model),
+        "tftrain.model.run-id": model.run_id or "",
+        f"{LABEL}.content-hash": content,
+        f"{LABEL}.environment": environment.labels[f"{LABEL}.environment"],
+    }
+    content_tag = f"sha-{content[:16]}"
+    spec = ImageSpec(name, environment.tag, dockerfile, context, f"{repository}:{content_tag}", labels)
+    return ModelImage(spec, repository, version_tag, content_tag)
+
+
+def server_command(name: str) -> list[str]:
+    """The image's CMD: the model server of runner.serving.server on all interfaces (a container's)."""
+    return ["python", "-m", "runner.serving.server", "--model-dir", f"{MODELS_DIR}/{name}", "--name", name, "--host", "0.0.0.0", "--port", str(PORT)]
+
+
+def _digest(dockerfile: str, files: dict[str, bytes], base: str) -> str:
+    digest = hashlib.sha256(dockerfile.encode())
+    for name in sorted(files):
+        digest.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
+    digest.update(base.encode())
+    return digest.hexdigest()
+
+
+def _rfc3339(timestamp: float) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(timestamp, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

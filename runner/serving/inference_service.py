@@ -1,0 +1,88 @@
+"""A KServe v1beta1 InferenceService for a pushed serving image: rendered as plain data (printed
+by `tftrain deploy --target kubernetes`), and applied (created, or replaced when it exists)
+through the Kubernetes API of a kubeconfig, as the kubernetes target talks to it."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from runner.errors import ClusterError, DeployError
+from runner.serving.image import PORT, ServingResources
+from runner.targets.kubernetes.client import KubeJob, _client
+
+GROUP, VERSION, PLURAL, KIND = "serving.kserve.io", "v1beta1", "inferenceservices", "InferenceService"
+CONTAINER = "kserve-container"  # KServe treats a container of any other name as a sidecar
+DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+def service_name(model_name: str) -> str:
+    """The model's name as a DNS-1035 label (KServe's rule for an InferenceService's name)."""
+    name = re.sub(r"[^a-z0-9-]+", "-", model_name.lower()).strip("-")[:63].rstrip("-")
+    if not DNS_1035.match(name):
+        raise DeployError(f"model name {model_name!r} makes no valid InferenceService name: give one with --service-name")
+    return name
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    name: str
+    namespace: str
+    image: str  # by digest: REPOSITORY@sha256:…
+    resources: ServingResources
+    labels: dict  # model name, version, commit
+
+    def document(self) -> dict:
+        amounts = {"cpu": self.resources.cpu, "memory": self.resources.memory}
+        limits = {**amounts, **({"nvidia.com/gpu": str(self.resources.gpu)} if self.resources.gpu else {})}
+        container = {
+            "name": CONTAINER,
+            "image": self.image,
+            "ports": [{"containerPort": PORT, "protocol": "TCP"}],
+            "resources": {"requests": dict(amounts), "limits": limits},
+        }
+        return {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": KIND,
+            "metadata": {"name": self.name, "namespace": self.namespace, "labels": dict(self.labels)},
+            "spec": {"predictor": {"minReplicas": 1, "containers": [container]}},
+        }
+
+
+def to_yaml(document: dict) -> str:
+    return yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
+
+
+class ServiceClient(KubeJob):
+    """KubeJob's connection and error wording, for an InferenceService instead of a training job."""
+
+    def __init__(self, kubeconfig: Path, document: dict) -> None:
+        kubernetes = _client()
+        self.errors = kubernetes.client.exceptions.ApiException
+        try:
+            api_client = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
+        except Exception as exc:  # kubernetes.config.ConfigException and friends
+            raise ClusterError(f"{kubeconfig}: cannot use this kubeconfig: {exc}") from None
+        self.custom = kubernetes.client.CustomObjectsApi(api_client)
+        self.document = document
+        self.name = document["metadata"]["name"]
+        self.namespace = document["metadata"]["namespace"]
+        self.label = f"{KIND} {self.namespace}/{self.name}"
+
+    def apply(self) -> str:
+        """Create the service, or replace the one of that name; "created" or "replaced"."""
+        api = self.custom
+        created = self._call(
+            f"creating {self.label}", api.create_namespaced_custom_object, GROUP, VERSION, self.namespace, PLURAL, self.document, tolerate=409
+        )
+        if created is not None:
+            return "created"
+        current = self._call(f"reading {self.label}", api.get_namespaced_custom_object, GROUP, VERSION, self.namespace, PLURAL, self.name)
+        # a replace names the version it replaces: a change made meanwhile is refused (409), not lost
+        metadata = {**self.document["metadata"], "resourceVersion": (current.get("metadata") or {}).get("resourceVersion")}
+        body = {**self.document, "metadata": metadata}
+        self._call(f"replacing {self.label}", api.replace_namespaced_custom_object, GROUP, VERSION, self.namespace, PLURAL, self.name, body)
+        return "replaced"

@@ -271,3 +271,27 @@ def test_an_unreachable_github_fails_with_one_line(project, home, tmp_path):
     result = tftrain("github", "comment", env=env)
     assert result.returncode == 23
     assert one_error_line(result) == "GitHub: GET /repos/octo/models got no answer: Connection refused"
+
+
+def _serving(width: int) -> dict:
+    tensor = {"name": "x", "dtype": "float32", "shape": [None, width]}
+    return {"signatures": {"serving_default": {"inputs": [tensor], "outputs": [{"name": "y", "dtype": "float32", "shape": [None, 2]}]}}}
+
+
+def test_the_comment_flags_a_changed_serving_signature(project, home, tmp_path, github_api):
+    env = github_env(github_api, pr_event(tmp_path))
+    baseline = {"primary": "accuracy", "metrics": {"accuracy": {"last": 0.7, "best": 0.7, "best_step": 3, "count": 3, "goal": "maximize"}}}
+    github_api.add_release("octo", "models", "demo-v3", {"metrics.json": json.dumps(baseline).encode(), "serving.json": json.dumps(_serving(16)).encode()})
+    assert tftrain("run", "-f", str(project(script=SCRIPT)), env=env).returncode == 0
+    # what the gate recorded for this run (its model here is no TensorFlow model: written as the gate writes it)
+    serving = home / "runs" / "demo-1" / "serving"
+    serving.mkdir()
+    (serving / "serving.json").write_text(json.dumps(_serving(32)))
+    done = tftrain("github", "comment", env=env)
+    assert done.returncode == 0, done.stderr
+    (comment,) = github_api.comments.values()
+    assert "**Serving signature changed** since demo-v3:\n\n- breaking: input `x` shape (None, 16) → (None, 32)\n" in comment["body"]
+    (serving / "serving.json").write_text(json.dumps(_serving(16)))
+    assert tftrain("github", "comment", env=env).returncode == 0
+    (comment,) = github_api.comments.values()
+    assert "Serving signature: unchanged since demo-v3." in comment["body"]

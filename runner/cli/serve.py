@@ -19,7 +19,8 @@ import threading
 import time
 
 from runner.errors import PlanError, ServingError
-from runner.serving.refs import RELEASE_PREFIX, Runtime, Served, checked_out
+from runner.serving.layout import Runtime
+from runner.serving.refs import RELEASE_PREFIX, Served, checked_out
 
 READY_TIMEOUT_SECONDS = 900  # TensorFlow's import plus a large model's load, on a slow machine
 POLL_SECONDS = 0.2

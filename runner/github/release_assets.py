@@ -17,12 +17,12 @@ from runner.telemetry.summary import sampled
 from runner.telemetry.report import metric_rows
 from runner.history.rundir import RunPaths
 from runner.github.s3store import S3Target, pointer_text, upload
+from runner.serving.layout import RELEASE_ASSETS
 from runner.templates import render
 
 SUMS = "SHA256SUMS"
-SERVING_ASSETS = {
-    "serving.json": "serving.json", "sample.npz": "serving-sample.npz", "predictions.npz": "serving-predictions.npz", "model.onnx": "model.onnx",
-}
+# the gate's files in the run's serving/ → their release assets (tftrain serve reads them back)
+SERVING_ASSETS = {Path(inside).name: asset for asset, inside in RELEASE_ASSETS.items()}
 
 
 def build_assets(

@@ -25,7 +25,7 @@ import runner
 from runner.errors import DeployError, RegistryError
 from runner.history.checksums import sha256_file, sums_of
 from runner.history.registry import SUMS, ModelVersion, checkout_version, damaged
-from runner.serving.refs import VersionDir
+from runner.serving.layout import VersionDir
 from runner.serving.requirements import serving_requirements
 from runner.targets.docker.images import CA_NAME, ImageSpec
 from runner.templates import render

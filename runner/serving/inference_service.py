@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 import yaml
 
-from runner.errors import ClusterError, DeployError
+from runner.errors import DeployError
 from runner.serving.image import PORT, ServingResources
-from runner.targets.kubernetes.client import KubeJob, _client
+from runner.targets.kubernetes.client import KubeObject
 
 GROUP, VERSION, PLURAL, KIND = "serving.kserve.io", "v1beta1", "inferenceservices", "InferenceService"
 CONTAINER = "kserve-container"  # KServe treats a container of any other name as a sidecar
@@ -56,21 +55,8 @@ def to_yaml(document: dict) -> str:
     return yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
 
 
-class ServiceClient(KubeJob):
-    """KubeJob's connection and error wording, for an InferenceService instead of a training job."""
-
-    def __init__(self, kubeconfig: Path, document: dict) -> None:
-        kubernetes = _client()
-        self.errors = kubernetes.client.exceptions.ApiException
-        try:
-            api_client = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
-        except Exception as exc:  # kubernetes.config.ConfigException and friends
-            raise ClusterError(f"{kubeconfig}: cannot use this kubeconfig: {exc}") from None
-        self.custom = kubernetes.client.CustomObjectsApi(api_client)
-        self.document = document
-        self.name = document["metadata"]["name"]
-        self.namespace = document["metadata"]["namespace"]
-        self.label = f"{KIND} {self.namespace}/{self.name}"
+class ServiceClient(KubeObject):
+    """An InferenceService on the cluster of a kubeconfig."""
 
     def apply(self) -> str:
         """Create the service, or replace the one of that name; "created" or "replaced"."""

@@ -26,7 +26,7 @@ import numpy as np
 
 from runner.serving import modelio
 from runner.serving.modelio import InputError, LoadError
-from runner.serving.refs import Runtime, VersionDir
+from runner.serving.layout import Runtime, VersionDir
 from runner.serving.signature import Signature
 
 TENSORFLOW_TOLERANCE = 1e-5

@@ -35,21 +35,20 @@ def _client():
     return kubernetes
 
 
-class KubeJob:
+class KubeObject:
+    """One custom object (`document`) on the cluster of a kubeconfig, and calls that fail in one line."""
+
     def __init__(self, kubeconfig: Path, document: dict) -> None:
         kubernetes = _client()
         self.errors = kubernetes.client.exceptions.ApiException
         try:
-            api_client = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
+            self.api_client = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
         except Exception as exc:  # kubernetes.config.ConfigException and friends
             raise ClusterError(f"{kubeconfig}: cannot use this kubeconfig: {exc}") from None
-        self.custom = kubernetes.client.CustomObjectsApi(api_client)
-        self.core = kubernetes.client.CoreV1Api(api_client)
+        self.custom = kubernetes.client.CustomObjectsApi(self.api_client)
         self.document = document
         self.name = document["metadata"]["name"]
         self.namespace = document["metadata"]["namespace"]
-        self.plural = PLURALS[document["kind"]]
-        self.container = "tensorflow" if document["kind"] == "TFJob" else None
         self.label = f"{document['kind']} {self.namespace}/{self.name}"
 
     def _call(self, what: str, function, *args, tolerate: int | None = None, **kwargs):
@@ -67,6 +66,14 @@ class KubeJob:
             raise ClusterError(services.answered("Kubernetes", what, exc.status, _message(exc), reason=exc.reason)) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:  # retries ran out: MaxRetryError and friends
             raise ClusterError(services.unreachable("Kubernetes", what, exc)) from None
+
+
+class KubeJob(KubeObject):
+    def __init__(self, kubeconfig: Path, document: dict) -> None:
+        super().__init__(kubeconfig, document)
+        self.core = _client().client.CoreV1Api(self.api_client)
+        self.plural = PLURALS[document["kind"]]
+        self.container = "tensorflow" if document["kind"] == "TFJob" else None
 
     def apply_secret(self, name: str, values: dict[str, str]) -> None:
         body = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": self.namespace}, "stringData": values}

@@ -4,16 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from runner.errors import ManifestError
+from manifest_errors import error_of
 from runner.manifest import load_manifest
 
-
-def error_of(project, manifest: str) -> str:
-    path = project(manifest=manifest)
-    with pytest.raises(ManifestError) as info:
-        load_manifest(path)
-    assert info.value.exit_code == 3
-    return str(info.value).replace(f"{path}:", "", 1)
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from runner.errors import ManifestError
+from manifest_errors import error_of
 from runner.manifest import load_manifest
 from runner.manifest.schema import json_schema
 from runner.manifest.sweep import SWEEP_ID_PATTERN, Objective, grid_size, trial_limit
@@ -21,13 +21,6 @@ PRIMARY = "metrics: {primary: val_loss}\n"  # line 4: sweep: is line 5 below it
 def load(project, manifest: str):
     return load_manifest(project(manifest=manifest))
 
-
-def error_of(project, manifest: str) -> str:
-    path = project(manifest=manifest)
-    with pytest.raises(ManifestError) as info:
-        load_manifest(path)
-    assert info.value.exit_code == 3
-    return str(info.value).replace(f"{path}:", "", 1)
 
 
 BAD_SWEEPS = [  # (case, manifest after name/source_directory/entry_script, the one line of the error less the path)

@@ -14,7 +14,8 @@ from runner.errors import NotFoundError, PlanError, RegistryError, ServingError
 from runner.history.checksums import sha256_file
 from runner.history.registry import Registry
 from runner.history.store import Store
-from runner.serving.refs import Runtime, VersionDir, checked_out
+from runner.serving.layout import Runtime, VersionDir
+from runner.serving.refs import checked_out
 
 
 def saved_model(root: Path) -> Path:

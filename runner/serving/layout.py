@@ -1,0 +1,71 @@
+"""A registered version's directory as the gate leaves it (TFTRAIN_HOME/models/NAME/vN, or a copy
+of one): model/, serving/ (serving.json, sample.npz, predictions.npz), model.onnx; and the release
+assets that carry the same files. The standard library only: the model server reads it too."""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner.serving.signature import Located, locate
+
+# a release's asset → where it goes in the version directory (the registry's own layout)
+RELEASE_ASSETS = {
+    "serving.json": "serving/serving.json",
+    "serving-sample.npz": "serving/sample.npz",
+    "serving-predictions.npz": "serving/predictions.npz",
+    "model.onnx": "model.onnx",
+}
+
+
+class Runtime(str, enum.Enum):
+    TENSORFLOW = "tensorflow"
+    ONNX = "onnx"
+
+
+@dataclass(frozen=True)
+class VersionDir:
+    """TFTRAIN_HOME/models/NAME/vN as the gate leaves it (or a copy of one)."""
+
+    root: Path
+
+    @property
+    def model(self) -> Path:
+        return self.root / "model"
+
+    @property
+    def serving_json(self) -> Path:
+        return self.root / "serving" / "serving.json"
+
+    @property
+    def sample(self) -> Path:
+        return self.root / "serving" / "sample.npz"
+
+    @property
+    def predictions(self) -> Path:
+        return self.root / "serving" / "predictions.npz"
+
+    @property
+    def onnx(self) -> Path:
+        return self.root / "model.onnx"
+
+    def serving(self) -> dict | None:
+        """serving.json, or None for a version registered before the gate wrote one."""
+        if not self.serving_json.is_file():
+            return None
+        try:
+            data = json.loads(self.serving_json.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def located(self) -> Located | None:
+        """The loadable model: where serving.json says, else found in model/."""
+        recorded = (self.serving() or {}).get("path")
+        if isinstance(recorded, str) and recorded not in ("", "."):
+            inside = (self.model / recorded).resolve()
+            if inside.is_relative_to(self.model.resolve()):
+                return locate(inside)
+        return locate(self.model)

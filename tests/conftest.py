@@ -57,6 +57,20 @@ def project(tmp_path):
     return make
 
 
+GATE_OFF = 'model: {gate: "off"}\n'
+
+
+@pytest.fixture
+def stand_in_project(project):
+    """project(), for scripts whose model is a stand-in (bytes named saved_model.pb, which the
+    model gate would load and refuse): the gate is off. A test module uses it as its `project`."""
+
+    def make(script: str = "print('hello')\n", manifest: str = "", name: str = "demo") -> Path:
+        return project(script, GATE_OFF + manifest, name)
+
+    return make
+
+
 def tftrain(*args: str, timeout: float = 600, cwd: Path | None = None, **kwargs) -> subprocess.CompletedProcess:
     """The CLI as a user runs it: a process; under tests/unit, in this process (purity.in_process)."""
     if purity.holding():

@@ -31,7 +31,7 @@ def prepare_serving_env(spec: EnvSpec, logger: Logger) -> PythonEnv:
     assert spec.key is not None
     log_path = cache_dir() / "envs" / f"{spec.key}.build.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    return prepare_env(spec, Path.cwd(), logger, log_path)
+    return prepare_env(spec, Path.cwd(), logger, log_path, console=False)
 
 
 def link_runner(directory: Path) -> Path:

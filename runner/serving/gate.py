@@ -135,7 +135,7 @@ def _cached_env(requirements: tuple[str, ...], paths: RunPaths, logger: Logger) 
     from runner.targets.local.environment import prepare_env, requirements_spec
 
     spec = requirements_spec(requirements)
-    env = prepare_env(spec, paths.workdir, logger, paths.serving / "environment.log")
+    env = prepare_env(spec, paths.workdir, logger, paths.serving / "environment.log", console=False)
     return env.python, spec.describe()
 
 

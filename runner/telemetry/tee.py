@@ -14,8 +14,8 @@ TAIL_LINES = 40
 
 
 class Tee:
-    def __init__(self, log_path: Path, logger: Logger, header: str) -> None:
-        self.log_path, self.logger, self.header = log_path, logger, header
+    def __init__(self, log_path: Path, logger: Logger, header: str, console: bool = True) -> None:
+        self.log_path, self.logger, self.header, self.console = log_path, logger, header, console
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)  # the last non-blank lines, colours removed
 
     def __enter__(self) -> Tee:
@@ -33,5 +33,6 @@ class Tee:
         self.file.write(text)
         lines = ANSI.sub("", text).splitlines()
         self.tail.extend(line.rstrip() for line in lines if line.strip())
-        self.logger.log_chunk(b"".join(b"  " + line.encode() + b"\n" for line in lines), str(self.log_path))
+        if self.console:
+            self.logger.log_chunk(b"".join(b"  " + line.encode() + b"\n" for line in lines), str(self.log_path))
         return lines

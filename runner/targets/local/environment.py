@@ -190,7 +190,9 @@ def _matches(installed: str, wanted: str) -> bool:
     return installed == wanted or installed.startswith(wanted + ".")
 
 
-def prepare_env(spec: EnvSpec, source_dir: Path, logger: Logger, log_path: Path) -> PythonEnv:
+def prepare_env(spec: EnvSpec, source_dir: Path, logger: Logger, log_path: Path, console: bool = True) -> PythonEnv:
+    """The environment, built once under a lock; `console`: pip's output on the console too (a
+    training's environment), else only in the log (the gate's and the server's, a line says where)."""
     if spec.key is None:
         return PythonEnv(sys.executable, None, True)
     root = cache_dir() / "envs"
@@ -208,26 +210,26 @@ def prepare_env(spec: EnvSpec, source_dir: Path, logger: Logger, log_path: Path)
         if (target / COMPLETE).exists():
             return PythonEnv(python, spec.key, True)
         shutil.rmtree(target, ignore_errors=True)  # a build that died half-way
-        _build(spec, target, source_dir, logger, log_path)
+        _build(spec, target, source_dir, logger, log_path, console)
         (target / COMPLETE).write_text(json.dumps({"requirements": spec.requirements}) + "\n")
     return PythonEnv(python, spec.key, False)
 
 
-def _build(spec: EnvSpec, target: Path, source_dir: Path, logger: Logger, log_path: Path) -> None:
+def _build(spec: EnvSpec, target: Path, source_dir: Path, logger: Logger, log_path: Path, console: bool) -> None:
     logger.info(f"building {spec.describe()} (log: {log_path})")
-    _call([sys.executable, "-m", "venv", str(target)], "creating the virtualenv", logger, log_path)
+    _call([sys.executable, "-m", "venv", str(target)], "creating the virtualenv", logger, log_path, console=console)
     pip = [str(target / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "off"]
     args = list(spec.requirements)
     if spec.requirements_file:
         args += ["-r", str(source_dir / spec.requirements_file)]
     if args:
-        _call(pip + args, "pip install", logger, log_path)
+        _call(pip + args, "pip install", logger, log_path, console=console)
     for step in spec.steps:
-        _call(pip + list(step.args), f"pip install {step.args[-1]}", logger, log_path, dict(step.env))
+        _call(pip + list(step.args), f"pip install {step.args[-1]}", logger, log_path, dict(step.env), console)
 
 
-def _call(argv: list[str], what: str, logger: Logger, log_path: Path, env: dict[str, str] | None = None) -> None:
-    with Tee(log_path, logger, f"$ {' '.join(argv)}\n") as tee:
+def _call(argv: list[str], what: str, logger: Logger, log_path: Path, env: dict[str, str] | None = None, console: bool = True) -> None:
+    with Tee(log_path, logger, f"$ {' '.join(argv)}\n", console) as tee:
         process = subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", env={**os.environ, **(env or {})}
         )

@@ -18,6 +18,11 @@ from conftest import TFTRAIN
 
 pytestmark = pytest.mark.integration
 
+
+@pytest.fixture
+def project(stand_in_project):
+    return stand_in_project  # the models here are stand-ins: no gate
+
 SCRIPT = """\
 import os
 for epoch, loss in ((1, 0.9), (2, 0.5), (3, 0.3)):

@@ -13,6 +13,7 @@ import pytest
 
 from runner.errors import ManifestError, TrainingFailed
 from hostile import assert_clean, assert_refused, nothing_written_outside
+from conftest import GATE_OFF
 
 pytestmark = pytest.mark.integration
 
@@ -123,7 +124,7 @@ print("wrote the model")
 
 
 def test_odd_entries_under_the_model_are_skipped_and_the_rest_registered(tmp_path, home, cli):
-    path = _write(tmp_path / "project", BASE + "entry_script: train.py\n", {"train.py": BAD_OUTPUTS})
+    path = _write(tmp_path / "project", BASE + "entry_script: train.py\n" + GATE_OFF, {"train.py": BAD_OUTPUTS})  # a stand-in model
     with nothing_written_outside(tmp_path, home):
         result = cli("run", "-f", str(path), timeout=120)
     assert_clean(result)

@@ -80,6 +80,29 @@ def run_gate(loaded: LoadedManifest, paths: RunPaths, probe: Probe, env: Environ
     return GateResult(out, serving, seconds)
 
 
+def gate_finished(loaded: LoadedManifest, home: Path, run_id: str, logger: Logger) -> GateResult | None:
+    """The gate for a run that has ended (a sweep's best trial, registered when the sweep ends): in
+    the interpreter the run trained with where that is on this machine, else the gate's own
+    environment of the model's TensorFlow release."""
+    import yaml
+
+    from runner.serving.launch import run_probe
+
+    paths = RunPaths.for_run(home, run_id, loaded.manifest)
+    try:
+        environment = (yaml.safe_load(paths.lock.read_text()) or {}).get("environment") or {}
+    except (OSError, yaml.YAMLError, AttributeError):
+        environment = {}
+    python = environment.get("python")
+    here = isinstance(python, str) and not environment.get("image") and Path(python).is_file()
+    env = Environment(python if here else "python", environment.get("description") or f"the environment of {run_id}", True, True)
+
+    def probe(args: list[str], log: Path, timeout: float) -> int | None | bool:
+        return run_probe(python, args, paths.link_runner(), log, timeout) if here else False
+
+    return run_gate(loaded, paths, probe, env, logger)
+
+
 def _probe(probe: Probe, env: Environment, paths: RunPaths, args: list[str], log: Path, loaded: LoadedManifest, logger: Logger) -> str:
     """Run the check in the run's environment; where that is not on this machine (pool hosts, a
     cluster), in a cached virtualenv of the model's TensorFlow release. Says where it ran."""

@@ -9,13 +9,18 @@ import math
 import threading
 import time
 from enum import Enum
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from runner.errors import NotFoundError
+from runner.errors import FatalError, NotFoundError
 from runner.history.rundir import writing
 from runner.history.store import Store
 from runner.sweep.study import WARM, Sweep
 from runner.telemetry.logger import Logger
+
+if TYPE_CHECKING:
+    from runner.serving.gate import GateResult
 
 SHOWN_KEYS = ("id", "status", "objective", "trials", "best")
 
@@ -42,9 +47,11 @@ def sweeps_root(home: Path) -> Path:
 
 
 class SweepBook:
-    def __init__(self, home: Path, sweep: Sweep, register: bool = True) -> None:
+    def __init__(self, home: Path, sweep: Sweep, register: bool = True, gate: Callable[[str], GateResult | None] | None = None) -> None:
+        """`gate`: the model gate for a trial's run (its id), before the best trial's model is registered."""
         """`register`: the manifest's model.register (the best trial's model becomes a version)."""
-        self.home, self.sweep, self.register = home, sweep, register
+        self.home, self.sweep, self.register, self.gate = home, sweep, register, gate
+        self.refused: FatalError | None = None  # the best trial's model failed the gate: nothing registered
         self.root = sweeps_root(home) / sweep.sweep_id
         self.root.mkdir(parents=True, exist_ok=True)
         self.created = time.time()
@@ -167,7 +174,10 @@ class SweepBook:
         else:
             self.status = SweepStatus.COMPLETED if best else SweepStatus.FAILED
         if best is not None:
-            self.model_version = self._register(best, trials)
+            try:
+                self.model_version = self._register(best, trials)
+            except FatalError as exc:  # the gate refused the best model, or the registry did: the book is still written
+                self.refused = exc
         self.save()
         return self.status
 
@@ -198,7 +208,10 @@ class SweepBook:
                 "git": record.git,
                 "sweep": {"id": self.sweep.sweep_id, "trial": best["number"], "params": params, "value": best["value"]},
             }
-            return Registry(store).register(record.name, model_path, best["run_id"], info).label
+            gate = self.gate(best["run_id"]) if self.gate else None
+            if gate is not None:
+                info["serving"] = gate.serving
+            return Registry(store).register(record.name, model_path, best["run_id"], info, gate.files() if gate else None).label
         finally:
             store.close()
 

@@ -29,7 +29,7 @@ class SweepRunner:
     def __init__(self, loaded: LoadedManifest, sweep: Sweep, logger: Logger, settings: Settings, home: Path) -> None:
         self.loaded, self.sweep, self.logger, self.settings, self.home = loaded, sweep, logger, settings, home
         self.spec = loaded.manifest.sweep
-        self.book = SweepBook(home, sweep, register=loaded.manifest.model.register_model)
+        self.book = SweepBook(home, sweep, register=loaded.manifest.model.register_model, gate=self._gate)
         self.lock = threading.Lock()  # one ask at a time: the limit is checked and the trial made together
         self.stop = threading.Event()
         self.canceled = False  # stopped by a signal (not its timeout or a failure): resume runs its trials again
@@ -37,6 +37,12 @@ class SweepRunner:
         self.events: queue.SimpleQueue = queue.SimpleQueue()
         self.failure: FatalError | None = None  # what stopped the sweep, with its own exit code
         self.finished_one = False
+
+    def _gate(self, run_id: str):
+        """The model gate for the best trial's run, before its model is registered."""
+        from runner.serving.gate import gate_finished
+
+        return gate_finished(self.loaded, self.home, run_id, self.logger)
 
     def run(self) -> SweepStatus:
         optuna = optuna_module()
@@ -222,6 +228,8 @@ def run_sweep(loaded: LoadedManifest, logger: Logger, settings: Settings, home: 
     status = runner.run()
     record = runner.book.document()
     runner.book.report(logger)
+    if runner.book.refused is not None:
+        raise runner.book.refused
     if status == SweepStatus.CANCELED:
         raise TrainingCanceled(f"sweep {sweep.sweep_id} canceled; `tftrain sweep resume {sweep.sweep_id}` goes on from where it stopped")
     if status == SweepStatus.FAILED:

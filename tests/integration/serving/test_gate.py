@@ -150,3 +150,31 @@ def test_an_op_tf2onnx_cannot_convert_is_a_warning_unless_required(project, tmp_
     else:
         assert result.returncode == 0
         assert _version(home)["serving"]["onnx"] is None and "model.onnx" not in _version(home).get("extras", {})
+
+
+SWEEP = """\
+metrics: {primary: score, goal: maximize, regex: {score: 'score=([0-9.]+)'}}
+sweep:
+  sampling_algorithm: grid
+  search_space:
+    --score: {type: choice, values: [0.25, 0.75]}
+"""
+SCORED = SCRIPT + "import sys\nprint('score=' + sys.argv[sys.argv.index('--score') + 1])\n"
+
+
+@pytest.mark.parametrize("sample, registered", [("sample.npy", True), ("narrow.npy", False)])
+def test_a_sweeps_best_model_goes_through_the_gate(project, tmp_path, home, sample, registered):
+    path = project(SCORED, f"environment_variables: {{MODE: export}}\nmodel:\n  sample_input: {sample}\n" + SWEEP, name="gated")
+    np.save(path.parent / "src" / "sample.npy", np.full((2, 8), 0.5, np.float32))
+    np.save(path.parent / "src" / "narrow.npy", np.ones((2, 5), np.float32))
+    result = tftrain("run", "-f", str(path), timeout=900)
+    sweep = json.loads(next((home / "sweeps").glob("gated-sweep-*/sweep.json")).read_text())
+    assert sweep["best"]["value"] == 0.75  # the book is written either way
+    if registered:
+        assert result.returncode == 0, result.stderr[-2000:]
+        version = _version(home)
+        assert version["sweep"]["params"] == {"--score": 0.75} and version["serving"]["signature"] == "serving_default"
+    else:
+        assert result.returncode == 28, result.stderr[-2000:]
+        assert "narrow.npy: input 'features': shape (2, 5) does not match" in result.stderr
+        assert not (home / "models" / "gated").exists() or not any((home / "models" / "gated").iterdir())

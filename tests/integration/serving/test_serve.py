@@ -116,7 +116,7 @@ def test_open_inference_protocol(server, saved_model):
         (f"/v1/models/{NAME}:predict", {"instances": [["a"] * 64]}, "application/json", f"input '{INPUT}': values are not float32"),
         (f"/v1/models/{NAME}:predict", {"inputs": {"pixels": [[0] * 64]}}, "application/json", "input 'pixels' is not in signature"),
         (f"/v1/models/{NAME}:predict", {"instances": [[0] * 64], "signature_name": "nope"}, "application/json", "signature_name 'nope'"),
-        (f"/v1/models/{NAME}:predict", "{not json", "application/json", "Unrecognized request format"),
+        (f"/v1/models/{NAME}:predict", "{not json", "application/json", "the body is not JSON"),
         (f"/v1/models/{NAME}:predict", "instances=1", "application/x-www-form-urlencoded", "the body is not JSON"),
         (f"/v2/models/{NAME}/infer", {"inputs": [{"name": INPUT, "datatype": "FP32", "data": [1]}]}, "application/json", f"input '{INPUT}': shape"),
         (f"/v2/models/{NAME}/infer", {"inputs": [{"name": INPUT, "datatype": "FP32", "shape": [1, 64], "data": [1, 2]}]}, "application/json",

@@ -106,3 +106,58 @@ def test_fastapi_validation_errors_become_one_line_naming_the_input():
     assert validation_message(decode, None) == "the body is not JSON: JSON decode error"
     assert validation_message([{"loc": ("body", "id"), "msg": "bad"}], None) == "invalid request body: id: bad"
     assert validation_message([], None) == "invalid request body"
+
+
+def _call(app, method: str, path: str, body: bytes, chunks: int = 1) -> tuple[int, dict, list]:
+    """One request through an ASGI app, the body in `chunks` messages: (status, JSON answer, what reached the app behind)."""
+    import asyncio
+    import json
+
+    behind = []
+
+    async def inner(scope, receive, send):
+        behind.append(scope["path"])
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    parts = [body[len(body) * i // chunks : len(body) * (i + 1) // chunks] for i in range(chunks)]
+    messages = [{"type": "http.request", "body": part, "more_body": index < len(parts) - 1} for index, part in enumerate(parts)]
+    sent = []
+
+    async def receive():
+        return messages.pop(0)
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(app(inner)({"type": "http", "method": method, "path": path}, receive, send))
+    status = sent[0]["status"]
+    answer = json.loads(sent[1]["body"]) if sent[1]["body"] else {}
+    return status, answer, behind
+
+
+def test_the_predict_route_is_answered_in_front_of_kserve(endpoint):
+    from runner.serving.server import FastPredict
+
+    ready = [True]
+    app = lambda inner: FastPredict(inner, endpoint, lambda: ready[0])  # noqa: E731
+    assert _call(app, "POST", "/v1/models/demo:predict", b'{"instances": [[1, 2, 3]]}', chunks=3)[:2] == (200, {"predictions": [[2.0, 4.0, 6.0]]})
+    status, answer, _ = _call(app, "POST", "/v1/models/demo:predict", b'{"instances": [[1, 2]]}')
+    assert status == 400 and answer["error"].startswith("input 'x': shape (1, 2)")
+    assert _call(app, "POST", "/v1/models/demo:predict", b"x=1&y=2")[:2] == (400, {"error": "the body is not JSON: send a JSON object with Content-Type: application/json"})
+    # every other route, and another model's, is KServe's
+    for method, path in (("GET", "/v1/models/demo"), ("POST", "/v2/models/demo/infer"), ("POST", "/v1/models/other:predict")):
+        assert _call(app, method, path, b"{}")[2] == [path]
+    ready[0] = False
+    assert _call(app, "POST", "/v1/models/demo:predict", b'{"instances": [[1, 2, 3]]}')[0] == 503
+
+
+def test_a_model_that_fails_inside_is_a_500_with_one_line(endpoint):
+    from runner.serving.server import FastPredict
+
+    def broken(inputs, signature=None):
+        raise RuntimeError("device lost\nmore detail")
+
+    endpoint.model.predict = broken
+    status, answer, _ = _call(lambda inner: FastPredict(inner, endpoint, lambda: True), "POST", "/v1/models/demo:predict", b'{"instances": [[1, 2, 3]]}')
+    assert (status, answer) == (500, {"error": "RuntimeError: device lost"})

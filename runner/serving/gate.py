@@ -69,6 +69,7 @@ def run_gate(loaded: LoadedManifest, paths: RunPaths, probe: Probe, env: Environ
     if not result.get("ok"):
         raise ModelGateError(f"model {spec.path}: {result.get('error')} (the gate, in {where}; log: {out / 'check.log'})")
     serving = json.loads((out / "serving.json").read_text())
+    serving["checked_in"] = where
     serving["onnx"] = _export(loaded, paths, serving, logger) if "onnx" in spec.export else None
     (out / "serving.json").write_text(json.dumps(serving, indent=2, sort_keys=True) + "\n")
     seconds = time.monotonic() - started

@@ -64,6 +64,7 @@ def test_a_saved_model_is_registered_with_its_signature_sample_and_predictions(p
     serving = _version(home)["serving"]
     assert serving["signatures"]["serving_default"]["inputs"] == [{"name": "features", "dtype": "float32", "shape": [None, 8]}]
     assert serving["sample"] == "model.sample_input" and serving["predictions"]["output_0"]["shape"] == [2, 3]
+    assert serving["checked_in"].startswith("current interpreter")
     root = home / "models" / "gated" / "v1"
     with np.load(root / "serving" / "predictions.npz") as predictions:
         assert np.allclose(predictions["output_0"].sum(axis=1), 1.0)  # softmax rows

@@ -61,6 +61,11 @@ def test_example_in_docker_builds_once_and_caches(docker_client, cli, home, repo
     assert [p["value"] for p in points if p["name"] == "test_accuracy"][-1] > 0.9
     assert {p["source"] for p in points} == {"log", "tensorboard"}
     assert "registered model mnist-keras@v1" in first.stdout
+    # the model gate ran in a container of the run's image: the Keras file loaded, its signature recorded
+    assert "model gate: keras loads in TensorFlow 2.18" in first.stdout
+    version = json.loads((home / "models" / "mnist-keras" / "v1" / "version.json").read_text())
+    assert version["serving"]["checked_in"].startswith("image tftrain/")
+    assert version["serving"]["path"] == "digits.keras" and version["serving"]["signatures"]["serving_default"]["inputs"][0]["shape"] == [None, 64]
     assert leftover_containers(docker_client, "mnist-keras-1") == []
     lock = (run_dir / "manifest.lock.yml").read_text()
     image = next(line.split()[-1] for line in lock.splitlines() if line.strip().startswith("image: tftrain/"))

@@ -4,16 +4,18 @@ a lost machine loses at most `every_seconds` of work (runner.run.checkpoints doe
 from __future__ import annotations
 
 import posixpath
+import re
 
 from pydantic import Field, field_validator
 
 from runner.manifest.fields import Model
 
+BUCKET_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
+
 
 class CheckpointsSpec(Model):
     dir: str = Field(default="outputs/checkpoints", description="The checkpoint directory, relative to the source directory, inside outputs_dir")
     sync_to: str = Field(
-        pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$",
         description="s3://bucket/prefix; each run's checkpoints go under prefix/RUN_ID",
     )
     every_seconds: float = Field(default=60.0, ge=0.5, le=86400, allow_inf_nan=False, description="Time between two syncs while the training runs")
@@ -26,6 +28,13 @@ class CheckpointsSpec(Model):
         if posixpath.isabs(normal) or normal in (".", "..") or normal.startswith("../"):
             raise ValueError(f"{value!r} must be a relative path below the source directory")
         return normal
+
+    @field_validator("sync_to")
+    @classmethod
+    def _s3(cls, value: str) -> str:
+        if not BUCKET_URI.match(value):
+            raise ValueError(f"{value!r} must be s3://bucket or s3://bucket/prefix (a bucket name: 3-63 of a-z 0-9 . -)")
+        return value
 
     @property
     def bucket(self) -> str:

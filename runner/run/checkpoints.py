@@ -127,7 +127,8 @@ class CheckpointSync:
 
     def check(self) -> None:
         """One line before the training starts: no such bucket, refused, or no answer."""
-        with s3_errors("checking", self.location.uri):
+        at = f" (endpoint {self.location.endpoint_url})" if self.location.endpoint_url else ""
+        with s3_errors("checking", self.location.uri + at):
             s3_client(self.location.endpoint_url).head_bucket(Bucket=self.location.bucket)
 
     def __enter__(self) -> CheckpointSync:

@@ -95,7 +95,7 @@ def _complete(root: Path, index: Path) -> Checkpoint | None:
         weights = index.parent / KERAS_WEIGHTS
         if not weights.is_file() or weights.stat().st_mtime_ns > stat.st_mtime_ns:  # the weights are being rewritten
             return None
-        name = relative(index.parent) if index.parent != root else "."
+        name = relative(index.parent) if index.parent != root else root.name
         return Checkpoint(name, CheckpointKind.KERAS_BACKUP, (relative(weights), relative(index)), stat.st_mtime)
     if index.suffix == ".keras" and zipfile.is_zipfile(index):
         return Checkpoint(relative(index), CheckpointKind.KERAS_FILE, (relative(index),), stat.st_mtime)
@@ -145,7 +145,7 @@ class CheckpointSync:
         self._round()  # whatever the outcome: what the training wrote last
         if self._listed:
             latest = self._listed[-1]
-            self.logger.info(f"checkpoints: {len(self._listed)} synced to {self.location.uri} (latest {latest['name']})")
+            self.logger.info(f"checkpoints: {self.location.uri} holds {len(self._listed)} complete, the latest {latest['name']}")
 
     def _loop(self) -> None:
         while not self._stop.wait(self.every):

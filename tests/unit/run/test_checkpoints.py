@@ -149,4 +149,4 @@ def test_a_failed_round_is_a_warning_and_the_last_round_runs_at_the_end(tmp_path
     with CheckpointSync(root, Location(name, "runs/demo-1", s3_server), 3600, notes):
         pass  # no round in the block: the one at the end
     assert [item["name"] for item in listed(s3, name)["checkpoints"]] == ["ckpt-1"]
-    assert notes.infos[-1] == f"checkpoints: 1 synced to s3://{name}/runs/demo-1 (latest ckpt-1)"
+    assert notes.infos[-1] == f"checkpoints: s3://{name}/runs/demo-1 holds 1 complete, the latest ckpt-1"

@@ -103,3 +103,25 @@ def test_resuming_from_a_run_that_synced_nothing_is_one_line(project, home, cli,
     result = cli("run", "-f", str(project("print('x')\n", manifest("ckpt-empty", s3_server, "resume_from: checkpoint:demo-1\n"))))
     assert result.returncode == 4, result.stdout + result.stderr
     assert "resume_from: run demo-1 has synced no complete checkpoint yet" in result.stdout + result.stderr
+
+
+MANAGER = """\
+import tensorflow as tf
+
+step = tf.Variable(0, dtype=tf.int64)
+manager = tf.train.CheckpointManager(tf.train.Checkpoint(step=step), "outputs/checkpoints", max_to_keep=2)
+print("restored", manager.restore_or_initialize(), "at step", int(step.numpy()), flush=True)
+for _ in range(3):
+    step.assign_add(10)
+    manager.save()
+"""
+
+
+def test_a_checkpoint_manager_resumes_at_its_last_step(project, home, cli, s3_server, aws_env):
+    boto3.client("s3", endpoint_url=s3_server).create_bucket(Bucket="ckpt-manager")
+    assert cli("run", "-f", str(project(MANAGER, manifest("ckpt-manager", s3_server)))).returncode == 0
+    second = cli("run", "-f", str(project(MANAGER, manifest("ckpt-manager", s3_server, "resume_from: checkpoint:demo-1\n"))))
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr
+    log = (home / "runs/demo-2/workdir/logs/0.log").read_text()
+    assert re.search(r"^restored .*ckpt-3 at step 30$", log, re.M), log[-2000:]
+    assert sorted(p.name for p in (home / "runs/demo-2/resume").iterdir()) == ["checkpoint", "ckpt-3.data-00000-of-00001", "ckpt-3.index"]

@@ -26,6 +26,7 @@ from runner.manifest.fields import (
     ParamValue,
     Scalar,
 )
+from runner.manifest.checkpoints import CheckpointsSpec
 from runner.manifest.sweep import SweepSpec
 
 class InputSpec(Model):
@@ -205,7 +206,10 @@ class Manifest(Model):
     inputs: dict[str, InputSpec] = Field(default_factory=dict)
     shm_size: str | None = Field(default=None, pattern=SIZE_PATTERN)
     resume_from: str | None = Field(
-        default=None, description="model:NAME@vN|@latest, a run id, or a path"
+        default=None, description="model:NAME@vN|@latest, a run id, checkpoint:RUN_ID (its latest synced checkpoint), or a path"
+    )
+    checkpoints: CheckpointsSpec | None = Field(
+        default=None, description="Copy a checkpoint directory to S3 while the training runs (resume with resume_from: checkpoint:RUN_ID)"
     )
     max_run_duration_seconds: int | None = Field(default=None, ge=1, le=MAX_SECONDS)
     node_count: int = Field(default=1, ge=1, le=MAX_NODES)

@@ -77,6 +77,7 @@ def check_rules(manifest: Manifest, base_dir: Path) -> list[Problem]:
         *_distribution(manifest),
         *_metrics(manifest),
         *_docker(manifest),
+        *_checkpoints(manifest),
         *_files(manifest, base_dir),
         *check_sweep(manifest),
     ]
@@ -272,6 +273,20 @@ def _docker(manifest: Manifest) -> list[Problem]:
     if manifest.custom_docker_image and effective_target(manifest) == "local":
         return [(("custom_docker_image",), "needs use_docker: true (or compute.target: docker)")]
     return []
+
+
+def _checkpoints(manifest: Manifest) -> list[Problem]:
+    checkpoints = manifest.checkpoints
+    if checkpoints is None:
+        return []
+    problems = []
+    outputs = manifest.outputs_dir
+    if not checkpoints.dir.startswith(outputs + "/"):
+        problems.append((("checkpoints", "dir"), f"{checkpoints.dir!r} must be a directory inside outputs_dir {outputs!r}"))
+    target = effective_target(manifest)
+    if target not in ("local", "docker"):  # the sync reads the run's workdir on this machine
+        problems.append((("checkpoints",), f"checkpoint sync needs the local or docker target, not {target}"))
+    return problems
 
 
 def effective_target(manifest: Manifest) -> str:

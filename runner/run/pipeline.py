@@ -27,6 +27,7 @@ from runner.telemetry.point import MetricPoint
 from runner.telemetry.recorder import MetricsRecorder
 from runner.telemetry.summary import primary_metric
 from runner.paths import tftrain_home
+from runner.run.checkpoints import checkpoint_sync
 from runner.run.lineage import Lineage
 from runner.run.prepare import Prepared, check_runnable, prepare
 from runner.run.signals import on_stop_signals
@@ -116,6 +117,7 @@ def _run(
             # Queued until the target has room (the pool's leases); held until Running ends
             state = held.enter_context(target.reserve(loaded, checked, run_id, control, logger))
             with session.phase(RunStatus.PREPARING):
+                syncing = checkpoint_sync(loaded, paths, run_id, logger)  # an unusable bucket stops the run here
                 prepared = prepare(loaded, target, state, run_id, paths, store, logger, settings)
             lineage = Lineage(
                 loaded, paths, prepared.env, prepared.plan, prepared.inputs,
@@ -135,7 +137,7 @@ def _run(
                 try:
                     # the gate's process, until the end of PostProcessing (a target may start it with the training)
                     probe = probing.enter_context(target.probing(prepared.env, paths, warm=manifest.model.gated))
-                    with session.phase(RunStatus.RUNNING):
+                    with session.phase(RunStatus.RUNNING), syncing:  # a last sync as Running ends
                         outcome = _script_verdict(_execute(target, prepared, paths, recorder, control, logger), recorder)
                 except FatalError as exc:  # the target could not run it (a daemon or cluster refused)
                     failure, outcome = exc, Outcome(RunStatus.FAILED, None, str(exc))

@@ -1,4 +1,5 @@
-"""`resume_from`: a registered model, an earlier run, or a path, made available to the script.
+"""`resume_from`: a registered model, an earlier run (its outputs, or with `checkpoint:RUN_ID` the
+latest checkpoint it synced to S3), or a path, made available to the script.
 
 The script finds it in $TFTRAIN_RESUME_FROM, or as an argument with
 `script_params: {--resume-from: {resume_from: true}}`. Models and runs are copied into the new
@@ -14,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from runner.history.checksums import EntryKind, copy_tree, fresh_dir, kind_of, skipped_note
-from runner.errors import DiskFullError, FatalError, NotFoundError, PreparingError, RegistryError
+from runner.errors import DiskFullError, FatalError, NotFoundError, PreparingError, RegistryError, StorageError
 from runner.history.registry import Registry, checkout
 from runner.history.rundir import RunPaths
 from runner.history.store import Store
@@ -22,6 +23,8 @@ from runner.settings import Settings
 
 
 def resolve_resume(ref: str, base_dir: Path, store: Store, target: Path, logger, settings: Settings) -> Path:
+    if ref.startswith("checkpoint:"):
+        return _synced_checkpoint(ref[len("checkpoint:") :], store, target)
     if ref.startswith("model:"):
         try:
             return checkout(Registry(store).resolve(ref[len("model:") :]), target)
@@ -62,9 +65,21 @@ def resolve_resume(ref: str, base_dir: Path, store: Store, target: Path, logger,
     return target / source.name if kind is EntryKind.FILE else target
 
 
+def _synced_checkpoint(run_id: str, store: Store, target: Path) -> Path:
+    from runner.run.checkpoints import latest_checkpoint  # boto3, only when resuming from S3
+
+    try:
+        path = latest_checkpoint(run_id, target, store)
+    except FatalError as exc:
+        raise _failed(exc) from None
+    if path is None:
+        raise PreparingError(f"resume_from: run {run_id} has synced no complete checkpoint yet")
+    return path
+
+
 def _failed(exc: FatalError) -> FatalError:
     """A damaged or refused model keeps its own exit code (6, or 22 for a full disk); anything
     else (not found, not published) is a preparing error."""
-    if isinstance(exc, (RegistryError, DiskFullError)):
+    if isinstance(exc, (RegistryError, DiskFullError, StorageError)):
         return type(exc)(f"resume_from: {exc}")
     return PreparingError(f"resume_from: {exc}")

@@ -1,0 +1,293 @@
+"""`checkpoints:`: the checkpoint directory copied to S3 while the training runs, and the latest
+complete checkpoint brought back (`resume_from: checkpoint:RUN_ID`, a retry).
+
+Under s3://bucket/prefix/RUN_ID the sync keeps `blobs/SHA256` (each file's content, under its
+digest, so an object once named is never rewritten) and `tftrain-checkpoints.json`, put last: the
+complete checkpoints, each file's path, size and sha256. A reader goes by that manifest only, so a
+sync stopped anywhere (the machine lost mid-upload) never shows half a checkpoint.
+
+A checkpoint is complete when its index is written: TensorFlow's `PREFIX.index` with all its
+`PREFIX.data-K-of-N` shards (the index is written after the shards), Keras'
+BackupAndRestore `training_metadata.json` no older than `latest.weights.h5` (written after the
+weights), or a `.keras` file that is a whole zip. A file that changes while it is read or
+uploaded waits for the next round.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import threading
+import time
+import zipfile
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path, PurePosixPath
+
+from runner.errors import FatalError, PreparingError, StorageError, extra_module
+from runner.github.s3store import S3Target, download, s3_client, s3_errors, upload
+from runner.history.checksums import fresh_dir, sha256_file
+from runner.history.rundir import RunPaths
+from runner.manifest import LoadedManifest
+from runner.manifest.checkpoints import CheckpointsSpec
+
+MANIFEST = "tftrain-checkpoints.json"
+SHARD = re.compile(r"^(?P<prefix>.+)\.data-(?P<index>\d+)-of-(?P<count>\d+)$")
+KERAS_WEIGHTS, KERAS_METADATA = "latest.weights.h5", "training_metadata.json"
+
+
+class CheckpointKind(str, Enum):
+    TENSORFLOW = "tensorflow"  # tf.train.Checkpoint / CheckpointManager: PREFIX.index + shards
+    KERAS_BACKUP = "keras-backup"  # keras.callbacks.BackupAndRestore's directory
+    KERAS_FILE = "keras-file"  # model.save("….keras")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    name: str  # relative to the checkpoint directory, POSIX
+    kind: CheckpointKind
+    files: tuple[str, ...]  # data first, the index last
+    time: float  # when its index was written
+
+
+@dataclass(frozen=True)
+class Location:
+    bucket: str
+    prefix: str
+    endpoint_url: str | None
+
+    @property
+    def uri(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}"
+
+    def key(self, name: str) -> str:
+        return f"{self.prefix}/{name}"
+
+
+def find_checkpoints(root: Path) -> list[Checkpoint]:
+    """The complete checkpoints under `root`, oldest first."""
+    found = []
+    for index in sorted(root.rglob("*")) if root.is_dir() else ():
+        if index.is_symlink() or not index.is_file():
+            continue
+        checkpoint = _complete(root, index)
+        if checkpoint is not None:
+            found.append(checkpoint)
+    return sorted(found, key=lambda checkpoint: (checkpoint.time, checkpoint.name))
+
+
+def _complete(root: Path, index: Path) -> Checkpoint | None:
+    def relative(path: Path) -> str:
+        return path.relative_to(root).as_posix()
+
+    stat = index.stat()
+    if index.suffix == ".index":
+        prefix = index.name[: -len(".index")]
+        shards = [p for p in index.parent.glob(f"{glob_escape(prefix)}.data-*-of-*") if _shard_of(p.name, prefix)]
+        counts = {int(_shard_of(p.name, prefix)["count"]) for p in shards}
+        if len(counts) != 1 or len(shards) != counts.pop():
+            return None
+        files = (*sorted(relative(p) for p in shards), relative(index))
+        return Checkpoint(relative(index)[: -len(".index")], CheckpointKind.TENSORFLOW, files, stat.st_mtime)
+    if index.name == KERAS_METADATA:
+        weights = index.parent / KERAS_WEIGHTS
+        if not weights.is_file() or weights.stat().st_mtime_ns > stat.st_mtime_ns:  # the weights are being rewritten
+            return None
+        name = relative(index.parent) if index.parent != root else root.name
+        return Checkpoint(name, CheckpointKind.KERAS_BACKUP, (relative(weights), relative(index)), stat.st_mtime)
+    if index.suffix == ".keras" and zipfile.is_zipfile(index):
+        return Checkpoint(relative(index), CheckpointKind.KERAS_FILE, (relative(index),), stat.st_mtime)
+    return None
+
+
+def glob_escape(text: str) -> str:
+    return re.sub(r"([*?[])", r"[\1]", text)
+
+
+def _shard_of(name: str, prefix: str):
+    match = SHARD.match(name)
+    return match if match and match["prefix"] == prefix else None
+
+
+class CheckpointSync:
+    """Copies the complete checkpoints of `root` to `location` every `every` seconds on its own
+    thread while used as a context manager, and once more when the block ends."""
+
+    def __init__(self, root: Path, location: Location, every: float, logger, seed: Path | None = None) -> None:
+        self.root, self.location, self.every, self.logger, self.seed = root, location, every, logger, seed
+        self._digests: dict[str, tuple[tuple[int, int], str]] = {}  # path → (size, mtime) it had, sha256
+        self._uploaded: set[str] = set()
+        self._listed: list[dict] = []
+        self._kept: set[str] = set()  # blobs the manifest before this one named: a reader may be fetching them
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.rounds = 0
+
+    def check(self) -> None:
+        """One line before the training starts: no such bucket, refused, or no answer."""
+        at = f" (endpoint {self.location.endpoint_url})" if self.location.endpoint_url else ""
+        with s3_errors("checking", self.location.uri + at):
+            s3_client(self.location.endpoint_url).head_bucket(Bucket=self.location.bucket)
+
+    def __enter__(self) -> CheckpointSync:
+        if self.seed is not None and self.seed.is_dir():  # resume_from: checkpoint:… continues in the same directory
+            shutil.copytree(self.seed, self.root, dirs_exist_ok=True)
+        self._thread = threading.Thread(target=self._loop, name="checkpoint-sync", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._round()  # whatever the outcome: what the training wrote last
+        if self._listed:
+            latest = self._listed[-1]
+            self.logger.info(f"checkpoints: {self.location.uri} holds {len(self._listed)} complete, the latest {latest['name']}")
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every):
+            self._round()
+
+    def _round(self) -> None:
+        try:
+            self.sync()
+        except (FatalError, OSError) as exc:  # the training goes on; the next round tries again
+            self.logger.warning(f"checkpoints: sync to {self.location.uri} failed: {exc}")
+        except Exception as exc:  # noqa: BLE001 — a thread must not die silently mid-training
+            self.logger.warning(f"checkpoints: sync to {self.location.uri} failed: {type(exc).__name__}: {exc}")
+
+    def sync(self) -> bool:
+        """One round; whether the manifest changed."""
+        self.rounds += 1
+        listed = []
+        for checkpoint in find_checkpoints(self.root):
+            files = {}
+            for name in checkpoint.files:
+                sent = self._send(name)
+                if sent is None:
+                    break
+                files[name] = sent
+            else:
+                listed.append({"name": checkpoint.name, "kind": checkpoint.kind.value, "time": checkpoint.time, "files": files})
+        if not listed or listed == self._listed:  # a directory emptied at the end (delete_checkpoint) keeps the last list
+            return False
+        body = json.dumps({"version": 1, "written": time.time(), "checkpoints": listed}, indent=2, sort_keys=True)
+        with s3_errors("writing", self.location.uri + "/" + MANIFEST):
+            s3_client(self.location.endpoint_url).put_object(
+                Bucket=self.location.bucket, Key=self.location.key(MANIFEST), Body=body.encode(), ContentType="application/json"
+            )
+        named = {entry["sha256"] for item in listed for entry in item["files"].values()}
+        self._prune(self._uploaded - named - self._kept)
+        self._kept, self._listed = named, listed
+        return True
+
+    def _send(self, name: str) -> dict | None:
+        """Upload one file under its digest; None when it changed meanwhile (still being written)."""
+        path = self.root / name
+        try:
+            before = _stamp(path)
+            known = self._digests.get(name)
+            digest = known[1] if known and known[0] == before else sha256_file(path)
+            if digest not in self._uploaded:
+                upload(S3Target(self.location.bucket, self.location.prefix, self.location.endpoint_url), path, f"blobs/{digest}", digest)
+                self._uploaded.add(digest)
+            if _stamp(path) != before:
+                self._prune({digest} - self._kept)  # what landed may not be what the digest says
+                return None
+        except FileNotFoundError:  # replaced or removed between listing and reading
+            return None
+        except StorageError:
+            if _stamp_or_none(path) != before:  # a file that grew under the upload: not a failure
+                return None
+            raise
+        self._digests[name] = (before, digest)
+        return {"sha256": digest, "size": before[0]}
+
+    def _prune(self, digests: set[str]) -> None:
+        if not digests:
+            return
+        client = s3_client(self.location.endpoint_url)
+        with s3_errors("deleting old checkpoint files under", self.location.uri):
+            for digest in digests:
+                client.delete_object(Bucket=self.location.bucket, Key=self.location.key(f"blobs/{digest}"))
+                self._uploaded.discard(digest)
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    stat = path.stat()
+    return stat.st_size, stat.st_mtime_ns
+
+
+def _stamp_or_none(path: Path) -> tuple[int, int] | None:
+    try:
+        return _stamp(path)
+    except OSError:
+        return None
+
+
+def checkpoint_sync(loaded: LoadedManifest, paths: RunPaths, run_id: str, logger) -> AbstractContextManager:
+    """The sync around Running, checked now (Preparing): an unusable bucket stops the run before it trains."""
+    spec = loaded.manifest.checkpoints
+    if spec is None:
+        return nullcontext()
+    location = location_of(spec, run_id)
+    # prepare() puts what resume_from names in the run's resume/ directory
+    seed = paths.root / "resume" if (loaded.manifest.resume_from or "").startswith("checkpoint:") else None
+    sync = CheckpointSync(paths.workdir / spec.dir, location, spec.every_seconds, logger, seed)
+    try:
+        sync.check()
+    except StorageError as exc:
+        raise StorageError(f"checkpoints.sync_to: {exc}") from None
+    logger.info(f"checkpoints: {spec.dir} → {location.uri} every {spec.every_seconds:g} s")
+    return sync
+
+
+def location_of(spec: CheckpointsSpec, run_id: str, endpoint_url: str | None = None) -> Location:
+    return Location(spec.bucket, spec.prefix_for(run_id), endpoint_url or spec.endpoint_url)
+
+
+def latest_checkpoint(source: str, destination: Path, store=None, endpoint_url: str | None = None) -> Path | None:
+    """Bring the latest complete checkpoint synced by run `source` (looked up in `store`), or
+    under `source` = s3://bucket/prefix/RUN_ID, into `destination` (made fresh); None when
+    nothing complete was synced yet. TensorFlow checkpoints get a `checkpoint` file naming them,
+    so tf.train.latest_checkpoint(destination/…) finds them."""
+    location = _where(source, store, endpoint_url)
+    botocore = extra_module("botocore.exceptions", "s3", "resuming from a synced checkpoint")
+    with s3_errors("reading", f"{location.uri}/{MANIFEST}"):
+        try:
+            body = s3_client(location.endpoint_url).get_object(Bucket=location.bucket, Key=location.key(MANIFEST))["Body"].read()
+        except botocore.exceptions.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") not in ("NoSuchKey", "404"):
+                raise
+            return None  # the run never finished a checkpoint
+    listed = json.loads(body)["checkpoints"]
+    if not listed:
+        return None
+    latest = max(listed, key=lambda item: item["time"])
+    with fresh_dir(destination) as staging:
+        for name, entry in latest["files"].items():
+            target = (staging / name).resolve()
+            if PurePosixPath(name).is_absolute() or not target.is_relative_to(staging.resolve()):
+                raise StorageError(f"{location.uri}/{MANIFEST} names {name!r}, outside the checkpoint directory")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            pointer = {"uri": f"s3://{location.bucket}/{location.key('blobs/' + entry['sha256'])}", **entry}
+            download(pointer, target, location.endpoint_url)
+        if latest["kind"] == CheckpointKind.TENSORFLOW.value:
+            prefix = PurePosixPath(latest["name"])
+            state = staging / prefix.parent / "checkpoint"
+            state.write_text(f'model_checkpoint_path: "{prefix.name}"\nall_model_checkpoint_paths: "{prefix.name}"\n')
+    return destination
+
+
+def _where(source: str, store, endpoint_url: str | None) -> Location:
+    if source.startswith("s3://"):
+        bucket, _, prefix = source[len("s3://") :].partition("/")
+        return Location(bucket, prefix.strip("/"), endpoint_url)
+    run = store.run(source)  # NotFoundError: no such run
+    manifest, _ = RunPaths.of_run(run)
+    if manifest.checkpoints is None:
+        raise PreparingError(f"run {run.run_id} did not sync checkpoints (its manifest has no checkpoints:)")
+    return location_of(manifest.checkpoints, run.run_id, endpoint_url)

@@ -1,0 +1,152 @@
+"""The checkpoint sync against a real S3 API (moto's server, in this process): only complete
+checkpoints are named, the manifest comes last, and a file that changes under the upload waits."""
+
+from __future__ import annotations
+
+import json
+import socket
+import zipfile
+
+import boto3
+import pytest
+
+from runner.errors import StorageError
+from runner.run import checkpoints
+from runner.run.checkpoints import MANIFEST, CheckpointKind, CheckpointSync, Location, find_checkpoints, latest_checkpoint
+
+
+class Notes:
+    def __init__(self) -> None:
+        self.infos, self.warnings = [], []
+
+    def info(self, message, style=None):
+        self.infos.append(message)
+
+    def warning(self, message):
+        self.warnings.append(message)
+
+
+@pytest.fixture
+def bucket(s3_server, aws_env, request):
+    s3 = boto3.client("s3", endpoint_url=s3_server)
+    name = "ckpt-" + request.node.name.lower().replace("_", "-")[:40]
+    s3.create_bucket(Bucket=name)
+    return s3, name
+
+
+def tf_checkpoint(root, prefix: str, content: bytes, shards: int = 1) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    for shard in range(shards):
+        (root / f"{prefix}.data-{shard:05d}-of-{shards:05d}").write_bytes(content + bytes([shard]))
+    (root / f"{prefix}.index").write_bytes(b"index of " + prefix.encode())
+    (root / "checkpoint").write_text(f'model_checkpoint_path: "{prefix}"\n')
+
+
+def listed(s3, bucket: str, prefix: str = "runs/demo-1") -> dict:
+    return json.loads(s3.get_object(Bucket=bucket, Key=f"{prefix}/{MANIFEST}")["Body"].read())
+
+
+def test_only_complete_checkpoints_are_found(tmp_path):
+    tf_checkpoint(tmp_path / "tf", "ckpt-1", b"one", shards=2)
+    (tmp_path / "tf" / "ckpt-2.index").write_bytes(b"shards missing")
+    (tmp_path / "tf" / "ckpt-3.data-00000-of-00001").write_bytes(b"no index yet")
+    backup = tmp_path / "backup"
+    backup.mkdir()
+    (backup / "training_metadata.json").write_text('{"epoch": 1}')
+    (backup / "latest.weights.h5").write_bytes(b"rewritten after the metadata")
+    (tmp_path / "half.keras").write_bytes(b"PK not a zip")
+    with zipfile.ZipFile(tmp_path / "whole.keras", "w") as archive:
+        archive.writestr("config.json", "{}")
+    found = {(c.name, c.kind) for c in find_checkpoints(tmp_path)}
+    assert found == {("tf/ckpt-1", CheckpointKind.TENSORFLOW), ("whole.keras", CheckpointKind.KERAS_FILE)}
+    (backup / "training_metadata.json").write_text('{"epoch": 2}')  # written after the weights: complete
+    backups = [c for c in find_checkpoints(tmp_path) if c.kind is CheckpointKind.KERAS_BACKUP]
+    assert [(c.name, c.files) for c in backups] == [("backup", ("backup/latest.weights.h5", "backup/training_metadata.json"))]
+    tf = next(c for c in find_checkpoints(tmp_path) if c.kind is CheckpointKind.TENSORFLOW)
+    assert tf.files == ("tf/ckpt-1.data-00000-of-00002", "tf/ckpt-1.data-00001-of-00002", "tf/ckpt-1.index")
+
+
+def test_sync_then_the_latest_comes_back(tmp_path, bucket, s3_server):
+    s3, name = bucket
+    root = tmp_path / "ckpt"
+    sync = CheckpointSync(root, Location(name, "runs/demo-1", s3_server), 60, Notes())
+    assert sync.sync() is False  # nothing yet: no manifest
+    assert latest_checkpoint(f"s3://{name}/runs/demo-1", tmp_path / "none", endpoint_url=s3_server) is None
+    tf_checkpoint(root, "ckpt-1", b"first")
+    assert sync.sync() is True
+    tf_checkpoint(root, "ckpt-2", b"second")
+    assert sync.sync() is True
+    assert sync.sync() is False  # nothing changed: nothing written
+    names = [item["name"] for item in listed(s3, name)["checkpoints"]]
+    assert names == ["ckpt-1", "ckpt-2"]
+    back = latest_checkpoint(f"s3://{name}/runs/demo-1", tmp_path / "resume", endpoint_url=s3_server)
+    assert sorted(p.name for p in back.iterdir()) == ["checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index"]
+    assert (back / "ckpt-2.data-00000-of-00001").read_bytes() == b"second\x00"
+    assert (back / "checkpoint").read_text().startswith('model_checkpoint_path: "ckpt-2"')
+
+
+def test_blobs_no_manifest_names_are_removed(tmp_path, bucket, s3_server):
+    s3, name = bucket
+    root = tmp_path / "ckpt"
+    sync = CheckpointSync(root, Location(name, "runs/demo-1", s3_server), 60, Notes())
+    for step in range(1, 5):  # CheckpointManager(max_to_keep=1): one on disk at a time
+        for old in root.glob("ckpt-*") if root.exists() else ():
+            old.unlink()
+        tf_checkpoint(root, f"ckpt-{step}", f"step {step}".encode())
+        sync.sync()
+    blobs = {item["Key"] for item in s3.list_objects_v2(Bucket=name, Prefix="runs/demo-1/blobs/")["Contents"]}
+    assert len(blobs) == 4  # this manifest's two files, and the previous one's (a reader may be fetching them)
+
+
+def test_a_file_that_changes_under_the_upload_waits_for_the_next_round(tmp_path, bucket, s3_server, monkeypatch):
+    s3, name = bucket
+    root = tmp_path / "ckpt"
+    tf_checkpoint(root, "ckpt-1", b"first")
+    sync = CheckpointSync(root, Location(name, "runs/demo-1", s3_server), 60, Notes())
+    sync.sync()
+    tf_checkpoint(root, "ckpt-2", b"second")
+    real_upload = checkpoints.upload
+
+    def growing(target, path, key, digest):
+        real_upload(target, path, key, digest)
+        if path.name.startswith("ckpt-2.data"):
+            with path.open("ab") as handle:  # the trainer still writing
+                handle.write(b"more")
+
+    monkeypatch.setattr(checkpoints, "upload", growing)
+    assert sync.sync() is False
+    assert [item["name"] for item in listed(s3, name)["checkpoints"]] == ["ckpt-1"]
+    keys = {item["Key"] for item in s3.list_objects_v2(Bucket=name, Prefix="runs/demo-1/blobs/")["Contents"]}
+    named = {entry["sha256"] for item in listed(s3, name)["checkpoints"] for entry in item["files"].values()}
+    assert {key.rsplit("/", 1)[1] for key in keys} == named  # what landed under a wrong digest is gone
+    monkeypatch.setattr(checkpoints, "upload", real_upload)
+    assert sync.sync() is True
+    latest = listed(s3, name)["checkpoints"][-1]
+    assert latest["files"]["ckpt-2.data-00000-of-00001"]["size"] == len(b"second\x00more")
+
+
+def test_an_unusable_bucket_is_one_line_before_the_training(tmp_path, s3_server, aws_env):
+    with pytest.raises(StorageError) as missing:
+        CheckpointSync(tmp_path, Location("no-such-bucket", "p", s3_server), 1, Notes()).check()
+    assert str(missing.value) == f"S3: HeadBucket s3://no-such-bucket/p (endpoint {s3_server}) answered 404 Not Found"
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    with pytest.raises(StorageError) as down:
+        CheckpointSync(tmp_path, Location("bkt", "p", f"http://127.0.0.1:{port}"), 1, Notes()).check()
+    assert str(down.value) == f"S3: checking s3://bkt/p (endpoint http://127.0.0.1:{port}) got no answer: Connection refused"
+
+
+def test_a_failed_round_is_a_warning_and_the_last_round_runs_at_the_end(tmp_path, bucket, s3_server):
+    s3, name = bucket
+    root = tmp_path / "ckpt"
+    notes = Notes()
+    tf_checkpoint(root, "ckpt-1", b"first")
+    broken = CheckpointSync(root, Location("gone-bucket", "runs/demo-1", s3_server), 0.05, notes)
+    with broken:
+        pass
+    assert len(notes.warnings) >= 1 and all(w.startswith("checkpoints: sync to s3://gone-bucket/runs/demo-1 failed: S3:") for w in notes.warnings)
+    with CheckpointSync(root, Location(name, "runs/demo-1", s3_server), 3600, notes):
+        pass  # no round in the block: the one at the end
+    assert [item["name"] for item in listed(s3, name)["checkpoints"]] == ["ckpt-1"]
+    assert notes.infos[-1] == f"checkpoints: s3://{name}/runs/demo-1 holds 1 complete, the latest ckpt-1"

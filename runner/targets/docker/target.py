@@ -50,7 +50,7 @@ class DockerTarget(Target):
         base = state.base_image
         manifest = loaded.manifest
         if dry_run:
-            return _as_it_is(manifest, base) if manifest.user_managed else _planned_environment(loaded, base)
+            return as_it_is(manifest, base) if manifest.user_managed else _planned_environment(loaded, base)
         client = docker_client()
         auth = registry_auth(manifest)
         if auth is not None:
@@ -59,7 +59,7 @@ class DockerTarget(Target):
             _check_gpu_runtime(client)
         base_id = base_image_id(client, base, logger, auth)
         if manifest.user_managed:
-            return _as_it_is(manifest, base, check_image_python(client, base, _image_python(manifest)))
+            return as_it_is(manifest, base, checkimage_python(client, base, image_python(manifest)))
         spec = image_spec(loaded, base_id, host_ca_bundle())
         image_id = existing_image(client, spec.tag)
         reused = image_id is not None
@@ -172,14 +172,14 @@ def _probe_container(env: Environment, paths: RunPaths, args: list[str], log: Pa
         container.remove(force=True)
 
 
-def _image_python(manifest) -> str:
+def image_python(manifest) -> str:
     return manifest.python or IMAGE_PYTHON
 
 
-def _as_it_is(manifest, base: str, framework: str | None = None) -> Environment:
+def as_it_is(manifest, base: str, framework: str | None = None) -> Environment:
     """user_managed: the image runs as it is, with its own python; the code and tftrain's package
     are mounted as for a built image, so nothing is built."""
-    python = _image_python(manifest)
+    python = image_python(manifest)
     description = f"image {base} as it is (user_managed, {python}" + (f", TensorFlow {framework})" if framework else ")")
     details = {"base_image": base, "user_managed": True, "python": python}
     if framework:
@@ -187,7 +187,7 @@ def _as_it_is(manifest, base: str, framework: str | None = None) -> Environment:
     return Environment(python, description, True, isolated=True, image=base, details=details)
 
 
-def check_image_python(client, image: str, python: str) -> str:
+def checkimage_python(client, image: str, python: str) -> str:
     """TensorFlow's version in `image`'s `python`, from a short container with no network."""
     import docker
 

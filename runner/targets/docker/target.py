@@ -59,7 +59,7 @@ class DockerTarget(Target):
             _check_gpu_runtime(client)
         base_id = base_image_id(client, base, logger, auth)
         if manifest.user_managed:
-            return as_it_is(manifest, base, checkimage_python(client, base, image_python(manifest)))
+            return as_it_is(manifest, base, check_image_python(client, base, image_python(manifest)))
         spec = image_spec(loaded, base_id, host_ca_bundle())
         image_id = existing_image(client, spec.tag)
         reused = image_id is not None
@@ -187,7 +187,7 @@ def as_it_is(manifest, base: str, framework: str | None = None) -> Environment:
     return Environment(python, description, True, isolated=True, image=base, details=details)
 
 
-def checkimage_python(client, image: str, python: str) -> str:
+def check_image_python(client, image: str, python: str) -> str:
     """TensorFlow's version in `image`'s `python`, from a short container with no network."""
     import docker
 

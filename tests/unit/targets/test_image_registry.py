@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import types
 
 import pytest
 import yaml
@@ -96,3 +97,54 @@ def test_user_managed_plans_the_image_as_it_is(project, cli):
     assert result.returncode == 0, result.stderr
     assert "image team/tf:1 as it is (user_managed, python3)" in result.stdout + result.stderr
     assert "Dockerfile" not in result.stdout
+
+
+class FakeDaemon:
+    """A pool host's daemon: records the login and the pull, answers the import check."""
+
+    def __init__(self) -> None:
+        import docker
+
+        self.calls: list[tuple] = []
+        outer = self
+
+        class Images:
+            def get(self, name):
+                raise docker.errors.ImageNotFound(name)
+
+            def pull(self, name, auth_config=None):
+                outer.calls.append(("pull", name, auth_config["username"] if auth_config else None))
+                return types.SimpleNamespace(id="sha256:feed")
+
+        class Containers:
+            def run(self, image, argv, **kwargs):
+                outer.calls.append(("run", image, argv[0], kwargs.get("network_mode")))
+                return b"2.18.1\n"
+
+        self.images, self.containers = Images(), Containers()
+
+    def login(self, username, password, registry, reauth):
+        self.calls.append(("login", username, registry))
+
+
+def test_every_pool_host_logs_in_pulls_and_checks_a_user_managed_image(project, monkeypatch):
+    from runner.targets.pool.target import PoolTarget
+
+    monkeypatch.setenv("REGISTRY_PASSWORD", PASSWORD)
+    loaded = load_manifest(project(manifest=PRIVATE + "user_managed: true\n"))
+    daemons = {"gpu-1": FakeDaemon(), "gpu-2": FakeDaemon()}
+    session = types.SimpleNamespace(
+        hosts=lambda: [types.SimpleNamespace(name=name) for name in daemons],
+        client=daemons.get,
+        job=types.SimpleNamespace(base_image=loaded.manifest.custom_docker_image),
+        hostmap="placed",
+    )
+    logger = types.SimpleNamespace(info=lambda text: None)
+    env = PoolTarget().environment(loaded, session, None, logger, dry_run=False)
+    image = loaded.manifest.custom_docker_image
+    for daemon in daemons.values():
+        assert daemon.calls == [
+            ("login", "ci", "registry.example.com:5000"), ("pull", image, "ci"), ("run", image, "python3", "none"),
+        ]  # fmt: skip
+    assert (env.image, env.python, env.placement) == (image, "python3", "placed")
+    assert env.description == f"image {image} as it is (user_managed, python3, TensorFlow 2.18.1)"

@@ -7,13 +7,14 @@ from typing import Any
 from runner.importer.draft import curated_environment
 from runner.importer.mapping import put_count, put_size, put_variables
 from runner.importer.packages import add_packages, environment_file
+from runner.importer.registry import drop_packages, put_registry, put_user_managed
 from runner.importer.values import Obj
 
 HANDLED = {
     "framework_version", "use_gpu", "use_docker", "custom_docker_image", "custom_docker_base_image", "pip_packages",
     "conda_packages", "pip_requirements_file", "conda_dependencies_file", "pip_requirements_file_path",
     "conda_dependencies_file_path", "environment_variables", "environment_definition", "environment", "shm_size",
-    "max_run_duration_seconds", "resume_from",
+    "max_run_duration_seconds", "resume_from", "image_registry_details", "user_managed",
 }  # fmt: skip
 
 
@@ -32,6 +33,10 @@ def environment(ctx, job: Obj) -> None:
     image = attrs.get("custom_docker_image", attrs.get("custom_docker_base_image"))
     if image is not None:
         _image(ctx, image, job.line)
+    if "image_registry_details" in attrs:
+        put_registry(ctx, attrs["image_registry_details"], attrs["_lines"].get("image_registry_details", job.line))
+    if attrs.get("user_managed") is True:
+        put_user_managed(ctx, attrs["_lines"].get("user_managed", job.line))
     for key in ("pip_packages", "conda_packages"):
         if key in attrs:
             packages(ctx, key, attrs[key], attrs["_lines"].get(key, job.line))
@@ -65,6 +70,7 @@ def environment(ctx, job: Obj) -> None:
             f"environment {ctx.shown(env)} is not known statically: check framework_version and packages",
             ctx.where(job.line),
         )
+    drop_packages(ctx)
 
 
 def packages(ctx, key: str, value: Any, line: int) -> None:
@@ -105,6 +111,8 @@ def _environment(ctx, env: Obj) -> None:
         environment_file(ctx, "pip_requirements_file", attrs.get("file_path"), where)
     elif via == "Environment.from_docker_image":
         _image(ctx, attrs.get("image"), env.line)
+        if attrs.get("container_registry") is not None:
+            put_registry(ctx, attrs["container_registry"], env.line)
         for key, arg in (
             ("conda_dependencies_file", "conda_specification"),
             ("pip_requirements_file", "pip_requirements"),
@@ -117,6 +125,8 @@ def _environment(ctx, env: Obj) -> None:
     if isinstance(docker, Obj):
         if "base_image" in docker.attrs:
             _image(ctx, docker.attrs["base_image"], env.line)
+        if isinstance(docker.attrs.get("base_image_registry"), Obj) and "address" in docker.attrs["base_image_registry"].attrs:
+            put_registry(ctx, docker.attrs["base_image_registry"], env.line)
         if docker.attrs.get("enabled") is True:
             ctx.draft.put("use_docker", True)
         if "base_dockerfile" in docker.attrs:
@@ -129,7 +139,7 @@ def _environment(ctx, env: Obj) -> None:
         if isinstance(conda, Obj):
             _conda(ctx, conda)
         if python.attrs.get("user_managed_dependencies") is True:
-            ctx.draft.note("dropped", "user_managed_dependencies: tftrain installs the listed packages itself", where)
+            put_user_managed(ctx, env.line)
     variables(ctx, attrs.get("environment_variables"), env.line)
 
 

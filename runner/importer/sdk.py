@@ -62,6 +62,7 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     "lognormal": ("mu", "sigma"), "qlognormal": ("mu", "sigma", "q"),
     "Model.register": ("workspace", "model_path", "model_name"),
     "OutputFileDatasetConfig": ("name", "destination", "source"),
+    "ContainerRegistry": (),
     "Workspace": (), "Workspace.from_config": (), "Workspace.get": ("name",), "Run.get_context": (),
 }  # fmt: skip
 KINDS = {  # constructor → the kind of Obj it makes (default: its own name)

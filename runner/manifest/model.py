@@ -27,6 +27,7 @@ from runner.manifest.fields import (
     Scalar,
 )
 from runner.manifest.checkpoints import CheckpointsSpec
+from runner.manifest.images import ImageRegistry
 from runner.manifest.sweep import SweepSpec
 
 class InputSpec(Model):
@@ -195,6 +196,16 @@ class Manifest(Model):
     use_gpu: bool = False
     use_docker: bool = False
     custom_docker_image: str | None = None
+    image_registry: ImageRegistry | None = Field(
+        default=None, description="Log in to this registry (address, username, password_secret) to pull custom_docker_image"
+    )
+    user_managed: bool = Field(
+        default=False, description="Use the interpreter (`python`) or custom_docker_image as it is: tftrain installs nothing"
+    )
+    python: str | None = Field(
+        default=None, min_length=1,
+        description="With user_managed: the interpreter (a path; default: tftrain's own), or inside the image (default: python3)",
+    )
     pip_packages: list[str] = Field(default_factory=list)
     conda_packages: list[str] = Field(default_factory=list)
     pip_requirements_file: str | None = None

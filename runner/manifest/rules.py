@@ -12,6 +12,7 @@ from pathlib import Path
 from runner.manifest.fields import ENV_NAME_PATTERN, INPUT_NAME_PATTERN, MAX_TASKS, InputRef, ResumeRef
 from runner.manifest.model import Manifest, MpiTraining, MultiWorkerMirroredTraining, ParameterServerTraining
 from runner.manifest.frameworks import HOROVOD_FRAMEWORKS, horovod_compatible
+from runner.manifest.image_rules import check_images
 from runner.manifest.sweep_rules import check_sweep
 from runner.manifest.sourcepaths import regular_file_problem, text_file_problem, through_link
 from runner.manifest.yamlfile import Location
@@ -78,6 +79,7 @@ def check_rules(manifest: Manifest, base_dir: Path) -> list[Problem]:
         *_metrics(manifest),
         *_docker(manifest),
         *_checkpoints(manifest),
+        *check_images(manifest),
         *_files(manifest, base_dir),
         *check_sweep(manifest),
     ]

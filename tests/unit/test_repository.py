@@ -79,3 +79,12 @@ def test_the_circle_finder_finds_a_circle():
 
 def test_the_top_level_holds_only_the_shared_modules():
     assert {path.stem for path in PACKAGE.glob("*.py")} == TOP_LEVEL
+
+
+def test_no_two_test_files_share_a_name():
+    """pytest imports test modules by their file name (tests/ has no packages): two files of one
+    name stop the whole suite at collection."""
+    from collections import Counter
+
+    names = Counter(path.name for path in (REPO / "tests").rglob("test_*.py"))
+    assert [name for name, count in names.items() if count > 1] == []

@@ -17,7 +17,8 @@ from runner.telemetry.logger import Logger
 from runner.telemetry.tee import Tee
 
 
-def base_image_id(client, base: str, logger: Logger) -> str:
+def base_image_id(client, base: str, logger: Logger, auth: dict[str, str] | None = None) -> str:
+    """`auth`: image_registry's credentials, for a private image (see registry.py)."""
     import docker
 
     try:
@@ -26,7 +27,7 @@ def base_image_id(client, base: str, logger: Logger) -> str:
         pass
     logger.info(f"pulling base image {base}")
     try:
-        return client.images.pull(base).id
+        return client.images.pull(base, auth_config=auth).id
     except docker.errors.APIError as exc:
         raise DockerError(
             f"base image {base} is not on this machine and cannot be pulled ({exc.explanation or exc}); "

@@ -14,9 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import runner
+from runner import services
 from runner.targets.docker.container import LABEL_RUN, Container, docker_client, stop_all
 from runner.targets.docker.build import base_image_id, build_image, existing_image
-from runner.errors import UnsupportedError
+from runner.errors import PreparingError, UnsupportedError
+from runner.targets.docker.registry import log_in, registry_auth
+from runner.targets.user_managed import IMAGE_PYTHON, framework_version, import_failed, probe_argv
 from runner.targets.docker.images import base_image_for, host_ca_bundle, image_spec
 from runner.telemetry.logger import Logger
 from runner.telemetry.logpump import LineSink, LogPump
@@ -45,12 +48,19 @@ class DockerTarget(Target):
 
     def environment(self, loaded: LoadedManifest, state: DockerState, paths: RunPaths, logger: Logger, dry_run: bool) -> Environment:
         base = state.base_image
+        manifest = loaded.manifest
         if dry_run:
-            return _planned_environment(loaded, base)
+            return as_it_is(manifest, base) if manifest.user_managed else _planned_environment(loaded, base)
         client = docker_client()
-        if loaded.manifest.use_gpu:
+        auth = registry_auth(manifest)
+        if auth is not None:
+            log_in(client, manifest.image_registry, auth)
+        if manifest.use_gpu:
             _check_gpu_runtime(client)
-        spec = image_spec(loaded, base_image_id(client, base, logger), host_ca_bundle())
+        base_id = base_image_id(client, base, logger, auth)
+        if manifest.user_managed:
+            return as_it_is(manifest, base, check_image_python(client, base, image_python(manifest)))
+        spec = image_spec(loaded, base_id, host_ca_bundle())
         image_id = existing_image(client, spec.tag)
         reused = image_id is not None
         if not reused:
@@ -160,6 +170,35 @@ def _probe_container(env: Environment, paths: RunPaths, args: list[str], log: Pa
         return status
     finally:
         container.remove(force=True)
+
+
+def image_python(manifest) -> str:
+    return manifest.python or IMAGE_PYTHON
+
+
+def as_it_is(manifest, base: str, framework: str | None = None) -> Environment:
+    """user_managed: the image runs as it is, with its own python; the code and tftrain's package
+    are mounted as for a built image, so nothing is built."""
+    python = image_python(manifest)
+    description = f"image {base} as it is (user_managed, {python}" + (f", TensorFlow {framework})" if framework else ")")
+    details = {"base_image": base, "user_managed": True, "python": python}
+    if framework:
+        details["framework_version"] = framework
+    return Environment(python, description, True, isolated=True, image=base, details=details)
+
+
+def check_image_python(client, image: str, python: str) -> str:
+    """TensorFlow's version in `image`'s `python`, from a short container with no network."""
+    import docker
+
+    where = f"{python} in image {image}"
+    try:
+        output = client.containers.run(image, probe_argv(python), network_mode="none", remove=True, stdout=True, stderr=True)
+    except docker.errors.ContainerError as exc:
+        raise import_failed(where, (exc.stderr or b"").decode(errors="replace")) from None
+    except docker.errors.APIError as exc:  # the daemon could not start it: no such python in the image
+        raise PreparingError(f"python: {where} cannot be started ({services.one_line(str(exc.explanation or exc))})") from None
+    return framework_version(output.decode(errors="replace"))
 
 
 def _planned_environment(loaded: LoadedManifest, base: str) -> Environment:

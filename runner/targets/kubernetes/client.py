@@ -75,8 +75,11 @@ class KubeJob(KubeObject):
         self.plural = PLURALS[document["kind"]]
         self.container = "tensorflow" if document["kind"] == "TFJob" else None
 
-    def apply_secret(self, name: str, values: dict[str, str]) -> None:
-        body = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": self.namespace}, "stringData": values}
+    def apply_secret(self, name: str, values: dict[str, str], secret_type: str = "Opaque") -> None:
+        body = {
+            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": self.namespace},
+            "type": secret_type, "stringData": values,
+        }
         what = f"Secret {self.namespace}/{name}"
         if self._call(f"creating {what}", self.core.create_namespaced_secret, self.namespace, body, tolerate=409) is None:
             self._call(f"updating {what}", self.core.replace_namespaced_secret, name, self.namespace, body)

@@ -13,6 +13,7 @@ import re
 import yaml
 
 from runner.targets.kubernetes.client import GROUP, VERSION
+from runner.targets.kubernetes.pullsecret import annotations, pull_secrets
 from runner.manifest.model import Manifest, MpiTraining
 from runner.plan.model import LaunchPlan, TaskSpec
 
@@ -39,6 +40,8 @@ def render(plan: LaunchPlan, manifest: Manifest, run_id: str, namespace: str = "
         "namespace": namespace,
         "labels": {"app.kubernetes.io/managed-by": "tftrain", "tftrain/model": manifest.name},
     }
+    if manifest.image_registry is not None:
+        metadata["annotations"] = annotations(manifest)
     if isinstance(manifest.distributed_training, MpiTraining):
         return [_mpijob(plan, manifest, metadata)]
     return [_tfjob(plan, manifest, metadata)]
@@ -141,6 +144,8 @@ def _pod_template(task: TaskSpec, manifest: Manifest, plan: LaunchPlan, containe
     if gpus:
         spec_container["resources"] = {"limits": {"nvidia.com/gpu": gpus}}
     pod: dict = {"containers": [spec_container]}
+    if manifest.image_registry is not None:
+        pod["imagePullSecrets"] = pull_secrets(manifest)
     if manifest.shm_size:
         spec_container["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}]
         pod["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": _quantity(manifest.shm_size)}}]

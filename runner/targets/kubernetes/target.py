@@ -17,6 +17,8 @@ import runner
 from runner.targets.kubernetes import jobs
 from runner.errors import UnsupportedError
 from runner.targets.kubernetes.client import KubeJob
+from runner.targets.kubernetes.pullsecret import SECRET_TYPE, secret_for
+from runner.targets.docker.registry import log_in, registry_auth
 from runner.telemetry.logger import Logger
 from runner.telemetry.logpump import LineSink, LogPump
 from runner.manifest import LoadedManifest
@@ -78,6 +80,9 @@ class KubernetesTarget(DockerTarget):
         repository, _, env_tag = training.image.rpartition(":")
         tag = f"{spec.registry}/{repository}:{env_tag[:12]}-{code[:12]}"
         client = docker_client()
+        auth = registry_auth(loaded.manifest)
+        if auth is not None:  # the code image may go to the same private registry
+            log_in(client, loaded.manifest.image_registry, auth)
         if existing_image(client, tag) is None:
             build_code_image(client, training.image, trees, tag, logger, paths.prepare_log)
         push_image(client, tag, logger)
@@ -102,6 +107,9 @@ class KubernetesTarget(DockerTarget):
         secrets = {key: value for key, value in plan.tasks[0].env.items() if key in plan.secret_names}
         if secrets:
             job.apply_secret(jobs.secret_name(document["metadata"]["labels"]["tftrain/model"]), secrets)
+        pull = secret_for(document, plan.tasks[0].env)
+        if pull is not None:
+            job.apply_secret(*pull, secret_type=SECRET_TYPE)
         job.create()
         logger.info(f"created {document['kind']} {job.namespace}/{job.name}")
         streams: dict[str, object] = {}

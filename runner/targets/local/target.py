@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,6 +16,7 @@ from shutil import which
 
 from runner.targets.local.environment import EnvSpec, env_spec, framework_version_of, packages_in, prepare_env
 from runner.errors import UnsupportedError
+from runner.targets.user_managed import check_interpreter
 from runner.telemetry.logger import Logger
 from runner.telemetry.logpump import LineSink, LogPump
 from runner.manifest import LoadedManifest
@@ -32,6 +34,22 @@ WARM_AFTER = 3.0  # seconds of training before the gate's process is started ahe
 @dataclass(frozen=True)
 class LocalState(TargetState):
     spec: EnvSpec  # the virtualenv the run needs, or the current interpreter
+    framework: str | None = None  # user_managed: TensorFlow's version in manifest.python (None for a dry run)
+
+
+def _user_python(loaded: LoadedManifest) -> str:
+    """manifest.python (relative to the manifest's directory when it names a path), else tftrain's own."""
+    python = loaded.manifest.python
+    if python is None:
+        return sys.executable
+    return str(loaded.base_dir / python) if "/" in python else python
+
+
+def _as_it_is(python: str, framework: str | None) -> Environment:
+    """user_managed: the interpreter as it is; another interpreter than tftrain's has no tftrain (isolated)."""
+    described = f"user-managed interpreter {python}" + (f" (TensorFlow {framework})" if framework else "")
+    details = {"user_managed": True, "python": python, **({"framework_version": framework} if framework else {})}
+    return Environment(python, described, reused=True, isolated=python != sys.executable, details=details)
 
 
 class LocalTarget(Target):
@@ -52,6 +70,9 @@ class LocalTarget(Target):
                     "(Debian/Ubuntu: apt-get install openmpi-bin libopenmpi-dev cmake g++)"
                     + (" and Horovod" if program == "horovodrun" else "")
                 )
+        if loaded.manifest.user_managed:  # checked before the run is recorded: a missing TensorFlow is one line
+            spec = EnvSpec(".".join(map(str, sys.version_info[:3])), (), None, None, None)
+            return LocalState(spec, None if dry_run else check_interpreter(_user_python(loaded)))
         return LocalState(env_spec(loaded.manifest, loaded.source_dir))
 
     @contextmanager
@@ -64,6 +85,8 @@ class LocalTarget(Target):
             yield warming.run
 
     def environment(self, loaded: LoadedManifest, state: LocalState, paths: RunPaths, logger: Logger, dry_run: bool) -> Environment:
+        if loaded.manifest.user_managed:
+            return _as_it_is(_user_python(loaded), state.framework)
         spec = state.spec
         if dry_run:
             return Environment(spec.python_path(), spec.describe(), reused=False, isolated=spec.key is not None)

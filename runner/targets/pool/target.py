@@ -30,7 +30,8 @@ from runner.targets.pool.jobs import capacities, host_map, request_for
 from runner.targets.pool.schedule import never_fits, place
 from runner.history.rundir import RunPaths, RuntimePaths
 from runner.targets.base import Environment, Outcome, RunControl, Target
-from runner.targets.docker.target import VENV_PYTHON, DockerTarget
+from runner.targets.docker.registry import log_in, registry_auth
+from runner.targets.docker.target import VENV_PYTHON, DockerTarget, as_it_is, check_image_python, image_python
 
 
 def pool_path(loaded: LoadedManifest) -> Path:
@@ -80,9 +81,18 @@ class PoolTarget(DockerTarget):
         session = state
         spec = None
         built: dict[str, str] = {}
+        manifest = loaded.manifest
+        auth = registry_auth(manifest)
+        framework = None
         for host in session.hosts():
             client = session.client(host.name)
-            spec = image_spec(loaded, base_image_id(client, session.job.base_image, logger), host_ca_bundle())
+            if auth is not None:  # every host's daemon pulls for itself
+                log_in(client, manifest.image_registry, auth)
+            base_id = base_image_id(client, session.job.base_image, logger, auth)
+            if manifest.user_managed:
+                framework = check_image_python(client, session.job.base_image, image_python(manifest))
+                continue
+            spec = image_spec(loaded, base_id, host_ca_bundle())
             image_id = existing_image(client, spec.tag)
             if image_id is None:
                 logger.info(f"building {spec.tag} on {host.name} ({host.docker_endpoint})")
@@ -90,6 +100,8 @@ class PoolTarget(DockerTarget):
                 built[host.name] = "built"
             else:
                 built[host.name] = "cached"
+        if manifest.user_managed:
+            return dataclasses.replace(as_it_is(manifest, session.job.base_image, framework), placement=session.hostmap)
         where = ", ".join(f"{host}: {how}" for host, how in built.items())
         details = {"image_id": image_id, "base_image": session.job.base_image, "dockerfile": spec.dockerfile, "hosts": built}
         return Environment(

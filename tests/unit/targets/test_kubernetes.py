@@ -129,7 +129,8 @@ def test_the_code_image_changes_with_the_shipped_runner(tmp_path, monkeypatch):
     monkeypatch.setattr(dockerbuild, "build_code_image", lambda client, base, trees, tag, *rest: built.append((tag, trees)))
     monkeypatch.setattr(dockerbuild, "push_image", lambda *args: None)
     kubernetes = types.SimpleNamespace(image=None, registry="registry.example:5000")
-    loaded = types.SimpleNamespace(manifest=types.SimpleNamespace(compute=types.SimpleNamespace(kubernetes=kubernetes)))
+    manifest = types.SimpleNamespace(compute=types.SimpleNamespace(kubernetes=kubernetes), image_registry=None)
+    loaded = types.SimpleNamespace(manifest=manifest)
     paths = types.SimpleNamespace(workdir=workdir, prepare_log=tmp_path / "prepare.log")
 
     def code_image() -> str:

@@ -1,0 +1,48 @@
+"""`user_managed: true`: the training runs in an interpreter or image tftrain did not build. Before
+the run, one short process checks that TensorFlow imports there, so that a missing package is one
+line before anything runs rather than a traceback from every rank."""
+
+from __future__ import annotations
+
+import subprocess
+
+from runner.errors import PreparingError
+
+# The version is the last line printed: whatever the environment prints on import comes before it
+PROBE = "import tensorflow as tf; print(tf.__version__)"
+PROBE_TIMEOUT = 300  # a cold import of TensorFlow on a slow disk takes tens of seconds
+IMAGE_PYTHON = "python3"
+
+
+def probe_argv(python: str) -> list[str]:
+    return [python, "-c", PROBE]
+
+
+def framework_version(output: str) -> str:
+    lines = output.strip().splitlines()
+    return lines[-1].strip() if lines else "unknown"
+
+
+def import_failed(where: str, output: str) -> PreparingError:
+    """The error's last line (ModuleNotFoundError: No module named 'tensorflow') names what is missing."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    cause = lines[-1] if lines else "no output"
+    return PreparingError(
+        f"user_managed: {where} cannot import tensorflow ({cause}); install it there, or set user_managed: false "
+        "to let tftrain build the environment"
+    )
+
+
+def check_interpreter(python: str) -> str:
+    """TensorFlow's version in `python` (a local interpreter), or a PreparingError naming what is missing."""
+    try:
+        done = subprocess.run(
+            probe_argv(python), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", timeout=PROBE_TIMEOUT
+        )
+    except OSError as exc:
+        raise PreparingError(f"python: {python} cannot be started ({exc.strerror or exc})") from None
+    except subprocess.TimeoutExpired:
+        raise PreparingError(f"user_managed: importing tensorflow in {python} took over {PROBE_TIMEOUT} s") from None
+    if done.returncode != 0:
+        raise import_failed(python, done.stdout)
+    return framework_version(done.stdout)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import time
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -27,7 +27,6 @@ from runner.telemetry.point import MetricPoint
 from runner.telemetry.recorder import MetricsRecorder
 from runner.telemetry.summary import primary_metric
 from runner.paths import tftrain_home
-from runner.run.checkpoints import checkpoint_sync
 from runner.run.lineage import Lineage
 from runner.run.prepare import Prepared, check_runnable, prepare
 from runner.run.signals import on_stop_signals
@@ -117,7 +116,7 @@ def _run(
             # Queued until the target has room (the pool's leases); held until Running ends
             state = held.enter_context(target.reserve(loaded, checked, run_id, control, logger))
             with session.phase(RunStatus.PREPARING):
-                syncing = checkpoint_sync(loaded, paths, run_id, logger)  # an unusable bucket stops the run here
+                syncing = _checkpoint_sync(loaded, paths, run_id, logger)  # an unusable bucket stops the run here
                 prepared = prepare(loaded, target, state, run_id, paths, store, logger, settings)
             lineage = Lineage(
                 loaded, paths, prepared.env, prepared.plan, prepared.inputs,
@@ -160,6 +159,15 @@ def _run(
     logger.info(f"run {run_id}: {status}" + (f": {message}" if message else ""), style="bold green" if exit_code == 0 else "bold red")
     _report(logger, loaded, result, script_error, markdown)
     return result
+
+
+def _checkpoint_sync(loaded, paths: RunPaths, run_id: str, logger: Logger):
+    """The checkpoint sync around Running (runner.run.checkpoints: S3, only when the manifest asks)."""
+    if loaded.manifest.checkpoints is None:
+        return nullcontext()
+    from runner.run.checkpoints import checkpoint_sync
+
+    return checkpoint_sync(loaded, paths, run_id, logger)
 
 
 def _script_verdict(outcome: Outcome, recorder: MetricsRecorder) -> Outcome:

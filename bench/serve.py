@@ -4,7 +4,7 @@ each), against calling the same SavedModel in-process (its signature, in the ser
 Python) in the same run. Printed as numbers and ratios against the goals, never asserted:
 ≥ 1,000 req/s at c=8, p99 ≤ 25 ms, the server adding ≤ 2 ms to p50.
 
-    .venv/bin/python bench/serve.py [--seconds S]
+    .venv/bin/python bench/serve.py [--seconds S] [--batch]
 
 The serving environment is the one `tftrain serve` builds (TFTRAIN_CACHE_DIR; minutes the first
 time); the model is a small Keras SavedModel (64 → 32 → 10) registered in a temporary TFTRAIN_HOME.
@@ -89,9 +89,9 @@ def load(port: int, concurrency: int, seconds: float) -> tuple[float, list[float
     return len(every) / elapsed, every
 
 
-def start_server(home: Path, port: int) -> subprocess.Popen:
+def start_server(home: Path, port: int, batch: bool) -> subprocess.Popen:
     process = subprocess.Popen(
-        [TFTRAIN, "serve", f"{NAME}@v1", "--port", str(port)],
+        [TFTRAIN, "serve", f"{NAME}@v1", "--port", str(port), *(["--batch"] if batch else [])],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "TFTRAIN_HOME": str(home)},
     )
     assert process.stdout is not None
@@ -107,6 +107,7 @@ def start_server(home: Path, port: int) -> subprocess.Popen:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=8.0, help="each measurement (default 8)")
+    parser.add_argument("--batch", action="store_true", help="serve with --batch (requests that meet are one model call)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tftrain-bench-serve-") as tmp:
         root = Path(tmp) / "model"
@@ -119,7 +120,7 @@ def main() -> None:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
-        server = start_server(Path(tmp) / "home", port)
+        server = start_server(Path(tmp) / "home", port, args.batch)
         try:
             from runner.serving.environment import serving_spec
 
@@ -139,7 +140,7 @@ def main() -> None:
     direct_p50 = percentile(direct, 0.5) * ms
     print(f"in-process SavedModel call: p50 {direct_p50:.2f} ms, p99 {percentile(direct, 0.99) * ms:.2f} ms ({len(direct)} calls)")
     for label, rps, latencies in (("c=1", single_rps, single), ("c=8", eight_rps, eight)):
-        print(f"tftrain serve {label}: {rps:7.0f} req/s, p50 {percentile(latencies, 0.5) * ms:.2f} ms, p99 {percentile(latencies, 0.99) * ms:.2f} ms")
+        print(f"tftrain serve{' --batch' if args.batch else ''} {label}: {rps:7.0f} req/s, p50 {percentile(latencies, 0.5) * ms:.2f} ms, p99 {percentile(latencies, 0.99) * ms:.2f} ms")
     added = percentile(single, 0.5) * ms - direct_p50
     p99 = percentile(eight, 0.99) * ms
     print(f"goal ≥ {GOAL_RPS_C8} req/s at c=8: {eight_rps:.0f} ({eight_rps / GOAL_RPS_C8:.2f}× the goal)")

@@ -32,6 +32,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--port", type=int, default=8080, help="default 8080")
     parser.add_argument("--runtime", choices=[r.value for r in Runtime], default=Runtime.TENSORFLOW.value,
                         help="TensorFlow (default) or ONNX Runtime on the version's model.onnx")
+    parser.add_argument("--batch", action="store_true",
+                        help=":predict requests that arrive while the model is busy run as one call (for models whose rows are independent)")
 
 
 def run(args, logger) -> int:
@@ -49,6 +51,8 @@ def run(args, logger) -> int:
         ]
         if served.version is not None:
             argv += ["--version", str(served.version)]
+        if args.batch:
+            argv.append("--batch")
         pythonpath = link_runner(served.directory.root.parent / "pythonpath")
         logger.info(f"serving {served.label} ({runtime.value}) in {env.python}")
         return _supervise(argv, pythonpath, served, args, logger)

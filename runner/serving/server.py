@@ -19,6 +19,7 @@ import argparse
 import json
 import logging
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -30,6 +31,7 @@ from runner.serving.layout import Runtime, VersionDir
 from runner.serving.signature import Signature
 
 TENSORFLOW_TOLERANCE = 1e-5
+MAX_BATCH = 64  # requests in one model call with --batch
 ONNX_TOLERANCE = 1e-4
 # TensorFlow's DataType names (types.proto) where they are not DT_ + the upper-cased numpy name
 TF_DTYPES = {"float32": "DT_FLOAT", "float64": "DT_DOUBLE", "float16": "DT_HALF"}
@@ -75,6 +77,61 @@ def check_sample(model, directory: VersionDir, signature: Signature) -> str:
     return f"sample prediction matches serving/predictions.npz (max abs diff {difference:.3g} ≤ {tolerance:g})"
 
 
+@dataclass(frozen=True)
+class PredictRequest:
+    """A :predict request that fits its signature, waiting for the model's outputs."""
+
+    signature: Signature
+    values: dict[str, np.ndarray]
+    rows: bool  # `instances` (answered as `predictions`), else `inputs` (answered as `outputs`)
+
+    def answer(self, outputs: dict[str, np.ndarray]) -> dict:
+        if self.rows:
+            return {"predictions": _rows(outputs)}
+        columns = modelio.outputs_as_json(outputs)
+        return {"outputs": next(iter(columns.values())) if len(columns) == 1 else columns}
+
+    def batch_key(self) -> tuple | None:
+        """Requests with the same key can run as one batch (rows stacked); None: never batched."""
+        if any(value.ndim == 0 or value.dtype == object for value in self.values.values()):
+            return None
+        return (self.signature.name, *((name, value.dtype.str, value.shape[1:]) for name, value in sorted(self.values.items())))
+
+    def size(self) -> int:
+        return len(next(iter(self.values.values())))
+
+
+def predict_batch(model, requests: list[PredictRequest]) -> list[dict[str, np.ndarray] | Exception]:
+    """Outputs for each request, from one model call where they share a batch key (their rows
+    stacked, the outputs split back); a batch whose outputs do not come back row for row, or that
+    fails, is run request by request (each its own answer or error)."""
+    results: list = [None] * len(requests)
+    groups: dict = {}
+    for index, request in enumerate(requests):
+        key = request.batch_key()
+        groups.setdefault(key if key is not None else ("single", index), []).append(index)
+    for indices in groups.values():
+        if len(indices) > 1:
+            members = [requests[i] for i in indices]
+            sizes = [member.size() for member in members]
+            try:
+                stacked = {name: np.concatenate([m.values[name] for m in members]) for name in members[0].values}
+                outputs = model.predict(stacked, members[0].signature.name)
+                if all(np.ndim(value) >= 1 and len(value) == sum(sizes) for value in outputs.values()):
+                    bounds = np.cumsum([0, *sizes])
+                    for index, start, end in zip(indices, bounds[:-1], bounds[1:]):
+                        results[index] = {name: value[start:end] for name, value in outputs.items()}
+                    continue
+            except Exception:  # one bad member must not fail the others: each on its own below
+                pass
+        for index in indices:
+            try:
+                results[index] = model.predict(requests[index].values, requests[index].signature.name)
+            except Exception as exc:
+                results[index] = exc
+    return results
+
+
 class Endpoint:
     """Requests in, answers out, for one loaded model (anything with .signatures,
     .default_signature() and .predict(inputs, signature_name))."""
@@ -94,16 +151,15 @@ class Endpoint:
     def v1_predict(self, body: Any) -> dict:
         """TensorFlow Serving's :predict: `instances` (rows) answer `predictions`, `inputs`
         (columns) answer `outputs`; one output is the value itself, several a mapping."""
+        request = self.v1_request(body)
+        return request.answer(self.model.predict(request.values, request.signature.name))
+
+    def v1_request(self, body: Any) -> PredictRequest:
         body = _json_body(body)
         if not isinstance(body, dict):
             raise InputError('the body must be a JSON object with "instances" or "inputs"')
         signature = self.signature(body.get("signature_name"))
-        values = modelio.conform_all(modelio.request_values(body, signature), signature)
-        outputs = self.model.predict(values, signature.name)
-        if "instances" in body:
-            return {"predictions": _rows(outputs)}
-        columns = modelio.outputs_as_json(outputs)
-        return {"outputs": next(iter(columns.values())) if len(columns) == 1 else columns}
+        return PredictRequest(signature, modelio.conform_all(modelio.request_values(body, signature), signature), "instances" in body)
 
     def v2_infer(self, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
         """The Open Inference Protocol's inputs (already arrays, by name) on the default signature."""
@@ -171,9 +227,10 @@ class FastPredict:
     goes straight to the endpoint — FastAPI's routing, request models and KServe's dataplane cost
     more CPU per request than the model does on a small machine; every other route is KServe's."""
 
-    def __init__(self, app, endpoint: Endpoint, ready: Callable[[], bool]) -> None:
-        self.app, self.endpoint, self.ready = app, endpoint, ready
+    def __init__(self, app, endpoint: Endpoint, ready: Callable[[], bool], batch: bool = False) -> None:
+        self.app, self.endpoint, self.ready, self.batch = app, endpoint, ready, batch
         self.path = f"/v1/models/{endpoint.name}:predict"
+        self.pending: list[tuple[PredictRequest, Any]] = []  # (request, future) waiting for the next batch
         try:
             import orjson
 
@@ -192,26 +249,56 @@ class FastPredict:
                 return
             chunks.append(message.get("body", b""))
             more = message.get("more_body", False)
-        status, answer = self.answer(b"".join(chunks))
+        status, answer = await self.answer(b"".join(chunks))
         body = self.dumps(answer)
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
-    def answer(self, body: bytes) -> tuple[int, dict]:
+    async def answer(self, body: bytes) -> tuple[int, dict]:
         if not self.ready():
             return 503, {"error": f"Model with name {self.endpoint.name} is not ready."}
         try:
             try:
-                request = self.loads(body)
-            except ValueError:
+                request = self.endpoint.v1_request(self.loads(body))
+            except ValueError as exc:
+                if isinstance(exc, InputError):
+                    raise
                 raise InputError("the body is not JSON: send a JSON object with Content-Type: application/json") from None
-            return 200, self.endpoint.v1_predict(request)
+            outputs = await self._outputs(request)
+            return 200, request.answer(outputs)
         except InputError as exc:  # the client's mistake: answered, not logged
             return 400, {"error": str(exc)}
         except Exception as exc:  # the model's own failure: the log has the traceback, the client one line
             logging.getLogger("tftrain.serve").exception("predict failed")
             return 500, {"error": f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"}
+
+
+    async def _outputs(self, request: PredictRequest) -> dict[str, np.ndarray]:
+        """The model's outputs: at once, or (--batch) with the requests that came in meanwhile."""
+        if not self.batch:
+            return self.endpoint.model.predict(request.values, request.signature.name)
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self.pending.append((request, future))
+        if len(self.pending) == 1:  # the first one waits one turn of the loop for the others
+            loop.call_soon(self._run_pending)
+        result = await future
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def _run_pending(self) -> None:
+        taken, self.pending = self.pending[:MAX_BATCH], self.pending[MAX_BATCH:]
+        if self.pending:
+            import asyncio
+
+            asyncio.get_running_loop().call_soon(self._run_pending)
+        for (_, future), result in zip(taken, predict_batch(self.endpoint.model, [request for request, _ in taken])):
+            if not future.done():
+                future.set_result(result)
 
 
 def validation_message(errors: list[dict], body: Any) -> str:
@@ -248,10 +335,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--grace-period", type=int, default=30, help="seconds SIGTERM waits for requests in flight")
+    parser.add_argument("--batch", action="store_true", help=":predict requests that arrive while the model is busy run as one batch")
     return parser.parse_args(argv)
 
 
-def serve(endpoint: Endpoint, host: str, port: int, grace_period: int) -> int:
+def serve(endpoint: Endpoint, host: str, port: int, grace_period: int, batch: bool = False) -> int:
     """KServe with `endpoint` as its one model, on host:port, until SIGTERM or SIGINT."""
     import warnings
 
@@ -325,7 +413,7 @@ def serve(endpoint: Endpoint, host: str, port: int, grace_period: int) -> int:
     model_server.app.add_api_route("/v1/models/{model_name}/metadata", v1_metadata, methods=["GET"])
     model_server.app.add_api_route("/v2/health/ready", v2_ready, methods=["GET"])
     model_server.app.add_exception_handler(RequestValidationError, bad_request)
-    model_server.app.add_middleware(FastPredict, endpoint=endpoint, ready=lambda: served.ready)
+    model_server.app.add_middleware(FastPredict, endpoint=endpoint, ready=lambda: served.ready, batch=batch)
 
     class RESTServer(rest_server.RESTServer):
         def __init__(self, *args, **kwargs) -> None:
@@ -376,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tftrain-serve: error: {exc}", file=sys.stderr, flush=True)
         return LOAD_FAILED
     print(f"tftrain-serve: {args.name}: {checked}", flush=True)
-    return serve(endpoint, args.host, args.port, args.grace_period)
+    return serve(endpoint, args.host, args.port, args.grace_period, args.batch)
 
 
 if __name__ == "__main__":

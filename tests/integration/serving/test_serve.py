@@ -47,14 +47,12 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(saved_model, tmp_path_factory):
-    home = tmp_path_factory.mktemp("serve-home")
+def started(saved_model, home, *options: str):
     register_version(home, saved_model)
     port = free_port()
     env = {**os.environ, "TFTRAIN_HOME": str(home), "TFTRAIN_CACHE_DIR": str(lasting_cache_path()), "COLUMNS": "200"}
     process = subprocess.Popen(
-        [TFTRAIN, "serve", f"{NAME}@v1", "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+        [TFTRAIN, "serve", f"{NAME}@v1", "--port", str(port), *options], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
     )
     lines: list[str] = []
     threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True).start()
@@ -63,10 +61,40 @@ def server(saved_model, tmp_path_factory):
         assert process.poll() is None, "".join(lines[-40:])
         assert time.monotonic() < deadline, "".join(lines[-40:])
         time.sleep(0.2)
-    yield Server(process, port, lines)
-    if process.poll() is None:
-        process.terminate()
-        process.wait(60)
+    return Server(process, port, lines)
+
+
+@pytest.fixture(scope="module")
+def server(saved_model, tmp_path_factory):
+    running = started(saved_model, tmp_path_factory.mktemp("serve-home"))
+    yield running
+    if running.process.poll() is None:
+        running.process.terminate()
+        running.process.wait(60)
+
+
+def test_batched_requests_each_get_their_own_answer(saved_model, tmp_path):
+    running = started(saved_model, tmp_path / "home", "--batch")
+    try:
+        features, expected = saved_model.probe()
+        answers: dict[int, object] = {}
+
+        def ask(row: int) -> None:
+            for _ in range(20):  # enough requests that some meet in one batch
+                answers[row] = running.request("POST", f"/v1/models/{NAME}:predict", {"instances": [features[row].tolist()]})
+
+        threads = [threading.Thread(target=ask, args=(row % 3,)) for row in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        for row in range(3):
+            status, body = answers[row]
+            assert status == 200
+            np.testing.assert_allclose(body["predictions"], expected[row : row + 1], atol=1e-5)
+    finally:
+        running.process.terminate()
+        assert running.process.wait(60) == 0
 
 
 def test_the_cli_prints_the_url_and_the_endpoints_once_ready(server):

@@ -161,3 +161,77 @@ def test_a_model_that_fails_inside_is_a_500_with_one_line(endpoint):
     endpoint.model.predict = broken
     status, answer, _ = _call(lambda inner: FastPredict(inner, endpoint, lambda: True), "POST", "/v1/models/demo:predict", b'{"instances": [[1, 2, 3]]}')
     assert (status, answer) == (500, {"error": "RuntimeError: device lost"})
+
+
+class Counting(Doubling):
+    """Doubling that counts its calls, and fails on a row of 13s (one bad request among others)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = []
+
+    def predict(self, inputs, signature=None):
+        self.calls.append(len(inputs["x"]))
+        if (inputs["x"] == 13).all(axis=1).any():
+            raise ValueError("thirteen")
+        return super().predict(inputs, signature)
+
+
+def _concurrently(app, bodies: list[bytes]) -> list[tuple[int, dict]]:
+    """Requests that arrive together (one turn of the event loop), each through `app`."""
+    import asyncio
+    import json
+
+    async def one(body):
+        messages = [{"type": "http.request", "body": body, "more_body": False}]
+        sent = []
+
+        async def receive():
+            return messages.pop(0)
+
+        async def send(message):
+            sent.append(message)
+
+        await app({"type": "http", "method": "POST", "path": "/v1/models/demo:predict"}, receive, send)
+        return sent[0]["status"], json.loads(sent[1]["body"])
+
+    async def together():
+        return await asyncio.gather(*(one(body) for body in bodies))
+
+    return asyncio.run(together())
+
+
+def test_batching_runs_requests_that_meet_as_one_call_and_answers_each_its_own():
+    from runner.serving.server import FastPredict
+
+    model = Counting()
+    app = FastPredict(None, Endpoint(model, "demo", 1), lambda: True, batch=True)
+    bodies = [b'{"instances": [[%d, 0, 0]]}' % n for n in range(5)] + [b'{"instances": [[1, 1, 1], [2, 2, 2]]}']
+    answers = _concurrently(app, bodies)
+    assert model.calls == [7]  # seven rows, one call
+    assert [a for _, a in answers[:5]] == [{"predictions": [[2.0 * n, 0.0, 0.0]]} for n in range(5)]
+    assert answers[5] == (200, {"predictions": [[2.0, 2.0, 2.0], [4.0, 4.0, 4.0]]})
+
+
+def test_a_failing_member_of_a_batch_fails_alone():
+    from runner.serving.server import FastPredict
+
+    model = Counting()
+    app = FastPredict(None, Endpoint(model, "demo", 1), lambda: True, batch=True)
+    answers = _concurrently(app, [b'{"instances": [[1, 2, 3]]}', b'{"instances": [[13, 13, 13]]}', b'{"instances": [[1, 2]]}'])
+    assert answers[0] == (200, {"predictions": [[2.0, 4.0, 6.0]]})
+    assert answers[1] == (500, {"error": "ValueError: thirteen"})
+    assert answers[2][0] == 400 and "shape (1, 2)" in answers[2][1]["error"]  # refused before any batch
+    assert model.calls == [2, 1, 1]  # the batch failed: each on its own
+
+
+def test_outputs_that_do_not_come_back_row_for_row_are_not_split():
+    from runner.serving.server import PredictRequest, predict_batch
+
+    class Summing(Doubling):
+        def predict(self, inputs, signature=None):
+            return {"total": np.asarray(inputs["x"].sum())}  # one value for the whole batch
+
+    signature = Doubling().default_signature()
+    requests = [PredictRequest(signature, {"x": np.ones((1, 3), np.float32) * n}, True) for n in (1, 2)]
+    assert [float(result["total"]) for result in predict_batch(Summing(), requests)] == [3.0, 6.0]

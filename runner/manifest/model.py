@@ -98,9 +98,10 @@ class ComputeSpec(Model):
         default=None, ge=1, le=1 << 20,
         description="Processes a node can take; when set, validation checks the job fits (else the run checks the machine)",
     )
-    kill_grace_seconds: float = Field(
-        default=KILL_GRACE_SECONDS, ge=0, le=MAX_GRACE_SECONDS, allow_inf_nan=False,
-        description="Time between SIGTERM and SIGKILL when a run is stopped (the same as stop_grace_seconds)",
+    # None: not given (the manifest's grace_seconds decides); a stored manifest round-trips as it was written
+    kill_grace_seconds: float | None = Field(
+        default=None, ge=0, le=MAX_GRACE_SECONDS, allow_inf_nan=False,
+        description=f"Time between SIGTERM and SIGKILL when a run is stopped (the same as stop_grace_seconds; default {KILL_GRACE_SECONDS:g})",
     )
     memory_limit: str | None = Field(default=None, pattern=SIZE_PATTERN, description="Container memory limit (docker target), e.g. 8g")
     kubernetes: KubernetesSpec = Field(default_factory=KubernetesSpec)
@@ -267,7 +268,7 @@ class Manifest(Model):
     @classmethod
     def _one_grace(cls, value: float | None, info) -> float | None:
         compute = info.data.get("compute")
-        if value is not None and compute is not None and "kill_grace_seconds" in compute.model_fields_set:
+        if value is not None and compute is not None and compute.kill_grace_seconds is not None:
             raise ValueError("compute.kill_grace_seconds is the same setting; keep only one of them")
         return value
 
@@ -276,9 +277,9 @@ class Manifest(Model):
         """How long a stopped training has between SIGTERM and SIGKILL, whichever name gave it."""
         if self.stop_grace_seconds is not None:
             return self.stop_grace_seconds
-        if self.retry is not None and "kill_grace_seconds" not in self.compute.model_fields_set:
-            return STOP_GRACE_SECONDS
-        return self.compute.kill_grace_seconds
+        if self.compute.kill_grace_seconds is not None:
+            return self.compute.kill_grace_seconds
+        return STOP_GRACE_SECONDS if self.retry is not None else KILL_GRACE_SECONDS
 
     @field_validator("outputs_dir", "logs_dir", "entry_script", "pip_requirements_file", "conda_dependencies_file")
     @classmethod

@@ -57,3 +57,12 @@ def test_a_bad_retry_key_is_one_line(project, manifest, expected):
 )
 def test_the_grace_a_stopped_training_gets(project, manifest, grace):
     assert load_manifest(project(manifest=manifest)).manifest.grace_seconds == grace
+
+
+def test_a_stored_manifest_reads_back(project):
+    """The history keeps the manifest as JSON (defaults included): reading it back must not find two graces."""
+    from runner.manifest.model import Manifest
+
+    manifest = load_manifest(project(manifest="stop_grace_seconds: 60\nretry: {'on': [lost]}\n")).manifest
+    again = Manifest.model_validate_json(manifest.model_dump_json(by_alias=True))
+    assert again == manifest and again.grace_seconds == 60.0

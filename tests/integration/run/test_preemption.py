@@ -83,6 +83,7 @@ def test_a_training_killed_mid_epoch_resumes_from_its_last_epoch(repo, home, tmp
     assert first_step == 2 * 45 + 1  # epoch 3's first step: epochs 1 and 2 come from the backup
     assert 0 < redone <= 45  # at most the epoch that was cut short
     assert steps(second)[0] == first_step and steps(second)[-1] == 6 * 45  # the metrics go on from the backup's step
+    print("\n".join(line for line in output.splitlines() if "✔" in line or "attempt" in line))
     print(f"\nkill → the next attempt's first step: {started_at - killed_at:.2f}s; steps redone: {redone}")
 
     record = json.loads((home / "runs" / "preemptible-1" / "run.json").read_text())

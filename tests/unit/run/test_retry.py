@@ -133,3 +133,35 @@ def test_a_lost_run_is_continued_by_the_next_tftrain_run(project, tmp_path, monk
     assert (lost["ended"], lost["next"]) == ("lost", "demo-2")
     assert (continued["number"], continued["previous"]) == (2, "demo-1")
     assert fake.resumed == [str(paths.outputs / "checkpoints")]
+
+
+def test_tftrain_stopped_by_sigterm_leaves_the_next_attempt_to_the_next_tftrain_run(project, tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    loaded = load_manifest(project(manifest="retry: {}\n"))
+    stopped = Outcome(RunStatus.CANCELED, None, "canceled by a signal to tftrain")
+
+    class Stopped(FakeRuns):
+        def __call__(self, *args, **kwargs) -> RunResult:
+            ended = super().__call__(*args, **kwargs)
+            return RunResult(*[getattr(ended, name) for name in ("run_id", "status", "exit_code", "message", "run_dir", "model", "metrics", "ended")], signal.SIGTERM)
+
+    monkeypatch.setattr(retry, "run_manifest", Stopped(home, [stopped]))
+    first = retry.run_with_retry(loaded, Logger(stream=io.StringIO()), Settings(), home)
+    assert first.status == RunStatus.CANCELED  # its machine is going away: no attempt starts here
+    assert attempts(home) == [{"number": 1, "max_attempts": 3, "previous": None, "resumed_from": None, "ended": "preempted", "next": None}]
+
+    fake = FakeRuns(home, [Outcome(RunStatus.COMPLETED, 0, None)])
+    monkeypatch.setattr(retry, "run_manifest", fake)
+    stream = io.StringIO()
+    retry.run_with_retry(loaded, Logger(stream=stream), Settings(), home)
+    assert "run demo-1 was preempted: this is attempt 2 of 3, resuming from" in stream.getvalue()
+    assert [(a["number"], a["previous"], a["next"]) for a in attempts(home)] == [(1, None, "demo-2"), (2, "demo-1", None)]
+
+
+def test_a_user_cancel_is_not_continued(project, tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    loaded = load_manifest(project(manifest="retry: {}\n"))
+    monkeypatch.setattr(retry, "run_manifest", FakeRuns(home, [Outcome(RunStatus.CANCELED, None, "canceled"), Outcome(RunStatus.COMPLETED, 0, None)]))
+    retry.run_with_retry(loaded, Logger(stream=io.StringIO()), Settings(), home)
+    retry.run_with_retry(loaded, Logger(stream=io.StringIO()), Settings(), home)
+    assert [(a["number"], a["previous"], a["ended"]) for a in attempts(home)] == [(1, None, None), (1, None, None)]

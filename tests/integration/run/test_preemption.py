@@ -90,3 +90,44 @@ def test_a_training_killed_mid_epoch_resumes_from_its_last_epoch(repo, home, tmp
     assert record["attempt"]["ended"] == "preempted" and record["attempt"]["next"] == "preemptible-2"
     shown = subprocess.run([TFTRAIN, "runs", "show", "preemptible-2"], capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
     assert "attempt 2 of 3; continues preemptible-1 from" in shown.stdout
+
+
+RESUMING = """
+import os, pathlib, time
+previous = os.environ.get("TFTRAIN_RESUME_FROM")
+done = int((pathlib.Path(previous) / "epoch").read_text()) if previous else 0
+print(f"starting after epoch {done}", flush=True)
+pathlib.Path("outputs/checkpoints").mkdir(parents=True, exist_ok=True)
+pathlib.Path("outputs/model").write_text("model")
+if done:
+    raise SystemExit(0)
+pathlib.Path("outputs/checkpoints/epoch").write_text("4")
+print("ready", flush=True)
+time.sleep(600)
+"""
+RETRYING = "retry: {}\nstop_grace_seconds: 2\nmodel: {gate: \"off\"}\n"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_stopped_or_lost_tftrain_is_continued_by_the_next_run(project, cli, home, sig):
+    """SIGTERM to tftrain (its machine going away) ends the attempt Canceled, preempted; SIGKILL
+    leaves it orphaned (lost). Either way the next `tftrain run` is attempt 2, from its checkpoint."""
+    path = project(script=RESUMING, manifest=RETRYING)
+    process = subprocess.Popen([TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(home / "runs/demo-1/workdir/logs/0.log", "ready", process, timeout=60)
+        process.send_signal(sig)
+        output, _ = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    cause = "preempted" if sig == signal.SIGTERM else "lost"
+    if sig == signal.SIGTERM:
+        assert process.returncode == 12, output
+        assert "attempt 2" not in output  # not here: the machine is going away
+    second = cli("run", "-f", str(path))
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert f"run demo-1 was {cause}: this is attempt 2 of 3, resuming from" in second.stdout + second.stderr
+    assert "starting after epoch 4" in (home / "runs/demo-2/workdir/logs/0.log").read_text()
+    first = json.loads((home / "runs/demo-1/run.json").read_text())
+    assert (first["attempt"]["ended"], first["attempt"]["next"]) == (cause, "demo-2")

@@ -19,6 +19,7 @@ others are followed at once, here.
 from __future__ import annotations
 
 import signal
+from dataclasses import replace
 from pathlib import Path
 
 from runner.errors import HostError
@@ -55,7 +56,7 @@ def run_with_retry(loaded: LoadedManifest, logger: Logger, settings: Settings, h
         results.append(result)
         cause = ending_cause(result, spec)
         if cause is not None:
-            _update(home, result.run_id, ended=cause)
+            _update(home, result.run_id, spec, ended=cause)
         if cause is None or not _follows_here(result):
             break
         if attempt.number >= spec.max_attempts:
@@ -112,7 +113,7 @@ def _continued(loaded: LoadedManifest, spec: RetrySpec, home: Path, logger: Logg
     if not spec.retries(cause):
         return None
     number = (attempt.number if attempt else 1) + 1
-    _update(home, last.run_id, ended=cause)
+    _update(home, last.run_id, spec, ended=cause)
     if number > spec.max_attempts:
         logger.warning(f"run {last.run_id} was {cause}; no attempt left (retry.max_attempts: {spec.max_attempts}): starting afresh")
         return None
@@ -145,8 +146,6 @@ def _checkpoint_of(home: Path, run_id: str, loaded: LoadedManifest) -> str | Non
 def _resuming(loaded: LoadedManifest, attempt: Attempt) -> LoadedManifest:
     if attempt.resumed_from is None:
         return loaded
-    from dataclasses import replace
-
     return replace(loaded, manifest=loaded.manifest.model_copy(update={"resume_from": attempt.resumed_from}))
 
 
@@ -169,10 +168,12 @@ class _AttemptWatch:
         pass
 
 
-def _update(home: Path, run_id: str, **changes) -> None:
+def _update(home: Path, run_id: str, spec: RetrySpec, **changes) -> None:
+    """Change the run's attempt; a run recorded before it had one (its tftrain killed at once) was a first."""
     with Store(home) as store:
         record = _record(store.run(run_id))
-        attempt = record.attempt if record is not None and record.attempt is not None else Attempt(number=1, max_attempts=1)
+        attempt = record.attempt if record is not None else None
+        attempt = attempt or Attempt(number=1, max_attempts=spec.max_attempts)
         store.update_run(run_id, attempt=attempt.model_copy(update=changes))
 
 

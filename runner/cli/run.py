@@ -8,7 +8,7 @@ import os
 from runner.cli.common import add_manifest_arg, load
 from runner.errors import error_class
 from runner.paths import tftrain_home
-from runner.run.pipeline import run_manifest
+from runner.run.retry import run_with_retry
 from runner.settings import resolve
 
 
@@ -27,7 +27,7 @@ def run(args, logger) -> int:
             run_sweep(loaded, logger, settings, tftrain_home())
             return 0
         loaded = dataclasses.replace(loaded, manifest=loaded.manifest.model_copy(update={"sweep": None}))
-    result = run_manifest(loaded, logger, settings)
+    result = run_with_retry(loaded, logger, settings)
     if result.exit_code:
         error = error_class(result.exit_code)(f"run {result.run_id} {result.status}: {result.message}")
         error.annotated = True

@@ -56,6 +56,8 @@ def _show(store: Store, ref: str, markdown: bool, logger) -> None:
         return
     logger.info(f"run {run.run_id}: {run.status}" + (f": {run.message}" if run.message else ""), style="bold")
     logger.info(f"directory: {run.run_dir}")
+    if record is not None and record.attempt is not None:
+        logger.info(record.attempt.described())
     if git.get("commit"):
         logger.info(f"commit: {git['commit']} branch: {git.get('branch')} dirty: {git.get('dirty')}")
     rows = [[p.phase, _when(p.started), f"{(p.ended or time.time()) - p.started:.2f}s"] for p in phases]

@@ -100,6 +100,29 @@ class Phase(_Model):
     ended: float | None = None
 
 
+class Attempt(_Model):
+    """One attempt of a manifest with `retry:`: its place in the chain, what it resumed from, and
+    why it ended when that was a cause to retry (runner.run.retry)."""
+
+    number: int
+    max_attempts: int
+    previous: str | None = None  # the run this attempt continues
+    resumed_from: str | None = None  # the previous attempt's checkpoint it was given (resume_from)
+    ended: str | None = None  # "preempted", "lost" or "exit code N": why another attempt follows (or would have)
+    next: str | None = None  # the run that continued it
+
+    def described(self) -> str:
+        """One line for `tftrain runs show`."""
+        parts = [f"attempt {self.number} of {self.max_attempts}"]
+        if self.previous:
+            parts.append(f"continues {self.previous}" + (f" from {self.resumed_from}" if self.resumed_from else " from the start"))
+        if self.ended:
+            parts.append(f"ended {self.ended}")
+        if self.next:
+            parts.append(f"continued by {self.next}")
+        return "; ".join(parts)
+
+
 class RunRecord(_Model):
     """What run.json holds: written when the run is created, kept up to date by the store at every
     phase, completed with the results (model, metrics) at the end."""
@@ -118,6 +141,7 @@ class RunRecord(_Model):
     model: str | None = None
     metrics: MetricsSummary | None = None
     sweep: dict | None = None  # {"id": SWEEP_ID, "trial": N} for a sweep's trial
+    attempt: Attempt | None = None  # a run of a manifest with `retry:`
 
     @field_validator("git", mode="before")
     @classmethod
@@ -130,7 +154,8 @@ class RunRecord(_Model):
         return cls.model_validate_json(path.read_bytes())
 
     def as_dict(self) -> dict:
-        data = self.model_dump(mode="json", exclude={"metrics"} | ({"sweep"} if self.sweep is None else set()))  # a trial's only
+        unset = {key for key in ("sweep", "attempt") if getattr(self, key) is None}  # a trial's, an attempt's only
+        data = self.model_dump(mode="json", exclude={"metrics"} | unset)
         data["metrics"] = self.metrics.as_dict() if self.metrics is not None else None
         return data
 

@@ -13,8 +13,10 @@ from runner.importer.values import Obj, Unknown
 
 HANDLED = {
     "node_count", "process_count_per_node", "distributed_training", "distributed_job_config", "distributed_backend",
-    "worker_count", "parameter_server_count", "compute_target", "vm_size", "run_config",
+    "worker_count", "parameter_server_count", "compute_target", "vm_size", "run_config", "vm_priority",
 }  # fmt: skip
+PREEMPTIBLE_LABEL = "preemptible"
+LOW_PRIORITY_RETRY = {"max_attempts": 3, "on": ["preempted", "lost"]}
 BACKENDS = {
     "MpiConfiguration": "mpi", "Mpi": "mpi",
     "TensorflowConfiguration": "parameter_server", "ParameterServer": "parameter_server",
@@ -62,18 +64,43 @@ def compute(ctx, job: Obj) -> None:
     run_config = attrs.get("run_config")
     target = attrs.get("compute_target", run_config.attrs.get("target") if isinstance(run_config, Obj) else None)
     vm_size = attrs.get("vm_size")
+    priority, priority_at = attrs.get("vm_priority"), ctx.at(job, "vm_priority")
     name: Any = target
     if isinstance(target, Obj):
         name = target.attrs.get("name")
         config = target.attrs.get("provisioning_configuration")
         if isinstance(config, Obj):
             vm_size = config.attrs.get("vm_size", vm_size)
+            if priority is None and "vm_priority" in config.attrs:
+                priority, priority_at = config.attrs["vm_priority"], ctx.at(config, "vm_priority")
+    if priority is not None:
+        vm_priority(ctx, priority, priority_at)
     if isinstance(name, Unknown):
         name = ctx.segment(name.node) + " (not known statically)"
     use_gpu, gpu_vm = ctx.draft.get("use_gpu") is True, is_gpu_vm(vm_size)
     if gpu_vm and not use_gpu:
         ctx.draft.note("info", f"vm_size {vm_size!r} has GPUs but use_gpu is not set: the run uses the CPU build")
     compute_note(ctx.draft, name, ctx.at(job, "compute_target"), use_gpu or gpu_vm)
+
+
+def vm_priority(ctx, priority: Any, where: str) -> None:
+    """Low-priority machines are taken away: runs retry from their checkpoint on preemptible runners."""
+    if not isinstance(priority, str):
+        ctx.draft.note("todo", f"vm_priority={ctx.shown(priority)} is not known statically: for preemptible runners "
+                       f"set retry: and compute.runner_labels: [{PREEMPTIBLE_LABEL}]", where)
+        return
+    if priority.lower() != "lowpriority":
+        ctx.draft.note("info", f"vm_priority={priority!r}: runs are not retried unless retry: is set", where)
+        return
+    ctx.draft.put("retry", dict(LOW_PRIORITY_RETRY), "low priority: a preempted or lost run resumes from its checkpoint")
+    labels = ctx.draft.get(("compute", "runner_labels")) or []
+    ctx.draft.put(("compute", "runner_labels"), [*labels, PREEMPTIBLE_LABEL] if PREEMPTIBLE_LABEL not in labels else labels)
+    ctx.draft.note(
+        "changed",
+        f"vm_priority={priority!r} → retry: {{max_attempts: 3, on: [preempted, lost]}} on runners labelled "
+        f"{PREEMPTIBLE_LABEL!r}; the script should checkpoint (e.g. BackupAndRestore under outputs/checkpoints, see docs/retry.md)",
+        where,
+    )
 
 
 def model(ctx) -> Any:

@@ -28,6 +28,7 @@ from runner.manifest.fields import (
 )
 from runner.manifest.checkpoints import CheckpointsSpec
 from runner.manifest.images import ImageRegistry
+from runner.manifest.retry import RetrySpec
 from runner.manifest.sweep import SweepSpec
 
 class InputSpec(Model):
@@ -82,6 +83,13 @@ class KubernetesSpec(Model):
     registry: str | None = Field(default=None, description="Where tftrain pushes the code image, e.g. registry.example.com:5000/team")
 
 
+# 30 s to save a checkpoint (SageMaker gives 120) where the manifest expects preemption (`retry:`);
+# elsewhere the 10 s runs always had, which the Kubernetes jobs' deadlines are built from
+STOP_GRACE_SECONDS = 30.0
+KILL_GRACE_SECONDS = 10.0
+MAX_GRACE_SECONDS = 3600
+
+
 class ComputeSpec(Model):
     target: Literal["local", "docker", "pool", "kubernetes"] | None = Field(
         default=None, description="Where the job runs; default: docker when use_docker is true, else local"
@@ -90,8 +98,10 @@ class ComputeSpec(Model):
         default=None, ge=1, le=1 << 20,
         description="Processes a node can take; when set, validation checks the job fits (else the run checks the machine)",
     )
-    kill_grace_seconds: float = Field(
-        default=10.0, ge=0, le=3600, allow_inf_nan=False, description="Time between SIGTERM and SIGKILL when a run is stopped"
+    # None: not given (the manifest's grace_seconds decides); a stored manifest round-trips as it was written
+    kill_grace_seconds: float | None = Field(
+        default=None, ge=0, le=MAX_GRACE_SECONDS, allow_inf_nan=False,
+        description=f"Time between SIGTERM and SIGKILL when a run is stopped (the same as stop_grace_seconds; default {KILL_GRACE_SECONDS:g})",
     )
     memory_limit: str | None = Field(default=None, pattern=SIZE_PATTERN, description="Container memory limit (docker target), e.g. 8g")
     kubernetes: KubernetesSpec = Field(default_factory=KubernetesSpec)
@@ -234,6 +244,15 @@ class Manifest(Model):
         default=None, ge=1, le=MAX_TASKS, description="Deprecated: use distributed_training.parameter_server_count"
     )
     compute: ComputeSpec = Field(default_factory=ComputeSpec)
+    # after `compute`: its validator sees compute.kill_grace_seconds, the same setting's older name
+    stop_grace_seconds: float | None = Field(
+        default=None, ge=0, le=MAX_GRACE_SECONDS, allow_inf_nan=False,
+        description=f"On cancel, time limit or preemption the training gets SIGTERM and this long to save before SIGKILL "
+        f"(default {STOP_GRACE_SECONDS:g} with retry:, else {KILL_GRACE_SECONDS:g}; also written compute.kill_grace_seconds)",
+    )
+    retry: RetrySpec | None = Field(
+        default=None, description="Start another attempt, resuming from the last checkpoint, when a run is preempted or lost"
+    )
     compat: Literal["azureml", "none"] | None = Field(
         default=None,
         description="azureml: Azure ML's Run API (Run.get_context(), run.log, …) routed into tftrain; none: never; "
@@ -244,6 +263,23 @@ class Manifest(Model):
     model: ModelSpec = Field(default_factory=ModelSpec)
     metrics: MetricsSpec = Field(default_factory=MetricsSpec)
     sweep: SweepSpec | None = Field(default=None, description="A hyperparameter sweep: each trial a run with sampled script_params")
+
+    @field_validator("stop_grace_seconds")
+    @classmethod
+    def _one_grace(cls, value: float | None, info) -> float | None:
+        compute = info.data.get("compute")
+        if value is not None and compute is not None and compute.kill_grace_seconds is not None:
+            raise ValueError("compute.kill_grace_seconds is the same setting; keep only one of them")
+        return value
+
+    @property
+    def grace_seconds(self) -> float:
+        """How long a stopped training has between SIGTERM and SIGKILL, whichever name gave it."""
+        if self.stop_grace_seconds is not None:
+            return self.stop_grace_seconds
+        if self.compute.kill_grace_seconds is not None:
+            return self.compute.kill_grace_seconds
+        return STOP_GRACE_SECONDS if self.retry is not None else KILL_GRACE_SECONDS
 
     @field_validator("outputs_dir", "logs_dir", "entry_script", "pip_requirements_file", "conda_dependencies_file")
     @classmethod

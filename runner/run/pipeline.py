@@ -60,6 +60,8 @@ class RunResult:
     run_dir: Path
     model: ModelVersion | None
     metrics: dict
+    ended: Outcome | None = None  # how the training itself ended (runner.run.retry tells a preemption by it)
+    stop_signal: int | None = None  # the signal to tftrain that stopped the run, when one did
 
 
 class RunWatch(Protocol):
@@ -84,7 +86,7 @@ def run_manifest(
     logger.info(f"run {run_id} (queued)  →  {paths.root}", style="bold")
     control = RunControl(
         marker=f"TFTRAIN_RUN_ID={run_id}",
-        grace_seconds=manifest.compute.kill_grace_seconds,
+        grace_seconds=manifest.grace_seconds,
         limit_seconds=manifest.max_run_duration_seconds,
     )
     control.cgroup = run_cgroup_name(run_id, store.home)
@@ -154,7 +156,7 @@ def _run(
     status = outcome.status
     exit_code = failure.exit_code if failure else EXIT_CODES[status]
     store.finish(run_id, status, exit_code, message)
-    result = RunResult(run_id, status, exit_code, message, paths.root, model, summary)
+    result = RunResult(run_id, status, exit_code, message, paths.root, model, summary, outcome, control.stop_signal)
     markdown = _write_record(paths, store, result, git, points)
     logger.info(f"run {run_id}: {status}" + (f": {message}" if message else ""), style="bold green" if exit_code == 0 else "bold red")
     _report(logger, loaded, result, script_error, markdown)
@@ -357,6 +359,7 @@ def _signals(control: RunControl, logger: Logger):
             logger.warning("second signal: killing the training now")
         else:
             control.cancel.set()
+            control.stop_signal = sig
             logger.warning(f"{sig.name}: stopping the training (again to kill at once)")
 
     return on_stop_signals(handler)

@@ -32,6 +32,7 @@ class Outcome:
     exit_code: int | None
     message: str | None
     rank: int | None = None  # the task that decided it, when one did
+    taken: bool = False  # its process or container was taken away (Vanished): no end of the script's own
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class RunControl:
     force: threading.Event = field(default_factory=threading.Event)
     cgroup: str | None = None  # the run's cgroup name (runner.targets.local.cgroup.run_cgroup_name): local runs are contained in it
     started: Callable[[], None] | None = None  # called once the plan has started (supervise): what the training need not wait for
+    stop_signal: int | None = None  # the signal to tftrain that set `cancel` (SIGINT: a user; SIGTERM, SIGHUP: the machine going away)
 
 
 # (argv of the probe, its log, a time limit) → its exit status, None past the limit, or False where

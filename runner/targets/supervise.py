@@ -67,7 +67,7 @@ def supervise(
             outcome = judge()
         except Vanished as gone:
             stop(min(control.grace_seconds, STOP_REST_SECONDS))
-            return Outcome(RunStatus.FAILED, None, f"ended without an exit code: {gone}")
+            return Outcome(RunStatus.FAILED, None, f"ended without an exit code: {gone}", taken=True)
         if outcome is not None:
             return outcome
         if control.cancel.is_set():

@@ -64,7 +64,7 @@ def _run_policy(manifest: Manifest) -> dict:
 
 
 def backstop_deadline(manifest: Manifest) -> int:
-    return manifest.max_run_duration_seconds + math.ceil(manifest.compute.kill_grace_seconds) + DEADLINE_MARGIN_SECONDS
+    return manifest.max_run_duration_seconds + math.ceil(manifest.grace_seconds) + DEADLINE_MARGIN_SECONDS
 
 
 def _tfjob(plan: LaunchPlan, manifest: Manifest, metadata: dict) -> dict:

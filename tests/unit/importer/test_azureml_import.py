@@ -69,7 +69,11 @@ def test_single_node_tensorflow_estimator(tmp_path):
     assert manifest.model.path == "outputs/model"  # run.register_model(model_path='outputs/model')
     assert "compute target 'gpu-cluster' → choose runner labels (compute.runner_labels) or a pool" in report
     assert "its jobs used a GPU" in report
-    assert "vm_priority='lowpriority': no equivalent in tftrain (tf_single.py:42)" in report
+    # low priority: preempted or lost runs resume from their checkpoint, on preemptible runners
+    assert manifest.retry is not None and manifest.retry.max_attempts == 3 and manifest.retry.on == ["preempted", "lost"]
+    assert manifest.compute.runner_labels == ["preemptible"]
+    assert "vm_priority='lowpriority' → retry: {max_attempts: 3, on: [preempted, lost]}" in report
+    assert "vm_priority='lowpriority': no equivalent" not in report
     assert "'2.0' → '2.18': tftrain supports TensorFlow " in report
     assert text.index("name:") < text.index("source_directory:") < text.index("script_params:") < text.index("compat:")
 
@@ -333,3 +337,18 @@ def test_v2_sizes_and_timeouts_the_manifest_would_reject_are_todos(tmp_path):
     assert manifest.shm_size is None and manifest.max_run_duration_seconds is None
     assert "shm_size: '2GB' is not a size like '2g' (job.yml:3)" in report
     assert "max_run_duration_seconds: not resolved statically: '${{inputs.t}}' (job.yml:4)" in report
+
+
+def test_vm_priority_of_a_provisioned_cluster_and_dedicated_machines(tmp_path):
+    text = (DATA / "tf_single.py").read_text().replace('    vm_priority="lowpriority",\n', "")
+    assert "vm_priority" not in text
+    cluster = "compute_target = ComputeTarget.create(ws, 'cpu', AmlCompute.provisioning_configuration(vm_size='STANDARD_D2_V2', vm_priority='LowPriority'))\n"
+    text = text.replace("est = TensorFlow(", cluster + "est = TensorFlow(")
+    manifest, _, report = imported(tmp_path, "tf_single.py", "tf-mnist/tf_mnist.py", text=text)
+    assert manifest.retry is not None and manifest.retry.on == ["preempted", "lost"]
+    assert manifest.compute.runner_labels == ["preemptible"]
+    dedicated = text.replace("vm_priority='LowPriority'", "vm_priority='dedicated'")
+    (tmp_path / "dedicated").mkdir()
+    manifest, _, report = imported(tmp_path / "dedicated", "tf_single.py", "tf-mnist/tf_mnist.py", text=dedicated)
+    assert manifest.retry is None and manifest.compute.runner_labels == []
+    assert "vm_priority='dedicated': runs are not retried unless retry: is set" in report

@@ -1,0 +1,199 @@
+"""`retry:`: a run that ends for a cause the manifest names starts again as a new run, the next
+attempt, linked to the previous one and resuming from its latest checkpoint.
+
+How an attempt ended:
+- preempted: its machine, container or training was taken away. tftrain got SIGTERM or SIGHUP
+  (a runner shutting down, `docker stop`, a node drained: SIGINT is a user's Ctrl-C or GitHub's
+  cancel, and stays a cancel); a pool host or container was lost (Vanished, HostError); or the
+  training was killed by SIGKILL or SIGTERM that tftrain did not send (its own cancel and time
+  limit end the run Canceled or TimedOut, never Failed).
+- lost: tftrain itself was killed; the history marks the run Failed ("lost: …") when a later
+  command opens it (Store.reconcile).
+- exit code N: the script exited with one of `retry.exit_codes`.
+
+A preempted attempt whose tftrain was signalled, and a lost one, cannot be followed in the same
+process (it is going away): the next `tftrain run` of the same manifest continues the chain. The
+others are followed at once, here.
+"""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import replace
+from pathlib import Path
+
+from runner.errors import HostError
+from runner.history.record import Attempt, RunRecord, RunStatus
+from runner.history.rundir import RunPaths
+from runner.history.store import RunRow, Store
+from runner.manifest import LoadedManifest
+from runner.manifest.retry import RetrySpec
+from runner.paths import tftrain_home
+from runner.run.pipeline import RunResult, run_manifest
+from runner.settings import Settings
+from runner.targets.base import RunControl
+from runner.telemetry.logger import Logger
+from runner.telemetry.point import MetricPoint
+
+PREEMPTED, LOST = "preempted", "lost"
+# exit statuses of a training killed by these signals: -N from Python, 128 + N from a shell or a container
+KILLED = {code for sig in (signal.SIGKILL, signal.SIGTERM) for code in (-sig, 128 + sig)}
+TAKEN_AWAY = (signal.SIGTERM, signal.SIGHUP)
+LOST_MESSAGE = "lost:"  # how Store.reconcile marks a run whose tftrain is gone
+CHAIN_LOOKBACK = 20  # how many of the newest runs are searched for this manifest's last attempt
+
+
+def run_with_retry(loaded: LoadedManifest, logger: Logger, settings: Settings, home: Path | None = None) -> RunResult:
+    """run_manifest, attempt after attempt while each ends for a cause `retry:` names."""
+    spec = loaded.manifest.retry
+    if spec is None:
+        return run_manifest(loaded, logger, settings, home)
+    home = home or tftrain_home()
+    attempt = _continued(loaded, spec, home, logger) or Attempt(number=1, max_attempts=spec.max_attempts)
+    results = []
+    while True:
+        result = run_manifest(_resuming(loaded, attempt), logger, settings, home, watch=_AttemptWatch(attempt))
+        results.append(result)
+        cause = ending_cause(result, spec)
+        if cause is not None:
+            _update(home, result.run_id, spec, ended=cause)
+        if cause is None or not _follows_here(result):
+            break
+        if attempt.number >= spec.max_attempts:
+            logger.warning(f"run {result.run_id} {cause}: no attempt left (retry.max_attempts: {spec.max_attempts})")
+            break
+        attempt = _next_attempt(home, result.run_id, attempt.number + 1, spec, loaded)
+        logger.warning(
+            f"run {result.run_id} {cause}: attempt {attempt.number} of {spec.max_attempts}"
+            + (f" resumes from {attempt.resumed_from}" if attempt.resumed_from else " starts over (no checkpoint yet)")
+        )
+    if len(results) > 1:
+        logger.step_summary(attempts_markdown(home, [result.run_id for result in results]))
+    return result
+
+
+def ending_cause(result: RunResult, spec: RetrySpec) -> str | None:
+    """Why the attempt ended, when that is a cause `spec` retries; None otherwise."""
+    ended = result.ended
+    cause = None
+    if result.status == RunStatus.CANCELED and result.stop_signal in TAKEN_AWAY:
+        cause = PREEMPTED
+    elif result.status == RunStatus.FAILED:
+        if result.exit_code == HostError.exit_code or (ended is not None and ended.taken):
+            cause = PREEMPTED
+        elif ended is not None and ended.exit_code in KILLED:
+            cause = PREEMPTED
+        elif ended is not None and ended.exit_code in spec.exit_codes:
+            return f"exit code {ended.exit_code}"
+    return cause if cause is not None and spec.retries(cause) else None
+
+
+def _follows_here(result: RunResult) -> bool:
+    """tftrain told to stop by its machine goes away with it: the next `tftrain run` follows."""
+    return result.stop_signal not in TAKEN_AWAY
+
+
+def _continued(loaded: LoadedManifest, spec: RetrySpec, home: Path, logger: Logger) -> Attempt | None:
+    """The next attempt of this manifest's last run, when that one was lost, or preempted while
+    its tftrain was stopped, and not followed yet."""
+    with Store(home, notify=logger.warning) as store:  # opening it marks lost runs (reconcile)
+        last = next((run for run in store.runs(CHAIN_LOOKBACK) if run.name == loaded.manifest.name), None)
+    if last is None or not last.finished:
+        return None
+    record = _record(last)
+    attempt = record.attempt if record else None
+    if attempt is not None and attempt.next:
+        return None
+    if (last.message or "").startswith(LOST_MESSAGE):
+        cause = LOST
+    elif attempt is not None and attempt.ended == PREEMPTED and last.status == RunStatus.CANCELED:
+        cause = PREEMPTED
+    else:
+        return None
+    if not spec.retries(cause):
+        return None
+    number = (attempt.number if attempt else 1) + 1
+    _update(home, last.run_id, spec, ended=cause)
+    if number > spec.max_attempts:
+        logger.warning(f"run {last.run_id} was {cause}; no attempt left (retry.max_attempts: {spec.max_attempts}): starting afresh")
+        return None
+    following = _next_attempt(home, last.run_id, number, spec, loaded)
+    logger.warning(
+        f"run {last.run_id} was {cause}: this is attempt {number} of {spec.max_attempts}"
+        + (f", resuming from {following.resumed_from}" if following.resumed_from else " (no checkpoint to resume from)")
+    )
+    return following
+
+
+def _next_attempt(home: Path, previous: str, number: int, spec: RetrySpec, loaded: LoadedManifest) -> Attempt:
+    return Attempt(number=number, max_attempts=spec.max_attempts, previous=previous, resumed_from=_checkpoint_of(home, previous, loaded))
+
+
+def _checkpoint_of(home: Path, run_id: str, loaded: LoadedManifest) -> str | None:
+    """What the next attempt resumes from: the checkpoint the previous one synced (`checkpoints:`),
+    else its own outputs' checkpoint directory when it wrote one; None: the manifest's own resume_from."""
+    manifest = loaded.manifest
+    if manifest.checkpoints is not None:
+        return f"checkpoint:{run_id}"
+    with Store(home) as store:
+        _, paths = RunPaths.of_run(store.run(run_id))
+    directory = paths.workdir / manifest.outputs_dir / "checkpoints"
+    if directory.is_dir() and any(directory.iterdir()):
+        return str(directory)
+    return None
+
+
+def _resuming(loaded: LoadedManifest, attempt: Attempt) -> LoadedManifest:
+    if attempt.resumed_from is None:
+        return loaded
+    return replace(loaded, manifest=loaded.manifest.model_copy(update={"resume_from": attempt.resumed_from}))
+
+
+class _AttemptWatch:
+    """Writes the attempt into the run's record as soon as the run exists, and links the previous one to it."""
+
+    def __init__(self, attempt: Attempt) -> None:
+        self.attempt = attempt
+
+    def started(self, run_id: str, control: RunControl, store: Store) -> None:
+        store.update_run(run_id, attempt=self.attempt)
+        if self.attempt.previous is not None:
+            previous = _record(store.run(self.attempt.previous))
+            if previous is not None and previous.attempt is not None:
+                store.update_run(self.attempt.previous, attempt=previous.attempt.model_copy(update={"next": run_id}))
+            else:  # a run from before `retry:` was set, or whose record is damaged
+                store.update_run(self.attempt.previous, attempt=Attempt(number=1, max_attempts=self.attempt.max_attempts, next=run_id))
+
+    def points(self, points: list[MetricPoint]) -> None:
+        pass
+
+
+def _update(home: Path, run_id: str, spec: RetrySpec, **changes) -> None:
+    """Change the run's attempt; a run recorded before it had one (its tftrain killed at once) was a first."""
+    with Store(home) as store:
+        record = _record(store.run(run_id))
+        attempt = record.attempt if record is not None else None
+        attempt = attempt or Attempt(number=1, max_attempts=spec.max_attempts)
+        store.update_run(run_id, attempt=attempt.model_copy(update=changes))
+
+
+def _record(run: RunRow) -> RunRecord | None:
+    try:
+        return RunRecord.read(Path(run.run_dir) / "run.json")
+    except (OSError, ValueError):
+        return None
+
+
+def attempts_markdown(home: Path, run_ids: list[str]) -> str:
+    """The chain of attempts, for the step summary."""
+    lines = ["### Attempts", "", "| attempt | run | status | ended | resumed from |", "|---|---|---|---|---|"]
+    with Store(home) as store:
+        for run_id in run_ids:
+            run = store.run(run_id)
+            record = _record(run)
+            attempt = record.attempt if record is not None else None
+            if attempt is None:
+                lines.append(f"| ? | {run_id} | {run.status} | | |")
+            else:
+                lines.append(f"| {attempt.number} | {run_id} | {run.status} | {attempt.ended or ''} | {attempt.resumed_from or ''} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,167 @@
+"""runner.run.retry: which endings start another attempt, and how the attempts are chained
+(run_manifest stands in: no process starts here)."""
+
+from __future__ import annotations
+
+import io
+import json
+import signal
+from pathlib import Path
+
+import pytest
+
+from runner.errors import HostError, TrainingCanceled, TrainingFailed
+from runner.history.record import RunRecord, RunStatus
+from runner.history.rundir import RunPaths
+from runner.history.store import Store
+from runner.manifest import load_manifest
+from runner.manifest.retry import RetrySpec
+from runner.run import retry
+from runner.run.pipeline import RunResult
+from runner.settings import LoggerSettings, Settings
+from runner.targets.base import Outcome, RunControl
+from runner.telemetry.logger import Logger
+
+SPEC = RetrySpec(on=["preempted", "lost"], exit_codes=[75])
+
+
+def result(status: RunStatus, exit_code: int, ended: Outcome | None, stop_signal: int | None = None) -> RunResult:
+    return RunResult("demo-1", status, exit_code, None, Path("/nowhere"), None, {}, ended, stop_signal)
+
+
+FAILED = TrainingFailed.exit_code
+
+
+@pytest.mark.parametrize(
+    ("ending", "cause"),
+    [
+        pytest.param(result(RunStatus.FAILED, FAILED, Outcome(RunStatus.FAILED, 137, "")), "preempted", id="sigkill-by-a-shell"),
+        pytest.param(result(RunStatus.FAILED, FAILED, Outcome(RunStatus.FAILED, -9, "")), "preempted", id="sigkill"),
+        pytest.param(result(RunStatus.FAILED, FAILED, Outcome(RunStatus.FAILED, -15, "")), "preempted", id="sigterm-from-outside"),
+        pytest.param(result(RunStatus.FAILED, FAILED, Outcome(RunStatus.FAILED, None, "", taken=True)), "preempted", id="container-vanished"),
+        pytest.param(result(RunStatus.FAILED, HostError.exit_code, Outcome(RunStatus.FAILED, None, "")), "preempted", id="host-lost"),
+        pytest.param(result(RunStatus.CANCELED, TrainingCanceled.exit_code, None, signal.SIGTERM), "preempted", id="tftrain-sigterm"),
+        pytest.param(result(RunStatus.FAILED, FAILED, Outcome(RunStatus.FAILED, 75, "")), "exit code 75", id="listed-code"),
+        pytest.param(result(RunStatus.FAILED, FAILED, Outcome(RunStatus.FAILED, 1, "")), None, id="script-error"),
+        pytest.param(result(RunStatus.CANCELED, TrainingCanceled.exit_code, None, signal.SIGINT), None, id="ctrl-c"),
+        pytest.param(result(RunStatus.TIMED_OUT, 13, Outcome(RunStatus.TIMED_OUT, None, "")), None, id="time-limit"),
+        pytest.param(result(RunStatus.COMPLETED, 0, Outcome(RunStatus.COMPLETED, 0, None)), None, id="completed"),
+    ],
+)
+def test_how_an_attempt_ended(ending, cause):
+    assert retry.ending_cause(ending, SPEC) == cause
+
+
+def test_a_cause_the_manifest_does_not_name_is_no_retry():
+    killed = result(RunStatus.FAILED, FAILED, Outcome(RunStatus.FAILED, 137, ""))
+    assert retry.ending_cause(killed, RetrySpec(on=["lost"])) is None
+
+
+class FakeRuns:
+    """run_manifest's stand-in: each call records a run, writes a checkpoint, ends as told."""
+
+    def __init__(self, home: Path, endings: list[Outcome]) -> None:
+        self.home, self.endings, self.resumed = home, list(endings), []
+
+    def __call__(self, loaded, logger, settings, home=None, watch=None) -> RunResult:
+        manifest = loaded.manifest
+        self.resumed.append(manifest.resume_from)
+        with Store(home) as store:
+            run_id = store.new_run(manifest.name, manifest.model_dump_json(by_alias=True))
+            paths = RunPaths.for_run(home, run_id, manifest)
+            (paths.outputs / "checkpoints").mkdir(parents=True)
+            (paths.outputs / "checkpoints" / "epoch").write_text(run_id)
+            watch.started(run_id, RunControl(marker="", grace_seconds=1), store)
+            ended = self.endings.pop(0)
+            code = 0 if ended.status == RunStatus.COMPLETED else FAILED
+            store.finish(run_id, ended.status, code, ended.message)
+        return RunResult(run_id, ended.status, code, ended.message, paths.root, None, {}, ended, None)
+
+
+def attempts(home: Path) -> list[dict]:
+    with Store(home) as store:
+        runs = list(reversed(store.runs()))
+    return [RunRecord.read(Path(run.run_dir) / "run.json").as_dict()["attempt"] for run in runs]
+
+
+def test_a_preempted_attempt_is_followed_by_one_that_resumes_from_its_checkpoints(project, tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    loaded = load_manifest(project(manifest="retry: {max_attempts: 3}\n"))
+    killed = Outcome(RunStatus.FAILED, 137, "exited with code 137 (killed by SIGKILL)")
+    fake = FakeRuns(home, [killed, killed, Outcome(RunStatus.COMPLETED, 0, None)])
+    monkeypatch.setattr(retry, "run_manifest", fake)
+    summary = tmp_path / "summary.md"
+    logger = Logger(stream=io.StringIO(), settings=LoggerSettings(step_summary=summary))
+    ended = retry.run_with_retry(loaded, logger, Settings(), home)
+    assert ended.status == RunStatus.COMPLETED and ended.run_id == "demo-3"
+    first, second, third = attempts(home)
+    assert first == {"number": 1, "max_attempts": 3, "previous": None, "resumed_from": None, "ended": "preempted", "next": "demo-2"}
+    assert second["previous"] == "demo-1" and second["resumed_from"].endswith("runs/demo-1/workdir/outputs/checkpoints")
+    assert (second["ended"], second["next"], third["number"], third["ended"]) == ("preempted", "demo-3", 3, None)
+    assert fake.resumed == [None, second["resumed_from"], third["resumed_from"]]
+    table = summary.read_text()
+    assert "### Attempts" in table and "| 1 | demo-1 | Failed | preempted |" in table and "| 3 | demo-3 | Completed |" in table
+
+
+def test_the_last_attempt_ends_the_chain(project, tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    loaded = load_manifest(project(manifest="retry: {max_attempts: 2}\n"))
+    killed = Outcome(RunStatus.FAILED, -9, "exited with code -9 (killed by SIGKILL)")
+    monkeypatch.setattr(retry, "run_manifest", FakeRuns(home, [killed, killed]))
+    stream = io.StringIO()
+    ended = retry.run_with_retry(loaded, Logger(stream=stream), Settings(), home)
+    assert ended.run_id == "demo-2" and ended.status == RunStatus.FAILED
+    assert "no attempt left (retry.max_attempts: 2)" in stream.getvalue()
+    assert [attempt["ended"] for attempt in attempts(home)] == ["preempted", "preempted"]
+
+
+def test_a_lost_run_is_continued_by_the_next_tftrain_run(project, tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    loaded = load_manifest(project(manifest="retry: {}\n"))
+    with Store(home) as store:  # a run whose tftrain was killed: its owner is no process any more
+        run_id = store.new_run("demo", loaded.manifest.model_dump_json(by_alias=True))
+        paths = RunPaths.for_run(home, run_id, loaded.manifest)
+        record = json.loads(paths.record.read_text())
+        record["owner"]["start"] = -1
+        paths.record.write_text(json.dumps(record))
+        (paths.outputs / "checkpoints").mkdir(parents=True)
+        (paths.outputs / "checkpoints" / "epoch").write_text("1")
+    fake = FakeRuns(home, [Outcome(RunStatus.COMPLETED, 0, None)])
+    monkeypatch.setattr(retry, "run_manifest", fake)
+    retry.run_with_retry(loaded, Logger(stream=io.StringIO()), Settings(), home)
+    lost, continued = attempts(home)
+    assert (lost["ended"], lost["next"]) == ("lost", "demo-2")
+    assert (continued["number"], continued["previous"]) == (2, "demo-1")
+    assert fake.resumed == [str(paths.outputs / "checkpoints")]
+
+
+def test_tftrain_stopped_by_sigterm_leaves_the_next_attempt_to_the_next_tftrain_run(project, tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    loaded = load_manifest(project(manifest="retry: {}\n"))
+    stopped = Outcome(RunStatus.CANCELED, None, "canceled by a signal to tftrain")
+
+    class Stopped(FakeRuns):
+        def __call__(self, *args, **kwargs) -> RunResult:
+            ended = super().__call__(*args, **kwargs)
+            return RunResult(*[getattr(ended, name) for name in ("run_id", "status", "exit_code", "message", "run_dir", "model", "metrics", "ended")], signal.SIGTERM)
+
+    monkeypatch.setattr(retry, "run_manifest", Stopped(home, [stopped]))
+    first = retry.run_with_retry(loaded, Logger(stream=io.StringIO()), Settings(), home)
+    assert first.status == RunStatus.CANCELED  # its machine is going away: no attempt starts here
+    assert attempts(home) == [{"number": 1, "max_attempts": 3, "previous": None, "resumed_from": None, "ended": "preempted", "next": None}]
+
+    fake = FakeRuns(home, [Outcome(RunStatus.COMPLETED, 0, None)])
+    monkeypatch.setattr(retry, "run_manifest", fake)
+    stream = io.StringIO()
+    retry.run_with_retry(loaded, Logger(stream=stream), Settings(), home)
+    assert "run demo-1 was preempted: this is attempt 2 of 3, resuming from" in stream.getvalue()
+    assert [(a["number"], a["previous"], a["next"]) for a in attempts(home)] == [(1, None, "demo-2"), (2, "demo-1", None)]
+
+
+def test_a_user_cancel_is_not_continued(project, tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    loaded = load_manifest(project(manifest="retry: {}\n"))
+    monkeypatch.setattr(retry, "run_manifest", FakeRuns(home, [Outcome(RunStatus.CANCELED, None, "canceled"), Outcome(RunStatus.COMPLETED, 0, None)]))
+    retry.run_with_retry(loaded, Logger(stream=io.StringIO()), Settings(), home)
+    retry.run_with_retry(loaded, Logger(stream=io.StringIO()), Settings(), home)
+    assert [(a["number"], a["previous"], a["ended"]) for a in attempts(home)] == [(1, None, None), (1, None, None)]

@@ -352,3 +352,11 @@ def test_vm_priority_of_a_provisioned_cluster_and_dedicated_machines(tmp_path):
     manifest, _, report = imported(tmp_path / "dedicated", "tf_single.py", "tf-mnist/tf_mnist.py", text=dedicated)
     assert manifest.retry is None and manifest.compute.runner_labels == []
     assert "vm_priority='dedicated': runs are not retried unless retry: is set" in report
+
+
+def test_the_source_directorys_data_store_is_not_needed_and_says_why(tmp_path):
+    text = (DATA / "tf_single.py").read_text().replace('    vm_priority="lowpriority",\n', '    vm_priority="lowpriority",\n    source_directory_data_store=ds,\n')
+    assert "source_directory_data_store=ds" in text
+    _, _, report = imported(tmp_path, "tf_single.py", "tf-mnist/tf_mnist.py", text=text)
+    assert "source_directory_data_store=" in report and "not needed — each run copies source_directory into its own run directory" in report
+    assert "no equivalent" not in report

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -12,7 +13,11 @@ from pathlib import Path
 
 import pytest
 
+import registries
+from conftest import BASE_IMAGE
+
 pytestmark = pytest.mark.integration
+auth_registry = registries.auth_registry
 
 ACT = str(Path(sys.executable).parent / "act")
 SCRIPT = """\
@@ -86,14 +91,15 @@ def tool_cache(tmp_path_factory):
         yield
 
 
-def act(root: Path, home: Path, api_url: str = "http://127.0.0.1:9", event: str = "pull_request", ref: str | None = None):
+def act(root: Path, home: Path, api_url: str = "http://127.0.0.1:9", event: str = "pull_request", ref: str | None = None,
+        token: str = "ghs_test", env: dict[str, str] | None = None, actor: str = "nektos/act"):
     # Without PYTHONPATH: the steps run the tftrain the action installed, not this checkout's.
-    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "TFTRAIN_HOME": str(home)}
-    extra = ["--env", f"GITHUB_REF={ref}"] if ref else []
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "TFTRAIN_HOME": str(home), **(env or {})}
+    extra = ["--actor", actor, *(["--env", f"GITHUB_REF={ref}"] if ref else [])]
     extra += ["--action-cache-path", os.environ["TFTRAIN_TEST_ACT_CACHE"]]  # act's RUNNER_TOOL_CACHE: <it>/tool_cache
     return subprocess.run(
         [ACT, event, "-e", "event.json", "-P", "ubuntu-latest=-self-hosted", "--no-cache-server", *extra,
-         "--env", f"GITHUB_API_URL={api_url}", "--env", "GITHUB_REPOSITORY=octo/models", "-s", "GITHUB_TOKEN=ghs_test"],
+         "--env", f"GITHUB_API_URL={api_url}", "--env", "GITHUB_REPOSITORY=octo/models", "-s", f"GITHUB_TOKEN={token}"],
         cwd=root, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=1200,
     )
 
@@ -202,3 +208,60 @@ def test_two_tag_pushes_at_once_publish_two_versions(repo, tmp_path, github_api)
     assert sorted(r["tag_name"] for r in github_api.releases) == ["demo-v1", "demo-v2"]
     for release in github_api.releases:
         assert not release["draft"] and len({a["name"] for a in release["assets"]}) == len(release["assets"]) >= 7
+
+
+KERAS_SCRIPT = """\
+import keras
+keras.utils.set_random_seed(1)
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4, activation="softmax")])
+model.compile(loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+print("Epoch 1/1")
+print("1/1 - 0s - accuracy: 0.5 - loss: 1.2")
+model.export("outputs/model")
+"""
+
+
+def test_deploy_image_pushes_the_served_model_with_the_job_token(repo, tmp_path, docker_client, auth_registry):
+    """A tag push with deploy-image: trained, gated, published, then the serving image is built,
+    smoke-tested and pushed to a registry that accepts only the job's token (as ghcr.io does), the
+    release links it by digest, and the runner is logged out again."""
+    from github_api import GitHubAPI
+
+    root = action_repo(tmp_path, repo, "demo/tftrain.yml", {"ref": "refs/tags/v2.0", "repository": {"full_name": "octo/models"}})
+    (root / "demo" / "train.py").write_text(KERAS_SCRIPT)
+    (root / "demo" / "tftrain.yml").write_text(f"name: digits\nentry_script: train.py\nuser_managed: true\npython: {sys.executable}\n")
+    repository = f"{auth_registry.address}/octo/digits"
+    workflow = root / ".github" / "workflows" / "pr.yml"
+    workflow.write_text(workflow.read_text().replace("on: pull_request", "on: push").replace(
+        "          manifest: demo/tftrain.yml\n",
+        f"          manifest: demo/tftrain.yml\n          deploy-image: {repository}\n          deploy-base-image: {BASE_IMAGE}\n").replace(
+        'echo "status=$STATUS', 'echo "image=$IMAGE digest=$DIGEST status=$STATUS').replace(
+        "          MODEL: ${{ steps.tftrain.outputs.model-version }}",
+        "          MODEL: ${{ steps.tftrain.outputs.model-version }}\n          IMAGE: ${{ steps.tftrain.outputs.image }}\n"
+        "          DIGEST: ${{ steps.tftrain.outputs.image-digest }}"))
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "deploy"], cwd=root, check=True)
+    docker_config = tmp_path / "docker-config"
+    with GitHubAPI(token=auth_registry.password) as github:
+        result = act(root, tmp_path / "home", github.url, event="push", ref="refs/tags/v2.0", token=auth_registry.password,
+                     env={"DOCKER_CONFIG": str(docker_config)}, actor=auth_registry.username)
+        assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+        (release,) = github.releases
+    digest = re.search(r"digest=(sha256:[0-9a-f]{64}) status=Completed", result.stdout)
+    assert digest, result.stdout[-4000:]
+    assert f"image={repository}@{digest[1]} " in result.stdout
+    assert release["tag_name"] == "digits-v1" and f"`{repository}@{digest[1]}`" in release["body"]
+    assert registry_digest(auth_registry, "octo/digits", "digits-v1") == digest[1]
+    assert auth_registry.address not in (docker_config / "config.json").read_text()  # logged out after the step
+
+
+def registry_digest(registry, name: str, tag: str) -> str:
+    import base64
+    import ssl
+    import urllib.request
+
+    context = ssl.create_default_context(cafile=str(registries.CERTS_D / registry.address / "ca.crt"))
+    request = urllib.request.Request(f"https://{registry.address}/v2/{name}/manifests/{tag}", method="HEAD", headers={
+        "Accept": "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json",
+        "Authorization": "Basic " + base64.b64encode(f"{registry.username}:{registry.password}".encode()).decode()})
+    with urllib.request.urlopen(request, timeout=10, context=context) as response:
+        return response.headers["Docker-Content-Digest"]

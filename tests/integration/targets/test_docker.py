@@ -284,6 +284,46 @@ def test_images_prune_keeps_the_newest_per_model(docker_client, cli, tmp_path):
     docker_client.images.remove(tags[2])
 
 
+def test_images_lists_and_prunes_serving_images_and_their_environments(docker_client, cli):
+    """Serving images and the environments they are built on are tftrain's too: listed with their
+    kind, pruned per model; an image something is still built on is kept with a warning, not a crash."""
+    import io
+
+    def build(tag: str, base: str, labels: dict[str, str]) -> str:
+        dockerfile = f"FROM {base}\nRUN echo {tag} > /tag\n".encode()
+        docker_client.images.build(fileobj=io.BytesIO(dockerfile), tag=tag, labels=labels, rm=True)
+        time.sleep(1.1)  # distinct creation times
+        return tag
+
+    environment = build("tftrain-serve/environment:prunetest", BASE_IMAGE, {"tftrain.serving.environment": "prunetest"})
+    served = {"tftrain.model.name": "prune-serve", "tftrain.serving.environment": "prunetest"}
+    older = build("tftrain-test/prune-serve:old", environment, {**served, "tftrain.serving.content-hash": "old"})
+    child = build("tftrain-test/prune-child:1", older, {"tftrain.content-hash": "child", "tftrain.name": "prune-child"})
+    newer = build("tftrain-test/prune-serve:new", environment, {**served, "tftrain.serving.content-hash": "new"})
+    try:
+        listing = cli("images")
+        assert listing.returncode == 0, listing.stderr
+        rows = {cells[0]: cells[1:3] for line in listing.stdout.splitlines()
+                if len(cells := [cell.strip() for cell in line.strip("│ ").split("│")]) > 3}
+        assert rows[environment] == ["serving environment", ""]
+        assert rows[newer] == rows[older] == ["serving", "prune-serve"] and rows[child] == ["training", "prune-child"]
+        result = cli("images", "prune", "--model", "prune-serve", "--keep", "1")
+        assert result.returncode == 0, result.stderr
+        assert f"kept {older}" in result.stdout + result.stderr  # prune-child is built on it
+        assert f"removed {newer}" not in result.stdout
+        docker_client.images.remove(child)
+        again = cli("images", "prune", "--model", "prune-serve", "--keep", "1")
+        assert f"removed {older}" in again.stdout, again.stdout
+        refused = cli("images", "prune", "--keep", "0")
+        assert refused.returncode == 2 and "--keep: at least 1" in refused.stderr
+    finally:
+        for tag in (child, older, newer, environment):
+            try:
+                docker_client.images.remove(tag)
+            except Exception:
+                pass
+
+
 def test_conda_without_conda_in_the_base_says_so(docker_client, cli, home, tmp_path):
     path = docker_manifest(tmp_path, "print(1)\n", "conda_packages: [numpy]\n", name="conda")
     result = cli("run", "-f", str(path), timeout=600)

@@ -201,6 +201,22 @@ def registry(tmp_path_factory):
     yield f"127.0.0.1:{port}"
     process.terminate()
     process.wait()
+    _untag_pushed(f"127.0.0.1:{port}/")
+
+
+def _untag_pushed(prefix: str) -> None:
+    """The tags of this registry's images go with it (each ~2 GB image would otherwise stay under a
+    name nothing can pull from again, run after run); the layers other tags use stay."""
+    import docker
+
+    try:
+        client = docker.from_env()
+        for image in client.images.list():
+            for tag in image.tags:
+                if tag.startswith(prefix):
+                    client.images.remove(tag)
+    except docker.errors.DockerException:
+        pass  # no daemon: nothing was pushed
 
 
 @pytest.fixture

@@ -201,10 +201,10 @@ def registry(tmp_path_factory):
     yield f"127.0.0.1:{port}"
     process.terminate()
     process.wait()
-    _untag_pushed(f"127.0.0.1:{port}/")
+    untag_pushed(f"127.0.0.1:{port}/")
 
 
-def _untag_pushed(prefix: str) -> None:
+def untag_pushed(prefix: str) -> None:
     """The tags of this registry's images go with it (each ~2 GB image would otherwise stay under a
     name nothing can pull from again, run after run); the layers other tags use stay."""
     import docker

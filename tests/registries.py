@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import untag_pushed
+
 CERTS_D = Path("/etc/docker/certs.d")
 
 
@@ -100,3 +102,4 @@ def auth_registry(tmp_path_factory):
         process.terminate()
         process.wait()
         shutil.rmtree(trust, ignore_errors=True)
+        untag_pushed(f"localhost:{port}/")

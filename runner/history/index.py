@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import yaml
-from pydantic import ValidationError
+from runner.spec import ValidationError
 
 from runner.errors import DiskFullError, FatalError, HistoryError
 from runner.history.record import TERMINAL, RunRecord

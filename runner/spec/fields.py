@@ -5,7 +5,9 @@ so that one formatter (runner.manifest.validate) words them for either."""
 
 from __future__ import annotations
 
-import typing
+import builtins
+import functools
+import sys
 from typing import Any, Callable, NamedTuple
 
 
@@ -141,13 +143,31 @@ def spec_fields(cls: type) -> dict[str, FieldInfo]:
     """A spec's fields by name, their types resolved (once: a spec's module is loaded by then)."""
     found = cls.__dict__.get("__spec_fields__")
     if found is None:
-        hints = typing.get_type_hints(cls, include_extras=True)
+        hints = {}
+        for klass in reversed(cls.__mro__):
+            scope = vars(sys.modules[klass.__module__])
+            hints.update({name: _resolved(hint, scope) for name, hint in vars(klass).get("__annotations__", {}).items()})
         found = {
             name: FieldInfo(name, hints[name], said.alias, said.description, said.rule, said.default, said.default_factory)
             for name, said in cls.__spec_declared__.items()
         }
         cls.__spec_fields__ = found
     return found
+
+
+def _resolved(hint: Any, scope: dict[str, Any]) -> Any:
+    """An annotation written as a string, evaluated in its module (typing.get_type_hints compiles
+    each string anew: a hundred compiles on `tftrain run`'s start path)."""
+    if not isinstance(hint, str):
+        return hint
+    if hint.isidentifier():
+        return scope[hint] if hint in scope else getattr(builtins, hint)
+    return eval(_code(hint), scope)  # noqa: S307 (the module's own annotations)
+
+
+@functools.lru_cache(maxsize=None)
+def _code(hint: str) -> Any:
+    return compile(hint, "<annotation>", "eval")
 
 
 def spec_validators(cls: type) -> list[Validator]:

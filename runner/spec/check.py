@@ -179,6 +179,9 @@ def constrain(rule: Rule, value: Any, loc: tuple, errors: list) -> Any:
 
 @lru_cache(maxsize=None)
 def _compiled(pattern: str) -> re.Pattern:
+    """pydantic's patterns are Rust's: `$` ends the text, where Python's also matches before a final newline."""
+    if pattern.endswith("$") and not pattern.endswith("\\$"):
+        pattern = pattern[:-1] + r"\Z"
     return re.compile(pattern)
 
 
@@ -312,7 +315,10 @@ def _int(value: Any, loc: tuple, errors: list, config: Config) -> Any:
 
 def _float(value: Any, loc: tuple, errors: list, config: Config) -> Any:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer past float's range
+            return error(errors, "float_type", loc, "Input should be a valid number", value)
     if not config.strict and isinstance(value, str):
         try:
             return float(value.strip())

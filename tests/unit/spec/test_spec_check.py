@@ -171,3 +171,10 @@ def test_lax_specs_coerce_keep_unknown_keys_and_change():
 def test_validate_takes_any_type():
     assert validate(Pet, {"kind": "cat"}) == Cat(kind="cat", lives=9)
     assert validate(list[int], (1, 2)) == [1, 2]  # lax: a tuple is a list
+
+
+def test_pydantic_edges_a_yaml_file_can_reach():
+    # pydantic's patterns are Rust's: `$` is the end of the text, a final newline included
+    assert errors({"name": "x", "pet": {"kind": "dog", "name": "rex\n"}})[0][0] == "string_pattern_mismatch"
+    # an integer past float's range is no number, not an OverflowError
+    assert errors({"name": "x", "ratio": 10**400}) == [("float_type", ("ratio",), "Input should be a valid number")]

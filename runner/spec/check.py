@@ -193,14 +193,15 @@ def _union(members: tuple, value: Any, loc: tuple, errors: list, config: Config)
         members = tuple(member for member in members if member is not NONE_TYPE)
         if len(members) == 1:
             return check(members[0], value, loc, errors, config)
-    ordered = sorted(members, key=lambda member: not _exact(member, value))  # pydantic's smart mode: the exact type first
-    tried: list = []
-    for member in ordered:
-        tried = []
-        result = check(member, value, loc, tried, config)
+    tried: dict[Any, list] = {}
+    for member in sorted(members, key=lambda member: not _exact(member, value)):  # pydantic's smart mode: the exact type first
+        tried[member] = []
+        result = check(member, value, loc, tried[member], config)
         if result is not INVALID:
             return result
-    errors.extend(tried)
+    for member in members:  # every member's errors, its name in their place (`last.float`)
+        label = getattr(member, "__name__", str(member))
+        errors.extend({**entry, "loc": (*loc, label, *entry["loc"][len(loc):])} for entry in tried[member])
     return INVALID
 
 
@@ -298,8 +299,8 @@ _WORDS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no"
 
 
 def _int(value: Any, loc: tuple, errors: list, config: Config) -> Any:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
+    if isinstance(value, int) and (not isinstance(value, bool) or not config.strict):
+        return int(value)
     if not config.strict:
         if isinstance(value, float) and value.is_integer():
             return int(value)
@@ -314,7 +315,7 @@ def _int(value: Any, loc: tuple, errors: list, config: Config) -> Any:
 
 
 def _float(value: Any, loc: tuple, errors: list, config: Config) -> Any:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if isinstance(value, (int, float)) and (not isinstance(value, bool) or not config.strict):
         try:
             return float(value)
         except OverflowError:  # an integer past float's range

@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 from runner.spec.check import check_spec, validate
-from runner.spec.fields import MISSING, Config, Declared, FieldInfo, Validator, spec_fields
+from runner.spec.fields import MISSING, Config, Declared, FieldInfo, ValidationError, Validator, spec_fields
 
 
 class _Fields:
@@ -98,8 +98,13 @@ class Spec:
 
     @classmethod
     def model_validate_json(cls, text: str | bytes) -> Any:
-        """ValueError (json's or the validation's) when the text is no valid instance."""
-        return cls.model_validate(json.loads(text))
+        """ValueError (json's or the validation's) when the text is no valid instance; the errors
+        name JSON's kinds, as pydantic's do (an object, an array)."""
+        try:
+            return cls.model_validate(json.loads(text))
+        except ValidationError as exc:
+            errors = [{**error, "msg": _JSON_WORDS.get(error["type"], error["msg"])} for error in exc.errors()]
+            raise ValidationError(exc.title, errors) from None
 
     def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> Any:
         """A copy with `update`'s fields replaced, not checked again (as pydantic's)."""
@@ -126,6 +131,9 @@ class Spec:
         for name in spec_fields(type(self)):
             yield name, getattr(self, name)
         yield from self.__spec_extra__.items()
+
+
+_JSON_WORDS = {"dict_type": "Input should be an object", "model_type": "Input should be an object", "list_type": "Input should be a valid array"}
 
 
 def dump(value: Any, mode: str, by_alias: bool) -> Any:

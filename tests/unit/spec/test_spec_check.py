@@ -166,6 +166,12 @@ def test_lax_specs_coerce_keep_unknown_keys_and_change():
         Record.model_validate({"status": "Sideways"})
     with pytest.raises(ValueError):  # json's error is a ValueError too
         Record.model_validate_json(b"{broken")
+    assert Record.model_validate({"status": "Up", "count": True}).count == 1  # lax: a boolean is a number
+    with pytest.raises(ValidationError) as caught:
+        Record.model_validate_json(b'{"status": "Up", "value": []}')
+    assert [(e["loc"], e["msg"]) for e in caught.value.errors()] == [
+        (("value", "float"), "Input should be a valid number"), (("value", "str"), "Input should be a valid string"),
+    ]
 
 
 def test_validate_takes_any_type():

@@ -1,4 +1,5 @@
-"""Turn validation errors (the spec layer's, or pydantic's for the pool inventory) into one-line messages that name the file, line and field."""
+"""Turn validation errors (the spec layer's; pydantic's for the pool inventory) into one-line
+messages that name the file, line and field."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The spec layer: frozen dataclasses declared like pydantic models (Field, validators, tagged
+"""The spec layer: frozen data classes declared like pydantic models (Field, validators, tagged
 unions), checked with pydantic's rules and error wording, and their JSON Schema, without pydantic
 (whose import and model building took most of `tftrain run`'s start)."""
 

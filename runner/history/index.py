@@ -8,14 +8,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import sqlite3
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import yaml
-from pydantic import ValidationError
+from runner.spec import ValidationError
 
 from runner.errors import DiskFullError, FatalError, HistoryError
 from runner.history.record import TERMINAL, RunRecord
@@ -89,7 +88,7 @@ class Owner:
 
     @classmethod
     def me(cls) -> Owner:
-        return cls(socket.gethostname(), os.getpid(), process_start(os.getpid()), boot_id())
+        return cls(_hostname(), os.getpid(), process_start(os.getpid()), boot_id())
 
     @classmethod
     def of(cls, owner: dict | None) -> Owner | None:
@@ -103,7 +102,7 @@ class Owner:
 
     def gone(self) -> bool:
         """True when this machine can tell the owner has ended; another host's runs are never judged."""
-        if self.host != socket.gethostname() or not Path("/proc/self/stat").exists():
+        if self.host != _hostname() or not Path("/proc/self/stat").exists():
             return False
         if self.boot and self.boot != boot_id():
             return True  # the machine rebooted since
@@ -245,6 +244,11 @@ def load_run(run_dir: Path) -> RunRecord:
         error = exc.errors()[0]
         where = ".".join(str(part) for part in error["loc"])
         raise ValueError(f"run.json: {where}: {error['msg']}") from None
+
+
+def _hostname() -> str:
+    """socket.gethostname() without importing socket (uname's node name is what it returns)."""
+    return os.uname().nodename
 
 
 def _is_phase(phase) -> bool:

@@ -7,7 +7,7 @@ import json
 from enum import Enum
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from runner.spec import Field, Spec, field_validator
 
 
 class RunStatus(str, Enum):
@@ -36,9 +36,9 @@ class RunStatus(str, Enum):
 TERMINAL: tuple[RunStatus, ...] = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELED, RunStatus.TIMED_OUT)
 
 
-class _Model(BaseModel):
+class _Model(Spec, strict=False, extra="allow", frozen=False):
     # keys this version does not know (written by a newer one) are kept, never dropped
-    model_config = ConfigDict(extra="allow")
+    pass
 
 
 class MetricStats(_Model):
@@ -72,9 +72,9 @@ class MetricsSummary(_Model):
     """
 
     primary: str | None = None
-    metrics: dict[str, MetricStats] = {}
-    images: list[ImageNote] = []
-    tags: dict[str, str] = {}
+    metrics: dict[str, MetricStats] = Field(default_factory=dict)
+    images: list[ImageNote] = Field(default_factory=list)
+    tags: dict[str, str] = Field(default_factory=dict)
 
     def as_dict(self) -> dict:
         """The JSON object: images and tags only when there are some."""
@@ -135,9 +135,9 @@ class RunRecord(_Model):
     exit_code: int | None = None
     message: str | None = None
     manifest: dict
-    git: dict = {}
+    git: dict = Field(default_factory=dict)
     owner: dict | None = None
-    phases: list[Phase] = []
+    phases: list[Phase] = Field(default_factory=list)
     model: str | None = None
     metrics: MetricsSummary | None = None
     sweep: dict | None = None  # {"id": SWEEP_ID, "trial": N} for a sweep's trial
@@ -150,7 +150,7 @@ class RunRecord(_Model):
 
     @classmethod
     def read(cls, path: Path) -> RunRecord:
-        """OSError or ValueError (pydantic's ValidationError is one) when missing or unreadable."""
+        """OSError or ValueError (json's error and the ValidationError are ones) when missing or unreadable."""
         return cls.model_validate_json(path.read_bytes())
 
     def as_dict(self) -> dict:

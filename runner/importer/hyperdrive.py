@@ -12,17 +12,17 @@ from __future__ import annotations
 import re
 from typing import Any, get_args
 
-from pydantic import BaseModel, ValidationError
+from runner.spec import ValidationError
 
 from runner.importer.values import Obj, Unknown, known
 from runner.manifest.sweep import Bandit, Expression, MedianStopping, Objective, Sampling, TruncationSelection
 from runner.manifest.yamlfile import YamlDocument
 
 SWEEP = "sweep"
-EXPRESSIONS: dict[str, type[BaseModel]] = {
+EXPRESSIONS: dict[str, type] = {
     get_args(model.model_fields["type"].annotation)[0]: model for model in get_args(get_args(Expression)[0])
 }
-POLICIES: dict[str, type[BaseModel]] = {
+POLICIES: dict[str, type] = {
     "bandit": Bandit, "median_stopping": MedianStopping, "truncation_selection": TruncationSelection,
 }  # fmt: skip
 V1_SAMPLINGS = {
@@ -50,7 +50,7 @@ WARM_START = "Azure run ids do not exist here: list the tftrain sweep ids whose 
 # --- shared by both forms ---------------------------------------------------------------------
 
 
-def refusal(model: type[BaseModel], data: dict[str, Any]) -> str | None:
+def refusal(model: type, data: dict[str, Any]) -> str | None:
     """Why the manifest would refuse `data` as `model` (its first error), or None."""
     try:
         model.model_validate(data)
@@ -62,7 +62,7 @@ def refusal(model: type[BaseModel], data: dict[str, Any]) -> str | None:
 
 
 def put_checked(
-    ctx, path: tuple[str, ...], model: type[BaseModel], data: dict[str, Any], source: str, where: str
+    ctx, path: tuple[str, ...], model: type, data: dict[str, Any], source: str, where: str
 ) -> bool:
     """`data` under `path` when `model` takes it; a TODO saying why not otherwise."""
     why = refusal(model, data)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import ValidationError
+from runner.spec import ValidationError
 
 from runner.errors import ManifestError
 from runner.manifest.model import Manifest

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Tag
+from runner.spec import Discriminator, Spec, Tag
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 VERSION_PATTERN = r"^\d+\.\d+(\.\d+)?$"
@@ -19,9 +19,9 @@ MAX_TASKS = 4096
 MAX_SECONDS = 366 * 24 * 3600  # longer waits overflow timers; no job runs a year
 
 
-class Model(BaseModel):
+class Model(Spec, strict=True, extra="forbid", frozen=True):
     # strict: `true` is no 1 and 'yes' no boolean; a wrong type is an error, never a guess
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, strict=True)
+    pass
 
 
 class InputRef(Model):

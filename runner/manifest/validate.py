@@ -1,4 +1,5 @@
-"""Turn pydantic's errors into one-line messages that name the file, line and field."""
+"""Turn validation errors (the spec layer's; pydantic's for the pool inventory) into one-line
+messages that name the file, line and field."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import types
 import typing
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
 
 from runner.manifest.fields import QUANTITY_PATTERN
 from runner.manifest.sweep import EXPRESSIONS, POLICIES, SWEEP_ID_PATTERN
@@ -17,7 +17,7 @@ from runner.manifest.yamlfile import Location, YamlDocument, format_loc, one_lin
 __all__ = ["allowed_keys", "format_loc", "validation_messages"]
 
 
-def validation_messages(exc: ValidationError, doc: YamlDocument, model: type[BaseModel]) -> list[str]:
+def validation_messages(exc: Any, doc: YamlDocument, model: type) -> list[str]:
     messages = []
     seen = set()
     for error in exc.errors():
@@ -62,7 +62,7 @@ _UNION_TAGS = {
 }
 
 
-def _describe(error: dict[str, Any], loc: Location, model: type[BaseModel], raw_loc: Location) -> str:
+def _describe(error: dict[str, Any], loc: Location, model: type, raw_loc: Location) -> str:
     kind = error["type"]
     if kind == "extra_forbidden":
         allowed = allowed_keys(model, loc[:-1], {part for part in raw_loc if isinstance(part, str)})
@@ -108,19 +108,19 @@ def _quoted(values: list[str]) -> str:
     return ", ".join(repr(value) for value in values)
 
 
-def _union_tags(model: type[BaseModel], loc: Location) -> list[str]:
+def _union_tags(model: type, loc: Location) -> list[str]:
     """The tags of the tagged union at `loc` (`type: choice`, `backend: mpi`, …), in declaration order."""
     return list(dict.fromkeys(tag for member in _models_at(model, loc) for tag in sorted(_tag_values(member))))
 
 
-def _tag_field(model: type[BaseModel], loc: Location) -> str | None:
+def _tag_field(model: type, loc: Location) -> str | None:
     """The key that tells the members of the tagged union at `loc` apart, if `loc` holds one."""
     members = _models_at(model, loc)
     shared = set.intersection(*(set(_tag_fields(member)) for member in members)) if len(members) > 1 else set()
     return min(shared) if len(shared) == 1 else None
 
 
-def allowed_keys(model: type[BaseModel], loc: Location, tags: set[str] = frozenset()) -> list[str]:
+def allowed_keys(model: type, loc: Location, tags: set[str] = frozenset()) -> list[str]:
     """Keys accepted at `loc` below `model` (used for 'did you mean'); of a tagged union's members,
     the one pydantic tried (its tag, e.g. `mpi`, is among `tags`), if it can be told."""
     models = _models_at(model, loc)
@@ -131,29 +131,29 @@ def allowed_keys(model: type[BaseModel], loc: Location, tags: set[str] = frozens
     return sorted(keys)
 
 
-def _models_at(model: type[BaseModel], loc: Location) -> list[type[BaseModel]]:
+def _models_at(model: type, loc: Location) -> list[type]:
     """The models a value at `loc` below `model` may be (several for a union)."""
     candidates: list[Any] = [model]
     for part in loc:
         nxt: list[Any] = []
         for candidate in candidates:
             for member in _members(candidate):
-                if isinstance(member, type) and issubclass(member, BaseModel):
+                if _is_model(member):
                     field = _fields(member).get(str(part))
                     if field is not None:
                         nxt.append(field.annotation)
                 elif typing.get_origin(member) in (dict, list):
                     nxt.append(typing.get_args(member)[-1])
         candidates = nxt
-    return [m for c in candidates for m in _members(c) if isinstance(m, type) and issubclass(m, BaseModel)]
+    return [m for c in candidates for m in _members(c) if _is_model(m)]
 
 
-def _tag_values(model: type[BaseModel]) -> set[str]:
+def _tag_values(model: type) -> set[str]:
     """The values of a model's one-value Literal fields (a union member's tag, like backend: mpi)."""
     return set(_tag_fields(model).values())
 
 
-def _tag_fields(model: type[BaseModel]) -> dict[str, str]:
+def _tag_fields(model: type) -> dict[str, str]:
     """A model's one-value Literal fields and their values (`backend: mpi`)."""
     tags = {}
     for name, field in _fields(model).items():
@@ -163,7 +163,7 @@ def _tag_fields(model: type[BaseModel]) -> dict[str, str]:
     return tags
 
 
-def _fields(model: type[BaseModel]) -> dict:
+def _fields(model: type) -> dict:
     """Fields by the key written in YAML (the alias where there is one)."""
     return {field.alias or name: field for name, field in model.model_fields.items()}
 
@@ -175,3 +175,8 @@ def _members(annotation: Any) -> list[Any]:
     if origin is typing.Union or isinstance(annotation, types.UnionType):
         return [m for arg in typing.get_args(annotation) for m in _members(arg)]
     return [annotation]
+
+
+def _is_model(annotation: Any) -> bool:
+    """A spec or a pydantic model: a class with fields."""
+    return isinstance(annotation, type) and hasattr(annotation, "model_fields")

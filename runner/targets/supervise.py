@@ -58,11 +58,14 @@ def supervise(
     `judge()` gives the outcome once the plan's processes or job tell it, None while they run;
     `stop(grace)` stops them all: termination, `grace` seconds, then kill. A judge that raises
     Vanished fails the run at once. `stopped` ends the message of a run stopped here ("; the job
-    was deleted"). `control.started` is called first: the plan has started."""
-    if control.started is not None:
-        control.started()
+    was deleted"). `control.started` (the plan has started) is called at the first poll: the
+    script's first `every` seconds are its own, not shared with the lineage's git calls and files."""
+    started = control.started
     while True:
         time.sleep(every)
+        if started is not None:
+            started()
+            started = None
         try:
             outcome = judge()
         except Vanished as gone:

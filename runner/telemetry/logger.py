@@ -13,11 +13,11 @@ what users wrote (messages, metric names, paths) is never read as rich markup.
 from __future__ import annotations
 
 import io
+import os
 import queue
 import re
 import sys
 import threading
-import uuid
 from collections.abc import Iterable
 from contextlib import contextmanager
 from pathlib import Path
@@ -226,7 +226,7 @@ class Logger:
             return
         with open(path, "a", encoding="utf-8") as handle:
             for key, value in values.items():
-                delimiter = f"tftrain_{uuid.uuid4().hex}"
+                delimiter = f"tftrain_{os.urandom(16).hex()}"
                 handle.write(f"{key}<<{delimiter}\n{self.masker.text(value)}\n{delimiter}\n")
 
     def metrics(self, points: Iterable) -> None:

@@ -15,14 +15,24 @@ class Launcher(Protocol):
 
 
 def launcher_for(manifest: Manifest) -> Launcher:
-    from runner.plan.launchers import mpi, multi_worker_mirrored, parameter_server, single
-
+    """The backend's module alone: a single process's run does not load the others (nor socket,
+    which finds their free ports) before its script starts."""
     training = manifest.distributed_training
     if training is None:
+        from runner.plan.launchers import single
+
         return single
-    return {"mpi": mpi, "parameter_server": parameter_server, "multi_worker_mirrored": multi_worker_mirrored}[
-        training.backend
-    ]
+    if training.backend == "mpi":
+        from runner.plan.launchers import mpi
+
+        return mpi
+    if training.backend == "parameter_server":
+        from runner.plan.launchers import parameter_server
+
+        return parameter_server
+    from runner.plan.launchers import multi_worker_mirrored
+
+    return multi_worker_mirrored
 
 
 def build_plan(ctx: PlanContext) -> LaunchPlan:

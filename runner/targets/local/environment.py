@@ -15,7 +15,6 @@ import shutil
 import subprocess
 import sys
 from dataclasses import asdict, dataclass
-from importlib import metadata
 from pathlib import Path
 
 from runner.errors import PreparingError, UnsupportedError
@@ -80,6 +79,8 @@ class PythonEnv:
 
 
 def installed_framework_version() -> str | None:
+    from importlib import metadata  # here: its import costs more than starting the script takes
+
     for name in FRAMEWORK_PACKAGES:
         try:
             return metadata.version(name)
@@ -90,12 +91,14 @@ def installed_framework_version() -> str | None:
 
 def packages_in(env: PythonEnv) -> dict[str, str]:
     """name → version of every distribution in the environment (for manifest.lock.yml)."""
+    from importlib import metadata
+
     paths = [str(site) for site in Path(env.python).parent.parent.glob("lib/python*/site-packages")] if env.is_venv else None
     found = metadata.distributions(path=paths) if paths else metadata.distributions()
     return dict(sorted(pair for pair in map(_name_and_version, found) if pair[0]))
 
 
-def _name_and_version(dist: metadata.Distribution) -> tuple[str | None, str | None]:
+def _name_and_version(dist) -> tuple[str | None, str | None]:
     """Name and Version from the metadata's header alone: `dist.metadata` parses the whole file,
     long description included, which for a hundred packages costs more than starting the script."""
     text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
@@ -141,8 +144,7 @@ def env_spec(manifest: Manifest, source_dir: Path) -> EnvSpec:
         requirements_text = read_source_text(source_dir, manifest.pip_requirements_file, "pip_requirements_file")
     horovod = isinstance(manifest.distributed_training, MpiTraining)
     wanted = manifest.framework_version or (DEFAULT_VERSION if horovod else None)
-    installed = installed_framework_version()
-    framework_ok = wanted is None or (installed is not None and _matches(installed, wanted))
+    framework_ok = wanted is None or _matches(installed_framework_version(), wanted)
     horovod_ok = not horovod or _installed("horovod")
     if not manifest.pip_packages and requirements_text is None and framework_ok and horovod_ok:
         return EnvSpec(version, (), None, None, None)
@@ -179,6 +181,8 @@ def horovod_steps(framework_version: str) -> tuple[PipStep, ...]:
 
 
 def _installed(name: str) -> bool:
+    from importlib import metadata
+
     try:
         metadata.version(name)
         return True
@@ -186,8 +190,8 @@ def _installed(name: str) -> bool:
         return False
 
 
-def _matches(installed: str, wanted: str) -> bool:
-    return installed == wanted or installed.startswith(wanted + ".")
+def _matches(installed: str | None, wanted: str) -> bool:
+    return installed is not None and (installed == wanted or installed.startswith(wanted + "."))
 
 
 def prepare_env(spec: EnvSpec, source_dir: Path, logger: Logger, log_path: Path, console: bool = True) -> PythonEnv:

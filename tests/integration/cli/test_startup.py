@@ -21,3 +21,31 @@ def test_version_loads_only_the_command_table():
 
 def test_run_loads_nothing_that_only_post_processing_or_other_targets_need():
     assert loaded_by("import runner.cli.run") == []
+
+
+# imported by then, they alone took most of the time before the script's first line (pydantic:
+# the import and the models; importlib.metadata: asked for the framework's version when none was set)
+NOT_BEFORE_THE_SCRIPT = ("pydantic", "pydantic_core", "jinja2", "importlib.metadata", "rich", "git")
+
+LAUNCH_PROBE = """
+import subprocess, sys
+seen = []
+real_init = subprocess.Popen.__init__
+def init(self, args, *rest, **kwargs):
+    if not seen and "train.py" in " ".join(map(str, args if isinstance(args, (list, tuple)) else [args])):
+        seen.append(sorted(name for name in {late!r} if name in sys.modules))
+        print("loaded when the script started:", " ".join(seen[0]) or "-", file=sys.stderr, flush=True)
+    real_init(self, args, *rest, **kwargs)
+subprocess.Popen.__init__ = init
+sys.argv = ["tftrain", "run", "-f", {manifest!r}]
+from runner.cli.main import main
+main()
+"""
+
+
+def test_the_script_starts_before_pydantic_and_the_post_processing_modules_load(project, home):
+    probe = LAUNCH_PROBE.format(late=NOT_BEFORE_THE_SCRIPT, manifest=str(project("print('first line', flush=True)\n")))
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "first line" in result.stdout
+    assert "loaded when the script started: -\n" in result.stderr, result.stderr

@@ -8,17 +8,14 @@ import statistics
 import sys
 
 import pytest
-from pydantic import TypeAdapter
 
 from runner.errors import MissingExtra
 from runner.manifest.sweep import Expression, Sampling
+from runner.spec.check import validate
 from runner.sweep.space import SearchSpace, sampler_for
 
-_EXPRESSION = TypeAdapter(Expression)
-
-
 def expression(type: str, **fields) -> Expression:
-    return _EXPRESSION.validate_python({"type": type, **fields})
+    return validate(Expression, {"type": type, **fields})
 
 
 def space_of(**expressions: dict) -> SearchSpace:

@@ -1,0 +1,74 @@
+"""The curated TensorFlow sets: one per release in the framework table, each pinning the
+packages that make a working TensorFlow, and the manifest warnings about leaving them out."""
+
+from __future__ import annotations
+
+import pytest
+
+from runner.manifest.curated import (
+    CONSTRAINTS_DIR, constraint_set, constraints_for, parse_set, released_sets, requirement_names, set_path,
+)
+from runner.manifest.frameworks import DEFAULT_VERSION, FRAMEWORKS, uses_keras3
+
+RELEASES = [f"2.{minor}" for minor in range(12, 22)]
+
+
+def test_the_table_runs_from_2_12_to_2_21():
+    assert list(FRAMEWORKS) == RELEASES
+    newest = FRAMEWORKS["2.21"]
+    assert (newest.python, newest.cuda, newest.cudnn) == ("3.10-3.13", "12.5", "9.3")
+    low, high = (tuple(map(int, end.split("."))) for end in newest.python.split("-"))
+    assert low <= (3, 11) <= high  # the Python the sets are made with
+
+
+def test_every_file_is_a_release_of_the_table():
+    assert set(released_sets()) <= set(RELEASES)
+    assert sorted(path.name for path in CONSTRAINTS_DIR.iterdir()) == [f"tensorflow-{r}.txt" for r in sorted(released_sets())]
+
+
+@pytest.mark.parametrize("release", released_sets())
+def test_each_set_pins_the_packages_of_a_working_tensorflow(release):
+    found = constraint_set(release)
+    assert found is not None and found.release == release and found.path == set_path(release)
+    pins = dict(found.pins)
+    # ml-dtypes: a TensorFlow dependency from 2.14 on (2.12 and 2.13 do not use it)
+    wanted = ("tensorflow-cpu", "tensorflow", "keras", "numpy", "protobuf", "tensorboard", "tensorboard-data-server")
+    for name in (*wanted, *(("ml-dtypes",) if tuple(map(int, release.split("."))) >= (2, 14) else ())):
+        assert name in pins, f"{release}: {name} is not pinned"
+    assert pins["tensorflow"] == pins["tensorflow-cpu"] and pins["tensorflow"].startswith(release + ".")
+    keras_major = int(pins["keras"].split(".")[0])
+    if uses_keras3(release):  # Keras 3 ships; tf-keras of the same minor for Horovod's Keras API
+        assert keras_major == 3 and pins["tf-keras"].startswith(release + ".")
+    else:  # Keras 2 is TensorFlow's own dependency, of the same minor
+        assert pins["keras"].startswith(release + ".") and "tf-keras" not in pins
+    if release != "2.21":  # TensorFlow ≤ 2.20 requires tensorboard~=its own release; 2.21 none
+        assert pins["tensorboard"].startswith(release + ".")
+    header = [line for line in found.text.splitlines() if line.startswith("#")]
+    assert any("Smoke test (runner/manifest/smoke.py): passed" in line for line in header)
+    assert any(f"tensorflow-cpu=={release}.*" in line for line in header)
+
+
+def test_a_set_reads_exact_pins_only(tmp_path):
+    good = parse_set("2.18", tmp_path / "x.txt", "# made by hand\n\nNumPy==2.0.2\ntensorflow_cpu==2.18.1\n")
+    assert good.pins == (("numpy", "2.0.2"), ("tensorflow-cpu", "2.18.1"))
+    with pytest.raises(ValueError, match=r"x.txt:2: not an exact pin \(name==version\): numpy>=2"):
+        parse_set("2.18", tmp_path / "x.txt", "keras==3.1\nnumpy>=2\n")
+
+
+def test_the_set_covers_its_release_and_its_own_patch_only():
+    found = constraint_set("2.18")
+    assert found.covers("2.18") and found.covers(found.tensorflow) and not found.covers("2.18.0")
+    assert constraint_set(None) == constraint_set(DEFAULT_VERSION)
+    assert constraint_set("2.11") is None and constraint_set("3.0") is None
+    assert constraints_for("2.18.0") is None and constraints_for("2.11") is None
+
+
+def test_what_the_user_lists_is_left_out_of_the_constraints():
+    def names(text: str) -> set[str]:
+        return {line.split("==")[0] for line in text.splitlines()}
+
+    full = names(constraints_for("2.21"))
+    assert {"numpy", "keras", "tf-keras", "tensorflow-cpu"} <= full
+    mine = names(constraints_for("2.21", ["numpy<2  # mine", "Keras[backend]>=3", "-r other.txt", "six"]))
+    assert full - mine == {"numpy", "keras"}
+    assert requirement_names(["tf_keras==2.18.0 ; python_version>'3'", "--index-url x", "  "]) == {"tf-keras"}

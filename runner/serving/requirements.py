@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from runner.manifest.curated import constraints_for
 from runner.manifest.frameworks import DEFAULT_VERSION, requirement
 
 KSERVE = "kserve==0.16.0"
@@ -26,6 +27,12 @@ def serving_requirements(framework_version: str | None, onnx: bool = False) -> t
     if onnx:
         packages.append(ONNXRUNTIME)
     return tuple(packages)
+
+
+def framework_constraints(framework_version: str | None) -> str | None:
+    """The release's tested set for these environments' TensorFlow (None: a patch other than the
+    set's, or a release without one); KServe's and tf2onnx's own pins resolve with it."""
+    return constraints_for(framework_version or DEFAULT_VERSION)
 
 
 def export_tensorflow(framework_version: str | None) -> str:

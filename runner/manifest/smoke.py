@@ -49,11 +49,11 @@ def main(workdir: Path) -> dict:
         raise AssertionError("tf.summary.scalar left no event file")
 
     exported = workdir / "savedmodel"
-    if hasattr(model, "export"):  # Keras ≥ 2.13: an inference-only SavedModel
-        model.export(str(exported))
-    else:  # Keras 2.12: model.save to a directory writes a SavedModel (tf.saved_model.save of a
-        # fitted model fails there tracing the optimizer's gradients)
-        model.save(str(exported))
+    if tuple(int(part) for part in tf.__version__.split(".")[:2]) >= (2, 13):
+        model.export(str(exported))  # an inference-only SavedModel
+    else:  # 2.12 on Python 3.11: model.export and model.save of a fitted model fail tracing the
+        # optimizer's gradients ("Problematic op name: IdentityN") unless told not to save them
+        tf.saved_model.save(model, str(exported), options=tf.saved_model.SaveOptions(experimental_custom_gradients=False))
     reloaded = tf.saved_model.load(str(exported))
     serve = reloaded.signatures["serving_default"]
     (output,) = serve(tf.constant(x[:16])).values()

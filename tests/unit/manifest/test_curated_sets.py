@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from runner.manifest import load_manifest
 from runner.manifest.curated import (
     CONSTRAINTS_DIR, constraint_set, constraints_for, parse_set, released_sets, requirement_names, set_path,
 )
@@ -21,12 +22,12 @@ def test_the_table_runs_from_2_12_to_2_21():
     assert low <= (3, 11) <= high  # the Python the sets are made with
 
 
-def test_every_file_is_a_release_of_the_table():
-    assert set(released_sets()) <= set(RELEASES)
-    assert sorted(path.name for path in CONSTRAINTS_DIR.iterdir()) == [f"tensorflow-{r}.txt" for r in sorted(released_sets())]
+def test_every_release_has_a_set_and_nothing_else_does():
+    assert released_sets() == RELEASES
+    assert sorted(path.name for path in CONSTRAINTS_DIR.iterdir()) == sorted(f"tensorflow-{r}.txt" for r in RELEASES)
 
 
-@pytest.mark.parametrize("release", released_sets())
+@pytest.mark.parametrize("release", RELEASES)
 def test_each_set_pins_the_packages_of_a_working_tensorflow(release):
     found = constraint_set(release)
     assert found is not None and found.release == release and found.path == set_path(release)
@@ -72,3 +73,35 @@ def test_what_the_user_lists_is_left_out_of_the_constraints():
     mine = names(constraints_for("2.21", ["numpy<2  # mine", "Keras[backend]>=3", "-r other.txt", "six"]))
     assert full - mine == {"numpy", "keras"}
     assert requirement_names(["tf_keras==2.18.0 ; python_version>'3'", "--index-url x", "  "]) == {"tf-keras"}
+
+
+def warnings_of(project, manifest: str) -> list[str]:
+    return list(load_manifest(project(manifest=manifest)).warnings)
+
+
+def test_an_unpinned_tensorflow_in_pip_packages_names_framework_version(project):
+    (unpinned, ranged) = warnings_of(project, "framework_version: '2.18'\npip_packages: [six, tensorflow, 'tensorflow-cpu>=2.15', 'tensorflow-gpu==2.18.1']\n")
+    assert ":5: pip_packages[1]: `tensorflow` is unpinned: pip installs the release the registry serves that day, not " \
+        "framework_version (2.18, its tested set); remove it (tftrain installs TensorFlow from framework_version) " \
+        "or pin an exact version with ==" in unpinned
+    assert "pip_packages[2]: `tensorflow-cpu` is unpinned" in ranged
+    assert warnings_of(project, "pip_packages: ['tensorflow==2.16.1', six]\n") == []
+    assert "framework_version (2.18, its tested set)" in warnings_of(project, "pip_packages: ['tensorflow==2.18.*']\n")[0]
+    assert "framework_version (2.11);" in warnings_of(project, "framework_version: '2.11'\npip_packages: [tensorflow]\n")[0]
+    assert warnings_of(project, "user_managed: true\nframework_version: '2.11'\n") == []  # tftrain installs nothing
+
+
+def test_a_patch_other_than_the_sets_installs_without_it(project):
+    pinned = constraint_set("2.18").tensorflow
+    assert warnings_of(project, f"framework_version: '{pinned}'\n") == []
+    (warning,) = warnings_of(project, "framework_version: '2.18.0'\n")
+    assert f":4: framework_version: 2.18.0 is not the patch of the tested 2.18 set ({pinned}): tftrain installs " \
+        f"TensorFlow 2.18.0 without the set's pins; write '2.18' or '{pinned}' to use the set" in warning
+    # an official image brings its own TensorFlow: nothing to say
+    assert warnings_of(project, "framework_version: '2.18.0'\nuse_docker: true\n") == []
+
+
+def test_a_release_without_a_set_is_a_warning(project):
+    (warning,) = warnings_of(project, "framework_version: '2.11'\n")
+    assert ":4: framework_version: TensorFlow 2.11 has no tested set (tftrain's releases: 2.12 to 2.21): " \
+        "pip resolves its packages as the registry serves them" in warning

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from runner.manifest.curated import constraints_for
+from runner.manifest.curated import constraints_for, major_minor
 from runner.manifest.frameworks import DEFAULT_VERSION, requirement
 
 KSERVE = "kserve==0.16.0"
@@ -14,10 +14,6 @@ ONNX_OPSET = 15  # tf2onnx 1.17's default; 18 is its newest
 # (checked: 2.18.1 and 2.21.0); a run on another release converts in an environment of this one.
 TF2ONNX_TENSORFLOW = ("2.13", "2.14", "2.15", "2.16", "2.17", "2.18", "2.19", "2.20", "2.21")
 EXPORT_FALLBACK = "2.18"
-
-
-def major_minor(version: str | None) -> str:
-    return ".".join((version or DEFAULT_VERSION).split(".")[:2])
 
 
 def serving_requirements(framework_version: str | None, onnx: bool = False) -> tuple[str, ...]:

@@ -68,7 +68,8 @@ class EnvSpec:
         if self.key is None:
             return f"current interpreter ({sys.executable}, Python {self.python_version})"
         packages = [*self.requirements, *(step.args[-1] for step in self.steps)]
-        pinned = ", TensorFlow's tested set" if self.constraints else ""
+        tensorflow = next((line.split("==")[1] for line in (self.constraints or "").splitlines() if line.startswith("tensorflow==")), None)
+        pinned = f"; TensorFlow {tensorflow}'s tested set" if tensorflow else ""
         return f"cached virtualenv {self.key[:12]} ({', '.join(packages) or 'no packages'}{pinned})"
 
 

@@ -105,3 +105,29 @@ def test_a_release_without_a_set_is_a_warning(project):
     (warning,) = warnings_of(project, "framework_version: '2.11'\n")
     assert ":4: framework_version: TensorFlow 2.11 has no tested set (tftrain's releases: 2.12 to 2.21): " \
         "pip resolves its packages as the registry serves them" in warning
+
+
+def test_the_refresh_writes_the_set_from_pip_freeze_and_the_smoke_result():
+    from runner.manifest.refresh import RefreshFailed, render
+
+    frozen = "absl-py==2.1.0\nKeras==3.15.1\nml_dtypes==0.6.0\nnumpy==2.0.2\nprotobuf==5.29.6\ntensorboard==2.18.0\n" \
+        "tensorflow-cpu==2.18.1\ntf_keras==2.18.0\n"
+    checks = [("Smoke test", {}, {"summary": "ok", "tensorflow": "2.18.1"})]
+    text = render("2.18", frozen, ["tensorflow-cpu==2.18.* tensorboard"], checks)
+    found = parse_set("2.18", set_path("2.18"), text)
+    assert dict(found.pins) == {
+        "keras": "3.15.1", "ml-dtypes": "0.6.0", "numpy": "2.0.2", "protobuf": "5.29.6", "tensorboard": "2.18.0",
+        "tensorflow": "2.18.1", "tensorflow-cpu": "2.18.1", "tf-keras": "2.18.0",
+    }  # absl-py is TensorFlow's to choose; tensorflow is added at tensorflow-cpu's version
+    assert '# Smoke test (runner/manifest/smoke.py): passed {"summary": "ok", "tensorflow": "2.18.1"}' in text
+    assert "#   pip install tensorflow-cpu==2.18.* tensorboard" in text
+    with pytest.raises(RefreshFailed, match="2.17: pip freeze shows tensorflow-cpu 2.18.1"):
+        render("2.17", frozen, [], checks)
+
+
+def test_the_refresh_names_only_releases_of_the_table(capsys):
+    from runner.manifest.refresh import main
+
+    with pytest.raises(SystemExit):
+        main(["2.18", "2.11"])
+    assert "not in the framework table: 2.11" in capsys.readouterr().err

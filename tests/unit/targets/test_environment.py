@@ -101,3 +101,9 @@ def test_a_user_pinned_tensorflow_or_another_patch_gets_no_set(project):
     assert spec_for(project, "pip_packages: ['tensorflow-cpu==2.17.1']\n").constraints is None
     other_patch = spec_for(project, "framework_version: '2.21.9'\n")
     assert other_patch.requirements == ("tensorflow-cpu==2.21.9", "tensorboard") and other_patch.constraints is None
+
+
+def test_a_gpu_environment_is_held_by_the_same_set(project):
+    spec = spec_for(project, "framework_version: '2.21'\nuse_gpu: true\n")
+    assert spec.requirements == ("tensorflow[and-cuda]==2.21.*", "tensorboard")
+    assert "tensorflow==2.21.0\n" in spec.constraints

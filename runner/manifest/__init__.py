@@ -8,6 +8,7 @@ from pathlib import Path
 from runner.spec import ValidationError
 
 from runner.errors import ManifestError
+from runner.manifest.framework_rules import framework_warnings
 from runner.manifest.model import Manifest
 from runner.manifest.rules import check_rules, effective_target, migrate_deprecated
 from runner.manifest.sweep_rules import sweep_warnings
@@ -50,6 +51,7 @@ def load_manifest(path: Path | str = DEFAULT_NAME) -> LoadedManifest:
     if errors:
         raise ManifestError("\n".join(_lines(doc, errors)))
     warnings += sweep_warnings(manifest)
+    warnings += framework_warnings(manifest)
     return LoadedManifest(manifest, path.resolve(), tuple(_lines(doc, warnings)))
 
 

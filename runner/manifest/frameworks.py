@@ -32,6 +32,10 @@ FRAMEWORKS = {
         Framework("2.18", "3.9-3.12", "12.5", "9.3"),
         Framework("2.19", "3.9-3.12", "12.5", "9.3"),
         Framework("2.20", "3.9-3.13", "12.5", "9.3"),
+        # 2.21: not yet in the tested-build-configurations pages this project could read; Python
+        # and CUDA/cuDNN come from the wheel's metadata (cp310-cp313; `and-cuda` requires
+        # nvidia-cuda-runtime-cu12>=12.5.82, nvidia-cudnn-cu12>=9.3.0.75), checked 2026-11-23.
+        Framework("2.21", "3.10-3.13", "12.5", "9.3"),
     )
 }
 DEFAULT_VERSION = "2.18"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import runner
 from runner.paths import cache_dir
-from runner.serving.requirements import serving_requirements
+from runner.serving.requirements import framework_constraints, serving_requirements
 from runner.targets.local.environment import EnvSpec, PythonEnv, prepare_env
 from runner.telemetry.logger import Logger
 
@@ -20,9 +20,13 @@ from runner.telemetry.logger import Logger
 def serving_spec(framework_version: str | None, onnx: bool) -> EnvSpec:
     python = ".".join(map(str, sys.version_info[:3]))
     requirements = serving_requirements(framework_version, onnx=onnx)
+    constraints = framework_constraints(framework_version)
     # "serving" in the key: never the same directory as a training environment of the same packages
-    source = json.dumps({"python": python, "requirements": requirements, "purpose": "serving"}, sort_keys=True)
-    return EnvSpec(python, requirements, None, None, hashlib.sha256(source.encode()).hexdigest())
+    key = {"python": python, "requirements": requirements, "purpose": "serving"}
+    if constraints is not None:
+        key["constraints"] = constraints
+    source = json.dumps(key, sort_keys=True)
+    return EnvSpec(python, requirements, None, None, hashlib.sha256(source.encode()).hexdigest(), constraints=constraints)
 
 
 def prepare_serving_env(spec: EnvSpec, logger: Logger) -> PythonEnv:

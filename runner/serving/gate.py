@@ -18,7 +18,9 @@ from pathlib import Path
 from runner.errors import FatalError, ModelGateError
 from runner.history.rundir import RunPaths
 from runner.manifest import LoadedManifest
-from runner.serving.requirements import ONNX_OPSET, export_requirements, major_minor, serving_requirements
+from runner.serving.requirements import (
+    ONNX_OPSET, export_requirements, export_tensorflow, framework_constraints, major_minor, serving_requirements,
+)
 from runner.serving.signature import locate
 from runner.targets.base import Environment, Probe
 from runner.telemetry.logger import Logger
@@ -112,7 +114,7 @@ def _probe(probe: Probe, env: Environment, paths: RunPaths, args: list[str], log
         _ran(status, log)
         return env.description
     requirements = serving_requirements(_framework(loaded))[1:]  # TensorFlow alone
-    python, described = _cached_env(requirements, paths, logger)
+    python, described = _cached_env(requirements, framework_constraints(_framework(loaded)), paths, logger)
     from runner.serving.launch import run_probe
 
     _ran(run_probe(python, args, paths.link_runner(), log, PROBE_SECONDS), log)
@@ -125,7 +127,8 @@ def _export(loaded: LoadedManifest, paths: RunPaths, serving: dict, logger: Logg
     out = paths.serving
     try:
         requirements = export_requirements(serving["tensorflow"])
-        python, described = _cached_env(requirements, paths, logger)
+        constraints = framework_constraints(export_tensorflow(serving["tensorflow"]))
+        python, described = _cached_env(requirements, constraints, paths, logger)
         from runner.serving.launch import run_probe
 
         args = ["export", str(paths.workdir / spec.path), str(out), "--opset", str(ONNX_OPSET)]
@@ -155,10 +158,10 @@ def _export(loaded: LoadedManifest, paths: RunPaths, serving: dict, logger: Logg
     return info
 
 
-def _cached_env(requirements: tuple[str, ...], paths: RunPaths, logger: Logger) -> tuple[str, str]:
+def _cached_env(requirements: tuple[str, ...], constraints: str | None, paths: RunPaths, logger: Logger) -> tuple[str, str]:
     from runner.targets.local.environment import prepare_env, requirements_spec
 
-    spec = requirements_spec(requirements)
+    spec = requirements_spec(requirements, constraints)
     env = prepare_env(spec, paths.workdir, logger, paths.serving / "environment.log", console=False)
     return env.python, spec.describe()
 

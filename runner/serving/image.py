@@ -26,8 +26,8 @@ from runner.errors import DeployError, RegistryError
 from runner.history.checksums import sha256_file, sums_of
 from runner.history.registry import SUMS, ModelVersion, checkout_version, damaged
 from runner.serving.layout import VersionDir
-from runner.serving.requirements import serving_requirements
-from runner.targets.docker.images import CA_NAME, ImageSpec
+from runner.serving.requirements import framework_constraints, serving_requirements
+from runner.targets.docker.images import CA_NAME, CONSTRAINTS_NAME, ImageSpec
 from runner.templates import render
 
 PORT = 8080
@@ -142,6 +142,8 @@ def model_sha256(model: ModelVersion) -> str:
 
 def environment_spec(base_image: str, base_image_id: str | None, tensorflow: str | None, onnx: bool, ca_bundle: Path | None) -> ImageSpec:
     packages = serving_requirements(tensorflow, onnx=onnx)
+    constraints = framework_constraints(tensorflow)
+    files = {CONSTRAINTS_NAME: constraints.encode()} if constraints else {}
     dockerfile = render(
         "Dockerfile.serve.j2",
         stage="environment",
@@ -150,11 +152,12 @@ def environment_spec(base_image: str, base_image_id: str | None, tensorflow: str
         packages=packages,
         user_id=USER_ID,
         ca_bundle=CA_NAME if ca_bundle else None,
+        constraints=CONSTRAINTS_NAME if constraints else None,
         quote=shlex.quote,
     )
-    content = _digest(dockerfile, {}, base_image_id or base_image)
+    content = _digest(dockerfile, files, base_image_id or base_image)
     labels = {f"{LABEL}.environment": content, f"{LABEL}.packages": " ".join(packages), f"{LABEL}.base-image": base_image}
-    return ImageSpec("serving-environment", base_image, dockerfile, {}, f"tftrain-serve/environment:{content[:16]}", labels, ca_bundle)
+    return ImageSpec("serving-environment", base_image, dockerfile, files, f"tftrain-serve/environment:{content[:16]}", labels, ca_bundle)
 
 
 # --- the model image -----------------------------------------------------------------------

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from runner.manifest.curated import constraints_for, major_minor
 from runner.manifest.frameworks import DEFAULT_VERSION, requirement
 
 KSERVE = "kserve==0.16.0"
@@ -15,10 +16,6 @@ TF2ONNX_TENSORFLOW = ("2.13", "2.14", "2.15", "2.16", "2.17", "2.18", "2.19", "2
 EXPORT_FALLBACK = "2.18"
 
 
-def major_minor(version: str | None) -> str:
-    return ".".join((version or DEFAULT_VERSION).split(".")[:2])
-
-
 def serving_requirements(framework_version: str | None, onnx: bool = False) -> tuple[str, ...]:
     """The model server's packages: KServe, TensorFlow of the model's release (CPU), numpy,
     and ONNX Runtime when the server runs model.onnx."""
@@ -26,6 +23,12 @@ def serving_requirements(framework_version: str | None, onnx: bool = False) -> t
     if onnx:
         packages.append(ONNXRUNTIME)
     return tuple(packages)
+
+
+def framework_constraints(framework_version: str | None) -> str | None:
+    """The release's tested set for these environments' TensorFlow (None: a patch other than the
+    set's, or a release without one); KServe's and tf2onnx's own pins resolve with it."""
+    return constraints_for(framework_version or DEFAULT_VERSION)
 
 
 def export_tensorflow(framework_version: str | None) -> str:

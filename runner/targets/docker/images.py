@@ -14,14 +14,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import runner
-from runner.targets.local.environment import framework_requirement
+from runner.targets.local.environment import framework_packages
 from runner.errors import UnsupportedError
+from runner.manifest.curated import constraint_set
 from runner.manifest.frameworks import HOROVOD, default_base_image, tf_keras_requirement
 from runner.manifest import LoadedManifest
 from runner.manifest.model import Manifest, MpiTraining
 from runner.templates import render
 
 CA_NAME = "tftrain-ca.pem"
+CONSTRAINTS_NAME = "tftrain-constraints.txt"  # TensorFlow's tested set, in the build context
 CA_VARIABLES = ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
 CA_FILES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem")
 LABEL = "tftrain"
@@ -56,6 +58,14 @@ def base_image_for(manifest: Manifest) -> str:
     return image
 
 
+def official_image_tensorboard(framework_version: str | None) -> str:
+    """tensorboard for an official image without it (TensorFlow 2.21 no longer brings it): the
+    tested set's version of the release."""
+    found = constraint_set(framework_version)
+    pin = found.pin("tensorboard") if found else None
+    return f"tensorboard=={pin}" if pin else "tensorboard"
+
+
 def host_ca_bundle() -> Path | None:
     """The CA bundle pip on this machine trusts (a proxy's CA included), for pip in the build."""
     candidates = [os.environ.get(variable) for variable in CA_VARIABLES] + list(CA_FILES)
@@ -65,9 +75,6 @@ def host_ca_bundle() -> Path | None:
 def image_spec(loaded: LoadedManifest, base_image_id: str | None = None, ca_bundle: Path | None = None) -> ImageSpec:
     manifest = loaded.manifest
     base = base_image_for(manifest)
-    # Official TensorFlow images hold TensorFlow already; a custom image gets the pinned one (a
-    # no-op when it has that version).
-    framework = framework_requirement(manifest) if manifest.custom_docker_image and manifest.framework_version else None
     files: dict[str, bytes] = {}
     if manifest.pip_packages:
         files["requirements.txt"] = "".join(f"{package}\n" for package in manifest.pip_packages).encode()
@@ -75,6 +82,18 @@ def image_spec(loaded: LoadedManifest, base_image_id: str | None = None, ca_bund
         name = getattr(manifest, key)
         if name:
             files[Path(name).name] = (loaded.source_dir / name).read_bytes()
+    # Official TensorFlow images hold TensorFlow already (Google's own tested build): tftrain adds
+    # tensorboard where the image lacks it. A custom image gets the pinned release with its tested
+    # set (a no-op when it has that version), and every pip install there uses the set.
+    framework: tuple[str, ...] = ()
+    constraints = None
+    if manifest.custom_docker_image and manifest.framework_version:
+        user_lines = [*manifest.pip_packages]
+        if manifest.pip_requirements_file:
+            user_lines += files[Path(manifest.pip_requirements_file).name].decode(errors="replace").splitlines()
+        framework, constraints = framework_packages(manifest, user_lines)
+    if constraints:
+        files[CONSTRAINTS_NAME] = constraints.encode()
     dockerfile = render(
         "Dockerfile.j2",
         tftrain_version=runner.__version__,
@@ -87,6 +106,8 @@ def image_spec(loaded: LoadedManifest, base_image_id: str | None = None, ca_bund
         conda_packages=manifest.conda_packages,
         conda_file=Path(manifest.conda_dependencies_file).name if manifest.conda_dependencies_file else None,
         framework=framework,
+        constraints=CONSTRAINTS_NAME if constraints else None,
+        tensorboard=None if manifest.custom_docker_image else official_image_tensorboard(manifest.framework_version),
         requirements="requirements.txt" in files,
         requirements_file=Path(manifest.pip_requirements_file).name if manifest.pip_requirements_file else None,
         ca_bundle=CA_NAME if ca_bundle else None,

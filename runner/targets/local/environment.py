@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from runner.errors import PreparingError, UnsupportedError
+from runner.manifest.curated import constraints_for, requirement_names
 from runner.manifest.frameworks import DEFAULT_VERSION, HOROVOD, requirement, tf_keras_requirement
 from runner.telemetry.logger import Logger
 from runner.manifest.model import Manifest, MpiTraining
@@ -26,6 +27,7 @@ from runner.paths import cache_dir
 from runner.telemetry.tee import Tee
 
 COMPLETE = ".tftrain-complete"
+CONSTRAINTS = "tftrain-constraints.txt"  # in the virtualenv's directory: what it was built with
 FRAMEWORK_PACKAGES = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tensorflow-intel")
 
 
@@ -56,6 +58,7 @@ class EnvSpec:
     requirements_text: str | None
     key: str | None
     steps: tuple[PipStep, ...] = ()
+    constraints: str | None = None  # the tested set's pins (runner/manifest/constraints), for every pip install
 
     def python_path(self) -> str:
         return sys.executable if self.key is None else str(cache_dir() / "envs" / self.key / "bin" / "python")
@@ -64,7 +67,9 @@ class EnvSpec:
         if self.key is None:
             return f"current interpreter ({sys.executable}, Python {self.python_version})"
         packages = [*self.requirements, *(step.args[-1] for step in self.steps)]
-        return f"cached virtualenv {self.key[:12]} ({', '.join(packages) or 'no packages'})"
+        tensorflow = next((line.split("==")[1] for line in (self.constraints or "").splitlines() if line.startswith("tensorflow==")), None)
+        pinned = f"; TensorFlow {tensorflow}'s tested set" if tensorflow else ""
+        return f"cached virtualenv {self.key[:12]} ({', '.join(packages) or 'no packages'}{pinned})"
 
 
 @dataclass(frozen=True)
@@ -124,6 +129,17 @@ def framework_requirement(manifest: Manifest) -> str | None:
     return requirement(manifest.use_gpu, manifest.framework_version)
 
 
+def framework_packages(manifest: Manifest, user_lines: list[str] | tuple[str, ...]) -> tuple[tuple[str, ...], str | None]:
+    """What tftrain installs for TensorFlow, and the constraints it installs everything with:
+    framework_version's requirement and tensorboard (TensorFlow 2.21 no longer brings it), with the
+    release's tested set less what the user lists. Nothing where the user lists TensorFlow."""
+    framework = framework_requirement(manifest)
+    if framework is None:
+        return (), None
+    tensorboard = () if "tensorboard" in requirement_names(user_lines) else ("tensorboard",)
+    return (framework, *tensorboard), constraints_for(manifest.framework_version, user_lines)
+
+
 def names_framework(requirement: str) -> bool:
     name = requirement.split(";")[0].split("[")[0]
     for sep in "=<>!~ ":
@@ -148,25 +164,29 @@ def env_spec(manifest: Manifest, source_dir: Path) -> EnvSpec:
     horovod_ok = not horovod or _installed("horovod")
     if not manifest.pip_packages and requirements_text is None and framework_ok and horovod_ok:
         return EnvSpec(version, (), None, None, None)
-    framework = framework_requirement(manifest.model_copy(update={"framework_version": wanted}))
-    requirements = tuple(([framework] if framework else []) + list(manifest.pip_packages))
+    user_lines = [*manifest.pip_packages, *(requirements_text or "").splitlines()]
+    framework, constraints = framework_packages(manifest.model_copy(update={"framework_version": wanted}), user_lines)
+    requirements = (*framework, *manifest.pip_packages)
     steps: tuple[PipStep, ...] = ()
     if horovod:
         requirements += ("setuptools", "wheel")
         steps = horovod_steps(wanted)
-    key_source = json.dumps(
-        {"python": version, "requirements": requirements, "file": requirements_text, "steps": [asdict(s) for s in steps]},
-        sort_keys=True,
-    )
-    key = hashlib.sha256(key_source.encode()).hexdigest()
-    return EnvSpec(version, requirements, manifest.pip_requirements_file, requirements_text, key, steps)
+    key = _key(version, requirements, requirements_text, steps, constraints)
+    return EnvSpec(version, requirements, manifest.pip_requirements_file, requirements_text, key, steps, constraints)
 
 
-def requirements_spec(requirements: tuple[str, ...]) -> EnvSpec:
+def requirements_spec(requirements: tuple[str, ...], constraints: str | None = None) -> EnvSpec:
     """A cached virtualenv of these packages alone (the gate's export and serving environments)."""
     version = ".".join(map(str, sys.version_info[:3]))
-    key_source = json.dumps({"python": version, "requirements": requirements, "file": None, "steps": []}, sort_keys=True)
-    return EnvSpec(version, requirements, None, None, hashlib.sha256(key_source.encode()).hexdigest())
+    return EnvSpec(version, requirements, None, None, _key(version, requirements, None, (), constraints), (), constraints)
+
+
+def _key(python: str, requirements, requirements_text: str | None, steps, constraints: str | None) -> str:
+    """Everything that goes into the environment: a refreshed tested set builds a new one."""
+    source = {"python": python, "requirements": requirements, "file": requirements_text, "steps": [asdict(s) for s in steps]}
+    if constraints is not None:  # environments without a set keep the keys they had
+        source["constraints"] = constraints
+    return hashlib.sha256(json.dumps(source, sort_keys=True).encode()).hexdigest()
 
 
 def horovod_steps(framework_version: str) -> tuple[PipStep, ...]:
@@ -223,6 +243,9 @@ def _build(spec: EnvSpec, target: Path, source_dir: Path, logger: Logger, log_pa
     logger.info(f"building {spec.describe()} (log: {log_path})")
     _call([sys.executable, "-m", "venv", str(target)], "creating the virtualenv", logger, log_path, console=console)
     pip = [str(target / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "off"]
+    if spec.constraints:
+        (target / CONSTRAINTS).write_text(spec.constraints)
+        pip += ["-c", str(target / CONSTRAINTS)]
     args = list(spec.requirements)
     if spec.requirements_file:
         args += ["-r", str(source_dir / spec.requirements_file)]

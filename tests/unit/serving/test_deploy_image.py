@@ -67,7 +67,9 @@ def test_environment_is_tagged_by_its_content(tmp_path):
     ca = tmp_path / "ca.pem"
     ca.write_text("CA")
     spec = environment_spec("python:3.11-slim-bookworm", "sha256:base1", "2.18.1", False, ca)
-    assert "pip install kserve==0.16.0 tensorflow-cpu==2.18.1\n" in spec.dockerfile
+    assert "pip install -c /tmp/tftrain/tftrain-constraints.txt kserve==0.16.0 tensorflow-cpu==2.18.1\n" in spec.dockerfile
+    assert b"tensorflow-cpu==2.18.1\n" in spec.context()["tftrain-constraints.txt"]  # the tested set
+    assert "-c " not in environment_spec("python:3.11-slim-bookworm", None, "2.18.0", False, None).dockerfile  # not the set's patch
     assert "USER 1000:1000" in spec.dockerfile and "COPY tftrain-ca.pem" in spec.dockerfile
     assert spec.context()["tftrain-ca.pem"] == b"CA"
     assert spec.tag.startswith("tftrain-serve/environment:")

@@ -28,14 +28,15 @@ def test_installed_framework_version_is_reused(project):
 
 
 def test_other_framework_version_needs_a_virtualenv(project):
-    spec = spec_for(project, "framework_version: '2.15'\n")
+    spec = spec_for(project, "framework_version: '2.21'\n")
     assert spec.key is not None
-    assert spec.requirements == ("tensorflow-cpu==2.15.*",)
+    assert spec.requirements == ("tensorflow-cpu==2.21.*", "tensorboard")
+    assert "tensorflow-cpu==2.21." in spec.constraints and "tested set" in spec.describe()
 
 
 def test_key_follows_everything_that_goes_into_the_environment(project, tmp_path):
     base = spec_for(project, "framework_version: '2.18'\npip_packages: [scikit-learn]\n")
-    assert base.requirements == ("tensorflow-cpu==2.18.*", "scikit-learn")
+    assert base.requirements == ("tensorflow-cpu==2.18.*", "tensorboard", "scikit-learn")
     assert spec_for(project, "framework_version: '2.18'\npip_packages: [scikit-learn]\n").key == base.key
     assert spec_for(project, "framework_version: '2.18'\npip_packages: [scikit-learn, six]\n").key != base.key
     assert spec_for(project, "framework_version: '2.17'\npip_packages: [scikit-learn]\n").key != base.key
@@ -73,3 +74,36 @@ def test_the_framework_version_comes_from_the_package_list():
     assert framework_version_of({"Tensorflow": "2.18.0", "tensorflow-cpu": "2.17.1"}) == "2.18.0"
     assert framework_version_of({"numpy": "1.26.4"}) is None
     assert framework_version_of(packages_in(PythonEnv(sys.executable, None, True))) == installed_framework_version()
+
+
+def test_the_tested_set_goes_into_the_environment_and_its_key(project, tmp_path, monkeypatch):
+    from runner.manifest import curated
+
+    spec = spec_for(project, "framework_version: '2.21'\npip_packages: [six, 'numpy<3']\n")
+    assert spec.constraints == curated.constraint_set("2.21").constraints(frozenset({"six", "numpy"}))
+    assert "numpy==" not in spec.constraints  # the user's numpy wins
+    # no framework_version: the default release's set holds the unpinned requirement
+    default = spec_for(project, "pip_packages: [six]\n")
+    assert default.requirements[:2] == ("tensorflow-cpu", "tensorboard")
+    assert default.constraints == curated.constraints_for(None, ["six"]) and "tensorflow-cpu==2.18." in default.constraints
+    # a refreshed set builds a new environment
+    refreshed = tmp_path / "sets"
+    refreshed.mkdir()
+    (refreshed / "tensorflow-2.21.txt").write_text(curated.set_path("2.21").read_text().replace("numpy==", "numpy==0"))
+    monkeypatch.setattr(curated, "CONSTRAINTS_DIR", refreshed)
+    again = spec_for(project, "framework_version: '2.21'\npip_packages: [six]\n")
+    assert "numpy==0" in again.constraints
+    monkeypatch.undo()
+    assert again.key != spec_for(project, "framework_version: '2.21'\npip_packages: [six]\n").key
+
+
+def test_a_user_pinned_tensorflow_or_another_patch_gets_no_set(project):
+    assert spec_for(project, "pip_packages: ['tensorflow-cpu==2.17.1']\n").constraints is None
+    other_patch = spec_for(project, "framework_version: '2.21.9'\n")
+    assert other_patch.requirements == ("tensorflow-cpu==2.21.9", "tensorboard") and other_patch.constraints is None
+
+
+def test_a_gpu_environment_is_held_by_the_same_set(project):
+    spec = spec_for(project, "framework_version: '2.21'\nuse_gpu: true\n")
+    assert spec.requirements == ("tensorflow[and-cuda]==2.21.*", "tensorboard")
+    assert "tensorflow==2.21.0\n" in spec.constraints

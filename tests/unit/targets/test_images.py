@@ -53,7 +53,7 @@ def test_ca_bundle_only_in_the_thrown_away_stage(project, tmp_path):
 
 def test_mpi_layer_for_horovod_jobs(project):
     dockerfile = spec(project, "distributed_training:\n  backend: mpi\n").dockerfile
-    assert "openmpi-bin" in dockerfile and "HOROVOD_WITH_TENSORFLOW=1" in dockerfile and "install --no-build-isolation horovod==0.28.1" in dockerfile and "tf-keras==2.18.*" in dockerfile
+    assert "openmpi-bin" in dockerfile and "HOROVOD_WITH_TENSORFLOW=1" in dockerfile and "--no-build-isolation horovod==0.28.1" in dockerfile and "tf-keras==2.18.*" in dockerfile
     assert "openmpi-bin" not in spec(project).dockerfile
 
 
@@ -120,3 +120,26 @@ def test_a_failed_build_names_its_step_and_cause(tmp_path):
     )
     assert log_path.read_text().startswith("--- Dockerfile for tftrain/x:1\nFROM base:1\n--- build\nStep 1/3")
     assert "  ERROR: No matching distribution found for nothing\n" in stream.getvalue() and "\x1b[" not in stream.getvalue()
+
+
+def test_a_custom_image_installs_everything_with_the_tested_set(project, tmp_path):
+    from runner.manifest.curated import constraint_set
+
+    (tmp_path / "project" / "src").mkdir(parents=True)
+    (tmp_path / "project" / "src" / "requirements.txt").write_text("numpy<2\n")  # the user's numpy wins
+    image = spec(project, "pip_packages: [six]\npip_requirements_file: requirements.txt\n")
+    assert "COPY tftrain-constraints.txt /tmp/tftrain/tftrain-constraints.txt" in image.dockerfile
+    assert "pip install -c /tmp/tftrain/tftrain-constraints.txt 'tensorflow-cpu==2.18.*' tensorboard\n" in image.dockerfile
+    assert "pip install -c /tmp/tftrain/tftrain-constraints.txt -r /tmp/tftrain/requirements.txt" in image.dockerfile
+    assert image.files["tftrain-constraints.txt"].decode() == constraint_set("2.18").constraints(frozenset({"six", "numpy"}))
+    assert "import tensorboard" not in image.dockerfile  # installed with TensorFlow above
+
+
+def test_an_official_image_keeps_its_tensorflow_and_gets_tensorboard_where_it_lacks_it(project):
+    from runner.manifest.curated import constraint_set
+
+    loaded = load_manifest(project(manifest="use_docker: true\nframework_version: '2.21'\npip_packages: [six]\n"))
+    image = image_spec(loaded)
+    assert image.base_image == "tensorflow/tensorflow:2.21.0" and "tftrain-constraints.txt" not in image.files
+    wanted = f"tensorboard=={constraint_set('2.21').pin('tensorboard')}"
+    assert f'python -c "import tensorboard" 2>/dev/null || /opt/tftrain/venv/bin/python -m pip install {wanted}\n' in image.dockerfile

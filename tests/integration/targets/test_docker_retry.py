@@ -138,3 +138,28 @@ def test_sigterm_to_tftrain_during_a_docker_run_is_continued_by_the_next_run(doc
     assert "done" in (home / "runs/digits-2/workdir/logs/0.log").read_text() and first_log.exists()
     record = json.loads((home / "runs/digits-1/run.json").read_text())
     assert (record["status"], record["attempt"]["ended"], record["attempt"]["next"]) == ("Canceled", "preempted", "digits-2")
+
+
+def test_a_lost_docker_run_is_continued_once_its_container_is_removed(docker_client, cli, home, tmp_path, s3_server, aws_env):
+    """tftrain killed (SIGKILL): its container goes on training by itself. The next `tftrain run`
+    marks the run lost, removes that container (else two trainings would write one checkpoint
+    directory) and continues from the checkpoint. No round of the sync ran (every_seconds: 3600):
+    the next attempt falls back to the lost run's own checkpoint directory."""
+    boto3.client("s3", endpoint_url=s3_server).create_bucket(Bucket="docker-lost")
+    path = docker_manifest(tmp_path, SCRIPT, RETRY + sync("docker-lost", s3_server).replace("every_seconds: 1", "every_seconds: 3600"))
+    first_log = home / "runs/digits-1/workdir/logs/0.log"
+    process = started(path, first_log, 2 * EVERY + EVERY // 2)
+    process.kill()
+    process.wait()
+    second = cli("run", "-f", str(path), timeout=300)
+    output = " ".join((second.stdout + second.stderr).split())
+    assert second.returncode == 0, output[-3000:]
+    assert "run digits-1 marked Failed (lost: tftrain process" in output and "removed 1 container" in output
+    local = home / "runs/digits-1/workdir/outputs/checkpoints"
+    assert f"run digits-1 synced no complete checkpoint to s3://docker-lost/team: attempt 2 resumes from its local checkpoint directory {local}" in output
+    assert leftover_containers(docker_client, "digits-1") == []
+    done = max(steps_in(first_log))
+    assert "done" not in first_log.read_text() and done < STEPS  # the orphan was stopped, not left to finish
+    first_step, _ = resumed(home, "digits-2", 0)
+    assert first_step == int((local / "step.index").read_text()) + 1 and first_step > EVERY
+    assert f"restored step {first_step - 1} from outputs/checkpoints" in (home / "runs/digits-2/workdir/logs/0.log").read_text()  # seeded

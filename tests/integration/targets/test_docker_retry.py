@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -15,8 +16,9 @@ from pathlib import Path
 
 import boto3
 import pytest
+import yaml
 
-from conftest import TFTRAIN
+from conftest import BASE_IMAGE, TFTRAIN
 from test_docker import docker_manifest
 from watching import leftover_containers, until
 
@@ -163,3 +165,40 @@ def test_a_lost_docker_run_is_continued_once_its_container_is_removed(docker_cli
     first_step, _ = resumed(home, "digits-2", 0)
     assert first_step == int((local / "step.index").read_text()) + 1 and first_step > EVERY
     assert f"restored step {first_step - 1} from outputs/checkpoints" in (home / "runs/digits-2/workdir/logs/0.log").read_text()  # seeded
+
+
+@pytest.mark.parametrize("synced", [True, False], ids=["checkpoint-sync", "local-checkpoints"])
+def test_the_preemptible_example_in_a_killed_container_resumes_from_its_last_epoch(docker_client, home, tmp_path, repo, s3_server, aws_env, synced):
+    """examples/preemptible (Keras, BackupAndRestore each epoch, 45 steps an epoch) in the cached
+    image: its container killed inside epoch 3, the next attempt starts at epoch 3's first step."""
+    root = tmp_path / "preemptible"
+    shutil.copytree(repo / "examples" / "preemptible", root)
+    manifest = yaml.safe_load((root / "tftrain.yml").read_text())
+    manifest.update(name="digits", use_docker=True, custom_docker_image=BASE_IMAGE, model={"path": "outputs/model", "gate": "off"})
+    manifest["script_params"].update({"--epochs": 6, "--step-seconds": 0.02})
+    if synced:
+        boto3.client("s3", endpoint_url=s3_server).create_bucket(Bucket="docker-example")
+        manifest["checkpoints"] = {"dir": "outputs/checkpoints", "sync_to": "s3://docker-example/team", "every_seconds": 1, "endpoint_url": s3_server}
+    (root / "tftrain.yml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    first_log = home / "runs/digits-1/workdir/logs/0.log"
+    process = subprocess.Popen([TFTRAIN, "run", "-f", str(root / "tftrain.yml")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        until(lambda: "epoch 3 begins" in (first_log.read_text() if first_log.exists() else "") or process.poll() is not None, "epoch 3", timeout=300)
+        time.sleep(0.5)  # inside epoch 3: epochs 1 and 2 are backed up
+        [container] = leftover_containers(docker_client, "digits-1")
+        container.kill()
+        killed_at = time.time()
+        output, _ = process.communicate(timeout=600)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, output[-4000:]
+    log = (home / "runs/digits-2/workdir/logs/0.log").read_text()
+    assert "epoch 1 begins" not in log
+    found = re.search(r"first step (\d+) at ([0-9.]+)", log)
+    first_step, took = int(found[1]), float(found[2]) - killed_at
+    points = [json.loads(line) for line in (home / "runs/digits-1/metrics.jsonl").read_text().splitlines()]
+    done = max(p["step"] for p in points if p["name"] == "step_loss")
+    assert first_step == 2 * 45 + 1  # epoch 3's first: epochs 1 and 2 come from the backup
+    print(f"\nexample, {'with' if synced else 'without'} checkpoint sync: killed at step {done}; the next attempt's first step "
+          f"{first_step}, {took:.2f}s after the kill; {done - first_step + 1} steps redone")

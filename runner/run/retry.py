@@ -47,7 +47,7 @@ KILLED = {code for sig in (signal.SIGKILL, signal.SIGTERM) for code in (-sig, 12
 TAKEN_AWAY = (signal.SIGTERM, signal.SIGHUP)
 LOST_MESSAGE = "lost:"  # how Store.reconcile marks a run whose tftrain is gone
 CHAIN_LOOKBACK = 20  # how many of the newest runs are searched for this manifest's last attempt
-CLAIM_NAME = "continue.lock"  # in a run's directory: held by the tftrain that is continuing it
+CLAIM_NAME = ".continue.lock"  # in a run's directory: held by the tftrain that is continuing it
 
 
 def run_with_retry(loaded: LoadedManifest, logger: Logger, settings: Settings, home: Path | None = None) -> RunResult:

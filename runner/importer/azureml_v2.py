@@ -79,7 +79,7 @@ def import_yaml(path: Path, manifest_dir: Path) -> Draft:
     _environment(ctx, job.get("environment"))
     put_variables(ctx, job.get("environment_variables"), "environment_variables")
     _resources(ctx, job)
-    _queue_settings(ctx, job.get("queue_settings"))
+    _queue_settings(ctx, job.get("queue_settings"), sweep is not None)
     limits = job.get("limits")
     if isinstance(limits, dict) and "timeout" in limits:
         put_count(ctx, "max_run_duration_seconds", limits["timeout"], "limits", placeholder=None)
@@ -250,8 +250,9 @@ def _resources(ctx: V2Import, job: dict) -> None:
     compute_note(draft, target, ctx.where("compute"), gpu)
 
 
-def _queue_settings(ctx: V2Import, settings: Any) -> None:
-    """job_tier spot: machines taken away, as v1's vm_priority='lowpriority'."""
+def _queue_settings(ctx: V2Import, settings: Any, sweep: bool) -> None:
+    """job_tier spot: machines taken away, as v1's vm_priority='lowpriority'. A sweep's trials are
+    not retried (docs/retry.md): there the report says what happens instead."""
     if not isinstance(settings, dict):
         return
     for key in settings:
@@ -260,7 +261,10 @@ def _queue_settings(ctx: V2Import, settings: Any) -> None:
     if "job_tier" not in settings:
         return
     tier, where = settings["job_tier"], ctx.where("queue_settings", "job_tier")
-    if isinstance(tier, str) and tier.lower() in SPOT_TIERS:
+    if isinstance(tier, str) and tier.lower() in SPOT_TIERS and sweep:
+        ctx.draft.note("dropped", f"queue_settings.job_tier={tier!r}: a sweep does not retry its trials (a preempted trial ends "
+                       "Failed; `tftrain sweep resume` runs stopped trials again; see docs/retry.md)", where)
+    elif isinstance(tier, str) and tier.lower() in SPOT_TIERS:
         put_preemptible(ctx, f"queue_settings.job_tier={tier!r}", where)
     else:
         ctx.draft.note("info", f"queue_settings.job_tier={tier!r}: runs are not retried unless retry: is set", where)

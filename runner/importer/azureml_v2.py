@@ -253,7 +253,10 @@ def _resources(ctx: V2Import, job: dict) -> None:
 def _queue_settings(ctx: V2Import, settings: Any, sweep: bool) -> None:
     """job_tier spot: machines taken away, as v1's vm_priority='lowpriority'. A sweep's trials are
     not retried (docs/retry.md): there the report says what happens instead."""
+    if settings is None:
+        return
     if not isinstance(settings, dict):
+        ctx.draft.note("dropped", f"queue_settings: {settings!r} is not a mapping (job_tier, priority)", ctx.where("queue_settings"))
         return
     for key in settings:
         if key != "job_tier":

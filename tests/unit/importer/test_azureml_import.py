@@ -227,6 +227,11 @@ def test_v2_dedicated_tier_is_not_retried(tmp_path):
     assert "queue_settings.job_tier='standard': runs are not retried unless retry: is set" in report
 
 
+def test_v2_queue_settings_that_are_no_mapping_are_reported(tmp_path):
+    _manifest, _text, report = imported(tmp_path, "job.yml", "train.py", text="command: python train.py\ncode: .\nqueue_settings: spot\n")
+    assert "queue_settings: 'spot' is not a mapping (job_tier, priority) (job.yml:3)" in report
+
+
 def test_unresolved_values_become_todo_comments_and_report_lines(tmp_path):
     manifest, text, report = imported(tmp_path, "unresolved.py", "train.py")
     assert "  # --learning-rate:  # TODO(tftrain import): learning_rate() at unresolved.py:15" in text.splitlines()

@@ -242,9 +242,9 @@ class Store:
         """Mark Failed the unfinished runs whose owner (pid and start time) is gone from this
         machine, and reap what they left running. Returns their ids."""
         placeholders = ", ".join("?" for _ in TERMINAL)
-        rows = self.db.execute(f"SELECT run_id, run_dir FROM runs WHERE status NOT IN ({placeholders})", TERMINAL)
+        rows = self.db.execute(f"SELECT run_id, run_dir, manifest FROM runs WHERE status NOT IN ({placeholders})", TERMINAL)
         lost = []
-        for run_id, run_dir in rows:
+        for run_id, run_dir, manifest in rows:
             run_dir = Path(run_dir or self._run_dir(run_id))
             owner = _owner(run_dir)
             if owner is None or not owner.gone():
@@ -258,17 +258,12 @@ class Store:
                 self._write(run_dir, record)
                 index_run(db, run_dir, record)
             _release(RunPaths(run_dir).reserve)
-            reaped = self._reap(run_id)
-            self.notify(f"run {run_id} marked Failed ({message})" + (f"; killed {reaped} leftover processes" if reaped else ""))
+            from runner.targets.leftovers import reap_lost_run  # processes, containers: only when a run was lost
+
+            reaped = reap_lost_run(run_id, self.home, manifest)
+            self.notify(f"run {run_id} marked Failed ({message})" + (f"; {reaped}" if reaped else ""))
             lost.append(run_id)
         return lost
-
-    def _reap(self, run_id: str) -> int:
-        try:
-            from runner.targets.local.processes import reap_run
-        except (ImportError, AttributeError):
-            return 0
-        return reap_run(run_id, self.home) or 0
 
     # --- reading ---------------------------------------------------------------------------------
     def runs(self, limit: int = 50) -> list[RunRow]:

@@ -7,7 +7,7 @@ from typing import Any
 
 from runner.importer.draft import compute_note, is_gpu_vm
 from runner.importer.interp import Interpreter
-from runner.importer.mapping import put_distribution
+from runner.importer.mapping import PREEMPTIBLE_LABEL, put_distribution, put_preemptible
 from runner.importer.source import read_python
 from runner.importer.values import Obj, Unknown
 
@@ -15,8 +15,6 @@ HANDLED = {
     "node_count", "process_count_per_node", "distributed_training", "distributed_job_config", "distributed_backend",
     "worker_count", "parameter_server_count", "compute_target", "vm_size", "run_config", "vm_priority",
 }  # fmt: skip
-PREEMPTIBLE_LABEL = "preemptible"
-LOW_PRIORITY_RETRY = {"max_attempts": 3, "on": ["preempted", "lost"]}
 BACKENDS = {
     "MpiConfiguration": "mpi", "Mpi": "mpi",
     "TensorflowConfiguration": "parameter_server", "ParameterServer": "parameter_server",
@@ -92,15 +90,7 @@ def vm_priority(ctx, priority: Any, where: str) -> None:
     if priority.lower() != "lowpriority":
         ctx.draft.note("info", f"vm_priority={priority!r}: runs are not retried unless retry: is set", where)
         return
-    ctx.draft.put("retry", dict(LOW_PRIORITY_RETRY), "low priority: a preempted or lost run resumes from its checkpoint")
-    labels = ctx.draft.get(("compute", "runner_labels")) or []
-    ctx.draft.put(("compute", "runner_labels"), [*labels, PREEMPTIBLE_LABEL] if PREEMPTIBLE_LABEL not in labels else labels)
-    ctx.draft.note(
-        "changed",
-        f"vm_priority={priority!r} → retry: {{max_attempts: 3, on: [preempted, lost]}} on runners labelled "
-        f"{PREEMPTIBLE_LABEL!r}; the script should checkpoint (e.g. BackupAndRestore under outputs/checkpoints, see docs/retry.md)",
-        where,
-    )
+    put_preemptible(ctx, f"vm_priority={priority!r}", where)
 
 
 def model(ctx) -> Any:

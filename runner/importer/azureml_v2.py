@@ -20,6 +20,7 @@ from runner.importer.mapping import (
     put_count,
     put_distribution,
     put_positional,
+    put_preemptible,
     put_size,
     put_variables,
 )
@@ -31,7 +32,9 @@ OPTIONAL = re.compile(r"\[([^\[\]]*)\]")
 BACKENDS = {"mpi": "mpi", "tensorflow": "parameter_server"}  # distribution.type → what put_distribution takes
 DATA_TYPES = ("uri_folder", "uri_file", "mltable", "custom_model", "mlflow_model", "triton_model")
 QUIET = {"$schema", "type", "description", "tags", "display_name", "name", "experiment_name", "code", "command",
-         "environment", "environment_variables", "distribution", "resources", "inputs", "outputs", "compute", "limits"}  # fmt: skip
+         "environment", "environment_variables", "distribution", "resources", "inputs", "outputs", "compute", "limits",
+         "queue_settings"}  # fmt: skip
+SPOT_TIERS = {"spot", "low_priority", "lowpriority"}  # queue_settings.job_tier; low_priority is AmlCompute's tier name
 
 
 @dataclass
@@ -76,6 +79,7 @@ def import_yaml(path: Path, manifest_dir: Path) -> Draft:
     _environment(ctx, job.get("environment"))
     put_variables(ctx, job.get("environment_variables"), "environment_variables")
     _resources(ctx, job)
+    _queue_settings(ctx, job.get("queue_settings"), sweep is not None)
     limits = job.get("limits")
     if isinstance(limits, dict) and "timeout" in limits:
         put_count(ctx, "max_run_duration_seconds", limits["timeout"], "limits", placeholder=None)
@@ -244,3 +248,26 @@ def _resources(ctx: V2Import, job: dict) -> None:
     target = compute.removeprefix("azureml:") if isinstance(compute, str) else None
     gpu = draft.get("use_gpu") is True or is_gpu_vm(resources.get("instance_type"))
     compute_note(draft, target, ctx.where("compute"), gpu)
+
+
+def _queue_settings(ctx: V2Import, settings: Any, sweep: bool) -> None:
+    """job_tier spot: machines taken away, as v1's vm_priority='lowpriority'. A sweep's trials are
+    not retried (docs/retry.md): there the report says what happens instead."""
+    if settings is None:
+        return
+    if not isinstance(settings, dict):
+        ctx.draft.note("dropped", f"queue_settings: {settings!r} is not a mapping (job_tier, priority)", ctx.where("queue_settings"))
+        return
+    for key in settings:
+        if key != "job_tier":
+            ctx.draft.note("dropped", f"queue_settings.{key}: no equivalent in tftrain", ctx.where("queue_settings", key))
+    if "job_tier" not in settings:
+        return
+    tier, where = settings["job_tier"], ctx.where("queue_settings", "job_tier")
+    if isinstance(tier, str) and tier.lower() in SPOT_TIERS and sweep:
+        ctx.draft.note("dropped", f"queue_settings.job_tier={tier!r}: a sweep does not retry its trials (a preempted trial ends "
+                       "Failed; `tftrain sweep resume` runs stopped trials again; see docs/retry.md)", where)
+    elif isinstance(tier, str) and tier.lower() in SPOT_TIERS:
+        put_preemptible(ctx, f"queue_settings.job_tier={tier!r}", where)
+    else:
+        ctx.draft.note("info", f"queue_settings.job_tier={tier!r}: runs are not retried unless retry: is set", where)

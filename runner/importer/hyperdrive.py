@@ -39,9 +39,9 @@ V1_HANDLED = {
 # A v2 sweep job's own keys; those the trial takes over (compute, inputs…) are merged into it by trial_of.
 V2_HANDLED = {
     "$schema", "type", "trial", "sampling_algorithm", "search_space", "objective", "limits", "early_termination",
-    "description", "tags", "display_name", "name", "experiment_name", "compute", "inputs", "outputs",
+    "description", "tags", "display_name", "name", "experiment_name", "compute", "inputs", "outputs", "queue_settings",
 }  # fmt: skip
-SHARED_WITH_TRIAL = ("compute", "inputs", "outputs", "experiment_name", "display_name", "name")
+SHARED_WITH_TRIAL = ("compute", "inputs", "outputs", "experiment_name", "display_name", "name", "queue_settings")
 NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 BLOCKS = ("objective", "early_termination")  # written one key a line; expressions and sampling fit on one
 WARM_START = "Azure run ids do not exist here: list the tftrain sweep ids whose finished trials seed this one"

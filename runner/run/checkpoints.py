@@ -234,9 +234,7 @@ def checkpoint_sync(loaded: LoadedManifest, paths: RunPaths, run_id: str, logger
     if spec is None:
         return nullcontext()
     location = location_of(spec, run_id)
-    # prepare() puts what resume_from names in the run's resume/ directory
-    seed = paths.root / "resume" if (loaded.manifest.resume_from or "").startswith("checkpoint:") else None
-    sync = CheckpointSync(paths.workdir / spec.dir, location, spec.every_seconds, logger, seed)
+    sync = CheckpointSync(paths.workdir / spec.dir, location, spec.every_seconds, logger, _seed(loaded, paths))
     try:
         sync.check()
     except StorageError as exc:
@@ -245,8 +243,40 @@ def checkpoint_sync(loaded: LoadedManifest, paths: RunPaths, run_id: str, logger
     return sync
 
 
+def _seed(loaded: LoadedManifest, paths: RunPaths) -> Path | None:
+    """What the checkpoint directory starts with: the checkpoint `resume_from: checkpoint:RUN_ID`
+    brought (prepare() puts it in the run's resume/ directory), or another run's own checkpoint
+    directory (a retry whose previous attempt synced nothing: runner.run.retry)."""
+    ref = loaded.manifest.resume_from or ""
+    if ref.startswith("checkpoint:"):
+        return paths.root / "resume"
+    runs, path = paths.root.parent, Path(ref)
+    if not path.is_absolute() or not path.is_relative_to(runs) or path == runs:
+        return None
+    other = RunPaths(runs / path.relative_to(runs).parts[0])
+    return path if path == other.workdir / loaded.manifest.checkpoints.dir else None
+
+
 def location_of(spec: CheckpointsSpec, run_id: str, endpoint_url: str | None = None) -> Location:
     return Location(spec.bucket, spec.prefix_for(run_id), endpoint_url or spec.endpoint_url)
+
+
+def synced_checkpoints(source: str, store=None, endpoint_url: str | None = None) -> list[dict]:
+    """The complete checkpoints run `source` (looked up in `store`), or s3://bucket/prefix/RUN_ID,
+    synced, as its tftrain-checkpoints.json lists them; [] when it finished none yet."""
+    return _listed(_where(source, store, endpoint_url))
+
+
+def _listed(location: Location) -> list[dict]:
+    botocore = extra_module("botocore.exceptions", "s3", "resuming from a synced checkpoint")
+    with s3_errors("reading", f"{location.uri}/{MANIFEST}"):
+        try:
+            body = s3_client(location.endpoint_url).get_object(Bucket=location.bucket, Key=location.key(MANIFEST))["Body"].read()
+        except botocore.exceptions.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") not in ("NoSuchKey", "404"):
+                raise
+            return []  # the run never finished a checkpoint
+    return json.loads(body)["checkpoints"]
 
 
 def latest_checkpoint(source: str, destination: Path, store=None, endpoint_url: str | None = None) -> Path | None:
@@ -255,15 +285,7 @@ def latest_checkpoint(source: str, destination: Path, store=None, endpoint_url: 
     nothing complete was synced yet. TensorFlow checkpoints get a `checkpoint` file naming them,
     so tf.train.latest_checkpoint(destination/…) finds them."""
     location = _where(source, store, endpoint_url)
-    botocore = extra_module("botocore.exceptions", "s3", "resuming from a synced checkpoint")
-    with s3_errors("reading", f"{location.uri}/{MANIFEST}"):
-        try:
-            body = s3_client(location.endpoint_url).get_object(Bucket=location.bucket, Key=location.key(MANIFEST))["Body"].read()
-        except botocore.exceptions.ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") not in ("NoSuchKey", "404"):
-                raise
-            return None  # the run never finished a checkpoint
-    listed = json.loads(body)["checkpoints"]
+    listed = _listed(location)
     if not listed:
         return None
     latest = max(listed, key=lambda item: item["time"])

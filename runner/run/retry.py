@@ -13,16 +13,22 @@ How an attempt ended:
 
 A preempted attempt whose tftrain was signalled, and a lost one, cannot be followed in the same
 process (it is going away): the next `tftrain run` of the same manifest continues the chain. The
-others are followed at once, here.
+others are followed at once, here. Two `tftrain run`s started together continue a lost run once:
+each takes the previous run's claim (a lock in its directory) before it looks whether the run was
+continued, and holds it until its own attempt is recorded as the run's `next`; the other then
+finds it continued and starts afresh.
 """
 
 from __future__ import annotations
 
+import fcntl
 import signal
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-from runner.errors import HostError
+from runner.errors import FatalError, HostError
 from runner.history.record import Attempt, RunRecord, RunStatus
 from runner.history.rundir import RunPaths
 from runner.history.store import RunRow, Store
@@ -41,6 +47,7 @@ KILLED = {code for sig in (signal.SIGKILL, signal.SIGTERM) for code in (-sig, 12
 TAKEN_AWAY = (signal.SIGTERM, signal.SIGHUP)
 LOST_MESSAGE = "lost:"  # how Store.reconcile marks a run whose tftrain is gone
 CHAIN_LOOKBACK = 20  # how many of the newest runs are searched for this manifest's last attempt
+CLAIM_NAME = ".continue.lock"  # in a run's directory: held by the tftrain that is continuing it
 
 
 def run_with_retry(loaded: LoadedManifest, logger: Logger, settings: Settings, home: Path | None = None) -> RunResult:
@@ -49,10 +56,19 @@ def run_with_retry(loaded: LoadedManifest, logger: Logger, settings: Settings, h
     if spec is None:
         return run_manifest(loaded, logger, settings, home)
     home = home or tftrain_home()
-    attempt = _continued(loaded, spec, home, logger) or Attempt(number=1, max_attempts=spec.max_attempts)
+    with ExitStack() as claim:  # a lost run's claim, until this attempt is linked to it
+        attempt = _continued(loaded, spec, home, logger, claim)
+        if attempt is None:
+            claim.close()
+            attempt = Attempt(number=1, max_attempts=spec.max_attempts)
+        return _attempts(loaded, spec, attempt, logger, settings, home, claim.close)
+
+
+def _attempts(loaded: LoadedManifest, spec: RetrySpec, attempt: Attempt, logger: Logger, settings: Settings, home: Path,
+              linked: Callable[[], None]) -> RunResult:
     results = []
     while True:
-        result = run_manifest(_resuming(loaded, attempt), logger, settings, home, watch=_AttemptWatch(attempt))
+        result = run_manifest(_resuming(loaded, attempt), logger, settings, home, watch=_AttemptWatch(attempt, linked))
         results.append(result)
         cause = ending_cause(result, spec)
         if cause is not None:
@@ -62,7 +78,7 @@ def run_with_retry(loaded: LoadedManifest, logger: Logger, settings: Settings, h
         if attempt.number >= spec.max_attempts:
             logger.warning(f"run {result.run_id} {cause}: no attempt left (retry.max_attempts: {spec.max_attempts})")
             break
-        attempt = _next_attempt(home, result.run_id, attempt.number + 1, spec, loaded)
+        attempt = _next_attempt(home, result.run_id, attempt.number + 1, spec, logger)
         logger.warning(
             f"run {result.run_id} {cause}: attempt {attempt.number} of {spec.max_attempts}"
             + (f" resumes from {attempt.resumed_from}" if attempt.resumed_from else " starts over (no checkpoint yet)")
@@ -93,14 +109,18 @@ def _follows_here(result: RunResult) -> bool:
     return result.stop_signal not in TAKEN_AWAY
 
 
-def _continued(loaded: LoadedManifest, spec: RetrySpec, home: Path, logger: Logger) -> Attempt | None:
+def _continued(loaded: LoadedManifest, spec: RetrySpec, home: Path, logger: Logger, claim: ExitStack) -> Attempt | None:
     """The next attempt of this manifest's last run, when that one was lost, or preempted while
-    its tftrain was stopped, and not followed yet."""
+    its tftrain was stopped, and not followed yet; its claim is entered on `claim`."""
     with Store(home, notify=logger.warning) as store:  # opening it marks lost runs (reconcile)
         last = next((run for run in store.runs(CHAIN_LOOKBACK) if run.name == loaded.manifest.name), None)
     if last is None or not last.finished:
         return None
-    record = _record(last)
+    try:
+        claim.enter_context(_claimed(Path(last.run_dir)))  # waits while another tftrain continues it
+    except OSError:  # its directory removed (tftrain runs rm): nothing to continue
+        return None
+    record = _record(last)  # read under the claim: a continuation recorded meanwhile shows
     attempt = record.attempt if record else None
     if attempt is not None and attempt.next:
         return None
@@ -117,7 +137,7 @@ def _continued(loaded: LoadedManifest, spec: RetrySpec, home: Path, logger: Logg
     if number > spec.max_attempts:
         logger.warning(f"run {last.run_id} was {cause}; no attempt left (retry.max_attempts: {spec.max_attempts}): starting afresh")
         return None
-    following = _next_attempt(home, last.run_id, number, spec, loaded)
+    following = _next_attempt(home, last.run_id, number, spec, logger)
     logger.warning(
         f"run {last.run_id} was {cause}: this is attempt {number} of {spec.max_attempts}"
         + (f", resuming from {following.resumed_from}" if following.resumed_from else " (no checkpoint to resume from)")
@@ -125,22 +145,45 @@ def _continued(loaded: LoadedManifest, spec: RetrySpec, home: Path, logger: Logg
     return following
 
 
-def _next_attempt(home: Path, previous: str, number: int, spec: RetrySpec, loaded: LoadedManifest) -> Attempt:
-    return Attempt(number=number, max_attempts=spec.max_attempts, previous=previous, resumed_from=_checkpoint_of(home, previous, loaded))
+@contextmanager
+def _claimed(run_dir: Path) -> Iterator[None]:
+    """The right to continue the run: one tftrain at a time (released by the kernel if it dies)."""
+    with open(run_dir / CLAIM_NAME, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
-def _checkpoint_of(home: Path, run_id: str, loaded: LoadedManifest) -> str | None:
-    """What the next attempt resumes from: the checkpoint the previous one synced (`checkpoints:`),
-    else its own outputs' checkpoint directory when it wrote one; None: the manifest's own resume_from."""
-    manifest = loaded.manifest
-    if manifest.checkpoints is not None:
-        return f"checkpoint:{run_id}"
+def _next_attempt(home: Path, previous: str, number: int, spec: RetrySpec, logger: Logger) -> Attempt:
+    resumed_from = _checkpoint_of(home, previous, number, logger.warning)
+    return Attempt(number=number, max_attempts=spec.max_attempts, previous=previous, resumed_from=resumed_from)
+
+
+def _checkpoint_of(home: Path, run_id: str, number: int, warn: Callable[[str], None]) -> str | None:
+    """What the next attempt resumes from: the checkpoint the previous one synced (its `checkpoints:`),
+    else its own checkpoint directory (`checkpoints.dir`, or outputs/checkpoints) when it wrote one;
+    None: the manifest's own resume_from."""
     with Store(home) as store:
-        _, paths = RunPaths.of_run(store.run(run_id))
-    directory = paths.workdir / manifest.outputs_dir / "checkpoints"
-    if directory.is_dir() and any(directory.iterdir()):
-        return str(directory)
-    return None
+        manifest, paths = RunPaths.of_run(store.run(run_id))
+        synced = manifest.checkpoints is not None and _synced_any(run_id, store)
+    if synced:
+        return f"checkpoint:{run_id}"
+    directory = paths.outputs / "checkpoints" if manifest.checkpoints is None else paths.workdir / manifest.checkpoints.dir
+    found = directory.is_dir() and any(directory.iterdir())
+    if manifest.checkpoints is not None:
+        fallback = f"resumes from its local checkpoint directory {directory}" if found else "starts from scratch (no local checkpoint either)"
+        warn(f"run {run_id} synced no complete checkpoint to {manifest.checkpoints.sync_to}: attempt {number} {fallback}")
+    return str(directory) if found else None
+
+
+def _synced_any(run_id: str, store: Store) -> bool:
+    """Whether the run synced a complete checkpoint; a store that does not answer counts as yes:
+    the next attempt's Preparing then says what is wrong with it, in one line."""
+    from runner.run.checkpoints import synced_checkpoints  # boto3, only with `checkpoints:`
+
+    try:
+        return bool(synced_checkpoints(run_id, store))
+    except FatalError:
+        return True
 
 
 def _resuming(loaded: LoadedManifest, attempt: Attempt) -> LoadedManifest:
@@ -152,8 +195,8 @@ def _resuming(loaded: LoadedManifest, attempt: Attempt) -> LoadedManifest:
 class _AttemptWatch:
     """Writes the attempt into the run's record as soon as the run exists, and links the previous one to it."""
 
-    def __init__(self, attempt: Attempt) -> None:
-        self.attempt = attempt
+    def __init__(self, attempt: Attempt, linked: Callable[[], None]) -> None:
+        self.attempt, self.linked = attempt, linked
 
     def started(self, run_id: str, control: RunControl, store: Store) -> None:
         store.update_run(run_id, attempt=self.attempt)
@@ -163,6 +206,7 @@ class _AttemptWatch:
                 store.update_run(self.attempt.previous, attempt=previous.attempt.model_copy(update={"next": run_id}))
             else:  # a run from before `retry:` was set, or whose record is damaged
                 store.update_run(self.attempt.previous, attempt=Attempt(number=1, max_attempts=self.attempt.max_attempts, next=run_id))
+        self.linked()  # the previous run's claim: another tftrain now finds it continued
 
     def points(self, points: list[MetricPoint]) -> None:
         pass

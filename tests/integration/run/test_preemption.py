@@ -131,3 +131,35 @@ def test_a_stopped_or_lost_tftrain_is_continued_by_the_next_run(project, cli, ho
     assert "starting after epoch 4" in (home / "runs/demo-2/workdir/logs/0.log").read_text()
     first = json.loads((home / "runs/demo-1/run.json").read_text())
     assert (first["attempt"]["ended"], first["attempt"]["next"]) == (cause, "demo-2")
+
+
+HELD = """
+import os, pathlib, time
+print("resumed from", os.environ.get("TFTRAIN_RESUME_FROM"), flush=True)
+pathlib.Path("outputs/checkpoints").mkdir(parents=True, exist_ok=True)
+pathlib.Path("outputs/checkpoints/epoch").write_text("4")
+pathlib.Path("outputs/model").write_text("model")
+print("ready", flush=True)
+if pathlib.Path(HOLD).exists():
+    time.sleep(600)
+"""
+
+
+def test_two_tftrain_runs_at_once_continue_a_lost_run_once(project, home, tmp_path):
+    hold = tmp_path / "hold"
+    hold.touch()
+    path = project(script=HELD.replace("HOLD", repr(str(hold))), manifest=RETRYING)
+    process = subprocess.Popen([TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(home / "runs/demo-1/workdir/logs/0.log", "ready", process, timeout=60)
+    finally:
+        process.kill()  # lost
+        process.wait()
+    hold.unlink()
+    both = [subprocess.Popen([TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    outputs = [run.communicate(timeout=120)[0] for run in both]
+    assert [run.returncode for run in both] == [0, 0], outputs
+    assert sum("run demo-1 was lost: this is attempt 2 of 3" in output for output in outputs) == 1, outputs
+    chain = sorted((record["attempt"]["number"], record["attempt"]["previous"])
+                   for record in (json.loads((home / f"runs/demo-{n}/run.json").read_text()) for n in (2, 3)))
+    assert chain == [(1, None), (2, "demo-1")]  # the other one found demo-1 continued, and started afresh

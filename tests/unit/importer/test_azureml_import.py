@@ -211,6 +211,29 @@ def test_v2_tensorflow_distribution_without_parameter_servers_is_multi_worker(tm
     assert manifest.name == "job"
 
 
+@pytest.mark.parametrize("tier", ["spot", "low_priority"])
+def test_v2_spot_tier_retries_on_preemptible_runners(tmp_path, tier):
+    job = f"command: python train.py\ncode: .\nqueue_settings:\n  job_tier: {tier}\n  priority: medium\n"
+    manifest, text, report = imported(tmp_path, "job.yml", "train.py", text=job)
+    assert manifest.retry is not None and manifest.retry.max_attempts == 3 and manifest.retry.on == ["preempted", "lost"]
+    assert manifest.compute.runner_labels == ["preemptible"]
+    assert f"queue_settings.job_tier='{tier}' → retry: {{max_attempts: 3, on: [preempted, lost]}} on runners labelled 'preemptible'" in report
+    assert "(job.yml:4)" in report and "queue_settings.priority: no equivalent in tftrain (job.yml:5)" in report
+    assert "queue_settings: no equivalent" not in report
+
+
+def test_v2_dedicated_tier_is_not_retried(tmp_path):
+    job = "command: python train.py\ncode: .\nqueue_settings: {job_tier: standard}\n"
+    manifest, _text, report = imported(tmp_path, "job.yml", "train.py", text=job)
+    assert manifest.retry is None and "preemptible" not in (manifest.compute.runner_labels or [])
+    assert "queue_settings.job_tier='standard': runs are not retried unless retry: is set" in report
+
+
+def test_v2_queue_settings_that_are_no_mapping_are_reported(tmp_path):
+    _manifest, _text, report = imported(tmp_path, "job.yml", "train.py", text="command: python train.py\ncode: .\nqueue_settings: spot\n")
+    assert "queue_settings: 'spot' is not a mapping (job_tier, priority) (job.yml:3)" in report
+
+
 def test_unresolved_values_become_todo_comments_and_report_lines(tmp_path):
     manifest, text, report = imported(tmp_path, "unresolved.py", "train.py")
     assert "  # --learning-rate:  # TODO(tftrain import): learning_rate() at unresolved.py:15" in text.splitlines()

@@ -242,7 +242,7 @@ def test_v2_sweep_todos_and_what_is_not_swept(tmp_path):
     assert "sampling_algorithm.logbase: tftrain's log expressions are base e (job.yml:5)" in report
     assert "sweep.limits.max_total_trials: not resolved statically: limits.max_total_trials: '${{inputs.n}}'" in report
     assert "sweep.early_termination: early_termination: {'type': 'bandit', 'slack_factor': 0} has no equivalent" in report
-    assert "queue_settings: no equivalent in tftrain (job.yml:14)" in report
+    assert "queue_settings.job_tier='spot': a sweep does not retry its trials (a preempted trial ends Failed; `tftrain sweep resume` runs stopped trials again; see docs/retry.md) (job.yml:14)" in report
 
 
 def test_v2_expression_the_manifest_refuses_is_a_todo(tmp_path):
@@ -259,3 +259,16 @@ def test_only_hyperdrive_functions_are_expressions():
     assert known_callee("choice") == "choice" and known_callee("azureml.train.hyperdrive.uniform") == "uniform"
     assert known_callee("random.choice") is None and known_callee("np.random.uniform") is None
     assert known_callee("azureml.train.hyperdrive.HyperDriveConfig") == "HyperDriveConfig"
+
+
+def test_v2_sweep_on_spot_is_not_given_retry(tmp_path):
+    """retry: does not apply to a sweep's trials: the report says so, the manifest has none."""
+    job = (
+        "type: sweep\ntrial:\n  code: .\n  command: python train.py --lr ${{search_space.lr}}\n"
+        "search_space: {lr: {type: uniform, min_value: 0.01, max_value: 0.1}}\n"
+        "objective: {primary_metric: acc, goal: maximize}\nlimits: {max_total_trials: 4}\nqueue_settings: {job_tier: spot}\n"
+    )
+    manifest, _text, report = imported(tmp_path, "job.yml", "train.py", text=job)
+    assert manifest.retry is None and manifest.sweep is not None
+    assert "queue_settings.job_tier='spot': a sweep does not retry its trials" in report
+    assert "queue_settings: no equivalent" not in report

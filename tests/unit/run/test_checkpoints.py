@@ -150,3 +150,22 @@ def test_a_failed_round_is_a_warning_and_the_last_round_runs_at_the_end(tmp_path
         pass  # no round in the block: the one at the end
     assert [item["name"] for item in listed(s3, name)["checkpoints"]] == ["ckpt-1"]
     assert notes.infos[-1] == f"checkpoints: s3://{name}/runs/demo-1 holds 1 complete, the latest ckpt-1"
+
+
+def test_the_checkpoint_directory_starts_with_what_a_retry_resumes_from(project, tmp_path):
+    from dataclasses import replace
+
+    from runner.history.rundir import RunPaths
+    from runner.manifest import load_manifest
+
+    loaded = load_manifest(project(manifest="checkpoints: {dir: outputs/ckpt, sync_to: 's3://bucket/p'}\n"))
+    paths = RunPaths(tmp_path / "runs" / "demo-2")
+    previous = tmp_path / "runs" / "demo-1" / "workdir" / "outputs" / "ckpt"
+
+    def seed(resume_from):
+        return checkpoints._seed(replace(loaded, manifest=loaded.manifest.model_copy(update={"resume_from": resume_from})), paths)
+
+    assert seed("checkpoint:demo-1") == paths.root / "resume"
+    assert seed(str(previous)) == previous  # a retry's fallback: the previous attempt's own directory
+    assert seed(str(previous.parent)) is None and seed(str(tmp_path / "elsewhere" / "outputs" / "ckpt")) is None
+    assert seed("model:demo@v1") is None and seed(None) is None

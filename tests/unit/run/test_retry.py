@@ -165,3 +165,87 @@ def test_a_user_cancel_is_not_continued(project, tmp_path, monkeypatch):
     retry.run_with_retry(loaded, Logger(stream=io.StringIO()), Settings(), home)
     retry.run_with_retry(loaded, Logger(stream=io.StringIO()), Settings(), home)
     assert [(a["number"], a["previous"], a["ended"]) for a in attempts(home)] == [(1, None, None), (1, None, None)]
+
+
+def lost_run(home: Path, loaded, checkpoint_dir: str | None) -> RunPaths:
+    """A run whose tftrain was killed (its owner is no process any more), with a file in `checkpoint_dir`."""
+    with Store(home) as store:
+        run_id = store.new_run(loaded.manifest.name, loaded.manifest.model_dump_json(by_alias=True))
+        paths = RunPaths.for_run(home, run_id, loaded.manifest)
+        record = json.loads(paths.record.read_text())
+        record["owner"]["start"] = -1
+        paths.record.write_text(json.dumps(record))
+    if checkpoint_dir is not None:
+        (paths.workdir / checkpoint_dir).mkdir(parents=True)
+        (paths.workdir / checkpoint_dir / "epoch").write_text("1")
+    return paths
+
+
+def synced_manifest(bucket: str, endpoint: str) -> str:
+    return f"retry: {{}}\ncheckpoints: {{dir: outputs/ckpt, sync_to: 's3://{bucket}/team', endpoint_url: '{endpoint}'}}\n"
+
+
+@pytest.mark.parametrize("local", [True, False], ids=["local-checkpoint", "none"])
+def test_a_retry_whose_previous_attempt_synced_nothing_falls_back(project, tmp_path, monkeypatch, s3_server, aws_env, local):
+    import boto3
+
+    boto3.client("s3", endpoint_url=s3_server).create_bucket(Bucket=f"nothing-synced-{local}".lower())
+    home = tmp_path / "home"
+    loaded = load_manifest(project(manifest=synced_manifest(f"nothing-synced-{local}".lower(), s3_server)))
+    paths = lost_run(home, loaded, "outputs/ckpt" if local else None)
+    fake = FakeRuns(home, [Outcome(RunStatus.COMPLETED, 0, None)])
+    monkeypatch.setattr(retry, "run_manifest", fake)
+    stream = io.StringIO()
+    retry.run_with_retry(loaded, Logger(stream=stream), Settings(), home)
+    said = " ".join(stream.getvalue().split())
+    where = f"s3://nothing-synced-{local}/team".lower()
+    if local:
+        assert f"run demo-1 synced no complete checkpoint to {where}: attempt 2 resumes from its local checkpoint directory {paths.workdir / 'outputs/ckpt'}" in said
+        assert fake.resumed == [str(paths.workdir / "outputs/ckpt")]
+    else:
+        assert f"run demo-1 synced no complete checkpoint to {where}: attempt 2 starts from scratch (no local checkpoint either)" in said
+        assert fake.resumed == [None]
+
+
+def test_a_retry_resumes_from_what_the_previous_attempt_synced(project, tmp_path, monkeypatch, s3_server, aws_env):
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=s3_server)
+    s3.create_bucket(Bucket="some-synced")
+    s3.put_object(Bucket="some-synced", Key="team/demo-1/tftrain-checkpoints.json", Body=json.dumps({"checkpoints": [{"name": "ckpt-1"}]}))
+    home = tmp_path / "home"
+    loaded = load_manifest(project(manifest=synced_manifest("some-synced", s3_server)))
+    lost_run(home, loaded, "outputs/ckpt")
+    fake = FakeRuns(home, [Outcome(RunStatus.COMPLETED, 0, None)])
+    monkeypatch.setattr(retry, "run_manifest", fake)
+    stream = io.StringIO()
+    retry.run_with_retry(loaded, Logger(stream=stream), Settings(), home)
+    assert fake.resumed == ["checkpoint:demo-1"] and "synced no complete checkpoint" not in stream.getvalue()
+
+
+def test_two_tftrain_runs_at_once_continue_a_lost_run_once(project, tmp_path, monkeypatch):
+    """Each claimer records its run slowly (as a real one checks its target first): without the
+    claim both would decide to be attempt 2 of demo-1 in that time."""
+    import threading
+    import time
+
+    home = tmp_path / "home"
+    loaded = load_manifest(project(manifest="retry: {}\n"))
+    lost_run(home, loaded, "outputs/checkpoints")
+
+    class Slow(FakeRuns):
+        def __call__(self, loaded, logger, settings, home=None, watch=None) -> RunResult:
+            time.sleep(0.5)
+            return super().__call__(loaded, logger, settings, home, watch)
+
+    monkeypatch.setattr(retry, "run_manifest", Slow(home, [Outcome(RunStatus.COMPLETED, 0, None)] * 2))
+    streams = [io.StringIO(), io.StringIO()]
+    claimers = [threading.Thread(target=retry.run_with_retry, args=(loaded, Logger(stream=s), Settings(), home)) for s in streams]
+    for claimer in claimers:
+        claimer.start()
+    for claimer in claimers:
+        claimer.join(timeout=60)
+    chain = sorted((a["number"], a["previous"]) for a in attempts(home)[1:])
+    assert chain == [(1, None), (2, "demo-1")]  # one continued demo-1; the other found it continued and started afresh
+    assert sum("this is attempt 2 of 3" in s.getvalue() for s in streams) == 1
+    assert attempts(home)[0]["next"] in ("demo-2", "demo-3")

@@ -1,0 +1,58 @@
+"""What a run whose tftrain is gone left running, removed when the history marks it lost
+(Store.reconcile): the local target's processes (the run's cgroup) and the docker target's
+containers on this machine's daemon, which outlive tftrain by design (a container is not its child).
+A retry's next attempt must not train beside them: both would write the one checkpoint directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def reap_lost_run(run_id: str, home: Path, manifest_json: str | None) -> str | None:
+    """Kill and remove what is left; a note of what that was (None: nothing)."""
+    notes = []
+    killed = _processes(run_id, home)
+    if killed:
+        notes.append(f"killed {killed} leftover processes")
+    if manifest_json and _target(manifest_json) == "docker":
+        removed = _containers(run_id)
+        if removed:
+            notes.append(f"removed {removed} container" + ("s" if removed > 1 else "") + " it left running")
+    return "; ".join(notes) or None
+
+
+def _processes(run_id: str, home: Path) -> int:
+    try:
+        from runner.targets.local.processes import reap_run
+    except (ImportError, AttributeError):
+        return 0
+    return reap_run(run_id, home) or 0
+
+
+def _target(manifest_json: str) -> str | None:
+    from runner.manifest import Manifest, effective_target
+
+    try:
+        return effective_target(Manifest.model_validate_json(manifest_json))
+    except ValueError:  # a manifest the history cannot read: nothing to judge by
+        return None
+
+
+def _containers(run_id: str) -> int:
+    """Force-remove the run's containers (SIGKILL: a lost run has no grace to give); 0 when no
+    daemon answers (docker not here, or another machine's)."""
+    from runner.targets.docker.container import LABEL_RUN, docker_client
+
+    try:
+        client = docker_client()
+        containers = client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"})
+    except Exception:  # DockerError (no daemon), ImportError (no docker SDK), the daemon's errors
+        return 0
+    removed = 0
+    for container in containers:
+        try:
+            container.remove(force=True)
+            removed += 1
+        except Exception:  # gone meanwhile
+            pass
+    return removed

@@ -80,7 +80,8 @@ def lasting_cache_path() -> Path:
     return Path(os.environ.get("TFTRAIN_TEST_LASTING_CACHE", Path.home() / ".cache" / "tftrain-test"))
 
 
-def register_version(home: Path, built: BuiltModel, name: str = NAME, serving: bool = True, source: Path | None = None):
+def register_version(home: Path, built: BuiltModel, name: str = NAME, serving: bool = True, source: Path | None = None,
+                     tensorflow: str | None = None):
     """Register `source` (default: the SavedModel) as the next version of `name`; with `serving`,
     add the gate's files and version.json's "serving" as the contract describes."""
     from runner.history.registry import Registry
@@ -94,7 +95,7 @@ def register_version(home: Path, built: BuiltModel, name: str = NAME, serving: b
         }
         document = {
             "format": "saved_model", "path": ".", "signatures": signatures, "signature": "serving_default",
-            "tensorflow": built.tensorflow, "onnx": None,
+            "tensorflow": tensorflow or built.tensorflow, "onnx": None,
         }
         files = home / "gate-files"
         files.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import runner
 from runner.paths import cache_dir
-from runner.serving.requirements import framework_constraints, serving_requirements
+from runner.serving.requirements import serving_constraints, serving_requirements
 from runner.targets.local.environment import EnvSpec, PythonEnv, prepare_env
 from runner.telemetry.logger import Logger
 
@@ -20,7 +20,7 @@ from runner.telemetry.logger import Logger
 def serving_spec(framework_version: str | None, onnx: bool) -> EnvSpec:
     python = ".".join(map(str, sys.version_info[:3]))
     requirements = serving_requirements(framework_version, onnx=onnx)
-    constraints = framework_constraints(framework_version)
+    constraints = serving_constraints(framework_version)
     # "serving" in the key: never the same directory as a training environment of the same packages
     key = {"python": python, "requirements": requirements, "purpose": "serving"}
     if constraints is not None:

@@ -26,7 +26,7 @@ from runner.errors import DeployError, RegistryError
 from runner.history.checksums import sha256_file, sums_of
 from runner.history.registry import SUMS, ModelVersion, checkout_version, damaged
 from runner.serving.layout import VersionDir
-from runner.serving.requirements import framework_constraints, serving_requirements
+from runner.serving.requirements import serving_constraints, serving_requirements
 from runner.targets.docker.images import CA_NAME, CONSTRAINTS_NAME, ImageSpec
 from runner.templates import render
 
@@ -142,7 +142,7 @@ def model_sha256(model: ModelVersion) -> str:
 
 def environment_spec(base_image: str, base_image_id: str | None, tensorflow: str | None, onnx: bool, ca_bundle: Path | None) -> ImageSpec:
     packages = serving_requirements(tensorflow, onnx=onnx)
-    constraints = framework_constraints(tensorflow)
+    constraints = serving_constraints(tensorflow)
     files = {CONSTRAINTS_NAME: constraints.encode()} if constraints else {}
     dockerfile = render(
         "Dockerfile.serve.j2",

@@ -7,6 +7,11 @@ from runner.manifest.curated import constraints_for, major_minor
 from runner.manifest.frameworks import DEFAULT_VERSION, requirement
 
 KSERVE = "kserve==0.16.0"
+# KServe 0.16.0 needs protobuf < 6, TensorFlow 2.21 ≥ 6.31: a 2.21 model is served by KServe 0.21.0
+# (protobuf 6.x, which TensorFlow 2.21 accepts), and its environment takes protobuf from KServe's range
+# instead of the set's 7.x. runner/serving/server.py is tested with both (tests/integration/serving).
+KSERVE_FOR = {"2.21": "kserve==0.21.0"}
+SERVER_OWNS = {"2.21": ("protobuf",)}  # the set's pins the model server's own range replaces
 ONNXRUNTIME = "onnxruntime>=1.17,<2"
 TF2ONNX = "tf2onnx==1.17.0"
 ONNX_OPSET = 15  # tf2onnx 1.17's default; 18 is its newest
@@ -19,7 +24,8 @@ EXPORT_FALLBACK = "2.18"
 def serving_requirements(framework_version: str | None, onnx: bool = False) -> tuple[str, ...]:
     """The model server's packages: KServe, TensorFlow of the model's release (CPU), numpy,
     and ONNX Runtime when the server runs model.onnx."""
-    packages = [KSERVE, requirement(False, framework_version or DEFAULT_VERSION)]
+    release = major_minor(framework_version or DEFAULT_VERSION)
+    packages = [KSERVE_FOR.get(release, KSERVE), requirement(False, framework_version or DEFAULT_VERSION)]
     if onnx:
         packages.append(ONNXRUNTIME)
     return tuple(packages)
@@ -29,6 +35,12 @@ def framework_constraints(framework_version: str | None) -> str | None:
     """The release's tested set for these environments' TensorFlow (None: a patch other than the
     set's, or a release without one); KServe's and tf2onnx's own pins resolve with it."""
     return constraints_for(framework_version or DEFAULT_VERSION)
+
+
+def serving_constraints(framework_version: str | None) -> str | None:
+    """The tested set for the model server's environment, less the pins KServe's own range replaces."""
+    version = framework_version or DEFAULT_VERSION
+    return constraints_for(version, SERVER_OWNS.get(major_minor(version), ()))
 
 
 def export_tensorflow(framework_version: str | None) -> str:

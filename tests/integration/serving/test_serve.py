@@ -47,8 +47,8 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def started(saved_model, home, *options: str):
-    register_version(home, saved_model)
+def started(saved_model, home, *options: str, tensorflow: str | None = None):
+    register_version(home, saved_model, tensorflow=tensorflow)
     port = free_port()
     env = {**os.environ, "TFTRAIN_HOME": str(home), "TFTRAIN_CACHE_DIR": str(lasting_cache_path()), "COLUMNS": "200"}
     process = subprocess.Popen(
@@ -92,6 +92,30 @@ def test_batched_requests_each_get_their_own_answer(saved_model, tmp_path):
             status, body = answers[row]
             assert status == 200
             np.testing.assert_allclose(body["predictions"], expected[row : row + 1], atol=1e-5)
+    finally:
+        running.process.terminate()
+        assert running.process.wait(60) == 0
+
+
+def test_a_model_of_the_newest_release_is_served_by_the_kserve_that_installs_beside_it(saved_model, tmp_path):
+    """TensorFlow 2.21 needs protobuf ≥ 6.31, KServe 0.16 < 6: a version recorded as 2.21 gets KServe
+    0.21 and TensorFlow 2.21 from its tested set (protobuf from KServe's range), and answers as TensorFlow."""
+    running = started(saved_model, tmp_path / "home", tensorflow="2.21.0")
+    try:
+        features, expected = saved_model.probe()
+        status, body = running.request("POST", f"/v1/models/{NAME}:predict", {"instances": features[:2].tolist()})
+        assert status == 200, body
+        np.testing.assert_allclose(body["predictions"], expected[:2], atol=1e-5)
+        status, body = running.request("POST", f"/v2/models/{NAME}/infer", {"inputs": [
+            {"name": INPUT, "shape": [1, features.shape[1]], "datatype": "FP32", "data": features[0].tolist()}]})
+        assert status == 200, body
+        from runner.serving.environment import serving_spec
+
+        python = lasting_cache_path() / "envs" / serving_spec("2.21.0", onnx=False).key / "bin" / "python"
+        versions = subprocess.run([str(python), "-c", "from importlib.metadata import version as v; "
+                                   "print(v('kserve'), v('tensorflow-cpu'), v('protobuf'))"], capture_output=True, text=True)
+        kserve, tensorflow, protobuf = versions.stdout.split()
+        assert (kserve, tensorflow, protobuf[0]) == ("0.21.0", "2.21.0", "6"), versions.stdout + versions.stderr
     finally:
         running.process.terminate()
         assert running.process.wait(60) == 0

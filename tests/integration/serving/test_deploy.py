@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BASE_IMAGE, REPO, tftrain
+from conftest import BASE_IMAGE, tftrain
 from kube_api import KubeAPI
 from runner.errors import ClusterError, DeployError
 from runner.history.registry import Registry
@@ -75,7 +75,6 @@ STUB_SERVER = textwrap.dedent(
     server.serve_forever()
     """
 )
-SERVER_MERGED = (REPO / "runner" / "serving" / "server.py").is_file()
 
 
 @pytest.fixture(scope="session")
@@ -204,7 +203,6 @@ def _with_stub_server(client, image, tmp_path: Path):
 # --- the command, with the real server ------------------------------------------------------
 
 
-@pytest.mark.skipif(not SERVER_MERGED, reason="runner/serving/server.py (helper 'serve') is not merged into this branch yet")
 def test_deploy_pushes_the_image_the_real_server_answers_from(home, exported, docker_client, registry):
     register(home, exported)
     result = tftrain("deploy", "digits@latest", "--image", f"{registry}/team/served", "--push", "--base-image", BASE_IMAGE, timeout=1800)

@@ -137,7 +137,7 @@ def _call(app, method: str, path: str, body: bytes, chunks: int = 1) -> tuple[in
 
 
 def test_the_predict_route_is_answered_in_front_of_kserve(endpoint):
-    from runner.serving.server import FastPredict
+    from runner.serving.fastpath import FastPredict
 
     ready = [True]
     app = lambda inner: FastPredict(inner, endpoint, lambda: ready[0])  # noqa: E731
@@ -153,7 +153,7 @@ def test_the_predict_route_is_answered_in_front_of_kserve(endpoint):
 
 
 def test_a_model_that_fails_inside_is_a_500_with_one_line(endpoint):
-    from runner.serving.server import FastPredict
+    from runner.serving.fastpath import FastPredict
 
     def broken(inputs, signature=None):
         raise RuntimeError("device lost\nmore detail")
@@ -202,7 +202,7 @@ def _concurrently(app, bodies: list[bytes]) -> list[tuple[int, dict]]:
 
 
 def test_batching_runs_requests_that_meet_as_one_call_and_answers_each_its_own():
-    from runner.serving.server import FastPredict
+    from runner.serving.fastpath import FastPredict
 
     model = Counting()
     app = FastPredict(None, Endpoint(model, "demo", 1), lambda: True, batch=True)
@@ -214,7 +214,7 @@ def test_batching_runs_requests_that_meet_as_one_call_and_answers_each_its_own()
 
 
 def test_a_failing_member_of_a_batch_fails_alone():
-    from runner.serving.server import FastPredict
+    from runner.serving.fastpath import FastPredict
 
     model = Counting()
     app = FastPredict(None, Endpoint(model, "demo", 1), lambda: True, batch=True)
@@ -226,7 +226,7 @@ def test_a_failing_member_of_a_batch_fails_alone():
 
 
 def test_outputs_that_do_not_come_back_row_for_row_are_not_split():
-    from runner.serving.server import PredictRequest, predict_batch
+    from runner.serving.fastpath import PredictRequest, predict_batch
 
     class Summing(Doubling):
         def predict(self, inputs, signature=None):

@@ -22,10 +22,8 @@ def reap_lost_run(run_id: str, home: Path, manifest_json: str | None) -> str | N
 
 
 def _processes(run_id: str, home: Path) -> int:
-    try:
-        from runner.targets.local.processes import reap_run
-    except (ImportError, AttributeError):
-        return 0
+    from runner.targets.local.processes import reap_run
+
     return reap_run(run_id, home) or 0
 
 

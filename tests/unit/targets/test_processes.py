@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from runner.targets.local.cgroup import Cgroup, own_cgroup, run_cgroup_name, runs_parent, unified_mount
-from runner.targets.local.processes import ENTER, _check_executable, entering
+from runner.targets.local import processes
+from runner.targets.local.processes import ENTER, ENTER_SH, SHELL, _check_executable, entering
 
 HYBRID = """\
 31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
@@ -64,10 +65,18 @@ def test_a_run_cgroup_is_named_by_run_id_and_home(tmp_path):
 
 def test_a_task_is_started_through_the_enter_step():
     argv = entering(["python", "train.py", "--lr", "0.1"], Cgroup(Path("/cg/tftrain/demo-1.x")), 4242)
-    assert argv[:5] == [sys.executable, "-I", "-S", "-c", ENTER]
-    assert argv[5:] == ["/cg/tftrain/demo-1.x/cgroup.procs", "4242", "python", "train.py", "--lr", "0.1"]
-    assert entering(["python"], None, 7)[5:] == ["", "7", "python"]  # no cgroup: the parent-death signal only
+    assert argv[:3] == [SHELL, "-c", ENTER_SH]
+    assert argv[4:9] == ["/cg/tftrain/demo-1.x/cgroup.procs", "4242", sys.executable, ENTER, "python"]
+    assert argv[9:] == ["train.py", "--lr", "0.1"]
+    assert entering(["python"], None, 7)[4:] == ["", "7", sys.executable, ENTER, "python"]  # no cgroup: the parent-death signal only
     compile(ENTER, "<enter>", "exec")
+
+
+def test_without_a_shell_the_enter_step_is_python(monkeypatch):
+    monkeypatch.setattr(processes, "SHELL", "/nonexistent/sh")
+    argv = entering(["python", "train.py"], Cgroup(Path("/cg/tftrain/demo-1.x")), 4242)
+    assert argv[:5] == [sys.executable, "-I", "-S", "-c", ENTER]
+    assert argv[5:] == ["/cg/tftrain/demo-1.x/cgroup.procs", "4242", "python", "train.py"]
 
 
 def test_a_program_that_cannot_start_is_refused_before_the_fork(tmp_path):

@@ -80,8 +80,9 @@ def _loopback_only(original):
 
 
 @pytest.fixture
-def pure(monkeypatch):
+def pure(monkeypatch, tmp_path_factory):
     """Applied to every unit test by tests/conftest.py."""
+    monkeypatch.setenv("TFTRAIN_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "unit-cache"))  # never the user's cache
     monkeypatch.setattr(subprocess.Popen, "__init__", _refuse("started a process"))
     for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system", "execv", "execve"):
         if hasattr(os, name):

@@ -13,7 +13,6 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import yaml
 from runner.spec import ValidationError
 
 from runner.errors import DiskFullError, FatalError, HistoryError
@@ -261,6 +260,8 @@ def _is_phase(phase) -> bool:
 
 
 def _locked_manifest(run_dir: Path) -> dict | None:
+    import yaml  # only a rebuild reads a run's lock file
+
     try:
         lock = yaml.safe_load((run_dir / "manifest.lock.yml").read_text(encoding="utf-8"))
     except (OSError, ValueError, yaml.YAMLError):

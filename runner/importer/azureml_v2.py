@@ -25,7 +25,8 @@ from runner.importer.mapping import (
     put_variables,
 )
 from runner.importer.packages import conda_file_packages, environment_file
-from runner.manifest.yamlfile import YamlDocument, load_yaml
+from runner.manifest.document import YamlDocument
+from runner.manifest.loading import load_yaml
 
 REFERENCE = re.compile(r"\$\{\{\s*(inputs|outputs|search_space)\.([A-Za-z0-9_.-]+)\s*\}\}")
 OPTIONAL = re.compile(r"\[([^\[\]]*)\]")

@@ -16,7 +16,7 @@ from runner.spec import ValidationError
 
 from runner.importer.values import Obj, Unknown, known
 from runner.manifest.sweep import Bandit, Expression, MedianStopping, Objective, Sampling, TruncationSelection
-from runner.manifest.yamlfile import YamlDocument
+from runner.manifest.document import YamlDocument
 
 SWEEP = "sweep"
 EXPRESSIONS: dict[str, type] = {

@@ -13,7 +13,8 @@ from runner.manifest.model import Manifest
 from runner.manifest.rules import check_rules, effective_target, migrate_deprecated
 from runner.manifest.sweep_rules import sweep_warnings
 from runner.manifest.validate import format_loc, validation_messages
-from runner.manifest.yamlfile import YamlDocument, load_yaml, one_line
+from runner.manifest.document import YamlDocument, one_line
+from runner.manifest.loading import load_yaml
 
 __all__ = ["LoadedManifest", "Manifest", "effective_target", "load_manifest"]
 

@@ -12,7 +12,7 @@ import re
 from runner.manifest.curated import constraint_set, major_minor
 from runner.manifest.frameworks import DEFAULT_VERSION, FRAMEWORKS
 from runner.manifest.model import Manifest
-from runner.manifest.yamlfile import Location
+from runner.manifest.document import Location
 
 Problem = tuple[Location, str]
 TENSORFLOW_NAMES = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from runner.manifest.images import PACKAGE_KEYS
 from runner.manifest.model import Manifest
-from runner.manifest.yamlfile import Location
+from runner.manifest.document import Location
 
 Problem = tuple[Location, str]
 

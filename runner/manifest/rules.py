@@ -15,7 +15,7 @@ from runner.manifest.frameworks import HOROVOD_FRAMEWORKS, horovod_compatible
 from runner.manifest.image_rules import check_images
 from runner.manifest.sweep_rules import check_sweep
 from runner.manifest.sourcepaths import regular_file_problem, text_file_problem, through_link
-from runner.manifest.yamlfile import Location
+from runner.manifest.document import Location
 
 Problem = tuple[Location, str]
 MAX_ARGUMENT = 128 << 10  # Linux's MAX_ARG_STRLEN: one argv or environment string

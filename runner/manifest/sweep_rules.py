@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 from runner.manifest.fields import InputRef, ResumeRef
 from runner.manifest.model import Manifest
 from runner.manifest.sweep import MAX_TRIALS, Objective, SweepSpec, grid_size, trial_limit
-from runner.manifest.yamlfile import Location
+from runner.manifest.document import Location
 
 Problem = tuple[Location, str]
 MAX_EXPONENT = 700  # exp(709.8) overflows a float; exp(-745) is 0, whose log Optuna cannot sample

@@ -12,7 +12,7 @@ from typing import Any
 
 from runner.manifest.fields import QUANTITY_PATTERN
 from runner.manifest.sweep import EXPRESSIONS, POLICIES, SWEEP_ID_PATTERN
-from runner.manifest.yamlfile import Location, YamlDocument, format_loc, one_line
+from runner.manifest.document import Location, YamlDocument, format_loc, one_line
 
 __all__ = ["allowed_keys", "format_loc", "validation_messages"]
 

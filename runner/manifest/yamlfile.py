@@ -9,9 +9,7 @@ with one line `FILE:LINE: field: message`.
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,10 +20,8 @@ from yaml.reader import Reader
 from yaml.resolver import Resolver
 
 from runner.errors import ManifestError
+from runner.manifest.document import Location, YamlDocument, format_loc, one_line
 
-Location = tuple[Any, ...]
-
-MAX_BYTES = 1 << 20  # the file
 MAX_DEPTH = 16  # nested lists and mappings (a manifest needs 4)
 MAX_VALUES = 20_000  # values once aliases are expanded
 MAX_CHARS = 2 << 20  # characters of text once aliases are expanded
@@ -51,49 +47,8 @@ _NONE = _Marker("(none)")
 _MERGE = _Marker("<<")
 
 
-@dataclass(frozen=True)
-class YamlDocument:
-    path: Path
-    data: Any
-    lines: dict[Location, int]
-    empty: bool = False  # no document at all (an empty file, or only comments)
-
-    def line_of(self, loc: Location) -> int | None:
-        """The line of the deepest key of `loc` that exists in the file."""
-        best = self.lines.get((), None)
-        for i in range(1, len(loc) + 1):
-            line = self.lines.get(tuple(loc[:i]))
-            if line is not None:
-                best = line
-        return best
-
-    def where(self, loc: Location) -> str:
-        line = self.line_of(loc)
-        return f"{self.path}:{line}" if line else str(self.path)
-
-
-def format_loc(loc: Location) -> str:
-    text = ""
-    for part in loc:
-        if isinstance(part, int) and not isinstance(part, bool):
-            text += f"[{part}]"
-        else:
-            shown = str(part)
-            if not shown or not shown.isprintable():
-                shown = repr(part)
-            text += ("." if text else "") + shown
-    return text or "(top level)"
-
-
-def one_line(text: str) -> str:
-    """`text` with line breaks and other unprintable characters escaped: one problem, one line."""
-    if text.isprintable():
-        return text
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
-
-
-def load_yaml(path: Path) -> YamlDocument:
-    text = _read(path)
+def parse(path: Path, text: str) -> YamlDocument:
+    """`text` (the file at `path`) as plain values, every limit checked on the way."""
     builder = _Builder(path)
     bad = Reader.NON_PRINTABLE.search(text)
     if bad:
@@ -112,38 +67,6 @@ def load_yaml(path: Path) -> YamlDocument:
         line = text.count("\n", 0, position) + 1 if isinstance(position, int) else None
         builder.fail(builder.here(), line, f"invalid YAML: {getattr(exc, 'reason', None) or exc}")
     return builder.document()
-
-
-def _read(path: Path) -> str:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block the open
-    except FileNotFoundError:
-        raise ManifestError(one_line(f"{path}: manifest not found (give another path with -f)")) from None
-    except (OSError, ValueError) as exc:
-        raise ManifestError(one_line(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}")) from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise ManifestError(one_line(f"{path}: is a directory, not a YAML file"))
-        if not stat.S_ISREG(mode):
-            raise ManifestError(one_line(f"{path}: is not a regular file"))
-        data = b""
-        while len(data) <= MAX_BYTES:
-            chunk = os.read(fd, MAX_BYTES + 1 - len(data))
-            if not chunk:
-                break
-            data += chunk
-    except OSError as exc:
-        raise ManifestError(one_line(f"{path}: cannot read: {exc.strerror}")) from None
-    finally:
-        os.close(fd)
-    if len(data) > MAX_BYTES:
-        raise ManifestError(one_line(f"{path}: larger than {MAX_BYTES >> 20} MiB; a manifest is a few lines"))
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise ManifestError(one_line(f"{path}:{line}: (top level): not UTF-8 text (byte 0x{data[exc.start]:02x})")) from None
 
 
 def _short(tag: str) -> str:

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from runner.errors import ManifestError
 from runner.manifest.validate import format_loc, validation_messages
-from runner.manifest.yamlfile import load_yaml
+from runner.manifest.loading import load_yaml
 
 DEFAULT_POOL_FILE = ".github/tftrain-pool.yml"
 SECRET_KEYS = {"key", "ssh_key", "private_key", "identity", "identity_file", "password", "passphrase", "ssh_password"}

@@ -49,3 +49,15 @@ def test_the_script_starts_before_pydantic_and_the_post_processing_modules_load(
     assert result.returncode == 0, result.stderr
     assert "first line" in result.stdout
     assert "loaded when the script started: -\n" in result.stderr, result.stderr
+
+
+def test_a_manifest_read_before_starts_its_script_without_a_yaml_parser(project, home, tmp_path, monkeypatch):
+    """The first run parses the manifest (PyYAML), the next ones take it from runner.manifest.yamlcache."""
+    monkeypatch.setenv("TFTRAIN_CACHE_DIR", str(tmp_path / "cache"))  # a cache of its own: the first run parses
+    probe = LAUNCH_PROBE.format(late=("yaml",), manifest=str(project("print('first line', flush=True)\n")))
+    seen = []
+    for _ in range(2):
+        result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        seen.append([line for line in result.stderr.splitlines() if line.startswith("loaded when")])
+    assert seen == [["loaded when the script started: yaml"], ["loaded when the script started: -"]]

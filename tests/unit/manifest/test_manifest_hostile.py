@@ -19,7 +19,7 @@ import pytest
 from runner.targets.local.environment import env_spec
 from runner.errors import ManifestError
 from runner.manifest import load_manifest
-from runner.manifest.yamlfile import MAX_BYTES
+from runner.manifest.loading import MAX_BYTES
 from runner.run.snapshot import take_snapshot
 
 HEADER = "name: demo\nsource_directory: src\nentry_script: train.py\n"

@@ -17,11 +17,11 @@ import math
 import os
 import string
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from runner.errors import FatalError, UnsupportedError, UsageError
+from runner.spec import Field, Spec
 
 DEFAULT_API_URL = "https://api.github.com"
 DEFAULT_TAG_TEMPLATE = "{name}-v{version}"
@@ -29,12 +29,11 @@ GITHUB_ASSET_LIMIT = 2 * 1024**3
 PR_EVENTS = ("pull_request", "pull_request_target")
 
 
-@dataclass(frozen=True, kw_only=True)
-class GitHubContext:
+class GitHubContext(Spec):
     """What the workflow run says about itself: the event, the repository, where the API is."""
 
     event_name: str = ""
-    payload: Mapping[str, Any] = field(default_factory=dict)
+    payload: Mapping[str, Any] = Field(default_factory=dict)
     ref: str = ""
     repository: str = ""
     api_url: str = DEFAULT_API_URL
@@ -81,8 +80,7 @@ def _event_payload(path: str | None) -> dict:
     return payload
 
 
-@dataclass(frozen=True, kw_only=True)
-class ActionInputs:
+class ActionInputs(Spec):
     """The action's inputs that tftrain itself reads (the others only reach action.yml's shell)."""
 
     allow_forks: bool = False
@@ -97,15 +95,13 @@ class ActionInputs:
     s3_endpoint_url: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class Settings:
-    github: GitHubContext = field(default_factory=GitHubContext)
-    inputs: ActionInputs = field(default_factory=ActionInputs)
+class Settings(Spec):
+    github: GitHubContext = Field(default_factory=GitHubContext)
+    inputs: ActionInputs = Field(default_factory=ActionInputs)
     s3_threshold_bytes: int = GITHUB_ASSET_LIMIT  # models over this must go to S3
 
 
-@dataclass(frozen=True, kw_only=True)
-class LoggerSettings:
+class LoggerSettings(Spec):
     """What the logger needs to know about where it prints."""
 
     actions: bool = False  # in a GitHub Actions job: workflow commands (groups, masks, annotations) on
@@ -182,8 +178,7 @@ def _prefix(text: str) -> str:
     return text.strip("/")
 
 
-@dataclass(frozen=True)
-class Option:
+class Option(Spec, positional=True):
     """One setting: `name` as the action spells its input, what parses it, and its flag's `dest`
     (a flag left out is None). `input`: whether $INPUT_NAME sets it; `tftrain`: whether $TFTRAIN_NAME does."""
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 
 from runner.cli.common import add_manifest_arg, load
@@ -26,7 +25,7 @@ def run(args, logger) -> int:
 
             run_sweep(loaded, logger, settings, tftrain_home())
             return 0
-        loaded = dataclasses.replace(loaded, manifest=loaded.manifest.model_copy(update={"sweep": None}))
+        loaded = loaded.model_copy(update={"manifest": loaded.manifest.model_copy(update={"sweep": None})})
     result = run_with_retry(loaded, logger, settings)
     if result.exit_code:
         error = error_class(result.exit_code)(f"run {result.run_id} {result.status}: {result.message}")

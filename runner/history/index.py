@@ -10,7 +10,6 @@ import os
 import re
 import sqlite3
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from runner.spec import ValidationError
@@ -18,6 +17,7 @@ from runner.spec import ValidationError
 from runner.errors import DiskFullError, FatalError, HistoryError
 from runner.history.record import TERMINAL, RunRecord
 from runner.history.rundir import read_record
+from runner.spec import Spec
 
 BUSY_SECONDS = 60
 REBUILD_HINT = "run `tftrain doctor` to rebuild it from the run directories"
@@ -76,8 +76,7 @@ def run_number(run_id: str) -> int | None:
 
 
 # --- who owns a run -----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Owner:
+class Owner(Spec, positional=True):
     """The tftrain process that runs a run: a pid is reused, a pid with its start time is not."""
 
     host: str
@@ -97,7 +96,7 @@ class Owner:
         return cls(owner["host"], owner["pid"], owner.get("start"), owner.get("boot"))
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        return self.model_dump()
 
     def gone(self) -> bool:
         """True when this machine can tell the owner has ended; another host's runs are never judged."""
@@ -170,8 +169,7 @@ def index_model(db, version_dir: Path, info: dict | None) -> None:
 
 
 # --- rebuilding ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Rebuilt:
+class Rebuilt(Spec, positional=True):
     runs: int
     phases: int
     models: int
@@ -331,8 +329,7 @@ def inspect(path: Path) -> list[str]:
 
 
 # --- the SQLite connection, every error one line ---------------------------------------------------
-@dataclass(frozen=True)
-class Rows:
+class Rows(Spec, positional=True):
     rows: tuple
     lastrowid: int | None
     rowcount: int

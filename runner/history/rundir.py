@@ -7,18 +7,17 @@ import json
 import os
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from runner.errors import DiskFullError, HistoryError
 from runner.manifest.model import Manifest
+from runner.spec import Field, Spec
 
 # a write refused for want of space: what the one-line error calls it
 SPACE_ERRORS = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded", errno.EFBIG: "file size limit exceeded"}
 
 
-@dataclass(frozen=True)
-class RuntimePaths:
+class RuntimePaths(Spec, positional=True):
     """The run's directories as the training process sees them (on this machine, or in a container)."""
 
     workdir: str
@@ -26,7 +25,7 @@ class RuntimePaths:
     logs: str
     metrics_dir: str
     pythonpath: str
-    inputs: dict[str, str] = field(hash=False)
+    inputs: dict[str, str] = Field(hash=False)
     resume: str | None
     launch_dir: str = ""  # files a launcher writes (an MPI hostfile)
 
@@ -34,8 +33,7 @@ class RuntimePaths:
         return f"{self.metrics_dir}/{rank}.jsonl"
 
 
-@dataclass(frozen=True)
-class RunPaths:
+class RunPaths(Spec, positional=True):
     root: Path
     outputs_dir: str = "outputs"
     logs_dir: str = "logs"

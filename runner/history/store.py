@@ -13,13 +13,13 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 from runner.errors import HistoryError, NotFoundError
 from runner.history.index import BUSY_SECONDS, SCHEMA, Index, Owner, Rebuilt, damaged, index_error, index_run, json_problems, read_only, rebuild, run_number, schema_problems, transaction
 from runner.history.record import TERMINAL, Phase, RunRecord, RunStatus
 from runner.history.rundir import RunPaths, space_error, write_record
+from runner.spec import Spec
 
 __all__ = ["TERMINAL", "PhaseRow", "RunRow", "RunStatus", "Store"]
 
@@ -28,8 +28,7 @@ LOCK_NAME = "history.lock"
 RESERVE_BYTES = 512 << 10
 
 
-@dataclass(frozen=True)
-class RunRow:
+class RunRow(Spec, positional=True):
     run_id: str
     name: str
     status: RunStatus
@@ -46,8 +45,7 @@ class RunRow:
         return self.status.terminal
 
 
-@dataclass(frozen=True)
-class PhaseRow:
+class PhaseRow(Spec, positional=True):
     phase: RunStatus
     started: float
     ended: float | None

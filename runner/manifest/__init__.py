@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from runner.spec import ValidationError
@@ -15,14 +14,14 @@ from runner.manifest.sweep_rules import sweep_warnings
 from runner.manifest.validate import format_loc, validation_messages
 from runner.manifest.document import YamlDocument, one_line
 from runner.manifest.loading import load_yaml
+from runner.spec import Spec
 
 __all__ = ["LoadedManifest", "Manifest", "effective_target", "load_manifest"]
 
 DEFAULT_NAME = "tftrain.yml"
 
 
-@dataclass(frozen=True)
-class LoadedManifest:
+class LoadedManifest(Spec, positional=True):
     manifest: Manifest
     path: Path
     warnings: tuple[str, ...]

@@ -4,16 +4,15 @@ runner.manifest.yamlfile parses it, runner.manifest.yamlcache keeps what was par
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from runner.spec import Spec
 
 
 Location = tuple[Any, ...]
 
 
-@dataclass(frozen=True)
-class YamlDocument:
+class YamlDocument(Spec, positional=True):
     path: Path
     data: Any
     lines: dict[Location, int]

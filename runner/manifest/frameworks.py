@@ -4,12 +4,11 @@ GPU columns follow TensorFlow's published "tested build configurations" for Linu
 """
 
 from __future__ import annotations
+from runner.spec import Spec
 
-from dataclasses import dataclass
 
 
-@dataclass(frozen=True)
-class Framework:
+class Framework(Spec, positional=True):
     version: str  # major.minor
     python: str
     cuda: str

@@ -6,25 +6,24 @@ Planning runs nothing; `tftrain plan` prints the same plan that `tftrain run` ex
 from __future__ import annotations
 
 import shlex
-from dataclasses import asdict, dataclass, field
 
 from runner.plan.argv import script_path
 from runner.errors import PlanError
 from runner.manifest.model import Manifest
 from runner.history.rundir import RuntimePaths
+from runner.spec import Field, Spec
 
 
-@dataclass(frozen=True)
-class TaskSpec:
+class TaskSpec(Spec, positional=True):
     role: str
     index: int
     rank: int
     host: str
     argv: tuple[str, ...]
-    env: dict[str, str] = field(hash=False)
+    env: dict[str, str] = Field(hash=False)
     cwd: str
 
-    def __post_init__(self) -> None:
+    def model_post_init(self, context) -> None:
         # each task owns its environment: a dict shared with the planner (or another task) would
         # change under the frozen spec when the planner goes on editing it
         object.__setattr__(self, "env", dict(self.env))
@@ -47,15 +46,13 @@ class TaskSpec:
         }
 
 
-@dataclass(frozen=True)
-class Mount:
+class Mount(Spec, positional=True):
     source: str
     target: str
     read_only: bool
 
 
-@dataclass(frozen=True)
-class ContainerSpec:
+class ContainerSpec(Spec, positional=True):
     """How every task's container is made (docker target)."""
 
     image: str
@@ -67,11 +64,10 @@ class ContainerSpec:
     gpus: bool = False
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return self.model_dump()
 
 
-@dataclass(frozen=True)
-class LaunchPlan:
+class LaunchPlan(Spec, positional=True):
     """`tasks` are the training processes. With a `driver` (mpirun), tftrain starts only the
     driver, which starts the tasks; otherwise it starts each task itself."""
 
@@ -81,7 +77,7 @@ class LaunchPlan:
     metrics_ranks: tuple[int, ...] = (0,)
     driver: TaskSpec | None = None
     success_policy: str = "main"  # main | chief | all_workers
-    files: dict[str, str] = field(default_factory=dict, hash=False)  # name → content, written to the launch dir
+    files: dict[str, str] = Field(default_factory=dict, hash=False)  # name → content, written to the launch dir
     container: ContainerSpec | None = None
     secret_names: frozenset[str] = frozenset()
 
@@ -107,8 +103,7 @@ class LaunchPlan:
         return document
 
 
-@dataclass(frozen=True)
-class PlanContext:
+class PlanContext(Spec, positional=True):
     """What launchers need: the manifest plus everything resolved while preparing."""
 
     manifest: Manifest
@@ -124,11 +119,10 @@ class PlanContext:
         return (self.python, script_path(self.manifest.entry_script), *self.argv_tail)
 
 
-@dataclass(frozen=True)
-class HostMap:
+class HostMap(Spec, positional=True):
     """Where the pool placed a job: "node 0" (MPI), "worker 1", "main 0" → (host name, address)."""
 
-    hosts: dict[str, tuple[str, str]] = field(hash=False)
+    hosts: dict[str, tuple[str, str]] = Field(hash=False)
     ssh_port: int = 12345  # the MPI containers' sshd (Horovod's documented example port)
     base_port: int = 23456  # TF_CONFIG tasks: base_port, base_port+1, … on each host
 

@@ -6,7 +6,6 @@ import json
 import signal
 import time
 from contextlib import ExitStack, contextmanager, nullcontext
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -37,6 +36,7 @@ from runner.history.store import Store
 from runner.settings import Settings
 from runner.targets.base import Outcome, RunControl, Target
 from runner.targets.registry import target_for
+from runner.spec import Spec
 
 # What only runs after the training (TensorBoard events, the registry, the rendered summary)
 # is imported there: the script starts sooner.
@@ -51,8 +51,7 @@ EXIT_CODES = {
 }
 
 
-@dataclass(frozen=True)
-class RunResult:
+class RunResult(Spec, positional=True):
     run_id: str
     status: RunStatus
     exit_code: int

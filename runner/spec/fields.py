@@ -11,7 +11,6 @@ import sys
 from typing import Any, Callable, NamedTuple
 
 
-
 class _Missing:
     def __repr__(self) -> str:
         return "MISSING"
@@ -59,12 +58,15 @@ class Declared(NamedTuple):
     alias: str | None = None
     description: str | None = None
     rule: Rule = Rule()
+    compare: bool = True  # part of equality (and of the hash, unless `hash` says otherwise)
+    hash: bool | None = None
 
 
 def Field(default: Any = MISSING, *, default_factory: Any = MISSING, alias: str | None = None, description: str | None = None,
-          **rule: Any) -> Any:  # noqa: N802 (pydantic's name: the declarations read as they did)
-    """A field of a spec, or (inside Annotated) constraints on a type: Field(default=1, ge=1)."""
-    return Declared(default, default_factory, alias, description, Rule(**rule))
+          compare: bool = True, hash: bool | None = None, **rule: Any) -> Any:  # noqa: N802 (pydantic's name: the declarations read as they did)
+    """A field of a spec, or (inside Annotated) constraints on a type: Field(default=1, ge=1).
+    compare/hash as a dataclass field's: a dict in a frozen spec says hash=False."""
+    return Declared(default, default_factory, alias, description, Rule(**rule), compare, hash)
 
 
 def rule_of(marker: Any) -> Rule | None:
@@ -118,6 +120,7 @@ class Config(NamedTuple):
     strict: bool = True  # `true` is no 1 and '1' no number: a wrong type is an error, never a guess
     extra: str = "forbid"  # or "allow": unknown keys are kept (records written by a newer version)
     frozen: bool = True
+    positional: bool = False  # a plain data class's: Spec(1, 2) fills the fields in order
 
 
 class ValidationError(ValueError):

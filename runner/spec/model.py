@@ -1,10 +1,12 @@
-"""`Spec`: the base of the manifest's and the run record's types. A subclass is a keyword-only
-data class (frozen unless it says otherwise: equality, hash and repr by its fields) with the small
-part of pydantic's model API the code uses: model_validate(_json), model_copy, model_dump(_json),
-model_fields, iteration as (name, value) pairs.
+"""`Spec`: the base of tftrain's data classes — the manifest's, the run record's, and what a run
+hands from stage to stage. A subclass is a keyword-only data class (frozen unless it says
+otherwise: equality, hash and repr by its fields; `positional=True` also takes the fields in
+order, as a dataclass does) with the small part of pydantic's model API the code uses:
+model_validate(_json), model_copy, model_dump(_json), model_fields, model_post_init, iteration as
+(name, value) pairs.
 
 Not `dataclasses.dataclass`: it writes and compiles each class's methods, 1-3 ms a class, and
-the manifest has forty classes on `tftrain run`'s start path; these methods are shared."""
+`tftrain run` has some eighty classes on its start path; these methods are shared."""
 
 from __future__ import annotations
 
@@ -30,11 +32,16 @@ class Spec:
     __spec_extra__ = {}  # keys kept from the input where the config allows them
     model_fields = _Fields()
 
-    def __init_subclass__(cls, *, strict: bool | None = None, extra: str | None = None, frozen: bool | None = None, **kwargs):
+    def __init_subclass__(
+        cls, *, strict: bool | None = None, extra: str | None = None, frozen: bool | None = None, positional: bool | None = None, **kwargs
+    ):
         super().__init_subclass__(**kwargs)
         base = cls.__spec_config__
         cls.__spec_config__ = Config(
-            base.strict if strict is None else strict, base.extra if extra is None else extra, base.frozen if frozen is None else frozen
+            base.strict if strict is None else strict,
+            base.extra if extra is None else extra,
+            base.frozen if frozen is None else frozen,
+            base.positional if positional is None else positional,
         )
         cls.__spec_doc__ = vars(cls).get("__doc__")
         validators = []
@@ -50,10 +57,14 @@ class Spec:
             if isinstance(value, Declared):
                 delattr(cls, name)
         cls.__spec_declared__ = declared
+        cls.__spec_compared__ = tuple(name for name, said in declared.items() if said.compare)
+        cls.__spec_hashed__ = tuple(name for name, said in declared.items() if (said.compare if said.hash is None else said.hash))
         if not cls.__spec_config__.frozen:
             cls.__hash__ = None  # a record changes: no hash
 
-    def __init__(self, **values: Any):
+    def __init__(self, *args: Any, **values: Any):
+        if args:
+            self._positional(args, values)
         for name, said in self.__spec_declared__.items():
             if name in values:
                 value = values.pop(name)
@@ -66,6 +77,21 @@ class Spec:
             object.__setattr__(self, name, value)
         if values:
             raise TypeError(f"{type(self).__name__}() got unexpected keyword arguments {', '.join(map(repr, values))}")
+        self.model_post_init(None)
+
+    def _positional(self, args: tuple, values: dict[str, Any]) -> None:
+        names = list(self.__spec_declared__)
+        if not self.__spec_config__.positional:
+            raise TypeError(f"{type(self).__name__}() takes keyword arguments only")
+        if len(args) > len(names):
+            raise TypeError(f"{type(self).__name__}() takes {len(names)} arguments, {len(args)} given")
+        for name, value in zip(names, args):
+            if name in values:
+                raise TypeError(f"{type(self).__name__}() got multiple values for argument {name!r}")
+            values[name] = value
+
+    def model_post_init(self, context: Any) -> None:
+        """After the fields are set (pydantic's hook); a frozen spec sets with object.__setattr__."""
 
     def __setattr__(self, name: str, value: Any) -> None:
         if self.__spec_config__.frozen:
@@ -77,16 +103,16 @@ class Spec:
             raise AttributeError(f"{type(self).__name__} is frozen: cannot delete field {name!r}")
         object.__delattr__(self, name)
 
-    def _values(self) -> tuple:
-        return (*(getattr(self, name) for name in self.__spec_declared__), tuple(self.__spec_extra__.items()))
+    def _values(self, names: tuple[str, ...]) -> tuple:
+        return (*(getattr(self, name) for name in names), tuple(self.__spec_extra__.items()))
 
     def __eq__(self, other: Any) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return self._values() == other._values()
+        return self._values(self.__spec_compared__) == other._values(self.__spec_compared__)
 
     def __hash__(self) -> int:
-        return hash((type(self), self._values()))
+        return hash((type(self), self._values(self.__spec_hashed__)))
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__spec_declared__)

@@ -4,7 +4,6 @@ them all; the best trial's model becomes the next version of the model."""
 
 from __future__ import annotations
 
-import dataclasses
 import queue
 import signal
 import threading
@@ -169,7 +168,7 @@ def _first_line(exc: Exception) -> str:
 
 
 def trial_manifest_resuming(loaded: LoadedManifest, run_id: str) -> LoadedManifest:
-    return dataclasses.replace(loaded, manifest=loaded.manifest.model_copy(update={"resume_from": run_id}))
+    return loaded.model_copy(update={"manifest": loaded.manifest.model_copy(update={"resume_from": run_id})})
 
 
 def check_concurrency(manifest, logger: Logger) -> None:

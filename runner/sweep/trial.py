@@ -3,7 +3,6 @@ primary metric reported to the study as it is recorded, stopped when the policy 
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import threading
 from dataclasses import dataclass
@@ -88,7 +87,7 @@ def trial_manifest(loaded: LoadedManifest, values: dict[str, Any], objective: Ob
     }
     if trial_timeout is not None:
         update["max_run_duration_seconds"] = min(trial_timeout, manifest.max_run_duration_seconds or trial_timeout)
-    return dataclasses.replace(loaded, manifest=manifest.model_copy(update=update))
+    return loaded.model_copy(update={"manifest": manifest.model_copy(update=update)})
 
 
 def run_trial(loaded: LoadedManifest, watch: TrialWatch, log: Path, settings: Settings, home: Path) -> TrialResult:

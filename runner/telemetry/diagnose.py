@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
+from runner.spec import Spec
 
 TAIL_BYTES = 256 << 10
 FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)')
 SYNTAX = re.compile(r"^(?:SyntaxError|IndentationError|TabError): .*$", re.M)
 
 
-@dataclass(frozen=True)
-class ScriptError:
+class ScriptError(Spec, positional=True):
     file: str  # relative to the source directory when the frame is the user's code
     line: int
     message: str

@@ -3,13 +3,15 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii as _quote
 from pathlib import Path
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class MetricPoint:
+class MetricPoint(NamedTuple):
+    """One value of one metric. A NamedTuple, not a data class: a run may record millions (made
+    faster than a slotted dataclass's), and its class is built in 0.1 ms on tftrain's start path."""
+
     name: str
     value: float
     step: int | None

@@ -7,7 +7,6 @@ name, source, tag, image and verdict passes through the run's Masker before it i
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -97,7 +96,7 @@ class MetricsRecorder:
         name, source = self.masker.text(point.name), self.masker.text(point.source)
         if name is point.name and source is point.source:
             return point
-        return dataclasses.replace(point, name=name, source=source)
+        return point._replace(name=name, source=source)
 
     def _write(self, lines: str) -> None:
         if self.handle is None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import runner
@@ -35,7 +34,6 @@ WORKSPACE = "/workspace"
 VENV_PYTHON = "/opt/tftrain/venv/bin/python"
 
 
-@dataclass(frozen=True)
 class DockerState(TargetState):
     base_image: str  # what the training image is built FROM
 

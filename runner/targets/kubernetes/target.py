@@ -6,7 +6,6 @@ Outputs stay in the pods: write what must be kept to a volume or object storage.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 from pathlib import Path
@@ -71,7 +70,7 @@ class KubernetesTarget(DockerTarget):
         training = super().environment(loaded, state, paths, logger, dry_run)
         if dry_run:
             image = f"{spec.registry or '<registry>'}/{training.image}-code"
-            return dataclasses.replace(training, image=image, description=f"{training.description}, code image {image}")
+            return training.model_copy(update={"image": image, "description": f"{training.description}, code image {image}"})
         from runner.targets.docker.build import build_code_image, existing_image, push_image, trees_digest
         from runner.targets.docker.container import docker_client
 
@@ -86,20 +85,20 @@ class KubernetesTarget(DockerTarget):
         if existing_image(client, tag) is None:
             build_code_image(client, training.image, trees, tag, logger, paths.prepare_log)
         push_image(client, tag, logger)
-        return dataclasses.replace(training, image=tag, description=f"{training.description}, code image {tag} (pushed)")
+        return training.model_copy(update={"image": tag, "description": f"{training.description}, code image {tag} (pushed)"})
 
     def runtime(
         self, loaded: LoadedManifest, env: Environment, paths: RunPaths, inputs: dict[str, Path], resume: Path | None
     ) -> tuple[RuntimePaths, ContainerSpec]:
         view, container = super().runtime(loaded, env, paths, {}, resume)
         inside_inputs = {input_name: f"/tftrain/inputs/{input_name}" for input_name in inputs}
-        view = dataclasses.replace(view, inputs=inside_inputs)
-        return view, dataclasses.replace(container, mounts=(), network_mode="pod")
+        view = view.model_copy(update={"inputs": inside_inputs})
+        return view, container.model_copy(update={"mounts": (), "network_mode": "pod"})
 
     def finalize(self, plan: LaunchPlan, loaded: LoadedManifest, run_id: str) -> LaunchPlan:
         """The job document, kept with the run (launch/kubernetes.yaml) and applied as it is."""
         documents = jobs.render(plan, loaded.manifest, run_id, loaded.manifest.compute.kubernetes.namespace)
-        return dataclasses.replace(plan, files={**plan.files, "kubernetes.yaml": jobs.to_yaml(documents)})
+        return plan.model_copy(update={"files": {**plan.files, "kubernetes.yaml": jobs.to_yaml(documents)}})
 
     def execute(self, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
         (document,) = yaml.safe_load_all(plan.files["kubernetes.yaml"])

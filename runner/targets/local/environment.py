@@ -14,7 +14,6 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from runner.errors import PreparingError, UnsupportedError
@@ -25,14 +24,14 @@ from runner.manifest.model import Manifest, MpiTraining
 from runner.manifest.sourcepaths import read_source_text
 from runner.paths import cache_dir
 from runner.telemetry.tee import Tee
+from runner.spec import Spec
 
 COMPLETE = ".tftrain-complete"
 CONSTRAINTS = "tftrain-constraints.txt"  # in the virtualenv's directory: what it was built with
 FRAMEWORK_PACKAGES = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tensorflow-intel")
 
 
-@dataclass(frozen=True)
-class PipStep:
+class PipStep(Spec, positional=True):
     """A pip install of its own, after the requirements (Horovod builds against the installed TF)."""
 
     args: tuple[str, ...]
@@ -48,8 +47,7 @@ HOROVOD_BUILD_ENV = (
 )
 
 
-@dataclass(frozen=True)
-class EnvSpec:
+class EnvSpec(Spec, positional=True):
     """What the environment must hold; `key` is None when the current interpreter will do."""
 
     python_version: str
@@ -72,8 +70,7 @@ class EnvSpec:
         return f"cached virtualenv {self.key[:12]} ({', '.join(packages) or 'no packages'}{pinned})"
 
 
-@dataclass(frozen=True)
-class PythonEnv:
+class PythonEnv(Spec, positional=True):
     python: str
     key: str | None
     reused: bool
@@ -183,7 +180,7 @@ def requirements_spec(requirements: tuple[str, ...], constraints: str | None = N
 
 def _key(python: str, requirements, requirements_text: str | None, steps, constraints: str | None) -> str:
     """Everything that goes into the environment: a refreshed tested set builds a new one."""
-    source = {"python": python, "requirements": requirements, "file": requirements_text, "steps": [asdict(s) for s in steps]}
+    source = {"python": python, "requirements": requirements, "file": requirements_text, "steps": [step.model_dump() for step in steps]}
     if constraints is not None:  # environments without a set keep the keys they had
         source["constraints"] = constraints
     return hashlib.sha256(json.dumps(source, sort_keys=True).encode()).hexdigest()

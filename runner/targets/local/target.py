@@ -10,7 +10,6 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from shutil import which
 
@@ -31,7 +30,6 @@ PUMP_JOIN_SECONDS = 10.0
 WARM_AFTER = 3.0  # seconds of training before the gate's process is started ahead (shorter runs pay nothing)
 
 
-@dataclass(frozen=True)
 class LocalState(TargetState):
     spec: EnvSpec  # the virtualenv the run needs, or the current interpreter
     framework: str | None = None  # user_managed: TensorFlow's version in manifest.python (None for a dry run)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import string
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -162,6 +161,8 @@ def _bytes(text: str) -> int:
 def _tag_template(text: str) -> str:
     """Filled in with str.format: only {name} and {version} (once), plain — a stray brace, another
     field, an attribute ({name.upper}) or a format spec would fail or leak at publish time."""
+    import string  # its Template pattern compiles on import: only when a template is given
+
     try:
         fields = [(field, spec, conversion) for _, field, spec, conversion in string.Formatter().parse(text) if field is not None]
     except ValueError as exc:

@@ -8,7 +8,6 @@ and the real SDK is not in the environment. `compat: none` keeps it off.
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 import subprocess
@@ -34,7 +33,12 @@ def azureml_reason(loaded, python: str | None) -> str | None:
 
 def imports_azureml(script: Path) -> bool:
     try:
-        tree = ast.parse(script.read_bytes(), filename=str(script))
+        source = script.read_bytes()
+        if b"azureml" not in source:  # most scripts: no parse (of a long script) before it starts
+            return False
+        import ast
+
+        tree = ast.parse(source, filename=str(script))
     except (OSError, SyntaxError, ValueError):
         return False  # the run reports a script it cannot read or parse
     for node in ast.walk(tree):

@@ -3,7 +3,6 @@ messages that name the file, line and field."""
 
 from __future__ import annotations
 
-import difflib
 import re
 import types
 import typing
@@ -67,7 +66,7 @@ def _describe(error: dict[str, Any], loc: Location, model: type, raw_loc: Locati
     if kind == "extra_forbidden":
         allowed = allowed_keys(model, loc[:-1], {part for part in raw_loc if isinstance(part, str)})
         key = str(loc[-1]) if loc else ""
-        close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+        close = _close(key, allowed)
         hint = f"; did you mean {close[0]!r}?" if close else f"; allowed keys: {', '.join(sorted(allowed))}"
         return f"unknown key{hint}"
     if kind == "missing":
@@ -100,7 +99,7 @@ def _did_you_mean(value: Any, expected: str) -> str:
     """A close match among pydantic's quoted list of values ("'random', 'grid' or 'bayesian'")."""
     if not isinstance(value, str):
         return ""
-    close = difflib.get_close_matches(value, re.findall(r"'([^']*)'", expected), n=1, cutoff=0.6)
+    close = _close(value, re.findall(r"'([^']*)'", expected))
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
@@ -180,3 +179,10 @@ def _members(annotation: Any) -> list[Any]:
 def _is_model(annotation: Any) -> bool:
     """A spec or a pydantic model: a class with fields."""
     return isinstance(annotation, type) and hasattr(annotation, "model_fields")
+
+
+def _close(word: str, choices: list[str]) -> list[str]:
+    """The choice closest to a misspelt `word` ("did you mean"); difflib only loads on an error."""
+    import difflib
+
+    return difflib.get_close_matches(word, choices, n=1, cutoff=0.6)

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import uuid
 from pathlib import Path
 
 import pytest
@@ -272,3 +273,19 @@ def cluster_manifest(repo, tmp_path, kube_api, registry, monkeypatch, docker_cli
     monkeypatch.setenv("TFTRAIN_K8S_TOKEN", "k8s-secret-value")
     kube_api.logs = CLUSTER_LOGS
     return manifest
+
+
+@pytest.fixture
+def test_cgroup():
+    """A cgroup of the test's own below this process's: what the test starts there, and run cgroups
+    tftrain makes next to its own, end with the test without touching anything else on the machine."""
+    from runner.targets.local.cgroup import Cgroup, runs_parent
+
+    parent, why = runs_parent(Path("/proc/self/mountinfo").read_text(), Path("/proc/self/cgroup").read_text())
+    if parent is None:
+        pytest.fail(f"these tests need a writable cgroup2 (tftrain runs as root on runners): {why}", pytrace=False)
+    cgroup = Cgroup(parent.parent / f"tftrain-test-{uuid.uuid4().hex[:12]}")
+    cgroup.path.mkdir()
+    yield cgroup
+    cgroup.kill()  # only what this test started lives there
+    cgroup.remove()

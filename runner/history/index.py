@@ -12,12 +12,11 @@ import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
 
-from runner.spec import ValidationError
+from runner.spec import Spec, ValidationError
 
 from runner.errors import DiskFullError, FatalError, HistoryError
 from runner.history.record import TERMINAL, RunRecord
 from runner.history.rundir import read_record
-from runner.spec import Spec
 
 BUSY_SECONDS = 60
 REBUILD_HINT = "run `tftrain doctor` to rebuild it from the run directories"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runner.spec import ValidationError
+from runner.spec import Spec, ValidationError
 
 from runner.errors import ManifestError
 from runner.manifest.framework_rules import framework_warnings
@@ -14,7 +14,6 @@ from runner.manifest.sweep_rules import sweep_warnings
 from runner.manifest.validate import format_loc, validation_messages
 from runner.manifest.document import YamlDocument, one_line
 from runner.manifest.loading import load_yaml
-from runner.spec import Spec
 
 __all__ = ["LoadedManifest", "Manifest", "effective_target", "load_manifest"]
 

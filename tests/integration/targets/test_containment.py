@@ -11,30 +11,17 @@ import os
 import signal
 import subprocess
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 
 from conftest import TFTRAIN
-from runner.targets.local.cgroup import Cgroup, runs_parent
+from runner.targets.local.cgroup import Cgroup
 from watching import alive, run_status, wait_for
 
 pytestmark = pytest.mark.integration
 
 ENTER_CGROUP = 'echo 0 > "$0/cgroup.procs" && exec "$@"'
-
-
-@pytest.fixture
-def test_cgroup():
-    parent, why = runs_parent(Path("/proc/self/mountinfo").read_text(), Path("/proc/self/cgroup").read_text())
-    if parent is None:
-        pytest.fail(f"these tests need a writable cgroup2 (tftrain runs as root on runners): {why}", pytrace=False)
-    cgroup = Cgroup(parent.parent / f"tftrain-test-{uuid.uuid4().hex[:12]}")
-    cgroup.path.mkdir()
-    yield cgroup
-    cgroup.kill()  # only what this test started lives there
-    cgroup.remove()
 
 
 def start(manifest: Path, cgroup: Cgroup) -> subprocess.Popen:

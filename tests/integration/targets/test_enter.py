@@ -7,13 +7,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import uuid
-from pathlib import Path
 
 import pytest
 
 from runner.targets.local import processes
-from runner.targets.local.cgroup import Cgroup, runs_parent
+from runner.targets.local.cgroup import Cgroup
 from runner.targets.local.processes import entering
 
 pytestmark = pytest.mark.integration
@@ -24,29 +22,17 @@ WITH_SETPRIV = os.environ.get("PATH", os.defpath)
 WITHOUT_SETPRIV = "/nonexistent"  # the shell finds no setpriv: the Python step runs
 
 
-@pytest.fixture
-def cgroup():
-    parent, why = runs_parent(Path("/proc/self/mountinfo").read_text(), Path("/proc/self/cgroup").read_text())
-    if parent is None:
-        pytest.fail(f"this test needs a writable cgroup2 (tftrain runs as root on runners): {why}", pytrace=False)
-    made = Cgroup(parent.parent / f"tftrain-test-{uuid.uuid4().hex[:12]}")
-    made.path.mkdir()
-    yield made
-    made.kill()
-    made.remove()
-
-
 def enter(argv: list[str], cgroup: Cgroup | None, parent: int, path: str) -> subprocess.CompletedProcess:
     return subprocess.run(entering(argv, cgroup, parent), env={"PATH": path}, capture_output=True, text=True, timeout=60)
 
 
 @pytest.mark.parametrize("path", [WITH_SETPRIV, WITHOUT_SETPRIV], ids=["setpriv", "python"])
-def test_the_task_joins_the_cgroup_with_sigkill_as_its_parent_death_signal(cgroup, path):
-    done = enter([sys.executable, "-c", SHOW], cgroup, os.getpid(), path)
+def test_the_task_joins_the_cgroup_with_sigkill_as_its_parent_death_signal(test_cgroup, path):
+    done = enter([sys.executable, "-c", SHOW], test_cgroup, os.getpid(), path)
     assert done.returncode == 0, done.stderr
     signal_number, where = done.stdout.split()
     assert signal_number == "9"
-    assert where.endswith("/" + cgroup.path.name)
+    assert where.endswith("/" + test_cgroup.path.name)
 
 
 @pytest.mark.parametrize("path", [WITH_SETPRIV, WITHOUT_SETPRIV], ids=["setpriv", "python"])
@@ -72,8 +58,8 @@ def test_a_program_that_is_not_found_is_one_line(tmp_path):
     assert done.stderr == "tftrain: cannot start no-such-program: not found\n"
 
 
-def test_without_a_shell_python_enters(cgroup, monkeypatch):
+def test_without_a_shell_python_enters(test_cgroup, monkeypatch):
     monkeypatch.setattr(processes, "SHELL", "/nonexistent/sh")
-    done = enter([sys.executable, "-c", SHOW], cgroup, os.getpid(), WITH_SETPRIV)
+    done = enter([sys.executable, "-c", SHOW], test_cgroup, os.getpid(), WITH_SETPRIV)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[0] == "9"

@@ -38,7 +38,7 @@ POLL_SECONDS = 0.05
 # it the way they can a preexec_fn; between fork and its exec only _posixsubprocess's
 # async-signal-safe C code runs.
 #
-# A shell and util-linux's setpriv (≥ 2.33) do it in ~2 ms; the inner shell reads its parent after
+# A shell and util-linux's setpriv (≥ 2.33) do it in ~5 ms; the inner shell reads its parent after
 # setpriv set the signal, so a tftrain that died before that is seen (exit 137). Where setpriv
 # cannot, a Python interpreter does the same (ENTER, ~20 ms).
 ENTER_SH = """\

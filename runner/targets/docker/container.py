@@ -14,6 +14,9 @@ from runner.errors import DockerError, Vanished
 from runner.plan.model import ContainerSpec
 
 LABEL_RUN = "tftrain.run-id"
+CATCH_UP_LINES = 1000  # of the log's tail, once the follow has ended
+CATCH_UP_BYTES = 1 << 20
+CATCH_UP_SECONDS = 10
 
 
 def docker_client():
@@ -96,9 +99,20 @@ class Container:
         self.streamer.start()
 
     def _stream(self, fd: int) -> None:
+        """The followed log, then what it missed: a follow can end when the container exits before
+        the daemon has logged its last lines (seen under load: a traceback lost); the log's tail,
+        asked for once it has ended, brings them."""
+        seen = bytearray()  # the end of what was copied, to line the tail up with
         try:
             for chunk in self.container.logs(stream=True, follow=True, stdout=True, stderr=True):
                 os.write(fd, chunk)
+                seen += chunk
+                if len(seen) > 2 * CATCH_UP_BYTES:
+                    del seen[:-CATCH_UP_BYTES]
+            self.container.wait(timeout=CATCH_UP_SECONDS)
+            missed = missing_tail(bytes(seen), self.container.logs(stdout=True, stderr=True, tail=CATCH_UP_LINES))
+            if missed:
+                os.write(fd, missed)
         except Exception:  # the container went away under us; what arrived is in the log
             pass
         finally:
@@ -199,3 +213,16 @@ def stop_all(containers: list[Container], grace: float, force: threading.Event |
 
 def _explain(exc: Exception) -> str:
     return getattr(exc, "explanation", None) or str(exc)
+
+
+def missing_tail(seen: bytes, tail: bytes) -> bytes:
+    """What of `tail` (the log's last lines) comes after `seen` (the end of what was copied): the
+    part after the longest start of `tail`, at a line's end, that `seen` ends with. All of `tail`
+    when none lines up (more than its lines were missed: a gap, the end kept)."""
+    if not tail or seen.endswith(tail):
+        return b""
+    ends = [index + 1 for index in range(len(tail) - 1) if tail[index] == 0x0A]  # line ends inside tail
+    for end in reversed(ends):
+        if seen.endswith(tail[:end]):
+            return tail[end:]
+    return tail

@@ -6,6 +6,7 @@ import os
 import tempfile
 import threading
 import time
+from itertools import accumulate
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -221,8 +222,10 @@ def missing_tail(seen: bytes, tail: bytes) -> bytes:
     when none lines up (more than its lines were missed: a gap, the end kept)."""
     if not tail or seen.endswith(tail):
         return b""
-    ends = [index + 1 for index in range(len(tail) - 1) if tail[index] == 0x0A]  # line ends inside tail
+    ends = list(accumulate(len(line) for line in tail.split(b"\n")[:-1]))  # where each line's "\n" is
+    ends = [end + count for count, end in enumerate(ends, 1) if end + count < len(tail)]  # the ends inside tail
+    copied, lines = memoryview(seen), memoryview(tail)  # compared in place: a tail may be a megabyte
     for end in reversed(ends):
-        if seen.endswith(tail[:end]):
+        if end <= len(seen) and copied[len(seen) - end :] == lines[:end]:
             return tail[end:]
     return tail

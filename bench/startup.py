@@ -14,6 +14,7 @@ never installed into tftrain's environment.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import statistics
 import subprocess
@@ -92,7 +93,7 @@ def main() -> int:
         root = args.keep or Path(tmp)
         folder = project(Path(tmp))
         env = {**os.environ, "TFTRAIN_HOME": str(Path(tmp) / "home"), "TFTRAIN_CACHE_DIR": str(Path(tmp) / "cache"), "PYTHONPATH": str(REPO)}
-        fresh = iter(range(1 << 30))
+        fresh = itertools.count()
 
         def new_cache() -> dict[str, str]:  # the manifest is parsed, as the first time tftrain reads it
             return {**env, "TFTRAIN_CACHE_DIR": str(Path(tmp) / f"cache-{next(fresh)}")}

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-from runner.spec import Spec
 
+from runner.spec import Spec
 
 Location = tuple[Any, ...]
 

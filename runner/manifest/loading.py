@@ -18,12 +18,13 @@ MAX_BYTES = 1 << 20  # the file
 def load_yaml(path: Path) -> YamlDocument:
     """The file's document: from the cache when these bytes were parsed before, else parsed."""
     data = _read(path)
-    document = yamlcache.cached(path, data)
+    entry = yamlcache.entry(data)
+    document = yamlcache.cached(entry, path)
     if document is None:
         from runner.manifest.yamlfile import parse
 
         document = parse(path, _decoded(path, data))
-        yamlcache.keep(data, document)
+        yamlcache.keep(entry, document)
     return document
 
 

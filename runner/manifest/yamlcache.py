@@ -29,9 +29,8 @@ def directory() -> Path:
     return cache_dir() / "yaml"
 
 
-def cached(path: Path, data: bytes) -> YamlDocument | None:
-    """The document these bytes were parsed into before (as read from `path` now), or None."""
-    entry = _entry(data)
+def cached(entry: Path | None, path: Path) -> YamlDocument | None:
+    """The document kept at `entry` (see `entry`), as read from `path` now; None when there is none."""
     if entry is None:
         return None
     try:
@@ -43,7 +42,7 @@ def cached(path: Path, data: bytes) -> YamlDocument | None:
         lines = {_location(loc): line for loc, line in kept["lines"] if type(line) is int}
         if len(lines) != len(kept["lines"]) or not _exact(kept["data"]):
             return None
-    except (OSError, ValueError, TypeError, AttributeError, KeyError):  # no entry, or not one of ours
+    except (OSError, ValueError, TypeError, AttributeError, KeyError, RecursionError):  # no entry, or not one of ours
         return None
     try:
         os.utime(entry)  # recently used: kept longest
@@ -52,12 +51,9 @@ def cached(path: Path, data: bytes) -> YamlDocument | None:
     return YamlDocument(path, kept["data"], lines, empty=kept["empty"])
 
 
-def keep(data: bytes, document: YamlDocument) -> None:
-    """Remember what `data` was parsed into, where JSON holds it exactly; never fails."""
-    if not _exact(document.data):
-        return
-    entry = _entry(data)
-    if entry is None:
+def keep(entry: Path | None, document: YamlDocument) -> None:
+    """Keep `document` at `entry`, where JSON holds it exactly; never fails."""
+    if entry is None or not _exact(document.data):
         return
     text = json.dumps(
         {"format": FORMAT, "empty": document.empty, "data": document.data, "lines": [[list(loc), line] for loc, line in document.lines.items()]}
@@ -67,11 +63,8 @@ def keep(data: bytes, document: YamlDocument) -> None:
     partial = entry.with_name(f".{entry.name}.{os.getpid()}")
     try:
         entry.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, text)
-        finally:
-            os.close(fd)
+        with open(partial, "wb", opener=lambda name, flags: os.open(name, flags, 0o600)) as handle:
+            handle.write(text)  # all of it, or OSError: a short entry is never renamed into place
         os.replace(partial, entry)
         _prune(entry.parent)
     except OSError:  # read-only or full: the next run parses again
@@ -81,7 +74,8 @@ def keep(data: bytes, document: YamlDocument) -> None:
             pass
 
 
-def _entry(data: bytes) -> Path | None:
+def entry(data: bytes) -> Path | None:
+    """Where the document of a file holding `data` is kept; None where that cannot be told."""
     try:
         digest = hashlib.sha256(b"tftrain-yaml-%d\0" % FORMAT)
         digest.update(_PARSER_SOURCE.read_bytes())

@@ -53,7 +53,7 @@ def test_a_file_read_again_is_the_document_first_parsed(tmp_path):
     path = write(tmp_path, MANIFEST)
     first = load_yaml(path)
     assert len(list(yamlcache.directory().glob("*.json"))) == 1
-    again = yamlcache.cached(path, path.read_bytes())
+    again = yamlcache.cached(yamlcache.entry(path.read_bytes()), path)
     assert again is not None
     assert same(again.data, first.data) and again.lines == first.lines and again.empty is False
     assert again.where(("first", "steps")) == f"{path}:5"
@@ -63,22 +63,22 @@ def test_a_file_read_again_is_the_document_first_parsed(tmp_path):
 def test_the_entry_is_found_by_content_not_by_name(tmp_path):
     load_yaml(write(tmp_path, MANIFEST, "a.yml"))
     other = write(tmp_path, MANIFEST, "b.yml")
-    document = yamlcache.cached(other, other.read_bytes())
+    document = yamlcache.cached(yamlcache.entry(other.read_bytes()), other)
     assert document is not None and document.path == other  # errors name the file read now
-    assert yamlcache.cached(other, other.read_bytes() + b"\n# changed\n") is None
+    assert yamlcache.cached(yamlcache.entry(other.read_bytes() + b"\n# changed\n"), other) is None
 
 
 def test_an_empty_file_is_kept_as_empty(tmp_path):
     path = write(tmp_path, "# only a comment\n")
     load_yaml(path)
-    document = yamlcache.cached(path, path.read_bytes())
+    document = yamlcache.cached(yamlcache.entry(path.read_bytes()), path)
     assert document is not None and document.empty and document.data == {}
 
 
 def test_keys_json_cannot_hold_are_not_cached(tmp_path):
     path = write(tmp_path, "name: demo\n1: one\n")
     assert load_yaml(path).data == {"name": "demo", 1: "one"}
-    assert yamlcache.cached(path, path.read_bytes()) is None
+    assert yamlcache.cached(yamlcache.entry(path.read_bytes()), path) is None
     assert load_yaml(path).data == {"name": "demo", 1: "one"}  # parsed again, the same
 
 
@@ -99,6 +99,7 @@ def test_a_file_that_does_not_parse_is_never_cached(tmp_path):
         '{"format": 1, "empty": false, "data": {"a": {"$set": [1]}}, "lines": [[[true], 1]]}',
         '{"format": 1, "empty": "no", "data": {}, "lines": []}',
         '{"format": 0, "empty": false, "data": {}, "lines": []}',
+        pytest.param('{"format": 1, "empty": false, "data": ' + "[" * 100_000 + "]" * 100_000 + ', "lines": []}', id="nested-100k-deep"),
     ],
 )
 def test_an_entry_that_is_not_ours_is_parsed_again(tmp_path, entry):
@@ -106,7 +107,7 @@ def test_an_entry_that_is_not_ours_is_parsed_again(tmp_path, entry):
     expected = load_yaml(path)
     cached = next(yamlcache.directory().glob("*.json"))
     cached.write_text(entry)
-    assert yamlcache.cached(path, path.read_bytes()) is None
+    assert yamlcache.cached(yamlcache.entry(path.read_bytes()), path) is None
     assert same(load_yaml(path).data, expected.data)
     assert json.loads(cached.read_text())["format"] == yamlcache.FORMAT  # written again
 
@@ -117,7 +118,7 @@ def test_a_cache_that_cannot_be_written_is_no_error(tmp_path, monkeypatch):
     monkeypatch.setenv("TFTRAIN_CACHE_DIR", str(blocker))  # a file where the directory should be
     path = write(tmp_path, MANIFEST)
     assert load_yaml(path).data["name"] == "demo"
-    assert yamlcache.cached(path, path.read_bytes()) is None
+    assert yamlcache.cached(yamlcache.entry(path.read_bytes()), path) is None
 
 
 def test_the_oldest_entries_go(tmp_path, monkeypatch):
@@ -126,7 +127,7 @@ def test_the_oldest_entries_go(tmp_path, monkeypatch):
         load_yaml(write(tmp_path, f"name: demo{number}\n"))
     left = list(yamlcache.directory().glob("*.json"))
     assert len(left) == 2
-    assert yamlcache.cached(tmp_path / "tftrain.yml", b"name: demo4\n") is not None  # the newest stays
+    assert yamlcache.cached(yamlcache.entry(b"name: demo4\n"), tmp_path / "tftrain.yml") is not None  # the newest stays
 
 
 def test_parse_is_what_load_yaml_did_without_the_cache(tmp_path):

@@ -62,6 +62,9 @@ class ContainerSpec(Spec, positional=True):
     shm_size: str | None = None
     memory: str | None = None
     gpus: bool = False
+    # the task's stderr joins its stdout inside the container (through /bin/sh, which images tftrain
+    # builds have; a user-managed image may not): one stream keeps the lines in the order written
+    one_stream: bool = True
 
     def to_dict(self) -> dict:
         return self.model_dump()

@@ -18,6 +18,13 @@ LABEL_RUN = "tftrain.run-id"
 CATCH_UP_LINES = 1000  # of the log's tail, once the follow has ended
 CATCH_UP_BYTES = 1 << 20
 CATCH_UP_SECONDS = 10
+# Docker copies a container's stdout and stderr through two pipes and logs each line as its copier
+# reads it: under load a line printed before a traceback was logged inside it, and the run's error
+# named that line. One pipe, as on the local target, keeps the order the process wrote in.
+ONE_STREAM = (
+    "/bin/sh", "-c", 'exec 2>&1; command -v "$1" >/dev/null || { echo "tftrain: cannot start $1: not found"; exit 127; }; exec "$@"',
+    "tftrain-task",
+)
 
 
 def docker_client():
@@ -73,7 +80,7 @@ class Container:
         try:
             self.container = self.client.containers.create(
                 self.spec.image,
-                self.argv,
+                [*ONE_STREAM, *self.argv] if self.spec.one_stream else self.argv,
                 name=self.name,
                 environment=self.env,
                 working_dir=self.workdir,

@@ -110,6 +110,7 @@ class DockerTarget(Target):
             shm_size=manifest.shm_size,
             memory=manifest.compute.memory_limit,
             gpus=manifest.use_gpu,
+            one_stream=not env.details.get("user_managed", False),  # an image as it is may have no /bin/sh
         )
         return view, container
 

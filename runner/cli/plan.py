@@ -92,7 +92,8 @@ def _describe(document: dict, plan: LaunchPlan, dockerfile: str | None) -> str:
         lines.append(f"container:   image {spec.image}, user {spec.user or 'root'}, "
                      + ("network of each task's host" if pool else f"network {spec.network_mode}")
                      + (f", shm {spec.shm_size}" if spec.shm_size else "") + (f", memory {spec.memory}" if spec.memory else "")
-                     + (", the placed GPUs" if spec.gpus and pool else ", all GPUs" if spec.gpus else ""))
+                     + (", the placed GPUs" if spec.gpus and pool else ", all GPUs" if spec.gpus else "")
+                     + (", stderr joined to stdout" if spec.one_stream else ""))
         for mount in spec.mounts:
             if pool:
                 lines.append(f"  {'copy in' if mount.read_only else 'copy back'} {mount.source} → {mount.target}")

@@ -93,7 +93,8 @@ class KubernetesTarget(DockerTarget):
         view, container = super().runtime(loaded, env, paths, {}, resume)
         inside_inputs = {input_name: f"/tftrain/inputs/{input_name}" for input_name in inputs}
         view = view.model_copy(update={"inputs": inside_inputs})
-        return view, container.model_copy(update={"mounts": (), "network_mode": "pod"})
+        # the pod's command is the task's argv as it is (kubectl logs keeps the two streams apart)
+        return view, container.model_copy(update={"mounts": (), "network_mode": "pod", "one_stream": False})
 
     def finalize(self, plan: LaunchPlan, loaded: LoadedManifest, run_id: str) -> LaunchPlan:
         """The job document, kept with the run (launch/kubernetes.yaml) and applied as it is."""

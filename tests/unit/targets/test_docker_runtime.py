@@ -1,4 +1,5 @@
-"""What the docker target's containers are told: one output stream where the image is tftrain's."""
+"""What the docker target's containers are told: one output stream where the image is tftrain's
+(and a pod's command is left as it is)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from runner.manifest import load_manifest
 from runner.targets.base import Environment
 from runner.targets.docker.container import ONE_STREAM
 from runner.targets.docker.target import DockerTarget
+from runner.targets.kubernetes.target import KubernetesTarget
 
 
 @pytest.mark.parametrize(("details", "one_stream"), [({}, True), ({"user_managed": True}, False)], ids=["built", "as-it-is"])
@@ -17,6 +19,13 @@ def test_an_image_tftrain_built_joins_stderr_to_stdout_and_one_as_it_is_does_not
     env = Environment("/opt/tftrain/venv/bin/python", "image", reused=True, isolated=True, image="demo:1", details=details)
     _, container = DockerTarget().runtime(loaded, env, RunPaths.for_run(tmp_path / "home", "demo-1", loaded.manifest), {}, None)
     assert container.one_stream is one_stream
+
+
+def test_a_pods_command_is_the_argv_as_it_is(project, tmp_path):
+    loaded = load_manifest(project(manifest="use_docker: true\n"))
+    env = Environment("/opt/tftrain/venv/bin/python", "image", reused=True, isolated=True, image="demo:1")
+    _, container = KubernetesTarget().runtime(loaded, env, RunPaths.for_run(tmp_path / "home", "demo-1", loaded.manifest), {}, None)
+    assert container.one_stream is False
 
 
 def test_the_one_stream_step_passes_the_argv_on_untouched():

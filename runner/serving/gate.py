@@ -19,7 +19,7 @@ from runner.errors import FatalError, ModelGateError
 from runner.history.rundir import RunPaths
 from runner.manifest import LoadedManifest
 from runner.serving.requirements import (
-    ONNX_OPSET, export_requirements, export_tensorflow, framework_constraints, major_minor, serving_requirements,
+    ONNX_OPSET, export_constraints, export_requirements, framework_constraints, major_minor, serving_requirements,
 )
 from runner.serving.signature import locate
 from runner.targets.base import Environment, Probe
@@ -127,7 +127,7 @@ def _export(loaded: LoadedManifest, paths: RunPaths, serving: dict, logger: Logg
     out = paths.serving
     try:
         requirements = export_requirements(serving["tensorflow"])
-        constraints = framework_constraints(export_tensorflow(serving["tensorflow"]))
+        constraints = export_constraints(serving["tensorflow"])
         python, described = _cached_env(requirements, constraints, paths, logger)
         from runner.serving.launch import run_probe
 

@@ -51,3 +51,8 @@ def export_tensorflow(framework_version: str | None) -> str:
 
 def export_requirements(framework_version: str | None) -> tuple[str, ...]:
     return (requirement(False, export_tensorflow(framework_version)), TF2ONNX, ONNXRUNTIME)
+
+
+def export_constraints(framework_version: str | None) -> str | None:
+    """The tested set the export environment installs with: its TensorFlow release's."""
+    return framework_constraints(export_tensorflow(framework_version))

@@ -125,12 +125,12 @@ def test_onnx_export_is_verified_by_onnx_runtime(project, tmp_path, home, lastin
     root = home / "models" / "gated" / "v1"
     assert "model.onnx" in _version(home)["extras"] and (root / "model.onnx").stat().st_size > 0
     # ONNX Runtime (in the export environment the gate built) on the kept sample, against TensorFlow's kept outputs
-    from runner.serving.requirements import export_requirements, export_tensorflow, framework_constraints
+    from runner.serving.requirements import export_constraints, export_requirements
     from runner.targets.local.environment import requirements_spec
 
     # the environment as the gate names it: the requirements and the release's tested set
     release = onnx["tensorflow"]
-    spec = requirements_spec(export_requirements(release), framework_constraints(export_tensorflow(release)))
+    spec = requirements_spec(export_requirements(release), export_constraints(release))
     python = spec.python_path()
     check = (
         "import numpy as np, onnxruntime, sys; r = sys.argv[1]; s = np.load(r + '/serving/sample.npz'); "

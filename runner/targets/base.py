@@ -26,6 +26,11 @@ from runner.history.record import RunStatus
 from runner.spec import Field, Spec
 
 
+# The shell line every enter step begins with (the local target's, a container's): a program that
+# cannot be found is one line in the task's log and exit 127, as a shell says it, for "$1" of "$@".
+CANNOT_START_SH = 'command -v "$1" >/dev/null || { echo "tftrain: cannot start $1: not found" >&2; exit 127; }'
+
+
 class Outcome(Spec, positional=True):
     status: RunStatus  # a terminal one
     exit_code: int | None

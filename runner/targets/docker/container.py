@@ -13,6 +13,7 @@ from pathlib import Path
 from runner.history.archive import Extracted, extract_into
 from runner.errors import DockerError, Vanished
 from runner.plan.model import ContainerSpec
+from runner.targets.base import CANNOT_START_SH
 
 LABEL_RUN = "tftrain.run-id"
 CATCH_UP_LINES = 1000  # of the log's tail, once the follow has ended
@@ -21,10 +22,7 @@ CATCH_UP_SECONDS = 10
 # Docker copies a container's stdout and stderr through two pipes and logs each line as its copier
 # reads it: under load a line printed before a traceback was logged inside it, and the run's error
 # named that line. One pipe, as on the local target, keeps the order the process wrote in.
-ONE_STREAM = (
-    "/bin/sh", "-c", 'exec 2>&1; command -v "$1" >/dev/null || { echo "tftrain: cannot start $1: not found"; exit 127; }; exec "$@"',
-    "tftrain-task",
-)
+ONE_STREAM = ("/bin/sh", "-c", f'exec 2>&1; {CANNOT_START_SH}; exec "$@"', "tftrain-task")
 
 
 def docker_client():

@@ -27,6 +27,7 @@ from pathlib import Path
 from runner.targets.local import cgroup as cgroups
 from runner.targets.local.cgroup import Cgroup, run_cgroup_name
 from runner.paths import tftrain_home
+from runner.targets.base import CANNOT_START_SH
 
 PR_SET_CHILD_SUBREAPER = 36
 SHELL = "/bin/sh"
@@ -41,9 +42,7 @@ POLL_SECONDS = 0.05
 # A shell and util-linux's setpriv (≥ 2.33) do it in ~5 ms; the inner shell reads its parent after
 # setpriv set the signal, so a tftrain that died before that is seen (exit 137). Where setpriv
 # cannot, a Python interpreter does the same (ENTER, ~20 ms).
-ENTER_SH = """\
-procs=$1 parent=$2 python=$3 enter=$4; shift 4
-command -v "$1" >/dev/null || { echo "tftrain: cannot start $1: not found" >&2; exit 127; }
+ENTER_SH = "procs=$1 parent=$2 python=$3 enter=$4; shift 4\n" + CANNOT_START_SH + """
 if [ -n "$procs" ] && ! { echo 0 >"$procs"; } 2>/dev/null; then
   echo "tftrain: warning: $1 runs outside the run's cgroup ($procs cannot be written)" >&2
 fi

@@ -4,17 +4,18 @@
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 
 from conftest import BASE_IMAGE
+from watching import until
 from runner.plan.model import ContainerSpec
 from runner.targets.docker.container import Container
 
 pytestmark = pytest.mark.integration
 
 ALTERNATING = 'i=0; while [ $i -lt 2000 ]; do i=$((i+1)); echo "out $i"; echo "err $i" >&2; done'
+WRITTEN = [f"{stream} {i}" for i in range(1, 2001) for stream in ("out", "err")]  # ALTERNATING's lines, in order
 
 
 def run_container(docker_client, argv: list[str], one_stream: bool) -> tuple[int | None, str]:
@@ -24,17 +25,14 @@ def run_container(docker_client, argv: list[str], one_stream: bool) -> tuple[int
     with os.fdopen(read_fd, "rb") as output, Container(docker_client, spec, argv, {}, "/", name, {}) as container:
         container.start(write_fd)
         text = output.read().decode()  # until the streamer closes its end: the container has ended
-        deadline = time.monotonic() + 60
-        while container.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
+        until(lambda: container.poll() is not None, f"{name} to end")
         return container.poll(), text
 
 
 def test_lines_written_to_stdout_and_stderr_arrive_in_the_order_written(docker_client):
     code, text = run_container(docker_client, ["sh", "-c", ALTERNATING], one_stream=True)
     assert code == 0
-    expected = [f"{stream} {i}" for i in range(1, 2001) for stream in ("out", "err")]
-    assert text.splitlines() == expected
+    assert text.splitlines() == WRITTEN
 
 
 def test_an_image_as_it_is_keeps_two_streams_and_every_line(docker_client):
@@ -43,8 +41,7 @@ def test_an_image_as_it_is_keeps_two_streams_and_every_line(docker_client):
     one_stream=False, failed 8 times in 8 here)."""
     code, text = run_container(docker_client, ["sh", "-c", ALTERNATING], one_stream=False)
     assert code == 0
-    expected = [f"{stream} {i}" for i in range(1, 2001) for stream in ("out", "err")]
-    assert sorted(text.splitlines()) == sorted(expected)
+    assert sorted(text.splitlines()) == sorted(WRITTEN)
 
 
 def test_a_program_the_image_lacks_is_one_line(docker_client):

@@ -23,8 +23,7 @@ import time
 import zipfile
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from enum import Enum
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from runner.errors import FatalError, PreparingError, StorageError, extra_module
 from runner.github.s3store import S3Target, download, s3_client, s3_errors, upload
@@ -32,16 +31,20 @@ from runner.history.checksums import fresh_dir, sha256_file
 from runner.history.rundir import RunPaths
 from runner.manifest import LoadedManifest
 from runner.manifest.checkpoints import CheckpointsSpec
+from runner.run.checkpoint_listing import (
+    KERAS_METADATA,
+    KERAS_WEIGHTS,
+    MAX_BYTES,
+    MAX_CHECKPOINTS,
+    SHARD,
+    VERSION,
+    CheckpointKind,
+    ListedCheckpoint,
+    listing_problem,
+    parse_listing,
+)
 
 MANIFEST = "tftrain-checkpoints.json"
-SHARD = re.compile(r"^(?P<prefix>.+)\.data-(?P<index>\d+)-of-(?P<count>\d+)$")
-KERAS_WEIGHTS, KERAS_METADATA = "latest.weights.h5", "training_metadata.json"
-
-
-class CheckpointKind(str, Enum):
-    TENSORFLOW = "tensorflow"  # tf.train.Checkpoint / CheckpointManager: PREFIX.index + shards
-    KERAS_BACKUP = "keras-backup"  # keras.callbacks.BackupAndRestore's directory
-    KERAS_FILE = "keras-file"  # model.save("….keras")
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,7 @@ class CheckpointSync:
         self._uploaded: set[str] = set()
         self._listed: list[dict] = []
         self._kept: set[str] = set()  # blobs the manifest before this one named: a reader may be fetching them
+        self._unlistable: set[str] = set()  # checkpoints already warned about
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.rounds = 0
@@ -163,7 +167,7 @@ class CheckpointSync:
         """One round; whether the manifest changed."""
         self.rounds += 1
         listed = []
-        for checkpoint in find_checkpoints(self.root):
+        for checkpoint in self._listable(find_checkpoints(self.root)[-MAX_CHECKPOINTS:]):
             files = {}
             for name in checkpoint.files:
                 sent = self._send(name)
@@ -174,7 +178,7 @@ class CheckpointSync:
                 listed.append({"name": checkpoint.name, "kind": checkpoint.kind.value, "time": checkpoint.time, "files": files})
         if not listed or listed == self._listed:  # a directory emptied at the end (delete_checkpoint) keeps the last list
             return False
-        body = json.dumps({"version": 1, "written": time.time(), "checkpoints": listed}, indent=2, sort_keys=True)
+        body = json.dumps({"version": VERSION, "written": time.time(), "checkpoints": listed}, indent=2, sort_keys=True)
         with s3_errors("writing", self.location.uri + "/" + MANIFEST):
             s3_client(self.location.endpoint_url).put_object(
                 Bucket=self.location.bucket, Key=self.location.key(MANIFEST), Body=body.encode(), ContentType="application/json"
@@ -183,6 +187,19 @@ class CheckpointSync:
         self._prune(self._uploaded - named - self._kept)
         self._kept, self._listed = named, listed
         return True
+
+    def _listable(self, found: list[Checkpoint]) -> list[Checkpoint]:
+        """The checkpoints a reader would accept (runner.run.checkpoint_listing's rules); each
+        one left out is said once, not every round."""
+        kept = []
+        for checkpoint in found:
+            problem = listing_problem(checkpoint.name, checkpoint.kind, checkpoint.files)
+            if problem is None:
+                kept.append(checkpoint)
+            elif checkpoint.name not in self._unlistable:
+                self._unlistable.add(checkpoint.name)
+                self.logger.warning(f"checkpoints: not synced, a run could not resume from it: {problem}")
+        return kept
 
     def _send(self, name: str) -> dict | None:
         """Upload one file under its digest; None when it changed meanwhile (still being written)."""
@@ -261,46 +278,55 @@ def location_of(spec: CheckpointsSpec, run_id: str, endpoint_url: str | None = N
     return Location(spec.bucket, spec.prefix_for(run_id), endpoint_url or spec.endpoint_url)
 
 
-def synced_checkpoints(source: str, store=None, endpoint_url: str | None = None) -> list[dict]:
+def synced_checkpoints(source: str, store=None, endpoint_url: str | None = None) -> tuple[ListedCheckpoint, ...]:
     """The complete checkpoints run `source` (looked up in `store`), or s3://bucket/prefix/RUN_ID,
-    synced, as its tftrain-checkpoints.json lists them; [] when it finished none yet."""
+    synced, as its tftrain-checkpoints.json lists them; () when it finished none yet."""
     return _listed(_where(source, store, endpoint_url))
 
 
-def _listed(location: Location) -> list[dict]:
+def _listed(location: Location) -> tuple[ListedCheckpoint, ...]:
+    """The listing read bounded (MAX_BYTES) and checked by checkpoint_listing.parse_listing: the
+    bucket is not trusted, so anything wrong with it is one StorageError naming it."""
     botocore = extra_module("botocore.exceptions", "s3", "resuming from a synced checkpoint")
-    with s3_errors("reading", f"{location.uri}/{MANIFEST}"):
+    where = f"{location.uri}/{MANIFEST}"
+    with s3_errors("reading", where):
         try:
-            body = s3_client(location.endpoint_url).get_object(Bucket=location.bucket, Key=location.key(MANIFEST))["Body"].read()
+            answer = s3_client(location.endpoint_url).get_object(Bucket=location.bucket, Key=location.key(MANIFEST))
         except botocore.exceptions.ClientError as exc:
             if exc.response.get("Error", {}).get("Code") not in ("NoSuchKey", "404"):
                 raise
-            return []  # the run never finished a checkpoint
-    return json.loads(body)["checkpoints"]
+            return ()  # the run never finished a checkpoint
+        try:
+            body = answer["Body"].read(MAX_BYTES + 1)  # one byte more than allowed tells it is too long
+        finally:
+            answer["Body"].close()
+    return parse_listing(body, where)
 
 
 def latest_checkpoint(source: str, destination: Path, store=None, endpoint_url: str | None = None) -> Path | None:
     """Bring the latest complete checkpoint synced by run `source` (looked up in `store`), or
     under `source` = s3://bucket/prefix/RUN_ID, into `destination` (made fresh); None when
-    nothing complete was synced yet. TensorFlow checkpoints get a `checkpoint` file naming them,
-    so tf.train.latest_checkpoint(destination/…) finds them."""
+    nothing complete was synced yet. Only that checkpoint's files are fetched, each checked
+    against the listing's size and sha256. TensorFlow checkpoints get a `checkpoint` file naming
+    them, so tf.train.latest_checkpoint(destination/…) finds them."""
     location = _where(source, store, endpoint_url)
     listed = _listed(location)
     if not listed:
         return None
-    latest = max(listed, key=lambda item: item["time"])
+    latest = max(listed, key=lambda checkpoint: checkpoint.time)
+    where = f"{location.uri}/{MANIFEST}"
     with fresh_dir(destination) as staging:
-        for name, entry in latest["files"].items():
-            target = (staging / name).resolve()
-            if PurePosixPath(name).is_absolute() or not target.is_relative_to(staging.resolve()):
-                raise StorageError(f"{location.uri}/{MANIFEST} names {name!r}, outside the checkpoint directory")
+        for file in latest.files:  # names checked by parse_listing: relative, inside, no collisions
+            target = staging / file.name
             target.parent.mkdir(parents=True, exist_ok=True)
-            pointer = {"uri": f"s3://{location.bucket}/{location.key('blobs/' + entry['sha256'])}", **entry}
-            download(pointer, target, location.endpoint_url)
-        if latest["kind"] == CheckpointKind.TENSORFLOW.value:
-            prefix = PurePosixPath(latest["name"])
-            state = staging / prefix.parent / "checkpoint"
-            state.write_text(f'model_checkpoint_path: "{prefix.name}"\nall_model_checkpoint_paths: "{prefix.name}"\n')
+            pointer = {"uri": f"s3://{location.bucket}/{location.key('blobs/' + file.sha256)}", "size": file.size, "sha256": file.sha256}
+            try:
+                download(pointer, target, location.endpoint_url, source="the size and sha256 listed")
+            except StorageError as exc:
+                raise StorageError(f"{where}, file {file.name}: {exc}") from None
+        state = latest.state_file()
+        if state is not None:
+            (staging / state[0]).write_text(state[1])
     return destination
 
 

@@ -3,7 +3,8 @@ run and model directories when it is damaged. The damaged file is kept aside, ne
 
 from __future__ import annotations
 
-from runner.history.index import inspect, plural, run_number
+from runner.history.index import inspect, plural
+from runner.history.refs import run_number
 from runner.paths import tftrain_home
 from runner.history.store import DB_NAME, Store
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +15,7 @@ from runner.spec import Spec, ValidationError
 
 from runner.errors import DiskFullError, FatalError, HistoryError
 from runner.history.record import TERMINAL, RunRecord
+from runner.history.refs import run_number, version_of_dir
 from runner.history.rundir import read_record
 
 BUSY_SECONDS = 60
@@ -65,14 +65,6 @@ COLUMNS = {
 JSON_COLUMNS = (
     ("runs", "run_id", "manifest"), ("runs", "run_id", "git"), ("models", "name || '@v' || version", "info"),
 )
-RUN_ID = re.compile(r"^(?P<name>.+)-(?P<number>\d+)$")
-VERSION_DIR = re.compile(r"^v(?P<version>\d+)$")
-
-
-def run_number(run_id: str) -> int | None:
-    match = RUN_ID.match(run_id)
-    return int(match["number"]) if match else None
-
 
 # --- who owns a run -----------------------------------------------------------------------------
 class Owner(Spec, positional=True):
@@ -156,7 +148,7 @@ def index_run(db, run_dir: Path, record: RunRecord) -> None:
 
 def index_model(db, version_dir: Path, info: dict | None) -> None:
     """A registered version (its version.json read), or a pending one whose number stays taken."""
-    name, version = version_dir.parent.name, int(version_dir.name[1:])
+    name, version = version_dir.parent.name, version_of_dir(version_dir.name)
     created = info.get("created") if info else None
     if not isinstance(created, (int, float)):
         created = version_dir.stat().st_mtime
@@ -197,7 +189,7 @@ def rebuild(db, home: Path) -> Rebuilt:
     models = 0
     for name_dir in _subdirectories(home / "models"):
         for version_dir in _subdirectories(name_dir):
-            if not VERSION_DIR.match(version_dir.name):
+            if version_of_dir(version_dir.name) is None:
                 problems.append(f"{version_dir}: not a version directory (vN); left alone")
                 continue
             try:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,10 +25,9 @@ from runner.history.checksums import (
     Copied, EntryKind, Skipped, copy_file, copy_tree, fresh_dir, kind_of, mismatches, read_sums, skipped_note, write_sums, writing,
 )
 from runner.errors import NotFoundError, RegistryError
+from runner.history.refs import ModelRef, version_of_dir
 from runner.history.store import Store
 
-REF = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?:@(?P<version>v\d+|latest))?$")
-VERSION_DIR = re.compile(r"^v(\d+)$")
 SUMS = "SHA256SUMS"
 
 
@@ -107,7 +105,7 @@ class Registry:
             names = os.listdir(self.root / name)
         except FileNotFoundError:
             return 0
-        return max((int(match[1]) for match in map(VERSION_DIR.match, names) if match), default=0)
+        return max((version_of_dir(name) or 0 for name in names), default=0)
 
     def versions(self, name: str | None = None) -> list[ModelVersion]:
         query = f"SELECT {_COLUMNS} FROM models WHERE state = 'ready'"
@@ -225,12 +223,10 @@ def damaged(model: ModelVersion, problem: str) -> RegistryError:
 
 
 def parse_ref(ref: str) -> tuple[str, int | None]:
-    """NAME, NAME@vN or NAME@latest → (name, N or None for the latest)."""
-    match = REF.match(ref)
-    if not match:
-        raise NotFoundError(f"{ref!r} is not a model reference: use NAME, NAME@vN or NAME@latest")
-    version = match["version"]
-    return match["name"], (int(version[1:]) if version and version != "latest" else None)
+    """NAME, NAME@vN or NAME@latest → (name, N or None for the latest), as runner.history.refs
+    parses every reference: NotFoundError for one that names no version there can be."""
+    parsed = ModelRef.parse(ref)
+    return parsed.name, parsed.version
 
 
 _COLUMNS = "name, version, run_id, created, path, info"

@@ -16,8 +16,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from runner.errors import HistoryError, NotFoundError
-from runner.history.index import BUSY_SECONDS, SCHEMA, Index, Owner, Rebuilt, damaged, index_error, index_run, json_problems, read_only, rebuild, run_number, schema_problems, transaction
+from runner.history.index import BUSY_SECONDS, SCHEMA, Index, Owner, Rebuilt, damaged, index_error, index_run, json_problems, read_only, rebuild, schema_problems, transaction
 from runner.history.record import TERMINAL, Phase, RunRecord, RunStatus
+from runner.history.refs import RunRef, run_number, shown
 from runner.history.rundir import RunPaths, space_error, write_record
 from runner.spec import Spec
 
@@ -270,15 +271,16 @@ class Store:
 
     def run(self, ref: str) -> RunRow:
         """A run by id, by its number, or `latest`."""
-        if ref == "latest":
+        parsed = RunRef.parse(ref)  # runner.history.refs: a number no run can have names nothing
+        if parsed.latest:
             query, args = f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY seq DESC LIMIT 1", ()
-        elif ref.isdigit():
-            query, args = f"SELECT {_RUN_COLUMNS} FROM runs WHERE seq = ?", (int(ref),)
+        elif parsed.number is not None:
+            query, args = f"SELECT {_RUN_COLUMNS} FROM runs WHERE seq = ?", (parsed.number,)
         else:
-            query, args = f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", (ref,)
-        row = self.db.execute(query, args).fetchone()
+            query, args = f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", (parsed.run_id,)
+        row = None if parsed.names_nothing else self.db.execute(query, args).fetchone()
         if row is None:
-            raise NotFoundError(f"run {ref!r} not found in {self.home} (see `tftrain runs`)")
+            raise NotFoundError(f"run {shown(ref)} not found in {self.home} (see `tftrain runs`)")
         return self._run_row(row)
 
     def phases(self, run_id: str) -> list[PhaseRow]:

@@ -16,6 +16,7 @@ from runner.manifest.image_rules import check_images
 from runner.manifest.sweep_rules import check_sweep
 from runner.manifest.sourcepaths import regular_file_problem, text_file_problem, through_link
 from runner.manifest.document import Location
+from runner.history.refs import resume_ref_problem
 
 Problem = tuple[Location, str]
 MAX_ARGUMENT = 128 << 10  # Linux's MAX_ARG_STRLEN: one argv or environment string
@@ -107,6 +108,8 @@ def _references(manifest: Manifest) -> list[Problem]:
             )
         if isinstance(value, ResumeRef) and not manifest.resume_from:
             problems.append((("script_params", flag), "references resume_from, which is not set"))
+    if problem := resume_ref_problem(manifest.resume_from or ""):
+        problems.append((("resume_from",), problem))
     return problems
 
 

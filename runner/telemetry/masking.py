@@ -5,12 +5,19 @@ prints them: the console, the rank logs, the metrics (names, tags, images, the s
 the run's message and records all pass through it. A value is matched whole, each of its lines
 on its own (a script may print a multi-line secret line by line), and in its JSON-escaped forms
 (for text serialised before it got here, such as the script's own metrics file).
+
+Credentials need no registering: in any text, whatever its scheme, a URL's password
+(`scheme://user:PASSWORD@host`) and the value of a query parameter named like a credential
+(`?password=…`, `&api_key=…`: see CREDENTIAL_WORDS) are masked too. A sweep storage URL, an
+`--image` given with its login, or a URL a script prints never shows them, and no caller has to
+remember to mask: the patterns live here, where every sink passes.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import AnyStr
@@ -18,6 +25,21 @@ from typing import AnyStr
 MASK = "***"
 MIN_LINE = 4  # shorter lines of a multi-line secret are too common to hide ("}", "--")
 BLOCK = 1 << 20
+# A query parameter holds a credential when its name (any case) holds one of these words, or is
+# `sig` (a signed URL's): password, passwd, sslpassword, pwd, token, access_token, secret,
+# client_secret, key, api_key, apikey, auth, authorization, credential(s), signature.
+CREDENTIAL_WORDS = ("pass", "pwd", "token", "secret", "key", "auth", "credential", "signature")
+# The longest URL whose credentials are looked for across a cut in a stream (safe_end).
+URL_SPAN = 4096
+SPACES = (b" ", b"\t", b"\n", b"\r", b"\x0b", b"\x0c")  # what ends a word (bytes.isspace)
+# Each pattern starts at a literal and every repeat is bounded: a hostile line costs linear time.
+# A URL's password: after `://user:`, up to its last `@` (a password may hold `@`); atomic groups,
+# as their classes leave out what follows them, so that a failed match never backtracks.
+USERINFO = re.compile(r"(://(?>[^\s/?#@:'\"]{0,256}):)(?:(?>[^\s'\"@]{0,256})@)+")
+# A query parameter; its value runs to the end of the word or of the parameter (&), or to a quote
+# (an error message's repr of the URL).
+PARAMETER = re.compile(r"[?&]([A-Za-z0-9_.~-]{1,128})=")
+VALUE = re.compile(r"[^\s&'\"<>]+")
 
 
 class Masker:
@@ -43,16 +65,18 @@ class Masker:
         return bool(self.values)
 
     def text(self, text: str) -> str:
-        return _mask(text, self._text, MASK) if self._text and text else text
+        if not text:
+            return text
+        return mask_credentials(_mask(text, self._text, MASK) if self._text else text)
 
     def chunk(self, data: bytes) -> bytes:
-        return _mask(data, self._bytes, MASK.encode()) if self._bytes and data else data
+        if not data:
+            return data
+        return _mask_credentials_bytes(_mask(data, self._bytes, MASK.encode()) if self._bytes else data)
 
     def data(self, value):
         """A JSON-like value with every string in it (keys included) masked: mask before
         serialising, so that a secret holding `"` or `\\` is caught as itself."""
-        if not self._text:
-            return value
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
@@ -64,10 +88,12 @@ class Masker:
     def safe_end(self, data: bytes) -> int:
         """How much of `data` (a stream's bytes so far, more to come) can be masked and let go
         now: all but the last longest-1 bytes (a secret may start there and end in what comes
-        next), moved past any secret that straddles that point."""
+        next), and back to the start of the word there (a URL cut there would lose its
+        credentials' pattern), moved past any secret that straddles that point."""
+        end = max(0, len(data) - (self.longest - 1)) if self._bytes else len(data)
+        end = _word_start(data, end)
         if not self._bytes:
-            return len(data)
-        end = max(0, len(data) - (self.longest - 1))
+            return end
         for start, stop in _spans(data, self._bytes):
             if start < end < stop:
                 end = stop
@@ -75,7 +101,7 @@ class Masker:
 
     def mask_file(self, path: Path) -> bool:
         """Mask a file in place, a block at a time; True if anything was masked."""
-        if not self._bytes or not path.is_file():
+        if not path.is_file():
             return False
         masked = False
         tmp = path.with_name(path.name + ".masking")
@@ -97,6 +123,45 @@ class Masker:
         finally:
             tmp.unlink(missing_ok=True)
         return masked
+
+
+def mask_credentials(text: str) -> str:
+    """`text` with URL passwords and the values of credential-named query parameters as ***."""
+    if "://" in text:
+        text = USERINFO.sub(lambda match: f"{match[1]}{MASK}@", text)
+    if "=" not in text or ("?" not in text and "&" not in text):  # most lines: done
+        return text
+    parts, position = [], 0
+    for match in PARAMETER.finditer(text):
+        if match.start() < position or not _credential_name(match[1]):
+            continue  # inside a value masked already, or an ordinary parameter
+        value = VALUE.match(text, match.end())
+        if value:
+            parts += [text[position : match.end()], MASK]
+            position = value.end()
+    return "".join([*parts, text[position:]]) if parts else text
+
+
+def _credential_name(name: str) -> bool:
+    name = name.lower()
+    return name == "sig" or any(word in name for word in CREDENTIAL_WORDS)
+
+
+def _mask_credentials_bytes(data: bytes) -> bytes:
+    """mask_credentials on bytes that need not be UTF-8 (surrogateescape gives back every byte)."""
+    if b"://" not in data and b"=" not in data:
+        return data
+    return mask_credentials(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+
+
+def _word_start(data: bytes, end: int) -> int:
+    """`end`, moved back to the start of the word (run of non-space bytes) it cuts, if that word
+    is at most URL_SPAN long so far: a longer word is taken for no URL."""
+    floor = max(0, end - URL_SPAN)
+    space = max(data.rfind(byte, floor, end) for byte in SPACES)
+    if space >= 0:
+        return space + 1
+    return 0 if floor == 0 else end
 
 
 def _needles(values: tuple[str, ...]) -> tuple[str, ...]:

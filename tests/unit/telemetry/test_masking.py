@@ -69,12 +69,19 @@ def test_overlapping_secrets_are_masked_as_one():
 
 def test_safe_end_never_cuts_a_secret():
     masker = Masker([SECRET])
-    data = b"x" * 100 + SECRET.encode()[:5]
+    data = b"x " * 50 + SECRET.encode()[:5]
     end = masker.safe_end(data)
     assert end == len(data) - (len(SECRET) - 1)  # the start of a secret may be in the rest
-    data = b"x" * 100 + SECRET.encode() + b"y" * 3
-    end = masker.safe_end(data)
-    assert end == 100 + len(SECRET)  # moved past the secret that straddled the cut
+    spaced = "ab cdefghijklmnop"
+    data = b"x " * 50 + spaced.encode() + b"yy"
+    assert Masker([spaced]).safe_end(data) == 100 + len(spaced)  # moved past the secret that straddled the cut
+
+
+def test_safe_end_never_cuts_a_word_that_may_be_a_url():
+    assert Masker().safe_end(b"see https://u:pw@h/x") == len(b"see ")  # its @ may come in the next read
+    assert Masker([SECRET]).safe_end(b"x " * 50 + SECRET.encode() + b"yyy") == 100
+    assert Masker().safe_end(b"done\n") == len(b"done\n")
+    assert Masker().safe_end(b"x" * 10_000) == 10_000  # longer than any URL: cut where it is
 
 
 def test_mask_file_in_blocks_across_block_boundaries(tmp_path, monkeypatch):

@@ -4,7 +4,8 @@ A run's processes cannot outlive it:
 - the run's cgroup (cgroup.py) holds everything they start, double-forked daemons with an empty
   environment included, and is killed as a whole when the run ends;
 - the processes tftrain starts die with it (PR_SET_PDEATHSIG), even of SIGKILL; what they
-  started stays in the cgroup, which `reap_run` ends once tftrain is found gone;
+  started is killed with the cgroup by the run's watcher (watcher.py) as soon as tftrain is gone,
+  and, where no watcher could start, by `reap_run` once the next command finds tftrain gone;
 - where no cgroup can be made, tftrain is a child subreaper (Linux): a grandchild that escapes
   its group with setsid() is re-parented to tftrain instead of init, and the sweep ends every
   descendant whose environment carries the run's marker (TFTRAIN_RUN_ID).
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from runner.targets.local import cgroup as cgroups
 from runner.targets.local.cgroup import Cgroup, run_cgroup_name
+from runner.targets.local.watcher import Watcher
 from runner.paths import tftrain_home
 from runner.targets.base import CANNOT_START_SH
 
@@ -95,6 +97,7 @@ class RunProcesses:
     def __init__(self, marker: str, cgroup: Cgroup | None, warn: Callable[[str], None]) -> None:
         self.marker, self.cgroup, self.warn = marker, cgroup, warn
         self.started: list[subprocess.Popen] = []
+        self.watcher: Watcher | None = None
 
     def spawn(self, argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> tuple[subprocess.Popen, int]:
         """Start argv in a new session; returns the process and the read end of its stdout+stderr.
@@ -121,6 +124,15 @@ class RunProcesses:
             os.close(write_fd)
         self.started.append(process)
         return process, read_fd
+
+    def guard(self, marker: str) -> None:
+        """Start the watcher that kills all of it the moment tftrain dies (watcher.py): after the
+        tasks, so that the script's start never waits for it. `marker` (NAME=VALUE, unique to the
+        run) finds the run's processes where there is no cgroup."""
+        cgroup = str(self.cgroup.path) if self.cgroup is not None else None
+        self.watcher, why = Watcher.start(cgroup, marker)
+        if self.watcher is None:
+            self.warn(f"no watcher for this run ({why}): if tftrain is killed, its processes live until the next tftrain command")
 
     def stop(self, grace: float, force: threading.Event | None = None) -> None:
         """SIGTERM everything, wait up to `grace` seconds for the started processes (no longer
@@ -157,6 +169,8 @@ class RunProcesses:
     def close(self, grace: float, force: threading.Event | None = None) -> None:
         """Stop what is left (see `stop`) and remove the run's cgroup."""
         self.stop(grace, force)
+        if self.watcher is not None:  # before the cgroup goes: a watcher never acts on a removed one
+            self.watcher.dismiss()
         if self.cgroup is not None:
             try:
                 self.cgroup.remove()

@@ -109,6 +109,7 @@ class LocalTarget(Target):
                     return Outcome(RunStatus.FAILED, None, f"cannot start {task.argv[0]}: {exc.strerror}")
                 follow(pump, fd, plan, task, sinks)
                 started.append((task, process))
+            tree.guard(_run_marker(plan, control))
 
             def poll() -> list[tuple[TaskSpec, int | None]]:
                 return [(task, process.poll()) for task, process in started]
@@ -121,6 +122,13 @@ class LocalTarget(Target):
             tree.close(control.grace_seconds, control.force)  # no grace to wait out when all have ended
             _join(pump)
         return outcome
+
+
+def _run_marker(plan: LaunchPlan, control: RunControl) -> str:
+    """NAME=VALUE in the environment of this run's processes and no other's: its outputs directory
+    (a run id alone repeats across TFTRAIN_HOMEs)."""
+    outputs = plan.tasks[0].env.get("TFTRAIN_OUTPUTS_DIR") if plan.tasks else None
+    return f"TFTRAIN_OUTPUTS_DIR={outputs}" if outputs else control.marker
 
 
 def task_environment(task_env: dict[str, str]) -> dict[str, str]:

@@ -9,52 +9,14 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
-from conftest import TFTRAIN
-from runner.targets.local.cgroup import Cgroup
+from containment import finish, pids_in, run_cgroups, start, wait_dead, watcher_of
 from watching import alive, run_status, wait_for
 
 pytestmark = pytest.mark.integration
-
-ENTER_CGROUP = 'echo 0 > "$0/cgroup.procs" && exec "$@"'
-
-
-def start(manifest: Path, cgroup: Cgroup) -> subprocess.Popen:
-    """`tftrain run` as a process in `cgroup` (moved there by a shell that then execs tftrain)."""
-    argv = ["/bin/sh", "-c", ENTER_CGROUP, str(cgroup.path), TFTRAIN, "run", "-f", str(manifest)]
-    env = {**os.environ, "COLUMNS": "200"}
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-
-
-def finish(process: subprocess.Popen, timeout: float) -> tuple[str, str]:
-    try:
-        return process.communicate(timeout=timeout)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-
-
-def run_cgroups(cgroup: Cgroup) -> list[str]:
-    parent = cgroup.path / "tftrain"
-    return sorted(entry.name for entry in parent.iterdir() if entry.is_dir()) if parent.exists() else []
-
-
-def wait_dead(pid: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return not alive(pid)
-
-
-def pids_in(path: Path) -> list[int]:
-    return [int(pid) for pid in path.read_text().split()]
-
 
 DAEMON = """\
 import os, time
@@ -119,11 +81,12 @@ time.sleep(1000)
 """
 
 
-def test_sigkill_to_tftrain_kills_its_children_and_reap_run_the_rest(project, home, test_cgroup):
+def test_reap_run_ends_what_is_left_when_the_watcher_is_gone_too(project, home, test_cgroup):
     from runner.targets.local.processes import reap_run
 
     process = start(project(script=FAMILY), test_cgroup)
     wait_for(home / "runs/demo-1/workdir/logs/0.log", "ready")
+    os.kill(watcher_of(process.pid), signal.SIGKILL)  # the watcher first: nothing ends the rest now
     process.kill()
     finish(process, timeout=30)
     script, *grandchildren = pids_in(home / "runs/demo-1/workdir/outputs/pids")

@@ -321,7 +321,7 @@ def latest_checkpoint(source: str, destination: Path, store=None, endpoint_url: 
             target.parent.mkdir(parents=True, exist_ok=True)
             pointer = {"uri": f"s3://{location.bucket}/{location.key('blobs/' + file.sha256)}", "size": file.size, "sha256": file.sha256}
             try:
-                download(pointer, target, location.endpoint_url, source="the size and sha256 listed")
+                download(pointer, target, location.endpoint_url, source="the listing")
             except StorageError as exc:
                 raise StorageError(f"{where}, file {file.name}: {exc}") from None
         state = latest.state_file()

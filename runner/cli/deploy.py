@@ -6,10 +6,17 @@ the version's serving resources, wait until the server is ready, send serving/sa
 `POST /v1/models/NAME:predict` and compare the answer with serving/predictions.npz, stop it; only
 then push both tags (with --push) and print the digest. --target kubernetes also renders the KServe
 InferenceService that runs the image by digest, and applies it with --kubeconfig.
+
+Every image reference is parsed (runner.serving.imageref) before anything is looked up, built or
+rendered: a bad one is one UsageError line. The image holds no key: with --auth-secret the
+InferenceService hands the server TFTRAIN_SERVING_TOKEN from a Kubernetes secret, and the smoke
+test proves the image refuses a request without it.
 """
 
 from __future__ import annotations
 
+import re
+import secrets
 import sys
 import tempfile
 import time
@@ -19,11 +26,14 @@ from runner.errors import DeployError, DockerError, UsageError
 from runner.history.registry import Registry
 from runner.history.store import Store
 from runner.paths import tftrain_home
-from runner.serving.image import DEFAULT_BASE_IMAGE, PORT, ModelImage, ServingResources, VersionFiles, check_repository, copy_version
+from runner.serving.image import DEFAULT_BASE_IMAGE, PORT, TOKEN_VARIABLE, ModelImage, ServingResources, VersionFiles, copy_version
+from runner.serving.imageref import ImageReference, parse_reference, parse_repository
 from runner.telemetry.logger import Logger
 
 READY_SECONDS = 300.0  # importing TensorFlow under a 1-CPU limit takes a while
 TOLERANCE = 1e-4
+# A Kubernetes object's name (a secret's, a namespace's): a DNS-1123 label or subdomain.
+DNS_1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 def add_arguments(parser) -> None:
@@ -38,10 +48,17 @@ def add_arguments(parser) -> None:
     parser.add_argument("--base-image", default=DEFAULT_BASE_IMAGE, help=f"the serving environment's base (default {DEFAULT_BASE_IMAGE})")
     parser.add_argument("--ready-timeout", type=float, default=READY_SECONDS, help="seconds the server may take to be ready")
     parser.add_argument("--release", metavar="TAG", help="with --push: link the image by digest in this GitHub release's body (the action's deploy-image)")
+    parser.add_argument("--auth-secret", metavar="SECRET",
+                        help=f"with --target kubernetes: the server requires `Authorization: Bearer KEY`, KEY from the key `token` of "
+                             f"this Kubernetes secret (as {TOKEN_VARIABLE}); the smoke test proves the image refuses requests without it")
 
 
 def run(args, logger) -> int:
-    repository = check_repository(args.image)
+    repository = parse_repository(args.image, "--image")
+    base = parse_reference(args.base_image, "--base-image")
+    _check_kubernetes_names(args)
+    if args.auth_secret and args.target != "kubernetes":
+        raise UsageError(f"--auth-secret names a Kubernetes secret: add --target kubernetes (with docker, run the image with -e {TOKEN_VARIABLE})")
     if args.kubeconfig and args.target != "kubernetes":
         raise UsageError("--kubeconfig applies an InferenceService: add --target kubernetes")
     if args.release and not args.push:
@@ -51,13 +68,21 @@ def run(args, logger) -> int:
     if args.target == "kubernetes":  # stdout is the InferenceService's YAML
         progress = Logger(sys.stderr, settings=logger.settings)
         try:
-            return deploy(args, repository, progress)
+            return deploy(args, repository, base, progress)
         finally:
             progress.flush()
-    return deploy(args, repository, logger)
+    return deploy(args, repository, base, logger)
 
 
-def deploy(args, repository: str, logger: Logger) -> int:
+def _check_kubernetes_names(args) -> None:
+    """Names that go into the InferenceService, refused in one line before anything is built."""
+    for option, value in (("--namespace", args.namespace), ("--auth-secret", args.auth_secret)):
+        if value is not None and (len(value) > 253 or not DNS_1123.fullmatch(value)):
+            shown = repr(value if len(value) <= 80 else value[:80] + "…")
+            raise UsageError(f"{option} {shown} is not a Kubernetes name (lowercase letters, digits, '-' and '.', at most 253)")
+
+
+def deploy(args, repository: str, base: ImageReference, logger: Logger) -> int:
     with Store(tftrain_home()) as store:
         model = Registry(store).resolve(args.ref)
     resources = ServingResources.of(model.info)
@@ -68,8 +93,8 @@ def deploy(args, repository: str, logger: Logger) -> int:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="tftrain-deploy-") as scratch:
         files = copy_version(model, Path(scratch) / "version")
-        image = build(client, files, repository, args.base_image, logger, log_path)
-        smoke_test(client, image, files, resources, args.ready_timeout, logger)
+        image = build(client, files, repository, base, logger, log_path)
+        smoke_test(client, image, files, resources, args.ready_timeout, logger, auth=bool(args.auth_secret))
     outputs = {"image": image.tags[1]}
     if args.push:
         digest = push(client, image, logger)
@@ -83,21 +108,21 @@ def deploy(args, repository: str, logger: Logger) -> int:
     return 0
 
 
-def build(client, files: VersionFiles, repository: str, base_image: str, logger: Logger, log_path: Path) -> ModelImage:
+def build(client, files: VersionFiles, repository: str, base: ImageReference, logger: Logger, log_path: Path) -> ModelImage:
     """The model image (its environment built first when this machine has none with its tag),
-    tagged with both tags."""
+    tagged with both tags. `base` is parsed: only a reference of Docker's grammar is rendered."""
     from runner.serving.image import environment_spec, model_image_spec
     from runner.targets.docker.build import base_image_id, build_image, docker_errors, existing_image
     from runner.targets.docker.images import host_ca_bundle
 
-    environment = environment_spec(base_image, base_image_id(client, base_image, logger), files.tensorflow, files.onnx, host_ca_bundle())
+    environment = environment_spec(base, base_image_id(client, str(base), logger), files.tensorflow, files.onnx, host_ca_bundle())
     environment_id = existing_image(client, environment.tag)
     if environment_id is None:
         logger.info("building the serving environment (once per base image and package set: TensorFlow downloads now)")
         environment_id = build_image(client, environment, logger, log_path)
     else:
         logger.info(f"serving environment {environment.tag} (cached)")
-    image = model_image_spec(files, repository, environment, environment_id, base_image)
+    image = model_image_spec(files, repository, environment, environment_id, str(base))
     image_id = existing_image(client, image.spec.tag)
     if image_id is None:
         image_id = build_image(client, image.spec, logger, log_path)
@@ -109,12 +134,19 @@ def build(client, files: VersionFiles, repository: str, base_image: str, logger:
     return image
 
 
-def smoke_test(client, image: ModelImage, files: VersionFiles, resources: ServingResources, ready_timeout: float, logger: Logger) -> None:
+def smoke_test(
+    client, image: ModelImage, files: VersionFiles, resources: ServingResources, ready_timeout: float, logger: Logger, auth: bool = False
+) -> None:
     """Run the image as it will be run (the serving resources' limits), wait for the server to be
-    ready, predict on the recorded sample and compare; the container is always removed."""
+    ready, predict on the recorded sample and compare; the container is always removed. With
+    `auth`, the server gets a random key in TFTRAIN_SERVING_TOKEN (as the InferenceService's secret
+    gives it) and must refuse a predict without it: a deploy never claims a key it does not enforce."""
     from runner.targets.docker.build import docker_errors
 
     name = files.model.name
+    token = secrets.token_urlsafe(32) if auth else None
+    if token:
+        logger.mask(token)
     if resources.gpu:
         logger.info(f"serving_resources.gpu {resources.gpu}: the smoke test runs on CPU (the image holds CPU TensorFlow)")
     memory = resources.memory_bytes()
@@ -128,16 +160,20 @@ def smoke_test(client, image: ModelImage, files: VersionFiles, resources: Servin
             memswap_limit=memory,
             init=True,  # SIGTERM reaches the server: stopping it below is how a cluster stops it
             labels={"tftrain.deploy": files.model.label},
+            environment={TOKEN_VARIABLE: token} if token else None,
         )
     try:
         container.reload()
         url = f"http://127.0.0.1:{container.ports[f'{PORT}/tcp'][0]['HostPort']}/v1/models/{name}"
         logger.info(f"smoke test: {image.tags[0]} with cpu {resources.cpu}, memory {resources.memory}")
-        _wait_ready(container, url, ready_timeout)
+        _wait_ready(container, url, ready_timeout, token)
+        if token:
+            _refuses_without_key(url)
+            logger.info(f"smoke test: a predict without the key was refused ({TOKEN_VARIABLE} is enforced)")
         if files.sample is None:
             logger.info("smoke test: ready (a version without serving/: the server's own sample prediction passed)")
         else:
-            difference = _compare(_predict(url, files.sample), files.predictions)
+            difference = _compare(_predict(url, files.sample, token), files.predictions)
             logger.info(f"smoke test: the sample's predictions match the gate's (max |Δ| {difference:.2g})", style="green")
         container.stop(timeout=30)
         code = container.wait(timeout=60).get("StatusCode")
@@ -150,14 +186,23 @@ def smoke_test(client, image: ModelImage, files: VersionFiles, resources: Servin
             pass
 
 
-def _wait_ready(container, url: str, timeout: float) -> None:
-    import urllib.error
+def _request(url: str, body: bytes | None, token: str | None, timeout: float):
+    """An open answer from the server (GET, or POST of a JSON body), with the key when given."""
     import urllib.request
+
+    headers = {"Content-Type": "application/json"} if body is not None else {}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return urllib.request.urlopen(urllib.request.Request(url, body, headers, method="GET" if body is None else "POST"), timeout=timeout)
+
+
+def _wait_ready(container, url: str, timeout: float, token: str | None = None) -> None:
+    import urllib.error
 
     deadline = time.monotonic() + timeout
     while True:
         try:
-            with urllib.request.urlopen(url, timeout=5) as answer:
+            with _request(url, None, token, 5) as answer:
                 if answer.status == 200:
                     return
         except (urllib.error.URLError, OSError):  # not listening yet: the port opens once the model is loaded
@@ -171,17 +216,31 @@ def _wait_ready(container, url: str, timeout: float) -> None:
         time.sleep(0.5)
 
 
+def _refuses_without_key(url: str) -> None:
+    """A predict without `Authorization` must be answered 401 before its body is looked at."""
+    import urllib.error
+
+    try:
+        with _request(f"{url}:predict", b'{"instances": []}', None, 30) as answer:
+            status = answer.status
+    except urllib.error.HTTPError as exc:
+        status = exc.code
+    except OSError as exc:
+        raise DeployError(f"smoke test: a predict without the key failed: {exc}") from None
+    if status != 401:
+        raise DeployError(f"smoke test: a predict without the key was answered {status}, not 401: the image does not enforce {TOKEN_VARIABLE}")
+
+
 def _last_line(container) -> str:
     text = container.logs(tail=20).decode(errors="replace")
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1] if lines else "(no output)"
 
 
-def _predict(url: str, sample: Path):
+def _predict(url: str, sample: Path, token: str | None = None):
     """The server's predictions for the sample, sent in TensorFlow Serving's row form."""
     import json
     import urllib.error
-    import urllib.request
 
     import numpy as np
 
@@ -192,11 +251,8 @@ def _predict(url: str, sample: Path):
     else:
         rows = len(next(iter(arrays.values())))
         instances = [{key: value[row].tolist() for key, value in arrays.items()} for row in range(rows)]
-    request = urllib.request.Request(
-        f"{url}:predict", json.dumps({"instances": instances}).encode(), {"Content-Type": "application/json"}, method="POST"
-    )
     try:
-        with urllib.request.urlopen(request, timeout=60) as answer:
+        with _request(f"{url}:predict", json.dumps({"instances": instances}).encode(), token, 60) as answer:
             return json.loads(answer.read())["predictions"]
     except urllib.error.HTTPError as exc:
         raise DeployError(f"smoke test: predict answered {exc.code}: {exc.read().decode(errors='replace').strip()[:300]}") from None
@@ -276,10 +332,11 @@ def _kubernetes(args, model, resources: ServingResources, image: str, logger: Lo
     from runner.serving.inference_service import ServiceClient, ServiceSpec, service_name, to_yaml
 
     labels = {"tftrain/model": service_name(model.name), "tftrain/version": f"v{model.version}"}
-    spec = ServiceSpec(service_name(args.service_name or model.name), args.namespace, image, resources, labels)
+    spec = ServiceSpec(service_name(args.service_name or model.name), args.namespace, image, resources, labels, args.auth_secret)
     document = spec.document()
     logger.flush()
-    sys.stdout.write(to_yaml(document))
+    # stdout is the YAML alone (progress goes to stderr), through the same masking as every sink
+    sys.stdout.write(logger.masker.text(to_yaml(document)))
     sys.stdout.flush()
     if args.kubeconfig:
         done = ServiceClient(args.kubeconfig, document).apply()

@@ -9,7 +9,9 @@
   content>, so a version deployed twice is the same image.
 
 Only data and rendering here (and the docker calls that build); running and pushing are the
-deploy command's.
+deploy command's. Image references reach the templates parsed (runner.serving.imageref), never
+as the text a user typed. The image holds no key: the server reads TFTRAIN_SERVING_TOKEN from the
+container's environment when it runs.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import runner
 from runner.errors import DeployError, RegistryError
 from runner.history.checksums import sha256_file, sums_of
 from runner.history.registry import SUMS, ModelVersion, checkout_version, damaged
+from runner.serving.imageref import TAG, ImageReference
 from runner.serving.layout import VersionDir
 from runner.serving.requirements import serving_constraints, serving_requirements
 from runner.targets.docker.images import CA_NAME, CONSTRAINTS_NAME, ImageSpec
@@ -37,21 +40,13 @@ DEFAULT_BASE_IMAGE = "python:3.11-slim-bookworm"
 LABEL = "tftrain.serving"
 OCI = "org.opencontainers.image"
 ONNX_FILE = "model.onnx"
-# A repository as `docker push` takes it, without a tag or digest: [host[:port]/]path, lowercase path.
-_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_HOST = r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]+)?/)"
-REPOSITORY = re.compile(rf"^{_HOST}?{_COMPONENT}(?:/{_COMPONENT})*$")
-TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-QUANTITY = re.compile(r"^(?P<number>[0-9]+(?:\.[0-9]+)?)(?P<unit>[KMGT]i?|m|k)?$")
+# The key the server requires as `Authorization: Bearer KEY` (every route but health), read from
+# the container's environment when it starts: given at run time (docker run -e, a Kubernetes
+# secret), never part of the image.
+TOKEN_VARIABLE = "TFTRAIN_SERVING_TOKEN"
+# \Z, never $: `$` matches before a final newline
+QUANTITY = re.compile(r"^(?P<number>[0-9]+(?:\.[0-9]+)?)(?P<unit>[KMGT]i?|m|k)?\Z")
 UNITS = {None: 1, "k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
-
-
-def check_repository(image: str) -> str:
-    """`--image` as a repository to tag and push, or DeployError saying what is wrong with it."""
-    if not REPOSITORY.match(image) or len(image) > 255:
-        hint = " (give it without a tag: tftrain adds NAME-vN and sha-…)" if re.search(r"[:@][^/]*$", image) else ""
-        raise DeployError(f"--image {image!r} is not an image repository like registry.example:5000/team/NAME{hint}")
-    return image
 
 
 @dataclass(frozen=True)
@@ -140,7 +135,9 @@ def model_sha256(model: ModelVersion) -> str:
 # --- the environment image -----------------------------------------------------------------
 
 
-def environment_spec(base_image: str, base_image_id: str | None, tensorflow: str | None, onnx: bool, ca_bundle: Path | None) -> ImageSpec:
+def environment_spec(base: ImageReference, base_image_id: str | None, tensorflow: str | None, onnx: bool, ca_bundle: Path | None) -> ImageSpec:
+    """`base` is a parsed reference (imageref): what goes into FROM is one word of Docker's grammar."""
+    base_image = str(base)
     packages = serving_requirements(tensorflow, onnx=onnx)
     constraints = serving_constraints(tensorflow)
     files = {CONSTRAINTS_NAME: constraints.encode()} if constraints else {}
@@ -179,7 +176,7 @@ def model_image_spec(files: VersionFiles, repository: str, environment: ImageSpe
     model = files.model
     name = model.name
     version_tag = f"{name}-v{model.version}"
-    if not TAG.match(version_tag):
+    if not re.fullmatch(TAG, version_tag):
         raise DeployError(f"model name {name!r} does not make a valid image tag ({version_tag!r})")
     context = {f"version/{path}": (files.root / path).read_bytes() for path in sums_of(files.root)}
     package = Path(runner.__file__).resolve().parent

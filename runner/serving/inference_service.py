@@ -1,6 +1,9 @@
 """A KServe v1beta1 InferenceService for a pushed serving image: rendered as plain data (printed
 by `tftrain deploy --target kubernetes`), and applied (created, or replaced when it exists)
-through the Kubernetes API of a kubeconfig, as the kubernetes target talks to it."""
+through the Kubernetes API of a kubeconfig, as the kubernetes target talks to it.
+
+With an auth secret, the container's TFTRAIN_SERVING_TOKEN comes from that secret's key `token`
+(env valueFrom secretKeyRef): the rendered document names the secret, never holds the key."""
 
 from __future__ import annotations
 
@@ -10,11 +13,12 @@ from dataclasses import dataclass
 import yaml
 
 from runner.errors import DeployError
-from runner.serving.image import PORT, ServingResources
+from runner.serving.image import PORT, TOKEN_VARIABLE, ServingResources
 from runner.targets.kubernetes.client import KubeObject
 
 GROUP, VERSION, PLURAL, KIND = "serving.kserve.io", "v1beta1", "inferenceservices", "InferenceService"
 CONTAINER = "kserve-container"  # KServe treats a container of any other name as a sidecar
+SECRET_KEY = "token"  # kubectl create secret generic NAME --from-literal=token=KEY
 DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -33,6 +37,7 @@ class ServiceSpec:
     image: str  # by digest: REPOSITORY@sha256:…
     resources: ServingResources
     labels: dict  # model name, version, commit
+    auth_secret: str | None = None  # the Kubernetes secret whose key `token` the server requires
 
     def document(self) -> dict:
         amounts = {"cpu": self.resources.cpu, "memory": self.resources.memory}
@@ -43,6 +48,9 @@ class ServiceSpec:
             "ports": [{"containerPort": PORT, "protocol": "TCP"}],
             "resources": {"requests": dict(amounts), "limits": limits},
         }
+        if self.auth_secret:
+            reference = {"secretKeyRef": {"name": self.auth_secret, "key": SECRET_KEY}}
+            container["env"] = [{"name": TOKEN_VARIABLE, "valueFrom": reference}]
         return {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": KIND,

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BASE_IMAGE, tftrain
+from runner.serving.imageref import parse_reference
 from kube_api import KubeAPI
 from runner.errors import ClusterError, DeployError
 from runner.history.registry import Registry
@@ -131,9 +132,9 @@ def test_image_is_built_once_proven_and_pushed(home, tmp_path, exported, docker_
     lines = io.StringIO()
     logger = Logger(lines)
     repository = f"{registry}/team/digits"
-    image = deploy.build(docker_client, files, repository, BASE_IMAGE, logger, tmp_path / "build.log")
+    image = deploy.build(docker_client, files, repository, parse_reference(BASE_IMAGE, "--base-image"), logger, tmp_path / "build.log")
     # a second deploy of the same version builds nothing: both layers are found by their content tags
-    again = deploy.build(docker_client, files, repository, BASE_IMAGE, logger, tmp_path / "build.log")
+    again = deploy.build(docker_client, files, repository, parse_reference(BASE_IMAGE, "--base-image"), logger, tmp_path / "build.log")
     logger.flush()
     assert again.tags == image.tags and "(cached)" in lines.getvalue() and "built with this content before" in lines.getvalue()
     assert re.fullmatch(rf"{re.escape(repository)}:sha-[0-9a-f]{{16}}", image.tags[0]) and image.tags[1] == f"{repository}:digits-v1"
@@ -177,7 +178,7 @@ def test_smoke_test_fails_when_predictions_differ(home, tmp_path, exported, dock
     model = register(home, exported)
     files = copy_version(model, tmp_path / "version")
     logger = Logger(io.StringIO())
-    image = deploy.build(docker_client, files, "tftrain-test/deploy", BASE_IMAGE, logger, tmp_path / "build.log")
+    image = deploy.build(docker_client, files, "tftrain-test/deploy", parse_reference(BASE_IMAGE, "--base-image"), logger, tmp_path / "build.log")
     stub = _with_stub_server(docker_client, image, tmp_path)
     with np.load(files.predictions) as archive:
         wrong = {key: archive[key] + 0.01 for key in archive.files}
@@ -218,7 +219,7 @@ def test_deploy_pushes_the_image_the_real_server_answers_from(home, exported, do
 def test_refusals_are_one_line(home, tmp_path, exported, monkeypatch):
     register(home, exported)
     one_line_error(tftrain("deploy", "nope@v3", "--image", "registry.example/team/x"), 5, "model nope@v3 is not registered")
-    one_line_error(tftrain("deploy", "digits@v1", "--image", "registry.example/Team/x:latest"), 27, "is not an image repository")
+    one_line_error(tftrain("deploy", "digits@v1", "--image", "registry.example/Team/x:latest"), 2, "--image 'registry.example/Team/x:latest'")
     one_line_error(tftrain("deploy", "digits@v1", "--image", "r.example/x", "--target", "kubernetes"), 2, "add --push")
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     one_line_error(tftrain("deploy", "digits@v1", "--image", "registry.example/team/x"), 9, "cannot reach the Docker daemon")

@@ -9,12 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from runner.errors import DeployError, RegistryError
+from runner.errors import DeployError, RegistryError, UsageError
 from runner.history.registry import Registry
 from runner.history.store import Store
-from runner.serving.image import (
-    ServingResources, check_repository, copy_version, environment_spec, model_image_spec, server_command,
-)
+from runner.serving.image import ServingResources, copy_version, environment_spec, model_image_spec, server_command
+from runner.serving.imageref import parse_reference, parse_repository
+
+
+def base(text: str):
+    return parse_reference(text, "--base-image")
 
 
 def register(home: Path, tmp_path: Path, serving: bool = True, info: dict | None = None):
@@ -40,16 +43,16 @@ def register(home: Path, tmp_path: Path, serving: bool = True, info: dict | None
 
 @pytest.mark.parametrize("image", ["ghcr.io/owner/digits", "127.0.0.1:5000/team/digits", "digits", "registry.example/a/b_c/d-e.f"])
 def test_repositories_that_push(image):
-    assert check_repository(image) == image
+    assert parse_repository(image, "--image") == image
 
 
 @pytest.mark.parametrize("image", ["ghcr.io/Owner/digits", "registry.example/team/x:latest", "r.example/x@sha256:" + "a" * 64, "", "a//b", "-x/y"])
 def test_repositories_refused_in_one_line(image):
-    with pytest.raises(DeployError, match="is not an image repository") as raised:
-        check_repository(image)
+    with pytest.raises(UsageError, match="^--image ") as raised:
+        parse_repository(image, "--image")
     assert "\n" not in str(raised.value)
-    if ":latest" in image:
-        assert "without a tag" in str(raised.value)
+    if ":latest" in image or "@sha256" in image:
+        assert "without a tag or digest" in str(raised.value)
 
 
 def test_serving_resources_default_and_convert():
@@ -66,16 +69,16 @@ def test_serving_resources_default_and_convert():
 def test_environment_is_tagged_by_its_content(tmp_path):
     ca = tmp_path / "ca.pem"
     ca.write_text("CA")
-    spec = environment_spec("python:3.11-slim-bookworm", "sha256:base1", "2.18.1", False, ca)
+    spec = environment_spec(base("python:3.11-slim-bookworm"), "sha256:base1", "2.18.1", False, ca)
     assert "pip install -c /tmp/tftrain/tftrain-constraints.txt kserve==0.16.0 tensorflow-cpu==2.18.1\n" in spec.dockerfile
     assert b"tensorflow-cpu==2.18.1\n" in spec.context()["tftrain-constraints.txt"]  # the tested set
-    assert "-c " not in environment_spec("python:3.11-slim-bookworm", None, "2.18.0", False, None).dockerfile  # not the set's patch
+    assert "-c " not in environment_spec(base("python:3.11-slim-bookworm"), None, "2.18.0", False, None).dockerfile  # not the set's patch
     assert "USER 1000:1000" in spec.dockerfile and "COPY tftrain-ca.pem" in spec.dockerfile
     assert spec.context()["tftrain-ca.pem"] == b"CA"
     assert spec.tag.startswith("tftrain-serve/environment:")
-    assert environment_spec("python:3.11-slim-bookworm", "sha256:base1", "2.18.1", False, ca).tag == spec.tag
-    assert environment_spec("python:3.11-slim-bookworm", "sha256:base2", "2.18.1", False, ca).tag != spec.tag
-    with_onnx = environment_spec("python:3.11-slim-bookworm", "sha256:base1", "2.18.1", True, ca)
+    assert environment_spec(base("python:3.11-slim-bookworm"), "sha256:base1", "2.18.1", False, ca).tag == spec.tag
+    assert environment_spec(base("python:3.11-slim-bookworm"), "sha256:base2", "2.18.1", False, ca).tag != spec.tag
+    with_onnx = environment_spec(base("python:3.11-slim-bookworm"), "sha256:base1", "2.18.1", True, ca)
     assert "onnxruntime" in with_onnx.dockerfile and with_onnx.tag != spec.tag
 
 
@@ -83,7 +86,7 @@ def test_model_image_tags_labels_and_command(tmp_path):
     model = register(tmp_path / "home", tmp_path)
     files = copy_version(model, tmp_path / "version")
     assert files.onnx and files.tensorflow == "2.17.1" and files.sample.name == "sample.npz"
-    environment = environment_spec("base:1", "sha256:b", files.tensorflow, files.onnx, None)
+    environment = environment_spec(base("base:1"), "sha256:b", files.tensorflow, files.onnx, None)
     image = model_image_spec(files, "r.example/team/digits", environment, "sha256:env", "base:1")
     assert image.tags[1] == "r.example/team/digits:digits-v1" and image.tags[0].startswith("r.example/team/digits:sha-")
     spec = image.spec

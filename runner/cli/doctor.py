@@ -1,9 +1,12 @@
 """tftrain doctor [--rebuild]: check the run history's index (tftrain.db) and rebuild it from the
-run and model directories when it is damaged. The damaged file is kept aside, never deleted."""
+run and model directories when it is damaged. The damaged file is kept aside, never deleted: so is
+a FIFO, a device, a directory or a link to one of those in its place (or in its -wal, -shm or
+history.lock's), renamed without being opened."""
 
 from __future__ import annotations
 
-from runner.history.index import inspect, plural
+from runner.history.index import plural
+from runner.history.indexfile import inspect
 from runner.history.refs import run_number
 from runner.paths import tftrain_home
 from runner.history.store import DB_NAME, Store
@@ -21,8 +24,9 @@ def run(args, logger) -> int:
         logger.warning(f"{path}: {problem}")
     label = "damaged" if problems else "old" if args.rebuild else None
     with Store(home, notify=logger.warning, set_aside=label) as store:
-        if store.set_aside_as:
-            logger.info(f"kept the old index as {store.set_aside_as[0]}")
+        if store.set_aside_as:  # the index first, then its -wal, -shm and an odd history.lock
+            more = [moved.name for moved in store.set_aside_as[1:]]
+            logger.info(f"kept the old index as {store.set_aside_as[0]}" + (f" (and {', '.join(more)})" if more else ""))
         if store.rebuilt:
             if label:  # a missing index: opening it said so already
                 logger.info(f"rebuilt {path} from {store.rebuilt.summary()} in {home}", style="bold green")

@@ -298,27 +298,6 @@ def json_problems(db, limit: int = 1) -> list[str]:
     return problems[:limit]
 
 
-def inspect(path: Path) -> list[str]:
-    """What makes the index file unusable: empty when it is usable, or missing (then it is rebuilt)."""
-    if path.is_dir():
-        return ["a directory, not a file"]
-    if not path.exists() or path.stat().st_size == 0:
-        return []
-    if not os.access(path, os.R_OK | os.W_OK):
-        return ["read-only (chmod u+rw; chattr -i)"]
-    try:
-        db = sqlite3.connect(path, timeout=BUSY_SECONDS)
-        try:
-            checks = [row[0] for row in db.execute("PRAGMA integrity_check(10)")]
-            if checks != ["ok"]:
-                return [f"integrity_check: {check}" for check in checks]
-            return schema_problems(db) or json_problems(db, limit=10)
-        finally:
-            db.close()
-    except sqlite3.DatabaseError as exc:
-        return [str(exc)]
-
-
 # --- the SQLite connection, every error one line ---------------------------------------------------
 class Rows(Spec, positional=True):
     rows: tuple

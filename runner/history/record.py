@@ -7,6 +7,7 @@ import json
 from enum import Enum
 from pathlib import Path
 
+from runner.history.regular import read_regular
 from runner.spec import Field, Spec, field_validator
 
 
@@ -151,7 +152,7 @@ class RunRecord(_Model):
     @classmethod
     def read(cls, path: Path) -> RunRecord:
         """OSError or ValueError (json's error and the ValidationError are ones) when missing or unreadable."""
-        return cls.model_validate_json(path.read_bytes())
+        return cls.model_validate_json(read_regular(path))  # never blocks on a FIFO put in its place
 
     def as_dict(self) -> dict:
         unset = {key for key in ("sweep", "attempt") if getattr(self, key) is None}  # a trial's, an attempt's only

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from runner.errors import DiskFullError, HistoryError
+from runner.history.regular import read_regular
 from runner.manifest.model import Manifest
 from runner.spec import Field, Spec
 
@@ -178,7 +179,7 @@ def writing(path: Path):
 
 def read_record(path: Path) -> dict:
     """A run.json (or version.json) as a dict; OSError or ValueError when missing or unreadable."""
-    record = json.loads(path.read_text(encoding="utf-8"))
+    record = json.loads(read_regular(path).decode("utf-8"))  # never blocks on a FIFO put in its place
     if not isinstance(record, dict):
         raise ValueError("not a JSON object")
     return record

@@ -16,7 +16,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from runner.errors import HistoryError, NotFoundError
+from runner.history.checksums import kind_of
 from runner.history.index import BUSY_SECONDS, SCHEMA, Index, Owner, Rebuilt, damaged, index_error, index_run, json_problems, read_only, rebuild, schema_problems, transaction
+from runner.history.indexfile import LOCK_NAME, SUFFIXES, odd, odd_files, open_lock, refused
 from runner.history.record import TERMINAL, Phase, RunRecord, RunStatus
 from runner.history.refs import RunRef, run_number, shown
 from runner.history.rundir import RunPaths, space_error, write_record
@@ -25,7 +27,6 @@ from runner.spec import Spec
 __all__ = ["TERMINAL", "PhaseRow", "RunRow", "RunStatus", "Store"]
 
 DB_NAME = "tftrain.db"
-LOCK_NAME = "history.lock"
 RESERVE_BYTES = 512 << 10
 
 
@@ -64,8 +65,9 @@ class Store:
         self._records: dict[str, RunRecord] = {}
         try:
             home.mkdir(parents=True, exist_ok=True)
-            if not (home / ".gitignore").exists():
-                (home / ".gitignore").write_text("*\n")  # run history never gets committed by accident
+            if kind_of(home / ".gitignore") is None:  # not even a link (writing would follow it out of home)
+                with open(home / ".gitignore", "x") as handle:  # O_EXCL: run history never gets committed by accident
+                    handle.write("*\n")
         except OSError as exc:
             error = space_error(exc, home) or HistoryError(f"cannot use {home} for the run history ({exc.strerror or exc})")
             raise error from None
@@ -74,11 +76,13 @@ class Store:
 
     # --- opening ---------------------------------------------------------------------------------
     def _open(self, set_aside: str | None = None) -> Index:
+        if set_aside and odd(self.home / LOCK_NAME):  # doctor: the lock cannot be taken as it is
+            self.set_aside_as += self._set_aside(("",), set_aside, LOCK_NAME)
         with self._locked():
             if set_aside:
-                self.set_aside_as = self._set_aside(("", "-wal", "-shm"), set_aside)
-            if self.path.is_dir():
-                raise self.damaged("a directory, not a file")
+                self.set_aside_as = self._set_aside(SUFFIXES, set_aside) + self.set_aside_as
+            if found := odd_files(self.path):  # never opened: a FIFO would block, a device read as noise
+                raise refused(*found[0])
             fresh = not self.path.exists() or self.path.stat().st_size == 0
             if fresh:
                 self._set_aside(("-wal", "-shm"), "stale")  # an old journal must never be replayed into a new file
@@ -114,17 +118,20 @@ class Store:
     def _locked(self) -> Iterator[None]:
         """Held while the index file is created, checked, set aside or rebuilt (by doctor)."""
         try:
-            handle = open(self.home / LOCK_NAME, "a")
+            fd = open_lock(self.home / LOCK_NAME)
         except OSError as exc:
             error = space_error(exc, self.home / LOCK_NAME)
             raise error or HistoryError(f"cannot open {self.home / LOCK_NAME} ({exc.strerror})") from None
-        with handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
             yield
+        finally:
+            os.close(fd)
 
-    def _set_aside(self, suffixes: tuple[str, ...], label: str) -> list[Path]:
-        """Rename tftrain.db{suffix} to tftrain.db.LABEL-TIME{suffix}; nothing is deleted."""
-        base = f"{DB_NAME}.{label}-{time.strftime('%Y%m%d-%H%M%S')}"
+    def _set_aside(self, suffixes: tuple[str, ...], label: str, name: str = DB_NAME) -> list[Path]:
+        """Rename NAME{suffix} (tftrain.db and its -wal, -shm) to NAME.LABEL-TIME{suffix}; nothing
+        is deleted, nothing opened (a FIFO or a device is moved as it is)."""
+        base = f"{name}.{label}-{time.strftime('%Y%m%d-%H%M%S')}"
         taken = set(os.listdir(self.home))
         number = 1
         while any(f"{base}{'' if number == 1 else f'.{number}'}{suffix}" in taken for suffix in suffixes):
@@ -132,14 +139,15 @@ class Store:
         base += "" if number == 1 else f".{number}"
         moved = []
         for suffix in suffixes:
-            source = self.home / (DB_NAME + suffix)
-            if source.exists() or source.is_symlink():
+            source = self.home / (name + suffix)
+            if kind_of(source) is not None:
                 target = self.home / f"{base}{suffix}"
                 try:
                     os.replace(source, target)
                 except OSError as exc:
                     why = f"cannot move {source} aside ({exc.strerror})"
-                    raise HistoryError(f"{why}: make it writable (chattr -i; chmod u+rw) and try again") from None
+                    fix = f"make {self.home} writable (chattr -i; chmod u+rwx) and try again, or remove {source} yourself"
+                    raise HistoryError(f"{why}: {fix}") from None
                 moved.append(target)
         return moved
 

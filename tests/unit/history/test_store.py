@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from runner.errors import HistoryError
-from runner.history.index import Owner, inspect, process_start
+from runner.history.index import Owner, process_start
+from runner.history.indexfile import inspect
 from runner.history.store import Store
 import history_damage as damage
 

@@ -1,0 +1,94 @@
+"""The index's files on disk (tftrain.db, its -wal and -shm, history.lock), told apart by lstat
+and stat alone, and `inspect`, doctor's look at the index.
+
+A FIFO, a device, a directory, a socket or a link to any of those (or to nothing) where SQLite
+expects a file is never opened: opening a FIFO for writing blocks until a reader comes, reading
+one blocks forever, a link to /dev/urandom or /dev/null reads as noise or as an empty database
+that never keeps a lock. Such an entry is "odd": every command refuses it in one line naming it
+and `tftrain doctor`; doctor renames it aside (a rename opens nothing) and rebuilds. A regular
+file, or a link to one, is what SQLite opens.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+from pathlib import Path
+
+from runner.errors import HistoryError
+from runner.history.checksums import EntryKind, kind_of
+from runner.history.index import BUSY_SECONDS, json_problems, schema_problems
+
+LOCK_NAME = "history.lock"  # flock'd while the index is created, checked, set aside or rebuilt
+SUFFIXES = ("", "-wal", "-shm")  # the database and the two files SQLite keeps beside it in WAL mode
+ODD_HINT = "run `tftrain doctor` to set it aside and rebuild the index from the run directories"
+LOCK_HINT = "run `tftrain doctor` to set it aside"
+
+
+def odd(path: Path) -> str | None:
+    """What makes `path` unusable as a file SQLite or flock may open, told without opening it
+    ("a FIFO, not a file", "a symlink to a character device ('/dev/urandom'), not a file"), or
+    None: nothing there, a regular file, or a link to one."""
+    kind = kind_of(path)
+    if kind in (None, EntryKind.FILE):
+        return None
+    if kind is not EntryKind.SYMLINK:
+        return f"{kind.described}, not a file"
+    try:
+        target = repr(os.readlink(path))
+    except OSError as exc:
+        return f"a symlink that cannot be read ({exc.strerror}), not a file"
+    try:
+        followed = EntryKind.of(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return f"a symlink to nothing ({target}), not a file"  # SQLite would create the file where it points
+    except OSError as exc:
+        return f"a symlink that cannot be followed ({exc.strerror}), not a file"
+    return None if followed is EntryKind.FILE else f"a symlink to {followed.described} ({target}), not a file"
+
+
+def odd_files(database: Path) -> list[tuple[Path, str]]:
+    """The odd ones among the database and its -wal and -shm, with what each is."""
+    found = [(Path(f"{database}{suffix}"), odd(Path(f"{database}{suffix}"))) for suffix in SUFFIXES]
+    return [(path, why) for path, why in found if why]
+
+
+def refused(path: Path, why: str, hint: str = ODD_HINT) -> HistoryError:
+    return HistoryError(f"{path} is {why}: {hint}")
+
+
+def open_lock(path: Path) -> int:
+    """history.lock opened for flock, created if missing; never blocking on what is not a regular
+    file (O_NONBLOCK: a FIFO without a reader fails at once; fstat catches one swapped in)."""
+    if why := odd(path):
+        raise refused(path, why, LOCK_HINT)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise refused(path, "not a regular file", LOCK_HINT)
+    return fd
+
+
+def inspect(path: Path) -> list[str]:
+    """What makes the index unusable: empty when it is usable, or missing (then it is rebuilt).
+    Odd files are named before anything is opened."""
+    lock = path.parent / LOCK_NAME
+    found = odd_files(path) + ([(lock, why)] if (why := odd(lock)) else [])
+    if found:
+        return [why if odd_path == path else f"{odd_path.name} is {why}" for odd_path, why in found]
+    if not path.exists() or path.stat().st_size == 0:
+        return []
+    if not os.access(path, os.R_OK | os.W_OK):
+        return ["read-only (chmod u+rw; chattr -i)"]
+    try:
+        db = sqlite3.connect(path, timeout=BUSY_SECONDS)
+        try:
+            checks = [row[0] for row in db.execute("PRAGMA integrity_check(10)")]
+            if checks != ["ok"]:
+                return [f"integrity_check: {check}" for check in checks]
+            return schema_problems(db) or json_problems(db, limit=10)
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as exc:
+        return [str(exc)]

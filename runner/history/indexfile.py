@@ -11,14 +11,18 @@ file, or a link to one, is what SQLite opens.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sqlite3
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from runner.errors import HistoryError
 from runner.history.checksums import EntryKind, kind_of
 from runner.history.index import BUSY_SECONDS, json_problems, schema_problems
+from runner.history.rundir import space_error
 
 LOCK_NAME = "history.lock"  # flock'd while the index is created, checked, set aside or rebuilt
 SUFFIXES = ("", "-wal", "-shm")  # the database and the two files SQLite keeps beside it in WAL mode
@@ -58,12 +62,26 @@ def refused(path: Path, why: str, hint: str = ODD_HINT) -> HistoryError:
     return HistoryError(f"{path} is {why}: {hint}")
 
 
-def open_lock(path: Path) -> int:
-    """history.lock opened for flock, created if missing; never blocking on what is not a regular
-    file (O_NONBLOCK: a FIFO without a reader fails at once; fstat catches one swapped in)."""
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """history.lock held (flock) while the index is created, checked, set aside or rebuilt."""
+    fd = _open_lock(path)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _open_lock(path: Path) -> int:
+    """The lock file opened, created if missing; never blocking on what is not a regular file
+    (O_NONBLOCK: a FIFO without a reader fails at once; fstat catches one swapped in)."""
     if why := odd(path):
         raise refused(path, why, LOCK_HINT)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise space_error(exc, path) or HistoryError(f"cannot open {path} ({exc.strerror})") from None
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise refused(path, "not a regular file", LOCK_HINT)

@@ -6,19 +6,18 @@ gone are marked Failed."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
 from runner.errors import HistoryError, NotFoundError
 from runner.history.checksums import kind_of
 from runner.history.index import BUSY_SECONDS, SCHEMA, Index, Owner, Rebuilt, damaged, index_error, index_run, json_problems, read_only, rebuild, schema_problems, transaction
-from runner.history.indexfile import LOCK_NAME, SUFFIXES, odd, odd_files, open_lock, refused
+from runner.history.indexfile import LOCK_NAME, SUFFIXES, locked, odd, odd_files, refused
 from runner.history.record import TERMINAL, Phase, RunRecord, RunStatus
 from runner.history.refs import RunRef, run_number, shown
 from runner.history.rundir import RunPaths, space_error, write_record
@@ -78,7 +77,7 @@ class Store:
     def _open(self, set_aside: str | None = None) -> Index:
         if set_aside and odd(self.home / LOCK_NAME):  # doctor: the lock cannot be taken as it is
             self.set_aside_as += self._set_aside(("",), set_aside, LOCK_NAME)
-        with self._locked():
+        with locked(self.home / LOCK_NAME):
             if set_aside:
                 self.set_aside_as = self._set_aside(SUFFIXES, set_aside) + self.set_aside_as
             if found := odd_files(self.path):  # never opened: a FIFO would block, a device read as noise
@@ -113,20 +112,6 @@ class Store:
 
     def damaged(self, reason: str) -> HistoryError:
         return damaged(self.path, reason)
-
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        """Held while the index file is created, checked, set aside or rebuilt (by doctor)."""
-        try:
-            fd = open_lock(self.home / LOCK_NAME)
-        except OSError as exc:
-            error = space_error(exc, self.home / LOCK_NAME)
-            raise error or HistoryError(f"cannot open {self.home / LOCK_NAME} ({exc.strerror})") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
 
     def _set_aside(self, suffixes: tuple[str, ...], label: str, name: str = DB_NAME) -> list[Path]:
         """Rename NAME{suffix} (tftrain.db and its -wal, -shm) to NAME.LABEL-TIME{suffix}; nothing

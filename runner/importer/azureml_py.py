@@ -18,7 +18,7 @@ from runner.importer import azureml_env, azureml_run, hyperdrive
 from runner.importer.context import ImportContext, relative
 from runner.importer.datainputs import add_input, is_data
 from runner.importer.draft import Draft, finish, model_name
-from runner.importer.interp import Interpreter
+from runner.importer.interp import Interpreter, read_script
 from runner.importer.mapping import bool_as_text, group_flags, put_positional
 from runner.importer.sdk import JOBS
 from runner.importer.source import PythonSource, read_python
@@ -71,12 +71,10 @@ class PyImport(ImportContext):
 def import_python(path: Path, manifest_dir: Path) -> Draft:
     """`manifest_dir`: resolved."""
     source = read_python(path, str(path))
-    module = source.parse()
-    # Errors name the file as given; the manifest's comments and the report, as seen from the manifest.
+    interp = read_script(source)  # errors name the file as given
+    # the manifest's comments and the report name it as seen from the manifest
     resolved = path.resolve()
     source = dataclasses.replace(source, label=relative(resolved, manifest_dir))
-    interp = Interpreter()
-    interp.run(module.body)
     if not interp.jobs:
         raise ManifestError(f"{path}: no Azure ML TensorFlow(...), Estimator(...) or ScriptRunConfig(...) found")
     draft = Draft(origin="")

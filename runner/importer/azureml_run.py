@@ -6,7 +6,7 @@ import posixpath
 from typing import Any
 
 from runner.importer.draft import compute_note, is_gpu_vm
-from runner.importer.interp import Interpreter
+from runner.importer.interp import read_script
 from runner.importer.mapping import PREEMPTIBLE_LABEL, put_distribution, put_preemptible
 from runner.importer.source import read_python
 from runner.importer.values import Obj, Unknown
@@ -151,8 +151,7 @@ def _in_entry_script(ctx) -> list[Obj]:
     path = folder / script
     try:
         source = read_python(path, ctx.relative(path))
-        interp = Interpreter()
-        interp.run(source.parse().body)
+        interp = read_script(source)
     except Exception:  # noqa: BLE001 - the entry script is the user's to fix; the import goes on
         ctx.draft.note("info", f"entry_script {script!r} could not be parsed; its model registration was not read")
         return []

@@ -1,6 +1,7 @@
 """A static reading of an Azure ML SDK v1 script: statements are walked in order (both branches
 of an `if`, the bodies of loops, `try` and functions), literals are evaluated, and the SDK calls
-that matter become `Obj`s. Nothing is executed or imported.
+that matter become `Obj`s. Nothing is executed or imported, and what is evaluated is held to a
+budget (runner.importer.budget): the value built, the steps taken.
 """
 
 from __future__ import annotations
@@ -11,8 +12,11 @@ import operator
 import posixpath
 from typing import Any
 
+from runner.errors import ManifestError
+from runner.importer.budget import Budget, OverBudget, check_format_spec, check_int_bits, printf_computable
 from runner.importer.methods import call_method
 from runner.importer.sdk import JOBS, KINDS, SIGNATURES, known_callee
+from runner.importer.source import PythonSource
 from runner.importer.values import Obj, Unknown, known
 
 BINARY = {
@@ -21,19 +25,32 @@ BINARY = {
 }  # fmt: skip
 LITERAL_CALLS = {"str": str, "int": int, "float": float, "bool": bool}
 LARGEST = 10_000  # `9**9**9` or `"x" * 10**9` in a file being read must not hang or fill memory
+# what the budget admits afterwards is bounded; these keep the computing itself cheap
+CONSTRUCTED = (ast.List, ast.Tuple, ast.Set, ast.Dict, ast.JoinedStr, ast.BinOp, ast.Call)
 
 
 def _small(op: ast.operator, left, right) -> bool:
-    """Whether computing it is cheap: no huge powers, no huge repeated strings or lists."""
+    """Whether computing it is cheap: no huge powers, products, repeated strings or lists."""
     if isinstance(op, ast.Pow):
         return (
             isinstance(right, (int, float)) and abs(right) <= 64 and not (isinstance(left, int) and abs(left) > LARGEST)
         )
     if isinstance(op, ast.Mult):
-        sizes = [len(v) for v in (left, right) if isinstance(v, (str, list, tuple))]
+        sizes = [len(v) for v in (left, right) if isinstance(v, (str, bytes, list, tuple))]
         counts = [abs(v) for v in (left, right) if isinstance(v, int)]
         return not sizes or not counts or sizes[0] * counts[0] <= LARGEST
     return True
+
+
+def read_script(source: PythonSource) -> Interpreter:
+    """`source` parsed and read; a file over the budget is refused with one line naming FILE:LINE."""
+    module = source.parse()
+    interp = Interpreter()
+    try:
+        interp.run(module.body)
+    except OverBudget as exc:
+        raise ManifestError(f"{source.where(exc.line)}: {exc.message()}") from None
+    return interp
 
 
 class Interpreter:
@@ -45,6 +62,7 @@ class Interpreter:
         self.registrations: list[Obj] = []
         self.experiments: list[Obj] = []
         self.uploads: list[tuple[Any, Any, Any, int]] = []  # (datastore name, target_path, local source, line)
+        self.budget = Budget()
 
     # --- statements -------------------------------------------------------------------------
     def run(self, body: list[ast.stmt]) -> None:
@@ -80,6 +98,7 @@ class Interpreter:
                 if item.optional_vars is not None:
                     self.bind(item.optional_vars, value)
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            self.budget.spend(len(self.names), stmt.lineno)
             outer = dict(self.names)  # a function's names (its parameters: unknown) stay in it
             for arg in [*stmt.args.posonlyargs, *stmt.args.args, *stmt.args.kwonlyargs]:
                 self.names[arg.arg] = Unknown(arg)
@@ -108,9 +127,18 @@ class Interpreter:
                 owner.attrs[key] = value
             elif isinstance(owner, dict) and not isinstance(key, (Unknown, Obj, list, dict)):
                 owner[key] = value
+                self.budget.admit(owner, target.lineno)  # D['a'] = D: a value can grow (or loop) in place
 
     # --- expressions ------------------------------------------------------------------------
     def eval(self, node: ast.expr) -> Any:
+        """The value of `node`, each evaluation a step of the budget, each value built admitted by it."""
+        self.budget.spend(1, getattr(node, "lineno", None))
+        value = self._value(node)
+        if isinstance(node, CONSTRUCTED) and not isinstance(value, (Unknown, Obj)):
+            self.budget.admit(value, node.lineno)
+        return value
+
+    def _value(self, node: ast.expr) -> Any:
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
@@ -132,6 +160,10 @@ class Interpreter:
             return self._fstring(node)
         if isinstance(node, ast.BinOp):
             left, right = self.eval(node.left), self.eval(node.right)
+            if isinstance(node.op, ast.Mod) and isinstance(left, (str, bytes)) and not printf_computable(left, node.lineno):
+                return Unknown(node)
+            if isinstance(node.op, ast.Mult) and type(left) is type(right) is int:  # X = X * X, forty times
+                check_int_bits(left.bit_length() + right.bit_length() - 1, node.lineno)
             if known(left) and known(right) and type(node.op) in BINARY and _small(node.op, left, right):
                 with contextlib.suppress(Exception):  # a type error in the script is the script's business
                     return BINARY[type(node.op)](left, right)
@@ -169,8 +201,12 @@ class Interpreter:
             spec = self.eval(value.format_spec) if value.format_spec else ""
             if not isinstance(inner, (str, int, float, bool)) or not isinstance(spec, str):
                 return Unknown(node)
-            inner = {115: str, 114: repr, 97: ascii}.get(value.conversion, lambda v: v)(inner)
-            parts.append(format(inner, spec))
+            check_format_spec(spec, node.lineno)
+            try:
+                inner = {115: str, 114: repr, 97: ascii}.get(value.conversion, lambda v: v)(inner)
+                parts.append(format(inner, spec))
+            except (ValueError, TypeError):  # a spec that does not fit the value: the script's business
+                return Unknown(node)
         return "".join(parts)
 
     def _subscript(self, node: ast.Subscript) -> Any:

@@ -33,6 +33,7 @@ def call_method(interp, obj: Obj, method: str, args: list[Any], kwargs: dict[str
         if not isinstance(obj.attrs.get(key), list):
             obj.attrs[key] = []
         obj.attrs[key].append(args[0] if args else Unknown(node))
+        interp.budget.admit(obj.attrs[key], line)  # the list may be the script's own (even the argument)
         return None
     if obj.kind == "workspace" and method == "get_default_datastore":
         return Obj("datastore", line, {"name": "workspaceblobstore", "default": True}, node)

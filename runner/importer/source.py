@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.errors import ManifestError
+from runner.importer import budget
+from runner.importer.budget import OverBudget
 
 
 @dataclass(frozen=True)
@@ -36,24 +38,60 @@ class PythonSource:
         return text if len(text) <= limit else text[: limit - 1] + "…"
 
     def parse(self) -> ast.Module:
+        """The syntax tree, its nesting bounded (budget.parse); every failure is one line naming FILE:LINE."""
         try:
-            return ast.parse(self.text, filename=str(self.path))
+            return budget.parse(self.text, str(self.path))
         except SyntaxError as exc:
             raise ManifestError(f"{self.where(exc.lineno)}: invalid Python: {exc.msg}") from None
+        except OverBudget as exc:
+            raise ManifestError(f"{self.where(exc.line)}: {exc.message()}") from None
 
 
 def read_python(path: Path, label: str) -> PythonSource:
+    """A script's text, or a notebook's code cells joined; both held to budget's size limits
+    before anything parses them."""
+    notebook = path.suffix == ".ipynb"
+    raw = _read_text(path, label, budget.MAX_NOTEBOOK_BYTES if notebook else budget.MAX_SOURCE_BYTES)
+    source = _notebook(path, label, raw) if notebook else PythonSource(path, label, raw)
+    _check_size(source)
+    return source
+
+
+def _read_text(path: Path, label: str, limit: int) -> str:
+    """At most `limit` bytes are read: a larger file (or an endless one) is refused, not loaded."""
     try:
-        raw = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ManifestError(f"{label}: cannot read: {exc}") from None
-    if path.suffix != ".ipynb":
-        return PythonSource(path, label, raw)
+        with path.open("rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as exc:
+        raise ManifestError(f"{label}: cannot read: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise ManifestError(f"{label}: larger than {limit >> 10} KiB: {budget.WHY}")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ManifestError(f"{label}: cannot read: not UTF-8 text (byte {exc.start})") from None
+
+
+def _check_size(source: PythonSource) -> None:
+    if len(source.text) > budget.MAX_SOURCE_BYTES:
+        raise ManifestError(f"{source.label}: more than {budget.MAX_SOURCE_BYTES >> 10} KiB of code: {budget.WHY}")
+    lines = source.text.count("\n")
+    if lines > budget.MAX_LINES:
+        where = source.where(budget.MAX_LINES + 1)
+        raise ManifestError(f"{where}: more than {budget.MAX_LINES:,} lines: {budget.WHY}")
+
+
+def _notebook(path: Path, label: str, raw: str) -> PythonSource:
+    """The code cells of an nbformat 4 notebook, joined; each cell's magics as cellmagic reads them."""
     try:
         notebook = json.loads(raw)
-        cells = notebook["cells"]
-    except (ValueError, KeyError, TypeError) as exc:
+    except RecursionError:
+        raise ManifestError(f"{label}: not a Jupyter notebook: its JSON is nested too deeply") from None
+    except ValueError as exc:
         raise ManifestError(f"{label}: not a Jupyter notebook (nbformat 4 JSON): {exc}") from None
+    cells = notebook.get("cells") if isinstance(notebook, dict) else None
+    if not isinstance(cells, list):
+        raise ManifestError(f"{label}: not a Jupyter notebook (nbformat 4 JSON): no list of 'cells'")
     lines: list[str] = []
     starts: list[int] = []
     numbers: list[int] = []
@@ -61,10 +99,15 @@ def read_python(path: Path, label: str) -> PythonSource:
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
         source = cell.get("source", "")
-        text = "".join(source) if isinstance(source, list) else str(source)
+        if isinstance(source, list) and all(isinstance(line, str) for line in source):
+            source = "".join(source)
+        if not isinstance(source, str):
+            raise ManifestError(f"{label}:cell {number}: 'source' must be text or a list of lines, not {type(source).__name__}")
         starts.append(len(lines) + 1)
         numbers.append(number)
         # IPython magics and shell escapes are no Python: blank them, keeping the line numbers.
-        lines += ["" if line.lstrip().startswith(("%", "!")) else line for line in text.splitlines()]
+        lines += ["" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines()]
         lines.append("")
+        if len(lines) > budget.MAX_LINES:
+            break  # _check_size names where
     return PythonSource(path, label, "\n".join(lines) + "\n", tuple(starts), tuple(numbers))

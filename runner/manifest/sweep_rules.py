@@ -15,6 +15,7 @@ Problem = tuple[Location, str]
 MAX_EXPONENT = 700  # exp(709.8) overflows a float; exp(-745) is 0, whose log Optuna cannot sample
 GRID_EXPRESSIONS = ("choice", "randint")
 STORAGE_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg")
+SHOWN_VALUE = 80  # characters of a value quoted in a message
 
 
 def check_sweep(manifest: Manifest) -> list[Problem]:
@@ -93,17 +94,26 @@ def _bounds(sweep: SweepSpec) -> list[Problem]:
 
 def _choices(sweep: SweepSpec) -> list[Problem]:
     """A value twice in a choice is a mistake (a grid would run it twice, random would favour it);
-    1, 1.0 and true are three values."""
+    1, 1.0 and true are three values. One pass with a dict of first places (a list's `in` made
+    20,000 values take seconds), and one problem per choice, with the count: 20,000 copies of a
+    value are one line, not 19,999."""
     problems: list[Problem] = []
     for key, expression in sweep.search_space.items():
         if expression.type != "choice":
             continue
-        seen: list[tuple[type, str]] = []
+        first: dict[tuple[type, str], int] = {}
+        repeats: list[tuple[int, object]] = []
         for index, value in enumerate(expression.values):
             mark = (type(value), repr(value))
-            if mark in seen:
-                problems.append(((*_SPACE, key, "values", index), f"{value!r} is already value {seen.index(mark)} of the choice"))
-            seen.append(mark)
+            if mark in first:
+                repeats.append((index, value))
+            else:
+                first[mark] = index
+        if repeats:
+            index, value = repeats[0]
+            more = f" ({len(repeats)} values of the choice repeat an earlier one)" if len(repeats) > 1 else ""
+            shown = repr(value) if len(repr(value)) <= SHOWN_VALUE else repr(value)[: SHOWN_VALUE - 1] + "…"
+            problems.append(((*_SPACE, key, "values", index), f"{shown} is already value {first[(type(value), repr(value))]} of the choice{more}"))
     return problems
 
 

@@ -137,6 +137,8 @@ def model_sha256(model: ModelVersion) -> str:
 
 def environment_spec(base: ImageReference, base_image_id: str | None, tensorflow: str | None, onnx: bool, ca_bundle: Path | None) -> ImageSpec:
     """`base` is a parsed reference (imageref): what goes into FROM is one word of Docker's grammar."""
+    if not isinstance(base, ImageReference):  # text never reaches the template unparsed
+        raise TypeError(f"environment_spec takes an ImageReference, not {type(base).__name__}")
     base_image = str(base)
     packages = serving_requirements(tensorflow, onnx=onnx)
     constraints = serving_constraints(tensorflow)

@@ -68,12 +68,16 @@ def upload(target: S3Target, path: Path, key: str, digest: str | None = None) ->
 def download(pointer: dict, path: Path, endpoint_url: str | None = None, source: str = "its model.s3.json") -> None:
     """Fetch what a model.s3.json points to, and check it against the pointer's sha256.
     `endpoint_url` (the input s3-endpoint-url) overrides the one the pointer was made with;
-    `source` is what the pointer came from, named when the object does not match it."""
+    `source` is what the pointer came from, named when the object does not match it. An object
+    of another size than the pointer's is never fetched: a pointer may not fill the disk."""
     bucket, _, key = pointer["uri"][len("s3://") :].partition("/")
     endpoint = endpoint_url or pointer.get("endpoint_url")
+    client = s3_client(endpoint)
     with s3_errors("downloading", pointer["uri"]):
-        s3_client(endpoint).download_file(bucket, key, str(path), Config=_transfer())
-    if path.stat().st_size != pointer["size"] or sha256_file(path) != pointer["sha256"]:
+        size = client.head_object(Bucket=bucket, Key=key)["ContentLength"]
+        if size == pointer["size"]:
+            client.download_file(bucket, key, str(path), Config=_transfer())
+    if size != pointer["size"] or sha256_file(path) != pointer["sha256"]:
         raise StorageError(f"{pointer['uri']} does not match {source} (size or sha256)")
 
 

@@ -27,7 +27,8 @@ MAX_BYTES = 16 * 1024**2
 MAX_DEPTH = 16  # the listing itself is 4 deep: {checkpoints: [{files: {NAME: {…}}}]}
 MAX_CHECKPOINTS = 10_000  # the sync lists the newest ones only
 MAX_FILES = 1_000  # per checkpoint: TensorFlow writes one shard per saving device or ps task
-MAX_NAME, MAX_PARTS, MAX_PART_BYTES = 1024, 32, 255  # characters; levels; a file name's bytes (NAME_MAX)
+# characters; levels; bytes in one part (NAME_MAX is 255, and a download's temporary name adds a suffix)
+MAX_NAME, MAX_PARTS, MAX_PART_BYTES = 1024, 32, 200
 VERSION = 1
 
 SHARD = re.compile(r"^(?P<prefix>.+)\.data-(?P<index>\d+)-of-(?P<count>\d+)$")

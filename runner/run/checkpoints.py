@@ -25,9 +25,9 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.errors import FatalError, PreparingError, StorageError, extra_module
+from runner.errors import DiskFullError, FatalError, PreparingError, StorageError, extra_module
 from runner.github.s3store import S3Target, download, s3_client, s3_errors, upload
-from runner.history.checksums import fresh_dir, sha256_file
+from runner.history.checksums import fresh_dir, sha256_file, writing
 from runner.history.rundir import RunPaths
 from runner.manifest import LoadedManifest
 from runner.manifest.checkpoints import CheckpointsSpec
@@ -316,18 +316,29 @@ def latest_checkpoint(source: str, destination: Path, store=None, endpoint_url: 
     latest = max(listed, key=lambda checkpoint: checkpoint.time)
     where = f"{location.uri}/{MANIFEST}"
     with fresh_dir(destination) as staging:
+        _room_for(latest, staging, where)
         for file in latest.files:  # names checked by parse_listing: relative, inside, no collisions
             target = staging / file.name
-            target.parent.mkdir(parents=True, exist_ok=True)
             pointer = {"uri": f"s3://{location.bucket}/{location.key('blobs/' + file.sha256)}", "size": file.size, "sha256": file.sha256}
-            try:
-                download(pointer, target, location.endpoint_url, source="the listing")
-            except StorageError as exc:
-                raise StorageError(f"{where}, file {file.name}: {exc}") from None
+            with writing(target):
+                target.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    download(pointer, target, location.endpoint_url, source="the listing")
+                except StorageError as exc:
+                    raise StorageError(f"{where}, file {file.name}: {exc}") from None
         state = latest.state_file()
         if state is not None:
-            (staging / state[0]).write_text(state[1])
+            with writing(staging / state[0]):
+                (staging / state[0]).write_text(state[1])
     return destination
+
+
+def _room_for(checkpoint: ListedCheckpoint, staging: Path, where: str) -> None:
+    """Refuse before fetching a checkpoint the disk cannot hold: the sizes come from the listing,
+    and download() fetches no object of another size than listed."""
+    needed, free = sum(file.size for file in checkpoint.files), shutil.disk_usage(staging).free
+    if needed > free:
+        raise DiskFullError(f"{where}: checkpoint {checkpoint.name} is {needed} bytes, {free} free under {staging.parent}")
 
 
 def _where(source: str, store, endpoint_url: str | None) -> Location:

@@ -13,7 +13,7 @@ import boto3
 import pytest
 
 from hostile import nothing_written_outside
-from runner.errors import StorageError
+from runner.errors import DiskFullError, StorageError
 from runner.run.checkpoint_listing import MAX_BYTES, MAX_CHECKPOINTS, CheckpointKind, parse_listing
 from runner.run.checkpoints import MANIFEST, CheckpointSync, Location, latest_checkpoint
 
@@ -74,7 +74,7 @@ REFUSED = [
     ("line-separator-name", listing(tf_entry(name="ckpt\u2028-1")), "holds a control character"),
     ("2000-level-name", listing(tf_entry(name="/".join(["a"] * 2000))), "is longer than 1024 characters"),
     ("40-level-name", listing(tf_entry(name="/".join(["a"] * 40))), "is 40 levels deep"),
-    ("long-part", listing(tf_entry(name="a" * 300)), "has a part longer than 255 bytes"),
+    ("long-part", listing(tf_entry(name="a" * 300)), "has a part longer than 200 bytes"),
     ("traversal-file", listing(one_file("../../x.index", {"size": 1, "sha256": SHA})), "checkpoints[0].files '../../x.index'"),
     ("stray-file", listing(one_file("other.index", {"size": 1, "sha256": SHA})), "must be 'ckpt-1.index' and its .data-K-of-N"),
     ("file-over-a-file", listing({"name": "m.keras", "kind": "keras-file", "time": 1, "files": {"m.keras": {"size": 1, "sha256": SHA}, "m.keras/x": {"size": 1, "sha256": SHA}}}), "the .keras file 'm.keras' alone"),
@@ -156,6 +156,16 @@ def test_a_size_mismatch_names_the_listing(tmp_path, bucket, s3_server):
     line = str(refused.value)
     assert line.startswith(f"s3://{name}/team/demo-1/{MANIFEST}, file ckpt-1.index: "), line
     assert "does not match the listing (size or sha256)" in line and "model.s3.json" not in line
+
+
+def test_a_checkpoint_the_disk_cannot_hold_is_refused_before_fetching(tmp_path, bucket, s3_server):
+    s3, name = bucket
+    blob = put_blob(s3, name, b"weights")
+    huge = {**blob, "size": 2**62}
+    s3.put_object(Bucket=name, Key=f"team/demo-1/{MANIFEST}", Body=listing(tf_entry(files={"ckpt-1.index": blob, "ckpt-1.data-00000-of-00001": huge})))
+    with nothing_written_outside(tmp_path), pytest.raises(DiskFullError) as refused:
+        restore(s3_server, name, tmp_path / "resume")
+    assert str(refused.value).startswith(f"s3://{name}/team/demo-1/{MANIFEST}: checkpoint ckpt-1 is {2**62 + 7} bytes, "), refused.value
 
 
 def test_an_oversized_listing_is_refused_after_reading_its_limit(tmp_path, bucket, s3_server):

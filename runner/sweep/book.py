@@ -73,19 +73,18 @@ class SweepBook:
             # a trial closed without a status: its tftrain was killed (resume closed it), it was canceled
             status = attrs.get("status") or (TrialStatus.CANCELED if trial.state.is_finished() else TrialStatus.RUNNING).value
             value = trial.value if trial.value is not None else _last(trial.intermediate_values)
-            rows.append(
-                {
-                    "number": trial.number,
-                    "run_id": attrs.get("run_id"),
-                    "status": status,
-                    "early_terminated": bool(attrs.get("early_terminated")),
-                    "params": attrs.get("values", {}),
-                    "value": value,
-                    "step": max(trial.intermediate_values, default=None),
-                    "curve": [trial.intermediate_values[step] for step in sorted(trial.intermediate_values)],
-                    "message": attrs.get("message"),
-                }
-            )
+            row = {
+                "number": trial.number,
+                "run_id": attrs.get("run_id"),
+                "status": status,
+                "early_terminated": bool(attrs.get("early_terminated")),
+                "params": attrs.get("values", {}),
+                "value": value,
+                "step": max(trial.intermediate_values, default=None),
+                "curve": [trial.intermediate_values[step] for step in sorted(trial.intermediate_values)],
+                "message": attrs.get("message"),
+            }
+            rows.append(as_run_says(self.home, row, self.sweep.objective.primary_metric) if "status" not in attrs else row)
         return rows
 
     def best(self, trials: list[dict]) -> dict | None:
@@ -232,7 +231,27 @@ def sweep_summary(home: Path, record: dict) -> str | None:
 
 
 def read_sweep(home: Path, sweep_id: str) -> dict:
-    return json.loads((sweeps_root(home) / sweep_id / "sweep.json").read_text(encoding="utf-8"))
+    """sweep.json, each trial's status as its run in this home says (the file may be older than the
+    runs: a sweep whose storage went away could not write it again)."""
+    document = json.loads((sweeps_root(home) / sweep_id / "sweep.json").read_text(encoding="utf-8"))
+    metric = (document.get("objective") or {}).get("primary_metric")
+    document["trials"] = [as_run_says(home, trial, metric) for trial in document.get("trials", [])]
+    return document
+
+
+def as_run_says(home: Path, trial: dict, metric: str | None) -> dict:
+    """A trial's row with the status, early termination and value its run's record gives, where
+    the run is this home's and has ended: the run record is what happened, and the sweep's table
+    never says Canceled of a run `tftrain runs` shows Completed."""
+    from runner.sweep.study import run_record
+    from runner.sweep.trial import TrialResult
+
+    record = run_record(home, trial["run_id"]) if isinstance(trial.get("run_id"), str) and metric else None
+    if record is None or not record.finished:
+        return trial
+    result = TrialResult.of_record(trial.get("number", 0), record, metric)
+    value = trial.get("value") if result.value is None else result.value
+    return {**trial, "status": result.shown_status.value, "early_terminated": result.early_terminated, "value": value}
 
 
 def trial_row(trial: dict, step: bool = False) -> list[str]:

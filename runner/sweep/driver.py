@@ -10,14 +10,14 @@ import threading
 import time
 from pathlib import Path
 
-from runner.errors import FatalError, SweepError, UnsupportedError
+from runner.errors import FatalError, StorageError, SweepError, UnsupportedError
 from runner.history.record import RunStatus
 from runner.manifest import LoadedManifest
 from runner.run.signals import on_stop_signals
 from runner.settings import Settings
 from runner.sweep.book import SweepBook, SweepStatus
-from runner.sweep.study import CANCELED_BY_SIGNAL, RESUMES, Sweep, optuna_module
-from runner.sweep.trial import TrialResult, TrialWatch, run_trial, trial_manifest
+from runner.sweep.study import CANCELED_BY_SIGNAL, RESUMES, Sweep
+from runner.sweep.trial import TrialResult, TrialWatch, run_trial, tell, trial_manifest
 from runner.telemetry.logger import Logger
 
 TICK_SECONDS = 0.5
@@ -44,10 +44,9 @@ class SweepRunner:
         return gate_finished(self.loaded, self.home, run_id, self.logger)
 
     def run(self) -> SweepStatus:
-        optuna = optuna_module()
         self.logger.info(f"sweep {self.sweep.sweep_id}: up to {self.sweep.limit} trials, {self.spec.limits.max_concurrent_trials} at once", style="bold")
         workers = [
-            threading.Thread(target=self._worker, args=(optuna,), name=f"trials-{n}", daemon=True)
+            threading.Thread(target=self._worker, name=f"trials-{n}", daemon=True)
             for n in range(min(self.spec.limits.max_concurrent_trials, self.sweep.limit))
         ]
         deadline = time.monotonic() + self.spec.limits.timeout if self.spec.limits.timeout else None
@@ -69,15 +68,16 @@ class SweepRunner:
             raise self.failure
         return self.book.finish(canceled=self.canceled)
 
-    def halt(self, why: str, by_signal: bool) -> None:
-        """Stop asking for trials and stop the running ones."""
+    def halt(self, why: str, by_signal: bool, resumable: bool | None = None) -> None:
+        """Stop asking for trials and stop the running ones; `resumable` (a signal's stop, a lost
+        storage): `tftrain sweep resume` runs them again."""
         self.canceled = self.canceled or by_signal
         self.stop.set()
         self.logger.warning(f"sweep {self.sweep.sweep_id}: {why}: stopping its trials")
         with self.lock:
             watches = list(self.watches.values())
         for watch in watches:
-            if by_signal:  # marked before it is stopped: told Failed, it is still one to run again
+            if by_signal if resumable is None else resumable:  # marked before it is stopped: told Failed, it is still one to run again
                 try:
                     watch.trial.set_user_attr("stopped", CANCELED_BY_SIGNAL)
                 except Exception:  # it ended meanwhile (told already), or the storage is gone: nothing to resume
@@ -85,7 +85,7 @@ class SweepRunner:
             watch.stop(why)
 
     # --- a worker: ask, run, tell, until the limit or a stop --------------------------------------
-    def _worker(self, optuna) -> None:
+    def _worker(self) -> None:
         try:
             while not self.stop.is_set():
                 asked = self._ask()
@@ -103,12 +103,24 @@ class SweepRunner:
                 result = run_trial(manifest, watch, self.book.trial_log(trial.number), self.settings, self.home)
                 with self.lock:
                     self.watches.pop(trial.number, None)
-                self._tell(optuna, trial, result)
+                if watch.failure is not None:  # its reports could not be stored: the storage is gone
+                    raise watch.failure
+                self._tell(trial, result)
                 self.events.put(("ended", trial.number, result))
         except Exception as exc:  # a storage that went away: the sweep stops, its trials with it
             if self.failure is None:
-                self.failure = exc if isinstance(exc, FatalError) else SweepError(f"sweep {self.sweep.sweep_id}: {type(exc).__name__}: {_first_line(exc)}")
-            self.halt(str(self.failure), by_signal=False)
+                self.failure = self._failure(exc)
+            self.halt(str(self.failure), by_signal=False, resumable=isinstance(self.failure, StorageError))
+
+    def _failure(self, exc: Exception) -> FatalError:
+        """What stopped a worker, as the error tftrain ends with: a storage failure is a StorageError
+        naming the storage (exit 18; `tftrain sweep resume` goes on once it is back), the rest a SweepError."""
+        if isinstance(exc, FatalError):
+            return exc
+        lost = self.sweep.place.error(exc)
+        if lost is not None:
+            return StorageError(f"{lost}; `tftrain sweep resume {self.sweep.sweep_id}` goes on once it answers again")
+        return SweepError(f"sweep {self.sweep.sweep_id}: {type(exc).__name__}: {_first_line(exc)}")
 
     def _ask(self):
         with self.lock:
@@ -119,19 +131,8 @@ class SweepRunner:
             trial.set_user_attr("values", values)
             return trial, values
 
-    def _tell(self, optuna, trial, result: TrialResult) -> None:
-        state = optuna.trial.TrialState
-        # a trial out of time (trial_timeout) was canceled, as HyperDrive says: its run says TimedOut
-        status = RunStatus.CANCELED if result.status == RunStatus.TIMED_OUT else result.status
-        trial.set_user_attr("status", status.value)
-        trial.set_user_attr("early_terminated", result.early_terminated)
-        trial.set_user_attr("message", result.message)
-        if result.status == RunStatus.COMPLETED and result.value is not None:
-            self.sweep.study.tell(trial, result.value)
-        elif result.early_terminated:
-            self.sweep.study.tell(trial, state=state.PRUNED)
-        else:
-            self.sweep.study.tell(trial, state=state.FAIL)
+    def _tell(self, trial, result: TrialResult) -> None:
+        tell(self.sweep.study, trial, result)
         if result.status == RunStatus.COMPLETED and result.value is None and not self.finished_one:
             metric = self.sweep.objective.primary_metric
             seen = ", ".join(result.reported) or "none"
@@ -220,13 +221,14 @@ def run_sweep(loaded: LoadedManifest, logger: Logger, settings: Settings, home: 
     manifest = loaded.manifest
     check_concurrency(manifest, logger)
     sweep = open_sweep(manifest.sweep, manifest.name, objective_of(manifest), trial_limit(manifest.sweep), home, sweep_id, create=not resume)
-    if resume:
-        for number, run_id in queue_stopped_trials(sweep, home):
-            logger.info(f"trial {number} ({run_id}) runs again from its last checkpoint")
-    runner = SweepRunner(loaded, sweep, logger, settings, home)
-    status = runner.run()
-    record = runner.book.document()
-    runner.book.report(logger)
+    with sweep.place.failures():
+        if resume:
+            for number, run_id in queue_stopped_trials(sweep, home):
+                logger.info(f"trial {number} ({run_id}) runs again from its last checkpoint" if run_id else f"trial {number} runs again")
+        runner = SweepRunner(loaded, sweep, logger, settings, home)
+        status = runner.run()
+        record = runner.book.document()
+        runner.book.report(logger)
     if runner.book.refused is not None:
         raise runner.book.refused
     if status == SweepStatus.CANCELED:

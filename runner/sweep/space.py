@@ -13,7 +13,6 @@ from __future__ import annotations
 import itertools
 import math
 import struct
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
@@ -21,7 +20,7 @@ from statistics import NormalDist
 from typing import Any, Union
 
 from runner.errors import extra_module
-from runner.manifest.sweep import Choice, Expression, Sampling
+from runner.manifest.sweep import Choice, Expression
 
 # The normal family's quantiles stay inside (0, 1), which inv_cdf needs; this clips about seven
 # standard deviations out, a tail no sweep will miss.
@@ -51,7 +50,9 @@ class _Choice:
     @classmethod
     def of(cls, expression: Choice) -> _Choice:
         values = tuple(expression.values)
-        ambiguous = any(values.index(value) != index for index, value in enumerate(values))
+        # one pass with a set (equal values hash alike: 1, 1.0 and True collide), never values.index
+        # per value, which is quadratic: a 20,000-value choice took seconds
+        ambiguous = len(set(values)) != len(values)
         ambiguous |= any(isinstance(value, float) and not math.isfinite(value) for value in values)
         return cls(values, ambiguous)
 
@@ -257,41 +258,13 @@ class SearchSpace:
 
     def grid(self) -> list[dict[str, Any]]:
         """Every combination's values, in the search space's key order."""
-        options = self._grid_params()
+        options = self.grid_params()
         return [self.values_of(dict(zip(options, combination))) for combination in itertools.product(*options.values())]
 
-    def _grid_params(self) -> dict[str, list[Any]]:
+    def grid_params(self) -> dict[str, list[Any]]:
+        """Each key's params in grid order (what GridSampler enumerates); a grid too large to hold is refused."""
         options = {key: dimension.grid(key) for key, dimension in self._dimensions.items()}
         size = math.prod(len(params) for params in options.values())
         if size > MAX_GRID:
             raise ValueError(f"the grid has {size} combinations, more than {MAX_GRID}")
         return {key: list(params) for key, params in options.items()}
-
-
-def sampler_for(sampling: Sampling, space: SearchSpace) -> Any:
-    """The Optuna sampler for a sweep's sampling_algorithm."""
-    optuna = extra_module("optuna", "sweep", "a sweep")
-    if sampling.type == "grid":
-        return _grid_sampler(optuna, space._grid_params(), sampling.seed)
-    if sampling.type == "bayesian":
-        return optuna.samplers.TPESampler(seed=sampling.seed)
-    if sampling.rule == "sobol":
-        # QMCSampler is marked experimental; the manifest asked for it, so the warning tells no one anything
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            # choice params are drawn independently by design, not a surprise worth a warning each trial
-            return optuna.samplers.QMCSampler(
-                qmc_type="sobol", scramble=True, seed=sampling.seed, warn_independent_sampling=False
-            )
-    return optuna.samplers.RandomSampler(seed=sampling.seed)
-
-
-def _grid_sampler(optuna: Any, params: dict[str, list[Any]], seed: int | None) -> Any:
-    class AskTellGridSampler(optuna.samplers.GridSampler):
-        """GridSampler whose last trial's tell does not call study.stop(), which raises outside
-        study.optimize; a sweep asks and tells, and ends after as many trials as the grid has."""
-
-        def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
-            pass
-
-    return AskTellGridSampler(params, seed=seed)

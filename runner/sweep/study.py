@@ -7,18 +7,23 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 from runner.errors import StorageError, SweepError, extra_module
 from runner.manifest.sweep import Objective, SweepSpec
 from runner.sweep.policies import pruner_for
-from runner.sweep.space import SearchSpace, sampler_for
-from runner.sweep.storage import storage_for
+from runner.sweep.samplers import new_seed, sampler_for
+from runner.sweep.space import SearchSpace
+from runner.sweep.storage import StoragePlace, place_of, storage_for
 
 SWEEP_MARK = "-sweep-"
 WARM = "warm_start_from"  # user attribute of a trial copied from an earlier sweep
 RESUMES = "resumes_run"  # user attribute of a trial that re-runs a canceled one from its checkpoint
 CANCELED_BY_SIGNAL = "canceled"  # user attribute "stopped": the trial was stopped with the sweep, not by the policy
 ABANDONED = "abandoned"  # study attribute: trials whose tftrain was killed (closed by resume)
+SEED = "seed"  # study attribute: the sweep's seed, shared by every runner of the sweep (samplers.py)
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}")
+VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 
 
 @dataclass
@@ -30,6 +35,7 @@ class Sweep:
     space: SearchSpace
     objective: Objective
     limit: int  # max_total_trials (or the grid's size)
+    place: StoragePlace  # how errors name its storage
 
     def counted(self) -> int:
         """Trials of this sweep toward the limit: not copied from earlier sweeps, not the ones a
@@ -61,47 +67,77 @@ def open_sweep(
     joined, or created under that id when `create` (a matrix of jobs that all run `tftrain sweep
     join ID`: the first creates it). `tftrain sweep resume` never creates."""
     optuna = optuna_module()
-    storage = storage_for(storage_url(spec.storage), home)
+    url = storage_url(spec.storage)
+    storage, place = storage_for(url, home), place_of(url, home)
     space = SearchSpace(spec.search_space)
-    sampler, pruner = sampler_for(spec.sampling, space), pruner_for(spec.early_termination, objective.goal)
-    if sweep_id is None:
-        sweep_id = _next_id(optuna, storage, name)
-    elif sweep_id in optuna.get_all_study_names(storage) or not create:
-        return _joined(optuna, storage, spec, sweep_id, sampler, pruner, space, objective, limit)
-    try:
-        study = optuna.create_study(study_name=sweep_id, storage=storage, direction=objective.goal, sampler=sampler, pruner=pruner)
-    except optuna.exceptions.DuplicatedStudyError:  # another job of the matrix made it first
-        return _joined(optuna, storage, spec, sweep_id, sampler, pruner, space, objective, limit)
-    study.set_user_attr("objective", objective.model_dump())
-    study.set_user_attr("name", name)
-    sweep = Sweep(sweep_id, study, space, objective, limit)
-    _warm_start(optuna, sweep, spec.warm_start, storage)
-    return sweep
+    pruner = pruner_for(spec.early_termination, objective.goal)
+    with place.failures():
+        if sweep_id is None:
+            sweep_id = _next_id(optuna, storage, name)
+        elif sweep_id in optuna.get_all_study_names(storage) or not create:
+            return _joined(optuna, storage, spec, sweep_id, pruner, Sweep(sweep_id, None, space, objective, limit, place))
+        seed = new_seed() if spec.sampling.seed is None else spec.sampling.seed
+        try:
+            study = optuna.create_study(
+                study_name=sweep_id, storage=storage, direction=objective.goal, sampler=sampler_for(spec.sampling, space, seed), pruner=pruner
+            )
+        except optuna.exceptions.DuplicatedStudyError:  # another job of the matrix made it first
+            return _joined(optuna, storage, spec, sweep_id, pruner, Sweep(sweep_id, None, space, objective, limit, place))
+        study.set_user_attr(SEED, seed)
+        study.set_user_attr("objective", objective.model_dump())
+        study.set_user_attr("name", name)
+        sweep = Sweep(sweep_id, study, space, objective, limit, place)
+        _warm_start(optuna, sweep, spec.warm_start, storage)
+        return sweep
 
 
-def _joined(optuna, storage, spec: SweepSpec, sweep_id: str, sampler, pruner, space: SearchSpace, objective: Objective, limit: int) -> Sweep:
+def _joined(optuna, storage, spec: SweepSpec, sweep_id: str, pruner, sweep: Sweep) -> Sweep:
+    """The sweep as stored, drawing with the sweep's own seed (the manifest's only for a sweep made
+    before the seed was kept): a runner that joins or resumes goes on with the sweep's sequence."""
     try:
-        study = optuna.load_study(study_name=sweep_id, storage=storage, sampler=sampler, pruner=pruner)
+        study = optuna.load_study(study_name=sweep_id, storage=storage, pruner=pruner)
     except KeyError:
         raise SweepError(f"sweep {sweep_id}: no such sweep in {_where(spec)}") from None
-    if study.user_attrs.get("objective") not in (None, objective.model_dump()):
-        raise SweepError(f"sweep {sweep_id}: its objective is {study.user_attrs['objective']}, the manifest's {objective.model_dump()}")
-    return Sweep(sweep_id, study, space, objective, limit)
+    if study.user_attrs.get("objective") not in (None, sweep.objective.model_dump()):
+        raise SweepError(f"sweep {sweep_id}: its objective is {study.user_attrs['objective']}, the manifest's {sweep.objective.model_dump()}")
+    seed = study.user_attrs.get(SEED)
+    if not isinstance(seed, int):
+        seed = new_seed() if spec.sampling.seed is None else spec.sampling.seed
+        study.set_user_attr(SEED, seed)
+    study.sampler = sampler_for(spec.sampling, sweep.space, seed)
+    sweep.study = study
+    return sweep
 
 
 def storage_url(url: str | None) -> str | None:
     """`$NAME` / `${NAME}` in sweep.storage come from tftrain's environment (a password kept in a
-    secret, not in the manifest); one that is not set is an error, never an empty password."""
+    secret, not in the manifest); one that is not set is an error, never an empty password. A value
+    in the user part or the query is percent-encoded: a password holding @ : / # stays one password
+    (the driver decodes it), never a host, a port or a fragment. In the host and path it goes in as
+    it is (a directory of a sqlite:/// path)."""
     if url is None:
         return None
+    head, separator, rest = url.partition("://")
+    if not separator:
+        return _substitute(url, encode=False)
+    authority_end = min((rest.find(mark) for mark in "/?#" if mark in rest), default=len(rest))
+    authority, tail = rest[:authority_end], rest[authority_end:]
+    user, at, host = authority.rpartition("@")
+    path, question, query = tail.partition("?")
+    return (
+        _substitute(head, encode=False) + separator + _substitute(user, encode=True) + at + _substitute(host, encode=False)
+        + _substitute(path, encode=False) + question + _substitute(query, encode=True)
+    )
 
+
+def _substitute(text: str, encode: bool) -> str:
     def value(match: re.Match) -> str:
         name = match.group(1) or match.group(2)
         if name not in os.environ:
             raise StorageError(f"sweep.storage: ${name} is not set in tftrain's environment")
-        return os.environ[name]
+        return quote(os.environ[name], safe="") if encode else os.environ[name]
 
-    return re.sub(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))", value, url)
+    return VARIABLE.sub(value, text)
 
 
 def _where(spec: SweepSpec) -> str:
@@ -140,40 +176,67 @@ def _warm_start(optuna, sweep: Sweep, sources: list[str], storage) -> None:
             )
 
 
-def queue_stopped_trials(sweep: Sweep, home: Path) -> list[tuple[int, str]]:
+def queue_stopped_trials(sweep: Sweep, home: Path) -> list[tuple[int, str | None]]:
     """Trials a signal stopped (not the policy), queued again with their values and their run as
-    resume_from; each only once (the study remembers which). A trial still Running in the study
-    whose run in this home has ended, or whose tftrain is gone (killed, the machine rebooted), was
-    stopped too: it is closed as such first."""
-    _close_abandoned(sweep, home)
+    resume_from; each only once (the study remembers which). A stopped trial whose run never
+    started is queued with its values alone: its point is not lost, and a grid never re-draws a
+    point it holds. The study first catches up with the runs of this home (reconcile)."""
+    reconcile(sweep, home)
     resumed = set(sweep.study.user_attrs.get("resumed", []))
     queued = []
     for trial in sweep.study.get_trials(deepcopy=False):
-        run_id = trial.user_attrs.get("run_id")
-        if not sweep.stopped(trial) or trial.number in resumed or not run_id:
+        values = trial.user_attrs.get("values")
+        if not sweep.stopped(trial) or trial.number in resumed or not isinstance(values, dict):
             continue
-        values = trial.user_attrs.get("values", {})
-        sweep.study.enqueue_trial(sweep.space.internal(values), user_attrs={RESUMES: run_id, "values": values})
+        run_id = trial.user_attrs.get("run_id")
+        attrs = {RESUMES: run_id, "values": values} if run_id else {"values": values}
+        sweep.study.enqueue_trial(sweep.space.internal(values), user_attrs=attrs)
         resumed.add(trial.number)
         queued.append((trial.number, run_id))
     sweep.study.set_user_attr("resumed", sorted(resumed))
     return queued
 
 
-def _close_abandoned(sweep: Sweep, home: Path) -> None:
+def reconcile(sweep: Sweep, home: Path) -> None:
+    """The study catches up with what happened: a trial it still holds Running whose run in this
+    home has ended (its tftrain was killed, or the storage went away before it was told) is told
+    what its run record says, the one truth of a trial's state: Completed with its value,
+    stopped by the policy, failed; a run canceled from outside, or one whose tftrain is gone, is a
+    stopped trial, run again. A run of another home is left to its own runner."""
     from runner.history.index import Owner
+    from runner.sweep.trial import TrialResult, Verdict, tell
+
+    optuna = optuna_module()
+    for frozen in sweep.study.get_trials(deepcopy=False):
+        run_id = frozen.user_attrs.get("run_id")
+        if frozen.state.name != "RUNNING" or not run_id:
+            continue
+        record = run_record(home, run_id)
+        if record is None:
+            continue
+        trial = optuna.trial.Trial(sweep.study, frozen._trial_id)
+        if record.finished:
+            verdict = tell(sweep.study, trial, TrialResult.of_record(frozen.number, record, sweep.objective.primary_metric))
+            if verdict == Verdict.STOPPED:
+                _abandoned(sweep, frozen.number)
+        elif (owner := Owner.of(record.owner)) is not None and owner.gone():
+            sweep.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            _abandoned(sweep, frozen.number)
+
+
+def run_record(home: Path, run_id: str):
+    """The run record of `run_id` in this home; None for another runner's (or an unreadable) one. The
+    id comes from the study, which other runners write: one that is no run id names no file."""
     from runner.history.record import RunRecord
 
-    for trial in sweep.study.get_trials(deepcopy=False):
-        run_id = trial.user_attrs.get("run_id")
-        if trial.state.name != "RUNNING" or not run_id:
-            continue
-        try:
-            record = RunRecord.read(home / "runs" / run_id / "run.json")
-        except (OSError, ValueError):
-            continue  # not a run of this home: another runner's, judged there
-        owner = Owner.of(record.owner)
-        if record.finished or (owner is not None and owner.gone()):
-            sweep.study.tell(trial.number, state=optuna_module().trial.TrialState.FAIL)
-            abandoned = set(sweep.study.user_attrs.get(ABANDONED, []))
-            sweep.study.set_user_attr(ABANDONED, sorted(abandoned | {trial.number}))
+    if not RUN_ID.fullmatch(run_id):
+        return None
+    try:
+        return RunRecord.read(home / "runs" / run_id / "run.json")
+    except (OSError, ValueError):
+        return None
+
+
+def _abandoned(sweep: Sweep, number: int) -> None:
+    abandoned = set(sweep.study.user_attrs.get(ABANDONED, []))
+    sweep.study.set_user_attr(ABANDONED, sorted(abandoned | {number}))

@@ -6,11 +6,12 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from runner.errors import FatalError
-from runner.history.record import RunStatus
+from runner.errors import FatalError, extra_module
+from runner.history.record import RunRecord, RunStatus
 from runner.history.store import Store
 from runner.manifest import LoadedManifest
 from runner.manifest.sweep import Objective
@@ -21,6 +22,17 @@ from runner.telemetry.logger import Logger
 from runner.telemetry.point import MetricPoint
 
 LIVE_SOURCES = ("log", "file")  # TensorBoard's points are read after the run: too late to prune with
+EARLY_TERMINATION = "early termination"  # how a run the policy stopped says so (its message)
+
+
+class Verdict(Enum):
+    """What the study is told about a trial, read from what its run did: the run record is the one
+    truth of a trial's state, the study (and the sweep's table) follow it."""
+
+    COMPLETE = "complete"  # completed with a value of the objective
+    PRUNED = "pruned"  # stopped by the early-termination policy
+    FAILED = "failed"  # failed, out of its time, or completed without the objective
+    STOPPED = "stopped"  # canceled from outside (a signal, its sweep halted): told FAIL, resume runs it again
 
 
 @dataclass(frozen=True)
@@ -33,6 +45,43 @@ class TrialResult:
     message: str | None
     reported: tuple[str, ...] = ()  # the metric names the run recorded (to say which exist when the objective is not among them)
 
+    @classmethod
+    def of_record(cls, number: int, record: RunRecord, metric: str) -> TrialResult:
+        """What a finished run did, as its trial's result (a study that could not be told is told from this)."""
+        stats = record.metrics.metrics.get(metric) if record.metrics else None
+        value = stats.last if stats is not None and isinstance(stats.last, (int, float)) else None
+        early = record.status == RunStatus.CANCELED and (record.message or "").startswith(EARLY_TERMINATION)
+        return cls(number, record.run_id, record.status, value, early, record.message)
+
+    @property
+    def shown_status(self) -> RunStatus:
+        """The trial's status in the table: a trial out of time (trial_timeout) was canceled, as
+        HyperDrive says; its run says TimedOut."""
+        return RunStatus.CANCELED if self.status == RunStatus.TIMED_OUT else self.status
+
+    @property
+    def verdict(self) -> Verdict:
+        if self.status == RunStatus.COMPLETED and self.value is not None:
+            return Verdict.COMPLETE
+        if self.early_terminated:
+            return Verdict.PRUNED
+        return Verdict.STOPPED if self.status == RunStatus.CANCELED else Verdict.FAILED
+
+
+def tell(study, trial, result: TrialResult) -> Verdict:
+    """Record `result` on `trial` (an optuna Trial) and end it in the study: the one way a trial's
+    state is set, live or when a resumed sweep catches up with runs that ended unseen."""
+    state = extra_module("optuna", "sweep", "a sweep").trial.TrialState
+    trial.set_user_attr("status", result.shown_status.value)
+    trial.set_user_attr("early_terminated", result.early_terminated)
+    trial.set_user_attr("message", result.message)
+    verdict = result.verdict
+    if verdict == Verdict.COMPLETE:
+        study.tell(trial, result.value)
+    else:
+        study.tell(trial, state=state.PRUNED if verdict == Verdict.PRUNED else state.FAIL)
+    return verdict
+
 
 class TrialWatch:
     """Reports the objective metric to the Optuna trial at each report (step = 1, 2, 3 …, HyperDrive's
@@ -44,6 +93,7 @@ class TrialWatch:
         self.pruned_at: int | None = None
         self.control: RunControl | None = None
         self.run_id: str | None = None
+        self.failure: Exception | None = None  # reporting to the study failed: its storage is gone
         self.lock = threading.Lock()
 
     def started(self, run_id: str, control: RunControl, store: Store) -> None:
@@ -56,14 +106,20 @@ class TrialWatch:
             if point.name != self.metric or point.source not in LIVE_SOURCES:
                 continue
             with self.lock:
-                if self.pruned_at is not None:
+                if self.pruned_at is not None or self.failure is not None:
                     return
                 self.reports += 1
                 step = self.reports
-                self.trial.report(float(point.value), step)
-                if self.trial.should_prune():
+                try:
+                    self.trial.report(float(point.value), step)
+                    prune = self.trial.should_prune()
+                except Exception as exc:  # the storage went away: the sweep stops (SweepRunner raises it)
+                    self.failure = exc
+                    self.stop(f"the sweep's storage failed: {type(exc).__name__}")
+                    return
+                if prune:
                     self.pruned_at = step
-                    self.control.reason = f"early termination at step {step}"
+                    self.control.reason = f"{EARLY_TERMINATION} at step {step}"
                     self.control.cancel.set()
                     return
 

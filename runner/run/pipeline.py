@@ -18,7 +18,7 @@ from runner.errors import (
     TrainingTimedOut,
 )
 from runner.telemetry.logger import Logger
-from runner.telemetry.logpump import LogPump
+from runner.telemetry.logpump import LogPump, first_disk_full
 from runner.manifest import LoadedManifest, effective_target
 from runner.telemetry.metricsfile import MetricsFileFollower, mask_metrics_files
 from runner.telemetry.parsers import LogMetricParser
@@ -145,7 +145,7 @@ def _run(
         if lineage is not None:
             lineage.record()  # where the plan never started
         git = lineage.git if lineage else {}
-        with session.phase(RunStatus.POST_PROCESSING):
+        with _naming_first(failure), session.phase(RunStatus.POST_PROCESSING):
             model, summary, points, refused = _post_process(loaded, paths, recorder, outcome, run_id, git, store, logger, (prepared, probe))
         if refused is not None and failure is None:  # the training ended well; keeping its results did not
             failure, outcome = refused, Outcome(RunStatus.FAILED, None, str(refused))
@@ -156,10 +156,23 @@ def _run(
     exit_code = failure.exit_code if failure else EXIT_CODES[status]
     store.finish(run_id, status, exit_code, message)
     result = RunResult(run_id, status, exit_code, message, paths.root, model, summary, outcome, control.stop_signal)
-    markdown = _write_record(paths, store, result, git, points)
+    with _naming_first(failure):
+        markdown = _write_record(paths, store, result, git, points)
     logger.info(f"run {run_id}: {status}" + (f": {message}" if message else ""), style="bold green" if exit_code == 0 else "bold red")
     _report(logger, loaded, result, script_error, markdown)
     return result
+
+
+@contextmanager
+def _naming_first(failure: FatalError | None):
+    """A full disk met again later (run.json, metrics.json) is the same full disk: the run's error
+    names the file that failed first."""
+    try:
+        yield
+    except DiskFullError:
+        if isinstance(failure, DiskFullError):
+            raise failure from None
+        raise
 
 
 def _checkpoint_sync(loaded, paths: RunPaths, run_id: str, logger: Logger):
@@ -217,6 +230,8 @@ def _execute(target: Target, prepared: Prepared, paths: RunPaths, recorder: Metr
         control.deadline = time.monotonic() + control.limit_seconds
     try:
         outcome = target.execute(plan, pump, sinks, control, logger)
+    except DiskFullError as exc:  # a later write (run.json) that failed for the space a log lacked first
+        raise first_disk_full((pump, recorder), "was stopped", before=time.monotonic()) or exc from None
     finally:
         for follower in followers:
             follower.stop()
@@ -224,9 +239,9 @@ def _execute(target: Target, prepared: Prepared, paths: RunPaths, recorder: Metr
         if logger.github and len(plan.tasks) > 1:
             _rank_groups(logger, plan, paths)
     # a log or metrics.jsonl that could not be written in full: the run keeps what it has, and fails
-    for sink in (pump, recorder):
-        if sink.disk_full is not None:
-            raise DiskFullError(f"{sink.failure} (the training {outcome.status.lower()}; logs and outputs are kept as far as they went)")
+    full = first_disk_full((pump, recorder), outcome.status.lower())
+    if full is not None:
+        raise full
     return outcome
 
 

@@ -85,13 +85,14 @@ class Logger:
         self.live_lines = 0  # printed below a live table: the next one is drawn below this
         self.queue.put((self.masker.chunk(data), False))
 
-    def log_chunk(self, data: bytes, log_name: str) -> None:
-        """A chunk of whole lines from a training process; may be skipped, never blocks."""
+    def log_chunk(self, data: bytes, kept: str) -> None:
+        """A chunk of whole lines from a training process; may be skipped, never blocks. `kept` says
+        where skipped lines are ("all are in …/0.log"; "lost: …" once that log cannot be written)."""
         self._ensure_thread()
         data = self.masker.chunk(data)
         with self.lock:
             if self.queued + len(data) > self.max_queued:
-                self.skipped[log_name] = self.skipped.get(log_name, 0) + data.count(b"\n")
+                self.skipped[kept] = self.skipped.get(kept, 0) + data.count(b"\n")
                 return
             self.queued += len(data)
             skipped, self.skipped = self.skipped, {}
@@ -276,4 +277,4 @@ def _escape_property(text: str) -> str:
 
 
 def _skipped_notices(skipped: dict[str, int]) -> list[bytes]:
-    return [f"[tftrain] {lines} lines not shown (console too slow); all are in {name}\n".encode() for name, lines in skipped.items()]
+    return [f"[tftrain] {lines} lines not shown (console too slow); {kept}\n".encode() for kept, lines in skipped.items()]

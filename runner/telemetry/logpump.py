@@ -7,8 +7,10 @@ Memory is bounded: a line longer than MAX_LINE is cut (keeping back enough of it
 secret that straddles the cut), and the console queue has a byte budget (see logger.Logger).
 
 A pump thread never dies while the process writes: when the disk is full it stops writing that
-log, says so once and keeps draining the pipe (the training must not block on it); `disk_full`
-tells the run to end Failed.
+log, says once where the log ends, and keeps draining the pipe (the training must not block on
+it); from then on the console's notice of lines it skipped says they are lost, never that they are
+in the log. `disk_full` tells the run to end Failed, and `first_disk_full` names the file that
+failed first (a log, metrics.jsonl), not a record written later for want of the same space.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ import errno
 import os
 import re
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
+from runner.errors import DiskFullError
 from runner.telemetry.logger import Logger
 from runner.telemetry.masking import Masker
 
@@ -43,6 +47,7 @@ class LogPump:
         self.lock = threading.Lock()
         self.disk_full: Path | None = None  # the first log that could not be written: no space left
         self.failure: str | None = None  # what ends the run Failed: "disk full writing PATH", …
+        self.failed_at: float | None = None  # when (time.monotonic()) `disk_full` failed
 
     def add(self, rank: int, fd: int, sink: LineSink | None = None, label: str | None = None) -> None:
         """Start draining `fd` (a pipe's read end, owned by the pump from now on) into rank's log."""
@@ -95,21 +100,39 @@ class LogPump:
             for stream in streams.values():
                 stream.close()
 
-    def failed_writing(self, path: Path, exc: OSError) -> None:
-        """A log could not be written: said once per log, the first failure kept for the run."""
+    def failed_writing(self, path: Path, exc: OSError, lines: int) -> str:
+        """A log could not be written past `lines` lines: said once per log, the first failure kept
+        for the run. Returns where the log ends, for the console's notices from here on."""
         message, disk_full = write_failure(path, exc)
         with self.lock:
             if self.failure is None:
                 self.failure = message
             if disk_full and self.disk_full is None:
-                self.disk_full = path
-        self.logger.error(f"{message}; the training goes on, its output to this log is lost")
+                self.disk_full, self.failed_at = path, time.monotonic()
+        ends = f"ends at line {lines}" if lines else "holds no line"
+        self.logger.error(f"{message} (the log {ends}); the training goes on, the rest of its output is on this console only")
+        return f"{path} {ends}" + (" (disk full)" if disk_full else "")
 
 
 def write_failure(path: Path, exc: OSError) -> tuple[str, bool]:
     """What a failed write says (one line), and whether the disk (or quota) is full."""
     disk_full = exc.errno in DISK_FULL
-    return (f"disk full writing {path}" if disk_full else f"could not write {path}: {exc.strerror or exc}"), disk_full
+    return (_full(path) if disk_full else f"could not write {path}: {exc.strerror or exc}"), disk_full
+
+
+def _full(path: Path) -> str:
+    return f"disk full writing {path}"
+
+
+def first_disk_full(sinks, ending: str, before: float | None = None) -> DiskFullError | None:
+    """The run's error for the file that ran out of space first among `sinks` (a LogPump, a
+    MetricsRecorder: `disk_full`, `failed_at`), counting only failures before `before`
+    (the moment a later write raised); None when none did. `ending`: how the training ended."""
+    failed = [sink for sink in sinks if sink.disk_full is not None and (before is None or sink.failed_at <= before)]
+    if not failed:
+        return None
+    first = min(failed, key=lambda sink: sink.failed_at)
+    return DiskFullError(f"{_full(first.disk_full)} (the training {ending}; logs and outputs are kept as far as they went)")
 
 
 def cut_long_line(line: bytes, masker: Masker) -> tuple[bytes, bytes]:
@@ -137,11 +160,13 @@ class _Stream:
     def __init__(self, pump: LogPump, rank, label: str | None, sink: LineSink | None) -> None:
         self.pump = pump
         self.path = pump.logs_dir / f"{rank}.log"
+        self.kept = f"all are in {self.path}"  # where the console's skipped lines are
+        self.lines = 0  # whole lines in the log
         self.log = None
         try:
             self.log = self.path.open("ab", buffering=0)
         except OSError as exc:
-            pump.failed_writing(self.path, exc)
+            self.kept = "lost: " + pump.failed_writing(self.path, exc, 0)
         shown = label if label is not None else str(rank)
         self.prefix = f"[{shown}] ".encode() if pump.prefix_ranks else b""
         self.sink = sink
@@ -153,18 +178,20 @@ class _Stream:
         shown = PROGRESS.sub(b"", lines) if b"\r" in lines else lines
         if self.prefix:
             shown = self.prefix + shown[:-1].replace(b"\n", b"\n" + self.prefix) + b"\n"
-        self.pump.logger.log_chunk(shown, str(self.path))
+        self.pump.logger.log_chunk(shown, self.kept)
         if self.sink is not None:
             self._feed(lines)  # after the lines, so a metric never shows before the line it came from
 
     def _write(self, lines: bytes) -> None:
+        done = 0
         try:
             view = memoryview(lines)
-            while view:  # a write may be short when the disk fills up
-                view = view[self.log.write(view) :]
+            while done < len(lines):  # a write may be short when the disk fills up
+                done += self.log.write(view[done:])
+            self.lines += lines.count(b"\n")
         except OSError as exc:
             self.close()
-            self.pump.failed_writing(self.path, exc)
+            self.kept = "lost: " + self.pump.failed_writing(self.path, exc, self.lines + lines.count(b"\n", 0, done))
 
     def _feed(self, lines: bytes) -> None:
         try:

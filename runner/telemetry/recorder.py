@@ -48,6 +48,7 @@ class MetricsRecorder:
         self.verdict: dict | None = None  # the script's own: {"status": "failed", "error": …}
         self.failure: str | None = None  # metrics.jsonl could not be written: "disk full writing PATH", …
         self.disk_full: Path | None = None
+        self.failed_at: float | None = None  # when (time.monotonic()) `disk_full` failed: the run names the first file
 
     def note(self, record: dict) -> None:
         """A record that is no point: an image (path inside outputs), a tag, the script's verdict."""
@@ -110,6 +111,7 @@ class MetricsRecorder:
         if self.failure is None:
             self.failure, disk_full = write_failure(self.path, exc)
             self.disk_full = self.path if disk_full else None
+            self.failed_at = time.monotonic()
             if self.warn is not None:
                 self.warn(f"{self.failure}; the metrics summary goes on without it")
         handle, self.handle = self.handle, None

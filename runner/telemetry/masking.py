@@ -4,7 +4,8 @@ One Masker per tftrain process (the logger's), fed with the run's secret values 
 prints them: the console, the rank logs, the metrics (names, tags, images, the script's verdict),
 the run's message and records all pass through it. A value is matched whole, each of its lines
 on its own (a script may print a multi-line secret line by line), and in its JSON-escaped forms
-(for text serialised before it got here, such as the script's own metrics file).
+(for text serialised before it got here, such as the script's own metrics file), and
+percent-encoded (as it stands quoted in a URL).
 
 Credentials need no registering: in any text, whatever its scheme, a URL's password
 (`scheme://user:PASSWORD@host`) and the value of a query parameter named like a credential
@@ -21,6 +22,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import AnyStr
+from urllib.parse import quote, quote_plus
 
 MASK = "***"
 MIN_LINE = 4  # shorter lines of a multi-line secret are too common to hide ("}", "--")
@@ -165,6 +167,8 @@ def _word_start(data: bytes, end: int) -> int:
 
 
 def _needles(values: tuple[str, ...]) -> tuple[str, ...]:
+    """What to look for: each value (and line of it), as is, JSON-escaped, and percent-encoded
+    (a password quoted into a URL, %40 for @, is still the password)."""
     found: set[str] = set()
     for value in values:
         lines = value.splitlines()
@@ -172,7 +176,7 @@ def _needles(values: tuple[str, ...]) -> tuple[str, ...]:
         if len(lines) > 1:
             parts += [part for line in lines for part in (line, line.strip()) if len(part) >= MIN_LINE]
         for part in parts:
-            found.update((part, json.dumps(part)[1:-1], json.dumps(part, ensure_ascii=False)[1:-1]))
+            found.update((part, json.dumps(part)[1:-1], json.dumps(part, ensure_ascii=False)[1:-1], quote(part, safe=""), quote_plus(part, safe="")))
     return tuple(sorted(found, key=len, reverse=True))
 
 

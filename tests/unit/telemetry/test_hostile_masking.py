@@ -161,3 +161,10 @@ def test_an_image_with_credentials_is_refused_without_echoing_them(image, tmp_pa
             assert_refused(result, UsageError, option, "***")
             assert PASSWORD not in result.stdout + result.stderr
     assert not home.exists()  # refused before the history was opened
+
+
+def test_a_registered_password_quoted_into_a_url_is_still_masked():
+    value = "p@ss:w/rd#1 x+y"  # $NAME of a storage URL, percent-encoded where it is put in
+    masker = Masker([value])
+    for form in ("p%40ss%3Aw%2Frd%231%20x%2By", "p%40ss%3Aw%2Frd%231+x%2By", value):
+        assert masker.text(f"connect to db as {form} failed") == "connect to db as *** failed", form

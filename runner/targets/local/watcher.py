@@ -35,6 +35,7 @@ read -r word
 [ "$word" = done ] && exit 0
 cgroup=$1 marker=$2
 if [ -z "$cgroup" ]; then
+  [ -n "$marker" ] || exit 0
   for pass in 1 2 3; do
     for proc in /proc/[0-9]*; do
       [ "${proc#/proc/}" = "$$" ] && continue
@@ -70,6 +71,8 @@ class Watcher:
         `marker`, NAME=VALUE); None and why where none can be started."""
         if not os.access(SHELL, os.X_OK):
             return None, f"{SHELL} is missing"
+        if "\n" in marker or "\0" in marker:  # grep would read a line of it as a pattern of its own
+            marker = ""
         read_fd, write_fd = os.pipe()  # neither end is inherited: only the watcher's stdin is
         try:
             process = subprocess.Popen(

@@ -2,10 +2,10 @@
 
 Whoever can write to the bucket must not reach past the checkpoint directory, crash tftrain or
 keep it busy. So the listing is parsed here and nowhere else: its size is bounded (the caller
-reads at most MAX_BYTES + 1), its bracket nesting is measured before `json` sees it (a deep
-document would be a RecursionError), its entries are counted, and every value is checked for its
-type into frozen data classes. Every name that becomes a path, or a quoted line of TensorFlow's
-`checkpoint` state file, passes `name_problem`; the files a checkpoint lists must be the ones its
+reads at most MAX_BYTES + 1), its bracket nesting and its number of values are measured before
+`json` sees it (a deep document would be a RecursionError, a wide one a gigabyte), its entries are
+counted, and every value is checked for its type into frozen data classes. Every name that
+becomes a path, or a quoted line of TensorFlow's `checkpoint` state file, passes `name_problem`; the files a checkpoint lists must be the ones its
 kind is made of, so a listing cannot make two entries collide. The writer (the sync) holds its own
 checkpoints to the same rules, so what it lists is always what a reader accepts.
 """
@@ -18,7 +18,6 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
-from itertools import accumulate
 from posixpath import dirname, join
 
 from runner.errors import StorageError
@@ -27,6 +26,7 @@ MAX_BYTES = 16 * 1024**2
 MAX_DEPTH = 16  # the listing itself is 4 deep: {checkpoints: [{files: {NAME: {…}}}]}
 MAX_CHECKPOINTS = 10_000  # the sync lists the newest ones only
 MAX_FILES = 1_000  # per checkpoint: TensorFlow writes one shard per saving device or ps task
+MAX_TOKENS = 2_000_000  # a real listing has one per ~12 bytes; 16 MiB of `"",` would take 1 GB to parse
 # characters; levels; bytes in one part (NAME_MAX is 255, and a download's temporary name adds a suffix)
 MAX_NAME, MAX_PARTS, MAX_PART_BYTES = 1024, 32, 200
 VERSION = 1
@@ -36,9 +36,8 @@ KERAS_WEIGHTS, KERAS_METADATA = "latest.weights.h5", "training_metadata.json"
 SHA256 = re.compile(r"[0-9a-f]{64}")
 STATE_FILE = "checkpoint"  # what tf.train.latest_checkpoint reads in the checkpoint's directory
 
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[][{},:]', re.DOTALL)  # a string, a bracket or a separator
 _STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
-_NOT_BRACKET = bytes(b for b in range(256) if b not in _STEP)
 
 
 class CheckpointKind(str, Enum):
@@ -82,9 +81,7 @@ def parse_listing(body: bytes, where: str) -> tuple[ListedCheckpoint, ...]:
     try:
         if len(body) > MAX_BYTES:
             raise _Refused(f"is over {MAX_BYTES // 1024**2} MiB")
-        deepest = _depth(body)
-        if deepest > MAX_DEPTH:
-            raise _Refused(f"nests {deepest} levels deep (at most {MAX_DEPTH})")
+        _measure(body)
         try:
             document = json.loads(body, parse_constant=_no_constant)
         except ValueError as exc:  # JSONDecodeError, bad UTF-8, a number of more than 4,300 digits
@@ -128,10 +125,17 @@ def name_problem(name: object) -> str | None:
     return None
 
 
-def _depth(body: bytes) -> int:
-    """How deep the document's brackets nest, strings left out; linear, no recursion."""
-    skeleton = _STRING.sub(b"", body).translate(None, _NOT_BRACKET)
-    return max(accumulate(map(_STEP.__getitem__, skeleton)), default=0)
+def _measure(body: bytes) -> None:
+    """Refuse a document nested deeper than MAX_DEPTH or made of more than MAX_TOKENS strings,
+    brackets and separators, before json builds anything: one pass, stopping at the first
+    excess, no recursion, nothing kept."""
+    depth = 0
+    for count, token in enumerate(_TOKEN.finditer(body), 1):
+        if count > MAX_TOKENS:
+            raise _Refused(f"holds over {MAX_TOKENS} values")
+        depth += _STEP.get(body[token.start()], 0)
+        if depth > MAX_DEPTH:
+            raise _Refused(f"nests over {MAX_DEPTH} levels deep")
 
 
 def _no_constant(name: str) -> float:

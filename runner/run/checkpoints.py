@@ -176,12 +176,12 @@ class CheckpointSync:
                 files[name] = sent
             else:
                 listed.append({"name": checkpoint.name, "kind": checkpoint.kind.value, "time": checkpoint.time, "files": files})
+        listed, body = _fitting(listed)
         if not listed or listed == self._listed:  # a directory emptied at the end (delete_checkpoint) keeps the last list
             return False
-        body = json.dumps({"version": VERSION, "written": time.time(), "checkpoints": listed}, indent=2, sort_keys=True)
         with s3_errors("writing", self.location.uri + "/" + MANIFEST):
             s3_client(self.location.endpoint_url).put_object(
-                Bucket=self.location.bucket, Key=self.location.key(MANIFEST), Body=body.encode(), ContentType="application/json"
+                Bucket=self.location.bucket, Key=self.location.key(MANIFEST), Body=body, ContentType="application/json"
             )
         named = {entry["sha256"] for item in listed for entry in item["files"].values()}
         self._prune(self._uploaded - named - self._kept)
@@ -231,6 +231,16 @@ class CheckpointSync:
             for digest in digests:
                 client.delete_object(Bucket=self.location.bucket, Key=self.location.key(f"blobs/{digest}"))
                 self._uploaded.discard(digest)
+
+
+def _fitting(listed: list[dict]) -> tuple[list[dict], bytes]:
+    """The newest of `listed` whose listing a reader accepts (MAX_BYTES at most: the older half
+    goes until it fits), and that listing's body."""
+    while True:
+        body = json.dumps({"version": VERSION, "written": time.time(), "checkpoints": listed}, indent=2, sort_keys=True).encode()
+        if len(body) <= MAX_BYTES or len(listed) <= 1:
+            return listed, body
+        listed = listed[len(listed) // 2 :]
 
 
 def _stamp(path: Path) -> tuple[int, int]:

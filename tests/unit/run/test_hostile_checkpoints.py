@@ -15,6 +15,7 @@ import pytest
 from hostile import nothing_written_outside
 from runner.errors import DiskFullError, StorageError
 from runner.run.checkpoint_listing import MAX_BYTES, MAX_CHECKPOINTS, CheckpointKind, parse_listing
+from runner.run import checkpoints
 from runner.run.checkpoints import MANIFEST, CheckpointSync, Location, latest_checkpoint
 
 WHERE = "s3://bkt/team/demo-1/tftrain-checkpoints.json"
@@ -79,9 +80,10 @@ REFUSED = [
     ("stray-file", listing(one_file("other.index", {"size": 1, "sha256": SHA})), "must be 'ckpt-1.index' and its .data-K-of-N"),
     ("file-over-a-file", listing({"name": "m.keras", "kind": "keras-file", "time": 1, "files": {"m.keras": {"size": 1, "sha256": SHA}, "m.keras/x": {"size": 1, "sha256": SHA}}}), "the .keras file 'm.keras' alone"),
     ("backup-odd-files", listing({"name": "b", "kind": "keras-backup", "time": 1, "files": {"a/latest.weights.h5": {"size": 1, "sha256": SHA}, "b/training_metadata.json": {"size": 1, "sha256": SHA}}}), "in one directory"),
-    ("100000-brackets", b"[" * 100_000 + b"]" * 100_000, "nests 100000 levels deep"),
-    ("deep-in-a-value", listing(tf_entry(extra=json.loads("[" * 500 + "]" * 500))), "nests 503 levels deep"),
+    ("100000-brackets", b"[" * 100_000 + b"]" * 100_000, "nests over 16 levels deep"),
+    ("deep-in-a-value", listing(tf_entry(extra=json.loads("[" * 500 + "]" * 500))), "nests over 16 levels deep"),
     ("over-16-MiB", b" " * (MAX_BYTES + 1), "is over 16 MiB"),
+    ("5-million-strings", b'{"version": 1, "checkpoints": [' + b'"",' * 5_000_000 + b'""]}', "holds over 2000000 values"),
     ("20000-checkpoints", listing(*[tf_entry(f"c-{n}", n) for n in range(20_000)]), "lists 20000 checkpoints (at most 10000)"),
     ("20000-files", listing(tf_entry(files={f"ckpt-1.data-{n:05d}-of-20000": {"size": 1, "sha256": SHA} for n in range(20_000)})), "lists 20000 files"),
 ]
@@ -215,3 +217,11 @@ def test_the_sync_leaves_out_what_a_reader_would_refuse(tmp_path, bucket, s3_ser
     assert notes.warnings == ["checkpoints: not synced, a run could not resume from it: checkpoint.name 'odd\"name' holds a control character, a line break, a quote or a backslash"]
     back = restore(s3_server, name, tmp_path / "resume")
     assert sorted(p.name for p in back.iterdir()) == ["checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index"]
+
+
+def test_the_sync_keeps_its_listing_within_what_a_reader_accepts(monkeypatch):
+    monkeypatch.setattr(checkpoints, "MAX_BYTES", 4096)
+    entries = [{"name": f"ckpt-{n}", "kind": "tensorflow", "time": n, "files": {f"ckpt-{n}.index": {"size": 1, "sha256": SHA}}} for n in range(100)]
+    kept, body = checkpoints._fitting(entries)
+    assert len(body) <= 4096 and kept == entries[-len(kept) :] and len(kept) >= 10
+    assert [c.name for c in parse_listing(body, WHERE)] == [e["name"] for e in kept]

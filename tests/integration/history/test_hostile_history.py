@@ -1,0 +1,219 @@
+"""Hostile references and a hostile history through the real CLI, each command a process held to a
+timeout: a run number or model version no run or version can have (23 digits, `v01`, Arabic-Indic
+digits) is "not found" (exit 5, one line) on every command that takes one, and refused at
+validate in resume_from (exit 3, FILE:LINE); tftrain.db, its -wal/-shm, history.lock or a run.json
+that is a FIFO, a link to /dev/urandom, a directory, … never hangs a command: one line naming it
+and `tftrain doctor` (exit 21), and doctor sets it aside and rebuilds."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import TFTRAIN
+from runner.errors import HistoryError, ManifestError, NotFoundError, UsageError
+from runner.history.registry import Registry
+from runner.history.store import Store
+from history_damage import digest
+from hostile import assert_clean, assert_refused, files_containing, nothing_written_outside
+
+pytestmark = pytest.mark.integration
+
+SECONDS = 30  # each command answers in well under one; a hang fails here
+SECRET = "ghp_hostile-history-not-to-be-printed"
+HUGE = "9" * 23
+MANIFEST = json.dumps({"name": "demo", "entry_script": "train.py"})
+
+
+@pytest.fixture
+def history(tmp_path) -> Path:
+    """A TFTRAIN_HOME with one Completed run (demo-1) that registered demo@v1."""
+    home = tmp_path / "home"
+    source = tmp_path / "model"
+    source.mkdir()
+    (source / "weights.bin").write_bytes(b"\0" * 64)
+    with Store(home) as store:
+        run_id = store.new_run("demo", MANIFEST)
+        store.finish(run_id, "Completed", 0, None)
+        Registry(store).register("demo", source, run_id, {"run_id": run_id})
+        store.update_run(run_id, model="demo@v1")
+    return home
+
+
+def tftrain(home: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TFTRAIN_HOME": str(home), "GITHUB_TOKEN": SECRET, "COLUMNS": "200"}
+    return subprocess.run([TFTRAIN, *args], capture_output=True, text=True, timeout=SECONDS, env=env, cwd=cwd or home.parent)
+
+
+def assert_secret_kept(result: subprocess.CompletedProcess, root: Path) -> None:
+    assert SECRET not in result.stdout + result.stderr
+    assert not files_containing(root, [SECRET.encode()])
+
+
+# --- references -------------------------------------------------------------------------------
+# (id, arguments (OUT: an output directory that must not appear), what the one line says)
+RUN_NOT_FOUND = f"run '{HUGE}' not found in"
+NO_VERSION = "cannot exist: a version is v1, v2, …"
+NOT_FOUND = [
+    ("runs-show", ["runs", "show", HUGE], RUN_NOT_FOUND),
+    ("logs", ["logs", HUGE], RUN_NOT_FOUND),
+    ("metrics", ["metrics", HUGE], RUN_NOT_FOUND),
+    ("models-register", ["models", "register", HUGE], RUN_NOT_FOUND),
+    ("publish", ["publish", "--run", HUGE], RUN_NOT_FOUND),
+    ("models-pull", ["models", "pull", f"demo@v{HUGE}", "-o", "OUT"], f"model 'demo@v{HUGE}' {NO_VERSION}"),
+    ("serve-version", ["serve", f"demo@v{HUGE}"], NO_VERSION),
+    ("serve-run", ["serve", HUGE], f"'{HUGE}' is neither a run nor a registered model"),
+    ("deploy", ["deploy", f"demo@v{HUGE}", "--image", "example/demo"], NO_VERSION),
+    ("sweeps-show", ["sweeps", "show", f"demo-sweep-{HUGE}"], "not found"),
+    ("runs-show-arabic-indic", ["runs", "show", "١"], "run '١' not found"),
+    ("runs-show-leading-zero", ["runs", "show", "01"], "run '01' not found"),
+    ("models-pull-arabic-indic", ["models", "pull", "demo@v١", "-o", "OUT"], NO_VERSION),
+    ("models-pull-leading-zero", ["models", "pull", "demo@v01", "-o", "OUT"], NO_VERSION),
+    ("serve-v0", ["serve", "demo@v0"], NO_VERSION),
+    ("models-pull-long", ["models", "pull", f"demo@v{'9' * 100_000}", "-o", "OUT"], "…' cannot exist"),
+]
+
+
+@pytest.mark.parametrize("case", NOT_FOUND, ids=[case[0] for case in NOT_FOUND])
+def test_a_number_no_run_or_version_can_have_is_not_found(history, tmp_path, case):
+    _, args, says = case
+    out = tmp_path / "out"
+    records = [digest(history / "runs"), digest(history / "models")]
+    with nothing_written_outside(tmp_path, history):  # SQLite's -wal and -shm come and go in home
+        result = tftrain(history, *[str(out) if arg == "OUT" else arg for arg in args])
+    assert [digest(history / "runs"), digest(history / "models")] == records
+    line = assert_refused(result, NotFoundError, says)
+    assert len(line) < 400, line
+    assert not out.exists()
+    assert_secret_kept(result, tmp_path)
+
+
+def test_the_same_commands_find_what_exists(history, tmp_path):
+    """The refusals above come from the numbers, not from an empty history."""
+    assert_clean(tftrain(history, "runs", "show", "1"))
+    assert_clean(tftrain(history, "metrics", "demo-1"))
+    assert_clean(tftrain(history, "models", "pull", "demo@v1", "-o", str(tmp_path / "out")))
+    assert (tmp_path / "out" / "weights.bin").read_bytes() == b"\0" * 64
+
+
+def test_a_sweep_id_past_its_digits_is_refused_before_anything_runs(history, tmp_path):
+    manifest = tmp_path / "tftrain.yml"
+    manifest.write_text("name: demo\nentry_script: train.py\n")
+    with nothing_written_outside(tmp_path, history):
+        result = tftrain(history, "sweep", "resume", f"demo-sweep-{HUGE}", "-f", str(manifest))
+    assert_refused(result, UsageError, "SWEEP_ID", "NAME-sweep-N")
+
+
+@pytest.mark.parametrize(
+    ("ref", "says"),
+    [(f"model:demo@v{HUGE}", "cannot exist"), ("model:demo@v01", "cannot exist"), ("model:demo@v١", "cannot exist"),
+     (f"checkpoint:{HUGE}", "cannot exist"), ("model:de mo", "is not a model reference")],
+)
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_resume_from_that_can_name_nothing_is_refused_at_validate(history, tmp_path, command, ref, says):
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "train.py").write_text("raise SystemExit('never runs')\n")
+    (project / "tftrain.yml").write_text(f'name: demo\nsource_directory: src\nentry_script: train.py\nresume_from: "{ref}"\n')
+    with nothing_written_outside(tmp_path, history):
+        result = tftrain(history, command, "-f", str(project / "tftrain.yml"), cwd=project)
+    assert_refused(result, ManifestError, "tftrain.yml:4", "resume_from", says)
+    assert not (history / "runs" / "demo-2").exists()
+    assert_secret_kept(result, tmp_path)
+
+
+# --- the history's files ------------------------------------------------------------------------
+def _fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _link_to(target: str):
+    def make(path: Path) -> None:
+        path.symlink_to(target)
+
+    return make
+
+
+def _socket(path: Path) -> None:
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(path))
+
+
+def _directory(path: Path) -> None:
+    path.mkdir()
+    (path / "x").write_text("kept\n")
+
+
+# (id, which file, how it is made odd, what the line calls it)
+ODD = [
+    ("db-fifo", "tftrain.db", _fifo, "a FIFO"),
+    ("db-urandom", "tftrain.db", _link_to("/dev/urandom"), "a symlink to a character device ('/dev/urandom')"),
+    ("db-null", "tftrain.db", _link_to("/dev/null"), "a symlink to a character device ('/dev/null')"),
+    ("db-directory", "tftrain.db", _directory, "a directory"),
+    ("db-socket", "tftrain.db", _socket, "a socket"),
+    ("db-link-to-fifo", "tftrain.db", _link_to("elsewhere.fifo"), "a symlink to a FIFO"),
+    ("wal-fifo", "tftrain.db-wal", _fifo, "a FIFO"),
+    ("shm-urandom", "tftrain.db-shm", _link_to("/dev/urandom"), "a symlink to a character device"),
+    ("lock-fifo", "history.lock", _fifo, "a FIFO"),
+    ("lock-urandom", "history.lock", _link_to("/dev/urandom"), "a symlink to a character device"),
+]
+
+
+@pytest.mark.parametrize("case", ODD, ids=[case[0] for case in ODD])
+def test_an_odd_history_file_is_named_and_doctor_sets_it_aside(history, tmp_path, case):
+    _, name, make, called = case
+    (history / name).unlink(missing_ok=True)  # the index is rebuilt from runs/ and models/
+    if make is not _fifo and "fifo" in case[0]:
+        os.mkfifo(history / "elsewhere.fifo")
+    make(history / name)
+    mode = os.lstat(history / name).st_mode
+
+    with nothing_written_outside(tmp_path, history):
+        refused = tftrain(history, "runs")
+        assert_refused(refused, HistoryError, str(history / name), called, "tftrain doctor")
+        doctor = tftrain(history, "doctor")
+        assert_clean(doctor)
+        shown = tftrain(history, "runs", "show", "demo-1")
+        assert_clean(shown)
+        assert_clean(tftrain(history, "models", "pull", "demo@v1", "-o", str(history / "pulled")))
+    assert "Completed" in shown.stdout and "kept the old index as" in doctor.stdout + doctor.stderr
+    base, _, suffix = name.partition("-")  # tftrain.db-wal goes aside as tftrain.db.damaged-TIME-wal
+    aside = [path for path in history.iterdir() if path.name.startswith(f"{base}.damaged-") and path.name.endswith(suffix)]
+    assert len(aside) == 1 and os.lstat(aside[0]).st_mode == mode  # moved as it was, never opened or replaced
+    assert stat.S_ISREG(os.lstat(history / "tftrain.db").st_mode)
+    assert_secret_kept(doctor, tmp_path)
+
+
+def test_a_link_to_nothing_is_never_followed_out_of_the_history(history, tmp_path):
+    elsewhere = tmp_path / "elsewhere" / "index.db"
+    (history / "tftrain.db").unlink()
+    (history / "tftrain.db").symlink_to(elsewhere)
+    with nothing_written_outside(tmp_path, history):
+        assert_refused(tftrain(history, "runs"), HistoryError, "a symlink to nothing", "tftrain doctor")
+        assert_clean(tftrain(history, "doctor"))
+        assert_clean(tftrain(history, "runs", "show", "demo-1"))
+    assert not elsewhere.parent.exists()
+
+
+def test_a_fifo_run_record_hangs_neither_a_command_nor_doctor(history, tmp_path):
+    record = history / "runs" / "demo-1" / "run.json"
+    kept = record.read_bytes()
+    record.unlink()
+    os.mkfifo(record)
+    with nothing_written_outside(tmp_path, history):
+        assert_clean(tftrain(history, "runs"))
+        assert_clean(tftrain(history, "runs", "show", "demo-1"))
+        rebuilt = tftrain(history, "doctor", "--rebuild")
+    assert_clean(rebuilt)
+    assert "run.json: not a regular file" in rebuilt.stderr + rebuilt.stdout
+    assert stat.S_ISFIFO(os.lstat(record).st_mode)  # left as it is: the run directory is the user's
+    record.unlink()
+    record.write_bytes(kept)
+    assert_clean(tftrain(history, "doctor", "--rebuild"))
+    assert "Completed" in tftrain(history, "runs", "show", "demo-1").stdout

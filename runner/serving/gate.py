@@ -3,6 +3,11 @@ run's own environment, its serving signatures are read, it predicts on a sample;
 `model.export: [onnx]` it is converted by tf2onnx in an export environment and ONNX Runtime's
 outputs on the same sample are compared with TensorFlow's. A model that fails is not registered.
 
+The gate reads only what registration will hold: links that lead out of outputs/, or into the
+model it loads, are refused before anything is read (runner.serving.contained). Files that are no
+model it knows (checkpoints, pickles, an .h5 of weights alone) are registered with a warning
+naming what was not checked; `gate: required` and `export_required: true` make that a failure.
+
 What it leaves in the run directory's serving/ (copied into the version by the registry):
 serving.json, sample.npz, predictions.npz, model.onnx + export.json, check.log / export.log.
 """
@@ -18,6 +23,8 @@ from pathlib import Path
 from runner.errors import FatalError, ModelGateError
 from runner.history.rundir import RunPaths
 from runner.manifest import LoadedManifest
+from runner.manifest.model import ModelSpec
+from runner.serving.contained import model_links, refuse_leaving, refuse_read_through
 from runner.serving.requirements import (
     ONNX_OPSET, export_constraints, export_requirements, framework_constraints, major_minor, serving_requirements,
 )
@@ -27,6 +34,7 @@ from runner.telemetry.logger import Logger
 
 PROBE_SECONDS = 900.0  # importing TensorFlow on a loaded 2-core runner takes seconds, a large model's load minutes
 GATE_FILES = ("serving.json", "sample.npz", "predictions.npz")
+KNOWN = "a SavedModel, a .keras/.h5 model file, or a Keras JSON with its weights file"
 
 
 @dataclass(frozen=True)
@@ -48,18 +56,19 @@ class GateResult:
 
 
 def run_gate(loaded: LoadedManifest, paths: RunPaths, probe: Probe, env: Environment, logger: Logger) -> GateResult | None:
-    """None when the gate is off, or (gate: auto) when model.path holds no SavedModel or Keras
-    file; ModelGateError (one line: which check failed) when the model fails."""
+    """None when the gate is off, or (gate: auto) when model.path holds files that are no model
+    the gate knows; ModelGateError (one line: which check failed) when the model fails, and before
+    anything is loaded when a link would make the gate read what registration does not hold."""
     spec = loaded.manifest.model
     if spec.gate == "off":
         return None
     model_path = paths.workdir / spec.path
-    if locate(model_path) is None:
-        what = f"model.path {spec.path} holds no SavedModel (saved_model.pb) or .keras/.h5 file"
-        if spec.gate == "required":
-            raise ModelGateError(f"{what} (model.gate: required)")
-        logger.warning(f"{what}: registered without the load-and-predict check (model.gate: off silences this)")
-        return None
+    links = model_links(paths.workdir, paths.outputs_dir, spec.path)
+    refuse_leaving(links, paths.workdir)
+    located = locate(model_path)
+    refuse_read_through(links, model_path, located, paths.workdir)
+    if located is None:
+        return _unidentified(spec, f"model.path {spec.path} holds no model the gate knows ({KNOWN})", logger)
     started = time.monotonic()
     out = paths.serving
     shutil.rmtree(out, ignore_errors=True)
@@ -68,6 +77,8 @@ def run_gate(loaded: LoadedManifest, paths: RunPaths, probe: Probe, env: Environ
     args = ["check", str(model_path), str(out)] + (["--sample", str(paths.workdir / spec.sample_input)] if sample else [])
     where = _probe(probe, env, paths, args, out / "check.log", loaded, logger)
     result = _verdict(out, "check", out / "check.log")
+    if result.get("unknown"):
+        return _unidentified(spec, f"model.path {spec.path}: {result.get('error')}", logger)
     if not result.get("ok"):
         raise ModelGateError(f"model {spec.path}: {result.get('error')} (the gate, in {where}; log: {out / 'check.log'})")
     serving = json.loads((out / "serving.json").read_text())
@@ -81,6 +92,18 @@ def run_gate(loaded: LoadedManifest, paths: RunPaths, probe: Probe, env: Environ
         f"sample ({serving['sample']}) → {outputs} [{seconds:.1f} s]"
     )
     return GateResult(out, serving, seconds)
+
+
+def _unidentified(spec: ModelSpec, what: str, logger: Logger) -> None:
+    """Files that are no model the gate knows: registered with a warning saying what was not
+    checked (a migration keeps working), unless the manifest asks for the gate or an export."""
+    if spec.gate == "required":
+        raise ModelGateError(f"{what} (model.gate: required)")
+    if spec.export_required:
+        raise ModelGateError(f"{what}: nothing to export (model.export_required: true)")
+    unchecked = "it was not loaded, no signature read, no prediction made" + (", no model.onnx exported" if spec.export else "")
+    logger.warning(f"{what}: registered without the load-and-predict check ({unchecked}; model.gate: off silences this)")
+    return None
 
 
 def gate_finished(loaded: LoadedManifest, home: Path, run_id: str, logger: Logger) -> GateResult | None:

@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.serving.signature import Located, locate
+from runner.serving.signature import Located, candidates, locate
 
 # a release's asset → where it goes in the version directory (the registry's own layout)
 RELEASE_ASSETS = {
@@ -62,10 +62,9 @@ class VersionDir:
         return data if isinstance(data, dict) else None
 
     def located(self) -> Located | None:
-        """The loadable model: where serving.json says, else found in model/."""
+        """The loadable model: the one at the top of model/ that serving.json names (the gate
+        checked it), else the one model/ holds."""
         recorded = (self.serving() or {}).get("path")
-        if isinstance(recorded, str) and recorded not in ("", "."):
-            inside = (self.model / recorded).resolve()
-            if inside.is_relative_to(self.model.resolve()):
-                return locate(inside)
+        if isinstance(recorded, str) and recorded not in ("", ".") and self.model.is_dir() and not self.model.is_symlink():
+            return next((found for found in candidates(self.model) if found.relative == recorded), None)
         return locate(self.model)

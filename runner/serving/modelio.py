@@ -28,6 +28,11 @@ class LoadError(RuntimeError):
     """The model does not load, or has no serving signature."""
 
 
+class NotAModel(LoadError):
+    """Files the gate cannot identify as a model (an `.h5` of weights with no architecture beside
+    it): registered with a warning under `gate: auto`, never a failed load."""
+
+
 def numpy_dtype(dtype: str) -> Any:
     return object if dtype == "string" else np.dtype(dtype)
 
@@ -148,20 +153,27 @@ class TensorFlowModel:
         self._exported = None
         path = located.path
         label = located.path.name if located.relative == "." else located.relative
+        if located.weights is not None:
+            label = f"{label} + {located.weights.name}"
+        if located.format is ModelFormat.KERAS and path.suffix == ".h5" and _weights_only(path):
+            raise NotAModel(
+                f"{label} holds weights only (no model config) and no Keras JSON (model.to_json()) is beside it: "
+                "the gate cannot tell which model they belong to"
+            )
         try:
-            if located.format is ModelFormat.KERAS:
-                import keras
-
-                model = keras.saving.load_model(str(path), compile=False)
+            if located.format is not ModelFormat.SAVED_MODEL:
+                model = _keras_model(located)
                 self._exported = tempfile.TemporaryDirectory(prefix="tftrain-export-")
                 path = Path(self._exported.name) / "saved_model"
                 model.export(str(path), verbose=False)
             self.saved_model_dir = path
             self._loaded = tf.saved_model.load(str(path))
         except Exception as exc:  # any failure to load is the gate's verdict, named
+            self.close()
             raise LoadError(f"{label} does not load: {type(exc).__name__}: {_first_line(exc)}") from None
         self.signatures = {name: self._signature(name, fn) for name, fn in self._loaded.signatures.items()}
         if not self.signatures:
+            self.close()
             raise LoadError(f"{label} has no serving signature (export it with model.export() or tf.saved_model.save(..., signatures=...))")
 
     def _signature(self, name: str, fn) -> Signature:
@@ -192,6 +204,45 @@ class TensorFlowModel:
     def close(self) -> None:
         if self._exported is not None:
             self._exported.cleanup()
+
+
+def _keras_model(located: Located) -> Any:
+    """A Keras file loaded whole; a JSON + weights pair the way Azure's scoring scripts load it
+    (`model_from_json`, then `load_weights`, which reads Keras 3's `.weights.h5` and the legacy
+    HDF5 of Keras 2's `save_weights("model.h5")` alike)."""
+    import keras
+
+    if located.format is ModelFormat.KERAS:
+        return keras.saving.load_model(str(located.path), compile=False)
+    text = located.path.read_text(encoding="utf-8")
+    model = _model_from_json(keras, text)
+    model.load_weights(str(located.weights))
+    return model
+
+
+def _model_from_json(keras: Any, text: str) -> Any:
+    """Keras 3 reads its own configs with model_from_json; a Keras 2 config (no "module" keys:
+    tf.keras ≤ 2.15, tf-keras) only with the reader its own legacy `.h5` loader uses."""
+    config = json.loads(text)
+    if int(keras.__version__.split(".")[0]) >= 3 and isinstance(config, dict) and "module" not in config:
+        try:
+            from keras.src.legacy.saving import saving_utils
+        except ImportError:  # a Keras that moved it: model_from_json says what it cannot read
+            return keras.models.model_from_json(text)
+        return saving_utils.model_from_config(config)
+    return keras.models.model_from_json(text)
+
+
+def _weights_only(path: Path) -> bool:
+    """An HDF5 file with no model config: what `save_weights` writes (Keras 2's layer_names, Keras
+    3's layers/vars). A file that is not HDF5 at all is left to the loader, which says so."""
+    try:
+        import h5py
+
+        with h5py.File(path, "r") as handle:
+            return "model_config" not in handle.attrs
+    except (ImportError, OSError):
+        return False
 
 
 class OnnxModel:

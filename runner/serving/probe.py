@@ -7,7 +7,8 @@
 `check` writes OUT_DIR/serving.json, sample.npz (the inputs) and predictions.npz (TensorFlow's
 outputs); `export` (in the export environment, after `check`) writes model.onnx and export.json.
 Each writes its verdict to OUT_DIR/<step>-result.json — {"ok": true} or {"ok": false, "error":
-one line} — and leaves with os._exit: TensorFlow's interpreter teardown costs up to a second.
+one line}, with "unknown": true where the files are no model the gate knows (not a failure under
+`gate: auto`) — and leaves with os._exit: TensorFlow's interpreter teardown costs up to a second.
 """
 
 from __future__ import annotations
@@ -30,10 +31,12 @@ def check(model_path: Path, out: Path, sample: Path | None) -> dict:
 
     located = locate(model_path)
     if located is None:
-        return {"ok": False, "step": "load", "error": f"{model_path.name} is neither a SavedModel directory nor a .keras/.h5 file"}
+        return {"ok": False, "step": "identify", "unknown": True, "error": f"{model_path.name} holds no model the gate knows"}
     started = time.perf_counter()
     try:
         model = modelio.TensorFlowModel(located)
+    except modelio.NotAModel as exc:  # not a failed load: gate: auto registers it with a warning
+        return {"ok": False, "step": "identify", "unknown": True, "error": str(exc)}
     except modelio.LoadError as exc:
         return {"ok": False, "step": "load", "error": str(exc)}
     import tensorflow as tf
@@ -53,6 +56,7 @@ def check(model_path: Path, out: Path, sample: Path | None) -> dict:
     serving = {
         "format": located.format.value,
         "path": located.relative,
+        **({"weights": located.weights.name} if located.weights is not None else {}),
         "signatures": signatures_as_json(model.signatures),
         "signature": signature.name,
         "tensorflow": tf.__version__,

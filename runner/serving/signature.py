@@ -18,6 +18,8 @@ from typing import Any, Iterator
 SERVING_DEFAULT = "serving_default"
 SAVED_MODEL = "saved_model.pb"
 KERAS_SUFFIXES = (".keras", ".h5")
+WEIGHTS_SUFFIX = ".weights.h5"  # Keras 3's save_weights: weights only, never a model by itself
+MAX_KERAS_JSON = 16 << 20  # a model.to_json() is kilobytes; a larger .json is not read as one
 # tensorflow/core/framework/types.proto, DataType
 DTYPES = {
     1: "float32", 2: "float64", 3: "int32", 4: "uint8", 5: "int16", 6: "int8", 7: "string", 8: "complex64",
@@ -28,32 +30,81 @@ DTYPES = {
 class ModelFormat(str, enum.Enum):
     SAVED_MODEL = "saved_model"
     KERAS = "keras"
+    KERAS_JSON = "keras_json"  # model.to_json() + save_weights(): what Azure's Keras samples write and score
 
 
 @dataclass(frozen=True)
 class Located:
-    """The loadable model inside `model.path`: a SavedModel directory or a Keras file."""
+    """The loadable model inside `model.path`: a SavedModel directory, a Keras file, or a Keras
+    JSON config (`path`) with its weights file beside it (`weights`)."""
 
     format: ModelFormat
     path: Path
     relative: str  # inside the registered model/ directory ('.' for the directory itself)
+    weights: Path | None = None  # KERAS_JSON only
 
 
 def locate(model_path: Path) -> Located | None:
-    """A SavedModel directory, a `.keras`/`.h5` file, or a directory holding exactly one of
-    those at its top; None for anything else (checkpoints, pickles, …: not a TensorFlow model)."""
-    if model_path.is_file() and not model_path.is_symlink():
-        return Located(ModelFormat.KERAS, model_path, model_path.name) if model_path.suffix in KERAS_SUFFIXES else None
-    if not model_path.is_dir() or model_path.is_symlink():
+    """A SavedModel directory, a `.keras`/`.h5` file, or a directory holding exactly one model at
+    its top (a SavedModel directory, a Keras file, a Keras JSON + weights pair); None for anything
+    else (checkpoints, pickles, …: not a model the gate knows). Links are never followed: what is
+    registered holds no links, so the gate must not load through one."""
+    if model_path.is_symlink():
+        return None
+    if model_path.is_file():  # a JSON alone is not a model: its weights would not be registered with it
+        return Located(ModelFormat.KERAS, model_path, model_path.name) if is_keras_file(model_path) else None
+    if not model_path.is_dir():
         return None
     if (model_path / SAVED_MODEL).is_file():
         return Located(ModelFormat.SAVED_MODEL, model_path, ".")
-    found = [
-        Located(ModelFormat.SAVED_MODEL, child, child.name) if (child / SAVED_MODEL).is_file() else Located(ModelFormat.KERAS, child, child.name)
-        for child in sorted(model_path.iterdir())
-        if not child.is_symlink() and ((child.is_dir() and (child / SAVED_MODEL).is_file()) or (child.is_file() and child.suffix in KERAS_SUFFIXES))
-    ]
+    found = candidates(model_path)
     return found[0] if len(found) == 1 else None
+
+
+def candidates(directory: Path) -> list[Located]:
+    """Every model at the top of `directory` (links left out), by name: a version directory's
+    serving.json names which one was checked."""
+    children = [child for child in sorted(directory.iterdir()) if not child.is_symlink()]
+    files = [child for child in children if child.is_file()]
+    pairs = _json_pairs(files)
+    paired = {pair.weights for pair in pairs}
+    found = [Located(ModelFormat.SAVED_MODEL, child, child.name) for child in children if child.is_dir() and (child / SAVED_MODEL).is_file()]
+    found += [Located(ModelFormat.KERAS, child, child.name) for child in files if is_keras_file(child) and child not in paired]
+    return sorted(found + pairs, key=lambda located: located.relative)
+
+
+def is_keras_file(path: Path) -> bool:
+    """A whole model saved by Keras (`.keras`, `.h5`); a `.weights.h5` holds weights only."""
+    return path.suffix in KERAS_SUFFIXES and not path.name.endswith(WEIGHTS_SUFFIX)
+
+
+def _json_pairs(files: list[Path]) -> list[Located]:
+    """Keras JSON configs with their weights: `X.json` + `X.weights.h5` or `X.h5` (one of them), or
+    the directory's only config with its only `.h5` file (model_architecture.json + weights.h5)."""
+    configs = [path for path in files if path.suffix == ".json" and is_keras_json(path)]
+    weights = [path for path in files if path.suffix == ".h5"]
+    pairs = []
+    for config in configs:
+        named = [path for path in weights if path.name in (config.stem + WEIGHTS_SUFFIX, config.stem + ".h5")]
+        if not named and len(configs) == 1 and len(weights) == 1:
+            named = weights
+        if len(named) == 1:
+            pairs.append(Located(ModelFormat.KERAS_JSON, config, config.name, named[0]))
+    return pairs
+
+
+def is_keras_json(path: Path) -> bool:
+    """A file holding a Keras model config as `model.to_json()` writes it ({"class_name": …,
+    "config": {…}}), read only when small enough to be one."""
+    import json
+
+    try:
+        if path.stat().st_size > MAX_KERAS_JSON:
+            return False
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(config, dict) and isinstance(config.get("class_name"), str) and isinstance(config.get("config"), dict)
 
 
 @dataclass(frozen=True)

@@ -95,7 +95,7 @@ def test_a_keras_file_in_the_model_directory_is_checked_and_synthesised(project,
         ("export", "  sample_input: narrow.npy\n", "model.sample_input narrow.npy: input 'features': shape (2, 5) does not match the signature's (None, 8)"),
         ("nosig", "", "has no serving signature"),
         ("broken", "", "does not load"),
-        ("weights", "  gate: required\n", "model.path outputs/model holds no SavedModel (saved_model.pb) or .keras/.h5 file (model.gate: required)"),
+        ("weights", "  gate: required\n", "model.path outputs/model holds no model the gate knows (a SavedModel, a .keras/.h5 model file, or a Keras JSON with its weights file) (model.gate: required)"),
     ],
 )
 def test_a_model_that_fails_the_gate_is_not_registered(project, tmp_path, home, mode, model, says):

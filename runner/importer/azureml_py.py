@@ -20,6 +20,7 @@ from runner.importer.datainputs import add_input, is_data
 from runner.importer.draft import Draft, finish, model_name
 from runner.importer.interp import Interpreter, read_script
 from runner.importer.mapping import bool_as_text, group_flags, put_positional
+from runner.importer.notebook import Written, report_magics, written_files
 from runner.importer.sdk import JOBS
 from runner.importer.source import PythonSource, read_python
 from runner.importer.values import Obj, Unknown
@@ -37,6 +38,7 @@ class PyImport(ImportContext):
     source: PythonSource = field(kw_only=True)
     interp: Interpreter = field(kw_only=True)
     input_names: dict[int, str] = field(default_factory=dict)
+    written: dict[Path, Written] = field(default_factory=dict)  # notebooks: the files its %%writefile cells write
 
     def where(self, line: int | None) -> str:
         return self.source.where(line)
@@ -79,6 +81,7 @@ def import_python(path: Path, manifest_dir: Path) -> Draft:
         raise ManifestError(f"{path}: no Azure ML TensorFlow(...), Estimator(...) or ScriptRunConfig(...) found")
     draft = Draft(origin="")
     ctx = PyImport(draft, manifest_dir, resolved.parent, source=source, interp=interp)
+    ctx.written = written_files(ctx)
     job, experiment, sweep = _chosen(ctx)
     draft.origin = f"{job.via}(...) at {source.where(job.line)}"
     if sweep is not None:
@@ -106,6 +109,7 @@ def import_python(path: Path, manifest_dir: Path) -> Draft:
     for key, value in job.attrs.items():
         if key not in HANDLED and not key.startswith("_") and key != "*":
             draft.note("dropped", f"{key}={ctx.shown(value)}: no equivalent in tftrain", ctx.at(job, key))
+    report_magics(ctx)
     finish(draft, path.stem)
     return draft
 

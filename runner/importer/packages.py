@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
+from runner.errors import ManifestError
+from runner.manifest import yamlfile
 from runner.targets.local.environment import FRAMEWORK_PACKAGES
 from runner.importer.draft import TODO, Draft
 
@@ -49,11 +52,12 @@ def add_packages(draft: Draft, key: str, packages: list[Any], where: str, unreso
 
 
 def conda_file_packages(draft: Draft, spec: dict, where: str) -> None:
-    """An inline conda specification (v2 `environment.conda_file` as a mapping)."""
+    """A conda specification (v2 `environment.conda_file` as a mapping, a notebook's written file)."""
     conda, pip = [], []
-    for dependency in spec.get("dependencies") or []:
-        if isinstance(dependency, dict):
-            pip += [str(p) for p in dependency.get("pip") or []]
+    dependencies = spec.get("dependencies")
+    for dependency in dependencies if isinstance(dependencies, list) else []:
+        if isinstance(dependency, dict) and isinstance(dependency.get("pip"), list):
+            pip += [str(p) for p in dependency["pip"] if isinstance(p, (str, int, float))]
         elif isinstance(dependency, str):
             conda.append(dependency)
     if spec.get("channels"):
@@ -71,6 +75,10 @@ def environment_file(ctx, key: str, path: Any, where: str, base=None) -> None:
         ctx.draft.unresolved(key, ctx.shown(path), where)
         return
     found = ((base or ctx.input_dir) / path).resolve()
+    written = getattr(ctx, "written", {}).get(found)
+    if written is not None:  # a notebook's %%writefile cell: what it writes is the file
+        _from_written(ctx, key, written, where)
+        return
     source_dir = ctx.source_dir()
     if source_dir is not None and found.is_file() and found.is_relative_to(source_dir):
         relative = found.relative_to(source_dir).as_posix()
@@ -81,3 +89,25 @@ def environment_file(ctx, key: str, path: Any, where: str, base=None) -> None:
         return
     why = "not found" if not found.is_file() else "outside source_directory"
     ctx.draft.todo(key, f"{path!r} ({why}): copy it into source_directory and give its path there", where=where)
+
+
+def _from_written(ctx, key: str, written, where: str) -> None:
+    """A requirements or conda file that the notebook writes (%%writefile): its packages, read
+    as the file would be (YAML through the bounded reader), go into the manifest."""
+    written.used = True
+    origin = f"{written.name!r}, written by the notebook at {written.where}"
+    if "conda" not in key:
+        lines = [line.split("#")[0].strip() for line in written.content.splitlines()]
+        add_packages(ctx.draft, "pip_packages", [line for line in lines if line and not line.startswith("-")], where)
+        ctx.draft.note("changed", f"{key}: {origin} → pip_packages", where)
+        return
+    try:
+        spec = yamlfile.parse(Path(written.where), written.content).data
+    except ManifestError as exc:
+        ctx.draft.todo(key, f"{origin}: {exc}", where=where)
+        return
+    if not isinstance(spec, dict):
+        ctx.draft.todo(key, f"{origin}: not a conda specification (a mapping with dependencies)", where=where)
+        return
+    conda_file_packages(ctx.draft, spec, where)
+    ctx.draft.note("changed", f"{key}: {origin} → conda_packages and pip_packages", where)

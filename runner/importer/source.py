@@ -14,6 +14,7 @@ from pathlib import Path
 from runner.errors import ManifestError
 from runner.importer import budget
 from runner.importer.budget import OverBudget
+from runner.importer.magics import Magic, split_cell
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,8 @@ class PythonSource:
     text: str
     cell_starts: tuple[int, ...] = ()  # notebooks: the joined line where each code cell begins
     cell_numbers: tuple[int, ...] = ()  # notebooks: that cell's number among all cells, from 1
+    magics: tuple[Magic, ...] = ()  # notebooks: IPython's magics and shell lines, taken out of the code
+    over: bool = False  # notebooks: more code than the budget, read no further
 
     def where(self, line: int | None) -> str:
         if not line:
@@ -73,7 +76,7 @@ def _read_text(path: Path, label: str, limit: int) -> str:
 
 
 def _check_size(source: PythonSource) -> None:
-    if len(source.text) > budget.MAX_SOURCE_BYTES:
+    if source.over or len(source.text) > budget.MAX_SOURCE_BYTES:
         raise ManifestError(f"{source.label}: more than {budget.MAX_SOURCE_BYTES >> 10} KiB of code: {budget.WHY}")
     lines = source.text.count("\n")
     if lines > budget.MAX_LINES:
@@ -95,6 +98,8 @@ def _notebook(path: Path, label: str, raw: str) -> PythonSource:
     lines: list[str] = []
     starts: list[int] = []
     numbers: list[int] = []
+    magics: list[Magic] = []
+    size = 0  # characters of code, cell magics' bodies included
     for number, cell in enumerate(cells, start=1):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
@@ -103,11 +108,14 @@ def _notebook(path: Path, label: str, raw: str) -> PythonSource:
             source = "".join(source)
         if not isinstance(source, str):
             raise ManifestError(f"{label}:cell {number}: 'source' must be text or a list of lines, not {type(source).__name__}")
+        size += len(source)
+        if size > budget.MAX_SOURCE_BYTES or len(lines) > budget.MAX_LINES:
+            break  # _check_size names what
         starts.append(len(lines) + 1)
         numbers.append(number)
-        # IPython magics and shell escapes are no Python: blank them, keeping the line numbers.
-        lines += ["" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines()]
+        code, found = split_cell(source, len(lines) + 1)  # IPython's magics, read out of the Python
+        lines += code
         lines.append("")
-        if len(lines) > budget.MAX_LINES:
-            break  # _check_size names where
-    return PythonSource(path, label, "\n".join(lines) + "\n", tuple(starts), tuple(numbers))
+        magics += found
+    text = "\n".join(lines) + "\n"
+    return PythonSource(path, label, text, tuple(starts), tuple(numbers), tuple(magics), over=size > budget.MAX_SOURCE_BYTES)

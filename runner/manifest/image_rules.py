@@ -5,6 +5,7 @@ from __future__ import annotations
 from runner.manifest.images import PACKAGE_KEYS
 from runner.manifest.model import Manifest
 from runner.manifest.document import Location
+from runner.serving.imageref import reference_problem, shown
 
 Problem = tuple[Location, str]
 
@@ -23,6 +24,8 @@ def check_images(manifest: Manifest) -> list[Problem]:
             )
         if not manifest.custom_docker_image:
             problems.append((("image_registry",), "needs custom_docker_image: the image to pull from that registry"))
+    if manifest.custom_docker_image is not None and (problem := reference_problem(manifest.custom_docker_image)):
+        problems.append((("custom_docker_image",), f"{shown(manifest.custom_docker_image)}: {problem}"))
     if manifest.user_managed:
         for key in PACKAGE_KEYS:
             if getattr(manifest, key):

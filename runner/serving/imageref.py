@@ -8,9 +8,10 @@ reference is rendered into a Dockerfile or handed to the daemon:
     tag        := [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}
     digest     := algorithm ":" hex            (sha256: 64 hex digits, sha512: 128, others >= 32)
 
-Every class of bad input is one UsageError line (exit 2) naming the option: a newline, a space or
-an empty value never reaches a template (a newline in FROM would be a line of its own, a `RUN`),
-and credentials in a reference are refused without being echoed.
+Every class of bad input is one line naming the option (UsageError, exit 2; for the manifest's
+custom_docker_image, a manifest problem, exit 3): a newline, a space or an empty value never
+reaches a template (a newline in FROM would be a line of its own, a `RUN`), and credentials in a
+reference are refused without being echoed.
 """
 
 from __future__ import annotations
@@ -50,19 +51,28 @@ class ImageReference:
 
 def parse_reference(text: str, option: str) -> ImageReference:
     """`text` (given as `option`) as an image reference, or UsageError saying what is wrong."""
+    problem = reference_problem(text)
+    if problem:
+        raise UsageError(f"{option} {shown(text)}: {problem}")
+    match = REFERENCE.fullmatch(text)
+    return ImageReference(match["name"], match["tag"], match["digest"])
+
+
+def reference_problem(text: str) -> str | None:
+    """What makes `text` no image reference, in words for the user (never quoting it); None if it is one.
+    The manifest's rules use it for custom_docker_image, deploy for its options."""
     problem = _lexical_problem(text)
     match = None if problem else REFERENCE.fullmatch(text)
     if match is None:
-        raise UsageError(f"{option} {shown(text)}: {problem or _grammar_problem(text)}")
-    digest = match["digest"]
-    if digest:
-        algorithm, _, hex_digits = digest.partition(":")
+        return problem or _grammar_problem(text)
+    if match["digest"]:
+        algorithm, _, hex_digits = match["digest"].partition(":")
         wanted = DIGEST_LENGTHS.get(algorithm.lower())
         if wanted and len(hex_digits) != wanted:
-            raise UsageError(f"{option} {shown(text)}: a {algorithm} digest has {wanted} hex digits, not {len(hex_digits)}")
+            return f"a {algorithm} digest has {wanted} hex digits, not {len(hex_digits)}"
     if len(match["name"]) > MAX_NAME:
-        raise UsageError(f"{option} {shown(text)}: the repository name is longer than {MAX_NAME} characters")
-    return ImageReference(match["name"], match["tag"], digest)
+        return f"the repository name is longer than {MAX_NAME} characters"
+    return None
 
 
 def parse_repository(text: str, option: str) -> str:

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from hostile import assert_refused, nothing_written_outside
-from runner.errors import UsageError
+from runner.errors import ManifestError, UsageError
 from runner.serving.image import TOKEN_VARIABLE, ServingResources, environment_spec
 from runner.serving.imageref import parse_reference, parse_repository
 
@@ -107,3 +107,16 @@ def test_the_inference_service_takes_the_key_from_a_secret():
     document = yaml.safe_load(to_yaml(ServiceSpec("digits", "default", image, ServingResources(), {}, "serving-key").document()))
     container = document["spec"]["predictor"]["containers"][0]
     assert container["env"] == [{"name": TOKEN_VARIABLE, "valueFrom": {"secretKeyRef": {"name": "serving-key", "key": "token"}}}]
+
+
+@pytest.mark.parametrize("reference", ["python:3.11\nRUN touch /tmp/pwned", "py thon", "", "user:hunter2-Zx9@registry.example/x",
+                                       "team/TF:1", "python:3.11\u2028RUN id"])
+def test_a_hostile_custom_docker_image_is_refused_before_a_dockerfile_is_rendered(reference, project, home, cli, tmp_path):
+    import json
+
+    manifest = project(manifest=f"custom_docker_image: {json.dumps(reference)}\ncompute: {{target: docker}}\n")
+    with nothing_written_outside(tmp_path, home):
+        for command in ("validate", "plan"):
+            result = cli(command, "-f", str(manifest))
+            assert_refused(result, ManifestError, "custom_docker_image")
+            assert "FROM " not in result.stdout and "hunter2-Zx9" not in result.stdout + result.stderr

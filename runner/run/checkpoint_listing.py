@@ -26,7 +26,7 @@ MAX_BYTES = 16 * 1024**2
 MAX_DEPTH = 16  # the listing itself is 4 deep: {checkpoints: [{files: {NAME: {…}}}]}
 MAX_CHECKPOINTS = 10_000  # the sync lists the newest ones only
 MAX_FILES = 1_000  # per checkpoint: TensorFlow writes one shard per saving device or ps task
-MAX_TOKENS = 2_000_000  # a real listing has one per ~12 bytes; 16 MiB of `"",` would take 1 GB to parse
+MAX_TOKENS = 2_000_000  # a real listing has one per 8-11 bytes; 16 MiB of `"",` would take 1 GB to parse
 # characters; levels; bytes in one part (NAME_MAX is 255, and a download's temporary name adds a suffix)
 MAX_NAME, MAX_PARTS, MAX_PART_BYTES = 1024, 32, 200
 VERSION = 1
@@ -36,7 +36,9 @@ KERAS_WEIGHTS, KERAS_METADATA = "latest.weights.h5", "training_metadata.json"
 SHA256 = re.compile(r"[0-9a-f]{64}")
 STATE_FILE = "checkpoint"  # what tf.train.latest_checkpoint reads in the checkpoint's directory
 
-_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[][{},:]', re.DOTALL)  # a string, a bracket or a separator
+# a string (possessive, to its closing quote or the end: a failed match retried at every quote
+# was quadratic), a bracket or a separator
+_TOKEN = re.compile(rb'"(?:[^"\\]++|\\.)*+"?|[][{},:]', re.DOTALL)
 _STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 
 

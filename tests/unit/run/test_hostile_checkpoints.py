@@ -83,6 +83,7 @@ REFUSED = [
     ("100000-brackets", b"[" * 100_000 + b"]" * 100_000, "nests over 16 levels deep"),
     ("deep-in-a-value", listing(tf_entry(extra=json.loads("[" * 500 + "]" * 500))), "nests over 16 levels deep"),
     ("over-16-MiB", b" " * (MAX_BYTES + 1), "is over 16 MiB"),
+    ("16-MiB-of-escaped-quotes", b'"' + b'\\"' * (MAX_BYTES // 2 - 1), "is not JSON: Unterminated string"),  # was quadratic
     ("5-million-strings", b'{"version": 1, "checkpoints": [' + b'"",' * 5_000_000 + b'""]}', "holds over 2000000 values"),
     ("20000-checkpoints", listing(*[tf_entry(f"c-{n}", n) for n in range(20_000)]), "lists 20000 checkpoints (at most 10000)"),
     ("20000-files", listing(tf_entry(files={f"ckpt-1.data-{n:05d}-of-20000": {"size": 1, "sha256": SHA} for n in range(20_000)})), "lists 20000 files"),

@@ -346,9 +346,13 @@ def test_kubernetes_target_prints_and_applies(tmp_path, capsys):
     image = "r.example/team/digits@sha256:" + "d" * 64
     with ServingAPI() as api:
         config.write_text(api.kubeconfig())
-        args = types.SimpleNamespace(service_name=None, namespace="serving", kubeconfig=config)
+        args = types.SimpleNamespace(service_name=None, namespace="serving", kubeconfig=config, auth_secret="serving-key")
         deploy._kubernetes(args, model, ServingResources(), image, Logger(io.StringIO()))
         printed = yaml.safe_load(capsys.readouterr().out)
+        # the server's key comes from the secret when the pod starts; the document only names it
+        assert printed["spec"]["predictor"]["containers"][0]["env"] == [
+            {"name": "TFTRAIN_SERVING_TOKEN", "valueFrom": {"secretKeyRef": {"name": "serving-key", "key": "token"}}}
+        ]
         assert printed["metadata"]["name"] == "digits-v" and printed["metadata"]["labels"]["tftrain/version"] == "v4"
         assert api.services["digits-v"]["spec"] == printed["spec"]
         assert printed["spec"]["predictor"]["containers"][0]["resources"]["limits"] == {"cpu": "1", "memory": "2Gi"}

@@ -32,7 +32,7 @@ def test_service_names_are_dns_labels():
 def test_command_line_refusals(home):
     result = tftrain("deploy", "digits@v1", "--image", "r.example/x", "--kubeconfig", "k")
     assert result.returncode == 2 and "add --target kubernetes" in result.stderr
-    result = tftrain("deploy", "digits@v1", "--image", "r.example/X")
-    assert result.returncode == 27 and result.stderr.count("\n") == 1
+    result = tftrain("deploy", "digits@v1", "--image", "r.example/X")  # a bad option: a usage error, before the registry
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "must be lowercase" in result.stderr
     result = tftrain("deploy", "digits@v1", "--image", "r.example/x")
     assert result.returncode == 5 and "model digits@v1 is not registered" in result.stderr

@@ -226,10 +226,13 @@ def _model_from_json(keras: Any, text: str) -> Any:
     config = json.loads(text)
     if int(keras.__version__.split(".")[0]) >= 3 and isinstance(config, dict) and "module" not in config:
         try:
-            from keras.src.legacy.saving import saving_utils
-        except ImportError:  # a Keras that moved it: model_from_json says what it cannot read
+            from keras.src.legacy.saving import saving_options, saving_utils
+            from keras.src.saving import serialization_lib
+        except ImportError:  # a Keras that moved them: model_from_json says what it cannot read
             return keras.models.model_from_json(text)
-        return saving_utils.model_from_config(config)
+        # the scopes Keras's own legacy loader uses: safe mode on (a Lambda's marshalled code is refused, never run)
+        with saving_options.keras_option_scope(use_legacy_config=True), serialization_lib.SafeModeScope(True):
+            return saving_utils.model_from_config(config)
     return keras.models.model_from_json(text)
 
 
@@ -241,7 +244,7 @@ def _weights_only(path: Path) -> bool:
 
         with h5py.File(path, "r") as handle:
             return "model_config" not in handle.attrs
-    except (ImportError, OSError):
+    except Exception:  # noqa: BLE001 - h5py's errors vary by version; the loader names what is wrong
         return False
 
 

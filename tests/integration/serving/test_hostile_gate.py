@@ -36,7 +36,7 @@ keras.Model(inputs, keras.layers.Dense(3)(inputs)).export(sys.argv[1], verbose=F
 
 LINKS = """
 import os, sys
-mode, elsewhere = os.environ["MODE"], os.environ["ELSEWHERE"]
+mode, elsewhere = os.environ["MODE"], os.environ.get("ELSEWHERE", "")
 os.makedirs("outputs/model", exist_ok=True)
 if mode == "pb":
     os.symlink(os.path.join(elsewhere, "saved_model.pb"), "outputs/model/saved_model.pb")
@@ -105,6 +105,16 @@ elif mode == "keras3":
     model.save_weights("outputs/model/model.weights.h5")
 elif mode == "alone":
     legacy_weights(model, "outputs/model/model.h5")
+elif mode == "lambda":  # a config whose Lambda layer carries marshalled code (Keras 2's format for a lambda)
+    from keras.src.utils import python_utils
+    marker = os.environ["MARKER"]
+    code, defaults, closure = python_utils.func_dump(lambda x: (open(marker, "w").write("ran"), x)[1])
+    hostile = json.loads(json.dumps(KERAS2_JSON))
+    hostile["config"]["layers"].append({"class_name": "Lambda", "config": {
+        "name": "lambda", "trainable": True, "dtype": "float32", "function": [code, defaults, closure], "function_type": "lambda",
+        "module": "__main__", "output_shape": None, "output_shape_type": "raw", "output_shape_module": None, "arguments": {}}})
+    open("outputs/model/model.json", "w").write(json.dumps(hostile))
+    legacy_weights(model, "outputs/model/model.h5")
 sample = np.load("sample.npy")
 np.save("outputs/expected.npy", model.predict(sample, verbose=0))
 print("saved", mode)
@@ -120,8 +130,10 @@ def elsewhere(tmp_path_factory):
     return root
 
 
-def _project(project, script: str, mode: str, model: str = "", extra: str = "", elsewhere: object = "") -> object:
-    manifest = f"environment_variables: {{MODE: {mode}, ELSEWHERE: '{elsewhere}'}}\n{extra}model:\n  path: outputs/model\n{model}"
+def _project(project, script: str, mode: str, model: str = "", extra: str = "", **variables: object) -> object:
+    """tftrain.yml + src/train.py (MODE and `variables` in its environment) + src/sample.npy."""
+    env = ", ".join(f"{name}: '{value}'" for name, value in {"MODE": mode, **variables}.items())
+    manifest = f"environment_variables: {{{env}}}\n{extra}model:\n  path: outputs/model\n{model}"
     path = project(script, manifest, name="gated")
     np.save(path.parent / "src" / "sample.npy", np.linspace(-1, 1, 16, dtype=np.float32).reshape(2, 8))
     return path
@@ -153,7 +165,7 @@ def _version(home) -> tuple[dict, object]:
     ],
 )
 def test_a_link_the_gate_would_follow_is_refused_before_the_gate(project, home, cli, elsewhere, mode, names):
-    path = _project(project, LINKS, mode, elsewhere=elsewhere)
+    path = _project(project, LINKS, mode, ELSEWHERE=elsewhere)
     with nothing_written_outside(elsewhere.parent):
         result = _run(cli, path)
     line = assert_refused(result, ModelGateError, names)
@@ -168,7 +180,7 @@ def _run_id(home) -> str:
 
 def test_a_link_named_after_a_secret_is_refused_without_showing_it(project, home, cli, elsewhere, monkeypatch):
     monkeypatch.setenv("GATE_SECRET", SECRET)
-    path = _project(project, LINKS, "secret", extra="secrets: [GATE_SECRET]\n", elsewhere=elsewhere)
+    path = _project(project, LINKS, "secret", extra="secrets: [GATE_SECRET]\n", ELSEWHERE=elsewhere)
     with nothing_written_outside(elsewhere.parent):
         result = _run(cli, path)
     assert_refused(result, ModelGateError, "is a link that leads out of the outputs directory")
@@ -212,6 +224,17 @@ def test_weights_without_their_json_are_registered_with_a_warning_unless_require
         assert says in result.stdout + result.stderr and "registered without the load-and-predict check" in result.stdout + result.stderr
         version, root = _version(home)
         assert "serving" not in version and (root / "model" / "model.h5").is_file()
+
+
+def test_a_keras_json_carrying_code_is_refused_never_run(project, home, cli, tmp_path):
+    marker = tmp_path / "outside" / "ran"
+    marker.parent.mkdir()
+    path = _project(project, KERAS, "lambda", MARKER=marker)
+    with nothing_written_outside(marker.parent):
+        result = _run(cli, path)
+    assert_refused(result, ModelGateError, "model.json + model.h5 does not load", "Lambda")
+    assert not marker.exists()
+    _nothing_registered(home)
 
 
 UNKNOWN = "import os\nos.makedirs('outputs/model', exist_ok=True)\nopen('outputs/model/weights.txt', 'w').write('0.5')\n"

@@ -80,11 +80,27 @@ class PostgresServer:
         self.create_database(DATABASE)
         return self
 
-    def create_database(self, name: str) -> None:
-        self._sql(f"CREATE DATABASE {name}")
+    def create_database(self, name: str, owner: str | None = None) -> None:
+        self._sql(f"CREATE DATABASE {name}" + (f" OWNER {owner}" if owner else ""))
 
-    def _launch(self) -> None:
-        self.port = free_port()
+    def create_user(self, name: str, password: str) -> None:
+        """A login role with `password` (any characters: a literal with its quotes doubled)."""
+        literal = password.replace("'", "''")
+        self._sql(f"CREATE ROLE {name} LOGIN PASSWORD '{literal}'")
+
+    def halt(self) -> None:
+        """Stop the server as an outage would (fast shutdown), keeping its data for `restart`."""
+        self.process.send_signal(signal.SIGINT)
+        self.process.wait(timeout=15)
+
+    def restart(self) -> None:
+        """The server back on the same port, with the data it had."""
+        self._launch(self.port)
+        if not self._wait_ready():
+            self._fail()
+
+    def _launch(self, port: int | None = None) -> None:
+        self.port = port or free_port()
         with open(self.root / "server.log", "wb") as log:
             self.process = subprocess.Popen(
                 [

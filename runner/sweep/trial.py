@@ -16,6 +16,7 @@ from runner.history.store import Store
 from runner.manifest import LoadedManifest
 from runner.manifest.sweep import Objective
 from runner.run.pipeline import run_manifest
+from runner.run.retry import LOST_MESSAGE
 from runner.settings import LoggerSettings, Settings
 from runner.targets.base import RunControl
 from runner.telemetry.logger import Logger
@@ -32,7 +33,7 @@ class Verdict(Enum):
     COMPLETE = "complete"  # completed with a value of the objective
     PRUNED = "pruned"  # stopped by the early-termination policy
     FAILED = "failed"  # failed, out of its time, or completed without the objective
-    STOPPED = "stopped"  # canceled from outside (a signal, its sweep halted): told FAIL, resume runs it again
+    STOPPED = "stopped"  # canceled from outside (a signal, its sweep halted) or lost: told FAIL, resume runs it again
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,9 @@ class TrialResult:
             return Verdict.COMPLETE
         if self.early_terminated:
             return Verdict.PRUNED
-        return Verdict.STOPPED if self.status == RunStatus.CANCELED else Verdict.FAILED
+        # canceled from outside, or lost (its tftrain was killed: Store.reconcile marks it Failed)
+        lost = self.status == RunStatus.FAILED and (self.message or "").startswith(LOST_MESSAGE)
+        return Verdict.STOPPED if self.status == RunStatus.CANCELED or lost else Verdict.FAILED
 
 
 def tell(study, trial, result: TrialResult) -> Verdict:

@@ -212,7 +212,8 @@ def test_resume_tells_the_study_what_the_runs_did_and_the_table_agrees_with_them
     sweep = open_sweep(spec, "demo", Objective(primary_metric="score", goal="maximize"), 9, tmp_path)
     ends = [("demo-1", "Completed", None, 0.75), ("demo-2", "Canceled", "the sweep's storage failed", None),
             ("demo-3", "Canceled", "early termination at step 2", 0.1), ("demo-4", "TimedOut", "max_run_duration_seconds (2s) reached", 0.2),
-            ("../../etc", "Completed", None, 0.9)]
+            ("../../etc", "Completed", None, 0.9), ("demo-6", "Failed", "lost: tftrain process 12 ended", None),
+            ("demo-7", "Failed", "training exited with 1", None)]
     for run_id, status, message, score in ends:
         trial = sweep.study.ask()
         trial.set_user_attr("values", sweep.space.suggest(trial))
@@ -223,14 +224,13 @@ def test_resume_tells_the_study_what_the_runs_did_and_the_table_agrees_with_them
     stale = book.document()  # what sweep.json held when the storage went away: all Running
     assert {t["status"] for t in stale["trials"][:4]} == {"Completed", "Canceled"}  # the table already reads the runs
     queued = queue_stopped_trials(sweep, tmp_path)
-    assert queued == [(1, "demo-2")]
+    assert queued == [(1, "demo-2"), (5, "demo-6")]  # stopped from outside, and lost with its tftrain: run again
     states = {t.number: t.state.name for t in sweep.study.get_trials(deepcopy=False)}
-    assert [states[n] for n in range(5)] == ["COMPLETE", "FAIL", "PRUNED", "FAIL", "RUNNING"]  # not a run of this home: left
+    assert [states[n] for n in range(7)] == ["COMPLETE", "FAIL", "PRUNED", "FAIL", "RUNNING", "FAIL", "FAIL"]  # 4: not a run of this home
     assert sweep.study.trials[0].value == 0.75
-    (waiting,) = [t for t in sweep.study.trials if t.state.name == "WAITING"]
-    assert waiting.user_attrs[RESUMES] == "demo-2"
+    assert [t.user_attrs[RESUMES] for t in sweep.study.trials if t.state.name == "WAITING"] == ["demo-2", "demo-6"]
     rows = {row["number"]: row for row in book.trials()}
-    assert [rows[n]["status"] for n in range(4)] == ["Completed", "Canceled", "Canceled", "Canceled"]
+    assert [rows[n]["status"] for n in (0, 1, 2, 3, 5, 6)] == ["Completed", "Canceled", "Canceled", "Canceled", "Failed", "Failed"]
     assert rows[2]["early_terminated"] and not rows[3]["early_terminated"]
     book.save()
     shown = {t["number"]: t["status"] for t in read_sweep(tmp_path, sweep.sweep_id)["trials"]}

@@ -2,12 +2,13 @@
 
 Whoever can write to the bucket must not reach past the checkpoint directory, crash tftrain or
 keep it busy. So the listing is parsed here and nowhere else: its size is bounded (the caller
-reads at most MAX_BYTES + 1), its bracket nesting and its number of values are measured before
-`json` sees it (a deep document would be a RecursionError, a wide one a gigabyte), its entries are
+reads at most MAX_BYTES + 1), its nesting and its number of tokens are measured before `json`
+sees it (a deep document would be a RecursionError, a wide one a gigabyte), its entries are
 counted, and every value is checked for its type into frozen data classes. Every name that
-becomes a path, or a quoted line of TensorFlow's `checkpoint` state file, passes `name_problem`; the files a checkpoint lists must be the ones its
-kind is made of, so a listing cannot make two entries collide. The writer (the sync) holds its own
-checkpoints to the same rules, so what it lists is always what a reader accepts.
+becomes a path, or a quoted line of TensorFlow's `checkpoint` state file, passes `name_problem`;
+the files a checkpoint lists must be the ones its kind is made of, so a listing cannot make two
+entries collide. The writer (the sync) holds its own checkpoints to the same rules, so what it
+lists is always what a reader accepts.
 """
 
 from __future__ import annotations
@@ -169,7 +170,8 @@ def _checkpoint(item: object, at: str) -> ListedCheckpoint:
         raise _Refused(f"{at}.kind {_shown(kind_text)} is none of {', '.join(k.value for k in CheckpointKind)}")
     files = _mapping(files, f"{at}.files")
     _structure(name, kind, tuple(files), at)
-    return ListedCheckpoint(name, kind, _time(time, at), tuple(_file(n, value, f"{at}.files[{_shown(n)}]") for n, value in files.items()))
+    listed = tuple(_file(file, value, f"{at}.files[{_shown(file)}]") for file, value in files.items())
+    return ListedCheckpoint(name, kind, _time(time, at), listed)
 
 
 def _time(value: object, at: str) -> float:
@@ -228,7 +230,8 @@ def _field(entry: dict, key: str, at: str) -> object:
 
 
 def _type(value: object) -> str:
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(type(value), "a number")
+    names = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")
 
 
 def _shown(value: object, limit: int = 60) -> str:

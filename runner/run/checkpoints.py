@@ -11,6 +11,10 @@ A checkpoint is complete when its index is written: TensorFlow's `PREFIX.index` 
 BackupAndRestore `training_metadata.json` no older than `latest.weights.h5` (written after the
 weights), or a `.keras` file that is a whole zip. A file that changes while it is read or
 uploaded waits for the next round.
+
+The bucket is not trusted: whoever can write to it may have written the manifest. A reader parses
+it with runner.run.checkpoint_listing (bounded, every field and name checked) and fetches the
+latest checkpoint's files only, each checked against its size and sha256.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from runner.errors import UsageError
 from runner.telemetry.masking import MASK, mask_credentials
 
 MAX_NAME = 255
+MAX_REFERENCE = 1024  # a name, a tag and a sha512 digest fit with room to spare
 SHOWN = 120  # characters of a refused reference quoted in its error
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
 _DOMAIN = rf"(?:{_LABEL}(?:\.{_LABEL})*|\[[0-9A-Fa-f:]+\])(?::[0-9]+)?"
@@ -95,12 +96,14 @@ def _lexical_problem(text: str) -> str | None:
     """What makes `text` no reference before its grammar is looked at, in words for the user."""
     if not text:
         return "is empty: give an image reference " + EXAMPLE
+    if len(text) > MAX_REFERENCE:  # before any pattern: their cost grows with the length
+        return f"is longer than {MAX_REFERENCE} characters: no image reference is"
     if any(char.isspace() or not char.isprintable() for char in text):
         return "holds a space, newline or control character: a reference is one word, " + EXAMPLE
     if "://" in text:
         return "a reference has no scheme (https://…): give " + EXAMPLE + " (log in with `docker login`)"
     if _credentials(text):
-        return "holds credentials (user:password@): log in with `docker login` instead, never in the reference"
+        return "has '@' not followed by a digest (sha256:…); a login (user:password@) never goes in a reference: use `docker login`"
     return None
 
 

@@ -6,6 +6,7 @@ InferenceService takes the server's key from a secret and never holds it."""
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 import yaml
@@ -66,6 +67,14 @@ def test_a_hostile_image_repository_is_refused(reference):
     with pytest.raises(UsageError, match="^--image ") as raised:
         parse_repository(reference, "--image")
     assert len(str(raised.value).splitlines()) == 1 and "hunter2-Zx9" not in str(raised.value)
+
+
+@pytest.mark.parametrize("reference", ["a-a" * 300_000 + "/!", "a." * 500_000, "x" * 1_000_000])
+def test_a_huge_reference_is_refused_at_once(reference):
+    started = time.monotonic()
+    with pytest.raises(UsageError, match="longer than 1024 characters"):
+        parse_reference(reference, "--base-image")
+    assert time.monotonic() - started < 1.0
 
 
 @pytest.mark.parametrize("reference", VALID)

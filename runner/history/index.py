@@ -15,6 +15,7 @@ from runner.spec import Spec, ValidationError
 
 from runner.errors import DiskFullError, FatalError, HistoryError
 from runner.history.record import TERMINAL, RunRecord
+from runner.history.recordchecks import RECORD_CHECKS, is_phase, is_time, json_safe
 from runner.history.refs import run_number, version_of_dir
 from runner.history.rundir import read_record
 
@@ -150,9 +151,10 @@ def index_model(db, version_dir: Path, info: dict | None) -> None:
     """A registered version (its version.json read), or a pending one whose number stays taken."""
     name, version = version_dir.parent.name, version_of_dir(version_dir.name)
     created = info.get("created") if info else None
-    if not isinstance(created, (int, float)):
+    if not is_time(created):
         created = version_dir.stat().st_mtime
     state, run_id = ("ready", info.get("run_id")) if info is not None else ("pending", None)
+    run_id = run_id if isinstance(run_id, str) else None  # a number there would go to SQLite as one
     db.execute(
         "INSERT OR REPLACE INTO models (name, version, state, run_id, created, path, info) VALUES (?, ?, ?, ?, ?, ?, ?)",
         (name, version, state, run_id, created, str(version_dir), json.dumps(info) if info is not None else None),
@@ -193,7 +195,7 @@ def rebuild(db, home: Path) -> Rebuilt:
                 problems.append(f"{version_dir}: not a version directory (vN); left alone")
                 continue
             try:
-                info = read_record(version_dir / "version.json")
+                info = json_safe(read_record(version_dir / "version.json"), "version.json")
                 models += 1
             except (OSError, ValueError) as exc:
                 info = None
@@ -206,9 +208,9 @@ def rebuild(db, home: Path) -> Rebuilt:
 def load_run(run_dir: Path) -> RunRecord:
     """run.json made complete for the index: records written before it held everything (no name,
     created or manifest) get them from the run id, the phases and manifest.lock.yml."""
-    record = read_record(run_dir / "run.json")
+    record = json_safe(read_record(run_dir / "run.json"), "run.json")
     phases = record.get("phases") or []
-    if not isinstance(phases, list) or not all(_is_phase(phase) for phase in phases):
+    if not isinstance(phases, list) or not all(is_phase(phase) for phase in phases):
         raise ValueError("run.json: phases are not a list of {phase, started, ended}")
     manifest = record.get("manifest") or _locked_manifest(run_dir)
     if not isinstance(manifest, dict):
@@ -222,9 +224,8 @@ def load_run(run_dir: Path) -> RunRecord:
         **record, "run_id": run_dir.name, "name": record.get("name") or run_dir.name.rsplit("-", 1)[0],
         "created": created, "ended": ended, "manifest": manifest, "phases": phases,
     }
-    for key, kinds in (("status", str), ("created", (int, float)), ("ended", (int, float, type(None))),
-                       ("exit_code", (int, type(None))), ("message", (str, type(None))), ("git", (dict, type(None)))):
-        if not isinstance(record.get(key), kinds) or isinstance(record.get(key), bool):
+    for key, check in RECORD_CHECKS:
+        if not check(record.get(key)):
             raise ValueError(f"run.json: {key} is {json.dumps(record.get(key))[:40]}")
     try:
         return RunRecord.model_validate(record)
@@ -237,15 +238,6 @@ def load_run(run_dir: Path) -> RunRecord:
 def _hostname() -> str:
     """socket.gethostname() without importing socket (uname's node name is what it returns)."""
     return os.uname().nodename
-
-
-def _is_phase(phase) -> bool:
-    return (
-        isinstance(phase, dict)
-        and isinstance(phase.get("phase"), str)
-        and isinstance(phase.get("started"), (int, float))
-        and isinstance(phase.get("ended"), (int, float, type(None)))
-    )
 
 
 def _locked_manifest(run_dir: Path) -> dict | None:

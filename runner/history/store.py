@@ -259,6 +259,8 @@ class Store:
 
     # --- reading ---------------------------------------------------------------------------------
     def runs(self, limit: int = 50) -> list[RunRow]:
+        """The newest `limit` runs; a limit past what SQLite holds, or below 0, is no limit."""
+        limit = limit if 0 <= limit < 2**63 else -1
         rows = self.db.execute(f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY seq DESC LIMIT ?", (limit,))
         return [self._run_row(row) for row in rows]
 

@@ -217,3 +217,45 @@ def test_a_fifo_run_record_hangs_neither_a_command_nor_doctor(history, tmp_path)
     record.write_bytes(kept)
     assert_clean(tftrain(history, "doctor", "--rebuild"))
     assert "Completed" in tftrain(history, "runs", "show", "demo-1").stdout
+
+
+def test_a_limit_past_what_sqlite_holds_lists_every_run(history):
+    listed = tftrain(history, "runs", "--limit", HUGE)
+    assert_clean(listed)
+    assert "demo-1" in listed.stdout
+
+
+# (id, record, key, value written into it by hand, what doctor's warning says)
+RECORDS = [
+    ("exit-code-huge", "runs/demo-1/run.json", ("exit_code",), int(HUGE), "run.json: exit_code is 9999"),
+    ("created-infinite", "runs/demo-1/run.json", ("created",), float("inf"), "run.json: holds NaN or Infinity"),
+    ("created-year-10000", "runs/demo-1/run.json", ("created",), 2.6e11, "run.json: created is 260000000000"),
+    ("manifest-nan", "runs/demo-1/run.json", ("manifest", "x"), float("nan"), "run.json: holds NaN or Infinity"),
+    ("version-nan", "models/demo/v1/version.json", ("bytes",), float("nan"), "version.json: holds NaN or Infinity"),
+]
+
+
+@pytest.mark.parametrize("case", RECORDS, ids=[case[0] for case in RECORDS])
+def test_numbers_in_a_record_the_index_cannot_hold_leave_it_out_of_the_rebuild(history, tmp_path, case):
+    _, relative, keys, value, says = case
+    path = history / relative
+    kept = path.read_bytes()
+    record = json.loads(kept)
+    *parents, last = keys
+    target = record
+    for key in parents:
+        target = target[key]
+    target[last] = value
+    path.write_text(json.dumps(record))
+    with nothing_written_outside(tmp_path, history):
+        rebuilt = tftrain(history, "doctor", "--rebuild")
+        assert_clean(rebuilt)
+        assert says in rebuilt.stderr + rebuilt.stdout
+        assert_clean(tftrain(history, "runs"))
+        assert_clean(tftrain(history, "models"))
+        healthy = tftrain(history, "doctor")
+    assert_clean(healthy)
+    assert ": ok (" in healthy.stdout + healthy.stderr  # what was rebuilt is healthy: no loop of rebuilds
+    path.write_bytes(kept)
+    assert_clean(tftrain(history, "doctor", "--rebuild"))
+    assert "Completed" in tftrain(history, "runs", "show", "demo-1").stdout

@@ -27,7 +27,7 @@ NUMBER_HELP = f"{{what}} is {{example}} (ASCII digits, no leading zero, at most 
 MODEL_PREFIX, CHECKPOINT_PREFIX = "model:", "checkpoint:"  # resume_from's kinds of reference
 
 _NUMBER = re.compile(NUMBER)
-_MODEL_REF = re.compile(rf"(?P<name>{NAME})(?:@(?P<version>v[0-9]+|{LATEST}))?")
+_MODEL_REF = re.compile(rf"(?P<name>{NAME})(?:@(?P<version>{LATEST}|v[^@]+))?")  # any vX: judged by `number`
 _VERSION_DIR = re.compile(rf"v(?P<number>{NUMBER})")
 _RUN_ID = re.compile(rf"(?P<name>.+)-(?P<number>{NUMBER})")
 

@@ -15,6 +15,7 @@ test proves the image refuses a request without it.
 
 from __future__ import annotations
 
+import math
 import re
 import secrets
 import sys
@@ -57,6 +58,8 @@ def run(args, logger) -> int:
     repository = parse_repository(args.image, "--image")
     base = parse_reference(args.base_image, "--base-image")
     _check_kubernetes_names(args)
+    if not (math.isfinite(args.ready_timeout) and 0 < args.ready_timeout <= 86_400):  # nan, inf: an endless wait
+        raise UsageError(f"--ready-timeout {args.ready_timeout}: give seconds between 0 and 86400")
     if args.auth_secret and args.target != "kubernetes":
         raise UsageError(f"--auth-secret names a Kubernetes secret: add --target kubernetes (with docker, run the image with -e {TOKEN_VARIABLE})")
     if args.kubeconfig and args.target != "kubernetes":

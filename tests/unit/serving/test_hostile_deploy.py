@@ -129,3 +129,10 @@ def test_a_hostile_custom_docker_image_is_refused_before_a_dockerfile_is_rendere
             result = cli(command, "-f", str(manifest))
             assert_refused(result, ManifestError, "custom_docker_image")
             assert "FROM " not in result.stdout and "hunter2-Zx9" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("seconds", ["nan", "inf", "-1", "0", "1e300"])
+def test_a_ready_timeout_that_would_wait_forever_is_refused(seconds, home, cli):
+    result = cli("deploy", "digits@v1", "--image", "r.example/x", f"--ready-timeout={seconds}")
+    assert_refused(result, UsageError, "--ready-timeout")
+    assert not home.exists()

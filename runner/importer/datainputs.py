@@ -8,6 +8,7 @@ from typing import Any
 
 from runner.importer.draft import Draft
 from runner.importer.values import Obj
+from runner.manifest.sources import check_sources
 
 REMOTE = ("https://", "http://", "s3://")
 
@@ -41,7 +42,7 @@ def add_input(ctx, obj: Obj, hint: str) -> str | None:
     return name
 
 
-def put_input(draft: Draft, name: str, source: str, message: str, mode: str, where: str) -> None:
+def put_input(draft: Draft, name: str, source: str | list[str], message: str, mode: str, where: str) -> None:
     """inputs.NAME; a `message` makes its source a placeholder with a TODO."""
     if message:
         draft.todo(("inputs", name, "source"), message, placeholder=source, where=where)
@@ -60,7 +61,7 @@ def _was(store: str, path: str | None) -> str:
     return f"was datastore {store!r}" + (f" path {path!r}" if path else "")
 
 
-def _source(ctx, name: str, source: Any, where: str) -> tuple[str, str]:
+def _source(ctx, name: str, source: Any, where: str) -> tuple[str | list[str], str]:
     """The input's source, and what to do about it where it is only a placeholder."""
     if isinstance(source, Obj) and source.kind == "dataset":
         via = source.via
@@ -84,11 +85,7 @@ def _source(ctx, name: str, source: Any, where: str) -> tuple[str, str]:
     if isinstance(source, str) and source.startswith(REMOTE):
         return source, ""
     if isinstance(source, list):
-        shown = ", ".join(str(item) for item in source[:3]) + (", …" if len(source) > 3 else "")
-        return (
-            "s3://TODO/" + name,
-            f"was {len(source)} paths ({shown}); an input has one source: an S3 prefix or one https file",
-        )
+        return _several(name, source)
     if not isinstance(source, Obj) or source.kind not in ("datastore", "datapath"):
         shown = ctx.segment(source.node) if isinstance(source, Obj) and source.node else repr(source)
         return "s3://TODO/" + name, f"was {shown}; copy the data to S3/https or a local path"
@@ -110,6 +107,16 @@ def _source(ctx, name: str, source: Any, where: str) -> tuple[str, str]:
         ctx.where(line),
     )
     return ctx.relative(found), ""
+
+
+def _several(name: str, sources: list[Any]) -> tuple[str | list[str], str]:
+    """Dataset.File.from_files(path=[url, …]): a list of https files is a source as it is (one
+    directory); anything else in the list, or two files of one name, is left to the user."""
+    try:
+        return check_sources(sources), ""
+    except ValueError as exc:
+        shown = ", ".join(str(item) for item in sources[:3]) + (", …" if len(sources) > 3 else "")
+        return "s3://TODO/" + name, f"was {len(sources)} paths ({shown}); as a list of sources: {exc}"
 
 
 def _uploaded(ctx, store: str, path: str | None) -> tuple[str, int] | None:

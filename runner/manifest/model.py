@@ -29,13 +29,23 @@ from runner.manifest.fields import (
 from runner.manifest.checkpoints import CheckpointsSpec
 from runner.manifest.images import ImageRegistry
 from runner.manifest.retry import RetrySpec
+from runner.manifest.sources import check_sources
 from runner.manifest.sweep import SweepSpec
 
 class InputSpec(Model):
-    source: str = Field(description="https://…, s3://bucket/prefix or a local path (relative to the manifest)")
+    source: str | list[str] = Field(
+        description="https://…, s3://bucket/prefix or a local path (relative to the manifest); "
+        "or a list of https:// files, downloaded into one directory (each named after its URL's path)"
+    )
     mode: Literal["download", "mount"] = "download"
-    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$", description="Expected sha256 of the file (or of the SHA256SUMS of a prefix)")
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$", description="Expected sha256 of the file (or of the SHA256SUMS of a prefix or of a list's files)")
     endpoint_url: str | None = Field(default=None, description="S3-compatible endpoint for s3:// sources (default: AWS, or $AWS_ENDPOINT_URL)")
+
+    @field_validator("source", mode="before")
+    @classmethod
+    def _sources(cls, value):
+        """One line for any wrong source (a union's members would each say theirs)."""
+        return check_sources(value)
 
 
 class MpiTraining(Model):

@@ -328,7 +328,7 @@ def _files(manifest: Manifest, base_dir: Path) -> list[Problem]:
         if problem:
             problems.append(((key,), problem))
     for name, spec in manifest.inputs.items():
-        if "://" not in spec.source and not _exists(base_dir / spec.source):
+        if isinstance(spec.source, str) and "://" not in spec.source and not _exists(base_dir / spec.source):
             problems.append((("inputs", name, "source"), f"local path {spec.source!r} does not exist"))
     return problems
 

@@ -1,10 +1,11 @@
-"""Remote inputs: https:// files and s3:// prefixes, downloaded once into the content-addressed
-cache under runner.paths.data_cache() and checked against the manifest's sha256."""
+"""Remote inputs: https:// files, lists of them, and s3:// prefixes, downloaded once into the
+content-addressed cache under runner.paths.data_cache() and checked against the manifest's sha256."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -18,6 +19,7 @@ from runner.history.checksums import CHUNK, format_sums, sha256_file, sums_of
 from runner.errors import PreparingError, extra_module
 from runner.telemetry.logger import Logger
 from runner.manifest.model import InputSpec
+from runner.manifest.sources import url_file_name
 from runner.paths import data_cache
 from runner.github.s3store import s3_client
 
@@ -25,12 +27,15 @@ PROGRESS_SECONDS = 1.0
 
 
 def fetch_remote(spec: InputSpec, where: str, logger: Logger, dry_run: bool) -> Path:
+    if isinstance(spec.source, list):
+        return _several(spec, where, logger, dry_run)
     source = S3Source if urllib.parse.urlparse(spec.source).scheme.lower() == "s3" else HttpSource
     return _cached(spec, where, logger, dry_run, source)
 
 
 def _index_path(spec: InputSpec) -> Path:
-    key = hashlib.sha256(f"{spec.source}\0{spec.endpoint_url or ''}".encode()).hexdigest()
+    sources = "\n".join(spec.source) if isinstance(spec.source, list) else spec.source
+    key = hashlib.sha256(f"{sources}\0{spec.endpoint_url or ''}".encode()).hexdigest()
     return data_cache() / "sources" / f"{key}.json"
 
 
@@ -71,6 +76,45 @@ def _cached(spec: InputSpec, where: str, logger: Logger, dry_run: bool, source) 
         shutil.rmtree(staging, ignore_errors=True)
 
 
+def _several(spec: InputSpec, where: str, logger: Logger, dry_run: bool) -> Path:
+    """A list of https:// files as one directory. Each file is fetched and cached by its content
+    exactly as a single source is; the directory, made of links to them, is cached by the
+    SHA256SUMS of its files (the digest `sha256` pins), so a run sees all of them or fails."""
+    files = {}
+    for index, url in enumerate(spec.source):
+        one = spec.model_copy(update={"source": url, "sha256": None})
+        files[url_file_name(url)] = _cached(one, f"{where}[{index}]", logger, dry_run, HttpSource)
+    if dry_run:
+        index = _index(spec)
+        return Path(index["path"]) if index else data_cache() / "sha256" / "<digest>"
+    staging = Path(tempfile.mkdtemp(prefix="download-", dir=_ensure(data_cache())))
+    try:
+        for name, path in files.items():  # names differ and are plain: the manifest's check
+            _link(path, staging / name)
+        digest = _digest(staging)
+        _check_digest(spec, digest, where)
+        target = data_cache() / "sha256" / digest
+        try:
+            staging.rename(target)
+        except OSError:  # already there (another run made it first): the same content, by its name
+            if not target.is_dir():
+                raise PreparingError(f"{where}: cannot store the download in {target}") from None
+        record = {"source": spec.source, "digest": digest, "path": str(target), "listing": None, "time": time.time()}
+        _index_path(spec).write_text(json.dumps(record, indent=2))
+        logger.info(f"{where}: {len(files)} files → {target} (sha256 {digest[:12]})")
+        return target
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _link(cached: Path, name: Path) -> None:
+    """A cached file under a second name, without a second copy where the file system allows."""
+    try:
+        os.link(cached, name)
+    except OSError:
+        shutil.copyfile(cached, name)
+
+
 def _ensure(path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     return path
@@ -86,7 +130,8 @@ def _digest(root: Path) -> str:
 
 def _check_digest(spec: InputSpec, digest: str, where: str) -> None:
     if spec.sha256 and spec.sha256 != digest:
-        raise PreparingError(f"{where}: {spec.source} has sha256 {digest}, but the manifest expects {spec.sha256}")
+        shown = f"the SHA256SUMS of its {len(spec.source)} files" if isinstance(spec.source, list) else spec.source
+        raise PreparingError(f"{where}: {shown} has sha256 {digest}, but the manifest expects {spec.sha256}")
 
 
 class _Progress:
@@ -119,7 +164,8 @@ class HttpSource:
 
 
 def _download_http(spec: InputSpec, staging: Path, where: str, logger: Logger) -> tuple[str, dict]:
-    name = Path(urllib.parse.urlparse(spec.source).path).name or "download"
+    name = url_file_name(spec.source)
+    name = name if name not in ("", ".", "..") else "download"
     request = urllib.request.Request(spec.source, headers={"User-Agent": "tftrain"})
     try:
         with urllib.request.urlopen(request, timeout=60) as response, (staging / name).open("wb") as out:

@@ -1,4 +1,4 @@
-"""Inputs (datasets): local paths, https:// files and s3:// prefixes.
+"""Inputs (datasets): local paths, https:// files (one, or a list of them: one directory) and s3:// prefixes.
 
 Remote inputs are downloaded once into a content-addressed cache (`<cache>/data/sha256/<digest>`,
 runner.run.downloads, imported only when a manifest has one) and handed to the training
@@ -22,7 +22,7 @@ def fetch_inputs(loaded: LoadedManifest, logger: Logger, dry_run: bool = False) 
     paths = {}
     for name, spec in loaded.manifest.inputs.items():
         where = f"inputs.{name}.source"
-        if spec.source.lower().startswith(REMOTE):
+        if isinstance(spec.source, list) or spec.source.lower().startswith(REMOTE):
             from runner.run.downloads import fetch_remote
 
             paths[name] = fetch_remote(spec, where, logger, dry_run)

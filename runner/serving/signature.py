@@ -81,8 +81,10 @@ def is_keras_file(path: Path) -> bool:
 def _json_pairs(files: list[Path]) -> list[Located]:
     """Keras JSON configs with their weights: `X.json` + `X.weights.h5` or `X.h5` (one of them), or
     the directory's only config with its only `.h5` file (model_architecture.json + weights.h5)."""
-    configs = [path for path in files if path.suffix == ".json" and is_keras_json(path)]
     weights = [path for path in files if path.suffix == ".h5"]
+    if not weights:  # no JSON is read where nothing could pair with it
+        return []
+    configs = [path for path in files if path.suffix == ".json" and is_keras_json(path)]
     pairs = []
     for config in configs:
         named = [path for path in weights if path.name in (config.stem + WEIGHTS_SUFFIX, config.stem + ".h5")]

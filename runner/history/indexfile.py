@@ -21,13 +21,11 @@ from pathlib import Path
 
 from runner.errors import HistoryError
 from runner.history.checksums import EntryKind, kind_of
-from runner.history.index import BUSY_SECONDS, json_problems, schema_problems
+from runner.history.index import BUSY_SECONDS, damaged, json_problems, schema_problems
 from runner.history.rundir import space_error
 
 LOCK_NAME = "history.lock"  # flock'd while the index is created, checked, set aside or rebuilt
 SUFFIXES = ("", "-wal", "-shm")  # the database and the two files SQLite keeps beside it in WAL mode
-ODD_HINT = "run `tftrain doctor` to set it aside and rebuild the index from the run directories"
-LOCK_HINT = "run `tftrain doctor` to set it aside"
 
 
 def odd(path: Path) -> str | None:
@@ -58,8 +56,9 @@ def odd_files(database: Path) -> list[tuple[Path, str]]:
     return [(path, why) for path, why in found if why]
 
 
-def refused(path: Path, why: str, hint: str = ODD_HINT) -> HistoryError:
-    return HistoryError(f"{path} is {why}: {hint}")
+def refused(path: Path, why: str) -> HistoryError:
+    """The one line every command gives, as for any other damage: doctor sets the file aside."""
+    return damaged(path, why)
 
 
 @contextmanager
@@ -77,14 +76,14 @@ def _open_lock(path: Path) -> int:
     """The lock file opened, created if missing; never blocking on what is not a regular file
     (O_NONBLOCK: a FIFO without a reader fails at once; fstat catches one swapped in)."""
     if why := odd(path):
-        raise refused(path, why, LOCK_HINT)
+        raise refused(path, why)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC, 0o644)
     except OSError as exc:
         raise space_error(exc, path) or HistoryError(f"cannot open {path} ({exc.strerror})") from None
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
-        raise refused(path, "not a regular file", LOCK_HINT)
+        raise refused(path, "not a regular file")
     return fd
 
 

@@ -70,7 +70,7 @@ def test_a_fifo_lock_is_refused_at_once(tmp_path):
         with locked(tmp_path / "history.lock"):
             pass
 
-    with pytest.raises(HistoryError, match=r"history.lock is a FIFO, not a file: run `tftrain doctor` to set it aside"):
+    with pytest.raises(HistoryError, match=r"history.lock is damaged \(a FIFO, not a file\): run `tftrain doctor`"):
         within_seconds(take)
 
 

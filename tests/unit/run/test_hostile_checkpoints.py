@@ -96,7 +96,7 @@ def test_a_hostile_listing_is_one_line_naming_it(body, names):
     with pytest.raises(StorageError) as refused:
         parse_listing(body, WHERE)
     line = str(refused.value)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 20  # a hang, not a slow machine (about 1.5 s at most here)
     assert line.startswith(WHERE + ": ") and names in line, line
     assert "\n" not in line and "\x00" not in line and len(line) < 400, line
 

@@ -14,7 +14,7 @@ class Unknown:
     node: ast.AST
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Obj:
     """An Azure ML SDK object: `kind` is its class (TensorFlow, Environment) or a role (datastore,
     dataset, data_input, conda, registration); `attrs` its arguments and the attributes set on it."""
@@ -23,6 +23,10 @@ class Obj:
     line: int
     attrs: dict[str, Any] = field(default_factory=dict)
     node: ast.AST | None = None
+
+    def __repr__(self) -> str:
+        """Shallow: a script can chain objects (`x = x.a`, 3,000 times) or make them hold themselves."""
+        return f"{self.kind}(…)"
 
     def child(self, name: str) -> Any:
         """`obj.name`: created on first use, so that `env.docker.base_image = …` has somewhere to go."""

@@ -13,7 +13,7 @@ import pytest
 
 from runner.errors import ManifestError
 from runner.importer import budget
-from hostile import assert_refused, files_containing, nothing_written_outside
+from hostile import assert_clean, assert_refused, files_containing, nothing_written_outside
 
 HEAD = "from azureml.train.dnn import TensorFlow\n"
 TAIL = "\nest = TensorFlow(source_directory='.', entry_script='train.py')\n"
@@ -142,3 +142,17 @@ def test_the_budget_holds_on_a_slow_machine(tmp_path, monkeypatch):
     source.write_text("x = 1\n" * 5000)
     with pytest.raises(ManifestError, match=r"job\.py:\d+: reading took more than -1 s"):
         read_script(read_python(source, "job.py"))
+
+
+def test_objects_chained_or_holding_themselves_are_shown_shallowly(cli, tmp_path):
+    """`x = x.a` 3,000 times, `x.a = x`: what the report shows of an SDK object never walks into it."""
+    (tmp_path / "train.py").write_text("print(1)\n")
+    head = "from azureml.core import ScriptRunConfig, Workspace\nws = Workspace.from_config()\nx = ws.a\ny = x\n"
+    job = "src = ScriptRunConfig(source_directory='.', script='train.py', arguments=['--p', y], environment=y)\n"
+    for body in ("x = x.a\n" * 3000, "x.a = x\nx.b = [x, x]\n"):
+        (tmp_path / "job.py").write_text(head + body + job)
+        output = tmp_path / "out" / "tftrain.yml"
+        with nothing_written_outside(tmp_path, output.parent):
+            result = cli("import", "azureml", str(tmp_path / "job.py"), "-o", str(output), "--force", cwd=tmp_path)
+        assert_clean(result)
+        assert "# --p:  # TODO(tftrain import): a(…) at ../job.py:2" in output.read_text()  # the line of ws

@@ -21,6 +21,7 @@ CASES = [
     ("not_text", [1, 2], "must be a path or URL, or a list of https:// URLs"),
     ("mapping", {"url": "https://h/a"}, "must be a path or URL, or a list of https:// URLs"),
     ("no_host", ["https:///a.bin"], "a list holds https:// files"),
+    ("long_name", ["https://h/" + "a" * 256], "[0]: its file name is longer than 255 bytes"),
     ("too_many", [f"https://h/{i}.bin" for i in range(1001)], "1001 sources: at most 1000"),
 ]
 

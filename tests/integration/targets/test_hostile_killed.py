@@ -7,6 +7,8 @@ kills the run's cgroup, or, without a cgroup, the run's processes found by their
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from containment import finish, pids_in, run_cgroups, start, wait_dead, watcher_of
@@ -61,7 +63,6 @@ def test_without_a_cgroup_the_watcher_finds_the_run_by_its_environment(project, 
     assert SECRET not in out + err and not files_containing(home, [SECRET.encode()])
 
 
-def process_result(process, out: str, err: str):
-    import subprocess
-
+def process_result(process: subprocess.Popen, out: str, err: str) -> subprocess.CompletedProcess:
+    """A killed tftrain's output, as the hostile assertions take it."""
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)

@@ -25,29 +25,39 @@ from runner.history.index import BUSY_SECONDS, damaged, json_problems, schema_pr
 from runner.history.rundir import space_error
 
 LOCK_NAME = "history.lock"  # flock'd while the index is created, checked, set aside or rebuilt
+RECORD_DIRS = ("runs", "models")  # the truth the index is rebuilt from
 SUFFIXES = ("", "-wal", "-shm")  # the database and the two files SQLite keeps beside it in WAL mode
 
 
-def odd(path: Path) -> str | None:
-    """What makes `path` unusable as a file SQLite or flock may open, told without opening it
-    ("a FIFO, not a file", "a symlink to a character device ('/dev/urandom'), not a file"), or
-    None: nothing there, a regular file, or a link to one."""
+def odd(path: Path, want: EntryKind = EntryKind.FILE) -> str | None:
+    """What makes `path` unusable as the file SQLite or flock opens (or the directory `want`s),
+    told without opening it ("a FIFO, not a file", "a symlink to a character device
+    ('/dev/urandom'), not a file"), or None: nothing there, what is wanted, or a link to one."""
+    noun = "file" if want is EntryKind.FILE else want.value
     kind = kind_of(path)
-    if kind in (None, EntryKind.FILE):
+    if kind in (None, want):
         return None
     if kind is not EntryKind.SYMLINK:
-        return f"{kind.described}, not a file"
+        return f"{kind.described}, not a {noun}"
     try:
         target = repr(os.readlink(path))
     except OSError as exc:
-        return f"a symlink that cannot be read ({exc.strerror}), not a file"
+        return f"a symlink that cannot be read ({exc.strerror}), not a {noun}"
     try:
         followed = EntryKind.of(os.stat(path).st_mode)
     except FileNotFoundError:
-        return f"a symlink to nothing ({target}), not a file"  # SQLite would create the file where it points
+        return f"a symlink to nothing ({target}), not a {noun}"  # SQLite would create the file where it points
     except OSError as exc:
-        return f"a symlink that cannot be followed ({exc.strerror}), not a file"
-    return None if followed is EntryKind.FILE else f"a symlink to {followed.described} ({target}), not a file"
+        return f"a symlink that cannot be followed ({exc.strerror}), not a {noun}"
+    return None if followed is want else f"a symlink to {followed.described} ({target}), not a {noun}"
+
+
+def check_record_dirs(home: Path) -> None:
+    """runs/ and models/ hold the records the index is made from: one that is not a directory
+    (a FIFO, a file, a link to a device) is one line; nothing can rebuild it, so nothing moves it."""
+    for name in RECORD_DIRS:
+        if why := odd(home / name, EntryKind.DIRECTORY):
+            raise HistoryError(f"{home / name} is {why}: the run history keeps its {name} there; move it away, or put the directory back")
 
 
 def odd_files(database: Path) -> list[tuple[Path, str]]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from runner.errors import HistoryError, NotFoundError
 from runner.history.checksums import kind_of
 from runner.history.index import BUSY_SECONDS, SCHEMA, Index, Owner, Rebuilt, damaged, index_error, index_run, json_problems, read_only, rebuild, schema_problems, transaction
-from runner.history.indexfile import LOCK_NAME, SUFFIXES, locked, odd, odd_files, refused
+from runner.history.indexfile import LOCK_NAME, SUFFIXES, check_record_dirs, locked, odd, odd_files, refused
 from runner.history.record import TERMINAL, Phase, RunRecord, RunStatus
 from runner.history.refs import RunRef, run_number, shown
 from runner.history.rundir import RunPaths, space_error, write_record
@@ -70,6 +70,7 @@ class Store:
         except OSError as exc:
             error = space_error(exc, home) or HistoryError(f"cannot use {home} for the run history ({exc.strerror or exc})")
             raise error from None
+        check_record_dirs(home)
         self.db = self._open(set_aside)
         self.reconcile()
 

@@ -259,3 +259,22 @@ def test_numbers_in_a_record_the_index_cannot_hold_leave_it_out_of_the_rebuild(h
     path.write_bytes(kept)
     assert_clean(tftrain(history, "doctor", "--rebuild"))
     assert "Completed" in tftrain(history, "runs", "show", "demo-1").stdout
+
+
+@pytest.mark.parametrize("name", ["runs", "models"])
+@pytest.mark.parametrize("make", [_fifo, _link_to("/dev/urandom"), lambda path: path.write_text("not a directory\n")], ids=["fifo", "urandom", "file"])
+def test_records_that_are_not_a_directory_are_one_line_and_never_moved(history, tmp_path, name, make):
+    """runs/ and models/ are the truth the index comes from: nothing rebuilds them, so doctor
+    names what to move instead of setting them aside."""
+    (history / name).rename(tmp_path / "kept")
+    make(history / name)
+    mode = os.lstat(history / name).st_mode
+    with nothing_written_outside(tmp_path, history):
+        for command in (["runs"], ["models"], ["doctor"], ["doctor", "--rebuild"]):
+            result = tftrain(history, *command)
+            assert_refused(result, HistoryError, str(history / name), "not a directory", "move it away")
+            assert_secret_kept(result, tmp_path)
+    assert os.lstat(history / name).st_mode == mode
+    (history / name).unlink()
+    (tmp_path / "kept").rename(history / name)
+    assert "Completed" in tftrain(history, "runs", "show", "demo-1").stdout

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import shutil
 
 from runner.manifest import load_manifest
 from runner.manifest.fields import InputRef

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-
 from runner.manifest import load_manifest
 from runner.manifest.fields import InputRef
 from conftest import REPO

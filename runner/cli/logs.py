@@ -7,6 +7,7 @@ import time
 
 from runner.errors import NotFoundError
 from runner.paths import tftrain_home
+from runner.history.regular import open_regular
 from runner.history.rundir import RunPaths
 from runner.history.store import Store
 
@@ -38,8 +39,10 @@ def run(args, logger) -> int:
 
 
 def _copy_from(path, offset: int, may_be_missing: bool) -> int:
+    """Print the log from `offset` on; only a regular file is read (a FIFO put in its place by the
+    training would block `tftrain logs` forever)."""
     try:
-        with path.open("rb") as handle:
+        with open_regular(path) as handle:
             handle.seek(offset)
             while chunk := handle.read(1 << 16):
                 sys.stdout.buffer.write(chunk)
@@ -48,6 +51,8 @@ def _copy_from(path, offset: int, may_be_missing: bool) -> int:
         if not may_be_missing:
             ranks = sorted(p.stem for p in path.parent.glob("*.log")) if path.parent.exists() else []
             raise NotFoundError(f"{path} does not exist (ranks with logs: {', '.join(ranks) or 'none'})") from None
+    except OSError as exc:
+        raise NotFoundError(f"{path} is no log tftrain wrote ({exc.strerror})") from None
     sys.stdout.buffer.flush()
     return offset
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from runner.errors import NotFoundError
+from runner.history.regular import open_regular
 from runner.telemetry.point import read_series
 from runner.paths import tftrain_home
 from runner.history.rundir import RunPaths
@@ -16,7 +20,7 @@ def add_arguments(parser) -> None:
 def run(args, logger) -> int:
     with Store(tftrain_home(), notify=logger.warning) as store:
         record = store.run(args.run)
-    points = read_series(RunPaths.of_run(record)[1].metrics)
+    points = read_series(_regular_or_none(RunPaths.of_run(record)[1].metrics))
     if args.json:
         if points:
             logger.text("".join(point.to_json() + "\n" for point in points))
@@ -27,3 +31,15 @@ def run(args, logger) -> int:
     else:
         logger.info(f"run {record.run_id} has no metrics")
     return 0
+
+
+def _regular_or_none(path: Path) -> Path:
+    """`path` when it holds metrics to read or nothing: a FIFO or device in its place would block
+    or never end the read, so it is one line instead."""
+    try:
+        open_regular(path).close()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise NotFoundError(f"{path} holds no metrics tftrain wrote ({exc.strerror})") from None
+    return path

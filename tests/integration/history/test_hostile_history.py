@@ -278,3 +278,25 @@ def test_records_that_are_not_a_directory_are_one_line_and_never_moved(history, 
     (history / name).unlink()
     (tmp_path / "kept").rename(history / name)
     assert "Completed" in tftrain(history, "runs", "show", "demo-1").stdout
+
+
+# (command, the file in the run directory it reads, what the one line says)
+RUN_FILES = [
+    (["logs", "demo-1"], "workdir/logs/0.log", "is no log tftrain wrote (not a regular file)"),
+    (["logs", "demo-1", "--follow"], "workdir/logs/0.log", "is no log tftrain wrote (not a regular file)"),
+    (["metrics", "demo-1"], "metrics.jsonl", "holds no metrics tftrain wrote (not a regular file)"),
+]
+
+
+@pytest.mark.parametrize("make", [_fifo, _link_to("/dev/urandom")], ids=["fifo", "urandom"])
+@pytest.mark.parametrize("case", RUN_FILES, ids=["logs", "logs-follow", "metrics"])
+def test_a_run_file_that_is_not_a_regular_file_is_never_read(history, tmp_path, case, make):
+    """The training can put a FIFO where its log or metrics go: reading it would never end."""
+    command, relative, says = case
+    path = history / "runs" / "demo-1" / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    make(path)
+    with nothing_written_outside(tmp_path, history):
+        result = tftrain(history, *command)
+    assert_refused(result, NotFoundError, str(path), says)
+    assert_secret_kept(result, tmp_path)

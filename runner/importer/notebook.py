@@ -66,7 +66,7 @@ def report_magics(ctx) -> None:
     used, go into the report."""
     for magic in ctx.source.magics:
         where = ctx.where(magic.line)
-        packages = magic.pip_installs()
+        packages = _pip_packages(ctx, magic, where)
         if packages:
             add_packages(ctx.draft, "pip_packages", packages, where)
             ctx.draft.note("changed", f"{magic.shown}: → pip_packages (installed before the training starts)", where)
@@ -94,6 +94,17 @@ def report_magics(ctx) -> None:
             )
         else:
             ctx.draft.note("info", f"%%writefile {written.name}: a file the notebook writes; no key of the manifest uses it", written.where)
+
+
+def _pip_packages(ctx, magic, where: str) -> list[str] | None:
+    """`%pip install $name`: IPython expands the notebook's variables; one unknown is a TODO, not a package."""
+    packages = magic.pip_installs()
+    if not packages or not any(EXPANDED.search(package) for package in packages):
+        return packages
+    known = [_expanded(ctx, package) for package in packages]
+    if None in known:
+        ctx.draft.note("todo", f"{magic.shown}: a package name is not known statically: add it to pip_packages", where)
+    return [package for package in known if package]
 
 
 def _entry_script(ctx) -> Path | None:

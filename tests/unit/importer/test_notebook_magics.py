@@ -70,6 +70,7 @@ def test_hostile_written_files_are_reported_not_followed(cli, tmp_path):
         f"%%writefile conda.yml\n{laughs}",
         "%%writefile $unknown/x.yml\na: 1\n",
         "%%writefile\n",
+        "version = '1.2'\n%pip install tool==$version $unknown\n",
         "from azureml.core import Environment, ScriptRunConfig\n"
         "env = Environment.from_conda_specification('env', 'conda.yml')\n"
         "src = ScriptRunConfig(source_directory='.', script='train.py', environment=env)\n",
@@ -78,6 +79,7 @@ def test_hostile_written_files_are_reported_not_followed(cli, tmp_path):
     text, report = run_import(cli, tmp_path, "nb.ipynb")
     assert "TODO(tftrain import)" in text and "conda_dependencies_file: 'conda.yml', written by the notebook" in report
     assert "%%writefile $unknown/x.yml: the file name is not known statically" in report
+    assert "pip_packages: [tool==1.2]" in text and "%pip install tool==$version $unknown: a package name is not known" in report
 
 
 def test_cells_split_as_ipython_reads_them():

@@ -25,7 +25,7 @@ from runner.history.checksums import (
     Copied, EntryKind, Skipped, copy_file, copy_tree, fresh_dir, kind_of, mismatches, read_sums, skipped_note, write_sums, writing,
 )
 from runner.errors import NotFoundError, RegistryError
-from runner.history.refs import ModelRef, version_of_dir
+from runner.history.refs import SHOWN_CHARS, ModelRef, version_of_dir
 from runner.history.store import Store
 
 SUMS = "SHA256SUMS"
@@ -123,6 +123,7 @@ class Registry:
             row = self.store.db.execute(query + " AND version = ?", (name, version)).fetchone()
         if row is None:
             which = f"{name}@v{version}" if version else name
+            which = which if len(which) <= SHOWN_CHARS else which[:SHOWN_CHARS] + "…"  # one line, however long the name
             raise NotFoundError(f"model {which} is not registered (see `tftrain models`)")
         return _version(row)
 

@@ -77,6 +77,7 @@ NOT_FOUND = [
     ("models-pull-leading-zero", ["models", "pull", "demo@v01", "-o", "OUT"], NO_VERSION),
     ("serve-v0", ["serve", "demo@v0"], NO_VERSION),
     ("models-pull-long", ["models", "pull", f"demo@v{'9' * 100_000}", "-o", "OUT"], "…' cannot exist"),
+    ("models-pull-long-name", ["models", "pull", "a" * 100_000, "-o", "OUT"], "a… is not registered"),
 ]
 
 

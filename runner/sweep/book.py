@@ -84,7 +84,7 @@ class SweepBook:
                 "curve": [trial.intermediate_values[step] for step in sorted(trial.intermediate_values)],
                 "message": attrs.get("message"),
             }
-            rows.append(as_run_says(self.home, row, self.sweep.objective.primary_metric) if "status" not in attrs else row)
+            rows.append(as_run_says(self.home, self.sweep.sweep_id, row, self.sweep.objective.primary_metric) if "status" not in attrs else row)
         return rows
 
     def best(self, trials: list[dict]) -> dict | None:
@@ -235,21 +235,22 @@ def read_sweep(home: Path, sweep_id: str) -> dict:
     runs: a sweep whose storage went away could not write it again)."""
     document = json.loads((sweeps_root(home) / sweep_id / "sweep.json").read_text(encoding="utf-8"))
     metric = (document.get("objective") or {}).get("primary_metric")
-    document["trials"] = [as_run_says(home, trial, metric) for trial in document.get("trials", [])]
+    document["trials"] = [as_run_says(home, sweep_id, trial, metric) for trial in document.get("trials", [])]
     return document
 
 
-def as_run_says(home: Path, trial: dict, metric: str | None) -> dict:
+def as_run_says(home: Path, sweep_id: str, trial: dict, metric: str | None) -> dict:
     """A trial's row with the status, early termination and value its run's record gives, where
     the run is this home's and has ended: the run record is what happened, and the sweep's table
     never says Canceled of a run `tftrain runs` shows Completed."""
     from runner.sweep.study import run_record
     from runner.sweep.trial import TrialResult
 
-    record = run_record(home, trial["run_id"]) if isinstance(trial.get("run_id"), str) and metric else None
+    run_id, number = trial.get("run_id"), trial.get("number")
+    record = run_record(home, run_id, sweep_id, number) if isinstance(run_id, str) and isinstance(number, int) and metric else None
     if record is None or not record.finished:
         return trial
-    result = TrialResult.of_record(trial.get("number", 0), record, metric)
+    result = TrialResult.of_record(number, record, metric)
     value = trial.get("value") if result.value is None else result.value
     return {**trial, "status": result.shown_status.value, "early_terminated": result.early_terminated, "value": value}
 

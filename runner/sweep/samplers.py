@@ -12,7 +12,7 @@ resume`). How each sampling goes on:
 - random with rule sobol: the scrambled Sobol sequence is the sweep seed's; Optuna keeps its
   position in the study, so it goes on from the last point drawn. Choices (which Sobol does not
   cover) are drawn per trial as under random.
-- grid: the points are shuffled by the sweep's seed, the same order in every process; a point
+- grid: the points are shuffled by the manifest's seed, the same order in every process; a point
   that a trial of the study finished, or is running, is not drawn again. A trial that a signal
   stopped is queued again with its own values (study.queue_stopped_trials), not re-drawn.
 """
@@ -50,7 +50,9 @@ def sampler_for(sampling: Sampling, space: SearchSpace, seed: int | None = None)
     if seed is None:
         seed = new_seed() if sampling.seed is None else sampling.seed
     if sampling.type == "grid":
-        return _grid_sampler(optuna, space.grid_params(), seed)
+        # the grid's order is the manifest's seed's alone: a point's id must name the same point in
+        # every runner, also in one that joined before the sweep's drawn seed was stored
+        return _grid_sampler(optuna, space.grid_params(), sampling.seed or 0)
     if sampling.type == "bayesian":
         return _trial_seeded(optuna, optuna.samplers.TPESampler, seed)
     random = _trial_seeded(optuna, optuna.samplers.RandomSampler, seed)

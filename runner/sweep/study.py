@@ -211,7 +211,7 @@ def reconcile(sweep: Sweep, home: Path) -> None:
         run_id = frozen.user_attrs.get("run_id")
         if frozen.state.name != "RUNNING" or not run_id:
             continue
-        record = run_record(home, run_id)
+        record = run_record(home, run_id, sweep.sweep_id, frozen.number)
         if record is None:
             continue
         trial = optuna.trial.Trial(sweep.study, frozen._trial_id)
@@ -224,17 +224,20 @@ def reconcile(sweep: Sweep, home: Path) -> None:
             _abandoned(sweep, frozen.number)
 
 
-def run_record(home: Path, run_id: str):
-    """The run record of `run_id` in this home; None for another runner's (or an unreadable) one. The
-    id comes from the study, which other runners write: one that is no run id names no file."""
+def run_record(home: Path, run_id: str, sweep_id: str, number: int):
+    """The run record of trial `number`'s run in this home; None for another runner's (or an
+    unreadable) one. The id comes from the study, which other runners write: one that is no run id
+    names no file, and a run of this home that took the same id (each home counts its own) is
+    another trial's unless its record names this sweep and trial."""
     from runner.history.record import RunRecord
 
     if not RUN_ID.fullmatch(run_id):
         return None
     try:
-        return RunRecord.read(home / "runs" / run_id / "run.json")
+        record = RunRecord.read(home / "runs" / run_id / "run.json")
     except (OSError, ValueError):
         return None
+    return record if record.sweep == {"id": sweep_id, "trial": number} else None
 
 
 def _abandoned(sweep: Sweep, number: int) -> None:

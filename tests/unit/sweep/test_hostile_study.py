@@ -193,11 +193,12 @@ def test_a_database_error_under_optuna_is_one_storage_error_naming_the_storage(o
         raise KeyError("x")
 
 
-def write_run(home, run_id: str, status: str, message: str | None = None, score: float | None = None) -> None:
+def write_run(home, run_id: str, status: str, message: str | None = None, score: float | None = None, trial: int = 0) -> None:
     from runner.history.record import MetricsSummary, RunRecord
 
     metrics = MetricsSummary.model_validate({"metrics": {"score": {"last": score, "best": score, "count": 1, "goal": "maximize"}}}) if score is not None else None
-    record = RunRecord(run_id=run_id, name="demo", status=status, created=1.0, ended=2.0, message=message, manifest={}, metrics=metrics)
+    record = RunRecord(run_id=run_id, name="demo", status=status, created=1.0, ended=2.0, message=message, manifest={}, metrics=metrics,
+                       sweep={"id": "demo-sweep-1", "trial": trial})
     (home / "runs" / run_id).mkdir(parents=True)
     (home / "runs" / run_id / "run.json").write_text(record.model_dump_json())
 
@@ -219,14 +220,16 @@ def test_resume_tells_the_study_what_the_runs_did_and_the_table_agrees_with_them
         trial.set_user_attr("values", sweep.space.suggest(trial))
         trial.set_user_attr("run_id", run_id)
         if not run_id.startswith("."):
-            write_run(tmp_path, run_id, status, message, score)
+            write_run(tmp_path, run_id, status, message, score, trial=trial.number)
+    trial = sweep.study.ask()  # another runner's trial whose run id this home also has, for a trial of its own
+    trial.set_user_attr("run_id", "demo-1")
     book = SweepBook(tmp_path, sweep, register=False)
     stale = book.document()  # what sweep.json held when the storage went away: all Running
     assert {t["status"] for t in stale["trials"][:4]} == {"Completed", "Canceled"}  # the table already reads the runs
     queued = queue_stopped_trials(sweep, tmp_path)
     assert queued == [(1, "demo-2"), (5, "demo-6")]  # stopped from outside, and lost with its tftrain: run again
     states = {t.number: t.state.name for t in sweep.study.get_trials(deepcopy=False)}
-    assert [states[n] for n in range(7)] == ["COMPLETE", "FAIL", "PRUNED", "FAIL", "RUNNING", "FAIL", "FAIL"]  # 4: not a run of this home
+    assert [states[n] for n in range(8)] == ["COMPLETE", "FAIL", "PRUNED", "FAIL", "RUNNING", "FAIL", "FAIL", "RUNNING"]  # 4, 7: not runs of this home
     assert sweep.study.trials[0].value == 0.75
     assert [t.user_attrs[RESUMES] for t in sweep.study.trials if t.state.name == "WAITING"] == ["demo-2", "demo-6"]
     rows = {row["number"]: row for row in book.trials()}

@@ -87,3 +87,51 @@ def test_a_pinned_list_is_checked_as_a_whole(imported, cli):
     manifest.write_text(text)
     result = cli("run", "-f", str(manifest))
     assert_refused(result, PreparingError, "inputs.mnist_dataset.source: the SHA256SUMS of its 4 files has sha256", "expects 000000")
+
+
+@pytest.fixture
+def https_server(tmp_path):
+    """tmp_path/www over HTTPS on 127.0.0.1 with a self-signed certificate; yields (root, base
+    URL, the certificate) — trusted through SSL_CERT_FILE, as on a runner with a private CA."""
+    import functools
+    import http.server
+    import shutil
+    import ssl
+    import subprocess
+    import threading
+
+    root, certs = tmp_path / "www", tmp_path / "certs"
+    root.mkdir(exist_ok=True)
+    certs.mkdir()
+    subprocess.run(
+        [shutil.which("openssl") or "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(certs / "key.pem"), "-out", str(certs / "cert.pem")],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certs / "cert.pem", certs / "key.pem")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield root, f"https://127.0.0.1:{server.server_address[1]}", certs / "cert.pem"
+    server.shutdown()
+
+
+def test_several_https_sources_over_tls_reach_one_directory(https_server, stand_in_project, cli, home, monkeypatch):
+    root, base_url, cert = https_server
+    for size, name in enumerate(FILES, start=1):
+        (root / name).write_bytes(gzip.compress(bytes(size * 10)))
+    sources = "".join(f"      - {base_url}/{name}\n" for name in FILES)
+    manifest = stand_in_project(
+        script=READER,
+        manifest=f"inputs:\n  mnist:\n    source:\n{sources}script_params:\n  --data-folder: {{input: mnist}}\n",
+    )
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    untrusted = cli("run", "-f", str(manifest))  # the certificate is checked: this is TLS for real
+    assert_refused(untrusted, PreparingError, f"inputs.mnist.source[0]: {base_url}/{FILES[0]}", "CERTIFICATE_VERIFY_FAILED")
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    result = cli("run", "-f", str(manifest))
+    assert_clean(result)
+    log = (home / "runs/demo-2/workdir/logs/0.log").read_text()
+    assert sorted(line.split()[1] for line in log.splitlines() if line.startswith("file ")) == sorted(FILES)

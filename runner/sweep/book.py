@@ -234,8 +234,11 @@ def read_sweep(home: Path, sweep_id: str) -> dict:
     """sweep.json, each trial's status as its run in this home says (the file may be older than the
     runs: a sweep whose storage went away could not write it again)."""
     document = json.loads((sweeps_root(home) / sweep_id / "sweep.json").read_text(encoding="utf-8"))
-    metric = (document.get("objective") or {}).get("primary_metric")
-    document["trials"] = [as_run_says(home, sweep_id, trial, metric) for trial in document.get("trials", [])]
+    trials = document.get("trials") if isinstance(document, dict) else None
+    if not isinstance(trials, list) or not all(isinstance(t, dict) for t in trials) or not isinstance(document.get("objective"), dict):
+        raise ValueError(f"{sweeps_root(home) / sweep_id / 'sweep.json'} is not a sweep's record")
+    metric = document["objective"].get("primary_metric")
+    document["trials"] = [as_run_says(home, sweep_id, trial, metric) for trial in trials]
     return document
 
 

@@ -167,6 +167,22 @@ def test_a_path_from_the_environment_stays_a_path(monkeypatch, tmp_path):
     assert storage_url("sqlite:///$SWEEP_DIR/sweeps.db") == f"sqlite:///{tmp_path}/a b/sweeps.db"
 
 
+def test_a_whole_url_from_the_environment_is_taken_as_written(monkeypatch):
+    monkeypatch.setenv("SWEEP_DB_URL", "postgresql://u:p%40ss@h:5432/db")
+    assert storage_url("$SWEEP_DB_URL") == "postgresql://u:p%40ss@h:5432/db"
+
+
+def test_a_hostile_sweep_json_is_no_sweep_record(tmp_path):
+    from runner.sweep.book import read_sweep, sweeps_root
+
+    folder = sweeps_root(tmp_path) / "demo-sweep-1"
+    folder.mkdir(parents=True)
+    for text in ("[]", '{"trials": {}}', '{"trials": [1, null], "objective": {}}', '{"trials": [], "objective": null}'):
+        (folder / "sweep.json").write_text(text)
+        with pytest.raises(ValueError, match="is not a sweep's record"):  # what `tftrain sweeps` skips
+            read_sweep(tmp_path, "demo-sweep-1")
+
+
 def test_an_unset_variable_is_one_storage_error(monkeypatch):
     monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
     with pytest.raises(StorageError, match=r"^sweep.storage: \$NOT_SET_ANYWHERE is not set in tftrain's environment$"):

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from runner.errors import NotFoundError
 
 MAX_DIGITS = 18  # 10**18 - 1 + 1 is still below SQLite's largest INTEGER (2**63 - 1)
+MAX_NUMBER = 10**MAX_DIGITS - 1  # the last run number or version a reference can name
 NUMBER = rf"[1-9][0-9]{{0,{MAX_DIGITS - 1}}}"
 NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 LATEST = "latest"
@@ -35,6 +36,12 @@ _RUN_ID = re.compile(rf"(?P<name>.+)-(?P<number>{NUMBER})")
 def number(text: str) -> int | None:
     """`text` as a number tftrain could have written, or None (see the module's docstring)."""
     return int(text) if _NUMBER.fullmatch(text) else None
+
+
+def number_left(candidate: int) -> bool:
+    """Whether a new run or version may take `candidate`: one past MAX_NUMBER could never be
+    named (nor found again by a rebuild), so none is handed out."""
+    return candidate <= MAX_NUMBER
 
 
 def shown(ref: str) -> str:

@@ -25,7 +25,7 @@ from runner.history.checksums import (
     Copied, EntryKind, Skipped, copy_file, copy_tree, fresh_dir, kind_of, mismatches, read_sums, skipped_note, write_sums, writing,
 )
 from runner.errors import NotFoundError, RegistryError
-from runner.history.refs import SHOWN_CHARS, ModelRef, version_of_dir
+from runner.history.refs import SHOWN_CHARS, ModelRef, number_left, version_of_dir
 from runner.history.store import Store
 
 SUMS = "SHA256SUMS"
@@ -94,6 +94,8 @@ class Registry:
         with self.store.transaction() as db:
             (latest,) = db.execute("SELECT COALESCE(MAX(version), 0) FROM models WHERE name = ?", (name,)).fetchone()
             version = max(latest, self._highest_on_disk(name)) + 1
+            if not number_left(version):
+                raise RegistryError(f"model {name}: no version number is left after v{version - 1}")
             db.execute(
                 "INSERT INTO models (name, version, state, run_id, created) VALUES (?, ?, 'pending', ?, ?)",
                 (name, version, run_id, created),

@@ -19,7 +19,7 @@ from runner.history.checksums import kind_of
 from runner.history.index import BUSY_SECONDS, SCHEMA, Index, Owner, Rebuilt, damaged, index_error, index_run, json_problems, read_only, rebuild, schema_problems, transaction
 from runner.history.indexfile import LOCK_NAME, SUFFIXES, check_record_dirs, locked, odd, odd_files, refused
 from runner.history.record import TERMINAL, Phase, RunRecord, RunStatus
-from runner.history.refs import RunRef, run_number, shown
+from runner.history.refs import RunRef, number_left, run_number, shown
 from runner.history.rundir import RunPaths, space_error, write_record
 from runner.spec import Spec
 
@@ -334,6 +334,8 @@ def _make_run_dir(runs: Path, name: str, number: int) -> Path:
     try:
         runs.mkdir(exist_ok=True)
         while True:
+            if not number_left(number):
+                raise HistoryError(f"no run number is left in {runs} after {name}-{number - 1}")
             try:
                 (runs / f"{name}-{number}").mkdir()  # exclusive: a directory is never reused
                 return runs / f"{name}-{number}"

@@ -87,3 +87,24 @@ def test_resume_from_references_left_to_the_run(ref):
 def test_a_long_reference_is_shown_cut_and_escaped():
     assert shown("x" * 500) == repr("x" * 80 + "…")
     assert shown("a\nb") == "'a\\nb'"
+
+
+def test_no_run_or_version_is_numbered_past_what_a_reference_can_name(tmp_path):
+    import json
+
+    from runner.errors import HistoryError, RegistryError
+    from runner.history.registry import Registry
+    from runner.history.store import Store
+
+    home = tmp_path / "home"
+    (home / "runs" / f"demo-{LARGEST}").mkdir(parents=True)
+    (home / "models" / "demo" / f"v{LARGEST}").mkdir(parents=True)
+    (tmp_path / "model.bin").write_bytes(b"x")
+    with Store(home) as store:
+        with pytest.raises(HistoryError, match=f"no run number is left in .* after demo-{LARGEST}"):
+            store.new_run("demo", json.dumps({"name": "demo", "entry_script": "train.py"}))
+        with pytest.raises(RegistryError, match=f"model demo: no version number is left after v{LARGEST}"):
+            Registry(store).register("demo", tmp_path / "model.bin", None, {})
+        assert store.runs() == [] and Registry(store).versions() == []
+    assert sorted(path.name for path in (home / "runs").iterdir()) == [f"demo-{LARGEST}"]
+    assert sorted(path.name for path in (home / "models" / "demo").iterdir()) == [f"v{LARGEST}"]

@@ -165,7 +165,7 @@ class TensorFlowModel:
                 model = _keras_model(located)
                 self._exported = tempfile.TemporaryDirectory(prefix="tftrain-export-")
                 path = Path(self._exported.name) / "saved_model"
-                model.export(str(path), verbose=False)
+                _export_saved_model(model, path)
             self.saved_model_dir = path
             self._loaded = tf.saved_model.load(str(path))
         except Exception as exc:  # any failure to load is the gate's verdict, named
@@ -232,8 +232,30 @@ def _model_from_json(keras: Any, text: str) -> Any:
             return keras.models.model_from_json(text)
         # the scopes Keras's own legacy loader uses: safe mode on (a Lambda's marshalled code is refused, never run)
         with saving_options.keras_option_scope(use_legacy_config=True), serialization_lib.SafeModeScope(True):
-            return saving_utils.model_from_config(config)
+            return saving_utils.model_from_config(_as_keras2(config))
     return keras.models.model_from_json(text)
+
+
+def _as_keras2(node: Any) -> Any:
+    """A Keras 2 config without the "module"/"registered_name" keys tf.keras 2.13–2.15 added to
+    each object: with them Keras 3 reads its layers as its own (and refuses a Dense's
+    batch_input_shape); without them its legacy reader takes the whole model, as Keras 2 wrote it."""
+    if isinstance(node, dict):
+        own = "class_name" in node
+        return {key: _as_keras2(value) for key, value in node.items() if not (own and key in ("module", "registered_name"))}
+    if isinstance(node, list):
+        return [_as_keras2(value) for value in node]
+    return node
+
+
+def _export_saved_model(model: Any, path: Path) -> None:
+    """model.export(): Keras 3's takes `verbose`, tf.keras 2.13–2.15's does not."""
+    import inspect
+
+    if "verbose" in inspect.signature(model.export).parameters:
+        model.export(str(path), verbose=False)
+    else:
+        model.export(str(path))
 
 
 def _weights_only(path: Path) -> bool:

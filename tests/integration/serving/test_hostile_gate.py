@@ -4,8 +4,9 @@ Keras regression), through real `tftrain run`s:
 - links that lead out of outputs/ (saved_model.pb, variables/) or into the model the gate loads are
   refused before the gate with one line naming the link (exit 28): nothing is loaded, exported or
   registered, the place they lead to is untouched, no secret shown;
-- Azure's Keras how-to (model.json from model.to_json() + model.h5 from save_weights) and Keras 3's
-  model.weights.h5 pass the gate, loaded as the scoring script loads them, and are registered;
+- Azure's Keras how-to (model.json from model.to_json() + model.h5 from save_weights: the files
+  Keras 2.15 wrote, and an older Keras 2's config) and Keras 3's model.weights.h5 pass the gate,
+  loaded as the scoring script loads them, and are registered;
 - files the gate cannot identify are registered with a warning, unless `gate: required` or
   `export_required: true` asks for more (exit 28).
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -121,6 +123,17 @@ print("saved", mode)
 """
 
 
+# The pair as Keras 2.15 wrote it (tests/data/keras2_azure/HOW.md), copied by the training.
+KERAS2_FILES = Path(__file__).resolve().parents[2] / "data" / "keras2_azure"
+COPY = """
+import os, shutil
+os.makedirs("outputs/model", exist_ok=True)
+for name in ("model.json", "model.h5"):
+    shutil.copy(os.path.join(os.environ["DATA"], name), "outputs/model")
+shutil.copy(os.path.join(os.environ["DATA"], "expected.npy"), "outputs")
+"""
+
+
 @pytest.fixture(scope="module")
 def elsewhere(tmp_path_factory):
     """A loadable SavedModel outside any run (built once: TensorFlow's import is seconds)."""
@@ -189,9 +202,12 @@ def test_a_link_named_after_a_secret_is_refused_without_showing_it(project, home
     _nothing_registered(home)
 
 
-@pytest.mark.parametrize("mode, weights", [("azure", "model.h5"), ("keras3", "model.weights.h5")])
-def test_a_keras_json_with_its_weights_passes_the_gate_as_the_scoring_script_loads_it(project, home, cli, mode, weights):
-    result = _run(cli, _project(project, KERAS, mode, "  sample_input: sample.npy\n"))
+@pytest.mark.parametrize(
+    "script, mode, weights",
+    [(COPY, "keras2.15", "model.h5"), (KERAS, "azure", "model.h5"), (KERAS, "keras3", "model.weights.h5")],
+)
+def test_a_keras_json_with_its_weights_passes_the_gate_as_the_scoring_script_loads_it(project, home, cli, script, mode, weights):
+    result = _run(cli, _project(project, script, mode, "  sample_input: sample.npy\n", DATA=KERAS2_FILES))
     assert_clean(result)
     assert "model gate: keras_json loads" in result.stdout, result.stdout[-2000:]
     version, root = _version(home)

@@ -164,3 +164,35 @@ def test_a_link_loop_is_no_hang(workdir):
     links = _links(workdir)
     with pytest.raises(ModelGateError, match="loop-a is a link"):
         refuse_leaving(links, workdir) or refuse_read_through(links, model, locate(model), workdir)
+
+
+# --- reading what Keras 2 wrote, without Keras ------------------------------------------------
+
+
+def test_a_keras_2_15_config_loses_only_the_keys_it_added_to_each_object():
+    from runner.serving.modelio import _as_keras2
+
+    written = {"class_name": "Sequential", "keras_version": "2.15.0", "config": {"layers": [
+        {"module": "keras.layers", "class_name": "Lambda", "registered_name": None, "config": {"module": "__main__", "units": 3}},
+    ]}}
+    assert _as_keras2(written) == {"class_name": "Sequential", "keras_version": "2.15.0", "config": {"layers": [
+        {"class_name": "Lambda", "config": {"module": "__main__", "units": 3}},  # a layer's own "module" setting stays
+    ]}}
+
+
+@pytest.mark.parametrize("keras3", [True, False])
+def test_export_passes_verbose_only_to_a_keras_that_takes_it(tmp_path, keras3):
+    from runner.serving.modelio import _export_saved_model
+
+    calls = []
+
+    class Model:
+        if keras3:
+            def export(self, path, format="tf_saved_model", verbose=True):
+                calls.append((path, verbose))
+        else:
+            def export(self, filepath):
+                calls.append((filepath,))
+
+    _export_saved_model(Model(), tmp_path / "saved")
+    assert calls == [(str(tmp_path / "saved"), False)] if keras3 else [(str(tmp_path / "saved"),)]

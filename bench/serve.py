@@ -5,6 +5,12 @@ Python) in the same run. Printed as numbers and ratios against the goals, never 
 ≥ 1,000 req/s at c=8, p99 ≤ 25 ms, the server adding ≤ 2 ms to p50.
 
     .venv/bin/python bench/serve.py [--seconds S] [--batch]
+    .venv/bin/python bench/serve.py --oversize
+
+--oversize: the request-size limit instead. A 200 MB body, declared (Content-Length) and chunked,
+is refused (413); a valid 40 MB batch (within the 64 MiB limit) is answered. For each: the
+server's RSS before and after (goal ≤ +50 MB after the refused one) and /v2/health/ready's latency
+polled meanwhile (goal ≤ 100 ms).
 
 The serving environment is the one `tftrain serve` builds (TFTRAIN_CACHE_DIR; minutes the first
 time); the model is a small Keras SavedModel (64 → 32 → 10) registered in a temporary TFTRAIN_HOME.
@@ -33,6 +39,10 @@ TFTRAIN = str(Path(sys.executable).parent / "tftrain")
 GOAL_RPS_C8 = 1000
 GOAL_P99_MS = 25.0
 GOAL_ADDED_P50_MS = 2.0
+GOAL_RSS_GROWTH_MB = 50
+GOAL_HEALTH_MS = 100.0
+HUGE_BODY = 200_000_000
+VALID_ROWS = 60_000  # ×64 values of ~10 characters: a ~40 MB valid batch
 IN_PROCESS = """
 import sys, time, json
 import numpy as np, tensorflow as tf
@@ -89,6 +99,97 @@ def load(port: int, concurrency: int, seconds: float) -> tuple[float, list[float
     return len(every) / elapsed, every
 
 
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process, from /proc (MB)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise SystemExit(f"no VmRSS for {pid}")
+
+
+def server_pid(tftrain: subprocess.Popen) -> int:
+    """The model server: the child of `tftrain serve`."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == tftrain.pid:
+                    return int(entry.name)
+            except (OSError, IndexError, ValueError):
+                continue
+    raise SystemExit("the model server is not running")
+
+
+def health_during(port: int, work) -> tuple[object, list[float]]:
+    """work()'s result and the latencies of /v2/health/ready polled every 10 ms while it ran."""
+    latencies: list[float] = []
+    done = threading.Event()
+
+    def poll() -> None:
+        while not done.is_set():
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            started = time.perf_counter()
+            connection.request("GET", "/v2/health/ready")
+            connection.getresponse().read()
+            latencies.append(time.perf_counter() - started)
+            connection.close()
+            time.sleep(0.01)
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        result = work()
+    finally:
+        done.set()
+        poller.join(60)
+    return result, latencies
+
+
+def send_huge(port: int, chunked: bool) -> str:
+    """The status line answering a 200 MB body: declared (headers first, the answer awaited) or
+    chunked (sent until the server answers or closes)."""
+    client = socket.create_connection(("127.0.0.1", port), timeout=60)
+    framing = "Transfer-Encoding: chunked" if chunked else f"Content-Length: {HUGE_BODY}"
+    client.sendall(f"POST /v1/models/{NAME}:predict HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n{framing}\r\n\r\n".encode())
+    answer: list[bytes] = []
+    reader = threading.Thread(target=lambda: answer.append(client.recv(4096)))
+    reader.start()
+    piece = b"[" + b"0.5," * 65535 + b"\n"
+    sent = 0
+    try:
+        while chunked and sent < HUGE_BODY and reader.is_alive():
+            client.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+            sent += len(piece)
+    except OSError:  # the server answered and closed: the rest is not read
+        pass
+    reader.join(60)
+    client.close()
+    return answer[0].split(b"\r\n", 1)[0].decode() if answer else "no answer"
+
+
+def send_valid_batch(port: int, body: str) -> str:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+    connection.request("POST", f"/v1/models/{NAME}:predict", body, {"Content-Type": "application/json"})
+    response = connection.getresponse()
+    response.read()
+    connection.close()
+    return f"HTTP {response.status} ({len(body) / 1e6:.0f} MB body)"
+
+
+def oversize(port: int, pid: int) -> None:
+    """Print RSS and health latency around each large body."""
+    body = json.dumps({"instances": [[0.123456789] * 64] * VALID_ROWS})  # made before the clock: dumps holds the bench's GIL
+    cases = (("200 MB declared", lambda: send_huge(port, False)), ("200 MB chunked", lambda: send_huge(port, True)),
+             ("valid batch", lambda: send_valid_batch(port, body)))
+    for label, work in cases:
+        before = rss_mb(pid)
+        status, latencies = health_during(port, work)
+        time.sleep(1.0)
+        after = rss_mb(pid)
+        worst = max(latencies) * 1000 if latencies else float("nan")
+        print(f"{label}: {status}; RSS {before:.0f} → {after:.0f} MB ({after - before:+.0f}, goal ≤ +{GOAL_RSS_GROWTH_MB}); "
+              f"health max {worst:.1f} ms over {len(latencies)} probes (goal ≤ {GOAL_HEALTH_MS:g})")
+
+
 def start_server(home: Path, port: int, batch: bool) -> subprocess.Popen:
     process = subprocess.Popen(
         [TFTRAIN, "serve", f"{NAME}@v1", "--port", str(port), *(["--batch"] if batch else [])],
@@ -108,6 +209,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=8.0, help="each measurement (default 8)")
     parser.add_argument("--batch", action="store_true", help="serve with --batch (requests that meet are one model call)")
+    parser.add_argument("--oversize", action="store_true", help="measure the request-size limit (RSS, health latency) instead")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tftrain-bench-serve-") as tmp:
         root = Path(tmp) / "model"
@@ -121,6 +223,13 @@ def main() -> None:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
         server = start_server(Path(tmp) / "home", port, args.batch)
+        if args.oversize:
+            try:
+                oversize(port, server_pid(server))
+            finally:
+                server.terminate()
+                server.wait(60)
+            return
         try:
             from runner.serving.environment import serving_spec
 

@@ -2,8 +2,12 @@
 
 The version is copied out (checksums verified) into a temporary directory, the serving
 environment is built or reused, and the model server (runner.serving.server, KServe) runs in it
-as a child: its log lines are streamed here, SIGINT/SIGTERM are passed on (it drains and exits 0),
-and tftrain exits with its status. The URL is printed once the server answers ready.
+as a child: its log lines are streamed here, SIGINT, SIGTERM and SIGHUP stop it cleanly (it drains
+and exits 0), and tftrain exits with its status. The URL is printed once the server answers ready
+(with --port 0, on the port the server got). The server holds a lifeline to tftrain
+(runner.serving.supervision): if tftrain dies, SIGKILL included, the server stops and removes the
+temporary copy itself. `--auth-token-env NAME`: the key in $NAME reaches the server in its
+environment, never in argv, and is masked in everything printed.
 """
 
 from __future__ import annotations
@@ -18,26 +22,35 @@ import subprocess
 import threading
 import time
 
-from runner.errors import PlanError, ServingError
+from runner.errors import PlanError, ServingError, UsageError
+from runner.serving import guard, supervision
 from runner.serving.layout import Runtime
 from runner.serving.refs import RELEASE_PREFIX, Served, checked_out
 
 READY_TIMEOUT_SECONDS = 900  # TensorFlow's import plus a large model's load, on a slow machine
 POLL_SECONDS = 0.2
+MAX_PORT = 65535
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("ref", help="NAME@vN, NAME@latest, a run id, or release:NAME@vN|@latest (from GitHub Releases)")
     parser.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)")
-    parser.add_argument("--port", type=int, default=8080, help="default 8080")
+    parser.add_argument("--port", type=int, default=8080, help="default 8080; 0: a free port (printed)")
     parser.add_argument("--runtime", choices=[r.value for r in Runtime], default=Runtime.TENSORFLOW.value,
                         help="TensorFlow (default) or ONNX Runtime on the version's model.onnx")
     parser.add_argument("--batch", action="store_true",
                         help=":predict requests that arrive while the model is busy run as one call (for models whose rows are independent)")
+    parser.add_argument("--auth-token-env", metavar="NAME",
+                        help="require 'Authorization: Bearer KEY' on every route but health, KEY being $NAME's value")
+    parser.add_argument("--max-body-bytes", type=int, default=guard.DEFAULT_MAX_BODY_BYTES,
+                        help=f"larger request bodies are answered 413 (default {guard.DEFAULT_MAX_BODY_BYTES})")
+    parser.add_argument("--openapi", action="store_true", help="serve /openapi.json and /docs too (behind the key, if any)")
 
 
 def run(args, logger) -> int:
     runtime = Runtime(args.runtime)
+    token = check_options(args, logger)
     check_port_free(args.host, args.port)
     with _github_errors(args.ref), checked_out(args.ref, logger, lambda: _github_repo(args)) as served:
         check_servable(served, runtime)
@@ -51,11 +64,31 @@ def run(args, logger) -> int:
         ]
         if served.version is not None:
             argv += ["--version", str(served.version)]
-        if args.batch:
-            argv.append("--batch")
+        argv += ["--max-body-bytes", str(args.max_body_bytes), "--remove-on-exit", str(served.directory.root.parent)]
+        argv += [flag for flag, on in (("--batch", args.batch), ("--openapi", args.openapi)) if on]
         pythonpath = link_runner(served.directory.root.parent / "pythonpath")
         logger.info(f"serving {served.label} ({runtime.value}) in {env.python}")
-        return _supervise(argv, pythonpath, served, args, logger)
+        return _supervise(argv, pythonpath, served, args, token, logger)
+
+
+def check_options(args, logger) -> str | None:
+    """UsageError (one line, exit 2) for a port or limit out of range, or a key that is not there;
+    the key, masked from here on, when --auth-token-env names one."""
+    if not 0 <= args.port <= MAX_PORT:
+        raise UsageError(f"--port {args.port}: a port is 0 to {MAX_PORT} (0: a free one)")
+    if args.max_body_bytes < 1:
+        raise UsageError(f"--max-body-bytes {args.max_body_bytes}: give a number of bytes ≥ 1")
+    if args.auth_token_env is None:
+        return None
+    token = os.environ.get(args.auth_token_env)
+    if token is None:
+        raise UsageError(f"--auth-token-env {args.auth_token_env}: ${args.auth_token_env} is not set")
+    logger.mask(token)
+    try:
+        guard.check_token(token, f"${args.auth_token_env}")
+    except ValueError as exc:
+        raise UsageError(f"--auth-token-env {args.auth_token_env}: {exc}") from None
+    return token
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -90,29 +123,38 @@ def endpoints(host: str, port: int, name: str) -> list[str]:
     ]
 
 
-def _supervise(argv: list[str], pythonpath, served: Served, args, logger) -> int:
+def _supervise(argv: list[str], pythonpath, served: Served, args, token: str | None, logger) -> int:
     from runner.serving.environment import server_env
 
+    env = server_env(pythonpath)
+    env.pop(guard.TOKEN_VARIABLE, None)  # the server is open unless --auth-token-env asks otherwise
+    if token is not None:
+        env[guard.TOKEN_VARIABLE] = token
+    read_end, write_end = supervision.lifeline()
     # its own session: a terminal's Ctrl-C reaches the server once, through us, not twice
-    process = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-        env=server_env(pythonpath), start_new_session=True,
-    )
+    try:
+        process = subprocess.Popen(
+            [*argv, "--lifeline-fd", str(read_end)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            errors="replace", env=env, start_new_session=True, pass_fds=(read_end,),
+        )
+    finally:
+        os.close(read_end)
     received: list[int] = []
 
-    def forward(signum, frame) -> None:
+    def forward(signum, frame) -> None:  # SIGHUP too: a closed terminal stops the server cleanly
         received.append(signum)
         with contextlib.suppress(ProcessLookupError):
-            process.send_signal(signum)
+            process.send_signal(signal.SIGINT if signum == signal.SIGINT else signal.SIGTERM)
 
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, forward) for sig in STOP_SIGNALS}
     tail: list[str] = []
-    pump = threading.Thread(target=_pump, args=(process, logger, tail), daemon=True)
+    port = ListeningPort(args.port)
+    pump = threading.Thread(target=_pump, args=(process, logger, tail, port), daemon=True)
     pump.start()
     try:
-        if _wait_ready(process, args.host, args.port):
+        if _wait_ready(process, args.host, port):
             logger.info(f"{served.label} is ready:", style="bold green")
-            for line in endpoints(args.host, args.port, served.name):
+            for line in endpoints(args.host, port.value, served.name):
                 logger.text(f"  {line}")
         elif not received:
             pump.join(timeout=5)
@@ -124,26 +166,46 @@ def _supervise(argv: list[str], pythonpath, served: Served, args, logger) -> int
         if process.poll() is None:  # tftrain itself failing: never leave the server behind
             process.terminate()
             process.wait()
+        os.close(write_end)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return code if code >= 0 else 128 - code
 
 
-def _pump(process: subprocess.Popen, logger, tail: list[str]) -> None:
+class ListeningPort:
+    """The server's port: the one asked for, or (--port 0) the one its first line names."""
+
+    def __init__(self, asked: int) -> None:
+        self.value = asked
+        self.known = threading.Event()
+        if asked:
+            self.known.set()
+
+    def read(self, line: str) -> None:
+        got = supervision.port_from_line(line)
+        if got is not None and not self.known.is_set():
+            self.value = got
+            self.known.set()
+
+
+def _pump(process: subprocess.Popen, logger, tail: list[str], port: ListeningPort) -> None:
     assert process.stdout is not None
     for line in process.stdout:
         tail[:] = [*tail[-19:], line]
+        port.read(line)
         logger.text(line.rstrip("\n"))
 
 
-def _wait_ready(process: subprocess.Popen, host: str, port: int) -> bool:
+def _wait_ready(process: subprocess.Popen, host: str, port: ListeningPort) -> bool:
     """True once /v2/health/ready answers 200; False when the server exits first."""
     target = "127.0.0.1" if host in ("0.0.0.0", "") else ("::1" if host == "::" else host)
     deadline = time.monotonic() + READY_TIMEOUT_SECONDS
     while process.poll() is None:
         if time.monotonic() > deadline:
             raise ServingError(f"the model server did not become ready in {READY_TIMEOUT_SECONDS} s")
-        connection = http.client.HTTPConnection(target, port, timeout=2)
+        if not port.known.wait(POLL_SECONDS):
+            continue
+        connection = http.client.HTTPConnection(target, port.value, timeout=2)
         try:
             connection.request("GET", "/v2/health/ready")
             if connection.getresponse().status == 200:

@@ -1,23 +1,37 @@
-"""TensorFlow Serving's `:predict` without KServe's HTTP stack: an ASGI layer in front of KServe's
-app that parses the request itself and answers from the model — at once, or with --batch together
+"""TensorFlow Serving's `:predict` and the Open Inference Protocol's JSON `infer` without KServe's
+HTTP stack: an ASGI layer in front of KServe's app that parses the request itself (runner.serving.inputs:
+the same checks for both) and answers from the model — at once, or (`:predict`) with --batch together
 with the requests that arrived while the model was busy (their rows stacked, the outputs split back).
 FastAPI's routing, request models and KServe's dataplane cost more CPU per request than a small
-model does; every other route stays KServe's."""
+model does, and parse a body on the event loop; every other route (binary v2 tensors included)
+stays KServe's. A large body is parsed, checked and predicted in a thread: health checks are answered meanwhile."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import enum
+import gc
 import json
 import logging
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
-from runner.serving import modelio
+from runner.serving import inputs, modelio
 from runner.serving.modelio import InputError
 from runner.serving.signature import Signature
 
 MAX_BATCH = 64  # requests in one model call with --batch
+OFF_LOOP_BYTES = 256 * 1024  # a body this large is handled in a thread (parsing it takes milliseconds)
+BINARY_HEADER = b"inference-header-content-length"  # v2 binary tensors: KServe's to read
+
+
+class Protocol(enum.Enum):
+    V1 = "v1"  # TensorFlow Serving's :predict
+    V2 = "v2"  # the Open Inference Protocol's infer, as JSON
 
 
 @dataclass(frozen=True)
@@ -27,8 +41,13 @@ class PredictRequest:
     signature: Signature
     values: dict[str, np.ndarray]
     rows: bool  # `instances` (answered as `predictions`), else `inputs` (answered as `outputs`)
+    protocol: Protocol = Protocol.V1
+    model_name: str = ""  # v2 answers name the model and echo the request's id
+    request_id: str = ""
 
     def answer(self, outputs: dict[str, np.ndarray]) -> dict:
+        if self.protocol is Protocol.V2:
+            return {"model_name": self.model_name, "id": self.request_id, "outputs": [_v2_output(name, value) for name, value in sorted(outputs.items())]}
         if self.rows:
             return {"predictions": _rows(outputs)}
         columns = modelio.outputs_as_json(outputs)
@@ -36,7 +55,7 @@ class PredictRequest:
 
     def batch_key(self) -> tuple | None:
         """Requests with the same key can run as one batch (rows stacked); None: never batched."""
-        if any(value.ndim == 0 or value.dtype == object for value in self.values.values()):
+        if self.protocol is Protocol.V2 or any(value.ndim == 0 or value.dtype == object for value in self.values.values()):
             return None
         return (self.signature.name, *((name, value.dtype.str, value.shape[1:]) for name, value in sorted(self.values.items())))
 
@@ -75,6 +94,13 @@ def predict_batch(model, requests: list[PredictRequest]) -> list[dict[str, np.nd
     return results
 
 
+def _v2_output(name: str, value: np.ndarray) -> dict:
+    value = np.asarray(value)
+    datatype = "BYTES" if value.dtype.kind in "OSU" else inputs.V2_DTYPES.get(value.dtype.name, "FP32")
+    data = modelio.outputs_as_json({name: value.reshape(-1)})[name]
+    return {"name": name, "shape": list(value.shape), "datatype": datatype, "data": data}
+
+
 def _rows(outputs: dict[str, np.ndarray]) -> list:
     columns = modelio.outputs_as_json(outputs)
     if len(columns) == 1:
@@ -83,24 +109,55 @@ def _rows(outputs: dict[str, np.ndarray]) -> list:
     return [{name: value[row] for name, value in columns.items()} for row in range(batch)]
 
 
+_PAUSES = [0]
+_PAUSES_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """The cyclic garbage collector off while a large body is parsed: JSON makes millions of
+    objects and no cycles, and each full collection over them held the interpreter (the event
+    loop with it) for 100 ms and more. Back on when the last such parse ends."""
+    with _PAUSES_LOCK:
+        _PAUSES[0] += 1
+        if _PAUSES[0] == 1:
+            gc.disable()
+    try:
+        yield
+    finally:
+        with _PAUSES_LOCK:
+            _PAUSES[0] -= 1
+            if _PAUSES[0] == 0:
+                gc.enable()
+
+
 class FastPredict:
-    """ASGI in front of KServe's app: TensorFlow Serving's `:predict`, the route clients call most,
-    goes straight to the endpoint — FastAPI's routing, request models and KServe's dataplane cost
-    more CPU per request than the model does on a small machine; every other route is KServe's."""
+    """ASGI in front of KServe's app: `:predict` and JSON `infer`, the routes clients call most, go
+    straight to the endpoint; every other route is KServe's."""
 
     def __init__(self, app, endpoint, ready: Callable[[], bool], batch: bool = False) -> None:
         self.app, self.endpoint, self.ready, self.batch = app, endpoint, ready, batch
-        self.path = f"/v1/models/{endpoint.name}:predict"
+        self.paths = {f"/v1/models/{endpoint.name}:predict": Protocol.V1, f"/v2/models/{endpoint.name}/infer": Protocol.V2}
         self.pending: list[tuple[PredictRequest, Any]] = []  # (request, future) waiting for the next batch
         try:
             import orjson
 
-            self.loads, self.dumps = orjson.loads, orjson.dumps
+            self.dumps = orjson.dumps
         except ImportError:  # the serving environment has it (KServe needs it); a bare one may not
-            self.loads, self.dumps = json.loads, lambda value: json.dumps(value).encode()
+            self.dumps = lambda value: json.dumps(value).encode()
+
+    def protocol(self, scope) -> Protocol | None:
+        """The protocol this layer answers the request in; None: KServe's."""
+        if scope["type"] != "http" or scope["method"] != "POST":
+            return None
+        protocol = self.paths.get(scope["path"])
+        if protocol is Protocol.V2 and any(key.lower() == BINARY_HEADER for key, _ in scope.get("headers", ())):
+            return None
+        return protocol
 
     async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != self.path:
+        protocol = self.protocol(scope)
+        if protocol is None:
             await self.app(scope, receive, send)
             return
         chunks, more = [], True
@@ -110,37 +167,56 @@ class FastPredict:
                 return
             chunks.append(message.get("body", b""))
             more = message.get("more_body", False)
-        status, answer = await self.answer(b"".join(chunks))
-        body = self.dumps(answer)
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        body = b"".join(chunks)
+        del chunks  # one copy of a large body, not two
+        if len(body) >= OFF_LOOP_BYTES:
+            status, payload = await asyncio.to_thread(self.answer_now, protocol, body)
+        else:
+            status, payload = await self.answer(body, protocol)
+            payload = self.dumps(payload)
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
         await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        await send({"type": "http.response.body", "body": payload})
 
-    async def answer(self, body: bytes) -> tuple[int, dict]:
+    async def answer(self, body: bytes, protocol: Protocol = Protocol.V1) -> tuple[int, dict]:
+        """(status, answer) of a request parsed and predicted on the event loop (small bodies)."""
         if not self.ready():
-            return 503, {"error": f"Model with name {self.endpoint.name} is not ready."}
+            return self.not_ready()
         try:
-            try:
-                request = self.endpoint.v1_request(self.loads(body))
-            except ValueError as exc:
-                if isinstance(exc, InputError):
-                    raise
-                raise InputError("the body is not JSON: send a JSON object with Content-Type: application/json") from None
-            outputs = await self._outputs(request)
-            return 200, request.answer(outputs)
-        except InputError as exc:  # the client's mistake: answered, not logged
-            return 400, {"error": str(exc)}
-        except Exception as exc:  # the model's own failure: the log has the traceback, the client one line
-            logging.getLogger("tftrain.serve").exception("predict failed")
-            return 500, {"error": f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"}
+            request = self.endpoint.request(protocol, body)
+            return 200, request.answer(await self._outputs(request))
+        except Exception as exc:
+            return self.failed(exc)
 
+    def answer_now(self, protocol: Protocol, body: bytes) -> tuple[int, bytes]:
+        """(status, the answer's JSON) of a large request, in a thread: parsed, checked, predicted
+        and written without the event loop."""
+        if not self.ready():
+            status, payload = self.not_ready()
+        else:
+            try:
+                with _collector_paused():
+                    request = self.endpoint.request(protocol, body)
+                status, payload = 200, request.answer(self.endpoint.model.predict(request.values, request.signature.name))
+            except Exception as exc:
+                status, payload = self.failed(exc)
+        return status, self.dumps(payload)
+
+    def not_ready(self) -> tuple[int, dict]:
+        return 503, {"error": f"Model with name {self.endpoint.name} is not ready."}
+
+    @staticmethod
+    def failed(exc: Exception) -> tuple[int, dict]:
+        if isinstance(exc, InputError):  # the client's mistake: answered, not logged
+            return 400, {"error": str(exc)}
+        # the model's own failure: the log has the traceback, the client one line
+        logging.getLogger("tftrain.serve").error("predict failed", exc_info=exc)
+        return 500, {"error": f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"}
 
     async def _outputs(self, request: PredictRequest) -> dict[str, np.ndarray]:
         """The model's outputs: at once, or (--batch) with the requests that came in meanwhile."""
         if not self.batch:
             return self.endpoint.model.predict(request.values, request.signature.name)
-        import asyncio
-
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         self.pending.append((request, future))
@@ -154,8 +230,6 @@ class FastPredict:
     def _run_pending(self) -> None:
         taken, self.pending = self.pending[:MAX_BATCH], self.pending[MAX_BATCH:]
         if self.pending:
-            import asyncio
-
             asyncio.get_running_loop().call_soon(self._run_pending)
         for (_, future), result in zip(taken, predict_batch(self.endpoint.model, [request for request, _ in taken])):
             if not future.done():

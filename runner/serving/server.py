@@ -1,13 +1,16 @@
 """The model server: one registered version behind KServe, inside the serving environment.
 
     python -m runner.serving.server --model-dir VERSION_DIR --name NAME [--runtime tensorflow|onnx]
-                                    [--host 127.0.0.1] [--port 8080]
+                                    [--host 127.0.0.1] [--port 8080] [--max-body-bytes N] [--openapi]
 
-It loads the model, predicts on the version's sample (serving/sample.npz, else an input made up
-from the signature) and compares with serving/predictions.npz where the gate left one; only then
-is the port opened. Routes: TensorFlow Serving's REST API (predict, status, metadata) and the Open
-Inference Protocol (v2). A request that does not fit the signature is a 400 naming the input.
-SIGTERM stops accepting, finishes the requests in flight and exits 0.
+It binds the port (0: a free one; the line `tftrain-serve: port N on HOST` says which), loads the
+model, predicts on the version's sample (serving/sample.npz, else an input made up from the
+signature) and compares with serving/predictions.npz where the gate left one; only then does it
+accept connections. Routes (runner.serving.guard): TensorFlow Serving's REST API (predict, status,
+metadata), the Open Inference Protocol (v2) and health — no model-repository or other management
+route; a bearer token from TFTRAIN_SERVING_TOKEN (never argv) on all but health; bodies over
+--max-body-bytes are 413. A request that does not fit the signature is a 400 naming the input
+(runner.serving.inputs). SIGTERM stops accepting, finishes the requests in flight and exits 0.
 
 `Endpoint` holds everything about requests and answers and needs no KServe (unit-tested with a
 stand-in model); `main` is the KServe glue.
@@ -18,14 +21,15 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from runner.serving import modelio
-from runner.serving.fastpath import FastPredict, PredictRequest
+from runner.serving import guard, inputs, modelio, supervision
+from runner.serving.fastpath import FastPredict, PredictRequest, Protocol
 from runner.serving.modelio import InputError, LoadError
 from runner.serving.layout import Runtime, VersionDir
 from runner.serving.signature import Signature
@@ -35,10 +39,8 @@ ONNX_TOLERANCE = 1e-4
 # TensorFlow's DataType names (types.proto) where they are not DT_ + the upper-cased numpy name
 TF_DTYPES = {"float32": "DT_FLOAT", "float64": "DT_DOUBLE", "float16": "DT_HALF"}
 LOAD_FAILED = 3  # the model did not load or failed its sample check: the port never opened
-V2_DTYPES = {
-    "bool": "BOOL", "int8": "INT8", "int16": "INT16", "int32": "INT32", "int64": "INT64", "uint8": "UINT8", "uint16": "UINT16",
-    "uint32": "UINT32", "uint64": "UINT64", "float16": "FP16", "float32": "FP32", "float64": "FP64", "string": "BYTES",
-}
+BAD_SETTING = 2  # an argument or TFTRAIN_SERVING_TOKEN the server cannot start with
+V2_DTYPES = inputs.V2_DTYPES
 
 
 def load_model(directory: VersionDir, runtime: Runtime):
@@ -98,17 +100,30 @@ class Endpoint:
         request = self.v1_request(body)
         return request.answer(self.model.predict(request.values, request.signature.name))
 
+    def request(self, protocol: Protocol, body: bytes) -> PredictRequest:
+        """A request's body (JSON) read and checked against the signature, in either protocol."""
+        return self.v1_request(body) if protocol is Protocol.V1 else self.v2_request(body)
+
     def v1_request(self, body: Any) -> PredictRequest:
         body = _json_body(body)
         if not isinstance(body, dict):
             raise InputError('the body must be a JSON object with "instances" or "inputs"')
         signature = self.signature(body.get("signature_name"))
-        return PredictRequest(signature, modelio.conform_all(modelio.request_values(body, signature), signature), "instances" in body)
+        return PredictRequest(signature, inputs.v1_values(body, signature), "instances" in body)
 
-    def v2_infer(self, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
-        """The Open Inference Protocol's inputs (already arrays, by name) on the default signature."""
+    def v2_request(self, body: Any) -> PredictRequest:
+        """The Open Inference Protocol's JSON tensors, on the default signature."""
+        body = _json_body(body)
         signature = self.signature()
-        return self.model.predict(modelio.conform_all(inputs, signature), signature.name)
+        values = inputs.v2_values(body, signature)
+        request_id = body.get("id") if isinstance(body.get("id"), str) else ""
+        return PredictRequest(signature, values, False, Protocol.V2, self.name, request_id)
+
+    def v2_infer(self, values: dict[str, Any]) -> dict[str, np.ndarray]:
+        """The Open Inference Protocol's binary tensors (arrays by name, from KServe) on the default
+        signature, held to the same checks as JSON ones."""
+        signature = self.signature()
+        return self.model.predict(inputs.check_all(values, signature), signature.name)
 
     def status(self, ready: bool) -> dict:
         state = "AVAILABLE" if ready else "UNAVAILABLE"
@@ -136,14 +151,9 @@ class Endpoint:
 
 
 def _json_body(body: Any) -> Any:
-    """KServe hands over the raw bytes of a body not sent as application/json (curl -d sends
-    form-encoding): JSON text is still taken, anything else is refused."""
-    if isinstance(body, (bytes, bytearray, str)):
-        try:
-            return json.loads(body)
-        except ValueError:
-            raise InputError("the body is not JSON: send a JSON object with Content-Type: application/json") from None
-    return body
+    """The body's JSON, read strictly (runner.serving.inputs), whatever its Content-Type (curl -d
+    sends form-encoding); a body parsed already is taken as it is."""
+    return inputs.loads(body) if isinstance(body, (bytes, bytearray, str)) else body
 
 
 def _tensor_info(spec) -> dict:
@@ -193,11 +203,31 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--grace-period", type=int, default=30, help="seconds SIGTERM waits for requests in flight")
     parser.add_argument("--batch", action="store_true", help=":predict requests that arrive while the model is busy run as one batch")
+    parser.add_argument("--max-body-bytes", type=int, default=guard.DEFAULT_MAX_BODY_BYTES, help="larger request bodies are answered 413")
+    parser.add_argument("--openapi", action="store_true", help="serve /openapi.json and /docs (behind the token, if any)")
+    parser.add_argument("--lifeline-fd", type=int, default=None, help="a pipe from `tftrain serve`: its end-of-file stops the server")
+    parser.add_argument("--remove-on-exit", type=Path, default=None, help="the temporary tftrain-serve-* directory holding --model-dir")
     return parser.parse_args(argv)
 
 
-def serve(endpoint: Endpoint, host: str, port: int, grace_period: int, batch: bool = False) -> int:
-    """KServe with `endpoint` as its one model, on host:port, until SIGTERM or SIGINT."""
+def listen(host: str, port: int):
+    """The listening socket, bound now (port 0: a free one); its port is printed for `tftrain serve`."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is no obstacle
+    try:
+        listener.bind((host, port))
+    except (OSError, OverflowError) as exc:
+        listener.close()
+        raise LoadError(f"cannot listen on {host}:{port}: {getattr(exc, 'strerror', None) or exc}") from None
+    print(supervision.PORT_LINE.format(port=listener.getsockname()[1], host=host), flush=True)
+    return listener
+
+
+def serve(endpoint: Endpoint, listener, args: argparse.Namespace, token: bytes | None) -> int:
+    """KServe with `endpoint` as its one model, on `listener`, behind the guard, until SIGTERM or SIGINT."""
     import warnings
 
     from fastapi.exceptions import RequestValidationError
@@ -217,13 +247,17 @@ def serve(endpoint: Endpoint, host: str, port: int, grace_period: int, batch: bo
 
         def predict(self, payload, headers=None):
             try:
-                return self._infer(payload) if isinstance(payload, InferRequest) else endpoint.v1_predict(payload)
+                if not isinstance(payload, InferRequest):  # :predict and JSON infer are FastPredict's
+                    raise InputError("send the Open Inference Protocol's tensors (JSON or binary) or TensorFlow Serving's :predict")
+                return self._infer(payload)
             except InputError as exc:
                 raise InvalidInput(str(exc)) from None
 
         def _infer(self, request):
             values = {}
             for item in request.inputs:
+                if item.name in values:
+                    raise InputError(f"input {item.name!r} is given twice")
                 try:
                     values[item.name] = item.as_numpy()
                 except Exception as exc:  # data that does not fill its shape, an unknown datatype
@@ -270,13 +304,16 @@ def serve(endpoint: Endpoint, host: str, port: int, grace_period: int, batch: bo
     model_server.app.add_api_route("/v1/models/{model_name}/metadata", v1_metadata, methods=["GET"])
     model_server.app.add_api_route("/v2/health/ready", v2_ready, methods=["GET"])
     model_server.app.add_exception_handler(RequestValidationError, bad_request)
-    model_server.app.add_middleware(FastPredict, endpoint=endpoint, ready=lambda: served.ready, batch=batch)
+    model_server.app.add_middleware(FastPredict, endpoint=endpoint, ready=lambda: served.ready, batch=args.batch)
+    if args.openapi:
+        from fastapi.openapi.docs import get_swagger_ui_html
+
+        model_server.app.add_api_route("/docs", lambda: get_swagger_ui_html(openapi_url="/openapi.json", title=endpoint.name),
+                                       methods=["GET"], include_in_schema=False)
+    # added last: outside every other layer, it sees each request first
+    model_server.app.add_middleware(guard.Guard, table=guard.routes(endpoint.name, args.openapi), token=token, max_body=args.max_body_bytes)
 
     class RESTServer(rest_server.RESTServer):
-        def __init__(self, *args, **kwargs) -> None:
-            super().__init__(*args, **kwargs)
-            self.config.host = host  # KServe binds 0.0.0.0 whatever it is told
-
         def _add_middlewares(self, app) -> None:
             pass  # TimingMiddleware: two trace lines and CPU accounting on every request
 
@@ -284,11 +321,15 @@ def serve(endpoint: Endpoint, host: str, port: int, grace_period: int, batch: bo
             super()._add_exception_handlers(app)
             app.add_exception_handler(InvalidInput, client_error)  # KServe logs a traceback for each
 
+        async def start(self) -> None:
+            self.create_application()
+            await self._server.serve(sockets=[listener])  # bound already: its port was announced
+
     model_server.RESTServer = RESTServer
     server = ModelServer(
-        http_port=port, grpc_port=0, workers=1, max_threads=1, max_asyncio_workers=None, registered_models=None,
+        http_port=listener.getsockname()[1], grpc_port=0, workers=1, max_threads=1, max_asyncio_workers=None, registered_models=None,
         enable_grpc=False, enable_docs_url=False, enable_latency_logging=False, access_log_format=None,
-        grace_period=grace_period, predictor_config=None,
+        grace_period=args.grace_period, predictor_config=None,
     )
     for quiet in ("uvicorn.access", "kserve.trace"):  # a line per request costs more than the request
         logging.getLogger(quiet).setLevel(logging.WARNING)
@@ -312,16 +353,29 @@ def _nodelay_on_every_connection() -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     sys.argv[1:] = []  # `import kserve` parses sys.argv for its ModelServer defaults: give it none of ours
-    directory = VersionDir(args.model_dir)
     try:
-        model = load_model(directory, Runtime(args.runtime))
-        endpoint = Endpoint(model, args.name, args.version)
-        checked = check_sample(model, directory, endpoint.signature())
-    except (LoadError, InputError) as exc:
+        token = guard.token_from(os.environ)
+        copy = supervision.removable_copy(args.model_dir, args.remove_on_exit)
+        if args.max_body_bytes < 1:
+            raise ValueError(f"--max-body-bytes {args.max_body_bytes}: give a number of bytes ≥ 1")
+    except ValueError as exc:
         print(f"tftrain-serve: error: {exc}", file=sys.stderr, flush=True)
-        return LOAD_FAILED
-    print(f"tftrain-serve: {args.name}: {checked}", flush=True)
-    return serve(endpoint, args.host, args.port, args.grace_period, args.batch)
+        return BAD_SETTING
+    supervision.stop_on_sigterm()
+    with supervision.Lifeline(args.lifeline_fd, copy, args.grace_period):
+        directory = VersionDir(args.model_dir)
+        try:
+            listener = listen(args.host, args.port)
+            model = load_model(directory, Runtime(args.runtime))
+            endpoint = Endpoint(model, args.name, args.version)
+            checked = check_sample(model, directory, endpoint.signature())
+        except (LoadError, InputError) as exc:
+            print(f"tftrain-serve: error: {exc}", file=sys.stderr, flush=True)
+            return LOAD_FAILED
+        print(f"tftrain-serve: {args.name}: {checked}", flush=True)
+        print(f"tftrain-serve: {'every route but health needs the bearer token' if token else 'no token: every route is open'};"
+              f" bodies up to {args.max_body_bytes} bytes", flush=True)
+        return serve(endpoint, listener, args, token)
 
 
 if __name__ == "__main__":

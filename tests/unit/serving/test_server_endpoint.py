@@ -59,7 +59,7 @@ def test_a_json_body_sent_without_its_content_type_is_still_taken(endpoint):
     ("body", "message"),
     [
         ({"instances": [[1, 2]]}, "input 'x': shape (1, 2)"),
-        ({"instances": [["a", "b", "c"]]}, "input 'x': values are not float32"),
+        ({"instances": [["a", "b", "c"]]}, "input 'x': the string 'a' is not float32"),
         ({"instances": [[1, 2, 3], [1]]}, "input 'x'"),
         ({"inputs": {"w": [[1, 2, 3]]}}, "input 'w' is not in signature"),
         ({"inputs": {}}, "input 'x' is missing"),
@@ -108,7 +108,7 @@ def test_fastapi_validation_errors_become_one_line_naming_the_input():
     assert validation_message([], None) == "invalid request body"
 
 
-def _call(app, method: str, path: str, body: bytes, chunks: int = 1) -> tuple[int, dict, list]:
+def _call(app, method: str, path: str, body: bytes, chunks: int = 1, headers=()) -> tuple[int, dict, list]:
     """One request through an ASGI app, the body in `chunks` messages: (status, JSON answer, what reached the app behind)."""
     import asyncio
     import json
@@ -130,7 +130,7 @@ def _call(app, method: str, path: str, body: bytes, chunks: int = 1) -> tuple[in
     async def send(message):
         sent.append(message)
 
-    asyncio.run(app(inner)({"type": "http", "method": method, "path": path}, receive, send))
+    asyncio.run(app(inner)({"type": "http", "method": method, "path": path, "headers": list(headers)}, receive, send))
     status = sent[0]["status"]
     answer = json.loads(sent[1]["body"]) if sent[1]["body"] else {}
     return status, answer, behind
@@ -145,9 +145,13 @@ def test_the_predict_route_is_answered_in_front_of_kserve(endpoint):
     status, answer, _ = _call(app, "POST", "/v1/models/demo:predict", b'{"instances": [[1, 2]]}')
     assert status == 400 and answer["error"].startswith("input 'x': shape (1, 2)")
     assert _call(app, "POST", "/v1/models/demo:predict", b"x=1&y=2")[:2] == (400, {"error": "the body is not JSON: send a JSON object with Content-Type: application/json"})
-    # every other route, and another model's, is KServe's
-    for method, path in (("GET", "/v1/models/demo"), ("POST", "/v2/models/demo/infer"), ("POST", "/v1/models/other:predict")):
+    v2 = b'{"id": "r1", "inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 3], "data": [1, 2, 3]}]}'
+    assert _call(app, "POST", "/v2/models/demo/infer", v2)[:2] == (200, {
+        "model_name": "demo", "id": "r1", "outputs": [{"name": "y", "shape": [1, 3], "datatype": "FP32", "data": [2.0, 4.0, 6.0]}]})
+    # every other route, another model's, and binary v2 tensors are KServe's
+    for method, path in (("GET", "/v1/models/demo"), ("POST", "/v1/models/other:predict")):
         assert _call(app, method, path, b"{}")[2] == [path]
+    assert _call(app, "POST", "/v2/models/demo/infer", b"{}", headers=[(b"inference-header-content-length", b"2")])[2] == ["/v2/models/demo/infer"]
     ready[0] = False
     assert _call(app, "POST", "/v1/models/demo:predict", b'{"instances": [[1, 2, 3]]}')[0] == 503
 

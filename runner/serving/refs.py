@@ -85,6 +85,7 @@ def _run_model(store, ref: str) -> str:
 
 def _from_release(ref: str, root: Path, logger, repo, settings) -> Served:
     from runner.github.publish import pull_release
+    from runner.history.refs import number
     from runner.history.registry import parse_ref
 
     name, _ = parse_ref(ref)
@@ -92,7 +93,7 @@ def _from_release(ref: str, root: Path, logger, repo, settings) -> Served:
     _fetch_serving_assets(repo.get_release(tag), root)
     serving = VersionDir(root).serving() or {}
     version = tag.rsplit("-v", 1)[-1]
-    return Served(name, tag, int(version) if version.isdigit() else None, serving.get("tensorflow"), VersionDir(root))
+    return Served(name, tag, number(version), serving.get("tensorflow"), VersionDir(root))
 
 
 def _fetch_serving_assets(release, root: Path) -> None:

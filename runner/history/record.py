@@ -11,6 +11,9 @@ from runner.history.regular import read_regular
 from runner.spec import Field, Spec, field_validator
 
 
+LOST_MESSAGE = "lost:"  # how Store.reconcile begins the message of a run whose tftrain is gone
+
+
 class RunStatus(str, Enum):
     """Where a run is: the phases it goes through, then how it ended. The values are what run.json,
     tftrain.db and the action's `status` output hold, so a status compares equal to its string."""

@@ -28,7 +28,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from runner.errors import FatalError, HostError
-from runner.history.record import Attempt, RunRecord, RunStatus
+from runner.history.record import LOST_MESSAGE, Attempt, RunRecord, RunStatus
 from runner.history.rundir import RunPaths
 from runner.history.store import RunRow, Store
 from runner.manifest import LoadedManifest
@@ -44,7 +44,6 @@ PREEMPTED, LOST = "preempted", "lost"
 # exit statuses of a training killed by these signals: -N from Python, 128 + N from a shell or a container
 KILLED = {code for sig in (signal.SIGKILL, signal.SIGTERM) for code in (-sig, 128 + sig)}
 TAKEN_AWAY = (signal.SIGTERM, signal.SIGHUP)
-LOST_MESSAGE = "lost:"  # how Store.reconcile marks a run whose tftrain is gone
 CHAIN_LOOKBACK = 20  # how many of the newest runs are searched for this manifest's last attempt
 CLAIM_NAME = ".continue.lock"  # in a run's directory: held by the tftrain that is continuing it
 

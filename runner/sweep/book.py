@@ -247,7 +247,7 @@ def as_run_says(home: Path, sweep_id: str, trial: dict, metric: str | None) -> d
     the run is this home's and has ended: the run record is what happened, and the sweep's table
     never says Canceled of a run `tftrain runs` shows Completed."""
     from runner.sweep.study import run_record
-    from runner.sweep.trial import TrialResult
+    from runner.sweep.outcome import TrialResult
 
     run_id, number = trial.get("run_id"), trial.get("number")
     record = run_record(home, run_id, sweep_id, number) if isinstance(run_id, str) and isinstance(number, int) and metric else None

@@ -17,7 +17,8 @@ from runner.run.signals import on_stop_signals
 from runner.settings import Settings
 from runner.sweep.book import SweepBook, SweepStatus
 from runner.sweep.study import CANCELED_BY_SIGNAL, RESUMES, Sweep
-from runner.sweep.trial import TrialResult, TrialWatch, run_trial, tell, trial_manifest
+from runner.sweep.outcome import TrialResult, tell
+from runner.sweep.trial import TrialWatch, run_trial, trial_manifest
 from runner.telemetry.logger import Logger
 
 TICK_SECONDS = 0.5

@@ -204,7 +204,7 @@ def reconcile(sweep: Sweep, home: Path) -> None:
     stopped by the policy, failed; a run canceled from outside, or one whose tftrain is gone, is a
     stopped trial, run again. A run of another home is left to its own runner."""
     from runner.history.index import Owner
-    from runner.sweep.trial import TrialResult, Verdict, tell
+    from runner.sweep.outcome import TrialResult, Verdict, tell
 
     optuna = optuna_module()
     for frozen in sweep.study.get_trials(deepcopy=False):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from runner import services
 from runner.errors import FatalError, ServiceError, UnsupportedError
+from runner.history.refs import number
 from runner.settings import DEFAULT_TAG_TEMPLATE, GitHubContext
 
 MARKER = "<!-- tftrain:model={name} -->"
@@ -106,8 +107,8 @@ class TagTemplate:
 
     def version(self, name: str, tag: str) -> int | None:
         before, _, after = self.text.format(name=name, version="\0").partition("\0")
-        match = re.fullmatch(re.escape(before) + r"(\d+)" + re.escape(after), tag)
-        return int(match[1]) if match else None
+        match = re.fullmatch(re.escape(before) + r"([0-9]+)" + re.escape(after), tag)
+        return number(match[1]) if match else None  # runner.history.refs: v01 or 30 digits is no version
 
 
 def releases_of(repo, name: str, template: TagTemplate, drafts: bool = False) -> list[tuple[int, object]]:

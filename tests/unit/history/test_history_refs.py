@@ -108,3 +108,12 @@ def test_no_run_or_version_is_numbered_past_what_a_reference_can_name(tmp_path):
         assert store.runs() == [] and Registry(store).versions() == []
     assert sorted(path.name for path in (home / "runs").iterdir()) == [f"demo-{LARGEST}"]
     assert sorted(path.name for path in (home / "models" / "demo").iterdir()) == [f"v{LARGEST}"]
+
+
+@pytest.mark.parametrize("tag", ["demo-v01", "demo-v١٢", "demo-v²", f"demo-v{'9' * 23}", "demo-v0"])
+def test_a_tag_whose_version_no_reference_can_name_is_no_release_of_the_model(tag):
+    """Tags are read by the one number rule (runner.history.refs): `demo-v١٢` is not v12."""
+    from runner.github.workflow import TagTemplate
+
+    assert TagTemplate().version("demo", tag) is None
+    assert TagTemplate().version("demo", "demo-v12") == 12

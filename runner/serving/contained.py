@@ -73,7 +73,13 @@ def refuse_read_through(links: list[Link], model_path: Path, located: Located | 
 
 
 def _name(link: Link, workdir: Path) -> str:
-    return link.path.relative_to(workdir).as_posix()
+    return printable(link.path.relative_to(workdir).as_posix())
+
+
+def printable(text: str) -> str:
+    """`text` (a file name, or a message naming one) as one printable line: a newline, a control
+    character or a byte that is no UTF-8 is shown escaped, never written as it is."""
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
 
 
 def _more(links: list[Link]) -> str:

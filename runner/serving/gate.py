@@ -24,7 +24,7 @@ from runner.errors import FatalError, ModelGateError
 from runner.history.rundir import RunPaths
 from runner.manifest import LoadedManifest
 from runner.manifest.model import ModelSpec
-from runner.serving.contained import model_links, refuse_leaving, refuse_read_through
+from runner.serving.contained import model_links, printable, refuse_leaving, refuse_read_through
 from runner.serving.requirements import (
     ONNX_OPSET, export_constraints, export_requirements, framework_constraints, major_minor, serving_requirements,
 )
@@ -77,10 +77,11 @@ def run_gate(loaded: LoadedManifest, paths: RunPaths, probe: Probe, env: Environ
     args = ["check", str(model_path), str(out)] + (["--sample", str(paths.workdir / spec.sample_input)] if sample else [])
     where = _probe(probe, env, paths, args, out / "check.log", loaded, logger)
     result = _verdict(out, "check", out / "check.log")
+    error = printable(str(result.get("error")))  # it names the model's files: any name a script chose
     if result.get("unknown"):
-        return _unidentified(spec, f"model.path {spec.path}: {result.get('error')}", logger)
+        return _unidentified(spec, f"model.path {spec.path}: {error}", logger)
     if not result.get("ok"):
-        raise ModelGateError(f"model {spec.path}: {result.get('error')} (the gate, in {where}; log: {out / 'check.log'})")
+        raise ModelGateError(f"model {spec.path}: {error} (the gate, in {where}; log: {out / 'check.log'})")
     serving = json.loads((out / "serving.json").read_text())
     serving["checked_in"] = where
     serving["onnx"] = _export(loaded, paths, serving, logger) if "onnx" in spec.export else None

@@ -56,6 +56,9 @@ elif mode == "inside":
     os.rmdir("outputs/model")
     os.rename("outputs/copy", "outputs/model")
     os.symlink("../saved_model.pb", "outputs/model/saved_model.pb")
+elif mode == "newline":
+    os.symlink(os.path.join(elsewhere, "variables"), "outputs/model/evil\\nvariables")
+    open("outputs/model/saved_model.pb", "wb").write(open(os.path.join(elsewhere, "saved_model.pb"), "rb").read())
 elif mode == "secret":
     os.symlink(os.path.join(elsewhere, "variables"), "outputs/model/" + os.environ["GATE_SECRET"])
     open("outputs/model/saved_model.pb", "wb").write(open(os.path.join(elsewhere, "saved_model.pb"), "rb").read())
@@ -175,6 +178,7 @@ def _version(home) -> tuple[dict, object]:
         ("variables", "outputs/model/variables is a link that leads out of the outputs directory"),
         ("dir", "outputs/model is a link that leads out of the outputs directory"),
         ("inside", "outputs/model/saved_model.pb is a link: a registered version holds no links"),
+        ("newline", "outputs/model/evil\\nvariables is a link that leads out"),  # one line, the name escaped
     ],
 )
 def test_a_link_the_gate_would_follow_is_refused_before_the_gate(project, home, cli, elsewhere, mode, names):
@@ -184,6 +188,8 @@ def test_a_link_the_gate_would_follow_is_refused_before_the_gate(project, home, 
     line = assert_refused(result, ModelGateError, names)
     assert "model gate:" not in result.stdout and not (home / "runs" / _run_id(home) / "serving" / "serving.json").exists()
     assert str(elsewhere) not in line  # where a link leads is not shown
+    if mode == "newline":  # a real newline in the name, shown escaped
+        assert any("\n" in entry.name for entry in (home / "runs" / _run_id(home) / "workdir" / "outputs" / "model").iterdir())
     _nothing_registered(home)
 
 

@@ -111,6 +111,14 @@ def test_a_link_out_of_outputs_is_refused_by_name(workdir, target):
         refuse_leaving(_links(workdir), workdir)
 
 
+@pytest.mark.parametrize("name, shown", [("evil\nline", "evil\\nline"), ("bell\a", "bell\\x07"), (os.fsdecode(b"bad\xff"), "bad\\udcff")])
+def test_a_link_name_is_shown_on_one_printable_line(workdir, name, shown):
+    (workdir / "outputs" / "model" / name).symlink_to("/etc")
+    with pytest.raises(ModelGateError) as refused:
+        refuse_leaving(_links(workdir), workdir)
+    assert str(refused.value).startswith(f"outputs/model/{shown} is a link") and str(refused.value).isprintable()
+
+
 def test_a_link_above_the_model_is_refused(workdir):
     (workdir / "outputs" / "model").rmdir()
     (workdir / "outputs" / "model").symlink_to(workdir.parent / "secret")

@@ -129,6 +129,7 @@ def _supervise(argv: list[str], pythonpath, served: Served, args, token: str | N
     env = server_env(pythonpath)
     env.pop(guard.TOKEN_VARIABLE, None)  # the server is open unless --auth-token-env asks otherwise
     if token is not None:
+        env.pop(args.auth_token_env, None)  # one copy of the key in its environment, under the name it reads
         env[guard.TOKEN_VARIABLE] = token
     read_end, write_end = supervision.lifeline()
     # its own session: a terminal's Ctrl-C reaches the server once, through us, not twice

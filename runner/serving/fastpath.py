@@ -47,7 +47,8 @@ class PredictRequest:
 
     def answer(self, outputs: dict[str, np.ndarray]) -> dict:
         if self.protocol is Protocol.V2:
-            return {"model_name": self.model_name, "id": self.request_id, "outputs": [_v2_output(name, value) for name, value in sorted(outputs.items())]}
+            answers = [_v2_output(name, value) for name, value in sorted(outputs.items())]
+            return {"model_name": self.model_name, "model_version": None, "id": self.request_id, "parameters": None, "outputs": answers}
         if self.rows:
             return {"predictions": _rows(outputs)}
         columns = modelio.outputs_as_json(outputs)
@@ -98,7 +99,7 @@ def _v2_output(name: str, value: np.ndarray) -> dict:
     value = np.asarray(value)
     datatype = "BYTES" if value.dtype.kind in "OSU" else inputs.V2_DTYPES.get(value.dtype.name, "FP32")
     data = modelio.outputs_as_json({name: value.reshape(-1)})[name]
-    return {"name": name, "shape": list(value.shape), "datatype": datatype, "data": data}
+    return {"name": name, "shape": list(value.shape), "datatype": datatype, "parameters": None, "data": data}  # as KServe answers
 
 
 def _rows(outputs: dict[str, np.ndarray]) -> list:
@@ -131,6 +132,15 @@ def _collector_paused():
                 gc.enable()
 
 
+def _binary_json_size(scope) -> int | None:
+    """Inference-Header-Content-Length, the JSON part of a binary v2 request: None when absent,
+    -1 when it is not a number."""
+    for key, value in scope.get("headers", ()):
+        if key.lower() == BINARY_HEADER:
+            return int(value) if value.strip().isdigit() else -1
+    return None
+
+
 class FastPredict:
     """ASGI in front of KServe's app: `:predict` and JSON `infer`, the routes clients call most, go
     straight to the endpoint; every other route is KServe's."""
@@ -151,13 +161,18 @@ class FastPredict:
         if scope["type"] != "http" or scope["method"] != "POST":
             return None
         protocol = self.paths.get(scope["path"])
-        if protocol is Protocol.V2 and any(key.lower() == BINARY_HEADER for key, _ in scope.get("headers", ())):
+        if protocol is Protocol.V2 and _binary_json_size(scope) is not None:
             return None
         return protocol
 
     async def __call__(self, scope, receive, send) -> None:
         protocol = self.protocol(scope)
         if protocol is None:
+            size = _binary_json_size(scope) if scope["type"] == "http" else None
+            if size is not None and not 0 <= size < OFF_LOOP_BYTES:  # KServe parses that JSON on the event loop
+                await self._send(send, 400, self.dumps({"error": f"the JSON part of a binary request (Inference-Header-Content-Length) "
+                                                                 f"must be 0 to {OFF_LOOP_BYTES - 1} bytes"}))
+                return
             await self.app(scope, receive, send)
             return
         chunks, more = [], True
@@ -174,6 +189,10 @@ class FastPredict:
         else:
             status, payload = await self.answer(body, protocol)
             payload = self.dumps(payload)
+        await self._send(send, status, payload)
+
+    @staticmethod
+    async def _send(send, status: int, payload: bytes) -> None:
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": payload})

@@ -109,7 +109,7 @@ def v2_values(body: Any, signature: Signature) -> dict[str, np.ndarray]:
         if "data" not in item:
             raise InputError(f"input {name!r}: data is missing (binary tensors need the Inference-Header-Content-Length header)")
         array = typed_array(name, item["data"], spec)
-        if array.size != int(np.prod(shape)):
+        if array.size != int(np.prod(shape, dtype=object)):
             raise InputError(f"input {name!r}: {array.size} values cannot fill shape {shape}")
         values[name] = array.reshape(shape)
     return check_all(values, signature)

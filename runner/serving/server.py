@@ -119,11 +119,12 @@ class Endpoint:
         request_id = body.get("id") if isinstance(body.get("id"), str) else ""
         return PredictRequest(signature, values, False, Protocol.V2, self.name, request_id)
 
-    def v2_infer(self, values: dict[str, Any]) -> dict[str, np.ndarray]:
-        """The Open Inference Protocol's binary tensors (arrays by name, from KServe) on the default
-        signature, held to the same checks as JSON ones."""
+    def v2_infer(self, tensors: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+        """The Open Inference Protocol's tensors as KServe read a binary request (name, datatype,
+        shape, and data: an array for a binary tensor, JSON for the others) on the default
+        signature, held to the same checks as a JSON request."""
         signature = self.signature()
-        return self.model.predict(inputs.check_all(values, signature), signature.name)
+        return self.model.predict(inputs.v2_values({"inputs": tensors}, signature), signature.name)
 
     def status(self, ready: bool) -> dict:
         state = "AVAILABLE" if ready else "UNAVAILABLE"
@@ -254,16 +255,16 @@ def serve(endpoint: Endpoint, listener, args: argparse.Namespace, token: bytes |
                 raise InvalidInput(str(exc)) from None
 
         def _infer(self, request):
-            values = {}
+            tensors = []
             for item in request.inputs:
-                if item.name in values:
-                    raise InputError(f"input {item.name!r} is given twice")
-                try:
-                    values[item.name] = item.as_numpy()
-                except Exception as exc:  # data that does not fill its shape, an unknown datatype
+                tensor = {"name": item.name, "datatype": item.datatype, "shape": list(item.shape)}
+                try:  # a binary tensor's bytes as an array; JSON values as they came, never coerced
+                    tensor["data"] = item.as_numpy() if item._raw_data is not None else item.data
+                except Exception as exc:  # bytes that do not fill the shape, an unknown datatype
                     raise InputError(f"input {item.name!r}: {(str(exc).splitlines() or [type(exc).__name__])[0]}") from None
+                tensors.append(tensor)
             answers = []
-            for name, value in sorted(endpoint.v2_infer(values).items()):
+            for name, value in sorted(endpoint.v2_infer(tensors).items()):
                 value = np.asarray(value)
                 datatype = "BYTES" if value.dtype.kind in "OSU" else V2_DTYPES.get(value.dtype.name, "FP32")
                 output = InferOutput(name=name, shape=list(value.shape), datatype=datatype)

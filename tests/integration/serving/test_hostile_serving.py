@@ -199,6 +199,34 @@ def test_v2_shapes_and_names_are_checked(served):
     assert status == 400 and "'instances' twice" in answer["error"]
 
 
+def _binary(tensor: dict, raw: bytes = b"") -> tuple[bytes, dict, bytes]:
+    """A binary Open Inference Protocol request (a JSON part, then raw tensor bytes), as tritonclient sends one."""
+    head = json.dumps({"inputs": [tensor]}).encode()
+    return head, {"Inference-Header-Content-Length": str(len(head)), "Content-Type": "application/octet-stream"}, raw
+
+
+def test_binary_tensors_meet_the_same_checks(served):
+    import numpy as np
+
+    row = np.full((1, WIDTH), 0.5, np.float32)
+    spec = {"name": INPUT, "datatype": "FP32", "shape": [1, WIDTH], "parameters": {"binary_data_size": row.nbytes}}
+    poisoned = row.copy()
+    poisoned[0, 3] = np.nan
+    json_tensor = {"name": INPUT, "datatype": "FP32", "shape": [1, WIDTH], "data": ROW[:-1] + [None]}
+    for (head, headers, raw), expected in ((_binary(spec, row.tobytes()), (200, None)),
+                                           (_binary(spec, poisoned.tobytes()), (400, "nan is not a finite number")),
+                                           (_binary(json_tensor), (400, "null is not float32"))):  # JSON under the binary header
+        connection = http.client.HTTPConnection("127.0.0.1", served.port, timeout=30)
+        try:
+            connection.request("POST", f"/v2/models/{NAME}/infer", head + raw, {**headers, "Authorization": f"Bearer {KEY}"})
+            response = connection.getresponse()
+            answer = json.loads(response.read())
+        finally:
+            connection.close()
+        assert response.status == expected[0], answer
+        assert expected[1] is None or expected[1] in answer["error"], answer
+
+
 def test_bad_ports_are_one_line_exit_2(cli, tmp_path):
     for port in ("99999", "-1", "99999999999999999999999"):
         assert_refused(cli("serve", f"{NAME}@v1", "--port", port), UsageError, f"--port {port}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -205,13 +206,33 @@ def test_a_large_body_is_checked_in_a_thread_with_the_same_answers():
     assert status == 400 and "null is not float32" in answer["error"]
 
 
-def test_binary_tensors_from_kserve_meet_the_same_checks():
+def test_tensors_kserve_reads_from_a_binary_request_meet_the_same_checks():
     endpoint = Endpoint(Doubling(), "demo", 1)
-    assert endpoint.v2_infer({"x": np.ones((1, 3), np.float32)})["y"].tolist() == [[2.0, 2.0, 2.0]]
-    for value, reason in ((np.array([[1, 2, np.nan]], np.float32), "nan is not a finite number"),
-                          (np.ones((1, 3), np.float64), "the values are float64"), (np.ones((1, 3), bool), "the values are bool")):
-        with pytest.raises(ValueError, match=reason):
-            endpoint.v2_infer({"x": value})
+
+    def tensor(data, datatype="FP32", shape=(1, 3)):
+        return [{"name": "x", "datatype": datatype, "shape": list(shape), "data": data}]
+
+    assert endpoint.v2_infer(tensor(np.ones((1, 3), np.float32)))["y"].tolist() == [[2.0, 2.0, 2.0]]
+    refused = [
+        (tensor(np.array([[1, 2, np.nan]], np.float32)), "nan is not a finite number"),
+        (tensor(np.ones((1, 3), np.float64), "FP64"), "datatype 'FP64', the signature takes FP32"),
+        (tensor(np.ones((1, 3), np.float64)), "the values are float64"),
+        (tensor([1, 2, None]), "null is not float32"),  # JSON tensors beside binary ones: never coerced
+        (tensor(["1", 2, 3]), "the string '1' is not float32"),
+        (tensor([1, 2, 3], shape=(-1, 3)), "shape must be a list of sizes ≥ 0"),
+        (tensor([1, 2, 3]) * 2, "given twice"),
+    ]
+    for tensors, reason in refused:
+        with pytest.raises(ValueError, match=re.escape(reason)):
+            endpoint.v2_infer(tensors)
+
+
+def test_a_binary_request_with_a_large_json_part_is_refused_before_kserve_parses_it():
+    app = behind_the_guard()
+    for size in (b"300000", b"-1", b"x"):
+        status, answer, _, _ = call(app, "POST", "/v2/models/demo/infer", b"{}", [("Inference-Header-Content-Length", size.decode())])
+        assert status == 400 and "Inference-Header-Content-Length" in answer["error"]
+    assert call(app, "POST", "/v2/models/demo/infer", b"{}", [("Inference-Header-Content-Length", "2")])[0] == 204  # KServe's
 
 
 def test_the_token_must_be_a_header_value_and_leaves_the_environment():

@@ -76,9 +76,12 @@ def test_malformed_requests_are_input_errors_naming_what_is_wrong(endpoint, body
 
 
 def test_v2_inputs_are_checked_against_the_default_signature(endpoint):
-    assert endpoint.v2_infer({"x": np.ones((2, 3), np.float32)})["y"].tolist() == [[2.0] * 3] * 2
+    def tensor(value):
+        return [{"name": "x", "datatype": "FP32", "shape": list(value.shape), "data": value}]
+
+    assert endpoint.v2_infer(tensor(np.ones((2, 3), np.float32)))["y"].tolist() == [[2.0] * 3] * 2
     with pytest.raises(InputError, match="input 'x': shape"):
-        endpoint.v2_infer({"x": np.ones((2, 4), np.float32)})
+        endpoint.v2_infer(tensor(np.ones((2, 4), np.float32)))
 
 
 def test_status_and_metadata_in_tensorflow_servings_format(endpoint):
@@ -147,7 +150,8 @@ def test_the_predict_route_is_answered_in_front_of_kserve(endpoint):
     assert _call(app, "POST", "/v1/models/demo:predict", b"x=1&y=2")[:2] == (400, {"error": "the body is not JSON: send a JSON object with Content-Type: application/json"})
     v2 = b'{"id": "r1", "inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 3], "data": [1, 2, 3]}]}'
     assert _call(app, "POST", "/v2/models/demo/infer", v2)[:2] == (200, {
-        "model_name": "demo", "id": "r1", "outputs": [{"name": "y", "shape": [1, 3], "datatype": "FP32", "data": [2.0, 4.0, 6.0]}]})
+        "model_name": "demo", "model_version": None, "id": "r1", "parameters": None,
+        "outputs": [{"name": "y", "shape": [1, 3], "datatype": "FP32", "parameters": None, "data": [2.0, 4.0, 6.0]}]})
     # every other route, another model's, and binary v2 tensors are KServe's
     for method, path in (("GET", "/v1/models/demo"), ("POST", "/v1/models/other:predict")):
         assert _call(app, method, path, b"{}")[2] == [path]

@@ -157,6 +157,8 @@ def _supervise(argv: list[str], pythonpath, served: Served, args, token: str | N
             logger.info(f"{served.label} is ready:", style="bold green")
             for line in endpoints(args.host, port.value, served.name):
                 logger.text(f"  {line}")
+            if token is not None:
+                logger.text(f"  every route but health (/, /v2/health/*, /v1/models/{served.name}) needs 'Authorization: Bearer ${args.auth_token_env}'")
         elif not received:
             pump.join(timeout=5)
             last = next((line for line in reversed(tail) if line.strip()), "no output")

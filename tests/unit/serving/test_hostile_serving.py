@@ -128,6 +128,8 @@ def test_a_declared_body_over_the_limit_is_413_before_a_byte_is_read():
     status, answer, headers, reads = call(app, "POST", "/v1/models/demo:predict", b"[" * 5000)
     assert (status, headers.get(b"connection"), reads) == (413, b"close", 0)
     assert "1000 bytes" in answer["error"]
+    status, _, _, reads = call(app, "POST", "/v1/models/demo:predict", headers=[("Content-Length", "9" * 5000)], declared=False)
+    assert (status, reads) == (413, 0)  # a number too long for int() is no traceback
 
 
 def test_a_chunked_body_is_counted_and_refused_once_past_the_limit():

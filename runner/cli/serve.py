@@ -4,9 +4,9 @@ The version is copied out (checksums verified) into a temporary directory, the s
 environment is built or reused, and the model server (runner.serving.server, KServe) runs in it
 as a child: its log lines are streamed here, SIGINT, SIGTERM and SIGHUP stop it cleanly (it drains
 and exits 0), and tftrain exits with its status. The URL is printed once the server answers ready
-(with --port 0, on the port the server got). The server holds a lifeline to tftrain
-(runner.serving.supervision): if tftrain dies, SIGKILL included, the server stops and removes the
-temporary copy itself. `--auth-token-env NAME`: the key in $NAME reaches the server in its
+(with --port 0, on the port the server got). The temporary copy's directory is made first, with a
+lifeline to tftrain (runner.serving.supervision): if tftrain dies, SIGKILL included, the server
+stops and a watcher removes the copy. `--auth-token-env NAME`: the key in $NAME reaches the server in its
 environment, never in argv, and is masked in everything printed.
 """
 
@@ -19,13 +19,15 @@ import os
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 from runner.errors import PlanError, ServingError, UsageError
 from runner.serving import guard, supervision
 from runner.serving.layout import Runtime
-from runner.serving.refs import RELEASE_PREFIX, Served, checked_out
+from runner.serving.refs import COPY_PREFIX, RELEASE_PREFIX, Served, checked_out
 
 READY_TIMEOUT_SECONDS = 900  # TensorFlow's import plus a large model's load, on a slow machine
 POLL_SECONDS = 0.2
@@ -52,7 +54,9 @@ def run(args, logger) -> int:
     runtime = Runtime(args.runtime)
     token = check_options(args, logger)
     check_port_free(args.host, args.port)
-    with _github_errors(args.ref), checked_out(args.ref, logger, lambda: _github_repo(args)) as served:
+    # the copy's directory and its lifeline first: from here on, whatever ends tftrain, the copy goes
+    with tempfile.TemporaryDirectory(prefix=COPY_PREFIX) as workspace, supervision.lifeline(Path(workspace)) as lifeline_fd, \
+            _github_errors(args.ref), checked_out(args.ref, logger, lambda: _github_repo(args), Path(workspace)) as served:
         check_servable(served, runtime)
         from runner.serving.environment import link_runner, prepare_serving_env, serving_spec
 
@@ -64,11 +68,11 @@ def run(args, logger) -> int:
         ]
         if served.version is not None:
             argv += ["--version", str(served.version)]
-        argv += ["--max-body-bytes", str(args.max_body_bytes), "--remove-on-exit", str(served.directory.root.parent)]
+        argv += ["--max-body-bytes", str(args.max_body_bytes), "--lifeline-fd", str(lifeline_fd)]
         argv += [flag for flag, on in (("--batch", args.batch), ("--openapi", args.openapi)) if on]
         pythonpath = link_runner(served.directory.root.parent / "pythonpath")
         logger.info(f"serving {served.label} ({runtime.value}) in {env.python}")
-        return _supervise(argv, pythonpath, served, args, token, logger)
+        return _supervise(argv, pythonpath, served, args, token, lifeline_fd, logger)
 
 
 def check_options(args, logger) -> str | None:
@@ -123,7 +127,7 @@ def endpoints(host: str, port: int, name: str) -> list[str]:
     ]
 
 
-def _supervise(argv: list[str], pythonpath, served: Served, args, token: str | None, logger) -> int:
+def _supervise(argv: list[str], pythonpath, served: Served, args, token: str | None, lifeline_fd: int, logger) -> int:
     from runner.serving.environment import server_env
 
     env = server_env(pythonpath)
@@ -131,15 +135,11 @@ def _supervise(argv: list[str], pythonpath, served: Served, args, token: str | N
     if token is not None:
         env.pop(args.auth_token_env, None)  # one copy of the key in its environment, under the name it reads
         env[guard.TOKEN_VARIABLE] = token
-    read_end, write_end = supervision.lifeline()
     # its own session: a terminal's Ctrl-C reaches the server once, through us, not twice
-    try:
-        process = subprocess.Popen(
-            [*argv, "--lifeline-fd", str(read_end)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            errors="replace", env=env, start_new_session=True, pass_fds=(read_end,),
-        )
-    finally:
-        os.close(read_end)
+    process = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", env=env,
+        start_new_session=True, pass_fds=(lifeline_fd,),
+    )
     received: list[int] = []
 
     def forward(signum, frame) -> None:  # SIGHUP too: a closed terminal stops the server cleanly
@@ -169,7 +169,6 @@ def _supervise(argv: list[str], pythonpath, served: Served, args, token: str | N
         if process.poll() is None:  # tftrain itself failing: never leave the server behind
             process.terminate()
             process.wait()
-        os.close(write_end)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return code if code >= 0 else 128 - code

@@ -9,7 +9,7 @@ environment: this module imports the registry and GitHub only inside the functio
 from __future__ import annotations
 
 import tempfile
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -28,11 +28,16 @@ class Served:
     directory: VersionDir
 
 
+COPY_PREFIX = "tftrain-serve-"
+
+
 @contextmanager
-def checked_out(ref: str, logger, github_repo: Callable[[], tuple[object, object]] | None = None) -> Iterator[Served]:
-    """REF copied into a temporary directory (checksums verified), removed on the way out.
+def checked_out(ref: str, logger, github_repo: Callable[[], tuple[object, object]] | None = None,
+                workspace: Path | None = None) -> Iterator[Served]:
+    """REF copied into a temporary directory (checksums verified), removed on the way out; into
+    `workspace` (an empty directory the caller owns and removes) when one is given.
     `github_repo`: () → (PyGithub repository, settings), called only for a release: REF."""
-    with tempfile.TemporaryDirectory(prefix="tftrain-serve-") as tmp:
+    with (nullcontext(str(workspace)) if workspace is not None else tempfile.TemporaryDirectory(prefix=COPY_PREFIX)) as tmp:
         root = Path(tmp) / "version"
         if ref.startswith(RELEASE_PREFIX):
             if github_repo is None:

@@ -207,7 +207,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--max-body-bytes", type=int, default=guard.DEFAULT_MAX_BODY_BYTES, help="larger request bodies are answered 413")
     parser.add_argument("--openapi", action="store_true", help="serve /openapi.json and /docs (behind the token, if any)")
     parser.add_argument("--lifeline-fd", type=int, default=None, help="a pipe from `tftrain serve`: its end-of-file stops the server")
-    parser.add_argument("--remove-on-exit", type=Path, default=None, help="the temporary tftrain-serve-* directory holding --model-dir")
     return parser.parse_args(argv)
 
 
@@ -354,29 +353,28 @@ def _nodelay_on_every_connection() -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     sys.argv[1:] = []  # `import kserve` parses sys.argv for its ModelServer defaults: give it none of ours
+    supervision.stop_on_sigterm()
+    supervision.Lifeline(args.lifeline_fd, args.grace_period).watch()
     try:
         token = guard.token_from(os.environ)
-        copy = supervision.removable_copy(args.model_dir, args.remove_on_exit)
         if args.max_body_bytes < 1:
             raise ValueError(f"--max-body-bytes {args.max_body_bytes}: give a number of bytes ≥ 1")
     except ValueError as exc:
         print(f"tftrain-serve: error: {exc}", file=sys.stderr, flush=True)
         return BAD_SETTING
-    supervision.stop_on_sigterm()
-    with supervision.Lifeline(args.lifeline_fd, copy, args.grace_period):
-        directory = VersionDir(args.model_dir)
-        try:
-            listener = listen(args.host, args.port)
-            model = load_model(directory, Runtime(args.runtime))
-            endpoint = Endpoint(model, args.name, args.version)
-            checked = check_sample(model, directory, endpoint.signature())
-        except (LoadError, InputError) as exc:
-            print(f"tftrain-serve: error: {exc}", file=sys.stderr, flush=True)
-            return LOAD_FAILED
-        print(f"tftrain-serve: {args.name}: {checked}", flush=True)
-        print(f"tftrain-serve: {'every route but health needs the bearer token' if token else 'no token: every route is open'};"
-              f" bodies up to {args.max_body_bytes} bytes", flush=True)
-        return serve(endpoint, listener, args, token)
+    directory = VersionDir(args.model_dir)
+    try:
+        listener = listen(args.host, args.port)
+        model = load_model(directory, Runtime(args.runtime))
+        endpoint = Endpoint(model, args.name, args.version)
+        checked = check_sample(model, directory, endpoint.signature())
+    except (LoadError, InputError) as exc:
+        print(f"tftrain-serve: error: {exc}", file=sys.stderr, flush=True)
+        return LOAD_FAILED
+    print(f"tftrain-serve: {args.name}: {checked}", flush=True)
+    print(f"tftrain-serve: {'every route but health needs the bearer token' if token else 'no token: every route is open'};"
+          f" bodies up to {args.max_body_bytes} bytes", flush=True)
+    return serve(endpoint, listener, args, token)
 
 
 if __name__ == "__main__":

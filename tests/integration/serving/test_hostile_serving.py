@@ -257,6 +257,36 @@ def test_sigkill_of_tftrain_serve_takes_the_server_and_its_copy_with_it(served):
     assert "Traceback" not in "".join(served.lines)
 
 
+WATCHED = """
+import sys, time
+from pathlib import Path
+from runner.serving.supervision import lifeline
+copy = Path(sys.argv[1])
+with lifeline(copy):
+    (copy / "version").mkdir()
+    print("holding", flush=True)
+    time.sleep(120)
+"""
+
+
+def test_the_copy_goes_when_tftrain_is_killed_before_any_server_exists(tmp_path):
+    """The watcher alone: tftrain killed while it copies the version or builds the environment."""
+    import sys
+
+    copy = tmp_path / "tftrain-serve-x"
+    copy.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", WATCHED, str(copy)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "holding\n" and (copy / "version").is_dir()
+    finally:
+        holder.kill()
+        holder.wait(10)
+    deadline = time.monotonic() + GONE_SECONDS
+    while copy.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not copy.exists()
+
+
 def test_sighup_stops_tftrain_serve_cleanly(saved_model, tmp_path):
     running = start(saved_model, tmp_path)
     server = running.server_pid()

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -246,13 +245,7 @@ def test_the_token_must_be_a_header_value_and_leaves_the_environment():
             guard.token_from({guard.TOKEN_VARIABLE: bad})
 
 
-def test_the_server_removes_only_the_temporary_copy_holding_its_model(tmp_path):
-    copy = tmp_path / "tftrain-serve-abc"
-    assert supervision.removable_copy(copy / "version", copy) == copy.resolve()
-    assert supervision.removable_copy(copy / "version", None) is None
-    for wrong in (tmp_path, tmp_path / "tftrain-serve-other", Path("/")):
-        with pytest.raises(ValueError):
-            supervision.removable_copy(copy / "version", wrong)
+def test_the_port_line_is_read_back():
     assert supervision.port_from_line(supervision.PORT_LINE.format(port=43123, host="::1") + "\n") == 43123
     assert supervision.port_from_line("tftrain-serve: port x on y") is None
 

@@ -112,7 +112,8 @@ def server_pid(tftrain: subprocess.Popen) -> int:
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == tftrain.pid:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == tftrain.pid \
+                        and b"runner.serving.server" in (entry / "cmdline").read_bytes():  # not the lifeline's watcher
                     return int(entry.name)
             except (OSError, IndexError, ValueError):
                 continue

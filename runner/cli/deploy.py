@@ -27,7 +27,8 @@ from runner.errors import DeployError, DockerError, UsageError
 from runner.history.registry import Registry
 from runner.history.store import Store
 from runner.paths import tftrain_home
-from runner.serving.image import DEFAULT_BASE_IMAGE, PORT, TOKEN_VARIABLE, ModelImage, ServingResources, VersionFiles, copy_version
+from runner.serving.guard import TOKEN_VARIABLE
+from runner.serving.image import DEFAULT_BASE_IMAGE, PORT, ModelImage, ServingResources, VersionFiles, copy_version
 from runner.serving.imageref import ImageReference, parse_reference, parse_repository
 from runner.telemetry.logger import Logger
 

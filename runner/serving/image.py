@@ -40,10 +40,6 @@ DEFAULT_BASE_IMAGE = "python:3.11-slim-bookworm"
 LABEL = "tftrain.serving"
 OCI = "org.opencontainers.image"
 ONNX_FILE = "model.onnx"
-# The key the server requires as `Authorization: Bearer KEY` (every route but health), read from
-# the container's environment when it starts: given at run time (docker run -e, a Kubernetes
-# secret), never part of the image.
-TOKEN_VARIABLE = "TFTRAIN_SERVING_TOKEN"
 # \Z, never $: `$` matches before a final newline
 QUANTITY = re.compile(r"^(?P<number>[0-9]+(?:\.[0-9]+)?)(?P<unit>[KMGT]i?|m|k)?\Z")
 UNITS = {None: 1, "k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import yaml
 
 from runner.errors import DeployError
-from runner.serving.image import PORT, TOKEN_VARIABLE, ServingResources
+from runner.serving.guard import TOKEN_VARIABLE
+from runner.serving.image import PORT, ServingResources
 from runner.targets.kubernetes.client import KubeObject
 
 GROUP, VERSION, PLURAL, KIND = "serving.kserve.io", "v1beta1", "inferenceservices", "InferenceService"

@@ -14,7 +14,7 @@ import pytest
 
 from runner.cli import deploy
 from runner.errors import DeployError
-from runner.serving.image import TOKEN_VARIABLE
+from runner.serving.guard import TOKEN_VARIABLE
 
 KEY = "k3y-for-the-smoke-test"
 

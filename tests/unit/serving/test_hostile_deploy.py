@@ -13,7 +13,8 @@ import yaml
 
 from hostile import assert_refused, nothing_written_outside
 from runner.errors import ManifestError, UsageError
-from runner.serving.image import TOKEN_VARIABLE, ServingResources, environment_spec
+from runner.serving.guard import TOKEN_VARIABLE
+from runner.serving.image import ServingResources, environment_spec
 from runner.serving.imageref import parse_reference, parse_repository
 
 INJECTIONS = [

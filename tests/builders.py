@@ -1,5 +1,5 @@
 """Small builders that unit and integration tests share: a plan's runtime paths, pool hosts and
-leases, a manifest loaded from a script."""
+leases, a manifest loaded from a script, a logger that keeps what it was told."""
 
 from __future__ import annotations
 
@@ -30,3 +30,16 @@ def loaded(tmp_path, script: str, **fields):
     (tmp_path / "train.py").write_text(textwrap.dedent(script))
     manifest = Manifest.model_validate({"name": "m", "entry_script": "train.py", **fields})
     return SimpleNamespace(manifest=manifest, source_dir=tmp_path)
+
+
+class Notes:
+    """A logger that keeps its infos and warnings, for a test to read."""
+
+    def __init__(self) -> None:
+        self.infos, self.warnings = [], []
+
+    def info(self, message, style=None):
+        self.infos.append(message)
+
+    def warning(self, message):
+        self.warnings.append(message)

@@ -13,17 +13,7 @@ import pytest
 from runner.errors import StorageError
 from runner.run import checkpoints
 from runner.run.checkpoints import MANIFEST, CheckpointKind, CheckpointSync, Location, find_checkpoints, latest_checkpoint
-
-
-class Notes:
-    def __init__(self) -> None:
-        self.infos, self.warnings = [], []
-
-    def info(self, message, style=None):
-        self.infos.append(message)
-
-    def warning(self, message):
-        self.warnings.append(message)
+from builders import Notes
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from runner.errors import DiskFullError, StorageError
 from runner.run.checkpoint_listing import MAX_BYTES, MAX_CHECKPOINTS, CheckpointKind, parse_listing
 from runner.run import checkpoints
 from runner.run.checkpoints import MANIFEST, CheckpointSync, Location, latest_checkpoint
+from builders import Notes
 
 WHERE = "s3://bkt/team/demo-1/tftrain-checkpoints.json"
 SHA = "a" * 64
@@ -191,17 +192,6 @@ def test_a_long_listing_fetches_the_latest_checkpoint_only(tmp_path, bucket, s3_
     assert time.monotonic() - started < 20
     assert sorted(p.name for p in back.iterdir()) == ["checkpoint", "ckpt-new.index"]
     assert (back / "checkpoint").read_text().startswith('model_checkpoint_path: "ckpt-new"\n')
-
-
-class Notes:
-    def __init__(self) -> None:
-        self.infos, self.warnings = [], []
-
-    def info(self, message, style=None):
-        self.infos.append(message)
-
-    def warning(self, message):
-        self.warnings.append(message)
 
 
 def test_the_sync_leaves_out_what_a_reader_would_refuse(tmp_path, bucket, s3_server):

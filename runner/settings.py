@@ -16,11 +16,13 @@ import json
 import math
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from runner.errors import FatalError, UnsupportedError, UsageError
-from runner.spec import Field, Spec
 
 DEFAULT_API_URL = "https://api.github.com"
 DEFAULT_TAG_TEMPLATE = "{name}-v{version}"
@@ -28,7 +30,14 @@ GITHUB_ASSET_LIMIT = 2 * 1024**3
 PR_EVENTS = ("pull_request", "pull_request_target")
 
 
-class GitHubContext(Spec):
+class _Resolved(BaseModel):
+    """A part of the settings: resolved once at the edge, then handed down unchanged (frozen).
+    Built on first use (defer_build): a command pays only for the parts it reads."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+
+class GitHubContext(_Resolved):
     """What the workflow run says about itself: the event, the repository, where the API is."""
 
     event_name: str = ""
@@ -79,7 +88,7 @@ def _event_payload(path: str | None) -> dict:
     return payload
 
 
-class ActionInputs(Spec):
+class ActionInputs(_Resolved):
     """The action's inputs that tftrain itself reads (the others only reach action.yml's shell)."""
 
     allow_forks: bool = False
@@ -94,13 +103,13 @@ class ActionInputs(Spec):
     s3_endpoint_url: str | None = None
 
 
-class Settings(Spec):
+class Settings(_Resolved):
     github: GitHubContext = Field(default_factory=GitHubContext)
     inputs: ActionInputs = Field(default_factory=ActionInputs)
     s3_threshold_bytes: int = GITHUB_ASSET_LIMIT  # models over this must go to S3
 
 
-class LoggerSettings(Spec):
+class LoggerSettings(_Resolved):
     """What the logger needs to know about where it prints."""
 
     actions: bool = False  # in a GitHub Actions job: workflow commands (groups, masks, annotations) on
@@ -179,7 +188,8 @@ def _prefix(text: str) -> str:
     return text.strip("/")
 
 
-class Option(Spec, positional=True):
+@dataclass(frozen=True, slots=True)
+class Option:
     """One setting: `name` as the action spells its input, what parses it, and its flag's `dest`
     (a flag left out is None). `input`: whether $INPUT_NAME sets it; `tftrain`: whether $TFTRAIN_NAME does."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 from runner.cli.common import add_manifest_arg, load
 from runner.errors import error_class
@@ -25,7 +26,7 @@ def run(args, logger) -> int:
 
             run_sweep(loaded, logger, settings, tftrain_home())
             return 0
-        loaded = loaded.model_copy(update={"manifest": loaded.manifest.model_copy(update={"sweep": None})})
+        loaded = replace(loaded, manifest=loaded.manifest.model_copy(update={"sweep": None}))
     result = run_with_retry(loaded, logger, settings)
     if result.exit_code:
         error = error_class(result.exit_code)(f"run {result.run_id} {result.status}: {result.message}")

@@ -9,9 +9,10 @@ import json
 import os
 import sqlite3
 from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from runner.spec import Spec, ValidationError
+from pydantic import ValidationError
 
 from runner.errors import DiskFullError, FatalError, HistoryError
 from runner.history.record import TERMINAL, RunRecord
@@ -68,7 +69,8 @@ JSON_COLUMNS = (
 )
 
 # --- who owns a run -----------------------------------------------------------------------------
-class Owner(Spec, positional=True):
+@dataclass(frozen=True, slots=True)
+class Owner:
     """The tftrain process that runs a run: a pid is reused, a pid with its start time is not."""
 
     host: str
@@ -88,7 +90,7 @@ class Owner(Spec, positional=True):
         return cls(owner["host"], owner["pid"], owner.get("start"), owner.get("boot"))
 
     def as_dict(self) -> dict:
-        return self.model_dump()
+        return asdict(self)
 
     def gone(self) -> bool:
         """True when this machine can tell the owner has ended; another host's runs are never judged."""
@@ -162,7 +164,8 @@ def index_model(db, version_dir: Path, info: dict | None) -> None:
 
 
 # --- rebuilding ---------------------------------------------------------------------------------
-class Rebuilt(Spec, positional=True):
+@dataclass(frozen=True, slots=True)
+class Rebuilt:
     runs: int
     phases: int
     models: int
@@ -291,7 +294,8 @@ def json_problems(db, limit: int = 1) -> list[str]:
 
 
 # --- the SQLite connection, every error one line ---------------------------------------------------
-class Rows(Spec, positional=True):
+@dataclass(frozen=True, slots=True)
+class Rows:
     rows: tuple
     lastrowid: int | None
     rowcount: int

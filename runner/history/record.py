@@ -7,8 +7,9 @@ import json
 from enum import Enum
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
 from runner.history.regular import read_regular
-from runner.spec import Field, Spec, field_validator
 
 
 LOST_MESSAGE = "lost:"  # how Store.reconcile begins the message of a run whose tftrain is gone
@@ -40,9 +41,10 @@ class RunStatus(str, Enum):
 TERMINAL: tuple[RunStatus, ...] = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELED, RunStatus.TIMED_OUT)
 
 
-class _Model(Spec, strict=False, extra="allow", frozen=False):
-    # keys this version does not know (written by a newer one) are kept, never dropped
-    pass
+class _Model(BaseModel):
+    # keys this version does not know (written by a newer one) are kept, never dropped; lax: a
+    # record is tftrain's own writing, read back; built on first use (`tftrain --version` never is)
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
 
 class MetricStats(_Model):

@@ -7,18 +7,19 @@ import json
 import os
 import threading
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from runner.errors import DiskFullError, HistoryError
 from runner.history.regular import read_regular
 from runner.manifest.model import Manifest
-from runner.spec import Field, Spec
 
 # a write refused for want of space: what the one-line error calls it
 SPACE_ERRORS = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded", errno.EFBIG: "file size limit exceeded"}
 
 
-class RuntimePaths(Spec, positional=True):
+@dataclass(frozen=True, slots=True)
+class RuntimePaths:
     """The run's directories as the training process sees them (on this machine, or in a container)."""
 
     workdir: str
@@ -26,7 +27,7 @@ class RuntimePaths(Spec, positional=True):
     logs: str
     metrics_dir: str
     pythonpath: str
-    inputs: dict[str, str] = Field(hash=False)
+    inputs: dict[str, str] = field(hash=False)
     resume: str | None
     launch_dir: str = ""  # files a launcher writes (an MPI hostfile)
 
@@ -34,7 +35,8 @@ class RuntimePaths(Spec, positional=True):
         return f"{self.metrics_dir}/{rank}.jsonl"
 
 
-class RunPaths(Spec, positional=True):
+@dataclass(frozen=True, slots=True)
+class RunPaths:
     root: Path
     outputs_dir: str = "outputs"
     logs_dir: str = "logs"

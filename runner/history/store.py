@@ -12,6 +12,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from runner.errors import HistoryError, NotFoundError
@@ -21,7 +22,6 @@ from runner.history.indexfile import LOCK_NAME, SUFFIXES, check_record_dirs, loc
 from runner.history.record import TERMINAL, Phase, RunRecord, RunStatus
 from runner.history.refs import RunRef, number_left, run_number, shown
 from runner.history.rundir import RunPaths, space_error, write_record
-from runner.spec import Spec
 
 __all__ = ["TERMINAL", "PhaseRow", "RunRow", "RunStatus", "Store"]
 
@@ -29,7 +29,8 @@ DB_NAME = "tftrain.db"
 RESERVE_BYTES = 512 << 10
 
 
-class RunRow(Spec, positional=True):
+@dataclass(frozen=True, slots=True)
+class RunRow:
     run_id: str
     name: str
     status: RunStatus
@@ -46,7 +47,8 @@ class RunRow(Spec, positional=True):
         return self.status.terminal
 
 
-class PhaseRow(Spec, positional=True):
+@dataclass(frozen=True, slots=True)
+class PhaseRow:
     phase: RunStatus
     started: float
     ended: float | None

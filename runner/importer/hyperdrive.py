@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, get_args
 
-from runner.spec import ValidationError
+from pydantic import ValidationError
 
 from runner.importer.values import Obj, Unknown, known
 from runner.manifest.sweep import Bandit, Expression, MedianStopping, Objective, Sampling, TruncationSelection

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
-from runner.spec import Spec, ValidationError
+from pydantic import ValidationError
 
 from runner.errors import ManifestError
 from runner.manifest.framework_rules import framework_warnings
@@ -20,7 +21,8 @@ __all__ = ["LoadedManifest", "Manifest", "effective_target", "load_manifest"]
 DEFAULT_NAME = "tftrain.yml"
 
 
-class LoadedManifest(Spec, positional=True):
+@dataclass(frozen=True, slots=True)
+class LoadedManifest:
     manifest: Manifest
     path: Path
     warnings: tuple[str, ...]

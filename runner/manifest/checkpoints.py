@@ -6,7 +6,7 @@ from __future__ import annotations
 import posixpath
 import re
 
-from runner.spec import Field, field_validator
+from pydantic import Field, field_validator
 
 from runner.manifest.fields import Model
 

@@ -8,10 +8,10 @@ passed the smoke test (runner/manifest/smoke.py), not whatever the registry serv
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from runner.manifest.frameworks import DEFAULT_VERSION
-from runner.spec import Spec
 
 CONSTRAINTS_DIR = Path(__file__).with_name("constraints")
 # What a set pins: TensorFlow (both names, one version), its Keras, and the packages whose drift
@@ -23,7 +23,8 @@ SET_PACKAGES = (
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;#]+)\s*$")
 
 
-class ConstraintSet(Spec, positional=True):
+@dataclass(frozen=True, slots=True)
+class ConstraintSet:
     release: str  # major.minor
     path: Path
     text: str

@@ -4,15 +4,15 @@ runner.manifest.yamlfile parses it, runner.manifest.yamlcache keeps what was par
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from runner.spec import Spec
 
 Location = tuple[Any, ...]
 
 
-class YamlDocument(Spec, positional=True):
+@dataclass(frozen=True, slots=True)
+class YamlDocument:
     path: Path
     data: Any
     lines: dict[Location, int]

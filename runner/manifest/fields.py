@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from runner.spec import Discriminator, Spec, Tag
+from pydantic import BaseModel, ConfigDict, Discriminator, Tag
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 VERSION_PATTERN = r"^\d+\.\d+(\.\d+)?$"
@@ -19,9 +19,11 @@ MAX_TASKS = 4096
 MAX_SECONDS = 366 * 24 * 3600  # longer waits overflow timers; no job runs a year
 
 
-class Model(Spec, strict=True, extra="forbid", frozen=True):
-    # strict: `true` is no 1 and 'yes' no boolean; a wrong type is an error, never a guess
-    pass
+class Model(BaseModel):
+    # strict: `true` is no 1 and 'yes' no boolean; a wrong type is an error, never a guess.
+    # defer_build: a model's validator is built on its first use, not when its module loads
+    # (`tftrain --version` and the other commands never pay for the manifest's forty models)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, strict=True, defer_build=True)
 
 
 class InputRef(Model):

@@ -4,11 +4,12 @@ GPU columns follow TensorFlow's published "tested build configurations" for Linu
 """
 
 from __future__ import annotations
-from runner.spec import Spec
+
+from dataclasses import dataclass
 
 
-
-class Framework(Spec, positional=True):
+@dataclass(frozen=True, slots=True)
+class Framework:
     version: str  # major.minor
     python: str
     cuda: str

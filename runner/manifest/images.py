@@ -5,7 +5,7 @@ Azure ML's estimator names them image_registry_details and user_managed."""
 
 from __future__ import annotations
 
-from runner.spec import Field
+from pydantic import Field
 
 from runner.manifest.fields import ENV_NAME_PATTERN, Model
 

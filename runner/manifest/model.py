@@ -11,7 +11,7 @@ import re
 import warnings
 from typing import Annotated, Literal, Union
 
-from runner.spec import Field, field_validator
+from pydantic import Field, field_validator
 
 from runner.manifest.fields import (
     MAX_NODES,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from runner.spec import Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from runner.manifest.fields import Model
 

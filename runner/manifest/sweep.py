@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal, Union
 
-from runner.spec import Discriminator, Field, Tag
+from pydantic import Discriminator, Field, Tag
 
 from runner.manifest.fields import MAX_SECONDS, NAME_PATTERN, Model, Scalar
 

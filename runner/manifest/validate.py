@@ -1,5 +1,5 @@
-"""Turn validation errors (the spec layer's; pydantic's for the pool inventory) into one-line
-messages that name the file, line and field."""
+"""Turn pydantic's validation errors (the manifest's, the pool inventory's) into one-line
+messages that name the file, line and field, with "did you mean" for a misspelt key or value."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import re
 import types
 import typing
 from typing import Any
-
 
 from runner.manifest.fields import QUANTITY_PATTERN
 from runner.manifest.sweep import EXPRESSIONS, POLICIES, SWEEP_ID_PATTERN
@@ -177,7 +176,7 @@ def _members(annotation: Any) -> list[Any]:
 
 
 def _is_model(annotation: Any) -> bool:
-    """A spec or a pydantic model: a class with fields."""
+    """A pydantic model: a class with fields (the union members and containers are not)."""
     return isinstance(annotation, type) and hasattr(annotation, "model_fields")
 
 

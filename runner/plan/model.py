@@ -6,24 +6,25 @@ Planning runs nothing; `tftrain plan` prints the same plan that `tftrain run` ex
 from __future__ import annotations
 
 import shlex
+from dataclasses import asdict, dataclass, field
 
 from runner.plan.argv import script_path
 from runner.errors import PlanError
 from runner.manifest.model import Manifest
 from runner.history.rundir import RuntimePaths
-from runner.spec import Field, Spec
 
 
-class TaskSpec(Spec, positional=True):
+@dataclass(frozen=True, slots=True)
+class TaskSpec:
     role: str
     index: int
     rank: int
     host: str
     argv: tuple[str, ...]
-    env: dict[str, str] = Field(hash=False)
+    env: dict[str, str] = field(hash=False)
     cwd: str
 
-    def model_post_init(self, context) -> None:
+    def __post_init__(self) -> None:
         # each task owns its environment: a dict shared with the planner (or another task) would
         # change under the frozen spec when the planner goes on editing it
         object.__setattr__(self, "env", dict(self.env))
@@ -46,13 +47,15 @@ class TaskSpec(Spec, positional=True):
         }
 
 
-class Mount(Spec, positional=True):
+@dataclass(frozen=True, slots=True)
+class Mount:
     source: str
     target: str
     read_only: bool
 
 
-class ContainerSpec(Spec, positional=True):
+@dataclass(frozen=True, slots=True)
+class ContainerSpec:
     """How every task's container is made (docker target)."""
 
     image: str
@@ -67,10 +70,11 @@ class ContainerSpec(Spec, positional=True):
     one_stream: bool = True
 
     def to_dict(self) -> dict:
-        return self.model_dump()
+        return {**asdict(self), "mounts": [asdict(mount) for mount in self.mounts]}  # lists, as YAML writes them
 
 
-class LaunchPlan(Spec, positional=True):
+@dataclass(frozen=True, slots=True)
+class LaunchPlan:
     """`tasks` are the training processes. With a `driver` (mpirun), tftrain starts only the
     driver, which starts the tasks; otherwise it starts each task itself."""
 
@@ -80,7 +84,7 @@ class LaunchPlan(Spec, positional=True):
     metrics_ranks: tuple[int, ...] = (0,)
     driver: TaskSpec | None = None
     success_policy: str = "main"  # main | chief | all_workers
-    files: dict[str, str] = Field(default_factory=dict, hash=False)  # name → content, written to the launch dir
+    files: dict[str, str] = field(default_factory=dict, hash=False)  # name → content, written to the launch dir
     container: ContainerSpec | None = None
     secret_names: frozenset[str] = frozenset()
 
@@ -106,7 +110,8 @@ class LaunchPlan(Spec, positional=True):
         return document
 
 
-class PlanContext(Spec, positional=True):
+@dataclass(frozen=True, slots=True)
+class PlanContext:
     """What launchers need: the manifest plus everything resolved while preparing."""
 
     manifest: Manifest
@@ -122,10 +127,11 @@ class PlanContext(Spec, positional=True):
         return (self.python, script_path(self.manifest.entry_script), *self.argv_tail)
 
 
-class HostMap(Spec, positional=True):
+@dataclass(frozen=True, slots=True)
+class HostMap:
     """Where the pool placed a job: "node 0" (MPI), "worker 1", "main 0" → (host name, address)."""
 
-    hosts: dict[str, tuple[str, str]] = Field(hash=False)
+    hosts: dict[str, tuple[str, str]] = field(hash=False)
     ssh_port: int = 12345  # the MPI containers' sshd (Horovod's documented example port)
     base_port: int = 23456  # TF_CONFIG tasks: base_port, base_port+1, … on each host
 

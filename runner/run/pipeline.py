@@ -6,6 +6,7 @@ import json
 import signal
 import time
 from contextlib import ExitStack, contextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -36,7 +37,6 @@ from runner.history.store import Store
 from runner.settings import Settings
 from runner.targets.base import Outcome, RunControl, Target
 from runner.targets.registry import target_for
-from runner.spec import Spec
 
 # What only runs after the training (TensorBoard events, the registry, the rendered summary)
 # is imported there: the script starts sooner.
@@ -51,7 +51,8 @@ EXIT_CODES = {
 }
 
 
-class RunResult(Spec, positional=True):
+@dataclass(frozen=True, slots=True)
+class RunResult:
     run_id: str
     status: RunStatus
     exit_code: int

@@ -4,6 +4,7 @@ resolve the resume point, and plan the launch. `tftrain plan` runs the same step
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from runner.plan.argv import script_args
@@ -20,10 +21,10 @@ from runner.run.snapshot import LARGE_SNAPSHOT, take_snapshot
 from runner.history.store import Store
 from runner.settings import Settings
 from runner.targets.base import Environment, Target, TargetState
-from runner.spec import Spec
 
 
-class Prepared(Spec, positional=True):
+@dataclass(frozen=True, slots=True)
+class Prepared:
     plan: LaunchPlan
     env: Environment
     inputs: dict[str, Path]  # name → where it was fetched to
@@ -81,7 +82,7 @@ def prepare(
         argv_tail=tuple(script_args(manifest, runtime.inputs, runtime.resume)),
         placement=env.placement,
     )
-    plan = build_plan(ctx).model_copy(update={"container": container, "secret_names": frozenset(secrets)})
+    plan = replace(build_plan(ctx), container=container, secret_names=frozenset(secrets))
     plan = target.finalize(plan, loaded, run_id)
     check_capacity(plan, manifest, logger)
     return Prepared(plan, env, inputs, tuple(value for value in secrets.values() if value))

@@ -8,6 +8,7 @@ import queue
 import signal
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from runner.errors import FatalError, StorageError, SweepError, UnsupportedError
@@ -170,7 +171,7 @@ def _first_line(exc: Exception) -> str:
 
 
 def trial_manifest_resuming(loaded: LoadedManifest, run_id: str) -> LoadedManifest:
-    return loaded.model_copy(update={"manifest": loaded.manifest.model_copy(update={"resume_from": run_id})})
+    return replace(loaded, manifest=loaded.manifest.model_copy(update={"resume_from": run_id}))
 
 
 def check_concurrency(manifest, logger: Logger) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,7 @@ def trial_manifest(loaded: LoadedManifest, values: dict[str, Any], objective: Ob
     }
     if trial_timeout is not None:
         update["max_run_duration_seconds"] = min(trial_timeout, manifest.max_run_duration_seconds or trial_timeout)
-    return loaded.model_copy(update={"manifest": manifest.model_copy(update=update)})
+    return replace(loaded, manifest=manifest.model_copy(update=update))
 
 
 def run_trial(loaded: LoadedManifest, watch: TrialWatch, log: Path, settings: Settings, home: Path) -> TrialResult:

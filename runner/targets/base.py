@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
@@ -23,7 +24,6 @@ from runner.plan.model import ContainerSpec, HostMap, LaunchPlan
 from runner.telemetry.logger import Logger
 from runner.telemetry.logpump import LineSink, LogPump
 from runner.history.record import RunStatus
-from runner.spec import Field, Spec
 
 
 # The shell line every enter step begins with (the local target's, a container's): a program that
@@ -31,7 +31,8 @@ from runner.spec import Field, Spec
 CANNOT_START_SH = 'command -v "$1" >/dev/null || { echo "tftrain: cannot start $1: not found" >&2; exit 127; }'
 
 
-class Outcome(Spec, positional=True):
+@dataclass(frozen=True, slots=True)
+class Outcome:
     status: RunStatus  # a terminal one
     exit_code: int | None
     message: str | None
@@ -39,31 +40,33 @@ class Outcome(Spec, positional=True):
     taken: bool = False  # its process or container was taken away (Vanished): no end of the script's own
 
 
-class Environment(Spec, positional=True):
+@dataclass(frozen=True, slots=True)
+class Environment:
     python: str  # the interpreter, as the training sees it
     description: str
     reused: bool
     isolated: bool  # a virtualenv or image without tftrain: `import runner` needs a path
     image: str | None = None
-    details: dict = Field(default_factory=dict, hash=False)
+    details: dict = field(default_factory=dict, hash=False)
     placement: HostMap | None = None  # the pool target's hosts for the launchers
-    inventory: Callable[[], dict] | None = Field(default=None, compare=False)  # more details, asked for once the training runs
+    inventory: Callable[[], dict] | None = field(default=None, compare=False)  # more details, asked for once the training runs
 
     def described(self) -> dict:
         """Everything known of the environment, for manifest.lock.yml."""
         return {**self.details, **(self.inventory() if self.inventory else {})}
 
 
-class RunControl(Spec, frozen=False, positional=True):
+@dataclass(slots=True)
+class RunControl:
     """How a running plan is stopped: by its deadline, or by a signal to tftrain."""
 
     marker: str
     grace_seconds: float
     limit_seconds: int | None = None
     deadline: float | None = None
-    cancel: threading.Event = Field(default_factory=threading.Event)
+    cancel: threading.Event = field(default_factory=threading.Event)
     reason: str | None = None  # why `cancel` was set, when not by a signal (a sweep's early termination)
-    force: threading.Event = Field(default_factory=threading.Event)
+    force: threading.Event = field(default_factory=threading.Event)
     cgroup: str | None = None  # the run's cgroup name (runner.targets.local.cgroup.run_cgroup_name): local runs are contained in it
     started: Callable[[], None] | None = None  # called once the plan has started (supervise): what the training need not wait for
     stop_signal: int | None = None  # the signal to tftrain that set `cancel` (SIGINT: a user; SIGTERM, SIGHUP: the machine going away)
@@ -74,7 +77,8 @@ class RunControl(Spec, frozen=False, positional=True):
 Probe = Callable[[list[str], Path, float], "int | None | bool"]
 
 
-class TargetState(Spec, positional=True):
+@dataclass(frozen=True, slots=True)
+class TargetState:
     """What a target found in `check` and hands to its later steps. Each target has its own
     subclass; a reservation may turn it into another one (the pool: a job into a placed session)."""
 

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from runner.spec import Spec
 
 TAIL_BYTES = 256 << 10
 FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)')
 SYNTAX = re.compile(r"^(?:SyntaxError|IndentationError|TabError): .*$", re.M)
 
 
-class ScriptError(Spec, positional=True):
+@dataclass(frozen=True, slots=True)
+class ScriptError:
     file: str  # relative to the source directory when the frame is the user's code
     line: int
     message: str

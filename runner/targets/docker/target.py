@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import runner
@@ -34,6 +35,7 @@ WORKSPACE = "/workspace"
 VENV_PYTHON = "/opt/tftrain/venv/bin/python"
 
 
+@dataclass(frozen=True, slots=True)
 class DockerState(TargetState):
     base_image: str  # what the training image is built FROM
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -70,7 +71,7 @@ class KubernetesTarget(DockerTarget):
         training = super().environment(loaded, state, paths, logger, dry_run)
         if dry_run:
             image = f"{spec.registry or '<registry>'}/{training.image}-code"
-            return training.model_copy(update={"image": image, "description": f"{training.description}, code image {image}"})
+            return replace(training, image=image, description=f"{training.description}, code image {image}")
         from runner.targets.docker.build import build_code_image, existing_image, push_image, trees_digest
         from runner.targets.docker.container import docker_client
 
@@ -85,21 +86,21 @@ class KubernetesTarget(DockerTarget):
         if existing_image(client, tag) is None:
             build_code_image(client, training.image, trees, tag, logger, paths.prepare_log)
         push_image(client, tag, logger)
-        return training.model_copy(update={"image": tag, "description": f"{training.description}, code image {tag} (pushed)"})
+        return replace(training, image=tag, description=f"{training.description}, code image {tag} (pushed)")
 
     def runtime(
         self, loaded: LoadedManifest, env: Environment, paths: RunPaths, inputs: dict[str, Path], resume: Path | None
     ) -> tuple[RuntimePaths, ContainerSpec]:
         view, container = super().runtime(loaded, env, paths, {}, resume)
         inside_inputs = {input_name: f"/tftrain/inputs/{input_name}" for input_name in inputs}
-        view = view.model_copy(update={"inputs": inside_inputs})
+        view = replace(view, inputs=inside_inputs)
         # the pod's command is the task's argv as it is (kubectl logs keeps the two streams apart)
-        return view, container.model_copy(update={"mounts": (), "network_mode": "pod", "one_stream": False})
+        return view, replace(container, mounts=(), network_mode="pod", one_stream=False)
 
     def finalize(self, plan: LaunchPlan, loaded: LoadedManifest, run_id: str) -> LaunchPlan:
         """The job document, kept with the run (launch/kubernetes.yaml) and applied as it is."""
         documents = jobs.render(plan, loaded.manifest, run_id, loaded.manifest.compute.kubernetes.namespace)
-        return plan.model_copy(update={"files": {**plan.files, "kubernetes.yaml": jobs.to_yaml(documents)}})
+        return replace(plan, files={**plan.files, "kubernetes.yaml": jobs.to_yaml(documents)})
 
     def execute(self, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
         (document,) = yaml.safe_load_all(plan.files["kubernetes.yaml"])

@@ -20,8 +20,8 @@ import os
 import re
 import signal
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from runner.spec import Spec
 
 PARENT = "tftrain"
 KILL_WAIT_SECONDS = 10.0
@@ -29,7 +29,8 @@ POLL_SECONDS = 0.01
 SEARCH_DEPTH = 12
 
 
-class Cgroup(Spec, positional=True):
+@dataclass(frozen=True, slots=True)
+class Cgroup:
     path: Path
 
     def pids(self) -> list[int]:

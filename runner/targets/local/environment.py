@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from runner.errors import PreparingError, UnsupportedError
@@ -24,14 +25,14 @@ from runner.manifest.model import Manifest, MpiTraining
 from runner.manifest.sourcepaths import read_source_text
 from runner.paths import cache_dir
 from runner.telemetry.tee import Tee
-from runner.spec import Spec
 
 COMPLETE = ".tftrain-complete"
 CONSTRAINTS = "tftrain-constraints.txt"  # in the virtualenv's directory: what it was built with
 FRAMEWORK_PACKAGES = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tensorflow-intel")
 
 
-class PipStep(Spec, positional=True):
+@dataclass(frozen=True, slots=True)
+class PipStep:
     """A pip install of its own, after the requirements (Horovod builds against the installed TF)."""
 
     args: tuple[str, ...]
@@ -47,7 +48,8 @@ HOROVOD_BUILD_ENV = (
 )
 
 
-class EnvSpec(Spec, positional=True):
+@dataclass(frozen=True, slots=True)
+class EnvSpec:
     """What the environment must hold; `key` is None when the current interpreter will do."""
 
     python_version: str
@@ -70,7 +72,8 @@ class EnvSpec(Spec, positional=True):
         return f"cached virtualenv {self.key[:12]} ({', '.join(packages) or 'no packages'}{pinned})"
 
 
-class PythonEnv(Spec, positional=True):
+@dataclass(frozen=True, slots=True)
+class PythonEnv:
     python: str
     key: str | None
     reused: bool
@@ -180,7 +183,7 @@ def requirements_spec(requirements: tuple[str, ...], constraints: str | None = N
 
 def _key(python: str, requirements, requirements_text: str | None, steps, constraints: str | None) -> str:
     """Everything that goes into the environment: a refreshed tested set builds a new one."""
-    source = {"python": python, "requirements": requirements, "file": requirements_text, "steps": [step.model_dump() for step in steps]}
+    source = {"python": python, "requirements": requirements, "file": requirements_text, "steps": [asdict(step) for step in steps]}
     if constraints is not None:  # environments without a set keep the keys they had
         source["constraints"] = constraints
     return hashlib.sha256(json.dumps(source, sort_keys=True).encode()).hexdigest()

@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from shutil import which
 
@@ -30,6 +31,7 @@ PUMP_JOIN_SECONDS = 10.0
 WARM_AFTER = 3.0  # seconds of training before the gate's process is started ahead (shorter runs pay nothing)
 
 
+@dataclass(frozen=True, slots=True)
 class LocalState(TargetState):
     spec: EnvSpec  # the virtualenv the run needs, or the current interpreter
     framework: str | None = None  # user_managed: TensorFlow's version in manifest.python (None for a dry run)

@@ -9,6 +9,7 @@ import os
 import socket
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 from runner.errors import HostError, PlacementError, TrainingCanceled
 from runner.telemetry.logger import Logger
@@ -22,11 +23,11 @@ from runner.targets.pool.schedule import Capacity, Placement, Request, eligible,
 from runner.targets.pool.ssh import DockerEndpoint
 from runner.targets.base import TargetState
 from runner.targets.docker.target import DockerState
-from runner.spec import Field
 
 QUEUE_POLL_SECONDS = 1.0
 
 
+@dataclass(frozen=True, slots=True)
 class PoolJob(DockerState):
     """What `check` found: the base image (as for docker), the pool, and the job's demands."""
 
@@ -34,6 +35,7 @@ class PoolJob(DockerState):
     request: Request
 
 
+@dataclass(frozen=True, slots=True)
 class PoolSession(TargetState):
     """What `reserve` makes of a PoolJob: the placed job, its hosts and docker connections
     (opened as needed, closed when the job ends), for the steps after it."""
@@ -41,7 +43,7 @@ class PoolSession(TargetState):
     job: PoolJob
     placement: Placement
     hostmap: HostMap
-    endpoints: dict[str, DockerEndpoint] = Field(default_factory=dict)
+    endpoints: dict[str, DockerEndpoint] = field(default_factory=dict)
 
     def hosts(self) -> list[Host]:
         names = dict.fromkeys(item.host for item in self.placement.assignments)

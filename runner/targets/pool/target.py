@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from runner.targets.docker.build import base_image_id, build_image, existing_image
@@ -76,7 +77,7 @@ class PoolTarget(DockerTarget):
         if isinstance(state, PoolJob):  # `tftrain plan`: where an idle pool would put it
             env = super().environment(loaded, state, paths, logger, dry_run=True)
             placement = place(state.request, capacities(state.pool.pool))
-            return env.model_copy(update={"placement": host_map(placement, state.pool.pool, loaded.manifest)})
+            return replace(env, placement=host_map(placement, state.pool.pool, loaded.manifest))
         session = state
         spec = None
         built: dict[str, str] = {}
@@ -100,7 +101,7 @@ class PoolTarget(DockerTarget):
             else:
                 built[host.name] = "cached"
         if manifest.user_managed:
-            return as_it_is(manifest, session.job.base_image, framework).model_copy(update={"placement": session.hostmap})
+            return replace(as_it_is(manifest, session.job.base_image, framework), placement=session.hostmap)
         where = ", ".join(f"{host}: {how}" for host, how in built.items())
         details = {"image_id": image_id, "base_image": session.job.base_image, "dockerfile": spec.dockerfile, "hosts": built}
         return Environment(
@@ -115,7 +116,7 @@ class PoolTarget(DockerTarget):
         # The mounts say what is copied in (read-only) and back (read-write). Root in the container:
         # sshd needs it, and files come back through the API, not a bind mount. Each container's
         # network is its host's.
-        return view, container.model_copy(update={"user": "", "network_mode": "pool"})
+        return view, replace(container, user="", network_mode="pool")
 
     def execute(self, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
         if self.session is None:

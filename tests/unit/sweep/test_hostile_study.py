@@ -17,7 +17,6 @@ from runner.sweep.space import SearchSpace
 from runner.sweep.storage import StoragePlace, place_of
 from runner.sweep.study import SEED, open_sweep, storage_url
 from runner.manifest.sweep import Objective
-from runner.spec.check import validate
 
 CONTINUOUS = {
     "--lr": {"type": "loguniform", "min_value": -9.0, "max_value": -1.0},
@@ -36,7 +35,7 @@ def optuna():
 
 
 def space_of(expressions: dict) -> SearchSpace:
-    return SearchSpace(validate(SweepSpec, {"search_space": expressions}).search_space)
+    return SearchSpace(SweepSpec.model_validate({"search_space": expressions}).search_space)
 
 
 def run_trials(optuna, study, space: SearchSpace, count: int) -> list[dict]:
@@ -97,7 +96,7 @@ def test_a_resumed_grid_never_draws_a_point_it_holds(optuna):
 
 def test_runners_of_one_sweep_share_its_seed_from_the_study(optuna, tmp_path):
     """A sweep made without a seed keeps the one it drew: resume draws with it, whatever the manifest says."""
-    spec = validate(SweepSpec, {"search_space": CONTINUOUS, "limits": {"max_total_trials": 9}})
+    spec = SweepSpec.model_validate({"search_space": CONTINUOUS, "limits": {"max_total_trials": 9}})
     objective = Objective(primary_metric="score", goal="maximize")
     first = open_sweep(spec, "demo", objective, 9, tmp_path)
     drawn = run_trials(optuna, first.study, first.space, 3)
@@ -111,7 +110,7 @@ def test_runners_of_one_sweep_share_its_seed_from_the_study(optuna, tmp_path):
 
 def test_a_choice_of_19900_values_is_checked_in_one_pass():
     values = list(range(19_900))
-    spec = validate(SweepSpec, {"search_space": {"--n": {"type": "choice", "values": values}}, "limits": {"max_total_trials": 3}})
+    spec = SweepSpec.model_validate({"search_space": {"--n": {"type": "choice", "values": values}}, "limits": {"max_total_trials": 3}})
     compared = []
 
     class Counted(int):
@@ -225,7 +224,7 @@ def test_resume_tells_the_study_what_the_runs_did_and_the_table_agrees_with_them
     from runner.sweep.book import SweepBook, read_sweep
     from runner.sweep.study import RESUMES, queue_stopped_trials
 
-    spec = validate(SweepSpec, {"search_space": CONTINUOUS, "limits": {"max_total_trials": 9}})
+    spec = SweepSpec.model_validate({"search_space": CONTINUOUS, "limits": {"max_total_trials": 9}})
     sweep = open_sweep(spec, "demo", Objective(primary_metric="score", goal="maximize"), 9, tmp_path)
     ends = [("demo-1", "Completed", None, 0.75), ("demo-2", "Canceled", "the sweep's storage failed", None),
             ("demo-3", "Canceled", "early termination at step 2", 0.1), ("demo-4", "TimedOut", "max_run_duration_seconds (2s) reached", 0.2),

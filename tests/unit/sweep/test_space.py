@@ -8,15 +8,18 @@ import statistics
 import sys
 
 import pytest
+from pydantic import TypeAdapter
 
 from runner.errors import MissingExtra
 from runner.manifest.sweep import Expression, Sampling
-from runner.spec.check import validate
 from runner.sweep.samplers import sampler_for
 from runner.sweep.space import SearchSpace
 
+_EXPRESSION = TypeAdapter(Expression)
+
+
 def expression(type: str, **fields) -> Expression:
-    return validate(Expression, {"type": type, **fields})
+    return _EXPRESSION.validate_python({"type": type, **fields})
 
 
 def space_of(**expressions: dict) -> SearchSpace:

@@ -35,6 +35,7 @@ from runner.history.record import RunStatus
 from runner.history.store import Store
 from runner.settings import Settings
 from runner.targets.base import Outcome, RunControl, Target
+from runner.targets.leftovers import reconcile
 from runner.targets.registry import target_for
 from runner.spec import Spec
 
@@ -80,6 +81,7 @@ def run_manifest(
     checked = check_runnable(loaded, target)  # refuse what cannot run before a run is recorded
     manifest = loaded.manifest
     store = Store(home or tftrain_home(), notify=logger.warning)
+    reconcile(store)  # a lost run's leftovers must not train beside this one
     run_id = store.new_run(manifest.name, manifest.model_dump_json(by_alias=True))  # runs/ID and its run.json
     paths = RunPaths.for_run(store.home, run_id, manifest)
     logger.info(f"run {run_id} (queued)  →  {paths.root}", style="bold")

@@ -6,6 +6,7 @@ Planning runs nothing; `tftrain plan` prints the same plan that `tftrain run` ex
 from __future__ import annotations
 
 import shlex
+from enum import Enum
 
 from runner.plan.argv import script_path
 from runner.errors import PlanError
@@ -14,8 +15,47 @@ from runner.history.rundir import RuntimePaths
 from runner.spec import Field, Spec
 
 
+class _Word(str, Enum):
+    """A plan's word: equal to its string, written as it (f-strings, JSON, TF_CONFIG, docker's API)."""
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+
+class Role(_Word):
+    """What a task is. TF_CONFIG's task types (chief, worker, ps, evaluator), Kubernetes' replica
+    types and the log prefixes follow it; which roles want a GPU, which decide the job's end."""
+
+    MAIN = "main"  # the one process of a single-process run
+    RANK = "rank"  # an MPI rank (mpirun or horovodrun starts it)
+    LAUNCHER = "launcher"  # mpirun / horovodrun itself: the driver
+    CHIEF = "chief"
+    WORKER = "worker"
+    PS = "ps"
+    EVALUATOR = "evaluator"
+
+
+class SuccessPolicy(_Word):
+    """Which tasks ending well end the job (runner.targets.supervise decides by it)."""
+
+    MAIN = "main"  # the first task (or the driver)
+    CHIEF = "chief"  # the chief, else worker 0
+    ALL_WORKERS = "all_workers"  # every worker
+
+
+class NetworkMode(_Word):
+    """The network a task's container joins. host and bridge are docker's; pod and pool say the
+    container is not on this machine's daemon (a Kubernetes pod's network; each pool host's, where
+    files are copied in and back rather than mounted)."""
+
+    HOST = "host"
+    BRIDGE = "bridge"
+    POD = "pod"
+    POOL = "pool"
+
+
 class TaskSpec(Spec, positional=True):
-    role: str
+    role: Role
     index: int
     rank: int
     host: str
@@ -31,11 +71,11 @@ class TaskSpec(Spec, positional=True):
     @property
     def label(self) -> str:
         """How its log lines are prefixed: `0` for an MPI rank, `worker 1` for a TF_CONFIG task."""
-        return str(self.rank) if self.role in ("main", "rank") else f"{self.role} {self.index}"
+        return str(self.rank) if self.role in (Role.MAIN, Role.RANK) else f"{self.role} {self.index}"
 
     def to_dict(self, masked: frozenset[str] = frozenset()) -> dict:
         return {
-            "role": self.role,
+            "role": str(self.role),
             "index": self.index,
             "rank": self.rank,
             "host": self.host,
@@ -58,7 +98,7 @@ class ContainerSpec(Spec, positional=True):
     image: str
     mounts: tuple[Mount, ...]
     user: str
-    network_mode: str
+    network_mode: NetworkMode
     shm_size: str | None = None
     memory: str | None = None
     gpus: bool = False
@@ -79,7 +119,7 @@ class LaunchPlan(Spec, positional=True):
     tasks: tuple[TaskSpec, ...]
     metrics_ranks: tuple[int, ...] = (0,)
     driver: TaskSpec | None = None
-    success_policy: str = "main"  # main | chief | all_workers
+    success_policy: SuccessPolicy = SuccessPolicy.MAIN
     files: dict[str, str] = Field(default_factory=dict, hash=False)  # name → content, written to the launch dir
     container: ContainerSpec | None = None
     secret_names: frozenset[str] = frozenset()
@@ -93,7 +133,7 @@ class LaunchPlan(Spec, positional=True):
         document = {
             "launcher": self.launcher,
             "target": self.target,
-            "success_policy": self.success_policy,
+            "success_policy": str(self.success_policy),
             "metrics_ranks": list(self.metrics_ranks),
             "tasks": [task.to_dict(self.secret_names) for task in self.tasks],
         }

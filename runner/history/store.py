@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 from runner.errors import HistoryError, NotFoundError
 from runner.history.checksums import kind_of
@@ -54,7 +55,7 @@ class PhaseRow(Spec, positional=True):
     ended: float | None
 
 
-class LostRun(Spec, positional=True):
+class LostRun(NamedTuple):
     """A run `Store.mark_lost` marked Failed: what is needed to remove what it left running."""
 
     run_id: str

@@ -4,6 +4,7 @@ phases) and metrics.json (`MetricsSummary`). Both are read and written through t
 from __future__ import annotations
 
 import json
+import re
 from enum import Enum
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from runner.history.regular import read_regular
 from runner.spec import Field, Spec, field_validator, model_validator
 
 LOST_MESSAGE = "lost:"  # how records written before `cause` began a lost run's message: read once, in RunRecord
+EXIT_CODE_WORDS = re.compile(r"exit code ([0-9]{1,3})")  # an attempt's `ended` in run.json, when an exit code ended it
 
 
 class RunStatus(str, Enum):
@@ -132,8 +134,9 @@ class Attempt(_Model):
     @classmethod
     def _exit_code_words(cls, data):
         """run.json holds an exit code ending as "exit code N" (one value, as people read it)."""
-        if isinstance(data, dict) and isinstance(data.get("ended"), str) and data["ended"].startswith(f"{Cause.EXIT_CODE} "):
-            data = {**data, "ended": Cause.EXIT_CODE, "exit_code": int(data["ended"].rsplit(" ", 1)[1])}
+        words = EXIT_CODE_WORDS.fullmatch(data["ended"]) if isinstance(data, dict) and isinstance(data.get("ended"), str) else None
+        if words is not None:  # anything else is checked as a Cause (an unknown word is a damaged record, as an unknown status)
+            data = {**data, "ended": Cause.EXIT_CODE, "exit_code": int(words[1])}
         return data
 
     @property

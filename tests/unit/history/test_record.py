@@ -58,6 +58,9 @@ def test_an_attempt_ended_by_an_exit_code_is_written_as_people_read_it(tmp_path)
     assert (record.attempt.ended, record.attempt.exit_code) == (Cause.EXIT_CODE, 75)
     assert record.attempt.described() == "attempt 1 of 3; ended exit code 75; continued by demo-2"
     assert record.as_dict()["attempt"] == attempt
+    for odd in ("exit code ٧٥", "evicted"):  # no Cause: a damaged record, as an unknown status is
+        with pytest.raises(ValueError):
+            _written(tmp_path, attempt={**attempt, "ended": odd})
     preempted = Attempt(number=2, max_attempts=3, ended=Cause.PREEMPTED)
     assert (preempted.ending, preempted.as_dict()["ended"]) == ("preempted", "preempted")
 

@@ -1,10 +1,9 @@
 """Run history. Each run directory holds its own record (runs/ID/run.json, written from the moment
 the run exists); tftrain.db (SQLite) indexes those records and the registry's versions. Every
 command opens the history through `Store`: a damaged index is one line naming the file and
-`tftrain doctor`, a missing one is rebuilt from the directories. Opening reads and never acts:
-marking Failed the runs whose tftrain process is gone (`Store.mark_lost`) is a step of its own,
-which the commands that judge a run's state take through runner.targets.leftovers.reconcile (it
-also removes what those runs left running)."""
+`tftrain doctor`, a missing one is rebuilt from the directories. Opening never acts: marking lost
+the runs whose tftrain is gone (`mark_lost`) is a step the commands that judge a run's state take
+(runner.targets.leftovers.reconcile, which also removes what those runs left running)."""
 
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ from runner.manifest import load_manifest
 from runner.paths import tftrain_home
 from runner.history.rundir import RunPaths
 from runner.history.store import Store
+from runner.targets.leftovers import reconcile
 from runner.settings import Settings, resolve
 
 
@@ -72,6 +73,7 @@ def _runs_on(args, settings: Settings, logger) -> int:
 
 def _comment(settings: Settings, args, logger) -> int:
     with Store(tftrain_home()) as store:
+        reconcile(store)  # the comment states the run's status
         run = store.run(args.run)
     paths = RunPaths.of_run(run)[1]
     summary = json.loads(paths.metrics_summary.read_text()) if paths.metrics_summary.exists() else {}

@@ -10,6 +10,7 @@ from runner.paths import tftrain_home
 from runner.history.regular import open_regular
 from runner.history.rundir import RunPaths
 from runner.history.store import Store
+from runner.targets.leftovers import reconcile
 
 FOLLOW_POLL = 0.2
 LOST_CHECK_POLLS = 10
@@ -23,6 +24,7 @@ def add_arguments(parser) -> None:
 
 def run(args, logger) -> int:
     with Store(tftrain_home(), notify=logger.warning) as store:
+        reconcile(store)
         record = store.run(args.run)
         path = RunPaths.of_run(record)[1].rank_log(args.rank)
         logger.flush()
@@ -33,7 +35,7 @@ def run(args, logger) -> int:
             offset = _copy_from(path, offset, True)
             polls += 1
             if polls % LOST_CHECK_POLLS == 0:
-                store.reconcile()  # a run whose tftrain died never finishes by itself
+                reconcile(store)  # a run whose tftrain died never finishes by itself
         _copy_from(path, offset, args.follow)
     return 0
 

@@ -10,6 +10,7 @@ from runner.telemetry.point import read_series
 from runner.paths import tftrain_home
 from runner.history.rundir import RunPaths
 from runner.history.store import Store
+from runner.targets.leftovers import reconcile
 
 
 def add_arguments(parser) -> None:
@@ -19,6 +20,7 @@ def add_arguments(parser) -> None:
 
 def run(args, logger) -> int:
     with Store(tftrain_home(), notify=logger.warning) as store:
+        reconcile(store)
         record = store.run(args.run)
     points = read_series(_regular_or_none(RunPaths.of_run(record)[1].metrics))
     if args.json:

@@ -14,6 +14,7 @@ from runner.github.publish import pull_release
 from runner.history.registry import Registry
 from runner.history.rundir import RunPaths
 from runner.history.store import Store
+from runner.targets.leftovers import reconcile
 from runner.settings import resolve
 
 
@@ -63,6 +64,7 @@ def _list(registry: Registry, name: str | None, logger) -> None:
 
 
 def _register(store: Store, registry: Registry, ref: str, logger) -> None:
+    reconcile(store)  # the version records the run's status: a lost run's is Failed
     run = store.run(ref)
     manifest, paths = RunPaths.of_run(run)
     path = paths.workdir / manifest.model.path

@@ -9,7 +9,7 @@ from pathlib import Path
 from runner.cli.common import add_manifest_arg, load
 from runner.manifest import effective_target
 from runner.telemetry.logger import Logger
-from runner.plan.model import LaunchPlan
+from runner.plan.model import LaunchPlan, NetworkMode
 from runner.run.prepare import Prepared, check_runnable, prepare
 from runner.targets.registry import target_for
 from runner.history.rundir import RunPaths
@@ -88,7 +88,7 @@ def _describe(document: dict, plan: LaunchPlan, dockerfile: str | None) -> str:
     ]
     if plan.container is not None:
         spec = plan.container
-        pool = spec.network_mode == "pool"  # nothing is mounted on a pool's hosts: files are copied
+        pool = spec.network_mode == NetworkMode.POOL  # nothing is mounted on a pool's hosts: files are copied
         lines.append(f"container:   image {spec.image}, user {spec.user or 'root'}, "
                      + ("network of each task's host" if pool else f"network {spec.network_mode}")
                      + (f", shm {spec.shm_size}" if spec.shm_size else "") + (f", memory {spec.memory}" if spec.memory else "")

@@ -13,6 +13,7 @@ from runner.github.publish import publish
 from runner.history.rundir import RunPaths
 from runner.github.s3store import S3Target
 from runner.history.store import Store
+from runner.targets.leftovers import reconcile
 from runner.settings import GitHubContext, resolve
 
 
@@ -51,6 +52,7 @@ def run(args, logger) -> int:
         return 0
     logger.info(f"publishing: {reason}")
     with Store(tftrain_home()) as store:
+        reconcile(store)  # the release carries run.json: a lost run's says Failed
         record_row = store.run(args.run)
     manifest, paths = RunPaths.of_run(record_row)
     record = json.loads(paths.record.read_text())

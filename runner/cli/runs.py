@@ -13,6 +13,7 @@ from runner.telemetry.report import show_metrics, summary_markdown
 from runner.history.record import MetricsSummary, RunRecord
 from runner.history.rundir import RunPaths
 from runner.history.store import Store
+from runner.targets.leftovers import reconcile
 
 
 def add_arguments(parser) -> None:
@@ -25,6 +26,7 @@ def add_arguments(parser) -> None:
 
 def run(args, logger) -> int:
     with Store(tftrain_home(), notify=logger.warning) as store:
+        reconcile(store)  # a run whose tftrain is gone is listed Failed, not Running forever
         if args.runs_command == "show":
             _show(store, args.run, args.markdown, logger)
         else:

@@ -4,15 +4,16 @@ phases) and metrics.json (`MetricsSummary`). Both are read and written through t
 from __future__ import annotations
 
 import json
+import re
 from enum import Enum
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from runner.history.regular import read_regular
 
-
-LOST_MESSAGE = "lost:"  # how Store.reconcile begins the message of a run whose tftrain is gone
+LOST_MESSAGE = "lost:"  # how records written before `cause` began a lost run's message: read once, in RunRecord
+EXIT_CODE_WORDS = re.compile(r"exit code ([0-9]{1,3})")  # an attempt's `ended` in run.json, when an exit code ended it
 
 
 class RunStatus(str, Enum):
@@ -39,6 +40,19 @@ class RunStatus(str, Enum):
 
 
 TERMINAL: tuple[RunStatus, ...] = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELED, RunStatus.TIMED_OUT)
+
+
+class Cause(str, Enum):
+    """Why a run ended from outside its script's own verdict: the states `retry:` and a sweep decide
+    by, kept as data (run.json's `cause`, an attempt's `ended`) and never read back from a message.
+    The values are `retry.on`'s words and what run.json holds."""
+
+    PREEMPTED = "preempted"  # its machine, container or training was taken away
+    LOST = "lost"  # its tftrain was killed: a later command found the run orphaned (runner.targets.leftovers.reconcile)
+    EXIT_CODE = "exit code"  # the script exited with one of `retry.exit_codes` (the code beside it)
+
+    __str__ = str.__str__
+    __format__ = str.__format__
 
 
 class _Model(BaseModel):
@@ -114,8 +128,31 @@ class Attempt(_Model):
     max_attempts: int
     previous: str | None = None  # the run this attempt continues
     resumed_from: str | None = None  # the previous attempt's checkpoint it was given (resume_from)
-    ended: str | None = None  # "preempted", "lost" or "exit code N": why another attempt follows (or would have)
+    ended: Cause | None = None  # why another attempt follows (or would have)
+    exit_code: int | None = None  # the script's, when it `ended` by an exit code `retry:` names
     next: str | None = None  # the run that continued it
+
+    @model_validator(mode="before")
+    @classmethod
+    def _exit_code_words(cls, data):
+        """run.json holds an exit code ending as "exit code N" (one value, as people read it)."""
+        words = EXIT_CODE_WORDS.fullmatch(data["ended"]) if isinstance(data, dict) and isinstance(data.get("ended"), str) else None
+        if words is not None:  # anything else is checked as a Cause (an unknown word is a damaged record, as an unknown status)
+            data = {**data, "ended": Cause.EXIT_CODE, "exit_code": int(words[1])}
+        return data
+
+    @property
+    def ending(self) -> str | None:
+        """How it ended, in words: "preempted", "lost", "exit code N"."""
+        if self.ended == Cause.EXIT_CODE:
+            return f"{Cause.EXIT_CODE} {self.exit_code}"
+        return None if self.ended is None else self.ended.value
+
+    def as_dict(self) -> dict:
+        """run.json's form: the exit code within `ended`, as records have always held it."""
+        data = self.model_dump(mode="json", exclude={"exit_code"})
+        data["ended"] = self.ending
+        return data
 
     def described(self) -> str:
         """One line for `tftrain runs show`."""
@@ -123,7 +160,7 @@ class Attempt(_Model):
         if self.previous:
             parts.append(f"continues {self.previous}" + (f" from {self.resumed_from}" if self.resumed_from else " from the start"))
         if self.ended:
-            parts.append(f"ended {self.ended}")
+            parts.append(f"ended {self.ending}")
         if self.next:
             parts.append(f"continued by {self.next}")
         return "; ".join(parts)
@@ -148,6 +185,16 @@ class RunRecord(_Model):
     metrics: MetricsSummary | None = None
     sweep: dict | None = None  # {"id": SWEEP_ID, "trial": N} for a sweep's trial
     attempt: Attempt | None = None  # a run of a manifest with `retry:`
+    cause: Cause | None = None  # why it ended from outside (lost: its tftrain was gone), when it did
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lost_by_message(cls, data):
+        """A record written before `cause` says a run was lost only in its message: read it once, here."""
+        if isinstance(data, dict) and data.get("cause") is None and data.get("status") == RunStatus.FAILED:
+            if str(data.get("message") or "").startswith(LOST_MESSAGE):
+                data = {**data, "cause": Cause.LOST}
+        return data
 
     @field_validator("git", mode="before")
     @classmethod
@@ -160,10 +207,17 @@ class RunRecord(_Model):
         return cls.model_validate_json(read_regular(path))  # never blocks on a FIFO put in its place
 
     def as_dict(self) -> dict:
-        unset = {key for key in ("sweep", "attempt") if getattr(self, key) is None}  # a trial's, an attempt's only
-        data = self.model_dump(mode="json", exclude={"metrics"} | unset)
+        unset = {key for key in ("sweep", "attempt", "cause") if getattr(self, key) is None}  # a trial's, an attempt's, a lost run's only
+        data = self.model_dump(mode="json", exclude={"metrics", "attempt"} | unset)
         data["metrics"] = self.metrics.as_dict() if self.metrics is not None else None
+        if self.attempt is not None:
+            data["attempt"] = self.attempt.as_dict()
         return data
+
+    @property
+    def lost(self) -> bool:
+        """Its tftrain was gone before it ended: a command that reconciles the history marked it Failed."""
+        return self.cause == Cause.LOST
 
     @property
     def finished(self) -> bool:

@@ -1,8 +1,9 @@
 """Run history. Each run directory holds its own record (runs/ID/run.json, written from the moment
 the run exists); tftrain.db (SQLite) indexes those records and the registry's versions. Every
 command opens the history through `Store`: a damaged index is one line naming the file and
-`tftrain doctor`, a missing one is rebuilt from the directories, and runs whose tftrain process is
-gone are marked Failed."""
+`tftrain doctor`, a missing one is rebuilt from the directories. Opening never acts: marking lost
+the runs whose tftrain is gone (`mark_lost`) is a step the commands that judge a run's state take
+(runner.targets.leftovers.reconcile, which also removes what those runs left running)."""
 
 from __future__ import annotations
 
@@ -14,16 +15,17 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from runner.errors import HistoryError, NotFoundError
 from runner.history.checksums import kind_of
 from runner.history.index import BUSY_SECONDS, SCHEMA, Index, Owner, Rebuilt, damaged, index_error, index_run, json_problems, read_only, rebuild, schema_problems, transaction
 from runner.history.indexfile import LOCK_NAME, SUFFIXES, check_record_dirs, locked, odd, odd_files, refused
-from runner.history.record import TERMINAL, Phase, RunRecord, RunStatus
+from runner.history.record import TERMINAL, Cause, Phase, RunRecord, RunStatus
 from runner.history.refs import RunRef, number_left, run_number, shown
 from runner.history.rundir import RunPaths, space_error, write_record
 
-__all__ = ["TERMINAL", "PhaseRow", "RunRow", "RunStatus", "Store"]
+__all__ = ["TERMINAL", "LostRun", "PhaseRow", "RunRow", "RunStatus", "Store"]
 
 DB_NAME = "tftrain.db"
 RESERVE_BYTES = 512 << 10
@@ -54,9 +56,18 @@ class PhaseRow:
     ended: float | None
 
 
+class LostRun(NamedTuple):
+    """A run `Store.mark_lost` marked Failed: what is needed to remove what it left running."""
+
+    run_id: str
+    manifest: str | None  # its manifest's JSON (which target ran it)
+    message: str  # what its record now says, for people
+
+
 class Store:
     def __init__(self, home: Path, notify: Callable[[str], None] | None = None, set_aside: str | None = None) -> None:
-        """Open the history of `home`; `notify` hears what opening did (an index rebuilt, runs lost).
+        """Open the history of `home` (nothing else: no run is judged); `notify` hears what opening
+        did (an index rebuilt) and what runner.targets.leftovers.reconcile does (runs lost).
         `set_aside` (doctor): first move the index to tftrain.db.SET_ASIDE-TIME, so it is rebuilt."""
         self.home = home
         self.path = home / DB_NAME
@@ -74,7 +85,6 @@ class Store:
             raise error from None
         check_record_dirs(home)
         self.db = self._open(set_aside)
-        self.reconcile()
 
     # --- opening ---------------------------------------------------------------------------------
     def _open(self, set_aside: str | None = None) -> Index:
@@ -233,9 +243,10 @@ class Store:
         self._records[run_dir.name] = record
 
     # --- runs whose tftrain is gone -------------------------------------------------------------
-    def reconcile(self) -> list[str]:
-        """Mark Failed the unfinished runs whose owner (pid and start time) is gone from this
-        machine, and reap what they left running. Returns their ids."""
+    def mark_lost(self) -> list[LostRun]:
+        """Mark Failed (cause: lost) the unfinished runs whose owner (pid and start time) is gone
+        from this machine. What they left running is not this layer's to remove: the caller
+        (runner.targets.leftovers.reconcile) is told which runs they were."""
         placeholders = ", ".join("?" for _ in TERMINAL)
         rows = self.db.execute(f"SELECT run_id, run_dir, manifest FROM runs WHERE status NOT IN ({placeholders})", TERMINAL)
         lost = []
@@ -244,20 +255,16 @@ class Store:
             owner = _owner(run_dir)
             if owner is None or not owner.gone():
                 continue
-            message = f"lost: tftrain process {owner.pid} ended"
+            message = f"lost: tftrain process {owner.pid} ended"  # for people; the record's `cause` says it
             with self.transaction() as db:
                 record = self._read(run_dir)
                 if record.finished:  # another command got here first
                     continue
-                _finish(record, RunStatus.FAILED, 1, message)
+                _finish(record, RunStatus.FAILED, 1, message, cause=Cause.LOST)
                 self._write(run_dir, record)
                 index_run(db, run_dir, record)
             _release(RunPaths(run_dir).reserve)
-            from runner.targets.leftovers import reap_lost_run  # processes, containers: only when a run was lost
-
-            reaped = reap_lost_run(run_id, self.home, manifest)
-            self.notify(f"run {run_id} marked Failed ({message})" + (f"; {reaped}" if reaped else ""))
-            lost.append(run_id)
+            lost.append(LostRun(run_id, manifest, message))
         return lost
 
     # --- reading ---------------------------------------------------------------------------------
@@ -318,10 +325,10 @@ def _add_phase(record: RunRecord, name: RunStatus, ended: bool) -> float:
     return now
 
 
-def _finish(record: RunRecord, status: RunStatus, exit_code: int, message: str | None) -> RunRecord:
+def _finish(record: RunRecord, status: RunStatus, exit_code: int, message: str | None, cause: Cause | None = None) -> RunRecord:
     status = RunStatus(status)
     now = _add_phase(record, status, ended=True)
-    record.status, record.ended, record.exit_code, record.message = status, now, exit_code, message
+    record.status, record.ended, record.exit_code, record.message, record.cause = status, now, exit_code, message, cause
     return record
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 
 from runner.plan.argv import script_path
 from runner.errors import PlanError
@@ -14,9 +15,48 @@ from runner.manifest.model import Manifest
 from runner.history.rundir import RuntimePaths
 
 
+class _Word(str, Enum):
+    """A plan's word: equal to its string, written as it (f-strings, JSON, TF_CONFIG, docker's API)."""
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+
+class Role(_Word):
+    """What a task is. TF_CONFIG's task types (chief, worker, ps, evaluator), Kubernetes' replica
+    types and the log prefixes follow it; which roles want a GPU, which decide the job's end."""
+
+    MAIN = "main"  # the one process of a single-process run
+    RANK = "rank"  # an MPI rank (mpirun or horovodrun starts it)
+    LAUNCHER = "launcher"  # mpirun / horovodrun itself: the driver
+    CHIEF = "chief"
+    WORKER = "worker"
+    PS = "ps"
+    EVALUATOR = "evaluator"
+
+
+class SuccessPolicy(_Word):
+    """Which tasks ending well end the job (runner.targets.supervise decides by it)."""
+
+    MAIN = "main"  # the first task (or the driver)
+    CHIEF = "chief"  # the chief, else worker 0
+    ALL_WORKERS = "all_workers"  # every worker
+
+
+class NetworkMode(_Word):
+    """The network a task's container joins. host and bridge are docker's; pod and pool say the
+    container is not on this machine's daemon (a Kubernetes pod's network; each pool host's, where
+    files are copied in and back rather than mounted)."""
+
+    HOST = "host"
+    BRIDGE = "bridge"
+    POD = "pod"
+    POOL = "pool"
+
+
 @dataclass(frozen=True, slots=True)
 class TaskSpec:
-    role: str
+    role: Role
     index: int
     rank: int
     host: str
@@ -32,11 +72,11 @@ class TaskSpec:
     @property
     def label(self) -> str:
         """How its log lines are prefixed: `0` for an MPI rank, `worker 1` for a TF_CONFIG task."""
-        return str(self.rank) if self.role in ("main", "rank") else f"{self.role} {self.index}"
+        return str(self.rank) if self.role in (Role.MAIN, Role.RANK) else f"{self.role} {self.index}"
 
     def to_dict(self, masked: frozenset[str] = frozenset()) -> dict:
         return {
-            "role": self.role,
+            "role": str(self.role),
             "index": self.index,
             "rank": self.rank,
             "host": self.host,
@@ -61,7 +101,7 @@ class ContainerSpec:
     image: str
     mounts: tuple[Mount, ...]
     user: str
-    network_mode: str
+    network_mode: NetworkMode
     shm_size: str | None = None
     memory: str | None = None
     gpus: bool = False
@@ -70,7 +110,8 @@ class ContainerSpec:
     one_stream: bool = True
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "mounts": [asdict(mount) for mount in self.mounts]}  # lists, as YAML writes them
+        # lists and plain strings, as YAML writes them
+        return {**asdict(self), "network_mode": str(self.network_mode), "mounts": [asdict(mount) for mount in self.mounts]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +124,7 @@ class LaunchPlan:
     tasks: tuple[TaskSpec, ...]
     metrics_ranks: tuple[int, ...] = (0,)
     driver: TaskSpec | None = None
-    success_policy: str = "main"  # main | chief | all_workers
+    success_policy: SuccessPolicy = SuccessPolicy.MAIN
     files: dict[str, str] = field(default_factory=dict, hash=False)  # name → content, written to the launch dir
     container: ContainerSpec | None = None
     secret_names: frozenset[str] = frozenset()
@@ -97,7 +138,7 @@ class LaunchPlan:
         document = {
             "launcher": self.launcher,
             "target": self.target,
-            "success_policy": self.success_policy,
+            "success_policy": str(self.success_policy),
             "metrics_ranks": list(self.metrics_ranks),
             "tasks": [task.to_dict(self.secret_names) for task in self.tasks],
         }

@@ -8,7 +8,7 @@ import time
 from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from runner.telemetry.diagnose import ScriptError, last_traceback, tail_text
 from runner.errors import (
@@ -35,7 +35,9 @@ from runner.history.rundir import RunPaths, writing
 from runner.history.record import RunStatus
 from runner.history.store import Store
 from runner.settings import Settings
-from runner.targets.base import Outcome, RunControl, Target
+from runner.run.context import Kept, RunContext, RunWatch, Training
+from runner.targets.base import Outcome, RunControl
+from runner.targets.leftovers import reconcile
 from runner.targets.registry import target_for
 
 # What only runs after the training (TensorBoard events, the registry, the rendered summary)
@@ -64,16 +66,6 @@ class RunResult:
     stop_signal: int | None = None  # the signal to tftrain that stopped the run, when one did
 
 
-class RunWatch(Protocol):
-    """Who follows a run from outside (a sweep): told its id, control and store once it is recorded
-    (to add to its record), and every metric point as it is recorded; `control.reason` +
-    `control.cancel` stop it."""
-
-    def started(self, run_id: str, control: RunControl, store: Store) -> None: ...
-
-    def points(self, points: list[MetricPoint]) -> None: ...
-
-
 def run_manifest(
     loaded: LoadedManifest, logger: Logger, settings: Settings, home: Path | None = None, watch: RunWatch | None = None
 ) -> RunResult:
@@ -81,6 +73,7 @@ def run_manifest(
     checked = check_runnable(loaded, target)  # refuse what cannot run before a run is recorded
     manifest = loaded.manifest
     store = Store(home or tftrain_home(), notify=logger.warning)
+    reconcile(store)  # a lost run's leftovers must not train beside this one
     run_id = store.new_run(manifest.name, manifest.model_dump_json(by_alias=True))  # runs/ID and its run.json
     paths = RunPaths.for_run(store.home, run_id, manifest)
     logger.info(f"run {run_id} (queued)  →  {paths.root}", style="bold")
@@ -91,10 +84,11 @@ def run_manifest(
     )
     control.cgroup = run_cgroup_name(run_id, store.home)
     become_subreaper()
+    ctx = RunContext(loaded, target, checked, store, run_id, paths, control, logger, settings, watch)
     try:
         if watch is not None:  # inside: a watch that fails leaves the run Failed, never Queued
             watch.started(run_id, control, store)
-        return _run(loaded, target, checked, store, run_id, paths, control, logger, settings, watch)
+        return _run(ctx)
     except BaseException as exc:
         if not store.run(run_id).finished:  # a bug, a full disk, or KeyboardInterrupt outside the phases
             if isinstance(exc, FatalError):
@@ -106,61 +100,75 @@ def run_manifest(
         store.close()
 
 
-def _run(
-    loaded, target: Target, checked, store: Store, run_id: str, paths: RunPaths, control: RunControl, logger: Logger, settings: Settings,
-    watch: RunWatch | None,
-) -> RunResult:
-    manifest = loaded.manifest
-    session = _Session(store, run_id, logger)
-    outcome, failure, prepared, lineage, probe = None, None, None, None, None
-    with _signals(control, logger), ExitStack() as held, ExitStack() as probing:
-        try:
-            # Queued until the target has room (the pool's leases); held until Running ends
-            state = held.enter_context(target.reserve(loaded, checked, run_id, control, logger))
-            with session.phase(RunStatus.PREPARING):
-                syncing = _checkpoint_sync(loaded, paths, run_id, logger)  # an unusable bucket stops the run here
-                prepared = prepare(loaded, target, state, run_id, paths, store, logger, settings)
-            lineage = Lineage(
-                loaded, paths, prepared.env, prepared.plan, prepared.inputs,
-                keep_git=lambda git: store.update_run(run_id, git=git), warn=logger.warning,  # `tftrain runs` lists the commit
-            )
-            control.started = lineage.record
-        except FatalError as exc:
-            failure, outcome = exc, Outcome(_failed_as(exc), None, str(exc))
-        paths.create()
-        recorder = MetricsRecorder(
-            paths.metrics, manifest.metrics, logger.metrics, logger.masker, logger.warning, observe=watch.points if watch else None
+def _run(ctx: RunContext) -> RunResult:
+    session = _Session(ctx.store, ctx.run_id, ctx.logger)
+    with _signals(ctx.control, ctx.logger), ExitStack() as held, ExitStack() as probing:
+        training = _prepare(ctx, session, held)
+        ctx.paths.create()
+        training.recorder = MetricsRecorder(
+            ctx.paths.metrics, ctx.manifest.metrics, ctx.logger.metrics, ctx.logger.masker, ctx.logger.warning,
+            observe=ctx.watch.points if ctx.watch else None,
         )
-        if prepared is not None:
-            if control.cancel.is_set():
-                outcome = Outcome(RunStatus.CANCELED, None, control.reason or "canceled before the training started")
-            else:
-                try:
-                    # the gate's process, until the end of PostProcessing (a target may start it with the training)
-                    probe = probing.enter_context(target.probing(prepared.env, paths, warm=manifest.model.gated))
-                    with session.phase(RunStatus.RUNNING), syncing:  # a last sync as Running ends
-                        outcome = _script_verdict(_execute(target, prepared, paths, recorder, control, logger), recorder)
-                except FatalError as exc:  # the target could not run it (a daemon or cluster refused)
-                    failure, outcome = exc, Outcome(RunStatus.FAILED, None, str(exc))
+        if training.prepared is not None:
+            _train(ctx, session, training, probing)
         held.close()
-        if lineage is not None:
-            lineage.record()  # where the plan never started
-        git = lineage.git if lineage else {}
-        with _naming_first(failure), session.phase(RunStatus.POST_PROCESSING):
-            model, summary, points, refused = _post_process(loaded, paths, recorder, outcome, run_id, git, store, logger, (prepared, probe))
-        if refused is not None and failure is None:  # the training ended well; keeping its results did not
-            failure, outcome = refused, Outcome(RunStatus.FAILED, None, str(refused))
+        if training.lineage is not None:
+            training.lineage.record()  # where the plan never started
+        with _naming_first(training.failure), session.phase(RunStatus.POST_PROCESSING):
+            kept = _post_process(ctx, training)
+        if kept.refused is not None and training.failure is None:  # the training ended well; keeping its results did not
+            training.failed(kept.refused, RunStatus.FAILED)
+    return _conclude(ctx, training, kept)
+
+
+def _prepare(ctx: RunContext, session: _Session, held: ExitStack) -> Training:
+    """Queued until the target has room (the pool's leases; held on `held` until Running ends), then
+    Preparing. A refusal is the run's failure, kept in the Training it returns."""
+    training = Training()
+    try:
+        state = held.enter_context(ctx.target.reserve(ctx.loaded, ctx.checked, ctx.run_id, ctx.control, ctx.logger))
+        with session.phase(RunStatus.PREPARING):
+            training.syncing = _checkpoint_sync(ctx)  # an unusable bucket stops the run here
+            training.prepared = prepared = prepare(ctx.loaded, ctx.target, state, ctx.run_id, ctx.paths, ctx.store, ctx.logger, ctx.settings)
+        training.lineage = Lineage(
+            ctx.loaded, ctx.paths, prepared.env, prepared.plan, prepared.inputs,
+            keep_git=lambda git: ctx.store.update_run(ctx.run_id, git=git), warn=ctx.logger.warning,  # `tftrain runs` lists the commit
+        )
+        ctx.control.started = training.lineage.record
+    except FatalError as exc:
+        training.failed(exc, _failed_as(exc))
+    return training
+
+
+def _train(ctx: RunContext, session: _Session, training: Training, probing: ExitStack) -> None:
+    """Running, unless the run was canceled while it was prepared; the gate's process starts on
+    `probing` and lives until the end of PostProcessing (a target may start it with the training)."""
+    if ctx.control.cancel.is_set():
+        training.outcome = Outcome(RunStatus.CANCELED, None, ctx.control.reason or "canceled before the training started")
+        return
+    try:
+        prepared = training.prepared
+        training.probe = probing.enter_context(ctx.target.probing(prepared.env, ctx.paths, warm=ctx.manifest.model.gated))
+        with session.phase(RunStatus.RUNNING), training.syncing:  # a last sync as Running ends
+            training.outcome = _script_verdict(_execute(ctx, prepared, training.recorder), training.recorder)
+    except FatalError as exc:  # the target could not run it (a daemon or cluster refused)
+        training.failed(exc, RunStatus.FAILED)
+
+
+def _conclude(ctx: RunContext, training: Training, kept: Kept) -> RunResult:
+    """The run's end: its status and message recorded, run.json and summary.md completed, reported."""
+    failure, outcome, logger = training.failure, training.outcome, ctx.logger
     # tftrain's own failure speaks for itself; a script's is found in its logs
-    message, script_error = (outcome.message, None) if failure else _explain(outcome, paths, prepared)
+    message, script_error = (outcome.message, None) if failure else _explain(outcome, ctx.paths, training.prepared)
     message = logger.masker.text(message) if message else message  # stored: the DB, run.json, summary.md
     status = outcome.status
     exit_code = failure.exit_code if failure else EXIT_CODES[status]
-    store.finish(run_id, status, exit_code, message)
-    result = RunResult(run_id, status, exit_code, message, paths.root, model, summary, outcome, control.stop_signal)
+    ctx.store.finish(ctx.run_id, status, exit_code, message)
+    result = RunResult(ctx.run_id, status, exit_code, message, ctx.paths.root, kept.model, kept.summary, outcome, ctx.control.stop_signal)
     with _naming_first(failure):
-        markdown = _write_record(paths, store, result, git, points)
-    logger.info(f"run {run_id}: {status}" + (f": {message}" if message else ""), style="bold green" if exit_code == 0 else "bold red")
-    _report(logger, loaded, result, script_error, markdown)
+        markdown = _write_record(ctx, result, training.git, kept.points)
+    logger.info(f"run {ctx.run_id}: {status}" + (f": {message}" if message else ""), style="bold green" if exit_code == 0 else "bold red")
+    _report(ctx, result, script_error, markdown)
     return result
 
 
@@ -176,13 +184,13 @@ def _naming_first(failure: FatalError | None):
         raise
 
 
-def _checkpoint_sync(loaded, paths: RunPaths, run_id: str, logger: Logger):
+def _checkpoint_sync(ctx: RunContext):
     """The checkpoint sync around Running (runner.run.checkpoints: S3, only when the manifest asks)."""
-    if loaded.manifest.checkpoints is None:
+    if ctx.manifest.checkpoints is None:
         return nullcontext()
     from runner.run.checkpoints import checkpoint_sync
 
-    return checkpoint_sync(loaded, paths, run_id, logger)
+    return checkpoint_sync(ctx.loaded, ctx.paths, ctx.run_id, ctx.logger)
 
 
 def _script_verdict(outcome: Outcome, recorder: MetricsRecorder) -> Outcome:
@@ -214,7 +222,8 @@ class _Session:
             self.logger.phase_done(name, time.monotonic() - started, ok)
 
 
-def _execute(target: Target, prepared: Prepared, paths: RunPaths, recorder: MetricsRecorder, control: RunControl, logger: Logger) -> Outcome:
+def _execute(ctx: RunContext, prepared: Prepared, recorder: MetricsRecorder) -> Outcome:
+    paths, control, logger = ctx.paths, ctx.control, ctx.logger
     plan = prepared.plan
     regexes = recorder.summary.spec.regex
     pump = LogPump(logger, paths.logs, prefix_ranks=len(plan.tasks) > 1, secrets=prepared.secrets)
@@ -230,7 +239,7 @@ def _execute(target: Target, prepared: Prepared, paths: RunPaths, recorder: Metr
     if control.limit_seconds:
         control.deadline = time.monotonic() + control.limit_seconds
     try:
-        outcome = target.execute(plan, pump, sinks, control, logger)
+        outcome = ctx.target.execute(plan, pump, sinks, control, logger)
     except DiskFullError as exc:  # a later write (run.json) that failed for the space a log lacked first
         raise first_disk_full((pump, recorder), "was stopped", before=time.monotonic()) or exc from None
     finally:
@@ -258,10 +267,11 @@ def _rank_groups(logger: Logger, plan, paths: RunPaths) -> None:
             logger.text("\n".join(lines) or "(no output)")
 
 
-def _post_process(loaded, paths, recorder, outcome, run_id, git, store, logger, ran):
+def _post_process(ctx: RunContext, training: Training) -> Kept:
     from runner.telemetry.tensorboard import event_scalar_batches
     from runner.telemetry.report import show_metrics
 
+    paths, recorder, logger = ctx.paths, training.recorder, ctx.logger
     if paths.logs.exists():
         try:
             for batch in event_scalar_batches(paths.logs):
@@ -274,35 +284,34 @@ def _post_process(loaded, paths, recorder, outcome, run_id, git, store, logger, 
     try:
         with writing(paths.metrics_summary):
             paths.metrics_summary.write_text(json.dumps(summary, indent=2) + "\n")
-        return _register(loaded, paths, outcome, run_id, git, store, logger, summary, ran), summary, points, None
+        return Kept(_register(ctx, training, summary), summary, points)
     except FatalError as exc:  # refused or out of space: the run fails, its record is still written
-        return None, summary, points, exc
+        return Kept(None, summary, points, exc)
 
 
-def _register(loaded, paths, outcome, run_id, git, store, logger, summary, ran) -> ModelVersion | None:
+def _register(ctx: RunContext, training: Training, summary: dict) -> ModelVersion | None:
     """On Completed, the model at model.path passes the gate (runner.serving.gate) and becomes the
     next version (odd entries skipped, listed)."""
     from runner.history.registry import Registry
     from runner.serving.gate import run_gate
 
-    model = None
-    spec = loaded.manifest.model
-    model_path = paths.workdir / spec.path
+    model, logger, outcome = None, ctx.logger, training.outcome
+    spec = ctx.manifest.model
+    model_path = ctx.paths.workdir / spec.path
     if outcome.status == RunStatus.COMPLETED and spec.register_model:
         if model_path.exists():
-            prepared, probe = ran
-            gate = run_gate(loaded, paths, probe, prepared.env, logger)  # ModelGateError: nothing is registered
+            gate = run_gate(ctx.loaded, ctx.paths, training.probe, training.prepared.env, logger)  # ModelGateError: nothing is registered
             info = {
-                "run_id": run_id,
+                "run_id": ctx.run_id,
                 "metrics": summary,
                 "framework": spec.framework,
-                "framework_version": spec.framework_version or loaded.manifest.framework_version,
-                "git": git,
+                "framework_version": spec.framework_version or ctx.manifest.framework_version,
+                "git": training.git,
                 "serving_resources": spec.serving.model_dump(),
             }
             if gate is not None:
                 info["serving"] = gate.serving
-            model = Registry(store).register(loaded.manifest.name, model_path, run_id, info, gate.files() if gate else None)
+            model = Registry(ctx.store).register(ctx.manifest.name, model_path, ctx.run_id, info, gate.files() if gate else None)
             logger.info(f"registered model {model.label} ({model.info['files']} files)", style="bold green")
             if model.skipped:
                 logger.warning(model.skipped_note(str(spec.path)))
@@ -329,11 +338,12 @@ def _explain(outcome: Outcome, paths: RunPaths, prepared: Prepared | None) -> tu
     return f"{script} {outcome.message} (log: {log})", None
 
 
-def _report(logger: Logger, loaded: LoadedManifest, result: RunResult, error: ScriptError | None, markdown: str) -> None:
+def _report(ctx: RunContext, result: RunResult, error: ScriptError | None, markdown: str) -> None:
     """Annotations, the step summary (summary.md's text) and the step's outputs, when running in GitHub Actions."""
+    logger = ctx.logger
     if result.status == RunStatus.FAILED:
         if error is not None:  # point at the user's file and line in the checkout
-            logger.annotate("error", error.message, logger.workspace_path(loaded.source_dir / error.file), error.line)
+            logger.annotate("error", error.message, logger.workspace_path(ctx.loaded.source_dir / error.file), error.line)
         else:
             logger.annotate("error", f"run {result.run_id} failed: {result.message}")
     elif result.status != RunStatus.COMPLETED:
@@ -351,10 +361,11 @@ def _report(logger: Logger, loaded: LoadedManifest, result: RunResult, error: Sc
     )
 
 
-def _write_record(paths: RunPaths, store: Store, result: RunResult, git: dict, points: list) -> str:
+def _write_record(ctx: RunContext, result: RunResult, git: dict, points: list[MetricPoint]) -> str:
     """The results join run.json (kept by the store from the start); summary.md is written and its text returned."""
     from runner.telemetry.report import summary_markdown
 
+    paths, store = ctx.paths, ctx.store
     model = result.model.label if result.model else None
     store.update_run(result.run_id, model=model, metrics=result.metrics, git=git)
     phases = store.phases(result.run_id)

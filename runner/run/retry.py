@@ -7,8 +7,8 @@ How an attempt ended:
   cancel, and stays a cancel); a pool host or container was lost (Vanished, HostError); or the
   training was killed by SIGKILL or SIGTERM that tftrain did not send (its own cancel and time
   limit end the run Canceled or TimedOut, never Failed).
-- lost: tftrain itself was killed; the history marks the run Failed ("lost: …") when a later
-  command opens it (Store.reconcile).
+- lost: tftrain itself was killed; a later command that reconciles the history marks the run
+  Failed with the cause lost (runner.targets.leftovers.reconcile; the next `tftrain run` does).
 - exit code N: the script exited with one of `retry.exit_codes`.
 
 A preempted attempt whose tftrain was signalled, and a lost one, cannot be followed in the same
@@ -27,9 +27,10 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 from runner.errors import FatalError, HostError
-from runner.history.record import LOST_MESSAGE, Attempt, RunRecord, RunStatus
+from runner.history.record import Attempt, Cause, RunRecord, RunStatus
 from runner.history.rundir import RunPaths
 from runner.history.store import RunRow, Store
 from runner.manifest import LoadedManifest
@@ -38,15 +39,26 @@ from runner.paths import tftrain_home
 from runner.run.pipeline import RunResult, run_manifest
 from runner.settings import Settings
 from runner.targets.base import RunControl
+from runner.targets.leftovers import reconcile
 from runner.telemetry.logger import Logger
 from runner.telemetry.point import MetricPoint
 
-PREEMPTED, LOST = "preempted", "lost"
 # exit statuses of a training killed by these signals: -N from Python, 128 + N from a shell or a container
 KILLED = {code for sig in (signal.SIGKILL, signal.SIGTERM) for code in (-sig, 128 + sig)}
 TAKEN_AWAY = (signal.SIGTERM, signal.SIGHUP)
 CHAIN_LOOKBACK = 20  # how many of the newest runs are searched for this manifest's last attempt
 CLAIM_NAME = ".continue.lock"  # in a run's directory: held by the tftrain that is continuing it
+
+
+class Ending(NamedTuple):
+    """Why an attempt ended, when that is a cause to retry: the cause, and the script's exit code
+    when it is one `retry.exit_codes` names. Written as people read it: "exit code 75"."""
+
+    cause: Cause
+    exit_code: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.cause} {self.exit_code}" if self.cause == Cause.EXIT_CODE else str(self.cause)
 
 
 def run_with_retry(loaded: LoadedManifest, logger: Logger, settings: Settings, home: Path | None = None) -> RunResult:
@@ -71,7 +83,7 @@ def _attempts(loaded: LoadedManifest, spec: RetrySpec, attempt: Attempt, logger:
         results.append(result)
         cause = ending_cause(result, spec)
         if cause is not None:
-            _update(home, result.run_id, spec, ended=cause)
+            _update(home, result.run_id, spec, ended=cause.cause, exit_code=cause.exit_code)
         if cause is None or not _follows_here(result):
             break
         if attempt.number >= spec.max_attempts:
@@ -87,20 +99,20 @@ def _attempts(loaded: LoadedManifest, spec: RetrySpec, attempt: Attempt, logger:
     return result
 
 
-def ending_cause(result: RunResult, spec: RetrySpec) -> str | None:
+def ending_cause(result: RunResult, spec: RetrySpec) -> Ending | None:
     """Why the attempt ended, when that is a cause `spec` retries; None otherwise."""
     ended = result.ended
     cause = None
     if result.status == RunStatus.CANCELED and result.stop_signal in TAKEN_AWAY:
-        cause = PREEMPTED
+        cause = Cause.PREEMPTED
     elif result.status == RunStatus.FAILED:
         if result.exit_code == HostError.exit_code or (ended is not None and ended.taken):
-            cause = PREEMPTED
+            cause = Cause.PREEMPTED
         elif ended is not None and ended.exit_code in KILLED:
-            cause = PREEMPTED
+            cause = Cause.PREEMPTED
         elif ended is not None and ended.exit_code in spec.exit_codes:
-            return f"exit code {ended.exit_code}"
-    return cause if cause is not None and spec.retries(cause) else None
+            return Ending(Cause.EXIT_CODE, ended.exit_code)
+    return Ending(cause) if cause is not None and spec.retries(cause) else None
 
 
 def _follows_here(result: RunResult) -> bool:
@@ -111,7 +123,8 @@ def _follows_here(result: RunResult) -> bool:
 def _continued(loaded: LoadedManifest, spec: RetrySpec, home: Path, logger: Logger, claim: ExitStack) -> Attempt | None:
     """The next attempt of this manifest's last run, when that one was lost, or preempted while
     its tftrain was stopped, and not followed yet; its claim is entered on `claim`."""
-    with Store(home, notify=logger.warning) as store:  # opening it marks lost runs (reconcile)
+    with Store(home, notify=logger.warning) as store:
+        reconcile(store)  # the last run, if its tftrain is gone, is marked lost (and what it left, removed)
         last = next((run for run in store.runs(CHAIN_LOOKBACK) if run.name == loaded.manifest.name), None)
     if last is None or not last.finished:
         return None
@@ -123,16 +136,16 @@ def _continued(loaded: LoadedManifest, spec: RetrySpec, home: Path, logger: Logg
     attempt = record.attempt if record else None
     if attempt is not None and attempt.next:
         return None
-    if (last.message or "").startswith(LOST_MESSAGE):
-        cause = LOST
-    elif attempt is not None and attempt.ended == PREEMPTED and last.status == RunStatus.CANCELED:
-        cause = PREEMPTED
+    if record is not None and record.lost:
+        cause = Cause.LOST
+    elif attempt is not None and attempt.ended == Cause.PREEMPTED and last.status == RunStatus.CANCELED:
+        cause = Cause.PREEMPTED
     else:
         return None
     if not spec.retries(cause):
         return None
     number = (attempt.number if attempt else 1) + 1
-    _update(home, last.run_id, spec, ended=cause)
+    _update(home, last.run_id, spec, ended=cause, exit_code=None)
     if number > spec.max_attempts:
         logger.warning(f"run {last.run_id} was {cause}; no attempt left (retry.max_attempts: {spec.max_attempts}): starting afresh")
         return None
@@ -238,5 +251,5 @@ def attempts_markdown(home: Path, run_ids: list[str]) -> str:
             if attempt is None:
                 lines.append(f"| ? | {run_id} | {run.status} | | |")
             else:
-                lines.append(f"| {attempt.number} | {run_id} | {run.status} | {attempt.ended or ''} | {attempt.resumed_from or ''} |")
+                lines.append(f"| {attempt.number} | {run_id} | {run.status} | {attempt.ending or ''} | {attempt.resumed_from or ''} |")
     return "\n".join(lines) + "\n"

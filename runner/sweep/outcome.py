@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from runner.errors import extra_module
-from runner.history.record import LOST_MESSAGE, RunRecord, RunStatus
+from runner.history.record import RunRecord, RunStatus
 
 EARLY_TERMINATION = "early termination"  # how a run the policy stopped says so (its message)
 
@@ -32,6 +32,7 @@ class TrialResult:
     early_terminated: bool
     message: str | None
     reported: tuple[str, ...] = ()  # the metric names the run recorded (to say which exist when the objective is not among them)
+    lost: bool = False  # its tftrain was killed (RunRecord.lost): a trial run here, by this process, never is
 
     @classmethod
     def of_record(cls, number: int, record: RunRecord, metric: str) -> TrialResult:
@@ -39,7 +40,7 @@ class TrialResult:
         stats = record.metrics.metrics.get(metric) if record.metrics else None
         value = stats.last if stats is not None and isinstance(stats.last, (int, float)) else None
         early = record.status == RunStatus.CANCELED and (record.message or "").startswith(EARLY_TERMINATION)
-        return cls(number, record.run_id, record.status, value, early, record.message)
+        return cls(number, record.run_id, record.status, value, early, record.message, lost=record.lost)
 
     @property
     def shown_status(self) -> RunStatus:
@@ -53,8 +54,8 @@ class TrialResult:
             return Verdict.COMPLETE
         if self.early_terminated:
             return Verdict.PRUNED
-        # canceled from outside, or lost (its tftrain was killed: Store.reconcile marks it Failed)
-        lost = self.status == RunStatus.FAILED and (self.message or "").startswith(LOST_MESSAGE)
+        # canceled from outside, or lost (its tftrain was killed: the record says so, RunRecord.lost)
+        lost = self.status == RunStatus.FAILED and self.lost
         return Verdict.STOPPED if self.status == RunStatus.CANCELED or lost else Verdict.FAILED
 
 

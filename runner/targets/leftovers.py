@@ -1,11 +1,28 @@
-"""What a run whose tftrain is gone left running, removed when the history marks it lost
-(Store.reconcile): the local target's processes (the run's cgroup) and the docker target's
-containers on this machine's daemon, which outlive tftrain by design (a container is not its child).
-A retry's next attempt must not train beside them: both would write the one checkpoint directory."""
+"""Runs whose tftrain is gone: `reconcile` marks them lost in the history (Store.mark_lost) and
+removes what they left running: the local target's processes (the run's cgroup) and the docker
+target's containers on this machine's daemon, which outlive tftrain by design (a container is not
+its child). A retry's next attempt must not train beside them: both would write the one checkpoint
+directory. Opening the history never does this (storage does not act): the commands that judge a
+run's state call `reconcile` first — run (and a retry's next attempt), runs, logs, metrics, doctor,
+models register, publish and the PR comment."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from runner.history.store import Store
+
+
+def reconcile(store: Store) -> list[str]:
+    """Mark Failed the runs of `store` whose tftrain is gone, remove what each left running, and
+    tell `store.notify` about each. Returns their ids."""
+    lost = store.mark_lost()
+    for run in lost:
+        reaped = reap_lost_run(run.run_id, store.home, run.manifest)
+        store.notify(f"run {run.run_id} marked Failed ({run.message})" + (f"; {reaped}" if reaped else ""))
+    return [run.run_id for run in lost]
 
 
 def reap_lost_run(run_id: str, home: Path, manifest_json: str | None) -> str | None:

@@ -8,19 +8,19 @@ import time
 from collections.abc import Callable
 
 from runner.errors import Vanished
-from runner.plan.model import TaskSpec
+from runner.plan.model import Role, SuccessPolicy, TaskSpec
 from runner.targets.base import Outcome
 from runner.history.record import RunStatus
 
 
-def decide(codes: list[tuple[TaskSpec, int | None]], policy: str) -> Outcome | None:
+def decide(codes: list[tuple[TaskSpec, int | None]], policy: SuccessPolicy) -> Outcome | None:
     """The outcome once the success policy can tell it; None while it cannot.
 
     main: the first process decides (single, mpirun). chief: the chief (else worker 0) ending well
     ends the job. all_workers: every worker ending well does. Under both, a task that fails first
     fails the job."""
     failed = [(task, code) for task, code in codes if code not in (None, 0)]
-    if policy == "main":
+    if policy == SuccessPolicy.MAIN:
         code = codes[0][1]
         if code is None:
             return None
@@ -30,10 +30,10 @@ def decide(codes: list[tuple[TaskSpec, int | None]], policy: str) -> Outcome | N
     if failed:
         task, code = failed[0]
         return Outcome(RunStatus.FAILED, code, f"{task.label} exited with code {describe_code(code)}", task.rank)
-    if policy == "chief":
-        chief = next((c for c in codes if c[0].role == "chief"), None) or next(c for c in codes if c[0].role == "worker")
+    if policy == SuccessPolicy.CHIEF:
+        chief = next((c for c in codes if c[0].role == Role.CHIEF), None) or next(c for c in codes if c[0].role == Role.WORKER)
         return Outcome(RunStatus.COMPLETED, 0, None) if chief[1] == 0 else None
-    workers = [code for task, code in codes if task.role == "worker"]
+    workers = [code for task, code in codes if task.role == Role.WORKER]
     return Outcome(RunStatus.COMPLETED, 0, None) if all(code == 0 for code in workers) else None
 
 
@@ -82,7 +82,7 @@ def supervise(
 
 
 def by_policy(
-    poll: Callable[[], list[tuple[TaskSpec, int | None]]], stop: Callable[[float], None], policy: str, control
+    poll: Callable[[], list[tuple[TaskSpec, int | None]]], stop: Callable[[float], None], policy: SuccessPolicy, control
 ) -> Callable[[], Outcome | None]:
     """A judge of started processes: `poll()` gives (task, exit code or None) for every one, the
     success policy decides (see `decide`)."""

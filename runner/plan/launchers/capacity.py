@@ -10,10 +10,10 @@ import subprocess
 from runner.errors import UnsupportedError
 from runner.telemetry.logger import Logger
 from runner.manifest.model import Manifest
-from runner.plan.model import LaunchPlan
+from runner.plan.model import LaunchPlan, Role
 
 ON_THIS_MACHINE = ("local", "docker")
-GPU_ROLES = ("main", "rank", "worker")  # a chief, parameter servers and an evaluator need no GPU of their own
+GPU_ROLES = (Role.MAIN, Role.RANK, Role.WORKER)  # a chief, parameter servers and an evaluator need no GPU of their own
 
 
 def check_capacity(plan: LaunchPlan, manifest: Manifest, logger: Logger) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from runner.manifest.frameworks import uses_keras3
-from runner.plan.model import LaunchPlan, PlanContext, TaskSpec, check_metrics_ranks
+from runner.plan.model import LaunchPlan, PlanContext, Role, TaskSpec, check_metrics_ranks
 
 name = "mpi"
 OPEN_MPI_FLAGS = ("-bind-to", "none", "-map-by", "slot", "-mca", "pml", "ob1", "-mca", "btl", "^openib")
@@ -32,7 +32,7 @@ def plan(ctx: PlanContext) -> LaunchPlan:
     for host, count in nodes.items():
         for _ in range(count * per_node):
             # every rank gets mpirun's environment; its rank comes from OMPI_COMM_WORLD_RANK
-            tasks.append(TaskSpec("rank", rank, rank, host, ctx.script_argv, env, ctx.runtime.workdir))
+            tasks.append(TaskSpec(Role.RANK, rank, rank, host, ctx.script_argv, env, ctx.runtime.workdir))
             rank += 1
     hosts_arg = ",".join(f"{host}:{count * per_node}" for host, count in nodes.items())
     files = {}
@@ -61,7 +61,7 @@ def plan(ctx: PlanContext) -> LaunchPlan:
             if key not in NEVER_EXPORTED:
                 argv += ["-x", key]
     argv += [*training.mpi_args, *ctx.script_argv]
-    driver = TaskSpec("launcher", 0, -1, next(iter(nodes)), tuple(argv), env, ctx.runtime.workdir)
+    driver = TaskSpec(Role.LAUNCHER, 0, -1, next(iter(nodes)), tuple(argv), env, ctx.runtime.workdir)
     return LaunchPlan(
         launcher=name,
         target=ctx.target,

@@ -4,7 +4,7 @@ The job succeeds when every worker has ended well."""
 from __future__ import annotations
 
 from runner.plan.launchers.tfconfig import tasks_for
-from runner.plan.model import LaunchPlan, PlanContext, check_metrics_ranks
+from runner.plan.model import LaunchPlan, PlanContext, SuccessPolicy, check_metrics_ranks
 
 name = "multi_worker_mirrored"
 
@@ -17,5 +17,5 @@ def plan(ctx: PlanContext) -> LaunchPlan:
         target=ctx.target,
         tasks=tuple(tasks),
         metrics_ranks=check_metrics_ranks(ctx.manifest, len(tasks)),
-        success_policy="all_workers",
+        success_policy=SuccessPolicy.ALL_WORKERS,
     )

@@ -5,7 +5,7 @@ with the chief (or all workers), and the rest is stopped."""
 from __future__ import annotations
 
 from runner.plan.launchers.tfconfig import tasks_for
-from runner.plan.model import LaunchPlan, PlanContext, check_metrics_ranks
+from runner.plan.model import LaunchPlan, PlanContext, SuccessPolicy, check_metrics_ranks
 
 name = "parameter_server"
 
@@ -24,5 +24,5 @@ def plan(ctx: PlanContext) -> LaunchPlan:
         target=ctx.target,
         tasks=tuple(tasks),
         metrics_ranks=check_metrics_ranks(ctx.manifest, len(tasks)),
-        success_policy=training.success_policy,
+        success_policy=SuccessPolicy(training.success_policy),
     )

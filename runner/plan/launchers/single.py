@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runner.plan.model import LaunchPlan, PlanContext, TaskSpec, check_metrics_ranks
+from runner.plan.model import LaunchPlan, PlanContext, Role, TaskSpec, check_metrics_ranks
 
 name = "single"
 
@@ -10,7 +10,7 @@ name = "single"
 def plan(ctx: PlanContext) -> LaunchPlan:
     env = {**ctx.env, "TFTRAIN_RANK": "0", "TFTRAIN_METRICS_FILE": ctx.runtime.metrics_file(0)}
     task = TaskSpec(
-        role="main",
+        role=Role.MAIN,
         index=0,
         rank=0,
         host=ctx.placement.name("main 0") if ctx.placement else "localhost",

@@ -7,7 +7,7 @@ import socket
 from contextlib import ExitStack
 
 from runner.errors import PlanError
-from runner.plan.model import PlanContext, TaskSpec
+from runner.plan.model import PlanContext, Role, TaskSpec
 
 LOCAL_ADDRESS = "127.0.0.1"
 # ParameterServerStrategy hangs with one inter-op thread; one intra-op thread per process keeps
@@ -54,7 +54,7 @@ def tasks_for(ctx: PlanContext, roles: list[tuple[str, int]], cluster_roles: set
             "TFTRAIN_RANK": str(rank),
             "TFTRAIN_METRICS_FILE": ctx.runtime.metrics_file(rank),
         }
-        tasks.append(TaskSpec(role, index, rank, hosts[rank], ctx.script_argv, env, ctx.runtime.workdir))
+        tasks.append(TaskSpec(Role(role), index, rank, hosts[rank], ctx.script_argv, env, ctx.runtime.workdir))
     return tasks
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from runner.history.record import TERMINAL, MetricsSummary, RunRecord, RunStatus
+from runner.history.record import TERMINAL, Attempt, Cause, MetricsSummary, RunRecord, RunStatus
 from runner.history.store import Store
 
 MANIFEST = json.dumps({"name": "demo", "entry_script": "train.py"})
@@ -35,6 +35,34 @@ def test_run_json_round_trips_and_keeps_what_it_does_not_know(tmp_path):
     assert record.status is RunStatus.COMPLETED and record.finished and record.phases[0].phase is RunStatus.QUEUED
     assert record.metrics.primary_last() == "nan" and record.metrics.metrics["loss"].best == 0.1
     assert record.as_dict() == data
+
+
+def _written(tmp_path, **fields) -> RunRecord:
+    data = {"run_id": "demo-1", "name": "demo", "status": "Failed", "created": 1.0, "manifest": {"name": "demo"}, **fields}
+    (tmp_path / "run.json").write_text(json.dumps(data))
+    return RunRecord.read(tmp_path / "run.json")
+
+
+def test_a_lost_run_is_known_by_its_cause_and_a_record_from_before_by_its_message(tmp_path):
+    assert _written(tmp_path, cause="lost", message="lost: tftrain process 7 ended").lost
+    older = _written(tmp_path, message="lost: tftrain process 7 ended")  # written before `cause` existed
+    assert older.lost and older.cause is Cause.LOST
+    assert not _written(tmp_path, message="train.py:1: ValueError: lost: the file").lost
+    assert not _written(tmp_path, status="Canceled", message="lost: tftrain process 7 ended").lost
+    assert "cause" not in _written(tmp_path, message="boom").as_dict()  # only a run that has one writes it
+
+
+def test_an_attempt_ended_by_an_exit_code_is_written_as_people_read_it(tmp_path):
+    attempt = {"number": 1, "max_attempts": 3, "previous": None, "resumed_from": None, "ended": "exit code 75", "next": "demo-2"}
+    record = _written(tmp_path, attempt=attempt)
+    assert (record.attempt.ended, record.attempt.exit_code) == (Cause.EXIT_CODE, 75)
+    assert record.attempt.described() == "attempt 1 of 3; ended exit code 75; continued by demo-2"
+    assert record.as_dict()["attempt"] == attempt
+    for odd in ("exit code ٧٥", "evicted"):  # no Cause: a damaged record, as an unknown status is
+        with pytest.raises(ValueError):
+            _written(tmp_path, attempt={**attempt, "ended": odd})
+    preempted = Attempt(number=2, max_attempts=3, ended=Cause.PREEMPTED)
+    assert (preempted.ending, preempted.as_dict()["ended"]) == ("preempted", "preempted")
 
 
 def test_a_damaged_run_json_is_reported_as_before(tmp_path):

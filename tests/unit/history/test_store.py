@@ -13,6 +13,7 @@ from runner.errors import HistoryError
 from runner.history.index import Owner, process_start
 from runner.history.indexfile import inspect
 from runner.history.store import Store
+from runner.targets.leftovers import reconcile
 import history_damage as damage
 
 MANIFEST = json.dumps({"name": "demo", "entry_script": "train.py"})
@@ -191,12 +192,15 @@ def test_runs_whose_owner_is_gone_are_marked_failed(tmp_path):
     _owned_by(home, elsewhere, host="another-host", pid=1)
     heard = []
     with Store(home, notify=heard.append) as store:
+        assert store.run(lost).status == "Running" and heard == []  # opening the history judges nothing
+        assert reconcile(store) == [lost]
         run = store.run(lost)
         assert (run.status, run.exit_code, run.message) == ("Failed", 1, f"lost: tftrain process {os.getpid()} ended")
         assert store.run(mine).status == "Queued"  # its owner (this process) is alive
         assert store.run(elsewhere).status == "Queued"  # another machine's run is not judged here
         assert [p.phase for p in store.phases(lost)] == ["Queued", "Running", "Failed"]
     assert record(home, lost)["status"] == "Failed" and record(home, lost)["exit_code"] == 1
+    assert record(home, lost)["cause"] == "lost" and "cause" not in record(home, mine)  # data, not the message's words
     assert not (home / "runs" / lost / ".reserve").exists()
     assert heard == [f"run {lost} marked Failed (lost: tftrain process {os.getpid()} ended)"]
 

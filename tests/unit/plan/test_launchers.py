@@ -11,7 +11,7 @@ from runner.plan.launchers.capacity import check_capacity, cpu_count
 from runner.telemetry.logger import Logger
 from runner.plan.argv import script_args
 from runner.manifest import load_manifest
-from runner.plan.model import PlanContext, TaskSpec
+from runner.plan.model import PlanContext, Role, SuccessPolicy, TaskSpec
 from runner.plan.launchers import build_plan
 from builders import PYTHON, RUNTIME
 
@@ -82,6 +82,18 @@ def test_parameter_server_tf_config(project):
     assert configs[2]["task"] == {"type": "worker", "index": 1}
     assert plan.success_policy == "chief" and plan.driver is None
     assert plan.tasks[0].env["TF_NUM_INTEROP_THREADS"] == "2"
+
+
+def test_roles_and_the_success_policy_are_typed_and_written_as_their_words(project):
+    plan = plan_for(project, "node_count: 2\ndistributed_training:\n  backend: parameter_server\n  worker_count: 1\n  parameter_server_count: 1\n")
+    assert [t.role for t in plan.tasks] == [Role.CHIEF, Role.WORKER, Role.PS] and plan.success_policy is SuccessPolicy.CHIEF
+    assert all(type(t.role) is Role for t in plan.tasks) and [t.label for t in plan.tasks] == ["chief 0", "worker 0", "ps 0"]
+    document = json.loads(json.dumps(plan.to_dict()))
+    assert document["success_policy"] == "chief" and [t["role"] for t in document["tasks"]] == ["chief", "worker", "ps"]
+    single = plan_for(project, "")
+    assert (single.tasks[0].role, single.tasks[0].label, single.success_policy) == (Role.MAIN, "0", SuccessPolicy.MAIN)
+    mpi = plan_for(project, MPI)
+    assert {t.role for t in mpi.tasks} == {Role.RANK} and mpi.driver.role is Role.LAUNCHER
 
 
 def test_evaluator_in_or_out_of_the_cluster(project):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from runner.errors import HostError, TrainingCanceled, TrainingFailed
-from runner.history.record import RunRecord, RunStatus
+from runner.history.record import Cause, RunRecord, RunStatus
 from runner.history.rundir import RunPaths
 from runner.history.store import Store
 from runner.manifest import load_manifest
@@ -23,6 +23,7 @@ from runner.targets.base import Outcome, RunControl
 from runner.telemetry.logger import Logger
 
 SPEC = RetrySpec(on=["preempted", "lost"], exit_codes=[75])
+PREEMPTED = retry.Ending(Cause.PREEMPTED)
 
 
 def result(status: RunStatus, exit_code: int, ended: Outcome | None, stop_signal: int | None = None) -> RunResult:
@@ -35,13 +36,13 @@ FAILED = TrainingFailed.exit_code
 @pytest.mark.parametrize(
     ("ending", "cause"),
     [
-        pytest.param(result(RunStatus.FAILED, FAILED, Outcome(RunStatus.FAILED, 137, "")), "preempted", id="sigkill-by-a-shell"),
-        pytest.param(result(RunStatus.FAILED, FAILED, Outcome(RunStatus.FAILED, -9, "")), "preempted", id="sigkill"),
-        pytest.param(result(RunStatus.FAILED, FAILED, Outcome(RunStatus.FAILED, -15, "")), "preempted", id="sigterm-from-outside"),
-        pytest.param(result(RunStatus.FAILED, FAILED, Outcome(RunStatus.FAILED, None, "", taken=True)), "preempted", id="container-vanished"),
-        pytest.param(result(RunStatus.FAILED, HostError.exit_code, Outcome(RunStatus.FAILED, None, "")), "preempted", id="host-lost"),
-        pytest.param(result(RunStatus.CANCELED, TrainingCanceled.exit_code, None, signal.SIGTERM), "preempted", id="tftrain-sigterm"),
-        pytest.param(result(RunStatus.FAILED, FAILED, Outcome(RunStatus.FAILED, 75, "")), "exit code 75", id="listed-code"),
+        pytest.param(result(RunStatus.FAILED, FAILED, Outcome(RunStatus.FAILED, 137, "")), PREEMPTED, id="sigkill-by-a-shell"),
+        pytest.param(result(RunStatus.FAILED, FAILED, Outcome(RunStatus.FAILED, -9, "")), PREEMPTED, id="sigkill"),
+        pytest.param(result(RunStatus.FAILED, FAILED, Outcome(RunStatus.FAILED, -15, "")), PREEMPTED, id="sigterm-from-outside"),
+        pytest.param(result(RunStatus.FAILED, FAILED, Outcome(RunStatus.FAILED, None, "", taken=True)), PREEMPTED, id="container-vanished"),
+        pytest.param(result(RunStatus.FAILED, HostError.exit_code, Outcome(RunStatus.FAILED, None, "")), PREEMPTED, id="host-lost"),
+        pytest.param(result(RunStatus.CANCELED, TrainingCanceled.exit_code, None, signal.SIGTERM), PREEMPTED, id="tftrain-sigterm"),
+        pytest.param(result(RunStatus.FAILED, FAILED, Outcome(RunStatus.FAILED, 75, "")), retry.Ending(Cause.EXIT_CODE, 75), id="listed-code"),
         pytest.param(result(RunStatus.FAILED, FAILED, Outcome(RunStatus.FAILED, 1, "")), None, id="script-error"),
         pytest.param(result(RunStatus.CANCELED, TrainingCanceled.exit_code, None, signal.SIGINT), None, id="ctrl-c"),
         pytest.param(result(RunStatus.TIMED_OUT, 13, Outcome(RunStatus.TIMED_OUT, None, "")), None, id="time-limit"),
@@ -50,6 +51,10 @@ FAILED = TrainingFailed.exit_code
 )
 def test_how_an_attempt_ended(ending, cause):
     assert retry.ending_cause(ending, SPEC) == cause
+
+
+def test_an_ending_reads_as_people_read_it():
+    assert (str(PREEMPTED), str(retry.Ending(Cause.EXIT_CODE, 75))) == ("preempted", "exit code 75")
 
 
 def test_a_cause_the_manifest_does_not_name_is_no_retry():

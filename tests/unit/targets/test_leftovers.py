@@ -1,5 +1,6 @@
-"""runner.targets.leftovers: what a lost run left running is removed when the history marks it
-lost; its containers only when it ran on the docker target (a stand-in daemon here)."""
+"""runner.targets.leftovers: what a lost run left running is removed when `reconcile` marks it
+lost (never when the history is only opened); its containers only when it ran on the docker target
+(a stand-in daemon here)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from runner.history.rundir import RunPaths
 from runner.history.store import Store
 from runner.manifest import load_manifest
 from runner.targets.docker import container as docker_container
+from runner.targets.leftovers import reconcile
 
 
 class Daemon:
@@ -47,8 +49,9 @@ def test_a_lost_runs_containers_are_removed_on_the_docker_target(project, tmp_pa
         data = json.loads(record.read_text())
         data["owner"]["start"] = -1  # its tftrain is gone
         record.write_text(json.dumps(data))
-    with Store(home, notify=notes.append):
-        pass
+    with Store(home, notify=notes.append) as store:
+        assert daemon.asked == [] and notes == []  # opening the history removes nothing
+        reconcile(store)
     if docker:
         assert daemon.asked == ["tftrain.run-id=demo-1"] and daemon.removed == [True]
         assert notes == ["run demo-1 marked Failed (lost: tftrain process %d ended); removed 1 container it left running" % data["owner"]["pid"]]

@@ -1,0 +1,90 @@
+"""What the phases of one run hand each other (runner.run.pipeline): the run as every phase sees
+it (`RunContext`), what Preparing and Running leave for PostProcessing (`Training`), and what
+PostProcessing kept (`Kept`). Typed here so that a phase takes one value, not ten loose ones."""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from runner.errors import FatalError
+from runner.history.record import RunStatus
+from runner.history.rundir import RunPaths
+from runner.history.store import Store
+from runner.manifest import LoadedManifest
+from runner.manifest.model import Manifest
+from runner.run.prepare import Prepared
+from runner.settings import Settings
+from runner.targets.base import Outcome, Probe, RunControl, Target, TargetState
+from runner.telemetry.logger import Logger
+from runner.telemetry.point import MetricPoint
+from runner.telemetry.recorder import MetricsRecorder
+
+if TYPE_CHECKING:  # the registry is imported only once a model is registered
+    from runner.history.registry import ModelVersion
+    from runner.run.lineage import Lineage
+
+
+class RunWatch(Protocol):
+    """Who follows a run from outside (a sweep): told its id, control and store once it is recorded
+    (to add to its record), and every metric point as it is recorded; `control.reason` +
+    `control.cancel` stop it."""
+
+    def started(self, run_id: str, control: RunControl, store: Store) -> None: ...
+
+    def points(self, points: list[MetricPoint]) -> None: ...
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """One recorded run, as every phase sees it: what runs (the manifest, the target that serves it
+    from check to execute, what the target checked), where it is recorded, how it is stopped
+    (`control`), who hears of it (the logger, a watch) and the settings the CLI resolved."""
+
+    loaded: LoadedManifest
+    target: Target
+    checked: TargetState
+    store: Store
+    run_id: str
+    paths: RunPaths
+    control: RunControl
+    logger: Logger
+    settings: Settings
+    watch: RunWatch | None = None
+
+    @property
+    def manifest(self) -> Manifest:
+        return self.loaded.manifest
+
+
+@dataclass
+class Training:
+    """What Preparing and Running leave behind, filled in as they go: the outcome so far, tftrain's
+    own failure (which then speaks for the run), and what PostProcessing reads from."""
+
+    outcome: Outcome | None = None
+    failure: FatalError | None = None
+    prepared: Prepared | None = None  # None: Preparing did not finish
+    lineage: Lineage | None = None
+    syncing: AbstractContextManager = field(default_factory=nullcontext)  # the checkpoint sync around Running
+    probe: Probe | None = None  # the gate's process, once Running started
+    recorder: MetricsRecorder | None = None
+
+    def failed(self, exc: FatalError, status: RunStatus) -> None:
+        self.failure, self.outcome = exc, Outcome(status, None, str(exc))
+
+    @property
+    def git(self) -> dict:
+        return self.lineage.git if self.lineage is not None else {}
+
+
+@dataclass(frozen=True)
+class Kept:
+    """What PostProcessing kept: the registered model, the metrics summary and its points; `refused`:
+    keeping them failed (the gate refused the model, the disk was full), which fails the run."""
+
+    model: ModelVersion | None
+    summary: dict
+    points: list[MetricPoint]
+    refused: FatalError | None = None

@@ -20,7 +20,7 @@ from runner.telemetry.logger import Logger
 from runner.manifest.model import Manifest
 from runner.github.release_assets import SUMS, build_assets
 from runner.history.rundir import RunPaths
-from runner.github.s3store import S3Target
+from runner.storage.s3 import S3Target
 from runner.github.workflow import TagTemplate, failure, github_errors, releases_of
 from runner.history.record import RunStatus
 from runner.settings import Settings
@@ -186,7 +186,7 @@ def pull_release(repo, ref: str, out_dir: Path, logger: Logger, settings: Settin
     from runner.history.archive import unpack
     from runner.history.checksums import read_sums
     from runner.history.registry import parse_ref
-    from runner.github.s3store import download
+    from runner.storage.s3 import download
 
     release = _release_for(repo, *parse_ref(ref), TagTemplate(settings.inputs.tag_template))
     assets = {asset.name: asset for asset in release.get_assets()}

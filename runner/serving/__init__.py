@@ -1,1 +1,1 @@
-"""Serving: a registered model as a function and a service (the gate, ONNX export, serve, deploy)."""
+"""Serving: a registered model as a function and a service (the gate before registration, serve, deploy); the ONNX export is runner.export's."""

@@ -179,8 +179,8 @@ def _downloaded_digest(asset) -> str:
 
 def pull_release(repo, ref: str, out_dir: Path, logger: Logger, settings: Settings) -> str:
     """Download NAME@vN (or NAME@latest) from the Releases, verify it against SHA256SUMS, extract
-    it safely into out_dir. Returns the tag. `settings` give the tag template and, for a model in
-    S3, the endpoint that overrides its pointer's."""
+    it safely into out_dir. Returns the tag. `settings` give the tag template, the archive limits
+    and, for a model in S3, the endpoint that overrides its pointer's."""
     import tempfile
 
     from runner.history.archive import unpack
@@ -209,7 +209,7 @@ def pull_release(repo, ref: str, out_dir: Path, logger: Logger, settings: Settin
         if model == "model.s3.json":  # the pointer is verified; the object is checked against it
             download(json.loads((Path(tmp) / model).read_text()), Path(tmp) / "model.tar.gz", settings.inputs.s3_endpoint_url)
         # a matching sha256 says the asset is what was published, not that it is safe to extract
-        unpack(Path(tmp) / "model.tar.gz", out_dir, label=f"model.tar.gz of {release.tag_name}")
+        unpack(Path(tmp) / "model.tar.gz", out_dir, label=f"model.tar.gz of {release.tag_name}", limits=settings.archive_limits)
     logger.info(f"{release.tag_name} → {out_dir} (sha256 verified)", style="green")
     return release.tag_name
 

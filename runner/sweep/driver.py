@@ -173,7 +173,7 @@ def trial_manifest_resuming(loaded: LoadedManifest, run_id: str) -> LoadedManife
     return loaded.model_copy(update={"manifest": loaded.manifest.model_copy(update={"resume_from": run_id})})
 
 
-def check_concurrency(manifest, logger: Logger) -> None:
+def check_concurrency(manifest, logger: Logger, cuda_visible_devices: str | None) -> None:
     """What this machine can place, before any trial runs: slots_per_node and GPUs are hard limits,
     CPUs a warning (the trials share them). Pool leases and the cluster queue what does not fit."""
     from runner.manifest import effective_target
@@ -189,7 +189,7 @@ def check_concurrency(manifest, logger: Logger) -> None:
     slots = manifest.compute.slots_per_node
     if slots and wanted > slots:
         raise UnsupportedError(f"{where} need {wanted} slots; compute.slots_per_node is {slots}")
-    gpus = gpu_count() if manifest.use_gpu else None
+    gpus = gpu_count(cuda_visible_devices) if manifest.use_gpu else None
     if gpus is not None and wanted > gpus:
         raise UnsupportedError(f"{where} need {wanted} GPUs; this machine has {gpus}")
     if wanted > cpu_count():
@@ -220,7 +220,7 @@ def run_sweep(loaded: LoadedManifest, logger: Logger, settings: Settings, home: 
     from runner.sweep.study import open_sweep, queue_stopped_trials
 
     manifest = loaded.manifest
-    check_concurrency(manifest, logger)
+    check_concurrency(manifest, logger, settings.cuda_visible_devices)
     sweep = open_sweep(manifest.sweep, manifest.name, objective_of(manifest), trial_limit(manifest.sweep), home, sweep_id, create=not resume)
     with sweep.place.failures():
         if resume:

@@ -23,7 +23,7 @@ def run(args, logger) -> int:
         if not args.no_sweep:
             from runner.sweep.driver import run_sweep
 
-            run_sweep(loaded, logger, settings, home)
+            run_sweep(loaded, logger, settings, home, os.environ)
             return 0
         loaded = loaded.model_copy(update={"manifest": loaded.manifest.model_copy(update={"sweep": None})})
     result = run_with_retry(loaded, logger, settings, home)

@@ -143,7 +143,8 @@ def extract_into(source: BinaryIO, destination: Path, label: str, strip: int = 0
     destination.mkdir(parents=True, exist_ok=True)
     root = os.open(destination, DIR_FLAGS)
     try:
-        return _Extraction(root, destination, label, limits or ArchiveLimits.from_environment(os.environ), lenient=True, strip=strip).run(source)
+        limits = limits or ArchiveLimits.from_environment(os.environ)
+        return _Extraction(root, destination, label, limits, lenient=True, strip=strip).run(source)
     finally:
         os.close(root)
 

@@ -1,1 +1,2 @@
-"""Serving: a registered model as a function and a service (the gate before registration, serve, deploy); the ONNX export is runner.export's."""
+"""Serving: a registered model as a function and a service (the gate before registration, serve,
+deploy). The ONNX export the gate calls is runner.export's."""

@@ -226,7 +226,9 @@ def run_sweep(loaded: LoadedManifest, logger: Logger, settings: Settings, home: 
 
     manifest = loaded.manifest
     check_concurrency(manifest, logger, settings.cuda_visible_devices)
-    sweep = open_sweep(manifest.sweep, manifest.name, objective_of(manifest), trial_limit(manifest.sweep), home, environ, sweep_id, create=not resume)
+    sweep = open_sweep(
+        manifest.sweep, manifest.name, objective_of(manifest), trial_limit(manifest.sweep), home, environ, sweep_id, create=not resume
+    )
     with sweep.place.failures():
         if resume:
             for number, run_id in queue_stopped_trials(sweep, home):

@@ -86,7 +86,9 @@ def trial_manifest(loaded: LoadedManifest, values: dict[str, Any], objective: Ob
     return loaded.model_copy(update={"manifest": manifest.model_copy(update=update)})
 
 
-def run_trial(loaded: LoadedManifest, watch: TrialWatch, log: Path, settings: Settings, home: Path, environ: Mapping[str, str]) -> TrialResult:
+def run_trial(
+    loaded: LoadedManifest, watch: TrialWatch, log: Path, settings: Settings, home: Path, environ: Mapping[str, str]
+) -> TrialResult:
     """Run it, its tftrain console written to `log` (the sweep shows a table, not every trial's lines).
     `environ`: tftrain's environment, as the CLI handed it in (the secrets' values)."""
     number = watch.trial.number

@@ -103,7 +103,7 @@ def _data_path(model: Path, root: Path, port: int, env: dict) -> float:
     import boto3
 
     from runner.history.archive import pack
-    from runner.github.s3store import S3Target, upload
+    from runner.storage.s3 import S3Target, upload
 
     endpoint = f"http://127.0.0.1:{port}"
     boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="bench")

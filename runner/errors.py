@@ -1,6 +1,9 @@
-"""One error type per failure class; each carries the exit code `tftrain` ends with."""
+"""One error type per failure class; each carries the exit code `tftrain` ends with. And how a
+failed call to an outside service is worded in their messages (`answered`, `unreachable`)."""
 
 from __future__ import annotations
+
+import re
 
 
 class FatalError(Exception):
@@ -188,6 +191,68 @@ def extra_module(name: str, extra: str, feature: str):
             f"{feature} needs {name.partition('.')[0]}: pip install 'tf-train-action[{extra}]' (in the action: extras: {extra})"
         ) from None
     return sys.modules[name.partition(".")[0]]
+
+
+# --- How a failed call to an outside service (GitHub, S3, a registry, Kubernetes) is worded: one
+# line naming the service, the call and the status, e.g. `GitHub: GET /repos/o/r/issues/7 answered
+# 404 Not Found`. Each service's module turns its client's exceptions into its own error with these;
+# URLs are shown without their query string (a presigned URL's signature is a credential).
+ERRNO = re.compile(r"\[Errno -?\d+\] ")
+QUERY = re.compile(r"\?[^\s'\")]*")  # a URL's query string: it may carry a signature
+WRAPPER = re.compile(r"^\w+\(host=[^)]*\): ")  # urllib3's "HTTPConnectionPool(host=…, port=…): "
+
+
+def answered(service: str, call: str, status: int | None, detail: str | None = None, reason: str | None = None) -> str:
+    """`SERVICE: CALL answered STATUS REASON[: detail]`: the reason is the status's phrase unless the
+    service names it (S3's error codes); the detail only when it says more."""
+    phrase = reason or _phrase(status)
+    text = f"{service}: {call} answered {status or '?'}" + (f" {phrase}" if phrase else "")
+    detail = one_line(detail or "")
+    if detail and detail.casefold() not in (phrase.casefold(), str(status)):
+        text += f": {detail}"
+    return text
+
+
+def unreachable(service: str, call: str, exc: BaseException) -> str:
+    """`SERVICE: CALL got no answer: Connection refused`, for a connection that failed or broke."""
+    return f"{service}: {call} got no answer: {cause(exc)}"
+
+
+def cause(exc: BaseException) -> str:
+    """The innermost cause of a connection error, without the wrappers' repetition of the URL:
+    `Connection refused`, `Remote end closed connection without response`, `Read timed out.`"""
+    innermost, todo, seen = None, [exc], {id(exc)}
+    while todo and innermost is None:  # breadth first through what each wraps, to the first that wraps nothing
+        current = todo.pop(0)
+        inner = [e for e in (getattr(current, "reason", None), current.__cause__, current.__context__, *current.args)
+                 if isinstance(e, BaseException)]
+        if not inner:
+            innermost = current
+        todo += [e for e in inner if id(e) not in seen]
+        seen.update(id(e) for e in inner)
+    innermost = innermost or exc
+    text = one_line(str(innermost)) or type(innermost).__name__
+    return QUERY.sub("", WRAPPER.sub("", ERRNO.split(text)[-1]))
+
+
+def path_of(url: str) -> str:
+    """A URL's path alone: its query string may be a presigned URL's signature."""
+    from urllib.parse import urlsplit  # only where a URL is worded: not on every start
+
+    return urlsplit(url).path or "/"
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _phrase(status: int | None) -> str:
+    from http import HTTPStatus  # only where a status is worded: not on every start
+
+    try:
+        return HTTPStatus(status).phrase if status else ""
+    except ValueError:
+        return ""
 
 
 # Not a FatalError: a signal between a target's poll and the supervising loop, never printed.

@@ -7,7 +7,9 @@ unset: GitHub sets an input nobody gave to ''. A value that does not parse is on
 it came from, e.g. `input fail-on-regression: 'abc' is not a number`.
 
 Only this module and runner/cli/ read INPUT_* and GITHUB_*: runner/cli/ resolves once and hands
-each part what it needs, so the library stays testable with plain values.
+each part what it needs, so the library stays testable with plain values. So too the variables that
+set limits deep inside (TFTRAIN_MAX_ARCHIVE_*: ArchiveLimits) and what the machine lets tftrain use
+(CUDA_VISIBLE_DEVICES): read here, carried in Settings.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ DEFAULT_API_URL = "https://api.github.com"
 DEFAULT_TAG_TEMPLATE = "{name}-v{version}"
 GITHUB_ASSET_LIMIT = 2 * 1024**3
 PR_EVENTS = ("pull_request", "pull_request_target")
+DEFAULT_MAX_ARCHIVE_BYTES = 256 << 30
+DEFAULT_MAX_ARCHIVE_ENTRIES = 1_000_000
 
 
 class _Resolved(BaseModel):
@@ -103,10 +107,37 @@ class ActionInputs(_Resolved):
     s3_endpoint_url: str | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class ArchiveLimits:
+    """What runner.history.archive extracts at most: bytes of file content and members
+    (TFTRAIN_MAX_ARCHIVE_BYTES, TFTRAIN_MAX_ARCHIVE_ENTRIES)."""
+
+    max_bytes: int = DEFAULT_MAX_ARCHIVE_BYTES
+    max_entries: int = DEFAULT_MAX_ARCHIVE_ENTRIES
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str]) -> ArchiveLimits:
+        return cls(
+            max_bytes=_positive(environ, "TFTRAIN_MAX_ARCHIVE_BYTES", DEFAULT_MAX_ARCHIVE_BYTES),
+            max_entries=_positive(environ, "TFTRAIN_MAX_ARCHIVE_ENTRIES", DEFAULT_MAX_ARCHIVE_ENTRIES),
+        )
+
+
+def _positive(environ: Mapping[str, str], variable: str, default: int) -> int:
+    text = environ.get(variable, "").strip()
+    if not text:
+        return default
+    if not text.isdigit() or int(text) <= 0:
+        raise UsageError(f"{variable} must be a positive whole number, not {text!r}")
+    return int(text)
+
+
 class Settings(_Resolved):
     github: GitHubContext = Field(default_factory=GitHubContext)
     inputs: ActionInputs = Field(default_factory=ActionInputs)
     s3_threshold_bytes: int = GITHUB_ASSET_LIMIT  # models over this must go to S3
+    archive_limits: ArchiveLimits = Field(default_factory=ArchiveLimits)
+    cuda_visible_devices: str | None = None  # the GPUs this machine lets tftrain use; None: all that nvidia-smi lists
 
 
 class LoggerSettings(_Resolved):
@@ -237,6 +268,8 @@ def resolve(environ: Mapping[str, str], args: object = None) -> Settings:
         github=GitHubContext.from_environment(environ),
         inputs=ActionInputs(**inputs),
         s3_threshold_bytes=GITHUB_ASSET_LIMIT if threshold is None else threshold,
+        archive_limits=ArchiveLimits.from_environment(environ),
+        cuda_visible_devices=environ.get("CUDA_VISIBLE_DEVICES"),
     )
 
 

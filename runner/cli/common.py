@@ -25,8 +25,7 @@ def add_manifest_arg(parser: argparse.ArgumentParser, target: bool = False) -> N
 
 def load(args: argparse.Namespace, logger: Logger) -> LoadedManifest:
     loaded = load_manifest(args.file)
-    for name in loaded.manifest.secrets:  # masked before tftrain prints anything else
-        logger.mask(os.environ.get(name, ""))
+    logger.mask_secrets(loaded.manifest.secrets, os.environ)  # before tftrain prints anything else
     if getattr(args, "target", None):
         manifest = loaded.manifest
         compute = manifest.compute.model_copy(update={"target": args.target})

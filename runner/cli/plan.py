@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from runner.plan.model import LaunchPlan, NetworkMode
 from runner.run.prepare import Prepared, check_runnable, prepare
 from runner.targets.registry import target_for
 from runner.history.rundir import RunPaths
+from runner.settings import Settings
 from runner.templates import render
 
 RUN_DIR = Path("$RUN_DIR")
@@ -24,6 +26,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--output-dir", type=Path, help="also write plan.json, the Dockerfile and one launch script per task")
 
 
+def _machine() -> Settings:
+    """What a dry run needs of the settings: the machine's GPUs (the capacity check), not the
+    action's inputs or the workflow (a plan publishes nothing and fetches nothing)."""
+    return Settings(cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+
 def run(args, logger: Logger) -> int:
     loaded = load(args, logger)
     manifest = loaded.manifest
@@ -33,7 +41,7 @@ def run(args, logger: Logger) -> int:
         try:
             target = target_for(effective_target(manifest))
             state = check_runnable(loaded, target, dry_run=True)
-            prepared = prepare(loaded, target, state, "$RUN_ID", paths, None, quiet, dry_run=True)
+            prepared = prepare(loaded, target, state, "$RUN_ID", paths, None, quiet, _machine(), dry_run=True)
         finally:
             quiet.flush()
     document = {"manifest": str(loaded.path), "environment": prepared.env.description, **prepared.plan.to_dict()}

@@ -11,7 +11,7 @@ from runner.errors import PublishError
 from runner.paths import tftrain_home
 from runner.github.publish import publish
 from runner.history.rundir import RunPaths
-from runner.github.s3store import S3Target
+from runner.storage.s3 import S3Target
 from runner.history.store import Store
 from runner.targets.leftovers import reconcile
 from runner.settings import GitHubContext, resolve

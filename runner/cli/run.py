@@ -18,16 +18,16 @@ def add_arguments(parser) -> None:
 
 
 def run(args, logger) -> int:
-    settings = resolve(os.environ, args)
+    settings, home = resolve(os.environ, args), tftrain_home()
     loaded = load(args, logger)
     if loaded.manifest.sweep is not None:
         if not args.no_sweep:
             from runner.sweep.driver import run_sweep
 
-            run_sweep(loaded, logger, settings, tftrain_home())
+            run_sweep(loaded, logger, settings, home, os.environ)
             return 0
         loaded = replace(loaded, manifest=loaded.manifest.model_copy(update={"sweep": None}))
-    result = run_with_retry(loaded, logger, settings)
+    result = run_with_retry(loaded, logger, settings, home)
     if result.exit_code:
         error = error_class(result.exit_code)(f"run {result.run_id} {result.status}: {result.message}")
         error.annotated = True

@@ -48,7 +48,9 @@ def _list(store: Store, limit: int, logger) -> None:
 def _show(store: Store, ref: str, markdown: bool, logger) -> None:
     run = store.run(ref)
     manifest, paths = RunPaths.of_run(run)
-    _mask_secrets(manifest, logger)
+    # the run's secrets are hidden here as they were while it ran: what the run left behind (a file
+    # under outputs named after a secret's value, say) is shown through the same masking
+    logger.mask_secrets(manifest.secrets, os.environ)
     record = _record(paths)
     kept = record.metrics if record else None
     summary = (kept if kept and kept.metrics else _summary_from_series(paths, manifest)).as_dict()
@@ -73,13 +75,6 @@ def _show(store: Store, ref: str, markdown: bool, logger) -> None:
     for root in (paths.outputs, paths.logs):
         files += [[str(p.relative_to(paths.workdir)), str(p.stat().st_size)] for p in sorted(root.rglob("*")) if p.is_file()]
     logger.table("files", ["file", "bytes"], files)
-
-
-def _mask_secrets(manifest: Manifest, logger) -> None:
-    """The run's secrets are hidden here as they were while it ran: what the run left behind (a
-    file under outputs named after a secret's value, say) is shown through the same masking."""
-    for name in manifest.secrets:
-        logger.mask(os.environ.get(name, ""))
 
 
 def _record(paths: RunPaths) -> RunRecord | None:

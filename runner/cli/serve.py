@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from runner.errors import PlanError, ServingError, UsageError
+from runner.paths import tftrain_home
 from runner.serving import guard, supervision
 from runner.serving.layout import Runtime
 from runner.serving.refs import COPY_PREFIX, RELEASE_PREFIX, Served, checked_out
@@ -56,7 +57,7 @@ def run(args, logger) -> int:
     check_port_free(args.host, args.port)
     # the copy's directory and its lifeline first: from here on, whatever ends tftrain, the copy goes
     with tempfile.TemporaryDirectory(prefix=COPY_PREFIX) as workspace, supervision.lifeline(Path(workspace)) as lifeline_fd, \
-            _github_errors(args.ref), checked_out(args.ref, logger, lambda: _github_repo(args), Path(workspace)) as served:
+            _github_errors(args.ref), checked_out(args.ref, logger, lambda: _github_repo(args), Path(workspace), tftrain_home()) as served:
         check_servable(served, runtime)
         from runner.serving.environment import link_runner, prepare_serving_env, serving_spec
 

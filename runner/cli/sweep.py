@@ -29,5 +29,5 @@ def run(args, logger) -> int:
     loaded = load(args, logger)
     if loaded.manifest.sweep is None:
         raise ManifestError(f"{loaded.path}: sweep: the manifest has no sweep section to {args.action}")
-    run_sweep(loaded, logger, settings, tftrain_home(), sweep_id=args.sweep_id, resume=args.action == "resume")
+    run_sweep(loaded, logger, settings, tftrain_home(), os.environ, sweep_id=args.sweep_id, resume=args.action == "resume")
     return 0

@@ -1,1 +1,2 @@
-"""The action's GitHub side: the API client and PR comment, releases (publish), runner routing, S3 for large models."""
+"""The action's GitHub side: the API client and PR comment, releases (publish; a large model goes
+through runner.storage), runner routing."""

@@ -20,7 +20,7 @@ from runner.telemetry.logger import Logger
 from runner.manifest.model import Manifest
 from runner.github.release_assets import SUMS, build_assets
 from runner.history.rundir import RunPaths
-from runner.github.s3store import S3Target
+from runner.storage.s3 import S3Target
 from runner.github.workflow import TagTemplate, failure, github_errors, releases_of
 from runner.history.record import RunStatus
 from runner.settings import Settings
@@ -179,14 +179,14 @@ def _downloaded_digest(asset) -> str:
 
 def pull_release(repo, ref: str, out_dir: Path, logger: Logger, settings: Settings) -> str:
     """Download NAME@vN (or NAME@latest) from the Releases, verify it against SHA256SUMS, extract
-    it safely into out_dir. Returns the tag. `settings` give the tag template and, for a model in
-    S3, the endpoint that overrides its pointer's."""
+    it safely into out_dir. Returns the tag. `settings` give the tag template, the archive limits
+    and, for a model in S3, the endpoint that overrides its pointer's."""
     import tempfile
 
     from runner.history.archive import unpack
     from runner.history.checksums import read_sums
     from runner.history.registry import parse_ref
-    from runner.github.s3store import download
+    from runner.storage.s3 import download
 
     release = _release_for(repo, *parse_ref(ref), TagTemplate(settings.inputs.tag_template))
     assets = {asset.name: asset for asset in release.get_assets()}
@@ -209,7 +209,7 @@ def pull_release(repo, ref: str, out_dir: Path, logger: Logger, settings: Settin
         if model == "model.s3.json":  # the pointer is verified; the object is checked against it
             download(json.loads((Path(tmp) / model).read_text()), Path(tmp) / "model.tar.gz", settings.inputs.s3_endpoint_url)
         # a matching sha256 says the asset is what was published, not that it is safe to extract
-        unpack(Path(tmp) / "model.tar.gz", out_dir, label=f"model.tar.gz of {release.tag_name}")
+        unpack(Path(tmp) / "model.tar.gz", out_dir, label=f"model.tar.gz of {release.tag_name}", limits=settings.archive_limits)
     logger.info(f"{release.tag_name} → {out_dir} (sha256 verified)", style="green")
     return release.tag_name
 

@@ -16,7 +16,7 @@ from runner.telemetry.point import iter_series
 from runner.telemetry.summary import sampled
 from runner.telemetry.report import metric_rows
 from runner.history.rundir import RunPaths
-from runner.github.s3store import S3Target, pointer_text, upload
+from runner.storage.s3 import S3Target, pointer_text, upload
 from runner.serving.layout import RELEASE_ASSETS
 from runner.templates import render
 

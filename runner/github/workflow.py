@@ -12,8 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner import services
-from runner.errors import FatalError, ServiceError, UnsupportedError
+from runner.errors import FatalError, ServiceError, UnsupportedError, answered, path_of, unreachable
 from runner.history.refs import number
 from runner.settings import DEFAULT_TAG_TEMPLATE, GitHubContext
 
@@ -71,13 +70,13 @@ def failure(exc: BaseException) -> str:
 
     if isinstance(exc, GithubException):
         data = exc.data if isinstance(exc.data, dict) else {}
-        return services.answered("GitHub", _call_of(exc), exc.status, data.get("message") or exc.message)
+        return answered("GitHub", _call_of(exc), exc.status, data.get("message") or exc.message)
     request = getattr(exc, "request", None)
-    call = f"{request.method} {services.path_of(request.url)}" if request is not None else "a request"
+    call = f"{request.method} {path_of(request.url)}" if request is not None else "a request"
     response = getattr(exc, "response", None)  # an asset download: requests' HTTPError
     if response is not None:
-        return services.answered("GitHub", call, response.status_code, response.reason)
-    return services.unreachable("GitHub", call, exc)
+        return answered("GitHub", call, response.status_code, response.reason)
+    return unreachable("GitHub", call, exc)
 
 
 def _call_of(exc) -> str:
@@ -90,7 +89,7 @@ def _call_of(exc) -> str:
         if frame.f_globals.get("__name__") == "github.Requester" and isinstance(url, str):
             if url.startswith("/"):  # relative to the API's base URL, which may have a path (GitHub Enterprise)
                 url = getattr(frame.f_locals.get("self"), "base_url", "") + url
-            return f"{frame.f_locals.get('verb', 'GET')} {services.path_of(url)}"
+            return f"{frame.f_locals.get('verb', 'GET')} {path_of(url)}"
         tb = tb.tb_next
     return "a request"
 

@@ -13,8 +13,9 @@ pull` from GitHub, `resume_from: release:`, S3 pointers):
 - each name is written once: a duplicate, or a file where a directory is expected (or the
   reverse), is refused;
 - at most TFTRAIN_MAX_ARCHIVE_ENTRIES members (default 1,000,000) and TFTRAIN_MAX_ARCHIVE_BYTES
-  bytes of file content (default 256 GiB): a header that claims more is refused at once, and the
-  bytes are counted again as they are written; pax and GNU long-name headers are at most 1 MiB;
+  bytes of file content (default 256 GiB; the caller passes them in, as runner.settings read
+  them: ArchiveLimits): a header that claims more is refused at once, and the bytes are counted
+  again as they are written; pax and GNU long-name headers are at most 1 MiB;
 - the input is one complete tar archive, gzip-compressed or not: anything else (not a tar, a
   truncated stream, a corrupt gzip stream or checksum, a damaged header, a missing end-of-archive
   block, more than 1 MiB after it) is refused;
@@ -42,11 +43,10 @@ from pathlib import Path
 from typing import BinaryIO
 
 from runner.history.checksums import CHUNK, CREATE_FLAGS, DISK_FULL, READ_FLAGS, Entry, EntryKind, Skipped, fresh_dir, kind_of, walk
-from runner.errors import DiskFullError, RegistryError, UsageError
+from runner.errors import DiskFullError, RegistryError
+from runner.settings import ArchiveLimits
 
 LARGE = 64 << 20
-DEFAULT_MAX_BYTES = 256 << 30
-DEFAULT_MAX_ENTRIES = 1_000_000
 MAX_HEADER = 1 << 20  # pax and GNU long-name data; a name is at most PATH_MAX anyway
 MAX_TRAILER = 1 << 20  # after the end-of-archive block: the writer's record padding
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -57,28 +57,6 @@ TYPES = {
     tarfile.BLKTYPE: EntryKind.BLOCK_DEVICE,
     tarfile.FIFOTYPE: EntryKind.FIFO,
 }
-
-
-@dataclass(frozen=True, kw_only=True)
-class Limits:
-    max_bytes: int = DEFAULT_MAX_BYTES
-    max_entries: int = DEFAULT_MAX_ENTRIES
-
-    @classmethod
-    def from_env(cls) -> Limits:
-        return cls(
-            max_bytes=_positive("TFTRAIN_MAX_ARCHIVE_BYTES", DEFAULT_MAX_BYTES),
-            max_entries=_positive("TFTRAIN_MAX_ARCHIVE_ENTRIES", DEFAULT_MAX_ENTRIES),
-        )
-
-
-def _positive(variable: str, default: int) -> int:
-    text = os.environ.get(variable, "").strip()
-    if not text:
-        return default
-    if not text.isdigit() or int(text) <= 0:
-        raise UsageError(f"{variable} must be a positive whole number, not {text!r}")
-    return int(text)
 
 
 @dataclass(frozen=True)
@@ -142,10 +120,9 @@ class _HashingWriter:
         self.file.flush()
 
 
-def unpack(archive_path: Path, target: Path, label: str | None = None, limits: Limits | None = None) -> Extracted:
+def unpack(archive_path: Path, target: Path, label: str | None = None, limits: ArchiveLimits = ArchiveLimits()) -> Extracted:
     """Extract the archive into `target` (absent, or an empty directory) by the rules above."""
     label = label or archive_path.name
-    limits = limits or Limits.from_env()
     try:
         source = open(archive_path, "rb")
     except OSError as exc:
@@ -158,13 +135,16 @@ def unpack(archive_path: Path, target: Path, label: str | None = None, limits: L
             os.close(root)
 
 
-def extract_into(source: BinaryIO, destination: Path, label: str, strip: int = 0, limits: Limits | None = None) -> Extracted:
+def extract_into(source: BinaryIO, destination: Path, label: str, strip: int = 0, limits: ArchiveLimits | None = None) -> Extracted:
     """Extract into the existing directory `destination`, leniently (see above); the first `strip`
-    name components are dropped, and members with nothing left are not extracted."""
+    name components are dropped, and members with nothing left are not extracted. `limits` None:
+    as the environment sets them — the pool's copy-out has no settings at hand yet (the targets'
+    composition, issue 25 §2, will pass them)."""
     destination.mkdir(parents=True, exist_ok=True)
     root = os.open(destination, DIR_FLAGS)
     try:
-        return _Extraction(root, destination, label, limits or Limits.from_env(), lenient=True, strip=strip).run(source)
+        limits = limits or ArchiveLimits.from_environment(os.environ)
+        return _Extraction(root, destination, label, limits, lenient=True, strip=strip).run(source)
     finally:
         os.close(root)
 
@@ -236,7 +216,7 @@ class _Reader:
 
 
 class _Extraction:
-    def __init__(self, root: int, target: Path, label: str, limits: Limits, lenient: bool, strip: int = 0) -> None:
+    def __init__(self, root: int, target: Path, label: str, limits: ArchiveLimits, lenient: bool, strip: int = 0) -> None:
         self.root, self.target, self.label, self.limits = root, target, label, limits
         self.lenient, self.strip = lenient, strip
         self.entries = self.files = self.claimed = self.written = 0

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.errors import DiskFullError, FatalError, PreparingError, StorageError, extra_module
-from runner.github.s3store import S3Target, download, s3_client, s3_errors, upload
+from runner.storage.s3 import S3Target, download, s3_client, s3_errors, upload
 from runner.history.checksums import fresh_dir, sha256_file, writing
 from runner.history.rundir import RunPaths
 from runner.manifest import LoadedManifest

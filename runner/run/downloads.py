@@ -21,7 +21,7 @@ from runner.telemetry.logger import Logger
 from runner.manifest.model import InputSpec
 from runner.manifest.sources import url_file_name
 from runner.paths import data_cache
-from runner.github.s3store import s3_client
+from runner.storage.s3 import s3_client
 
 PROGRESS_SECONDS = 1.0
 

@@ -26,7 +26,6 @@ from runner.telemetry.parsers import LogMetricParser
 from runner.telemetry.point import MetricPoint
 from runner.telemetry.recorder import MetricsRecorder
 from runner.telemetry.summary import primary_metric
-from runner.paths import tftrain_home
 from runner.run.lineage import Lineage
 from runner.run.prepare import Prepared, check_runnable, prepare
 from runner.run.signals import on_stop_signals
@@ -67,12 +66,12 @@ class RunResult:
 
 
 def run_manifest(
-    loaded: LoadedManifest, logger: Logger, settings: Settings, home: Path | None = None, watch: RunWatch | None = None
+    loaded: LoadedManifest, logger: Logger, settings: Settings, home: Path, watch: RunWatch | None = None
 ) -> RunResult:
     target = target_for(effective_target(loaded.manifest))  # one target serves the run, from check to execute
     checked = check_runnable(loaded, target)  # refuse what cannot run before a run is recorded
     manifest = loaded.manifest
-    store = Store(home or tftrain_home(), notify=logger.warning)
+    store = Store(home, notify=logger.warning)
     reconcile(store)  # a lost run's leftovers must not train beside this one
     run_id = store.new_run(manifest.name, manifest.model_dump_json(by_alias=True))  # runs/ID and its run.json
     paths = RunPaths.for_run(store.home, run_id, manifest)

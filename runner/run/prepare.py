@@ -48,10 +48,10 @@ def prepare(
     paths: RunPaths,
     store: Store | None,
     logger: Logger,
-    settings: Settings | None = None,
+    settings: Settings,
     dry_run: bool = False,
 ) -> Prepared:
-    """`settings`: what runner/cli resolved (None only for a dry run, which fetches nothing)."""
+    """`settings`: what runner/cli resolved (for a dry run, which fetches nothing, the machine's part alone)."""
     manifest = loaded.manifest
     if not dry_run:
         _snapshot(loaded, paths, store, logger)
@@ -84,7 +84,7 @@ def prepare(
     )
     plan = replace(build_plan(ctx), container=container, secret_names=frozenset(secrets))
     plan = target.finalize(plan, loaded, run_id)
-    check_capacity(plan, manifest, logger)
+    check_capacity(plan, manifest, logger, cuda_visible_devices=settings.cuda_visible_devices)
     return Prepared(plan, env, inputs, tuple(value for value in secrets.values() if value))
 
 

@@ -35,7 +35,6 @@ from runner.history.rundir import RunPaths
 from runner.history.store import RunRow, Store
 from runner.manifest import LoadedManifest
 from runner.manifest.retry import RetrySpec
-from runner.paths import tftrain_home
 from runner.run.pipeline import RunResult, run_manifest
 from runner.settings import Settings
 from runner.targets.base import RunControl
@@ -61,12 +60,11 @@ class Ending(NamedTuple):
         return f"{self.cause} {self.exit_code}" if self.cause == Cause.EXIT_CODE else str(self.cause)
 
 
-def run_with_retry(loaded: LoadedManifest, logger: Logger, settings: Settings, home: Path | None = None) -> RunResult:
+def run_with_retry(loaded: LoadedManifest, logger: Logger, settings: Settings, home: Path) -> RunResult:
     """run_manifest, attempt after attempt while each ends for a cause `retry:` names."""
     spec = loaded.manifest.retry
     if spec is None:
         return run_manifest(loaded, logger, settings, home)
-    home = home or tftrain_home()
     with ExitStack() as claim:  # a lost run's claim, until this attempt is linked to it
         attempt = _continued(loaded, spec, home, logger, claim)
         if attempt is None:

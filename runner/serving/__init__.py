@@ -1,1 +1,2 @@
-"""Serving: a registered model as a function and a service (the gate, ONNX export, serve, deploy)."""
+"""Serving: a registered model as a function and a service (the gate before registration, serve,
+deploy). The ONNX export the gate calls is runner.export's."""

@@ -1,7 +1,7 @@
 """The gate between a trained model and the registry: the model is loaded in a fresh process of the
 run's own environment, its serving signatures are read, it predicts on a sample; with
-`model.export: [onnx]` it is converted by tf2onnx in an export environment and ONNX Runtime's
-outputs on the same sample are compared with TensorFlow's. A model that fails is not registered.
+`model.export: [onnx]` it is then exported (runner.export.onnx). A model that fails is not
+registered. Each step runs in a process of its own (runner.serving.steps).
 
 The gate reads only what registration will hold: links that lead out of outputs/, or into the
 model it loads, are refused before anything is read (runner.serving.contained). Files that are no
@@ -20,19 +20,18 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.errors import FatalError, ModelGateError
+from runner.errors import ModelGateError
+from runner.export.onnx import export_onnx
 from runner.history.rundir import RunPaths
 from runner.manifest import LoadedManifest
 from runner.manifest.model import ModelSpec
 from runner.serving.contained import model_links, printable, refuse_leaving, refuse_read_through
-from runner.serving.requirements import (
-    ONNX_OPSET, export_constraints, export_requirements, framework_constraints, major_minor, serving_requirements,
-)
+from runner.serving.requirements import framework_constraints, serving_requirements
 from runner.serving.signature import locate
+from runner.serving.steps import PROBE_SECONDS, cached_env, ran, verdict
 from runner.targets.base import Environment, Probe
 from runner.telemetry.logger import Logger
 
-PROBE_SECONDS = 900.0  # importing TensorFlow on a loaded 2-core runner takes seconds, a large model's load minutes
 GATE_FILES = ("serving.json", "sample.npz", "predictions.npz")
 KNOWN = "a SavedModel, a .keras/.h5 model file, or a Keras JSON with its weights file"
 
@@ -76,7 +75,7 @@ def run_gate(loaded: LoadedManifest, paths: RunPaths, probe: Probe, env: Environ
     sample = loaded.source_dir / spec.sample_input if spec.sample_input else None
     args = ["check", str(model_path), str(out)] + (["--sample", str(paths.workdir / spec.sample_input)] if sample else [])
     where = _probe(probe, env, paths, args, out / "check.log", loaded, logger)
-    result = _verdict(out, "check", out / "check.log")
+    result = verdict(out, "check", out / "check.log")
     error = printable(str(result.get("error")))  # it names the model's files: any name a script chose
     if result.get("unknown"):
         return _unidentified(spec, f"model.path {spec.path}: {error}", logger)
@@ -84,7 +83,7 @@ def run_gate(loaded: LoadedManifest, paths: RunPaths, probe: Probe, env: Environ
         raise ModelGateError(f"model {spec.path}: {error} (the gate, in {where}; log: {out / 'check.log'})")
     serving = json.loads((out / "serving.json").read_text())
     serving["checked_in"] = where
-    serving["onnx"] = _export(loaded, paths, serving, logger) if "onnx" in spec.export else None
+    serving["onnx"] = export_onnx(loaded, paths, serving, logger) if "onnx" in spec.export else None
     (out / "serving.json").write_text(json.dumps(serving, indent=2, sort_keys=True) + "\n")
     seconds = time.monotonic() - started
     outputs = ", ".join(f"{name} {tuple(info['shape'])}" for name, info in serving["predictions"].items())
@@ -135,80 +134,14 @@ def _probe(probe: Probe, env: Environment, paths: RunPaths, args: list[str], log
     cluster), in a cached virtualenv of the model's TensorFlow release. Says where it ran."""
     status = probe(args, log, PROBE_SECONDS) if probe is not None else False
     if status is not False:
-        _ran(status, log)
+        ran(status, log)
         return env.description
     requirements = serving_requirements(_framework(loaded))[1:]  # TensorFlow alone
-    python, described = _cached_env(requirements, framework_constraints(_framework(loaded)), paths, logger)
+    python, described = cached_env(requirements, framework_constraints(_framework(loaded)), paths, logger)
     from runner.serving.launch import run_probe
 
-    _ran(run_probe(python, args, paths.link_runner(), log, PROBE_SECONDS), log)
+    ran(run_probe(python, args, paths.link_runner(), log, PROBE_SECONDS), log)
     return described
-
-
-def _export(loaded: LoadedManifest, paths: RunPaths, serving: dict, logger: Logger) -> dict | None:
-    """model.onnx, converted and verified; None (with a warning) when it cannot be, unless required."""
-    spec = loaded.manifest.model
-    out = paths.serving
-    try:
-        requirements = export_requirements(serving["tensorflow"])
-        constraints = export_constraints(serving["tensorflow"])
-        python, described = _cached_env(requirements, constraints, paths, logger)
-        from runner.serving.launch import run_probe
-
-        args = ["export", str(paths.workdir / spec.path), str(out), "--opset", str(ONNX_OPSET)]
-        _ran(run_probe(python, args, paths.link_runner(), out / "export.log", PROBE_SECONDS), out / "export.log")
-        result = _verdict(out, "export", out / "export.log")
-        if not result.get("ok"):
-            raise ModelGateError(f"ONNX export: {result.get('error')} (log: {out / 'export.log'})")
-        info = json.loads((out / "export.json").read_text())
-        if info["max_abs_diff"] > spec.export_tolerance or info["outputs_missing"]:
-            missing = f"; outputs missing: {', '.join(info['outputs_missing'])}" if info["outputs_missing"] else ""
-            raise ModelGateError(
-                f"ONNX export: ONNX Runtime's outputs differ from TensorFlow's by {info['max_abs_diff']:.3g} on the sample "
-                f"(model.export_tolerance: {spec.export_tolerance:g}){missing}"
-            )
-    except FatalError as exc:
-        (out / "model.onnx").unlink(missing_ok=True)
-        if spec.export_required:
-            raise ModelGateError(f"{exc} (model.export_required: true)") from None
-        logger.warning(f"{exc}; the model is registered without model.onnx")
-        return None
-    same = major_minor(info["tensorflow"]) == major_minor(serving["tensorflow"])
-    logger.info(
-        f"ONNX export: model.onnx (opset {info['opset']}, {info['converter']}, TensorFlow {info['tensorflow']}"
-        f"{'' if same else ' — the run used ' + serving['tensorflow'] + ', outside tf2onnx’s range'} in {described}); "
-        f"ONNX Runtime matches TensorFlow within {info['max_abs_diff']:.2g}"
-    )
-    return info
-
-
-def _cached_env(requirements: tuple[str, ...], constraints: str | None, paths: RunPaths, logger: Logger) -> tuple[str, str]:
-    from runner.targets.local.environment import prepare_env, requirements_spec
-
-    spec = requirements_spec(requirements, constraints)
-    env = prepare_env(spec, paths.workdir, logger, paths.serving / "environment.log", console=False)
-    return env.python, spec.describe()
-
-
-def _ran(status: int | None | bool, log: Path) -> None:
-    if status is None:
-        raise ModelGateError(f"the gate's process ran past {PROBE_SECONDS:.0f} s and was stopped (log: {log})")
-
-
-def _verdict(out: Path, step: str, log: Path) -> dict:
-    try:
-        return json.loads((out / f"{step}-result.json").read_text())
-    except (OSError, ValueError):
-        tail = _last_line(log)
-        return {"ok": False, "error": f"the {step} process ended without a verdict" + (f": {tail}" if tail else "")}
-
-
-def _last_line(log: Path) -> str:
-    try:
-        lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
-    except OSError:
-        return ""
-    return lines[-1][:300] if lines else ""
 
 
 def _framework(loaded: LoadedManifest) -> str | None:

@@ -33,10 +33,11 @@ COPY_PREFIX = "tftrain-serve-"
 
 @contextmanager
 def checked_out(ref: str, logger, github_repo: Callable[[], tuple[object, object]] | None = None,
-                workspace: Path | None = None) -> Iterator[Served]:
+                workspace: Path | None = None, home: Path | None = None) -> Iterator[Served]:
     """REF copied into a temporary directory (checksums verified), removed on the way out; into
     `workspace` (an empty directory the caller owns and removes) when one is given.
-    `github_repo`: () → (PyGithub repository, settings), called only for a release: REF."""
+    `github_repo`: () → (PyGithub repository, settings), called only for a release: REF;
+    `home`: the TFTRAIN_HOME whose registry any other REF is looked up in."""
     with (nullcontext(str(workspace)) if workspace is not None else tempfile.TemporaryDirectory(prefix=COPY_PREFIX)) as tmp:
         root = Path(tmp) / "version"
         if ref.startswith(RELEASE_PREFIX):
@@ -44,16 +45,17 @@ def checked_out(ref: str, logger, github_repo: Callable[[], tuple[object, object
                 raise AssertionError("a release: REF needs the GitHub repository")
             yield _from_release(ref[len(RELEASE_PREFIX):], root, logger, *github_repo())
         else:
-            yield _from_registry(ref, root)
+            if home is None:
+                raise AssertionError("a registry REF needs the TFTRAIN_HOME")
+            yield _from_registry(ref, root, home)
 
 
-def _from_registry(ref: str, root: Path) -> Served:
+def _from_registry(ref: str, root: Path, home: Path) -> Served:
     from runner.errors import NotFoundError
     from runner.history.registry import Registry, checkout_version
     from runner.history.store import Store
-    from runner.paths import tftrain_home
 
-    with Store(tftrain_home()) as store:
+    with Store(home) as store:
         registry = Registry(store)
         if "@" in ref:
             model = registry.resolve(ref)

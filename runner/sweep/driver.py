@@ -8,6 +8,7 @@ import queue
 import signal
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,8 +28,10 @@ LIVE_SECONDS = 2.0  # the live table's steps and values are redrawn this often
 
 
 class SweepRunner:
-    def __init__(self, loaded: LoadedManifest, sweep: Sweep, logger: Logger, settings: Settings, home: Path) -> None:
+    def __init__(self, loaded: LoadedManifest, sweep: Sweep, logger: Logger, settings: Settings, home: Path,
+                 environ: Mapping[str, str]) -> None:
         self.loaded, self.sweep, self.logger, self.settings, self.home = loaded, sweep, logger, settings, home
+        self.environ = environ
         self.spec = loaded.manifest.sweep
         self.book = SweepBook(home, sweep, register=loaded.manifest.model.register_model, gate=self._gate)
         self.lock = threading.Lock()  # one ask at a time: the limit is checked and the trial made together
@@ -102,7 +105,7 @@ class SweepRunner:
                 resumes = trial.user_attrs.get(RESUMES)
                 if resumes:
                     manifest = trial_manifest_resuming(manifest, resumes)
-                result = run_trial(manifest, watch, self.book.trial_log(trial.number), self.settings, self.home)
+                result = run_trial(manifest, watch, self.book.trial_log(trial.number), self.settings, self.home, self.environ)
                 with self.lock:
                     self.watches.pop(trial.number, None)
                 if watch.failure is not None:  # its reports could not be stored: the storage is gone
@@ -174,7 +177,7 @@ def trial_manifest_resuming(loaded: LoadedManifest, run_id: str) -> LoadedManife
     return replace(loaded, manifest=loaded.manifest.model_copy(update={"resume_from": run_id}))
 
 
-def check_concurrency(manifest, logger: Logger) -> None:
+def check_concurrency(manifest, logger: Logger, cuda_visible_devices: str | None) -> None:
     """What this machine can place, before any trial runs: slots_per_node and GPUs are hard limits,
     CPUs a warning (the trials share them). Pool leases and the cluster queue what does not fit."""
     from runner.manifest import effective_target
@@ -190,7 +193,7 @@ def check_concurrency(manifest, logger: Logger) -> None:
     slots = manifest.compute.slots_per_node
     if slots and wanted > slots:
         raise UnsupportedError(f"{where} need {wanted} slots; compute.slots_per_node is {slots}")
-    gpus = gpu_count() if manifest.use_gpu else None
+    gpus = gpu_count(cuda_visible_devices) if manifest.use_gpu else None
     if gpus is not None and wanted > gpus:
         raise UnsupportedError(f"{where} need {wanted} GPUs; this machine has {gpus}")
     if wanted > cpu_count():
@@ -213,21 +216,25 @@ def _signals(runner: SweepRunner):
     return on_stop_signals(handler)
 
 
-def run_sweep(loaded: LoadedManifest, logger: Logger, settings: Settings, home: Path, sweep_id: str | None = None, resume: bool = False) -> dict:
+def run_sweep(loaded: LoadedManifest, logger: Logger, settings: Settings, home: Path, environ: Mapping[str, str],
+              sweep_id: str | None = None, resume: bool = False) -> dict:
     """A new sweep, or (sweep_id) joining one; `resume`: first queue again the trials a signal stopped,
-    each from its run's last checkpoint. Returns the sweep's record (`tftrain sweeps show --json`)."""
+    each from its run's last checkpoint. Returns the sweep's record (`tftrain sweeps show --json`).
+    `environ`: tftrain's environment, read by the CLI: sweep.storage's $NAMEs, the secrets' values."""
     from runner.errors import TrainingCanceled
     from runner.manifest.sweep_rules import objective_of, trial_limit
     from runner.sweep.study import open_sweep, queue_stopped_trials
 
     manifest = loaded.manifest
-    check_concurrency(manifest, logger)
-    sweep = open_sweep(manifest.sweep, manifest.name, objective_of(manifest), trial_limit(manifest.sweep), home, sweep_id, create=not resume)
+    check_concurrency(manifest, logger, settings.cuda_visible_devices)
+    sweep = open_sweep(
+        manifest.sweep, manifest.name, objective_of(manifest), trial_limit(manifest.sweep), home, environ, sweep_id, create=not resume
+    )
     with sweep.place.failures():
         if resume:
             for number, run_id in queue_stopped_trials(sweep, home):
                 logger.info(f"trial {number} ({run_id}) runs again from its last checkpoint" if run_id else f"trial {number} runs again")
-        runner = SweepRunner(loaded, sweep, logger, settings, home)
+        runner = SweepRunner(loaded, sweep, logger, settings, home, environ)
         status = runner.run()
         record = runner.book.document()
         runner.book.report(logger)

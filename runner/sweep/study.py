@@ -3,8 +3,8 @@ sweeps (warm_start), and the trials that count toward max_total_trials."""
 
 from __future__ import annotations
 
-import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -61,13 +61,15 @@ def optuna_module():
 
 
 def open_sweep(
-    spec: SweepSpec, name: str, objective: Objective, limit: int, home: Path, sweep_id: str | None = None, create: bool = True
+    spec: SweepSpec, name: str, objective: Objective, limit: int, home: Path, environ: Mapping[str, str],
+    sweep_id: str | None = None, create: bool = True,
 ) -> Sweep:
     """A new sweep (sweep_id None: the next NAME-sweep-N), or `sweep_id` in the manifest's storage:
     joined, or created under that id when `create` (a matrix of jobs that all run `tftrain sweep
-    join ID`: the first creates it). `tftrain sweep resume` never creates."""
+    join ID`: the first creates it). `tftrain sweep resume` never creates. `environ`: tftrain's
+    environment, for the $NAMEs in sweep.storage."""
     optuna = optuna_module()
-    url = storage_url(spec.storage)
+    url = storage_url(spec.storage, environ)
     storage, place = storage_for(url, home), place_of(url, home)
     space = SearchSpace(spec.search_space)
     pruner = pruner_for(spec.early_termination, objective.goal)
@@ -109,8 +111,8 @@ def _joined(optuna, storage, spec: SweepSpec, sweep_id: str, pruner, sweep: Swee
     return sweep
 
 
-def storage_url(url: str | None) -> str | None:
-    """`$NAME` / `${NAME}` in sweep.storage come from tftrain's environment (a password kept in a
+def storage_url(url: str | None, environ: Mapping[str, str]) -> str | None:
+    """`$NAME` / `${NAME}` in sweep.storage come from tftrain's environment, `environ` (a password kept in a
     secret, not in the manifest); one that is not set is an error, never an empty password. A value
     in the user part or the query is percent-encoded: a password holding @ : / # stays one password
     (the driver decodes it), never a host, a port or a fragment. In the host and path it goes in as
@@ -119,23 +121,24 @@ def storage_url(url: str | None) -> str | None:
         return None
     head, separator, rest = url.partition("://")
     if not separator:
-        return _substitute(url, encode=False)
+        return _substitute(url, environ, encode=False)
     authority_end = min((rest.find(mark) for mark in "/?#" if mark in rest), default=len(rest))
     authority, tail = rest[:authority_end], rest[authority_end:]
     user, at, host = authority.rpartition("@")
     path, question, query = tail.partition("?")
     return (
-        _substitute(head, encode=False) + separator + _substitute(user, encode=True) + at + _substitute(host, encode=False)
-        + _substitute(path, encode=False) + question + _substitute(query, encode=True)
+        _substitute(head, environ, encode=False) + separator + _substitute(user, environ, encode=True) + at
+        + _substitute(host, environ, encode=False) + _substitute(path, environ, encode=False) + question
+        + _substitute(query, environ, encode=True)
     )
 
 
-def _substitute(text: str, encode: bool) -> str:
+def _substitute(text: str, environ: Mapping[str, str], encode: bool) -> str:
     def value(match: re.Match) -> str:
         name = match.group(1) or match.group(2)
-        if name not in os.environ:
+        if name not in environ:
             raise StorageError(f"sweep.storage: ${name} is not set in tftrain's environment")
-        return quote(os.environ[name], safe="") if encode else os.environ[name]
+        return quote(environ[name], safe="") if encode else environ[name]
 
     return VARIABLE.sub(value, text)
 

@@ -3,8 +3,8 @@ primary metric reported to the study as it is recorded, stopped when the policy 
 
 from __future__ import annotations
 
-import os
 import threading
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -87,14 +87,16 @@ def trial_manifest(loaded: LoadedManifest, values: dict[str, Any], objective: Ob
     return replace(loaded, manifest=manifest.model_copy(update=update))
 
 
-def run_trial(loaded: LoadedManifest, watch: TrialWatch, log: Path, settings: Settings, home: Path) -> TrialResult:
-    """Run it, its tftrain console written to `log` (the sweep shows a table, not every trial's lines)."""
+def run_trial(
+    loaded: LoadedManifest, watch: TrialWatch, log: Path, settings: Settings, home: Path, environ: Mapping[str, str]
+) -> TrialResult:
+    """Run it, its tftrain console written to `log` (the sweep shows a table, not every trial's lines).
+    `environ`: tftrain's environment, as the CLI handed it in (the secrets' values)."""
     number = watch.trial.number
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w", encoding="utf-8") as stream:
         logger = Logger(stream, settings=LoggerSettings())
-        for name in loaded.manifest.secrets:  # as `tftrain run` does before it prints anything
-            logger.mask(os.environ.get(name, ""))
+        logger.mask_secrets(loaded.manifest.secrets, environ)  # as `tftrain run` does before it prints anything
         try:
             result = run_manifest(loaded, logger, settings, home, watch=watch)
         except FatalError as exc:  # refused before it ran (the run, if recorded, says so too)

@@ -18,7 +18,7 @@ import queue
 import re
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -175,6 +175,12 @@ class Logger:
             f"{key}={_escape_property(mask(str(value)))}" for key, value in properties.items() if value is not None
         )
         self.emit(f"::{name}{' ' + props if props else ''}::{_escape_data(mask(message))}\n".encode())
+
+    def mask_secrets(self, names: Iterable[str], environ: Mapping[str, str]) -> None:
+        """Hide the values of the manifest's `secrets:`, variables of tftrain's environment that the
+        CLI hands in: the one way `tftrain run`, a sweep's trials and `tftrain runs show` mask them."""
+        for name in names:
+            self.mask(environ.get(name, ""))
 
     def mask(self, value: str) -> None:
         """Hide a secret from here on, in everything tftrain prints and stores, and in GitHub's log

@@ -16,8 +16,9 @@ ON_THIS_MACHINE = ("local", "docker")
 GPU_ROLES = (Role.MAIN, Role.RANK, Role.WORKER)  # a chief, parameter servers and an evaluator need no GPU of their own
 
 
-def check_capacity(plan: LaunchPlan, manifest: Manifest, logger: Logger) -> None:
-    """More processes than CPUs: a warning (they share them). More GPU processes than GPUs: an error."""
+def check_capacity(plan: LaunchPlan, manifest: Manifest, logger: Logger, *, cuda_visible_devices: str | None) -> None:
+    """More processes than CPUs: a warning (they share them). More GPU processes than GPUs: an error.
+    `cuda_visible_devices`: tftrain's CUDA_VISIBLE_DEVICES (runner.settings), None when unset."""
     if plan.target not in ON_THIS_MACHINE:
         return
     cpus = cpu_count()
@@ -26,7 +27,7 @@ def check_capacity(plan: LaunchPlan, manifest: Manifest, logger: Logger) -> None
     if not manifest.use_gpu:
         return
     wanted = sum(1 for task in plan.tasks if task.role in GPU_ROLES)
-    gpus = gpu_count()
+    gpus = gpu_count(cuda_visible_devices)
     if gpus is not None and wanted > gpus:
         raise UnsupportedError(
             f"use_gpu: the job runs {wanted} processes that each need a GPU, and this machine has {gpus}"
@@ -40,8 +41,9 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def gpu_count() -> int | None:
-    """GPUs this machine lets tftrain use (`nvidia-smi -L`, within CUDA_VISIBLE_DEVICES); None: unknown."""
+def gpu_count(cuda_visible_devices: str | None) -> int | None:
+    """GPUs this machine lets tftrain use (`nvidia-smi -L`, within `cuda_visible_devices`: tftrain's
+    CUDA_VISIBLE_DEVICES, as runner.settings read it); None: unknown."""
     try:
         listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired):
@@ -49,7 +51,7 @@ def gpu_count() -> int | None:
     if listing.returncode != 0:
         return None
     count = sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU "))
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    visible = cuda_visible_devices
     if visible is not None and visible.strip():
         count = min(count, len([item for item in visible.split(",") if item.strip() and not item.strip().startswith("-")]))
     return count

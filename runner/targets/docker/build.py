@@ -9,9 +9,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from runner import services
 from runner.history.checksums import sha256_file
-from runner.errors import BuildError, DockerError
+from runner.errors import BuildError, DockerError, answered, one_line, unreachable
 from runner.targets.docker.images import ImageSpec
 from runner.telemetry.logger import Logger
 from runner.telemetry.tee import Tee
@@ -78,7 +77,7 @@ def push_image(client, tag: str, logger: Logger) -> None:
     with docker_errors(f"pushing {tag}"):
         for chunk in client.api.push(repository, tag=version, stream=True, decode=True):
             if "error" in chunk:  # the registry refused: the daemon says how, with its status when it had one
-                raise DockerError(f"registry: pushing {tag} failed: {services.one_line(chunk['error'])}")
+                raise DockerError(f"registry: pushing {tag} failed: {one_line(chunk['error'])}")
 
 
 @contextmanager
@@ -91,9 +90,9 @@ def docker_errors(what: str) -> Iterator[None]:
     try:
         yield
     except docker.errors.APIError as exc:
-        raise DockerError(services.answered("Docker", what, exc.status_code, exc.explanation)) from None
+        raise DockerError(answered("Docker", what, exc.status_code, exc.explanation)) from None
     except (docker.errors.DockerException, RequestException) as exc:
-        raise DockerError(services.unreachable("Docker", what, exc)) from None
+        raise DockerError(unreachable("Docker", what, exc)) from None
 
 
 def _build(client, context: io.BytesIO, tag: str, labels: dict, dockerfile: str, logger: Logger, log_path: Path) -> str:

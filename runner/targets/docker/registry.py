@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import os
 
-from runner import services
-from runner.errors import DockerError, PreparingError
+from runner.errors import DockerError, PreparingError, one_line, unreachable
 from runner.manifest.images import ImageRegistry
 from runner.manifest.model import Manifest
 
@@ -36,9 +35,9 @@ def log_in(client, registry: ImageRegistry, auth: dict[str, str]) -> None:
     try:
         client.login(auth["username"], auth["password"], registry=registry.host, reauth=True)
     except docker.errors.APIError as exc:
-        answer = services.one_line(str(exc.explanation or exc))
+        answer = one_line(str(exc.explanation or exc))
         if exc.status_code == 401 or "unauthorized" in answer.lower():
             raise DockerError(f"{what} failed: the registry refused the username or password ({answer})") from None
         raise DockerError(f"{what} failed: {answer}") from None
     except (docker.errors.DockerException, RequestException) as exc:
-        raise DockerError(services.unreachable("Docker", what, exc)) from None
+        raise DockerError(unreachable("Docker", what, exc)) from None

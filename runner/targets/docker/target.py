@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import runner
-from runner import services
 from runner.targets.docker.container import LABEL_RUN, Container, docker_client, stop_all
 from runner.targets.docker.build import base_image_id, build_image, existing_image
-from runner.errors import PreparingError, UnsupportedError
+from runner.errors import PreparingError, UnsupportedError, one_line
 from runner.targets.docker.registry import log_in, registry_auth
 from runner.targets.user_managed import IMAGE_PYTHON, framework_version, import_failed, probe_argv
 from runner.targets.docker.images import base_image_for, host_ca_bundle, image_spec
@@ -198,7 +197,7 @@ def check_image_python(client, image: str, python: str) -> str:
     except docker.errors.ContainerError as exc:
         raise import_failed(where, (exc.stderr or b"").decode(errors="replace")) from None
     except docker.errors.APIError as exc:  # the daemon could not start it: no such python in the image
-        raise PreparingError(f"python: {where} cannot be started ({services.one_line(str(exc.explanation or exc))})") from None
+        raise PreparingError(f"python: {where} cannot be started ({one_line(str(exc.explanation or exc))})") from None
     return framework_version(output.decode(errors="replace"))
 
 

@@ -8,8 +8,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner import services
-from runner.errors import ClusterError
+from runner.errors import ClusterError, answered, one_line, unreachable
 
 GROUP, VERSION = "kubeflow.org", "v1"
 PLURALS = {"TFJob": "tfjobs", "MPIJob": "mpijobs"}
@@ -62,10 +61,10 @@ class KubeObject:
             if tolerate is not None and exc.status == tolerate:
                 return None
             if not exc.status:  # no answer: TLS failed, or the request could not be made
-                raise ClusterError(f"Kubernetes: {what}: {services.one_line(str(exc.reason))}") from None
-            raise ClusterError(services.answered("Kubernetes", what, exc.status, _message(exc), reason=exc.reason)) from None
+                raise ClusterError(f"Kubernetes: {what}: {one_line(str(exc.reason))}") from None
+            raise ClusterError(answered("Kubernetes", what, exc.status, _message(exc), reason=exc.reason)) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:  # retries ran out: MaxRetryError and friends
-            raise ClusterError(services.unreachable("Kubernetes", what, exc)) from None
+            raise ClusterError(unreachable("Kubernetes", what, exc)) from None
 
 
 class KubeJob(KubeObject):

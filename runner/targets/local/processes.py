@@ -28,7 +28,6 @@ from pathlib import Path
 from runner.targets.local import cgroup as cgroups
 from runner.targets.local.cgroup import Cgroup, run_cgroup_name
 from runner.targets.local.watcher import Watcher
-from runner.paths import tftrain_home
 from runner.targets.base import CANNOT_START_SH
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -191,12 +190,12 @@ def contain(marker: str, cgroup_name: str | None, warn: Callable[[str], None]) -
     return RunProcesses(marker, cgroup, warn)
 
 
-def reap_run(run_id: str, home: Path | None = None) -> int:
+def reap_run(run_id: str, home: Path) -> int:
     """Kill what is left of a run whose tftrain is gone and remove its cgroup. Returns the number
     of processes killed: 0 when there is nothing (no cgroup, or no cgroups here at all)."""
     victims: list[int] = []
     try:
-        cgroup = cgroups.find(run_cgroup_name(run_id, home or tftrain_home()))
+        cgroup = cgroups.find(run_cgroup_name(run_id, home))
         if cgroup is not None and os.getpid() not in cgroup.pids():  # never ourselves
             victims = cgroup.kill()
             cgroup.remove()

@@ -27,7 +27,7 @@ def gpus(tmp_path, monkeypatch) -> int:
         stub.chmod(0o755)
         monkeypatch.setenv("PATH", f"{stub.parent}{os.pathsep}{os.environ['PATH']}")
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    count = gpu_count()
+    count = gpu_count(os.environ.get("CUDA_VISIBLE_DEVICES"))
     assert count is not None and count >= 1
     return count
 
@@ -35,13 +35,13 @@ def gpus(tmp_path, monkeypatch) -> int:
 def test_more_gpu_processes_than_gpus_is_an_error_at_run_start(project, gpus):
     fits = project(manifest=f"use_gpu: true\ndistributed_training:\n  backend: multi_worker_mirrored\n  worker_count: {gpus}\n")
     loaded = load_manifest(fits)
-    check_capacity(build_plan(PlanContext(loaded.manifest, "local", PYTHON, RUNTIME, {}, ())), loaded.manifest, Logger(io.StringIO()))
+    check_capacity(build_plan(PlanContext(loaded.manifest, "local", PYTHON, RUNTIME, {}, ())), loaded.manifest, Logger(io.StringIO()), cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
     # parameter servers and the chief need no GPU: workers = GPUs fits
     ps = project(manifest=f"use_gpu: true\ndistributed_training:\n  backend: parameter_server\n  worker_count: {gpus}\n")
     loaded = load_manifest(ps)
-    check_capacity(build_plan(PlanContext(loaded.manifest, "docker", PYTHON, RUNTIME, {}, ())), loaded.manifest, Logger(io.StringIO()))
+    check_capacity(build_plan(PlanContext(loaded.manifest, "docker", PYTHON, RUNTIME, {}, ())), loaded.manifest, Logger(io.StringIO()), cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
     over = project(manifest=f"use_gpu: true\ndistributed_training:\n  backend: multi_worker_mirrored\n  worker_count: {gpus + 1}\n")
     loaded = load_manifest(over)  # validation gives the same answer on every machine: it does not count GPUs
     plan = build_plan(PlanContext(loaded.manifest, "local", PYTHON, RUNTIME, {}, ()))
     with pytest.raises(UnsupportedError, match=rf"^use_gpu: the job runs {gpus + 1} processes that each need a GPU, and this machine has {gpus}$"):
-        check_capacity(plan, loaded.manifest, Logger(io.StringIO()))
+        check_capacity(plan, loaded.manifest, Logger(io.StringIO()), cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))

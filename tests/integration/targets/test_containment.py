@@ -92,10 +92,10 @@ def test_reap_run_ends_what_is_left_when_the_watcher_is_gone_too(project, home, 
     script, *grandchildren = pids_in(home / "runs/demo-1/workdir/outputs/pids")
     assert wait_dead(script, 10), "the training outlived tftrain (no parent-death signal)"
     assert all(alive(pid) for pid in grandchildren)  # left in the run's cgroup, for reap_run
-    assert reap_run("demo-1") == 2
+    assert reap_run("demo-1", home) == 2
     assert not any(alive(pid) for pid in grandchildren)
     assert run_cgroups(test_cgroup) == []
-    assert reap_run("demo-1") == 0  # nothing left: no error either
+    assert reap_run("demo-1", home) == 0  # nothing left: no error either
 
 
 def test_sighup_cancels_the_run(project, home, test_cgroup):

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from hostile_archives import archive_bytes, cve_2025_4517, device, directory, entry, plain_tar, with_pax
-from runner.history.archive import Limits, extract_into, pack, unpack
+from runner.history.archive import extract_into, pack, unpack
+from runner.settings import ArchiveLimits, resolve
 from runner.errors import RegistryError, UsageError
 
 
@@ -111,7 +112,7 @@ def test_a_gzip_bomb_stops_at_the_byte_cap(place):
         zipped.write(plain_tar(bytes(8 << 20)))  # 8 MiB of zeros: a few KiB compressed
     assert archive.stat().st_size < 64 << 10
     with pytest.raises(RegistryError, match=r"refusing to extract 'saved_model.pb': more than 1048576 bytes in all \(TFTRAIN_MAX_ARCHIVE_BYTES\)"):
-        unpack(archive, target, limits=Limits(max_bytes=1 << 20))
+        unpack(archive, target, limits=ArchiveLimits(max_bytes=1 << 20))
     assert sorted(os.listdir(work)) == ["flag"]
 
 
@@ -119,22 +120,19 @@ def test_too_many_entries(place):
     work, target, archive = place
     archive.write_bytes(archive_bytes([entry(f"f{i}", b"x") for i in range(20)]))
     with pytest.raises(RegistryError, match=r"refusing to extract 'f10': more than 10 entries \(TFTRAIN_MAX_ARCHIVE_ENTRIES\)"):
-        unpack(archive, target, limits=Limits(max_entries=10))
+        unpack(archive, target, limits=ArchiveLimits(max_entries=10))
     assert sorted(os.listdir(work)) == ["flag"]
-    assert unpack(archive, target, limits=Limits(max_entries=20)).files == 20
+    assert unpack(archive, target, limits=ArchiveLimits(max_entries=20)).files == 20
 
 
-def test_the_caps_come_from_the_environment(monkeypatch, place):
+def test_the_caps_come_from_the_environment(place):
     work, target, archive = place
     archive.write_bytes(archive_bytes([entry("w", b"x" * 100)]))
-    monkeypatch.setenv("TFTRAIN_MAX_ARCHIVE_BYTES", "99")
     with pytest.raises(RegistryError, match="more than 99 bytes"):
-        unpack(archive, target)
-    monkeypatch.setenv("TFTRAIN_MAX_ARCHIVE_BYTES", "lots")
+        unpack(archive, target, limits=resolve({"TFTRAIN_MAX_ARCHIVE_BYTES": "99"}).archive_limits)
     with pytest.raises(UsageError, match="TFTRAIN_MAX_ARCHIVE_BYTES must be a positive whole number, not 'lots'"):
-        unpack(archive, target)
-    monkeypatch.delenv("TFTRAIN_MAX_ARCHIVE_BYTES")
-    assert Limits.from_env() == Limits(max_bytes=256 << 30, max_entries=1_000_000)
+        resolve({"TFTRAIN_MAX_ARCHIVE_BYTES": "lots"})
+    assert resolve({}).archive_limits == ArchiveLimits(max_bytes=256 << 30, max_entries=1_000_000)
 
 
 def make_model(root: Path) -> Path:

@@ -188,7 +188,7 @@ def checked_at_run_start(plan, manifest) -> str:
     """What check_capacity says about `plan` on this machine (its warnings)."""
     stream = io.StringIO()
     logger = Logger(stream)
-    check_capacity(plan, manifest, logger)
+    check_capacity(plan, manifest, logger, cuda_visible_devices=None)
     logger.flush()
     return stream.getvalue()
 

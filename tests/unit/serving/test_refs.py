@@ -43,7 +43,7 @@ def test_a_version_is_copied_out_with_its_serving_files_and_removed_after(home, 
     with Store(home) as store:
         model = Registry(store).register("digits", saved_model(tmp_path / "sm"), None, {"framework_version": "2.18"})
         add_serving(store, model, {"serving/serving.json": b'{"path": "."}', "model.onnx": b"onnx"})
-    with checked_out("digits@latest", logger=None) as served:
+    with checked_out("digits@latest", logger=None, home=home) as served:
         root = served.directory.root
         assert (served.name, served.label, served.version, served.framework_version) == ("digits", "digits@v1", 1, "2.17.1")
         assert (root / "model" / "saved_model.pb").read_bytes() == b"graph"
@@ -58,7 +58,7 @@ def test_a_serving_file_that_does_not_match_version_json_is_damage(home, tmp_pat
         add_serving(store, model, {"model.onnx": b"onnx"})
     (model.path / "model.onnx").write_bytes(b"tampered")
     with pytest.raises(RegistryError, match=r"model.onnx is not what version.json says \(sha256 differs\)"):
-        with checked_out("digits@v1", logger=None):
+        with checked_out("digits@v1", logger=None, home=home):
             pass
 
 
@@ -68,13 +68,13 @@ def test_a_run_id_serves_the_model_that_run_registered(home, tmp_path):
         model = Registry(store).register("digits", saved_model(tmp_path / "sm"), run_id, {})
         store.update_run(run_id, model=model.label)
         bare = store.new_run("other", json.dumps({"name": "other"}))
-    with checked_out(run_id, logger=None) as served:
+    with checked_out(run_id, logger=None, home=home) as served:
         assert served.label == "digits@v1" and served.framework_version is None
     with pytest.raises(NotFoundError, match="neither a run nor a registered model"):
-        with checked_out(bare, logger=None):
+        with checked_out(bare, logger=None, home=home):
             pass
     with pytest.raises(NotFoundError, match="not registered"):
-        with checked_out("digits@v7", logger=None):
+        with checked_out("digits@v7", logger=None, home=home):
             pass
 
 

@@ -98,10 +98,10 @@ def test_runners_of_one_sweep_share_its_seed_from_the_study(optuna, tmp_path):
     """A sweep made without a seed keeps the one it drew: resume draws with it, whatever the manifest says."""
     spec = SweepSpec.model_validate({"search_space": CONTINUOUS, "limits": {"max_total_trials": 9}})
     objective = Objective(primary_metric="score", goal="maximize")
-    first = open_sweep(spec, "demo", objective, 9, tmp_path)
+    first = open_sweep(spec, "demo", objective, 9, tmp_path, {})
     drawn = run_trials(optuna, first.study, first.space, 3)
     seed = first.study.user_attrs[SEED]
-    again = open_sweep(spec, "demo", objective, 9, tmp_path, sweep_id=first.sweep_id, create=False)
+    again = open_sweep(spec, "demo", objective, 9, tmp_path, {}, sweep_id=first.sweep_id, create=False)
     assert again.study.user_attrs[SEED] == seed
     drawn += run_trials(optuna, again.study, again.space, 3)
     alone = optuna.create_study(sampler=sampler_for(spec.sampling, first.space, seed=seed))
@@ -143,11 +143,9 @@ def test_a_long_repeated_value_is_shortened_in_its_line(project):
 HOSTILE_PASSWORD = "p@ss:w/rd#1?&=%+ x"
 
 
-def test_a_password_from_the_environment_is_quoted_where_the_url_is_assembled(monkeypatch):
-    monkeypatch.setenv("SWEEP_DB_PASSWORD", HOSTILE_PASSWORD)
-    monkeypatch.setenv("SWEEP_DB_USER", "ops@team")
-    monkeypatch.setenv("SWEEP_DB_HOST", "db.internal")
-    url = storage_url("postgresql://${SWEEP_DB_USER}:$SWEEP_DB_PASSWORD@$SWEEP_DB_HOST:5432/sweeps?sslmode=disable&password=$SWEEP_DB_PASSWORD")
+def test_a_password_from_the_environment_is_quoted_where_the_url_is_assembled():
+    environ = {"SWEEP_DB_PASSWORD": HOSTILE_PASSWORD, "SWEEP_DB_USER": "ops@team", "SWEEP_DB_HOST": "db.internal"}
+    url = storage_url("postgresql://${SWEEP_DB_USER}:$SWEEP_DB_PASSWORD@$SWEEP_DB_HOST:5432/sweeps?sslmode=disable&password=$SWEEP_DB_PASSWORD", environ)
     assert url == (
         "postgresql://ops%40team:p%40ss%3Aw%2Frd%231%3F%26%3D%25%2B%20x@db.internal:5432/sweeps"
         "?sslmode=disable&password=p%40ss%3Aw%2Frd%231%3F%26%3D%25%2B%20x"
@@ -161,14 +159,12 @@ def test_a_password_from_the_environment_is_quoted_where_the_url_is_assembled(mo
     assert place.where == "ops@team@db.internal:5432/sweeps" and place.password == HOSTILE_PASSWORD
 
 
-def test_a_path_from_the_environment_stays_a_path(monkeypatch, tmp_path):
-    monkeypatch.setenv("SWEEP_DIR", str(tmp_path / "a b"))
-    assert storage_url("sqlite:///$SWEEP_DIR/sweeps.db") == f"sqlite:///{tmp_path}/a b/sweeps.db"
+def test_a_path_from_the_environment_stays_a_path(tmp_path):
+    assert storage_url("sqlite:///$SWEEP_DIR/sweeps.db", {"SWEEP_DIR": str(tmp_path / "a b")}) == f"sqlite:///{tmp_path}/a b/sweeps.db"
 
 
-def test_a_whole_url_from_the_environment_is_taken_as_written(monkeypatch):
-    monkeypatch.setenv("SWEEP_DB_URL", "postgresql://u:p%40ss@h:5432/db")
-    assert storage_url("$SWEEP_DB_URL") == "postgresql://u:p%40ss@h:5432/db"
+def test_a_whole_url_from_the_environment_is_taken_as_written():
+    assert storage_url("$SWEEP_DB_URL", {"SWEEP_DB_URL": "postgresql://u:p%40ss@h:5432/db"}) == "postgresql://u:p%40ss@h:5432/db"
 
 
 def test_a_hostile_sweep_json_is_no_sweep_record(tmp_path):
@@ -182,10 +178,9 @@ def test_a_hostile_sweep_json_is_no_sweep_record(tmp_path):
             read_sweep(tmp_path, "demo-sweep-1")
 
 
-def test_an_unset_variable_is_one_storage_error(monkeypatch):
-    monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
+def test_an_unset_variable_is_one_storage_error():
     with pytest.raises(StorageError, match=r"^sweep.storage: \$NOT_SET_ANYWHERE is not set in tftrain's environment$"):
-        storage_url("postgresql://u:$NOT_SET_ANYWHERE@h/db")
+        storage_url("postgresql://u:$NOT_SET_ANYWHERE@h/db", {})
 
 
 def test_a_database_error_under_optuna_is_one_storage_error_naming_the_storage(optuna):
@@ -225,7 +220,7 @@ def test_resume_tells_the_study_what_the_runs_did_and_the_table_agrees_with_them
     from runner.sweep.study import RESUMES, queue_stopped_trials
 
     spec = SweepSpec.model_validate({"search_space": CONTINUOUS, "limits": {"max_total_trials": 9}})
-    sweep = open_sweep(spec, "demo", Objective(primary_metric="score", goal="maximize"), 9, tmp_path)
+    sweep = open_sweep(spec, "demo", Objective(primary_metric="score", goal="maximize"), 9, tmp_path, {})
     ends = [("demo-1", "Completed", None, 0.75), ("demo-2", "Canceled", "the sweep's storage failed", None),
             ("demo-3", "Canceled", "early termination at step 2", 0.1), ("demo-4", "TimedOut", "max_run_duration_seconds (2s) reached", 0.2),
             ("../../etc", "Completed", None, 0.9), ("demo-6", "Failed", "lost: tftrain process 12 ended", None),

@@ -1,5 +1,7 @@
-"""Large models go to S3 (or an S3-compatible store) with boto3's multipart transfers; the
-release then carries `model.s3.json`: where the object is, its size and its sha256."""
+"""S3 (or an S3-compatible store) through boto3's multipart transfers, every failure one line.
+Large models go here instead of into a release, which then carries `model.s3.json`: where the
+object is, its size and its sha256 (runner.github.release_assets); checkpoint buckets
+(runner.run.checkpoints) and s3:// inputs (runner.run.downloads) use the same client and errors."""
 
 from __future__ import annotations
 
@@ -9,9 +11,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner import services
 from runner.history.checksums import sha256_file
-from runner.errors import StorageError, extra_module
+from runner.errors import StorageError, answered, extra_module, one_line, unreachable
 from runner.settings import GITHUB_ASSET_LIMIT, Settings
 PART = 16 * 1024**2  # four parts in flight: 64 MB of buffers at most
 
@@ -102,11 +103,11 @@ def s3_failure(exc: BaseException, doing: str, uri: str) -> str:
     if answer is not None:  # boto3's transfers wrap it (S3UploadFailedError)
         status = answer.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         code = answer.response.get("Error", {}).get("Code")
-        return services.answered("S3", f"{answer.operation_name} {uri}", status, reason=None if code == str(status) else code)
+        return answered("S3", f"{answer.operation_name} {uri}", status, reason=None if code == str(status) else code)
     failed = getattr(exc, "last_exception", None) or exc  # s3transfer's RetriesExceededError
     if isinstance(failed, (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError)):
-        return services.unreachable("S3", f"{doing} {uri}", failed)
-    return f"S3: {doing} {uri}: {services.one_line(str(failed))}"
+        return unreachable("S3", f"{doing} {uri}", failed)
+    return f"S3: {doing} {uri}: {one_line(str(failed))}"
 
 
 def pointer_text(pointer: dict) -> str:

@@ -7,7 +7,7 @@ import http.client
 import pytest
 import urllib3
 
-from runner import services
+from runner import errors
 
 
 @pytest.mark.parametrize(
@@ -21,7 +21,7 @@ from runner import services
     ],
 )
 def test_answered(args, kwargs, line):
-    assert services.answered(*args, **kwargs) == line
+    assert errors.answered(*args, **kwargs) == line
 
 
 def wrapped(inner: BaseException) -> urllib3.exceptions.MaxRetryError:
@@ -45,11 +45,11 @@ def wrapped(inner: BaseException) -> urllib3.exceptions.MaxRetryError:
     ],
 )
 def test_the_cause_of_a_broken_connection(inner, cause):
-    line = services.unreachable("GitHub", "GET /asset", wrapped(inner))
+    line = errors.unreachable("GitHub", "GET /asset", wrapped(inner))
     assert line == f"GitHub: GET /asset got no answer: {cause}"
     assert "secret" not in line
 
 
 def test_a_query_string_never_shows():
-    assert services.cause(ValueError("Max retries exceeded with url: /a?sig=secret (Caused by X)")) == "Max retries exceeded with url: /a (Caused by X)"
-    assert services.path_of("https://uploads.example/repos/o/r/releases/1/assets?name=m.tar.gz&sig=x") == "/repos/o/r/releases/1/assets"
+    assert errors.cause(ValueError("Max retries exceeded with url: /a?sig=secret (Caused by X)")) == "Max retries exceeded with url: /a (Caused by X)"
+    assert errors.path_of("https://uploads.example/repos/o/r/releases/1/assets?name=m.tar.gz&sig=x") == "/repos/o/r/releases/1/assets"

@@ -183,7 +183,7 @@ def _export(loaded: LoadedManifest, paths: RunPaths, serving: dict, logger: Logg
 
 
 def _cached_env(requirements: tuple[str, ...], constraints: str | None, paths: RunPaths, logger: Logger) -> tuple[str, str]:
-    from runner.targets.local.environment import prepare_env, requirements_spec
+    from runner.environments import prepare_env, requirements_spec
 
     spec = requirements_spec(requirements, constraints)
     env = prepare_env(spec, paths.workdir, logger, paths.serving / "environment.log", console=False)

@@ -35,7 +35,7 @@ from runner.history.record import RunStatus
 from runner.history.store import Store
 from runner.settings import Settings
 from runner.targets.base import Outcome, RunControl, Target
-from runner.targets.registry import target_for
+from runner.targets.factory import target_for
 from runner.spec import Spec
 
 # What only runs after the training (TensorBoard events, the registry, the rendered summary)

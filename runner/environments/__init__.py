@@ -58,6 +58,7 @@ _API = {
     "DaemonImage": "training_image",
     "prepare_image": "training_image",
     "planned_image": "training_image",
+    "push_code_image": "training_image",
 }
 
 __all__ = sorted(_API)

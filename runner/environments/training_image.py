@@ -3,16 +3,19 @@
 Log in to a private registry, pull the base image, then either check the image's own python
 (`user_managed`) or build the content-tagged image unless the daemon has it. The docker target
 does this on this machine's daemon, the pool on each placed host's; the Kubernetes target builds
-its code image FROM the result. The Dockerfile is the same everywhere, so the tag is too.
+its code image FROM the result (`push_code_image`). The Dockerfile is the same everywhere, so the
+tag is too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import NamedTuple
 
+import runner
 from runner.environments.daemon import docker_client, log_in, registry_auth
-from runner.environments.image_build import base_image_id, build_image, existing_image
+from runner.environments.image_build import base_image_id, build_code_image, build_image, existing_image, push_image, trees_digest
 from runner.environments.images import ImageSpec, host_ca_bundle, image_spec
 from runner.environments.user_managed import check_image_python, image_python
 from runner.errors import UnsupportedError
@@ -62,6 +65,24 @@ def planned_image(loaded: LoadedManifest, base: str) -> ImageSpec:
     except Exception:  # no daemon, or no base image yet: the tag then names the base by name
         base_id = None
     return image_spec(loaded, base_id, host_ca_bundle())
+
+
+def push_code_image(loaded: LoadedManifest, training_image: str, registry: str, paths: RunPaths, logger: Logger) -> str:
+    """FROM the training image, the run's snapshot and tftrain's runner copied in, pushed to
+    `registry`: for a cluster, which cannot mount this machine's files. Tagged by the training
+    image's tag and the code's digest, so an unchanged snapshot is neither rebuilt nor re-tagged."""
+    trees = {"workspace": paths.workdir, "runner": Path(runner.__file__).parent}
+    code = trees_digest(trees)
+    repository, _, env_tag = training_image.rpartition(":")
+    tag = f"{registry}/{repository}:{env_tag[:12]}-{code[:12]}"
+    client = docker_client()
+    auth = registry_auth(loaded.manifest)
+    if auth is not None:  # the code image may go to the same private registry
+        log_in(client, loaded.manifest.image_registry, auth)
+    if existing_image(client, tag) is None:
+        build_code_image(client, training_image, trees, tag, logger, paths.prepare_log)
+    push_image(client, tag, logger)
+    return tag
 
 
 def check_gpu_runtime(client) -> None:

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import yaml
 
-import runner
-from runner.environments import build_code_image, docker_client, existing_image, log_in, push_image, registry_auth, trees_digest
+from runner.environments import push_code_image
 from runner.errors import UnsupportedError
 from runner.history.record import RunStatus
 from runner.history.rundir import RunPaths, RuntimePaths
@@ -73,17 +72,7 @@ class KubernetesTarget(Target):
         if dry_run:
             image = f"{spec.registry or '<registry>'}/{training.image}-code"
             return training.model_copy(update={"image": image, "description": f"{training.description}, code image {image}"})
-        trees = {"workspace": paths.workdir, "runner": Path(runner.__file__).parent}
-        code = trees_digest(trees)
-        repository, _, env_tag = training.image.rpartition(":")
-        tag = f"{spec.registry}/{repository}:{env_tag[:12]}-{code[:12]}"
-        client = docker_client()
-        auth = registry_auth(loaded.manifest)
-        if auth is not None:  # the code image may go to the same private registry
-            log_in(client, loaded.manifest.image_registry, auth)
-        if existing_image(client, tag) is None:
-            build_code_image(client, training.image, trees, tag, logger, paths.prepare_log)
-        push_image(client, tag, logger)
+        tag = push_code_image(loaded, training.image, spec.registry, paths, logger)
         return training.model_copy(update={"image": tag, "description": f"{training.description}, code image {tag} (pushed)"})
 
     def runtime(

@@ -111,6 +111,7 @@ def test_the_code_image_changes_with_the_shipped_runner(tmp_path, monkeypatch):
     import runner
     from runner.targets.base import Environment
     from runner.targets.containerized import ImageState
+    from runner.environments import training_image
     from runner.targets.kubernetes import target as kubernetes_target
     from runner.targets.kubernetes.target import KubernetesTarget
 
@@ -123,11 +124,11 @@ def test_the_code_image_changes_with_the_shipped_runner(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "__file__", str(shipped / "__init__.py"))
     training = Environment("python", "image", True, isolated=True, image="tftrain/digits:0123456789abcdef")
     monkeypatch.setattr(kubernetes_target, "image_environment", lambda *args: training)
-    monkeypatch.setattr(kubernetes_target, "docker_client", lambda: None)
-    monkeypatch.setattr(kubernetes_target, "existing_image", lambda client, tag: None)
+    monkeypatch.setattr(training_image, "docker_client", lambda: None)
+    monkeypatch.setattr(training_image, "existing_image", lambda client, tag: None)
     built = []
-    monkeypatch.setattr(kubernetes_target, "build_code_image", lambda client, base, trees, tag, *rest: built.append((tag, trees)))
-    monkeypatch.setattr(kubernetes_target, "push_image", lambda *args: None)
+    monkeypatch.setattr(training_image, "build_code_image", lambda client, base, trees, tag, *rest: built.append((tag, trees)))
+    monkeypatch.setattr(training_image, "push_image", lambda *args: None)
     kubernetes = types.SimpleNamespace(image=None, registry="registry.example:5000")
     manifest = types.SimpleNamespace(compute=types.SimpleNamespace(kubernetes=kubernetes), image_registry=None)
     loaded = types.SimpleNamespace(manifest=manifest)

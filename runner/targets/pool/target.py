@@ -4,8 +4,8 @@ check: the pool file, `compute.hosts`, and whether the job could ever fit. reser
 preflight (`tftrain pool check`), then a place in the queue until leases on GPUs/slots are
 taken. environment: the training image, built on every placed host through its own docker
 endpoint (the Dockerfile is the docker target's, so the content tag is the same everywhere).
-execute: runner.targets.pool.run_on_hosts, with the session the reservation placed (kept on the target,
-which serves one run).
+execute: runner.targets.pool.run_on_hosts, with the session the reservation placed (kept on the
+target, which serves one run).
 """
 
 from __future__ import annotations

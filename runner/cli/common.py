@@ -11,15 +11,13 @@ from runner.errors import ManifestError
 from runner.telemetry.logger import Logger
 from runner.manifest.fields import NAME_PATTERN
 from runner.manifest import DEFAULT_NAME, LoadedManifest, load_manifest
-
-
-TARGETS = ("local", "docker", "kubernetes")
+from runner.targets.catalog import NAMES
 
 
 def add_manifest_arg(parser: argparse.ArgumentParser, target: bool = False) -> None:
     parser.add_argument("-f", "--file", default=DEFAULT_NAME, help=f"the manifest (default: {DEFAULT_NAME})")
     if target:
-        parser.add_argument("--target", choices=TARGETS, help="run on this target instead of the manifest's compute.target")
+        parser.add_argument("--target", choices=NAMES, help="run on this target instead of the manifest's compute.target")
         parser.add_argument("--model-name", help="the model's name instead of the manifest's name")
 
 

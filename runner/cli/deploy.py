@@ -90,7 +90,7 @@ def deploy(args, repository: str, base: ImageReference, logger: Logger) -> int:
     with Store(tftrain_home()) as store:
         model = Registry(store).resolve(args.ref)
     resources = ServingResources.of(model.info)
-    from runner.targets.docker.container import docker_client
+    from runner.environments import docker_client
 
     client = docker_client()
     log_path = tftrain_home() / "deploys" / f"{model.name}-v{model.version}.log"
@@ -116,8 +116,7 @@ def build(client, files: VersionFiles, repository: str, base: ImageReference, lo
     """The model image (its environment built first when this machine has none with its tag),
     tagged with both tags. `base` is parsed: only a reference of Docker's grammar is rendered."""
     from runner.serving.image import environment_spec, model_image_spec
-    from runner.targets.docker.build import base_image_id, build_image, docker_errors, existing_image
-    from runner.targets.docker.images import host_ca_bundle
+    from runner.environments import base_image_id, build_image, docker_errors, existing_image, host_ca_bundle
 
     environment = environment_spec(base, base_image_id(client, str(base), logger), files.tensorflow, files.onnx, host_ca_bundle())
     environment_id = existing_image(client, environment.tag)
@@ -145,7 +144,7 @@ def smoke_test(
     ready, predict on the recorded sample and compare; the container is always removed. With
     `auth`, the server gets a random key in TFTRAIN_SERVING_TOKEN (as the InferenceService's secret
     gives it) and must refuse a predict without it: a deploy never claims a key it does not enforce."""
-    from runner.targets.docker.build import docker_errors
+    from runner.environments import docker_errors
 
     name = files.model.name
     token = secrets.token_urlsafe(32) if auth else None
@@ -296,7 +295,7 @@ def _compare(predictions, expected_file: Path) -> float:
 def push(client, image: ModelImage, logger: Logger) -> str:
     """Push the content tag, then the version tag; the digest. The content tag goes first: if the
     registry refuses, no NAME-vN names anything; a refusal is one line (DeployError)."""
-    from runner.targets.docker.build import docker_errors, push_image
+    from runner.environments import docker_errors, push_image
 
     for tag in image.tags:
         try:

@@ -7,9 +7,8 @@ from __future__ import annotations
 import time
 
 from runner.errors import UsageError
-from runner.targets.docker.container import docker_client
+from runner.environments import LABEL, docker_client
 from runner.serving.image import LABEL as SERVING
-from runner.targets.docker.images import LABEL
 
 HASH_LABEL = f"{LABEL}.content-hash"
 SERVING_HASH_LABEL = f"{SERVING}.content-hash"

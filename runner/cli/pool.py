@@ -10,7 +10,7 @@ from runner.manifest import load_manifest
 from runner.targets.pool.inventory import DEFAULT_POOL_FILE, LoadedPool, load_pool, pool_schema
 from runner.targets.pool.jobs import capacities, request_for
 from runner.targets.pool.leases import Leases
-from runner.targets.pool.probe import HostStatus, preflight
+from runner.targets.pool.preflight import HostStatus, preflight
 from runner.targets.pool.schedule import eligible
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from runner.errors import ManifestError
 from runner.manifest import yamlfile
-from runner.targets.local.environment import FRAMEWORK_PACKAGES
+from runner.environments import FRAMEWORK_PACKAGES
 from runner.importer.draft import TODO, Draft
 
 AZUREML_PACKAGE = re.compile(r"^azureml([-_.]|$)", re.IGNORECASE)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 
-from runner.manifest.curated import constraint_set, major_minor
 from runner.manifest.frameworks import DEFAULT_VERSION, FRAMEWORKS
 from runner.manifest.model import Manifest
 from runner.manifest.document import Location
@@ -41,6 +40,8 @@ def _listed_tensorflow(packages: list[str]) -> list[tuple[int, str, str]]:
 
 def _unpinned(manifest: Manifest, listed: list[tuple[int, str, str]]) -> list[Problem]:
     release = manifest.framework_version or DEFAULT_VERSION
+    from runner.environments import constraint_set  # here: the wing's curated sets import this package
+
     found = constraint_set(release)
     tested = ", its tested set" if found is not None and found.covers(release) else ""
     return [
@@ -59,6 +60,8 @@ def _without_set(manifest: Manifest) -> list[Problem]:
     version = manifest.framework_version
     if version is None or (manifest.use_docker and not manifest.custom_docker_image):
         return []  # the default release's set; an official image brings its own TensorFlow
+    from runner.environments import constraint_set, major_minor  # here: see _unpinned
+
     release, found = major_minor(version), constraint_set(version)
     if found is None:
         known = list(FRAMEWORKS)

@@ -28,6 +28,7 @@ from runner.manifest.fields import (
 )
 from runner.manifest.checkpoints import CheckpointsSpec
 from runner.manifest.images import ImageRegistry
+from runner.targets.catalog import TargetName
 from runner.manifest.retry import RetrySpec
 from runner.manifest.sources import check_sources
 from runner.manifest.sweep import SweepSpec
@@ -101,7 +102,7 @@ MAX_GRACE_SECONDS = 3600
 
 
 class ComputeSpec(Model):
-    target: Literal["local", "docker", "pool", "kubernetes"] | None = Field(
+    target: TargetName | None = Field(
         default=None, description="Where the job runs; default: docker when use_docker is true, else local"
     )
     slots_per_node: int | None = Field(

@@ -17,6 +17,7 @@ from runner.manifest.sweep_rules import check_sweep
 from runner.manifest.sourcepaths import regular_file_problem, text_file_problem, through_link
 from runner.manifest.document import Location
 from runner.history.refs import resume_ref_problem
+from runner.targets.catalog import ON_THIS_MACHINE, TARGETS
 
 Problem = tuple[Location, str]
 MAX_ARGUMENT = 128 << 10  # Linux's MAX_ARG_STRLEN: one argv or environment string
@@ -273,7 +274,7 @@ def _metrics(manifest: Manifest) -> list[Problem]:
 
 def _docker(manifest: Manifest) -> list[Problem]:
     target = manifest.compute.target
-    if manifest.use_docker and target not in (None, "docker", "pool", "kubernetes"):
+    if manifest.use_docker and target is not None and not TARGETS[target].containers:
         return [(("use_docker",), f"use_docker: true conflicts with compute.target: {target}")]
     if manifest.custom_docker_image and effective_target(manifest) == "local":
         return [(("custom_docker_image",), "needs use_docker: true (or compute.target: docker)")]
@@ -289,8 +290,8 @@ def _checkpoints(manifest: Manifest) -> list[Problem]:
     if not checkpoints.dir.startswith(outputs + "/"):
         problems.append((("checkpoints", "dir"), f"{checkpoints.dir!r} must be a directory inside outputs_dir {outputs!r}"))
     target = effective_target(manifest)
-    if target not in ("local", "docker"):  # the sync reads the run's workdir on this machine
-        problems.append((("checkpoints",), f"checkpoint sync needs the local or docker target, not {target}"))
+    if target not in ON_THIS_MACHINE:  # the sync reads the run's workdir on this machine
+        problems.append((("checkpoints",), f"checkpoint sync needs the {' or '.join(ON_THIS_MACHINE)} target, not {target}"))
     return problems
 
 

@@ -37,7 +37,7 @@ from runner.settings import Settings
 from runner.run.context import Kept, RunContext, RunWatch, Training
 from runner.targets.base import Outcome, RunControl
 from runner.targets.leftovers import reconcile
-from runner.targets.registry import target_for
+from runner.targets.factory import target_for
 
 # What only runs after the training (TensorBoard events, the registry, the rendered summary)
 # is imported there: the script starts sooner.

@@ -30,7 +30,7 @@ from runner.history.registry import SUMS, ModelVersion, checkout_version, damage
 from runner.serving.imageref import TAG, ImageReference
 from runner.serving.layout import VersionDir
 from runner.serving.requirements import serving_constraints, serving_requirements
-from runner.targets.docker.images import CA_NAME, CONSTRAINTS_NAME, ImageSpec
+from runner.environments import CA_NAME, CONSTRAINTS_NAME, ImageSpec
 from runner.templates import render
 
 PORT = 8080

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from runner.manifest.curated import constraints_for, major_minor
+from runner.environments import constraints_for, major_minor
 from runner.manifest.frameworks import DEFAULT_VERSION, requirement
 
 KSERVE = "kserve==0.16.0"

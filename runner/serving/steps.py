@@ -18,7 +18,7 @@ PROBE_SECONDS = 900.0  # importing TensorFlow on a loaded 2-core runner takes se
 
 def cached_env(requirements: tuple[str, ...], constraints: str | None, paths: RunPaths, logger: Logger) -> tuple[str, str]:
     """The Python of a cached virtualenv holding `requirements`, and how it is described."""
-    from runner.targets.local.environment import prepare_env, requirements_spec
+    from runner.environments import prepare_env, requirements_spec
 
     spec = requirements_spec(requirements, constraints)
     env = prepare_env(spec, paths.workdir, logger, paths.serving / "environment.log", console=False)

@@ -183,8 +183,9 @@ def check_concurrency(manifest, logger: Logger, cuda_visible_devices: str | None
     from runner.manifest import effective_target
     from runner.manifest.rules import process_count
     from runner.plan.launchers.capacity import cpu_count, gpu_count
+    from runner.targets.catalog import ON_THIS_MACHINE
 
-    if effective_target(manifest) not in ("local", "docker"):
+    if effective_target(manifest) not in ON_THIS_MACHINE:
         return
     limit = manifest.sweep.limits.max_concurrent_trials
     per = process_count(manifest)

@@ -6,7 +6,10 @@ before a run is recorded, `reserve` holds what the run needs from before Prepari
 of Running (the pool's leases), `environment` makes the Python environment (virtualenv or
 image), `runtime` says where the run's directories are as the training sees them, `finalize`
 adds the target's own files to the plan, `execute` runs it. `Target` gives the defaults; a
-backend overrides what it does differently. runner.targets.registry names the backends.
+backend overrides what it does differently; no backend inherits from another, each is composed
+of the parts it uses (an environment from runner.environments, the container runtime in
+container.py and containerized.py, a launcher, supervise's clock). runner.targets.catalog names
+the backends, runner.targets.factory makes one.
 """
 
 from __future__ import annotations

@@ -56,7 +56,8 @@ def _target(manifest_json: str) -> str | None:
 def _containers(run_id: str) -> int:
     """Force-remove the run's containers (SIGKILL: a lost run has no grace to give); 0 when no
     daemon answers (docker not here, or another machine's)."""
-    from runner.targets.docker.container import LABEL_RUN, docker_client
+    from runner.environments import docker_client
+    from runner.targets.container import LABEL_RUN
 
     try:
         client = docker_client()

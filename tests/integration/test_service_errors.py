@@ -64,7 +64,7 @@ def test_an_unreachable_cluster(project, cli, home, tmp_path, monkeypatch):
 
 
 def test_a_push_the_daemon_refuses(docker_client, tmp_path):
-    from runner.targets.docker.build import push_image
+    from runner.environments.image_build import push_image
     from runner.errors import DockerError
     from runner.telemetry.logger import Logger
 

@@ -11,8 +11,8 @@ from runner.errors import UnsupportedError
 from runner.telemetry.logger import Logger
 from runner.manifest.model import Manifest
 from runner.plan.model import LaunchPlan, Role
+from runner.targets.catalog import ON_THIS_MACHINE
 
-ON_THIS_MACHINE = ("local", "docker")
 GPU_ROLES = (Role.MAIN, Role.RANK, Role.WORKER)  # a chief, parameter servers and an evaluator need no GPU of their own
 
 

@@ -1,1 +1,1 @@
-"""The docker target: training images built by content, one container per task."""
+"""The docker target: one container per task from the training image (runner.environments builds it)."""

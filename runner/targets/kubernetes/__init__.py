@@ -1,1 +1,1 @@
-"""The kubernetes target: Kubeflow TFJob/MPIJob resources, their API client."""
+"""The kubernetes target: Kubeflow TFJob/MPIJob resources and their job client (over runner.targets.kube_api)."""

@@ -1,5 +1,6 @@
-"""A Kubeflow job on a cluster, through the official kubernetes client: create, watch, stream
-pod logs, delete. The training-operator labels every pod with its job, replica type and index."""
+"""A Kubeflow job on a cluster, through the official kubernetes client (runner.targets.kube_api):
+create, watch, stream pod logs, delete. The training-operator labels every pod with its job,
+replica type and index."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.errors import ClusterError, answered, one_line, unreachable
+from runner.targets.kube_api import KubeObject, kubernetes_module
 
 GROUP, VERSION = "kubeflow.org", "v1"
 PLURALS = {"TFJob": "tfjobs", "MPIJob": "mpijobs"}
@@ -26,51 +27,10 @@ class Pod:
     container: str
 
 
-def _client():
-    try:
-        import kubernetes
-    except ImportError:
-        raise ClusterError("compute.target: kubernetes needs the kubernetes client: pip install 'tf-train-action[kubernetes]'") from None
-    return kubernetes
-
-
-class KubeObject:
-    """One custom object (`document`) on the cluster of a kubeconfig, and calls that fail in one line."""
-
-    def __init__(self, kubeconfig: Path, document: dict) -> None:
-        kubernetes = _client()
-        self.errors = kubernetes.client.exceptions.ApiException
-        try:
-            self.api_client = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
-        except Exception as exc:  # kubernetes.config.ConfigException and friends
-            raise ClusterError(f"{kubeconfig}: cannot use this kubeconfig: {exc}") from None
-        self.custom = kubernetes.client.CustomObjectsApi(self.api_client)
-        self.document = document
-        self.name = document["metadata"]["name"]
-        self.namespace = document["metadata"]["namespace"]
-        self.label = f"{document['kind']} {self.namespace}/{self.name}"
-
-    def _call(self, what: str, function, *args, tolerate: int | None = None, **kwargs):
-        """function(*args, **kwargs); None when the API answers `tolerate` (409 to a create: it exists,
-        404 to a delete: it is gone); any other failure is a ClusterError naming the call."""
-        import urllib3
-
-        try:
-            return function(*args, **kwargs)
-        except self.errors as exc:
-            if tolerate is not None and exc.status == tolerate:
-                return None
-            if not exc.status:  # no answer: TLS failed, or the request could not be made
-                raise ClusterError(f"Kubernetes: {what}: {one_line(str(exc.reason))}") from None
-            raise ClusterError(answered("Kubernetes", what, exc.status, _message(exc), reason=exc.reason)) from None
-        except (urllib3.exceptions.HTTPError, OSError) as exc:  # retries ran out: MaxRetryError and friends
-            raise ClusterError(unreachable("Kubernetes", what, exc)) from None
-
-
 class KubeJob(KubeObject):
     def __init__(self, kubeconfig: Path, document: dict) -> None:
         super().__init__(kubeconfig, document)
-        self.core = _client().client.CoreV1Api(self.api_client)
+        self.core = kubernetes_module().client.CoreV1Api(self.api_client)
         self.plural = PLURALS[document["kind"]]
         self.container = "tensorflow" if document["kind"] == "TFJob" else None
 
@@ -130,12 +90,3 @@ class KubeJob(KubeObject):
             f"deleting {self.label}",
             self.custom.delete_namespaced_custom_object, GROUP, VERSION, self.namespace, self.plural, self.name, tolerate=404,
         )
-
-
-def _message(exc) -> str:
-    import json
-
-    try:
-        return json.loads(exc.body).get("message", exc.body)
-    except (TypeError, ValueError):
-        return str(exc.body or "")

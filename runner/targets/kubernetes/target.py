@@ -8,26 +8,27 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
 import yaml
 
-import runner
-from runner.targets.kubernetes import jobs
+from runner.environments import push_code_image
 from runner.errors import UnsupportedError
-from runner.targets.kubernetes.client import KubeJob
-from runner.targets.kubernetes.pullsecret import SECRET_TYPE, secret_for
-from runner.targets.docker.registry import log_in, registry_auth
-from runner.telemetry.logger import Logger
-from runner.telemetry.logpump import LineSink, LogPump
+from runner.history.record import RunStatus
+from runner.history.rundir import RunPaths, RuntimePaths
 from runner.manifest import LoadedManifest
 from runner.plan.model import ContainerSpec, LaunchPlan
-from runner.history.rundir import RunPaths, RuntimePaths
-from runner.targets.base import Environment, Outcome, RunControl, follow
-from runner.targets.docker.target import DockerState, DockerTarget
+from runner.targets.base import Environment, Outcome, Probe, RunControl, Target, follow
+from runner.targets.containerized import ImageState, container_view, image_environment, image_state, probe_in_container
+from runner.targets.kubernetes import jobs
+from runner.targets.kubernetes.client import KubeJob
+from runner.targets.kubernetes.pullsecret import SECRET_TYPE, secret_for
 from runner.targets.supervise import supervise
-from runner.history.record import RunStatus
+from runner.telemetry.logger import Logger
+from runner.telemetry.logpump import LineSink, LogPump
 
 POLL_SECONDS = 1.0
 LOG_DRAIN_SECONDS = 30.0
@@ -41,14 +42,14 @@ def kubeconfig() -> Path | None:
     return None
 
 
-class KubernetesTarget(DockerTarget):
-    """The docker target's check and training image, with the code baked into an image the
-    cluster can pull, run as the operator's job."""
+class KubernetesTarget(Target):
+    """The training image as the docker target builds it (on this machine's daemon), with the code
+    baked into an image the cluster can pull, run as the operator's job."""
 
     name = "kubernetes"
 
-    def check(self, loaded: LoadedManifest, dry_run: bool = False) -> DockerState:
-        base = super().check(loaded)
+    def check(self, loaded: LoadedManifest, dry_run: bool = False) -> ImageState:
+        base = image_state(loaded)
         if dry_run:
             return base
         if kubeconfig() is None:
@@ -64,34 +65,21 @@ class KubernetesTarget(DockerTarget):
             )
         return base
 
-    def environment(self, loaded: LoadedManifest, state: DockerState, paths: RunPaths, logger: Logger, dry_run: bool) -> Environment:
+    def environment(self, loaded: LoadedManifest, state: ImageState, paths: RunPaths, logger: Logger, dry_run: bool) -> Environment:
         spec = loaded.manifest.compute.kubernetes
         if spec.image:
             return Environment("python", f"image {spec.image} (compute.kubernetes.image)", True, isolated=True, image=spec.image)
-        training = super().environment(loaded, state, paths, logger, dry_run)
+        training = image_environment(loaded, state.base_image, paths, logger, dry_run)
         if dry_run:
             image = f"{spec.registry or '<registry>'}/{training.image}-code"
             return replace(training, image=image, description=f"{training.description}, code image {image}")
-        from runner.targets.docker.build import build_code_image, existing_image, push_image, trees_digest
-        from runner.targets.docker.container import docker_client
-
-        trees = {"workspace": paths.workdir, "runner": Path(runner.__file__).parent}
-        code = trees_digest(trees)
-        repository, _, env_tag = training.image.rpartition(":")
-        tag = f"{spec.registry}/{repository}:{env_tag[:12]}-{code[:12]}"
-        client = docker_client()
-        auth = registry_auth(loaded.manifest)
-        if auth is not None:  # the code image may go to the same private registry
-            log_in(client, loaded.manifest.image_registry, auth)
-        if existing_image(client, tag) is None:
-            build_code_image(client, training.image, trees, tag, logger, paths.prepare_log)
-        push_image(client, tag, logger)
+        tag = push_code_image(loaded, training.image, spec.registry, paths, logger)
         return replace(training, image=tag, description=f"{training.description}, code image {tag} (pushed)")
 
     def runtime(
         self, loaded: LoadedManifest, env: Environment, paths: RunPaths, inputs: dict[str, Path], resume: Path | None
     ) -> tuple[RuntimePaths, ContainerSpec]:
-        view, container = super().runtime(loaded, env, paths, {}, resume)
+        view, container = container_view(loaded, env, paths, {}, resume)
         inside_inputs = {input_name: f"/tftrain/inputs/{input_name}" for input_name in inputs}
         view = replace(view, inputs=inside_inputs)
         # the pod's command is the task's argv as it is (kubectl logs keeps the two streams apart)
@@ -134,6 +122,11 @@ class KubernetesTarget(DockerTarget):
             _drain(streams)
 
         return supervise(judge, stop, control, every=POLL_SECONDS, stopped="; the job was deleted")
+
+    @contextmanager
+    def probing(self, env: Environment, paths: RunPaths, warm: bool) -> Iterator[Probe]:
+        """The gate in a container of the code image, which this machine's daemon built."""
+        yield lambda args, log, timeout: probe_in_container(env, paths, args, log, timeout)
 
 
 def _past_deadline(control: RunControl, message: str) -> bool:

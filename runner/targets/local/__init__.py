@@ -1,1 +1,1 @@
-"""The local target: a virtualenv on this machine, processes contained in a cgroup."""
+"""The local target: processes on this machine, contained in a cgroup, in a virtualenv from runner.environments."""

@@ -1,6 +1,6 @@
 """The local target: the plan's processes run on this machine, each in its own process group,
 all in the run's cgroup (see processes.py), in the current interpreter or a cached virtualenv
-(see environment.py)."""
+(runner.environments)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from shutil import which
 
-from runner.targets.local.environment import EnvSpec, env_spec, framework_version_of, packages_in, prepare_env
+from runner.environments import EnvSpec, check_interpreter, current_interpreter, env_spec, framework_version_of, packages_in, prepare_env
 from runner.errors import UnsupportedError
-from runner.targets.user_managed import check_interpreter
 from runner.telemetry.logger import Logger
 from runner.telemetry.logpump import LineSink, LogPump
 from runner.manifest import LoadedManifest
@@ -71,8 +70,7 @@ class LocalTarget(Target):
                     + (" and Horovod" if program == "horovodrun" else "")
                 )
         if loaded.manifest.user_managed:  # checked before the run is recorded: a missing TensorFlow is one line
-            spec = EnvSpec(".".join(map(str, sys.version_info[:3])), (), None, None, None)
-            return LocalState(spec, None if dry_run else check_interpreter(_user_python(loaded)))
+            return LocalState(current_interpreter(), None if dry_run else check_interpreter(_user_python(loaded)))
         return LocalState(env_spec(loaded.manifest, loaded.source_dir))
 
     @contextmanager

@@ -1,1 +1,1 @@
-"""The pool target: your own hosts over ssh, leased per run."""
+"""The pool target: your own hosts over ssh, leased per run (preflight, schedule, leases, dispatch, run_on_hosts)."""

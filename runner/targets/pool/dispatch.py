@@ -18,17 +18,17 @@ from runner.plan.model import HostMap
 from runner.targets.pool.inventory import Host, LoadedPool
 from runner.targets.pool.jobs import capacities, describe, host_map
 from runner.targets.pool.leases import Heartbeat, Leases
-from runner.targets.pool.probe import preflight
+from runner.targets.pool.preflight import preflight
 from runner.targets.pool.schedule import Capacity, Placement, Request, eligible, never_fits, place
 from runner.targets.pool.ssh import DockerEndpoint
 from runner.targets.base import TargetState
-from runner.targets.docker.target import DockerState
+from runner.targets.containerized import ImageState
 
 QUEUE_POLL_SECONDS = 1.0
 
 
 @dataclass(frozen=True, slots=True)
-class PoolJob(DockerState):
+class PoolJob(ImageState):
     """What `check` found: the base image (as for docker), the pool, and the job's demands."""
 
     pool: LoadedPool

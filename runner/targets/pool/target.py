@@ -4,8 +4,8 @@ check: the pool file, `compute.hosts`, and whether the job could ever fit. reser
 preflight (`tftrain pool check`), then a place in the queue until leases on GPUs/slots are
 taken. environment: the training image, built on every placed host through its own docker
 endpoint (the Dockerfile is the docker target's, so the content tag is the same everywhere).
-execute: runner.targets.pool.launch, with the session the reservation placed (kept on the target,
-which serves one run).
+execute: runner.targets.pool.run_on_hosts, with the session the reservation placed (kept on the
+target, which serves one run).
 """
 
 from __future__ import annotations
@@ -16,40 +16,37 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-from runner.targets.docker.build import base_image_id, build_image, existing_image
+from runner.environments import VENV_PYTHON, prepare_image
 from runner.errors import ManifestError, PlacementError
-from runner.targets.docker.images import host_ca_bundle, image_spec
-from runner.telemetry.logger import Logger
-from runner.telemetry.logpump import LineSink, LogPump
+from runner.history.rundir import RunPaths, RuntimePaths
 from runner.manifest import LoadedManifest
 from runner.plan.model import ContainerSpec, LaunchPlan
-from runner.targets.pool import launch
+from runner.targets.base import Environment, Outcome, RunControl, Target
+from runner.targets.containerized import as_it_is, container_view, image_state, planned_environment
+from runner.targets.pool import run_on_hosts
 from runner.targets.pool.dispatch import PoolJob, PoolSession, reserve as reserve_capacity
 from runner.targets.pool.inventory import load_pool
 from runner.targets.pool.jobs import capacities, host_map, request_for
 from runner.targets.pool.schedule import never_fits, place
-from runner.history.rundir import RunPaths, RuntimePaths
-from runner.targets.base import Environment, Outcome, RunControl, Target
-from runner.targets.docker.registry import log_in, registry_auth
-from runner.targets.docker.target import VENV_PYTHON, DockerTarget, as_it_is, check_image_python, image_python
+from runner.telemetry.logger import Logger
+from runner.telemetry.logpump import LineSink, LogPump
 
 
 def pool_path(loaded: LoadedManifest) -> Path:
     return loaded.base_dir / loaded.manifest.compute.pool_file
 
 
-class PoolTarget(DockerTarget):
-    """The docker target's training image and mounts, on hosts the reservation placed the job on."""
+class PoolTarget(Target):
+    """The docker target's training image and mounts, on hosts the reservation placed the job on.
+    The image is on the pool's hosts: the gate uses an environment of its own (Target.probing)."""
 
     name = "pool"
 
     def __init__(self) -> None:
         self.session: PoolSession | None = None  # the placed job, between reserve and its end
 
-    probing = Target.probing  # the image is on the pool's hosts: the gate uses an environment of its own
-
     def check(self, loaded: LoadedManifest, dry_run: bool = False) -> PoolJob:
-        base = super().check(loaded)
+        base = image_state(loaded)
         pool = load_pool(pool_path(loaded))
         compute = loaded.manifest.compute
         names = [host.name for host in pool.pool.hosts]
@@ -75,44 +72,29 @@ class PoolTarget(DockerTarget):
 
     def environment(self, loaded: LoadedManifest, state: PoolJob | PoolSession, paths: RunPaths, logger: Logger, dry_run: bool) -> Environment:
         if isinstance(state, PoolJob):  # `tftrain plan`: where an idle pool would put it
-            env = super().environment(loaded, state, paths, logger, dry_run=True)
+            env = planned_environment(loaded, state.base_image)
             placement = place(state.request, capacities(state.pool.pool))
             return replace(env, placement=host_map(placement, state.pool.pool, loaded.manifest))
-        session = state
-        spec = None
-        built: dict[str, str] = {}
-        manifest = loaded.manifest
-        auth = registry_auth(manifest)
-        framework = None
-        for host in session.hosts():
-            client = session.client(host.name)
-            if auth is not None:  # every host's daemon pulls for itself
-                log_in(client, manifest.image_registry, auth)
-            base_id = base_image_id(client, session.job.base_image, logger, auth)
-            if manifest.user_managed:
-                framework = check_image_python(client, session.job.base_image, image_python(manifest))
-                continue
-            spec = image_spec(loaded, base_id, host_ca_bundle())
-            image_id = existing_image(client, spec.tag)
-            if image_id is None:
-                logger.info(f"building {spec.tag} on {host.name} ({host.docker_endpoint})")
-                image_id = build_image(client, spec, logger, paths.prepare_log)
-                built[host.name] = "built"
-            else:
-                built[host.name] = "cached"
-        if manifest.user_managed:
-            return replace(as_it_is(manifest, session.job.base_image, framework), placement=session.hostmap)
+        session, base = state, state.job.base_image
+        images = {  # every placed host's daemon, in turn: each pulls and builds for itself
+            host.name: prepare_image(session.client(host.name), loaded, base, paths, logger, before_build=_building_on(host, logger))
+            for host in session.hosts()
+        }
+        last = list(images.values())[-1]
+        if last.spec is None:  # user_managed: the base image as it is, checked on every host
+            return replace(as_it_is(loaded.manifest, base, last.framework), placement=session.hostmap)
+        built = {host: "cached" if image.reused else "built" for host, image in images.items()}
         where = ", ".join(f"{host}: {how}" for host, how in built.items())
-        details = {"image_id": image_id, "base_image": session.job.base_image, "dockerfile": spec.dockerfile, "hosts": built}
+        details = {"image_id": last.image_id, "base_image": base, "dockerfile": last.spec.dockerfile, "hosts": built}
         return Environment(
-            VENV_PYTHON, f"image {spec.tag} on the pool ({where})", "built" not in built.values(),
-            isolated=True, image=spec.tag, details=details, placement=session.hostmap,
+            VENV_PYTHON, f"image {last.spec.tag} on the pool ({where})", "built" not in built.values(),
+            isolated=True, image=last.spec.tag, details=details, placement=session.hostmap,
         )
 
     def runtime(
         self, loaded: LoadedManifest, env: Environment, paths: RunPaths, inputs: dict[str, Path], resume: Path | None
     ) -> tuple[RuntimePaths, ContainerSpec]:
-        view, container = super().runtime(loaded, env, paths, inputs, resume)
+        view, container = container_view(loaded, env, paths, inputs, resume)
         # The mounts say what is copied in (read-only) and back (read-write). Root in the container:
         # sshd needs it, and files come back through the API, not a bind mount. Each container's
         # network is its host's.
@@ -121,4 +103,9 @@ class PoolTarget(DockerTarget):
     def execute(self, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
         if self.session is None:
             raise PlacementError("the pool target runs only inside `tftrain run` (no placement was made)")
-        return launch.execute(self.session, plan, pump, sinks, control, logger)
+        return run_on_hosts.execute(self.session, plan, pump, sinks, control, logger)
+
+
+def _building_on(host, logger: Logger):
+    """The line before a host builds the image: which host, through which endpoint."""
+    return lambda spec: logger.info(f"building {spec.tag} on {host.name} ({host.docker_endpoint})")

@@ -219,7 +219,7 @@ def test_the_container_copy_out_skips_links_fifos_and_devices(docker_client, tmp
     import time
 
     from conftest import BASE_IMAGE
-    from runner.targets.docker.container import Container
+    from runner.targets.container import Container
     from runner.plan.model import ContainerSpec
 
     script = ("mkdir -p /out/sub && printf w > /out/model.bin && printf m > /out/sub/m.jsonl && ln -s /etc/shadow /out/shadow"

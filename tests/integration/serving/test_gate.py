@@ -126,7 +126,7 @@ def test_onnx_export_is_verified_by_onnx_runtime(project, tmp_path, home, lastin
     assert "model.onnx" in _version(home)["extras"] and (root / "model.onnx").stat().st_size > 0
     # ONNX Runtime (in the export environment the gate built) on the kept sample, against TensorFlow's kept outputs
     from runner.serving.requirements import export_constraints, export_requirements
-    from runner.targets.local.environment import requirements_spec
+    from runner.environments.virtualenv import requirements_spec
 
     # the environment as the gate names it: the requirements and the release's tested set
     release = onnx["tensorflow"]

@@ -10,7 +10,7 @@ import pytest
 from conftest import BASE_IMAGE
 from watching import until
 from runner.plan.model import ContainerSpec
-from runner.targets.docker.container import Container
+from runner.targets.container import Container
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import BASE_IMAGE, TFTRAIN
 from watching import leftover_containers
-from runner.targets.docker.container import Container
+from runner.targets.container import Container
 from runner.plan.model import ContainerSpec
 from runner.errors import Vanished
 

@@ -37,7 +37,7 @@ def imported(tmp_path: Path, fixture: str, *code: str, text: str | None = None):
     assert main(["import", "azureml", str(source), "-o", str(output)]) == 0
     loaded = load_manifest(output)
     # A job's own TensorFlow patch (tensorflow==2.16.1) is kept, without the release's tested set:
-    # the manifest says so (tests/unit/manifest/test_curated_sets.py), and that is all it says.
+    # the manifest says so (tests/unit/environments/test_curated_sets.py), and that is all it says.
     assert [warning for warning in loaded.warnings if "tested" not in warning] == []
     return loaded.manifest, output.read_text(), (tmp_path / "tftrain-import-report.md").read_text()
 

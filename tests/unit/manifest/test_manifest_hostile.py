@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.targets.local.environment import env_spec
+from runner.environments.virtualenv import env_spec
 from runner.errors import ManifestError
 from runner.manifest import load_manifest
 from runner.manifest.loading import MAX_BYTES

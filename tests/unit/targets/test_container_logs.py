@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runner.targets.docker.container import missing_tail
+from runner.targets.container import missing_tail
 
 LOG = b"starting\nepoch 1\nepoch 2\nTraceback (most recent call last):\n  File \"train.py\", line 3\nValueError: bad\n"
 

@@ -8,7 +8,7 @@ import pytest
 from runner.history.rundir import RunPaths
 from runner.manifest import load_manifest
 from runner.targets.base import CANNOT_START_SH, Environment
-from runner.targets.docker.container import ONE_STREAM
+from runner.targets.container import ONE_STREAM
 from runner.targets.docker.target import DockerTarget
 from runner.targets.kubernetes.target import KubernetesTarget
 

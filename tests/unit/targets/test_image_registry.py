@@ -12,7 +12,7 @@ import yaml
 
 from runner.errors import DockerError, PreparingError
 from runner.manifest import load_manifest
-from runner.targets.docker.registry import log_in, registry_auth
+from runner.environments.daemon import log_in, registry_auth
 from runner.targets.kubernetes.pullsecret import SECRET_TYPE, docker_config, secret_for
 
 PASSWORD = "s3cr3t-Pa55word"

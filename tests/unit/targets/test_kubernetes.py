@@ -109,9 +109,10 @@ def test_run_needs_a_way_to_ship_the_code(project, cli, home, monkeypatch, tmp_p
 def test_the_code_image_changes_with_the_shipped_runner(tmp_path, monkeypatch):
     # an upgrade of tftrain (same version string, new runner files) must not reuse the old image
     import runner
-    from runner.targets.docker import container, build as dockerbuild
     from runner.targets.base import Environment
-    from runner.targets.docker.target import DockerState, DockerTarget
+    from runner.targets.containerized import ImageState
+    from runner.environments import training_image
+    from runner.targets.kubernetes import target as kubernetes_target
     from runner.targets.kubernetes.target import KubernetesTarget
 
     workdir, shipped = tmp_path / "workdir", tmp_path / "site" / "runner"
@@ -122,19 +123,19 @@ def test_the_code_image_changes_with_the_shipped_runner(tmp_path, monkeypatch):
     (shipped / "plan.py").write_text("OLD = 1\n")
     monkeypatch.setattr(runner, "__file__", str(shipped / "__init__.py"))
     training = Environment("python", "image", True, isolated=True, image="tftrain/digits:0123456789abcdef")
-    monkeypatch.setattr(DockerTarget, "environment", lambda *args: training)
-    monkeypatch.setattr(container, "docker_client", lambda: None)
-    monkeypatch.setattr(dockerbuild, "existing_image", lambda client, tag: None)
+    monkeypatch.setattr(kubernetes_target, "image_environment", lambda *args: training)
+    monkeypatch.setattr(training_image, "docker_client", lambda: None)
+    monkeypatch.setattr(training_image, "existing_image", lambda client, tag: None)
     built = []
-    monkeypatch.setattr(dockerbuild, "build_code_image", lambda client, base, trees, tag, *rest: built.append((tag, trees)))
-    monkeypatch.setattr(dockerbuild, "push_image", lambda *args: None)
+    monkeypatch.setattr(training_image, "build_code_image", lambda client, base, trees, tag, *rest: built.append((tag, trees)))
+    monkeypatch.setattr(training_image, "push_image", lambda *args: None)
     kubernetes = types.SimpleNamespace(image=None, registry="registry.example:5000")
     manifest = types.SimpleNamespace(compute=types.SimpleNamespace(kubernetes=kubernetes), image_registry=None)
     loaded = types.SimpleNamespace(manifest=manifest)
     paths = types.SimpleNamespace(workdir=workdir, prepare_log=tmp_path / "prepare.log")
 
     def code_image() -> str:
-        return KubernetesTarget().environment(loaded, DockerState("base"), paths, None, False).image
+        return KubernetesTarget().environment(loaded, ImageState("base"), paths, None, False).image
 
     first = code_image()
     assert code_image() == first

@@ -11,7 +11,7 @@ import pytest
 from runner.history.rundir import RunPaths
 from runner.history.store import Store
 from runner.manifest import load_manifest
-from runner.targets.docker import container as docker_container
+import runner.environments as environments
 from runner.targets.leftovers import reconcile
 
 
@@ -40,7 +40,7 @@ class Daemon:
 @pytest.mark.parametrize("docker", [True, False], ids=["docker", "local"])
 def test_a_lost_runs_containers_are_removed_on_the_docker_target(project, tmp_path, monkeypatch, docker):
     daemon = Daemon()
-    monkeypatch.setattr(docker_container, "docker_client", daemon)
+    monkeypatch.setattr(environments, "docker_client", daemon)
     loaded = load_manifest(project(manifest="use_docker: true\n" if docker else ""))
     home, notes = tmp_path / "home", []
     with Store(home) as store:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from runner.manifest import load_manifest
-from runner.manifest.curated import (
+from runner.environments.curated import (
     CONSTRAINTS_DIR, constraint_set, constraints_for, parse_set, released_sets, requirement_names, set_path,
 )
 from runner.manifest.frameworks import DEFAULT_VERSION, FRAMEWORKS, uses_keras3
@@ -45,7 +45,7 @@ def test_each_set_pins_the_packages_of_a_working_tensorflow(release):
     if release != "2.21":  # TensorFlow ≤ 2.20 requires tensorboard~=its own release; 2.21 none
         assert pins["tensorboard"].startswith(release + ".")
     header = [line for line in found.text.splitlines() if line.startswith("#")]
-    assert any("Smoke test (runner/manifest/smoke.py): passed" in line for line in header)
+    assert any("Smoke test (runner/environments/smoke.py): passed" in line for line in header)
     assert any(f"tensorflow-cpu=={release}.*" in line for line in header)
 
 
@@ -108,7 +108,7 @@ def test_a_release_without_a_set_is_a_warning(project):
 
 
 def test_the_refresh_writes_the_set_from_pip_freeze_and_the_smoke_result():
-    from runner.manifest.refresh import RefreshFailed, render
+    from runner.environments.refresh import RefreshFailed, render
 
     frozen = "absl-py==2.1.0\nKeras==3.15.1\nml_dtypes==0.6.0\nnumpy==2.0.2\nprotobuf==5.29.6\ntensorboard==2.18.0\n" \
         "tensorflow-cpu==2.18.1\ntf_keras==2.18.0\n"
@@ -119,14 +119,14 @@ def test_the_refresh_writes_the_set_from_pip_freeze_and_the_smoke_result():
         "keras": "3.15.1", "ml-dtypes": "0.6.0", "numpy": "2.0.2", "protobuf": "5.29.6", "tensorboard": "2.18.0",
         "tensorflow": "2.18.1", "tensorflow-cpu": "2.18.1", "tf-keras": "2.18.0",
     }  # absl-py is TensorFlow's to choose; tensorflow is added at tensorflow-cpu's version
-    assert '# Smoke test (runner/manifest/smoke.py): passed {"summary": "ok", "tensorflow": "2.18.1"}' in text
+    assert '# Smoke test (runner/environments/smoke.py): passed {"summary": "ok", "tensorflow": "2.18.1"}' in text
     assert "#   pip install tensorflow-cpu==2.18.* tensorboard" in text
     with pytest.raises(RefreshFailed, match="2.17: pip freeze shows tensorflow-cpu 2.18.1"):
         render("2.17", frozen, [], checks)
 
 
 def test_the_refresh_names_only_releases_of_the_table(capsys):
-    from runner.manifest.refresh import main
+    from runner.environments.refresh import main
 
     with pytest.raises(SystemExit):
         main(["2.18", "2.11"])

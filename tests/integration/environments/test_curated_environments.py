@@ -14,13 +14,13 @@ import subprocess
 import pytest
 
 from runner.manifest import load_manifest
-from runner.manifest.curated import constraint_set
+from runner.environments.curated import constraint_set
 from runner.manifest.frameworks import DEFAULT_VERSION, FRAMEWORKS
-from runner.targets.local.environment import CONSTRAINTS, env_spec, packages_in, prepare_env
+from runner.environments.virtualenv import CONSTRAINTS, env_spec, packages_in, prepare_env
 from runner.telemetry.logger import Logger
 
 pytestmark = pytest.mark.integration
-SMOKE = "runner/manifest/smoke.py"
+SMOKE = "runner/environments/smoke.py"
 NEWEST = list(FRAMEWORKS)[-1]
 
 

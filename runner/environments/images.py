@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import runner
-from runner.targets.local.environment import framework_packages
+from runner.environments.virtualenv import framework_packages
 from runner.errors import UnsupportedError
-from runner.manifest.curated import constraint_set
+from runner.environments.curated import constraint_set
 from runner.manifest.frameworks import HOROVOD, default_base_image, tf_keras_requirement
 from runner.manifest import LoadedManifest
 from runner.manifest.model import Manifest, MpiTraining
@@ -27,6 +27,7 @@ CONSTRAINTS_NAME = "tftrain-constraints.txt"  # TensorFlow's tested set, in the 
 CA_VARIABLES = ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
 CA_FILES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem")
 LABEL = "tftrain"
+VENV_PYTHON = "/opt/tftrain/venv/bin/python"  # where Dockerfile.j2 makes the training's virtualenv
 
 
 @dataclass(frozen=True)

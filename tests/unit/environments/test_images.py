@@ -4,7 +4,7 @@ import jinja2
 import pytest
 
 from runner.errors import UnsupportedError
-from runner.targets.docker.images import image_spec
+from runner.environments.images import image_spec
 from runner.manifest import load_manifest
 from runner.templates import render
 
@@ -98,7 +98,7 @@ def test_a_failed_build_names_its_step_and_cause(tmp_path):
     import io
     from types import SimpleNamespace
 
-    from runner.targets.docker.build import _build
+    from runner.environments.image_build import _build
     from runner.errors import BuildError
     from runner.telemetry.logger import Logger
 
@@ -123,7 +123,7 @@ def test_a_failed_build_names_its_step_and_cause(tmp_path):
 
 
 def test_a_custom_image_installs_everything_with_the_tested_set(project, tmp_path):
-    from runner.manifest.curated import constraint_set
+    from runner.environments.curated import constraint_set
 
     (tmp_path / "project" / "src").mkdir(parents=True)
     (tmp_path / "project" / "src" / "requirements.txt").write_text("numpy<2\n")  # the user's numpy wins
@@ -136,7 +136,7 @@ def test_a_custom_image_installs_everything_with_the_tested_set(project, tmp_pat
 
 
 def test_an_official_image_keeps_its_tensorflow_and_gets_tensorboard_where_it_lacks_it(project):
-    from runner.manifest.curated import constraint_set
+    from runner.environments.curated import constraint_set
 
     loaded = load_manifest(project(manifest="use_docker: true\nframework_version: '2.21'\npip_packages: [six]\n"))
     image = image_spec(loaded)

@@ -2,10 +2,10 @@
 
 For each release: a fresh virtualenv with this Python, `pip install tensorflow-cpu==X.* tensorboard`
 (and `tf-keras==X.*` without its dependencies where Keras 3 ships, for Horovod's Keras API), the
-smoke test, and only if it passes, runner/manifest/constraints/tensorflow-X.txt from `pip freeze`
+smoke test, and only if it passes, runner/environments/constraints/tensorflow-X.txt from `pip freeze`
 filtered to the set's packages. A release that fails keeps its old file, if any.
 
-    python -m runner.manifest.refresh [RELEASE ...] [--workdir DIR]
+    python -m runner.environments.refresh [RELEASE ...] [--workdir DIR]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from runner.manifest.curated import SET_PACKAGES, normalise, parse_set, set_path
+from runner.environments.curated import SET_PACKAGES, normalise, parse_set, set_path
 from runner.manifest.frameworks import FRAMEWORKS, uses_keras3
 
 SMOKE = Path(__file__).with_name("smoke.py")
@@ -73,7 +73,7 @@ def render(release: str, frozen: str, installs: list[str], checks: list) -> str:
         f"# Generated {today} by scripts/refresh-frameworks on Python {platform.python_version()}, "
         f"{platform.system().lower()} {platform.machine()}:",
         *(f"#   pip install {line}" for line in installs),
-        *(f"# {what} (runner/manifest/smoke.py): passed {json.dumps(result, sort_keys=True)}"
+        *(f"# {what} (runner/environments/smoke.py): passed {json.dumps(result, sort_keys=True)}"
           for what, _, result in checks),
         "# Do not edit by hand: run scripts/refresh-frameworks " + release,
     ]

@@ -12,7 +12,7 @@ from runner.errors import PreparingError
 def test_a_failed_pip_step_names_its_error_and_keeps_the_full_log(tmp_path):
     import io
 
-    from runner.targets.local.environment import _call
+    from runner.environments.virtualenv import _call
     from runner.telemetry.logger import Logger
 
     script = "import sys\nprint('\\x1b[31mCollecting nothing\\x1b[0m')\nprint('ERROR: No matching distribution for nothing')\nprint()\nsys.exit(1)\n"

@@ -5,19 +5,18 @@ from __future__ import annotations
 import hashlib
 import io
 import tarfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from runner.history.checksums import sha256_file
-from runner.errors import BuildError, DockerError, answered, one_line, unreachable
-from runner.targets.docker.images import ImageSpec
+from runner.environments.daemon import docker_errors
+from runner.errors import BuildError, DockerError, one_line
+from runner.environments.images import ImageSpec
 from runner.telemetry.logger import Logger
 from runner.telemetry.tee import Tee
 
 
 def base_image_id(client, base: str, logger: Logger, auth: dict[str, str] | None = None) -> str:
-    """`auth`: image_registry's credentials, for a private image (see registry.py)."""
+    """`auth`: image_registry's credentials, for a private image (see daemon.py)."""
     import docker
 
     try:
@@ -78,21 +77,6 @@ def push_image(client, tag: str, logger: Logger) -> None:
         for chunk in client.api.push(repository, tag=version, stream=True, decode=True):
             if "error" in chunk:  # the registry refused: the daemon says how, with its status when it had one
                 raise DockerError(f"registry: pushing {tag} failed: {one_line(chunk['error'])}")
-
-
-@contextmanager
-def docker_errors(what: str) -> Iterator[None]:
-    """Turn what the docker SDK raises while doing `what` into a DockerError: one line naming the
-    call and the daemon's answer."""
-    import docker
-    from requests import RequestException
-
-    try:
-        yield
-    except docker.errors.APIError as exc:
-        raise DockerError(answered("Docker", what, exc.status_code, exc.explanation)) from None
-    except (docker.errors.DockerException, RequestException) as exc:
-        raise DockerError(unreachable("Docker", what, exc)) from None
 
 
 def _build(client, context: io.BytesIO, tag: str, labels: dict, dockerfile: str, logger: Logger, log_path: Path) -> str:

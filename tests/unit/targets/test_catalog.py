@@ -1,4 +1,4 @@
-"""The registry and the base: one class per backend, behind one protocol with defaults."""
+"""The catalog, the factory and the base: one class per backend, behind one protocol with defaults."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pytest
 import runner.targets.base as base
 from runner.errors import UnsupportedError
 from runner.targets.base import RunControl, Target, TargetState
-from runner.targets.registry import NAMES, target_for
+from runner.targets.catalog import NAMES
+from runner.targets.factory import target_for
 
 
 def test_each_name_gives_a_fresh_target_of_its_class():
@@ -81,3 +82,28 @@ def test_the_pool_keeps_its_placed_job_on_the_target_not_in_its_module(monkeypat
     assert pool.session is None
     with pytest.raises(PlacementError, match="runs only inside `tftrain run`"):
         other.execute(None, None, {}, control, None)
+
+
+def test_the_manifest_the_cli_and_the_factory_take_their_names_from_the_catalog():
+    import argparse
+    import typing
+
+    from runner.cli.common import add_manifest_arg
+    from runner.manifest.model import ComputeSpec
+    from runner.targets.catalog import TARGETS
+
+    parser = argparse.ArgumentParser()
+    add_manifest_arg(parser, target=True)
+    choices = next(action.choices for action in parser._actions if action.dest == "target")
+    assert tuple(choices) == NAMES == tuple(TARGETS)
+    literal = next(arg for arg in typing.get_args(ComputeSpec.model_fields["target"].annotation) if arg is not type(None))
+    assert typing.get_args(literal) == NAMES
+
+
+def test_the_catalog_imports_nothing_of_tftrain():
+    import runner.targets.catalog as catalog
+
+    tree = ast.parse(Path(catalog.__file__).read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert not [module for module in imported if module and module.startswith("runner")]

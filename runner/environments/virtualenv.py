@@ -1,4 +1,4 @@
-"""The Python environment a local run trains in.
+"""The Python environment a local run trains in (and the gate's, an export's, a server's).
 
 No packages listed (and the framework_version, if any, already installed): the current
 interpreter. Otherwise a virtualenv in the cache, named by the hash of everything that goes
@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from runner.errors import PreparingError, UnsupportedError
-from runner.manifest.curated import constraints_for, requirement_names
+from runner.environments.curated import constraints_for, requirement_names
 from runner.manifest.frameworks import DEFAULT_VERSION, HOROVOD, requirement, tf_keras_requirement
 from runner.telemetry.logger import Logger
 from runner.manifest.model import Manifest, MpiTraining
@@ -58,7 +58,7 @@ class EnvSpec:
     requirements_text: str | None
     key: str | None
     steps: tuple[PipStep, ...] = ()
-    constraints: str | None = None  # the tested set's pins (runner/manifest/constraints), for every pip install
+    constraints: str | None = None  # the tested set's pins (runner/environments/constraints), for every pip install
 
     def python_path(self) -> str:
         return sys.executable if self.key is None else str(cache_dir() / "envs" / self.key / "bin" / "python")
@@ -173,6 +173,11 @@ def env_spec(manifest: Manifest, source_dir: Path) -> EnvSpec:
         steps = horovod_steps(wanted)
     key = _key(version, requirements, requirements_text, steps, constraints)
     return EnvSpec(version, requirements, manifest.pip_requirements_file, requirements_text, key, steps, constraints)
+
+
+def current_interpreter() -> EnvSpec:
+    """tftrain's own interpreter as it is: nothing to build (a user-managed local run's spec)."""
+    return EnvSpec(".".join(map(str, sys.version_info[:3])), (), None, None, None)
 
 
 def requirements_spec(requirements: tuple[str, ...], constraints: str | None = None) -> EnvSpec:

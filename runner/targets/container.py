@@ -25,17 +25,6 @@ CATCH_UP_SECONDS = 10
 ONE_STREAM = ("/bin/sh", "-c", f'exec 2>&1; {CANNOT_START_SH}; exec "$@"', "tftrain-task")
 
 
-def docker_client():
-    import docker
-
-    try:
-        client = docker.from_env(timeout=120)
-        client.ping()
-    except docker.errors.DockerException as exc:
-        raise DockerError(f"cannot reach the Docker daemon ({os.environ.get('DOCKER_HOST', 'unix:///var/run/docker.sock')}): {exc}") from None
-    return client
-
-
 class Container:
     def __init__(
         self,

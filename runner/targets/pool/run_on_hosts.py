@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from runner.history.checksums import skipped_note
-from runner.targets.docker.container import LABEL_RUN, Container, stop_all
+from runner.targets.container import LABEL_RUN, Container, stop_all
 from runner.telemetry.logger import Logger
 from runner.telemetry.logpump import LineSink, LogPump
 from runner.plan.model import ContainerSpec, LaunchPlan, TaskSpec

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from runner.targets.local.environment import env_spec, framework_requirement, installed_framework_version
+from runner.environments.virtualenv import env_spec, framework_requirement, installed_framework_version
 from runner.errors import UnsupportedError
 from runner.manifest import load_manifest
 
@@ -60,7 +60,7 @@ def test_conda_on_the_local_target_is_a_clear_error(project):
 
 
 def test_horovod_steps_add_tf_keras_only_with_keras_3():
-    from runner.targets.local.environment import horovod_steps
+    from runner.environments.virtualenv import horovod_steps
 
     assert [step.args[-1] for step in horovod_steps("2.18")] == ["tf-keras==2.18.*", "horovod==0.28.1"]
     assert [step.args[-1] for step in horovod_steps("2.17.1")] == ["tf-keras==2.17.*", "horovod==0.28.1"]
@@ -68,7 +68,7 @@ def test_horovod_steps_add_tf_keras_only_with_keras_3():
 
 
 def test_the_framework_version_comes_from_the_package_list():
-    from runner.targets.local.environment import PythonEnv, framework_version_of, packages_in
+    from runner.environments.virtualenv import PythonEnv, framework_version_of, packages_in
 
     assert framework_version_of({"numpy": "1.26.4", "tensorflow_cpu": "2.17.1"}) == "2.17.1"
     assert framework_version_of({"Tensorflow": "2.18.0", "tensorflow-cpu": "2.17.1"}) == "2.18.0"
@@ -77,7 +77,7 @@ def test_the_framework_version_comes_from_the_package_list():
 
 
 def test_the_tested_set_goes_into_the_environment_and_its_key(project, tmp_path, monkeypatch):
-    from runner.manifest import curated
+    from runner.environments import curated
 
     spec = spec_for(project, "framework_version: '2.21'\npip_packages: [six, 'numpy<3']\n")
     assert spec.constraints == curated.constraint_set("2.21").constraints(frozenset({"six", "numpy"}))

@@ -1,12 +1,14 @@
 """`user_managed: true`: the training runs in an interpreter or image tftrain did not build. Before
-the run, one short process checks that TensorFlow imports there, so that a missing package is one
-line before anything runs rather than a traceback from every rank."""
+the run, one short process checks that TensorFlow imports there (`check_interpreter` on this
+machine, `check_image_python` in a container of the image on a daemon), so that a missing package
+is one line before anything runs rather than a traceback from every rank."""
 
 from __future__ import annotations
 
 import subprocess
 
-from runner.errors import PreparingError
+from runner.errors import PreparingError, one_line
+from runner.manifest.model import Manifest
 
 # The version is the last line printed: whatever the environment prints on import comes before it
 PROBE = "import tensorflow as tf; print(tf.__version__)"
@@ -46,3 +48,22 @@ def check_interpreter(python: str) -> str:
     if done.returncode != 0:
         raise import_failed(python, done.stdout)
     return framework_version(done.stdout)
+
+
+def image_python(manifest: Manifest) -> str:
+    """The interpreter of an image used as it is: manifest.python, else the image's python3."""
+    return manifest.python or IMAGE_PYTHON
+
+
+def check_image_python(client, image: str, python: str) -> str:
+    """TensorFlow's version in `image`'s `python`, from a short container with no network."""
+    import docker
+
+    where = f"{python} in image {image}"
+    try:
+        output = client.containers.run(image, probe_argv(python), network_mode="none", remove=True, stdout=True, stderr=True)
+    except docker.errors.ContainerError as exc:
+        raise import_failed(where, (exc.stderr or b"").decode(errors="replace")) from None
+    except docker.errors.APIError as exc:  # the daemon could not start it: no such python in the image
+        raise PreparingError(f"python: {where} cannot be started ({one_line(str(exc.explanation or exc))})") from None
+    return framework_version(output.decode(errors="replace"))

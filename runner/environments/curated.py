@@ -1,8 +1,9 @@
 """The curated TensorFlow sets: per release, pip constraints tested together on this project's
-Python (runner/manifest/constraints/tensorflow-2.18.txt …), written by scripts/refresh-frameworks.
+Python (runner/environments/constraints/tensorflow-2.18.txt …), written by scripts/refresh-frameworks
+(refresh.py).
 
 Environments install TensorFlow with `-c` the release's set, so a run resolves the packages that
-passed the smoke test (runner/manifest/smoke.py), not whatever the registry serves that day.
+passed the smoke test (runner/environments/smoke.py), not whatever the registry serves that day.
 """
 
 from __future__ import annotations

@@ -1,0 +1,36 @@
+"""The targets, named once. The manifest's `compute.target`, `--target`'s choices and the factory
+derive from TARGETS; adding a target is one folder (runner/targets/NAME/target.py) and one row here.
+
+Light on purpose: the manifest and the CLI import it at start-up, and nothing here imports a backend
+(runner.targets.factory does, for the one target a run asks for).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+
+class TargetRow(NamedTuple):
+    """What the rest of tftrain may know of a target without importing it."""
+
+    cls: str  # the class in runner/targets/NAME/target.py
+    containers: bool  # runs in the training image, so `use_docker: true` goes with it
+    on_this_machine: bool  # the training uses this machine's CPUs, GPUs and run directory (checkpoint sync reads it)
+
+
+# The order is the manifest schema's and --target's
+TARGETS: dict[str, TargetRow] = {
+    "local": TargetRow("LocalTarget", containers=False, on_this_machine=True),
+    "docker": TargetRow("DockerTarget", containers=True, on_this_machine=True),
+    "pool": TargetRow("PoolTarget", containers=True, on_this_machine=False),
+    "kubernetes": TargetRow("KubernetesTarget", containers=True, on_this_machine=False),
+}
+NAMES = tuple(TARGETS)
+TargetName = Literal[NAMES]  # the manifest's compute.target
+
+
+def module_of(name: str) -> str:
+    return f"runner.targets.{name}.target"
+
+
+ON_THIS_MACHINE = tuple(name for name, row in TARGETS.items() if row.on_this_machine)

@@ -1,0 +1,18 @@
+"""A fresh target by name (runner.targets.catalog lists them). Its backend is imported only when a
+run asks for it: `tftrain --version` and a local run never load the docker or Kubernetes clients."""
+
+from __future__ import annotations
+
+import importlib
+
+from runner.errors import UnsupportedError
+from runner.targets.base import Target
+from runner.targets.catalog import TARGETS, module_of
+
+
+def target_for(name: str) -> Target:
+    """A fresh target for one run: what it reserves lives as long as the run."""
+    row = TARGETS.get(name)
+    if row is None:
+        raise UnsupportedError(f"compute.target: {name!r} is not available in this version of tftrain")
+    return getattr(importlib.import_module(module_of(name)), row.cls)()

@@ -17,7 +17,7 @@ import runner
 from runner.environments import VENV_PYTHON, base_image_for, docker_client, image_python, planned_image, prepare_image
 from runner.history.rundir import RunPaths, RuntimePaths
 from runner.manifest import LoadedManifest
-from runner.plan.model import ContainerSpec, Mount
+from runner.plan.model import ContainerSpec, Mount, NetworkMode
 from runner.targets.base import Environment, TargetState
 from runner.targets.container import LABEL_RUN
 from runner.telemetry.logger import Logger
@@ -99,7 +99,7 @@ def container_view(
         image=env.image or "",
         mounts=tuple(mounts),
         user=f"{os.getuid()}:{os.getgid()}",
-        network_mode="host" if several else "bridge",
+        network_mode=NetworkMode.HOST if several else NetworkMode.BRIDGE,
         shm_size=manifest.shm_size,
         memory=manifest.compute.memory_limit,
         gpus=manifest.use_gpu,

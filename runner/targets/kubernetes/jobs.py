@@ -15,7 +15,7 @@ import yaml
 from runner.targets.kubernetes.client import GROUP, VERSION
 from runner.targets.kubernetes.pullsecret import annotations, pull_secrets
 from runner.manifest.model import Manifest, MpiTraining
-from runner.plan.model import LaunchPlan, TaskSpec
+from runner.plan.model import LaunchPlan, SuccessPolicy, TaskSpec
 
 KUBEFLOW_API = f"{GROUP}/{VERSION}"
 REPLICA_TYPES = {"chief": "Chief", "ps": "PS", "worker": "Worker", "evaluator": "Evaluator", "main": "Worker"}
@@ -80,7 +80,7 @@ def _tfjob(plan: LaunchPlan, manifest: Manifest, metadata: dict) -> dict:
             "template": _pod_template(task, manifest, plan, "tensorflow", task.argv, gpus=1 if manifest.use_gpu else 0),
         }
     spec: dict = {"runPolicy": _run_policy(manifest), "tfReplicaSpecs": replicas}
-    if plan.success_policy == "all_workers":  # else the operator's default: the chief (or worker 0)
+    if plan.success_policy == SuccessPolicy.ALL_WORKERS:  # else the operator's default: the chief (or worker 0)
         spec["successPolicy"] = "AllWorkers"
     return {"apiVersion": KUBEFLOW_API, "kind": "TFJob", "metadata": metadata, "spec": spec}
 

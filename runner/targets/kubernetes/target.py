@@ -20,7 +20,7 @@ from runner.errors import UnsupportedError
 from runner.history.record import RunStatus
 from runner.history.rundir import RunPaths, RuntimePaths
 from runner.manifest import LoadedManifest
-from runner.plan.model import ContainerSpec, LaunchPlan
+from runner.plan.model import ContainerSpec, LaunchPlan, NetworkMode
 from runner.targets.base import Environment, Outcome, Probe, RunControl, Target, follow
 from runner.targets.containerized import ImageState, container_view, image_environment, image_state, probe_in_container
 from runner.targets.kubernetes import jobs
@@ -83,7 +83,7 @@ class KubernetesTarget(Target):
         inside_inputs = {input_name: f"/tftrain/inputs/{input_name}" for input_name in inputs}
         view = replace(view, inputs=inside_inputs)
         # the pod's command is the task's argv as it is (kubectl logs keeps the two streams apart)
-        return view, replace(container, mounts=(), network_mode="pod", one_stream=False)
+        return view, replace(container, mounts=(), network_mode=NetworkMode.POD, one_stream=False)
 
     def finalize(self, plan: LaunchPlan, loaded: LoadedManifest, run_id: str) -> LaunchPlan:
         """The job document, kept with the run (launch/kubernetes.yaml) and applied as it is."""

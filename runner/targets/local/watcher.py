@@ -2,7 +2,7 @@
 
 The tasks tftrain starts die with it (their parent-death signal), but what they started does not:
 a child in the task's group, or a grandchild that called setsid, is re-parented and lives on in
-the run's cgroup until the next tftrain command finds the run lost (Store.reconcile). So each run
+the run's cgroup until the next tftrain command finds the run lost (targets/leftovers.py: reconcile). So each run
 on the local target has a watcher: a `/bin/sh` started after the tasks (off the script's start
 path: ~1 ms of tftrain's time), in a session of its own (a terminal's Ctrl-C or hang-up never
 reaches it), blocked reading a pipe whose only write end tftrain holds. The kernel closes that end

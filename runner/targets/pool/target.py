@@ -20,7 +20,7 @@ from runner.environments import VENV_PYTHON, prepare_image
 from runner.errors import ManifestError, PlacementError
 from runner.history.rundir import RunPaths, RuntimePaths
 from runner.manifest import LoadedManifest
-from runner.plan.model import ContainerSpec, LaunchPlan
+from runner.plan.model import ContainerSpec, LaunchPlan, NetworkMode
 from runner.targets.base import Environment, Outcome, RunControl, Target
 from runner.targets.containerized import as_it_is, container_view, image_state, planned_environment
 from runner.targets.pool import run_on_hosts
@@ -98,7 +98,7 @@ class PoolTarget(Target):
         # The mounts say what is copied in (read-only) and back (read-write). Root in the container:
         # sshd needs it, and files come back through the API, not a bind mount. Each container's
         # network is its host's.
-        return view, replace(container, user="", network_mode="pool")
+        return view, replace(container, user="", network_mode=NetworkMode.POOL)
 
     def execute(self, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
         if self.session is None:

@@ -168,12 +168,15 @@ class PlanContext:
         return (self.python, script_path(self.manifest.entry_script), *self.argv_tail)
 
 
+DEFAULT_SSH_PORT = 12345  # the MPI containers' sshd (Horovod's documented example port)
+
+
 @dataclass(frozen=True, slots=True)
 class HostMap:
     """Where the pool placed a job: "node 0" (MPI), "worker 1", "main 0" → (host name, address)."""
 
     hosts: dict[str, tuple[str, str]] = field(hash=False)
-    ssh_port: int = 12345  # the MPI containers' sshd (Horovod's documented example port)
+    ssh_port: int = DEFAULT_SSH_PORT
     base_port: int = 23456  # TF_CONFIG tasks: base_port, base_port+1, … on each host
 
     def name(self, key: str) -> str:

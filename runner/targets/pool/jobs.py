@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from runner.manifest.model import Manifest, MpiTraining, MultiWorkerMirroredTraining, ParameterServerTraining
-from runner.plan.model import HostMap
+from runner.plan.model import DEFAULT_SSH_PORT, HostMap
 from runner.targets.pool.inventory import Pool
 from runner.targets.pool.schedule import Capacity, Demand, Placement, Request
 
@@ -46,7 +46,7 @@ def capacities(pool: Pool) -> list[Capacity]:
 def host_map(placement: Placement, pool: Pool, manifest: Manifest) -> HostMap:
     hosts = {item.key: (item.host, pool.host(item.host).address) for item in placement.assignments}
     training = manifest.distributed_training
-    ssh_port = getattr(training, "ssh_port", None) or HostMap.ssh_port
+    ssh_port = getattr(training, "ssh_port", None) or DEFAULT_SSH_PORT  # (a slotted class has no field defaults as attributes)
     return HostMap(hosts, ssh_port=ssh_port)
 
 

@@ -172,3 +172,24 @@ def test_the_example_pool_file_is_valid_for_tftrain_and_for_its_schema(repo):
     assert [host.name for host in load_pool(example).pool.hosts] == ["gpu-1", "gpu-2", "cpu-1"]
     schema = json.loads((repo / "tftrain-pool.schema.json").read_text())
     jsonschema.validate(yaml.safe_load(example.read_text()), schema)
+
+
+def test_an_mpi_job_maps_its_nodes_to_addresses_and_the_default_ssh_port(project, tmp_path):
+    """The sshd port goes into each node's shell line: it must be the number (a slotted data class
+    has no field defaults as class attributes)."""
+    from runner.targets.pool.jobs import host_map
+    from runner.targets.pool.schedule import Assignment, Placement
+
+    pool = load_pool(write(tmp_path, """\
+        hosts:
+          - {name: a, address: 10.0.0.1}
+          - {name: b, address: 10.0.0.2}
+        """)).pool
+    mpi = "node_count: 2\ndistributed_training: {backend: mpi, process_count_per_node: 1}\ncompute: {target: pool}\ncustom_docker_image: img\n"
+    manifest = load_manifest(project(manifest=mpi)).manifest
+    placement = Placement((Assignment("node 0", "a", cpus=1), Assignment("node 1", "b", cpus=1)))
+    mapped = host_map(placement, pool, manifest)
+    assert mapped.hosts == {"node 0": ("a", "10.0.0.1"), "node 1": ("b", "10.0.0.2")}
+    assert mapped.ssh_port == 12345
+    chosen = load_manifest(project(manifest=mpi.replace("process_count_per_node: 1", "process_count_per_node: 1, ssh_port: 2200"))).manifest
+    assert host_map(placement, pool, chosen).ssh_port == 2200

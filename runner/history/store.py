@@ -12,7 +12,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -78,7 +78,8 @@ class Store:
         try:
             home.mkdir(parents=True, exist_ok=True)
             if kind_of(home / ".gitignore") is None:  # not even a link (writing would follow it out of home)
-                with open(home / ".gitignore", "x") as handle:  # O_EXCL: run history never gets committed by accident
+                # O_EXCL: run history never gets committed by accident; a concurrent tftrain (a trial) may make it first
+                with suppress(FileExistsError), open(home / ".gitignore", "x") as handle:
                     handle.write("*\n")
         except OSError as exc:
             error = space_error(exc, home) or HistoryError(f"cannot use {home} for the run history ({exc.strerror or exc})")

@@ -234,3 +234,23 @@ def test_models_table_is_rebuilt_from_version_directories(tmp_path):
         (row,) = store.db.execute("SELECT name, version, state, run_id, created, path, info FROM models").fetchall()
     assert row[:6] == ("digits", 3, "ready", "digits-1", 7.0, str(version))
     assert json.loads(row[6])["files"] == 2
+
+
+def test_a_gitignore_made_by_a_concurrent_tftrain_is_no_error(tmp_path, monkeypatch):
+    """Two trials of a sweep open one fresh history at once: the one that finds no .gitignore and
+    then loses the race to make it goes on (it was `cannot use HOME … (File exists)`)."""
+    from runner.history import store as store_module
+
+    home = tmp_path / "home"
+    real = store_module.kind_of
+
+    def racing(path):
+        found = real(path)
+        if path.name == ".gitignore" and found is None:
+            path.write_text("*\n")  # the other tftrain, between the look and the create
+        return found
+
+    monkeypatch.setattr(store_module, "kind_of", racing)
+    with Store(home) as store:
+        assert store.home == home
+    assert (home / ".gitignore").read_text() == "*\n"

@@ -16,7 +16,7 @@ import os
 import sqlite3
 import stat
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from runner.errors import HistoryError
@@ -119,3 +119,16 @@ def inspect(path: Path) -> list[str]:
             db.close()
     except sqlite3.DatabaseError as exc:
         return [str(exc)]
+
+
+def make_home(home: Path) -> None:
+    """The history's directory, with a .gitignore so that it is never committed by accident."""
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        if kind_of(home / ".gitignore") is None:  # not even a link (writing would follow it out of home)
+            # O_EXCL; a concurrent tftrain (a sweep's trial) may make it first
+            with suppress(FileExistsError), open(home / ".gitignore", "x") as handle:
+                handle.write("*\n")
+    except OSError as exc:
+        error = space_error(exc, home) or HistoryError(f"cannot use {home} for the run history ({exc.strerror or exc})")
+        raise error from None

@@ -12,7 +12,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -20,7 +20,7 @@ from typing import NamedTuple
 from runner.errors import HistoryError, NotFoundError
 from runner.history.checksums import kind_of
 from runner.history.index import BUSY_SECONDS, SCHEMA, Index, Owner, Rebuilt, damaged, index_error, index_run, json_problems, read_only, rebuild, schema_problems, transaction
-from runner.history.indexfile import LOCK_NAME, SUFFIXES, check_record_dirs, locked, odd, odd_files, refused
+from runner.history.indexfile import LOCK_NAME, SUFFIXES, check_record_dirs, locked, make_home, odd, odd_files, refused
 from runner.history.record import TERMINAL, Cause, Phase, RunRecord, RunStatus
 from runner.history.refs import RunRef, number_left, run_number, shown
 from runner.history.rundir import RunPaths, space_error, write_record
@@ -75,15 +75,7 @@ class Store:
         self.rebuilt: Rebuilt | None = None
         self.set_aside_as: list[Path] = []
         self._records: dict[str, RunRecord] = {}
-        try:
-            home.mkdir(parents=True, exist_ok=True)
-            if kind_of(home / ".gitignore") is None:  # not even a link (writing would follow it out of home)
-                # O_EXCL: run history never gets committed by accident; a concurrent tftrain (a trial) may make it first
-                with suppress(FileExistsError), open(home / ".gitignore", "x") as handle:
-                    handle.write("*\n")
-        except OSError as exc:
-            error = space_error(exc, home) or HistoryError(f"cannot use {home} for the run history ({exc.strerror or exc})")
-            raise error from None
+        make_home(home)
         check_record_dirs(home)
         self.db = self._open(set_aside)
 

@@ -239,10 +239,10 @@ def test_models_table_is_rebuilt_from_version_directories(tmp_path):
 def test_a_gitignore_made_by_a_concurrent_tftrain_is_no_error(tmp_path, monkeypatch):
     """Two trials of a sweep open one fresh history at once: the one that finds no .gitignore and
     then loses the race to make it goes on (it was `cannot use HOME … (File exists)`)."""
-    from runner.history import store as store_module
+    from runner.history import indexfile
 
     home = tmp_path / "home"
-    real = store_module.kind_of
+    real = indexfile.kind_of
 
     def racing(path):
         found = real(path)
@@ -250,7 +250,7 @@ def test_a_gitignore_made_by_a_concurrent_tftrain_is_no_error(tmp_path, monkeypa
             path.write_text("*\n")  # the other tftrain, between the look and the create
         return found
 
-    monkeypatch.setattr(store_module, "kind_of", racing)
+    monkeypatch.setattr(indexfile, "kind_of", racing)
     with Store(home) as store:
         assert store.home == home
     assert (home / ".gitignore").read_text() == "*\n"

@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,8 @@ from runner.targets.pool.inventory import Host
 
 CONNECT_TIMEOUT = 5
 _private_dir: Path | None = None
+# Hosts are probed and launched on in threads: one writes a key file, the others wait for it whole
+_key_lock = threading.Lock()
 
 
 def _private() -> Path:
@@ -42,11 +45,12 @@ def identity_file(host: Host) -> Path | None:
     text = os.environ.get(host.identity_env)
     if not text:
         return None
-    path = _private() / f"{host.identity_env}.key"
-    if not path.exists():
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text.strip() + "\n")
+    with _key_lock:
+        path = _private() / f"{host.identity_env}.key"
+        if not path.exists():
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as handle:
+                handle.write(text.strip() + "\n")
     return path
 
 

@@ -10,6 +10,7 @@ in a queue table, which gives them a position.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
 import sqlite3
@@ -20,8 +21,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from runner.errors import PlacementError
 from runner.targets.pool.schedule import Assignment, Capacity, Placement
 
+BUSY_SECONDS = 30  # how long a decision waits for another process's (each is short)
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS leases (
     job TEXT NOT NULL, host TEXT NOT NULL, gpu INTEGER, cpus INTEGER NOT NULL,
@@ -45,18 +48,31 @@ class Leases:
         self.path = state_dir / "leases.db"
         self.ttl = ttl
         self.node = socket.gethostname()
-        self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")  # WAL: a crash loses at most the last lease, never the file
-        self.db.executescript(SCHEMA)
         self.lock = threading.Lock()
+        # Two jobs opening a fresh file at once (a sweep's trials) collided switching it to WAL:
+        # 'database is locked' at once, no busy wait. Opening is serialised by a lock file beside it.
+        with self._failures(), open(state_dir / "leases.db.lock", "a") as opening:
+            fcntl.flock(opening, fcntl.LOCK_EX)
+            self.db = sqlite3.connect(self.path, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=False)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")  # WAL: a crash loses at most the last lease, never the file
+            self.db.executescript(SCHEMA)
 
     def close(self) -> None:
         self.db.close()
 
     @contextmanager
+    def _failures(self):
+        """A leases file that cannot be opened or written (damaged, locked too long, a full disk) is
+        one line naming it (exit 19), not a database traceback."""
+        try:
+            yield
+        except (sqlite3.Error, OSError) as exc:
+            raise PlacementError(f"pool leases {self.path}: {exc}") from None
+
+    @contextmanager
     def _transaction(self):
-        with self.lock:
+        with self.lock, self._failures():
             self.db.execute("BEGIN EXCLUSIVE")
             try:
                 yield self.db

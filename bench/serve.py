@@ -232,7 +232,7 @@ def main() -> None:
                 server.wait(60)
             return
         try:
-            from runner.serving.environment import serving_spec
+            from runner.environments import serving_spec
 
             python = serving_spec(model.tensorflow, onnx=False).python_path()
             inproc = subprocess.run(

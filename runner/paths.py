@@ -31,5 +31,5 @@ def cache_dir() -> Path:
 
 
 def data_cache() -> Path:
-    """Where remote inputs are kept, under their content's digest (runner.run.downloads)."""
+    """Where remote inputs are kept, under their content's digest (runner.training.downloads)."""
     return cache_dir() / "data"

@@ -84,7 +84,7 @@ def register_version(home: Path, built: BuiltModel, name: str = NAME, serving: b
                      tensorflow: str | None = None):
     """Register `source` (default: the SavedModel) as the next version of `name`; with `serving`,
     add the gate's files and version.json's "serving" as the contract describes."""
-    from runner.history.registry import Registry
+    from runner.history.model_registry import Registry
     from runner.history.store import Store
 
     with Store(home) as store:

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from runner.errors import DeployError, DockerError, UsageError
-from runner.history.registry import Registry
+from runner.history.model_registry import Registry
 from runner.history.store import Store
 from runner.paths import tftrain_home
 from runner.serving.guard import TOKEN_VARIABLE

@@ -11,7 +11,7 @@ from runner.errors import RegistryError
 from runner.telemetry.summary import primary_metric
 from runner.paths import tftrain_home
 from runner.github.publish import pull_release
-from runner.history.registry import Registry
+from runner.history.model_registry import Registry
 from runner.history.rundir import RunPaths
 from runner.history.store import Store
 from runner.targets.leftovers import reconcile

@@ -11,7 +11,7 @@ from runner.cli.common import add_manifest_arg, load
 from runner.manifest import effective_target
 from runner.telemetry.logger import Logger
 from runner.plan.model import LaunchPlan, NetworkMode
-from runner.run.prepare import Prepared, check_runnable, prepare
+from runner.training.prepare import Prepared, check_runnable, prepare
 from runner.targets.factory import target_for
 from runner.history.rundir import RunPaths
 from runner.settings import Settings

@@ -8,7 +8,7 @@ from dataclasses import replace
 from runner.cli.common import add_manifest_arg, load
 from runner.errors import error_class
 from runner.paths import tftrain_home
-from runner.run.retry import run_with_retry
+from runner.training.retry import run_with_retry
 from runner.settings import resolve
 
 

@@ -59,7 +59,7 @@ def run(args, logger) -> int:
     with tempfile.TemporaryDirectory(prefix=COPY_PREFIX) as workspace, supervision.lifeline(Path(workspace)) as lifeline_fd, \
             _github_errors(args.ref), checked_out(args.ref, logger, lambda: _github_repo(args), Path(workspace), tftrain_home()) as served:
         check_servable(served, runtime)
-        from runner.serving.environment import link_runner, prepare_serving_env, serving_spec
+        from runner.environments import link_runner, prepare_serving_env, serving_spec
 
         env = prepare_serving_env(serving_spec(served.framework_version, onnx=runtime is Runtime.ONNX), logger)
         check_port_free(args.host, args.port)  # again: building the environment can take minutes
@@ -129,7 +129,7 @@ def endpoints(host: str, port: int, name: str) -> list[str]:
 
 
 def _supervise(argv: list[str], pythonpath, served: Served, args, token: str | None, lifeline_fd: int, logger) -> int:
-    from runner.serving.environment import server_env
+    from runner.environments import server_env
 
     env = server_env(pythonpath)
     env.pop(guard.TOKEN_VARIABLE, None)  # the server is open unless --auth-token-env asks otherwise

@@ -1,6 +1,7 @@
 """Environments: the Python a training, the model gate, an export or a server runs in, built here.
 
 The rooms: virtualenv.py (a cached virtualenv keyed by everything in it, built once under a lock),
+serving.py (the model server's virtualenv and variables),
 user_managed.py (an interpreter or image tftrain did not build: does TensorFlow import there?),
 images.py (the training image's Dockerfile and content tag), image_build.py (pull, build, push),
 daemon.py (reaching the Docker daemon, a private registry's login), training_image.py (the
@@ -29,6 +30,11 @@ _API = {
     "prepare_env": "virtualenv",
     "packages_in": "virtualenv",
     "framework_version_of": "virtualenv",
+    # the model server's environment (tftrain serve, the gate's server check)
+    "serving_spec": "serving",
+    "prepare_serving_env": "serving",
+    "link_runner": "serving",
+    "server_env": "serving",
     # environments tftrain did not build
     "check_interpreter": "user_managed",
     "image_python": "user_managed",

@@ -26,7 +26,7 @@ def export_onnx(loaded: LoadedManifest, paths: RunPaths, serving: dict, logger: 
         requirements = export_requirements(serving["tensorflow"])
         constraints = export_constraints(serving["tensorflow"])
         python, described = cached_env(requirements, constraints, paths, logger)
-        from runner.serving.launch import run_probe
+        from runner.serving.check_process import run_probe
 
         args = ["export", str(paths.workdir / spec.path), str(out), "--opset", str(ONNX_OPSET)]
         ran(run_probe(python, args, paths.link_runner(), out / "export.log", PROBE_SECONDS), out / "export.log")

@@ -185,7 +185,7 @@ def pull_release(repo, ref: str, out_dir: Path, logger: Logger, settings: Settin
 
     from runner.history.archive import unpack
     from runner.history.checksums import read_sums
-    from runner.history.registry import parse_ref
+    from runner.history.model_registry import parse_ref
     from runner.storage.s3 import download
 
     release = _release_for(repo, *parse_ref(ref), TagTemplate(settings.inputs.tag_template))

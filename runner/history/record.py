@@ -122,7 +122,7 @@ class Phase(_Model):
 
 class Attempt(_Model):
     """One attempt of a manifest with `retry:`: its place in the chain, what it resumed from, and
-    why it ended when that was a cause to retry (runner.run.retry)."""
+    why it ended when that was a cause to retry (runner.training.retry)."""
 
     number: int
     max_attempts: int

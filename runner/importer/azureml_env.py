@@ -7,7 +7,7 @@ from typing import Any
 from runner.importer.draft import curated_environment
 from runner.importer.mapping import put_count, put_size, put_variables
 from runner.importer.packages import add_packages, environment_file
-from runner.importer.registry import drop_packages, put_registry, put_user_managed
+from runner.importer.container_registry import drop_packages, put_registry, put_user_managed
 from runner.importer.values import Obj
 
 HANDLED = {

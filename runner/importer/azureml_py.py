@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import ManifestError
-from runner.importer import azureml_env, azureml_run, hyperdrive
+from runner.importer import azureml_env, azureml_job, hyperdrive
 from runner.importer.context import ImportContext, relative
 from runner.importer.datainputs import add_input, is_data
 from runner.importer.draft import Draft, finish, model_name
@@ -27,7 +27,7 @@ from runner.importer.values import Obj, Unknown
 
 HANDLED = {
     "source_directory", "entry_script", "script", "arguments", "script_params", "inputs", "command", "source_directory_data_store",
-    *azureml_env.HANDLED, *azureml_run.HANDLED,
+    *azureml_env.HANDLED, *azureml_job.HANDLED,
 }  # fmt: skip
 
 
@@ -100,9 +100,9 @@ def import_python(path: Path, manifest_dir: Path) -> Draft:
             ctx.at(job, "source_directory_data_store"),
         )
     azureml_env.environment(ctx, job)
-    azureml_run.distribution(ctx, job)
-    azureml_run.compute(ctx, job)
-    registered = azureml_run.model(ctx)
+    azureml_job.distribution(ctx, job)
+    azureml_job.compute(ctx, job)
+    registered = azureml_job.model(ctx)
     _name(ctx, experiment, registered)
     if sweep is not None:
         hyperdrive.from_hyperdrive(ctx, sweep)

@@ -1,5 +1,5 @@
 """`checkpoints:`: a directory of the run's outputs copied to S3 while the training runs, so that
-a lost machine loses at most `every_seconds` of work (runner.run.checkpoints does the copying)."""
+a lost machine loses at most `every_seconds` of work (runner.training.checkpoints does the copying)."""
 
 from __future__ import annotations
 

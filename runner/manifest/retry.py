@@ -1,6 +1,6 @@
 """`retry:`: a run that ends for a cause the manifest names (its machine taken away, tftrain itself
 lost, an exit code) starts again as a new attempt that resumes from the previous one's checkpoint
-(runner.run.retry does the retrying)."""
+(runner.training.retry does the retrying)."""
 
 from __future__ import annotations
 

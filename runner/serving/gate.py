@@ -112,7 +112,7 @@ def gate_finished(loaded: LoadedManifest, home: Path, run_id: str, logger: Logge
     environment of the model's TensorFlow release."""
     import yaml
 
-    from runner.serving.launch import run_probe
+    from runner.serving.check_process import run_probe
 
     paths = RunPaths.for_run(home, run_id, loaded.manifest)
     try:
@@ -138,7 +138,7 @@ def _probe(probe: Probe, env: Environment, paths: RunPaths, args: list[str], log
         return env.description
     requirements = serving_requirements(_framework(loaded))[1:]  # TensorFlow alone
     python, described = cached_env(requirements, framework_constraints(_framework(loaded)), paths, logger)
-    from runner.serving.launch import run_probe
+    from runner.serving.check_process import run_probe
 
     ran(run_probe(python, args, paths.link_runner(), log, PROBE_SECONDS), log)
     return described

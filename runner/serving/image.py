@@ -26,7 +26,7 @@ from pathlib import Path
 import runner
 from runner.errors import DeployError, RegistryError
 from runner.history.checksums import sha256_file, sums_of
-from runner.history.registry import SUMS, ModelVersion, checkout_version, damaged
+from runner.history.model_registry import SUMS, ModelVersion, checkout_version, damaged
 from runner.serving.imageref import TAG, ImageReference
 from runner.serving.layout import VersionDir
 from runner.serving.requirements import serving_constraints, serving_requirements

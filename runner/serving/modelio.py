@@ -2,7 +2,7 @@
 Runtime), take inputs (a sample file, a request, or synthesised from the signature), check them
 against the signature with one message naming the input, and predict.
 
-Imported by the gate (runner.serving.probe) and the model server, in an environment that has
+Imported by the gate (runner.serving.model_check) and the model server, in an environment that has
 numpy and TensorFlow or onnxruntime, never by tftrain's own CLI.
 """
 

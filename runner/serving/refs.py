@@ -52,7 +52,7 @@ def checked_out(ref: str, logger, github_repo: Callable[[], tuple[object, object
 
 def _from_registry(ref: str, root: Path, home: Path) -> Served:
     from runner.errors import NotFoundError
-    from runner.history.registry import Registry, checkout_version
+    from runner.history.model_registry import Registry, checkout_version
     from runner.history.store import Store
 
     with Store(home) as store:
@@ -93,7 +93,7 @@ def _run_model(store, ref: str) -> str:
 def _from_release(ref: str, root: Path, logger, repo, settings) -> Served:
     from runner.github.publish import pull_release
     from runner.history.refs import number
-    from runner.history.registry import parse_ref
+    from runner.history.model_registry import parse_ref
 
     name, _ = parse_ref(ref)
     tag = pull_release(repo, ref, root / "model", logger, settings)

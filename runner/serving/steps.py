@@ -1,4 +1,4 @@
-"""A step of the model gate (`check`, or the ONNX export) as runner.serving.probe runs it in a
+"""A step of the model gate (`check`, or the ONNX export) as runner.serving.model_check runs it in a
 process of its own: where no environment of the run's is at hand, in a cached virtualenv of the
 requirements the step names; bounded by PROBE_SECONDS; its verdict read from STEP-result.json.
 The gate (runner.serving.gate) and the export (runner.export.onnx) share these, so neither

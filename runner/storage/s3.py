@@ -1,7 +1,7 @@
 """S3 (or an S3-compatible store) through boto3's multipart transfers, every failure one line.
 Large models go here instead of into a release, which then carries `model.s3.json`: where the
 object is, its size and its sha256 (runner.github.release_assets); checkpoint buckets
-(runner.run.checkpoints) and s3:// inputs (runner.run.downloads) use the same client and errors."""
+(runner.training.checkpoints) and s3:// inputs (runner.training.downloads) use the same client and errors."""
 
 from __future__ import annotations
 

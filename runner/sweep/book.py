@@ -183,7 +183,7 @@ class SweepBook:
     def _register(self, best: dict, trials: list[dict]) -> str | None:
         """The best trial's model, the next version of the model, with its params in the version's info."""
         from runner.history.record import RunRecord
-        from runner.history.registry import Registry
+        from runner.history.model_registry import Registry
 
         if not self.register:
             return None

@@ -15,7 +15,7 @@ from pathlib import Path
 from runner.errors import FatalError, StorageError, SweepError, UnsupportedError
 from runner.history.record import RunStatus
 from runner.manifest import LoadedManifest
-from runner.run.signals import on_stop_signals
+from runner.training.signals import on_stop_signals
 from runner.settings import Settings
 from runner.sweep.book import SweepBook, SweepStatus
 from runner.sweep.study import CANCELED_BY_SIGNAL, RESUMES, Sweep

@@ -14,7 +14,7 @@ from runner.history.record import RunStatus
 from runner.history.store import Store
 from runner.manifest import LoadedManifest
 from runner.manifest.sweep import Objective
-from runner.run.pipeline import run_manifest
+from runner.training.pipeline import run_manifest
 from runner.settings import LoggerSettings, Settings
 from runner.targets.base import RunControl
 from runner.telemetry.logger import Logger

@@ -123,7 +123,7 @@ class Target:
 
     @contextmanager
     def probing(self, env: Environment, paths: RunPaths, warm: bool) -> Iterator[Probe]:
-        """How the model gate runs `python -m runner.serving.probe ARGS` in the run's environment, with
+        """How the model gate runs `python -m runner.serving.model_check ARGS` in the run's environment, with
         the run's paths as they are on this machine, from the start of Running to the end of
         PostProcessing. `warm`: the gate will probably run, and a target may start its process ahead.
         By default the environment is not on this machine: the gate uses one of its own."""

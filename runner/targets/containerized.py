@@ -139,7 +139,7 @@ def probe_in_container(env: Environment, paths: RunPaths, args: list[str], log: 
         Mount("/tftrain/python/runner", str(Path(runner.__file__).parent), type="bind", read_only=True),
     ]
     container = client.containers.create(
-        env.image, [env.python, "-m", "runner.serving.probe", *args],
+        env.image, [env.python, "-m", "runner.serving.model_check", *args],
         environment={"HOME": "/tmp", "PYTHONPATH": "/tftrain/python", "CUDA_VISIBLE_DEVICES": "-1", "TF_CPP_MIN_LOG_LEVEL": "2"},
         mounts=mounts, network_mode="none", init=True, detach=True, labels={LABEL_RUN: paths.root.name},
     )

@@ -77,7 +77,7 @@ class LocalTarget(Target):
     def probing(self, env: Environment, paths: RunPaths, warm: bool) -> Iterator[Probe]:
         """The gate in the run's interpreter; a run that trains longer than WARM_AFTER seconds starts
         its process ahead, at the lowest priority, so that TensorFlow is imported when the training ends."""
-        from runner.serving.launch import Warming
+        from runner.serving.check_process import Warming
 
         with Warming(env.python, paths.link_runner(), paths.root / "gate-warm.log", WARM_AFTER if warm else None) as warming:
             yield warming.run

@@ -19,7 +19,7 @@ from conftest import TFTRAIN
 from hostile import assert_refused
 from hostile_archives import archive_bytes, cve_2025_4517, directory, entry
 from runner.errors import DiskFullError, PublishError, RegistryError
-from runner.history.registry import Registry
+from runner.history.model_registry import Registry
 from runner.history.store import Store
 
 pytestmark = pytest.mark.integration

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import TFTRAIN
 from runner.errors import HistoryError, ManifestError, NotFoundError, UsageError
-from runner.history.registry import Registry
+from runner.history.model_registry import Registry
 from runner.history.store import Store
 from history_damage import digest
 from hostile import assert_clean, assert_refused, files_containing, nothing_written_outside

@@ -25,7 +25,7 @@ from conftest import BASE_IMAGE, tftrain
 from runner.serving.imageref import parse_reference
 from kube_api import KubeAPI
 from runner.errors import ClusterError, DeployError
-from runner.history.registry import Registry
+from runner.history.model_registry import Registry
 from runner.history.store import Store
 
 EXPORT = textwrap.dedent(

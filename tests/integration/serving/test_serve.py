@@ -109,7 +109,7 @@ def test_a_model_of_the_newest_release_is_served_by_the_kserve_that_installs_bes
         status, body = running.request("POST", f"/v2/models/{NAME}/infer", {"inputs": [
             {"name": INPUT, "shape": [1, features.shape[1]], "datatype": "FP32", "data": features[0].tolist()}]})
         assert status == 200, body
-        from runner.serving.environment import serving_spec
+        from runner.environments import serving_spec
 
         python = lasting_cache_path() / "envs" / serving_spec("2.21.0", onnx=False).key / "bin" / "python"
         versions = subprocess.run([str(python), "-c", "from importlib.metadata import version as v; "

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from runner.compat import azureml_reason, declares_sdk, imports_azureml
-from runner.compat.azureml_run import Run, stub
+from runner.compat.run_context import Run, stub
 from builders import loaded
 
 

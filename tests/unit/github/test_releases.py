@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from runner.errors import NotFoundError
-from runner.history.registry import parse_ref
+from runner.history.model_registry import parse_ref
 from runner.github.workflow import TagTemplate, baseline_metrics, releases_of
 
 

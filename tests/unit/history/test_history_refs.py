@@ -93,7 +93,7 @@ def test_no_run_or_version_is_numbered_past_what_a_reference_can_name(tmp_path):
     import json
 
     from runner.errors import HistoryError, RegistryError
-    from runner.history.registry import Registry
+    from runner.history.model_registry import Registry
     from runner.history.store import Store
 
     home = tmp_path / "home"

@@ -20,7 +20,7 @@ from runner.environments.virtualenv import env_spec
 from runner.errors import ManifestError
 from runner.manifest import load_manifest
 from runner.manifest.loading import MAX_BYTES
-from runner.run.snapshot import take_snapshot
+from runner.training.snapshot import take_snapshot
 
 HEADER = "name: demo\nsource_directory: src\nentry_script: train.py\n"
 

@@ -13,7 +13,7 @@ from runner.plan.model import PlanContext
 
 
 def script_argv(manifest, python: str, inputs: dict | None = None, resume: Path | None = None) -> list[str]:
-    """The training's argv as the run plans it (runner.run.prepare builds the same PlanContext)."""
+    """The training's argv as the run plans it (runner.training.prepare builds the same PlanContext)."""
     ctx = PlanContext(manifest, "local", python, None, {}, tuple(script_args(manifest, inputs, resume)))
     return list(ctx.script_argv)
 

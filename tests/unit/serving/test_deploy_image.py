@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from runner.errors import DeployError, RegistryError, UsageError
-from runner.history.registry import Registry
+from runner.history.model_registry import Registry
 from runner.history.store import Store
 from runner.serving.image import ServingResources, copy_version, environment_spec, model_image_spec, server_command
 from runner.serving.imageref import parse_reference, parse_repository

@@ -12,7 +12,7 @@ import pytest
 from runner.cli.serve import check_port_free, check_servable, endpoints
 from runner.errors import NotFoundError, PlanError, RegistryError, ServingError
 from runner.history.checksums import sha256_file
-from runner.history.registry import Registry
+from runner.history.model_registry import Registry
 from runner.history.store import Store
 from runner.serving.layout import Runtime, VersionDir
 from runner.serving.refs import checked_out

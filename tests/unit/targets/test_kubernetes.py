@@ -198,7 +198,7 @@ def execute_job(monkeypatch, job: FakeJob, control):
 
 
 def test_the_operators_deadline_still_ends_the_run_timed_out(monkeypatch):
-    from runner.run.pipeline import EXIT_CODES
+    from runner.training.pipeline import EXIT_CODES
 
     operator = "TFJob training/x has failed because it was active longer than specified deadline"
     outcome = run_against(monkeypatch, FakeJob(operator), deadline_passed=True)

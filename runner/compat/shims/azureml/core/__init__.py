@@ -1,11 +1,11 @@
-"""tftrain's stand-in for azureml.core: Run works (runner.compat.azureml_run); the rest of the
+"""tftrain's stand-in for azureml.core: Run works (runner.compat.run_context); the rest of the
 SDK imports, and raises NotImplementedError when used. `azureml.core.run`, `.model`, … are
 the same module under the names scripts import them by."""
 
 import sys
 import types
 
-from runner.compat.azureml_run import Run, stub
+from runner.compat.run_context import Run, stub
 
 __all__ = ["Run"]
 SUBMODULES = ("run", "model", "workspace", "dataset", "datastore", "experiment", "environment", "script_run_config", "conda_dependencies")

@@ -10,8 +10,8 @@ import yaml
 
 from runner.history.rundir import RunPaths
 from runner.manifest import load_manifest
-from runner.run.gitinfo import git_info
-from runner.run.lineage import Lineage
+from runner.training.gitinfo import git_info
+from runner.training.lineage import Lineage
 from runner.targets.base import Environment
 
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]

@@ -13,7 +13,7 @@ weights), or a `.keras` file that is a whole zip. A file that changes while it i
 uploaded waits for the next round.
 
 The bucket is not trusted: whoever can write to it may have written the manifest. A reader parses
-it with runner.run.checkpoint_listing (bounded, every field and name checked) and fetches the
+it with runner.training.checkpoint_listing (bounded, every field and name checked) and fetches the
 latest checkpoint's files only, each checked against its size and sha256.
 """
 
@@ -35,7 +35,7 @@ from runner.history.checksums import fresh_dir, sha256_file, writing
 from runner.history.rundir import RunPaths
 from runner.manifest import LoadedManifest
 from runner.manifest.checkpoints import CheckpointsSpec
-from runner.run.checkpoint_listing import (
+from runner.training.checkpoint_listing import (
     KERAS_METADATA,
     KERAS_WEIGHTS,
     MAX_BYTES,
@@ -193,7 +193,7 @@ class CheckpointSync:
         return True
 
     def _listable(self, found: list[Checkpoint]) -> list[Checkpoint]:
-        """The checkpoints a reader would accept (runner.run.checkpoint_listing's rules); each
+        """The checkpoints a reader would accept (runner.training.checkpoint_listing's rules); each
         one left out is said once, not every round."""
         kept = []
         for checkpoint in found:
@@ -277,7 +277,7 @@ def checkpoint_sync(loaded: LoadedManifest, paths: RunPaths, run_id: str, logger
 def _seed(loaded: LoadedManifest, paths: RunPaths) -> Path | None:
     """What the checkpoint directory starts with: the checkpoint `resume_from: checkpoint:RUN_ID`
     brought (prepare() puts it in the run's resume/ directory), or another run's own checkpoint
-    directory (a retry whose previous attempt synced nothing: runner.run.retry)."""
+    directory (a retry whose previous attempt synced nothing: runner.training.retry)."""
     ref = loaded.manifest.resume_from or ""
     if ref.startswith("checkpoint:"):
         return paths.root / "resume"

@@ -1,4 +1,4 @@
-"""What the phases of one run hand each other (runner.run.pipeline): the run as every phase sees
+"""What the phases of one run hand each other (runner.training.pipeline): the run as every phase sees
 it (`RunContext`), what Preparing and Running leave for PostProcessing (`Training`), and what
 PostProcessing kept (`Kept`). Typed here so that a phase takes one value, not ten loose ones."""
 
@@ -14,7 +14,7 @@ from runner.history.rundir import RunPaths
 from runner.history.store import Store
 from runner.manifest import LoadedManifest
 from runner.manifest.model import Manifest
-from runner.run.prepare import Prepared
+from runner.training.prepare import Prepared
 from runner.settings import Settings
 from runner.targets.base import Outcome, Probe, RunControl, Target, TargetState
 from runner.telemetry.logger import Logger
@@ -22,8 +22,8 @@ from runner.telemetry.point import MetricPoint
 from runner.telemetry.recorder import MetricsRecorder
 
 if TYPE_CHECKING:  # the registry is imported only once a model is registered
-    from runner.history.registry import ModelVersion
-    from runner.run.lineage import Lineage
+    from runner.history.model_registry import ModelVersion
+    from runner.training.lineage import Lineage
 
 
 class RunWatch(Protocol):

@@ -1,4 +1,4 @@
-"""What the gate runs in a fresh process of the model's environment (`python -m runner.serving.probe`).
+"""What the gate runs in a fresh process of the model's environment (`python -m runner.serving.model_check`).
 
     probe check  MODEL_PATH OUT_DIR [--sample FILE]   load, read the signatures, predict on the sample
     probe export MODEL_PATH OUT_DIR --opset N          convert to ONNX and run it in ONNX Runtime
@@ -146,7 +146,7 @@ def main(argv: list[str]) -> int:
         argv = warm()
         if argv is None:
             os._exit(0)
-    parser = argparse.ArgumentParser(prog="python -m runner.serving.probe")
+    parser = argparse.ArgumentParser(prog="python -m runner.serving.model_check")
     sub = parser.add_subparsers(dest="step", required=True)
     checking = sub.add_parser("check")
     checking.add_argument("model", type=Path)

@@ -13,7 +13,7 @@ from pathlib import Path
 import runner
 from runner.paths import cache_dir
 from runner.serving.requirements import serving_constraints, serving_requirements
-from runner.environments import EnvSpec, PythonEnv, prepare_env
+from runner.environments.virtualenv import EnvSpec, PythonEnv, prepare_env
 from runner.telemetry.logger import Logger
 
 

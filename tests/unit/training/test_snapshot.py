@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from runner.run.snapshot import take_snapshot
+from runner.training.snapshot import take_snapshot
 
 
 def tree(root):

@@ -11,8 +11,8 @@ import boto3
 import pytest
 
 from runner.errors import StorageError
-from runner.run import checkpoints
-from runner.run.checkpoints import MANIFEST, CheckpointKind, CheckpointSync, Location, find_checkpoints, latest_checkpoint
+from runner.training import checkpoints
+from runner.training.checkpoints import MANIFEST, CheckpointKind, CheckpointSync, Location, find_checkpoints, latest_checkpoint
 from builders import Notes
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from runner.history.checksums import EntryKind, copy_tree, fresh_dir, kind_of, skipped_note
 from runner.errors import DiskFullError, FatalError, NotFoundError, PreparingError, RegistryError, StorageError
-from runner.history.registry import Registry, checkout
+from runner.history.model_registry import Registry, checkout
 from runner.history.rundir import RunPaths
 from runner.history.store import Store
 from runner.settings import Settings
@@ -66,7 +66,7 @@ def resolve_resume(ref: str, base_dir: Path, store: Store, target: Path, logger,
 
 
 def _synced_checkpoint(run_id: str, store: Store, target: Path) -> Path:
-    from runner.run.checkpoints import latest_checkpoint  # boto3, only when resuming from S3
+    from runner.training.checkpoints import latest_checkpoint  # boto3, only when resuming from S3
 
     try:
         path = latest_checkpoint(run_id, target, store)

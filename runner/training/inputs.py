@@ -1,7 +1,7 @@
 """Inputs (datasets): local paths, https:// files (one, or a list of them: one directory) and s3:// prefixes.
 
 Remote inputs are downloaded once into a content-addressed cache (`<cache>/data/sha256/<digest>`,
-runner.run.downloads, imported only when a manifest has one) and handed to the training
+runner.training.downloads, imported only when a manifest has one) and handed to the training
 read-only: a path on this machine, a read-only mount in a container. `mode` (download | mount)
 is accepted as in Azure ML; both read from the cached copy.
 """
@@ -23,7 +23,7 @@ def fetch_inputs(loaded: LoadedManifest, logger: Logger, dry_run: bool = False) 
     for name, spec in loaded.manifest.inputs.items():
         where = f"inputs.{name}.source"
         if isinstance(spec.source, list) or spec.source.lower().startswith(REMOTE):
-            from runner.run.downloads import fetch_remote
+            from runner.training.downloads import fetch_remote
 
             paths[name] = fetch_remote(spec, where, logger, dry_run)
         elif "://" in spec.source:

@@ -1,4 +1,4 @@
-"""runner.run.retry: which endings start another attempt, and how the attempts are chained
+"""runner.training.retry: which endings start another attempt, and how the attempts are chained
 (run_manifest stands in: no process starts here)."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from runner.history.rundir import RunPaths
 from runner.history.store import Store
 from runner.manifest import load_manifest
 from runner.manifest.retry import RetrySpec
-from runner.run import retry
-from runner.run.pipeline import RunResult
+from runner.training import retry
+from runner.training.pipeline import RunResult
 from runner.settings import LoggerSettings, Settings
 from runner.targets.base import Outcome, RunControl
 from runner.telemetry.logger import Logger

@@ -1,4 +1,4 @@
-"""Start `python -m runner.serving.probe` in a process of its own on this machine: its output
+"""Start `python -m runner.serving.model_check` in a process of its own on this machine: its output
 into a log, a time limit, its whole process group gone afterwards. A warm probe is started with
 the training, at the lowest priority, and imports TensorFlow while the training runs; the check's
 arguments reach it on stdin once the training completed."""
@@ -13,7 +13,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-PROBE_MODULE = "runner.serving.probe"
+PROBE_MODULE = "runner.serving.model_check"
 
 
 def _start(python: str, args: list[str], pythonpath: Path | None, log: Path, stdin, nice: bool = False) -> subprocess.Popen:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from runner.errors import NotFoundError, RegistryError
-from runner.history.registry import Registry
+from runner.history.model_registry import Registry
 from runner.history.store import Store
 from runner.settings import Settings
 
@@ -250,7 +250,7 @@ DAMAGE = {
 @pytest.mark.parametrize("reader", ["pull", "resume_from"])
 def test_a_damaged_version_is_one_clear_error(tmp_path, case, reader):
     from runner.telemetry.logger import Logger
-    from runner.run.resume import resolve_resume
+    from runner.training.resume import resolve_resume
 
     home = tmp_path / "home"
     damage, message = DAMAGE[case]
@@ -271,7 +271,7 @@ def test_a_damaged_version_is_one_clear_error(tmp_path, case, reader):
 
 def test_resume_from_a_single_file_model(tmp_path):
     from runner.telemetry.logger import Logger
-    from runner.run.resume import resolve_resume
+    from runner.training.resume import resolve_resume
 
     store = Store(tmp_path / "home")
     (tmp_path / "digits.keras").write_bytes(b"keras zip")

@@ -14,9 +14,9 @@ import pytest
 
 from hostile import nothing_written_outside
 from runner.errors import DiskFullError, StorageError
-from runner.run.checkpoint_listing import MAX_BYTES, MAX_CHECKPOINTS, CheckpointKind, parse_listing
-from runner.run import checkpoints
-from runner.run.checkpoints import MANIFEST, CheckpointSync, Location, latest_checkpoint
+from runner.training.checkpoint_listing import MAX_BYTES, MAX_CHECKPOINTS, CheckpointKind, parse_listing
+from runner.training import checkpoints
+from runner.training.checkpoints import MANIFEST, CheckpointSync, Location, latest_checkpoint
 from builders import Notes
 
 WHERE = "s3://bkt/team/demo-1/tftrain-checkpoints.json"

@@ -13,8 +13,8 @@ import runner
 from runner.history.rundir import RunPaths
 from runner.manifest import LoadedManifest
 from runner.plan.model import LaunchPlan
-from runner.run.gitinfo import git_info
-from runner.run.inputs import digest_of
+from runner.training.gitinfo import git_info
+from runner.training.inputs import digest_of
 from runner.targets.base import Environment
 
 

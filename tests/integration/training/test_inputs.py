@@ -110,7 +110,7 @@ def test_checksum_mismatch_is_refused(project, cli, home, datasets):
 def test_a_changed_prefix_is_listed_once_and_its_digest_is_known(project, home, datasets, s3_server, monkeypatch):
     import io
 
-    from runner.run import downloads, inputs
+    from runner.training import downloads, inputs
     from runner.telemetry.logger import Logger
     from runner.manifest import load_manifest
 

@@ -35,7 +35,7 @@ from runner.history.rundir import RunPaths
 from runner.history.store import RunRow, Store
 from runner.manifest import LoadedManifest
 from runner.manifest.retry import RetrySpec
-from runner.run.pipeline import RunResult, run_manifest
+from runner.training.pipeline import RunResult, run_manifest
 from runner.settings import Settings
 from runner.targets.base import RunControl
 from runner.targets.leftovers import reconcile
@@ -188,7 +188,7 @@ def _checkpoint_of(home: Path, run_id: str, number: int, warn: Callable[[str], N
 def _synced_any(run_id: str, store: Store) -> bool:
     """Whether the run synced a complete checkpoint; a store that does not answer counts as yes:
     the next attempt's Preparing then says what is wrong with it, in one line."""
-    from runner.run.checkpoints import synced_checkpoints  # boto3, only with `checkpoints:`
+    from runner.training.checkpoints import synced_checkpoints  # boto3, only with `checkpoints:`
 
     try:
         return bool(synced_checkpoints(run_id, store))

@@ -10,14 +10,14 @@ from pathlib import Path
 from runner.plan.argv import script_args
 from runner.compat import azureml_env, azureml_reason
 from runner.errors import PreparingError
-from runner.run.inputs import fetch_inputs
+from runner.training.inputs import fetch_inputs
 from runner.plan.launchers.capacity import check_capacity
 from runner.telemetry.logger import Logger
 from runner.manifest import LoadedManifest
 from runner.plan.model import LaunchPlan, PlanContext
 from runner.plan.launchers import build_plan
 from runner.history.rundir import RunPaths, RuntimePaths
-from runner.run.snapshot import LARGE_SNAPSHOT, take_snapshot
+from runner.training.snapshot import LARGE_SNAPSHOT, take_snapshot
 from runner.history.store import Store
 from runner.settings import Settings
 from runner.targets.base import Environment, Target, TargetState
@@ -60,7 +60,7 @@ def prepare(
     inputs = fetch_inputs(loaded, logger, dry_run)
     resume = None
     if manifest.resume_from:
-        from runner.run.resume import resolve_resume  # the registry, only when resuming
+        from runner.training.resume import resolve_resume  # the registry, only when resuming
 
         resume = paths.root / "resume" if dry_run else resolve_resume(manifest.resume_from, loaded.base_dir, store, paths.root / "resume", logger, settings)
         logger.info(f"resuming from {manifest.resume_from}: {resume}")

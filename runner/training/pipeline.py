@@ -26,15 +26,15 @@ from runner.telemetry.parsers import LogMetricParser
 from runner.telemetry.point import MetricPoint
 from runner.telemetry.recorder import MetricsRecorder
 from runner.telemetry.summary import primary_metric
-from runner.run.lineage import Lineage
-from runner.run.prepare import Prepared, check_runnable, prepare
-from runner.run.signals import on_stop_signals
+from runner.training.lineage import Lineage
+from runner.training.prepare import Prepared, check_runnable, prepare
+from runner.training.signals import on_stop_signals
 from runner.targets.local.processes import become_subreaper, run_cgroup_name
 from runner.history.rundir import RunPaths, writing
 from runner.history.record import RunStatus
 from runner.history.store import Store
 from runner.settings import Settings
-from runner.run.context import Kept, RunContext, RunWatch, Training
+from runner.training.context import Kept, RunContext, RunWatch, Training
 from runner.targets.base import Outcome, RunControl
 from runner.targets.leftovers import reconcile
 from runner.targets.factory import target_for
@@ -42,7 +42,7 @@ from runner.targets.factory import target_for
 # What only runs after the training (TensorBoard events, the registry, the rendered summary)
 # is imported there: the script starts sooner.
 if TYPE_CHECKING:
-    from runner.history.registry import ModelVersion
+    from runner.history.model_registry import ModelVersion
 
 EXIT_CODES = {
     RunStatus.COMPLETED: 0,
@@ -61,7 +61,7 @@ class RunResult:
     run_dir: Path
     model: ModelVersion | None
     metrics: dict
-    ended: Outcome | None = None  # how the training itself ended (runner.run.retry tells a preemption by it)
+    ended: Outcome | None = None  # how the training itself ended (runner.training.retry tells a preemption by it)
     stop_signal: int | None = None  # the signal to tftrain that stopped the run, when one did
 
 
@@ -184,10 +184,10 @@ def _naming_first(failure: FatalError | None):
 
 
 def _checkpoint_sync(ctx: RunContext):
-    """The checkpoint sync around Running (runner.run.checkpoints: S3, only when the manifest asks)."""
+    """The checkpoint sync around Running (runner.training.checkpoints: S3, only when the manifest asks)."""
     if ctx.manifest.checkpoints is None:
         return nullcontext()
-    from runner.run.checkpoints import checkpoint_sync
+    from runner.training.checkpoints import checkpoint_sync
 
     return checkpoint_sync(ctx.loaded, ctx.paths, ctx.run_id, ctx.logger)
 
@@ -291,7 +291,7 @@ def _post_process(ctx: RunContext, training: Training) -> Kept:
 def _register(ctx: RunContext, training: Training, summary: dict) -> ModelVersion | None:
     """On Completed, the model at model.path passes the gate (runner.serving.gate) and becomes the
     next version (odd entries skipped, listed)."""
-    from runner.history.registry import Registry
+    from runner.history.model_registry import Registry
     from runner.serving.gate import run_gate
 
     model, logger, outcome = None, ctx.logger, training.outcome

@@ -162,7 +162,8 @@ def _supervise(argv: list[str], pythonpath, served: Served, args, token: str | N
                 logger.text(f"  every route but health (/, /v2/health/*, /v1/models/{served.name}) needs 'Authorization: Bearer ${args.auth_token_env}'")
         elif not received:
             pump.join(timeout=5)
-            last = next((line for line in reversed(tail) if line.strip()), "no output")
+            told = [line for line in tail if line.startswith("tftrain-serve: error:")]  # the server's own line, before gunicorn's
+            last = (told or [line for line in tail if line.strip()] or ["no output"])[-1]
             raise ServingError(f"the model server stopped before it was ready (exit {process.returncode}): {last.strip()}")
         code = process.wait()
         pump.join(timeout=5)

@@ -107,4 +107,5 @@ def gate_scoring(loaded: LoadedManifest, paths: RunPaths, out: Path, probe: Call
         "sample_request": sha256(sample) if sample else None,
         "packages": packages,
         "auth": serving.auth,
+        "layout": "directory" if (paths.workdir / loaded.manifest.model.path).is_dir() else "file",
     }

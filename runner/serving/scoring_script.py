@@ -74,3 +74,14 @@ def model_variables(registered: Path, name: str, version: int | None) -> dict[st
 def shims(pythonpath_root: Path) -> Path:
     """tftrain's azureml stand-in, below the directory that holds `runner`."""
     return pythonpath_root / "runner" / "compat" / "shims"
+
+
+def recorded(root: Path) -> dict | None:
+    """serving/serving.json's "scoring" (what the gate checked and registration kept, with its
+    sha256 in version.json), or None for a version registered without a scoring script."""
+    try:
+        serving = json.loads((root / "serving" / "serving.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    scoring = serving.get("scoring") if isinstance(serving, dict) else None
+    return scoring if isinstance(scoring, dict) and isinstance(scoring.get("script"), str) else None

@@ -17,7 +17,6 @@ TypeError is the request's fault (400, one line); anything else 500 (the traceba
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -115,7 +114,7 @@ def classify(user_script) -> None:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m runner.serving.scoring_server", description="Serve a scoring script on azmlinfsrv.")
-    parser.add_argument("--model-dir", type=Path, required=True, help="the version's directory: model/, scoring/, version.json")
+    parser.add_argument("--model-dir", type=Path, required=True, help="the version's directory: model/, scoring/, serving/serving.json")
     parser.add_argument("--name", required=True)
     parser.add_argument("--version", type=int, default=None)
     parser.add_argument("--host", default="127.0.0.1")
@@ -127,11 +126,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def script_of(root: Path) -> Path:
-    """The version's scoring script, as version.json's serving.scoring names it."""
-    record = json.loads((root / "version.json").read_text(encoding="utf-8"))
-    scoring = ((record.get("serving") or {}).get("scoring") or {}) if isinstance(record, dict) else {}
-    name = scoring.get("script")
-    if not isinstance(name, str) or "/" in name or name in ("", ".", ".."):
+    """The version's scoring script, as serving.json's "scoring" names it."""
+    name = (scoring_script.recorded(root) or {}).get("script")
+    if not isinstance(name, str) or "/" in name or "\\" in name or name in ("", ".", ".."):
         raise ValueError("the version records no scoring script")
     script = root / "scoring" / name
     if script.is_symlink() or not script.is_file():
@@ -140,11 +137,10 @@ def script_of(root: Path) -> Path:
 
 
 def registered_model(root: Path) -> Path:
-    """model/ for a registered directory; the one file in it for a registered file."""
-    record = json.loads((root / "version.json").read_text(encoding="utf-8"))
+    """model/ for a registered directory; the file in it for a registered file (the gate's "layout")."""
     model = root / "model"
-    if record.get("layout") == "file":
-        files = [path for path in model.iterdir() if path.is_file()]
+    if (scoring_script.recorded(root) or {}).get("layout") == "file":
+        files = [path for path in model.iterdir() if path.is_file() and not path.is_symlink()]
         if len(files) == 1:
             return files[0]
     return model

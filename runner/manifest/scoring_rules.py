@@ -38,11 +38,13 @@ def check_scoring(manifest: Manifest, base_dir: Path) -> list[Problem]:
         problems.append(((*KEY, "scoring_script"), "the gate runs the scoring script's init() and run() before registering: "
                                                    "set model.gate to auto or required and keep model.register on"))
     suffixes = {"scoring_script": ".py", "sample_request": ".json", "conda_file": (".yml", ".yaml")}
+    wrong = set()
     for key, suffix in suffixes.items():
         name = getattr(serving, key)
         if name is not None and not name.lower().endswith(suffix):
+            wrong.add(key)
             problems.append(((*KEY, key), f"{name!r} must be a {' or '.join((suffix,) if isinstance(suffix, str) else suffix)} file"))
-    problems += [((*KEY, key), problem) for key, problem in file_problems(manifest, base_dir)]
+    problems += [((*KEY, key), problem) for key, problem in file_problems(manifest, base_dir) if key not in wrong]
     return problems
 
 

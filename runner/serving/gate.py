@@ -53,7 +53,8 @@ class GateResult:
             kept["model.onnx"] = self.onnx
         scoring = self.serving.get("scoring")
         if scoring:  # runner.serving.scoring_gate: the script (and its sample request) as the gate ran them
-            for name in filter(None, (scoring["script"], "sample-request.json" if scoring.get("sample_request") else None)):
+            optional = (("sample-request.json", "sample_request"), ("answer.json", "answer"))
+            for name in (scoring["script"], *(name for name, key in optional if scoring.get(key))):
                 kept[f"scoring/{name}"] = self.directory / "scoring" / name
         return kept
 

@@ -98,6 +98,9 @@ def gate_scoring(loaded: LoadedManifest, paths: RunPaths, out: Path, probe: Call
     result = verdict(out, "score", out / "score.log")
     if not result.get("ok"):
         raise ModelGateError(f"{result.get('error')} (the gate, in {where}; log: {out / 'score.log'})")
+    answer = out / "score-answer.json"
+    if sample is not None and answer.is_file():  # what `tftrain deploy`'s smoke test expects /score to answer
+        shutil.copyfile(answer, directory / "answer.json")
     logger.info(f"model gate: scoring script {script.name}: init() ran in {result.get('init_seconds')} s; {result.get('run')}")
     if dropped:
         logger.info(f"scoring environment: left out {', '.join(dropped)} (tftrain's server, azureml layer and the model's TensorFlow set replace them)")
@@ -105,6 +108,7 @@ def gate_scoring(loaded: LoadedManifest, paths: RunPaths, out: Path, probe: Call
         "script": script.name,
         "sha256": sha256(script),
         "sample_request": sha256(sample) if sample else None,
+        "answer": sha256(directory / "answer.json") if (directory / "answer.json").is_file() else None,
         "packages": packages,
         "auth": serving.auth,
         "layout": "directory" if (paths.workdir / loaded.manifest.model.path).is_dir() else "file",

@@ -17,7 +17,13 @@ from typing import Any
 # run() raising one of these is the script rejecting the request (a body it cannot parse, a missing
 # key, a shape that does not fit): 400. Anything else is the script's or the model's fault: 500.
 REJECTED = (ValueError, KeyError, IndexError, TypeError)
+REJECTED_NAMES = {"InvalidArgumentError"}  # TensorFlow's own word for an input that does not fit the model (not imported here)
 MAX_LINE = 300
+
+
+def rejected(exc: BaseException) -> bool:
+    """run() raised because of the request (400), not because the script or the model failed (500)."""
+    return isinstance(exc, REJECTED) or any(cls.__name__ in REJECTED_NAMES for cls in type(exc).__mro__)
 
 
 class ScriptError(Exception):

@@ -11,7 +11,7 @@ and runs init() before it accepts a connection, so `GET /` answers only once ini
 script that does not load or whose init() raises ends the worker, and gunicorn with it (exit 3):
 the server is never left half-up. The key (TFTRAIN_SERVING_TOKEN, never argv) is taken out of the
 environment before the script is loaded. run() raising ValueError, KeyError, IndexError or
-TypeError is the request's fault (400, one line); anything else 500 (the traceback in the log only).
+TypeError (or TensorFlow's InvalidArgumentError) is the request's fault (400, one line); anything else 500 (the traceback in the log only).
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def classify(user_script) -> None:
         try:
             result = invoke(request, timeout_ms=timeout_ms)
         except UserScriptException as exc:
-            if isinstance(exc.user_ex, scoring_script.REJECTED):
+            if scoring_script.rejected(exc.user_ex):
                 raise BadInput(f"the scoring script rejected the request: {scoring_script.told(exc.user_ex, script)}") from None
             raise
         if not isinstance(result.output, Response):
@@ -156,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--max-body-bytes {args.max_body_bytes}: give a number of bytes ≥ 1")
         root = args.model_dir.resolve()
         script = script_of(root)
+        if token is None and (scoring_script.recorded(root) or {}).get("auth"):
+            raise ValueError(f"the version was registered with model.serving.auth: true: set {guard.TOKEN_VARIABLE} to the key clients send")
     except (ValueError, OSError) as exc:
         print(f"tftrain-serve: error: {exc}", file=sys.stderr, flush=True)
         return BAD_SETTING

@@ -163,3 +163,11 @@ def test_a_bad_conda_file_is_one_line(text, error):
     with pytest.raises(ManifestError, match=error) as info:
         conda_packages(text, "env.yml")
     assert "\n" not in str(info.value)
+
+
+def test_what_counts_as_the_request_s_fault():
+    class InvalidArgumentError(Exception):  # TensorFlow's, by name: the stdlib module never imports TensorFlow
+        pass
+
+    assert all(scoring_script.rejected(exc) for exc in (ValueError("x"), KeyError("data"), IndexError(), TypeError(), InvalidArgumentError()))
+    assert not any(scoring_script.rejected(exc) for exc in (RuntimeError(), OSError(), MemoryError(), ZeroDivisionError()))

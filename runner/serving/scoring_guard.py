@@ -75,6 +75,21 @@ class ScoringGuard:
             chunks.append(chunk)
 
 
+_CONFIGURED: list[tuple[bytes | None, int]] = []  # (key, body limit): set in gunicorn's master, read in the worker it forks
+
+
+def configure(token: bytes | None, max_body: int) -> None:
+    _CONFIGURED[:] = [(token, max_body)]
+
+
+def guarded(app) -> ScoringGuard:
+    """`app` behind the guard, with what configure() was given (the server's entry calls it first)."""
+    if not _CONFIGURED:
+        raise RuntimeError("the scoring guard was not configured: start the server with python -m runner.serving.scoring_server")
+    token, max_body = _CONFIGURED[0]
+    return ScoringGuard(app, token, max_body)
+
+
 def answer(start_response, status: int, message: str, extra: list[tuple[str, str]] = ()) -> list[bytes]:
     body = json.dumps({"message": message}).encode()
     reason = {401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed", 413: "Content Too Large"}.get(status, "Error")

@@ -20,24 +20,13 @@ import argparse
 import logging
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
-from runner.serving import guard, scoring_script, supervision
-from runner.serving.scoring_guard import ScoringGuard
+from runner.serving import guard, scoring_guard, scoring_script, supervision
 
 LOAD_FAILED = 3  # gunicorn's own exit status when its worker fails to boot
 BAD_SETTING = 2
 WORKER_TIMEOUT_SECONDS = "300"  # azmlinfsrv's default
-
-
-@dataclass(frozen=True)
-class Settings:
-    token: bytes | None
-    max_body: int
-
-
-SETTINGS: list[Settings] = []  # set before gunicorn forks its worker, which builds the app from it
 
 
 def create():
@@ -51,8 +40,7 @@ def create():
         print(f"tftrain-serve: error: {failures[-1] if failures else 'the scoring script did not start'}", file=sys.stderr, flush=True)
         raise
     classify(app.azml_blueprint.user_script)
-    settings = SETTINGS[0]
-    return ScoringGuard(app, settings.token, settings.max_body)
+    return scoring_guard.guarded(app)
 
 
 def watch_start(failures: list[str]) -> None:
@@ -173,9 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         "PYTHONPATH": os.pathsep.join([str(scoring_script.shims(here)), os.environ.get("PYTHONPATH", "")]),
     })
     sys.path.insert(0, str(scoring_script.shims(here)))
-    from runner.serving import scoring_server  # gunicorn imports the module by name: this file runs as __main__
-
-    scoring_server.SETTINGS.append(Settings(token, args.max_body_bytes))
+    scoring_guard.configure(token, args.max_body_bytes)  # before gunicorn forks the worker that builds the app
     print(f"tftrain-serve: {args.name}: scoring script {script.name} on azmlinfsrv; "
           f"{'POST /score needs the bearer key' if token else 'no key: /score is open'}; bodies up to {args.max_body_bytes} bytes", flush=True)
     return run_gunicorn(listener, args)

@@ -109,3 +109,15 @@ def test_an_undeclared_body_is_read_only_to_one_byte_past_the_limit(app):
 def test_a_body_at_the_limit_passes_whole(app):
     status, body, _ = call(ScoringGuard(app, None, 13))
     assert status == 200 and body == {"echo": '{"data": [1]}'}
+
+
+def test_the_worker_builds_the_guard_from_what_the_master_configured(app, monkeypatch):
+    from runner.serving import scoring_guard
+
+    monkeypatch.setattr(scoring_guard, "_CONFIGURED", [])
+    with pytest.raises(RuntimeError, match="not configured"):
+        scoring_guard.guarded(app)  # never an open server by accident
+    scoring_guard.configure(KEY, 5)
+    guard = scoring_guard.guarded(app)
+    assert (guard.token, guard.max_body) == (KEY, 5)
+    assert call(guard, headers={"Authorization": "Bearer s3cret-key"})[0] == 413

@@ -62,3 +62,64 @@ def test_an_aks_config_and_an_entry_script_in_a_folder(tmp_path):
 def test_a_job_without_deployment_leaves_model_serving_alone(tmp_path):
     manifest, _, _ = imported(tmp_path, "deploy.py", "src/train.py", text=DEPLOY.split("env =")[0])
     assert manifest.model.serving.scoring_script is None
+
+
+V2_DEPLOYMENT = textwrap.dedent(
+    """
+    $schema: https://azuremlschemas.azureedge.net/latest/managedOnlineDeployment.schema.json
+    name: blue
+    endpoint_name: digits-endpoint
+    model: azureml:digits:1
+    code_configuration:
+      code: ../src/onlinescoring
+      scoring_script: score.py
+    environment:
+      conda_file: ../src/onlinescoring/conda.yml
+      image: mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu20.04:latest
+    instance_type: Standard_DS3_v2
+    instance_count: 3
+    request_settings:
+      request_timeout_ms: 3000
+    """
+)
+
+
+def v2_imported(tmp_path, deployment: str):
+    from runner.cli.main import main
+    from runner.manifest import load_manifest
+
+    (tmp_path / "src" / "onlinescoring").mkdir(parents=True)
+    (tmp_path / "src" / "train.py").write_text("print('training')\n")
+    (tmp_path / "src" / "onlinescoring" / "score.py").write_text("def init():\n    pass\n\ndef run(raw):\n    return raw\n")
+    (tmp_path / "src" / "onlinescoring" / "conda.yml").write_text("dependencies:\n  - pip:\n    - pillow\n")
+    (tmp_path / "job.yml").write_text("code: src\ncommand: python train.py\nenvironment: azureml:AzureML-tensorflow-2.16-cuda12@latest\n")
+    (tmp_path / "deploy").mkdir()
+    (tmp_path / "deploy" / "deployment.yml").write_text(deployment)
+    output = tmp_path / "tftrain.yml"
+    code = main(["import", "azureml", str(tmp_path / "job.yml"), "--deployment", str(tmp_path / "deploy" / "deployment.yml"), "-o", str(output)])
+    return code, output, tmp_path / "tftrain-import-report.md", load_manifest
+
+
+def test_a_v2_online_deployment_maps_to_model_serving(tmp_path):
+    code, output, report, load_manifest = v2_imported(tmp_path, V2_DEPLOYMENT)
+    assert code == 0
+    serving = load_manifest(output).manifest.model.serving
+    assert (serving.scoring_script, serving.conda_file, serving.cpu, serving.memory) == (
+        "onlinescoring/score.py", "onlinescoring/conda.yml", 4, "14Gi")
+    text = report.read_text()
+    assert "instance_count: 3" in text and "request_settings" in text and "environment.image" in text and "digits-endpoint" in text
+
+
+def test_a_v2_deployment_whose_script_is_outside_source_directory_is_a_todo(tmp_path):
+    code, output, report, _ = v2_imported(tmp_path, V2_DEPLOYMENT.replace("code: ../src/onlinescoring", "code: .").replace(
+        "instance_type: Standard_DS3_v2", "instance_type: Standard_Weird_v9"))
+    assert code == 0
+    text = report.read_text()
+    assert "is outside source_directory: copy it there" in text and "instance_type 'Standard_Weird_v9'" in text
+
+
+def test_a_file_that_is_no_deployment_is_one_line(tmp_path, capsys):
+    code, *_ = v2_imported(tmp_path, "name: blue\ninstance_type: Standard_DS3_v2\n")
+    assert code == 3
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("tftrain: error: --deployment") and "not an Azure ML online deployment" in error and "\n" not in error

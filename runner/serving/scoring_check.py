@@ -1,7 +1,7 @@
 """The gate's step for a scoring script, in a fresh process of the model's environment
 (`python -m runner.serving.model_check score ...`): the script loaded as azmlinfsrv loads it,
 init() with AZUREML_MODEL_DIR and Model.get_model_path pointing at the model the run wrote, then
-run() on model.serving.sample_request (else `{"data": []}` is not guessed: init() alone is checked)
+run() on model.serving.sample_request (without one, init() alone is checked: no request is guessed)
 and its answer held to JSON. The verdict is one line with the script's FILE:LINE; the traceback
 goes to the log.
 """

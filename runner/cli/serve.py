@@ -31,7 +31,7 @@ from runner.paths import tftrain_home
 from runner.serving import guard, supervision
 from runner.serving.layout import Runtime
 from runner.serving.refs import COPY_PREFIX, RELEASE_PREFIX, Served, checked_out
-from runner.serving.scoring_script import recorded
+from runner.serving.scoring_script import packages_of, recorded
 
 READY_TIMEOUT_SECONDS = 900  # TensorFlow's import plus a large model's load, on a slow machine
 POLL_SECONDS = 0.2
@@ -95,7 +95,10 @@ def _serve_scoring(args, served: Served, scoring: dict, token: str | None, lifel
                          "(azmlinfsrv serves /score and /swagger.json)")
     if scoring.get("auth") and token is None:
         raise UsageError(f"{served.label} was registered with model.serving.auth: true: give the key with --auth-token-env NAME")
-    packages = tuple(str(package) for package in scoring.get("packages") or ())
+    try:
+        packages = packages_of(scoring)
+    except ValueError as exc:
+        raise ServingError(f"{served.label}: {exc}") from None
     env = prepare_serving_env(scoring_spec(served.framework_version, packages), logger)
     check_port_free(args.host, args.port)
     argv = [

@@ -29,6 +29,7 @@ from runner.history.checksums import sha256_file, sums_of
 from runner.history.model_registry import SUMS, ModelVersion, checkout_version, damaged
 from runner.serving.imageref import TAG, ImageReference
 from runner.serving.layout import VersionDir
+from runner.serving.scoring_script import packages_of
 from runner.serving.requirements import framework_constraints, scoring_requirements, serving_constraints, serving_requirements
 from runner.environments import CA_NAME, CONSTRAINTS_NAME, ImageSpec
 from runner.templates import render
@@ -106,7 +107,12 @@ class VersionFiles:
 
     @property
     def scoring_packages(self) -> tuple[str, ...] | None:
-        return None if self.scoring is None else tuple(str(package) for package in self.scoring.get("packages") or ())
+        if self.scoring is None:
+            return None
+        try:
+            return packages_of(self.scoring)
+        except ValueError as exc:
+            raise DeployError(f"model {self.model.label}: {exc}") from None
 
     @property
     def tensorflow(self) -> str | None:

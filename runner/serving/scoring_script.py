@@ -91,3 +91,15 @@ def recorded(root: Path) -> dict | None:
         return None
     scoring = serving.get("scoring") if isinstance(serving, dict) else None
     return scoring if isinstance(scoring, dict) and isinstance(scoring.get("script"), str) else None
+
+
+def packages_of(scoring: dict) -> tuple[str, ...]:
+    """The packages a version recorded for its scoring environment; ValueError for anything pip
+    would read as an option or a second line (serving.json can come from a release anyone wrote)."""
+    packages = scoring.get("packages") or []
+    if not isinstance(packages, list):
+        raise ValueError("serving.json's scoring.packages is not a list")
+    for package in packages:
+        if not isinstance(package, str) or not package.strip() or package.lstrip().startswith("-") or not package.isprintable():
+            raise ValueError(f"serving.json's scoring.packages holds {str(package)[:80]!r}, which is not a package")
+    return tuple(packages)

@@ -171,3 +171,10 @@ def test_what_counts_as_the_request_s_fault():
 
     assert all(scoring_script.rejected(exc) for exc in (ValueError("x"), KeyError("data"), IndexError(), TypeError(), InvalidArgumentError()))
     assert not any(scoring_script.rejected(exc) for exc in (RuntimeError(), OSError(), MemoryError(), ZeroDivisionError()))
+
+
+@pytest.mark.parametrize("packages", [["--index-url=http://evil"], ["numpy\n-r /etc/passwd"], "numpy", [3], [" "]])
+def test_recorded_packages_that_pip_would_read_as_options_are_refused(packages):
+    with pytest.raises(ValueError, match="scoring.packages"):
+        scoring_script.packages_of({"script": "score.py", "packages": packages})
+    assert scoring_script.packages_of({"script": "score.py", "packages": ["numpy", "pillow==10.*"]}) == ("numpy", "pillow==10.*")

@@ -174,7 +174,7 @@ class Readiness:
 
     path: str
     lines: Callable[[str, int, str], list[str]]
-    keyed: str  # which routes the key guards, for the ready message
+    keyed: str  # which routes the key guards (with the verb), for the ready message
 
 
 def scoring_endpoints(host: str, port: int, name: str) -> list[str]:
@@ -182,8 +182,8 @@ def scoring_endpoints(host: str, port: int, name: str) -> list[str]:
     return [f"POST {base}/score  (Azure's scoring contract: the script's run(raw_data))", f"GET  {base}/  (liveness)  and  {base}/swagger.json"]
 
 
-KSERVE = Readiness("/v2/health/ready", endpoints, "every route but health (/, /v2/health/*, /v1/models/{name})")
-SCORING = Readiness("/", scoring_endpoints, "/score and /swagger.json")
+KSERVE = Readiness("/v2/health/ready", endpoints, "every route but health (/, /v2/health/*, /v1/models/{name}) needs")
+SCORING = Readiness("/", scoring_endpoints, "/score and /swagger.json need")
 
 
 def _supervise(argv: list[str], pythonpath, served: Served, args, token: str | None, lifeline_fd: int, logger,
@@ -218,7 +218,7 @@ def _supervise(argv: list[str], pythonpath, served: Served, args, token: str | N
             for line in ready.lines(args.host, port.value, served.name):
                 logger.text(f"  {line}")
             if token is not None:
-                logger.text(f"  {ready.keyed.format(name=served.name)} needs 'Authorization: Bearer ${args.auth_token_env}'")
+                logger.text(f"  {ready.keyed.format(name=served.name)} 'Authorization: Bearer ${args.auth_token_env}'")
         elif not received:
             pump.join(timeout=5)
             told = [line for line in tail if line.startswith("tftrain-serve: error:")]  # the server's own line, before gunicorn's

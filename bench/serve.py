@@ -6,6 +6,11 @@ Python) in the same run. Printed as numbers and ratios against the goals, never 
 
     .venv/bin/python bench/serve.py [--seconds S] [--batch]
     .venv/bin/python bench/serve.py --oversize
+    .venv/bin/python bench/serve.py --scoring
+
+--scoring: a scoring script (Azure's init/run, bench/scoring.py) on azmlinfsrv instead of KServe:
+POST /score {"data": [[64 values]]} at c=1 and c=8, against the same script's run() called in-process
+on the same sample (ratio printed). No goal: Azure's server is gunicorn with one sync worker.
 
 --oversize: the request-size limit instead. A 200 MB body, declared (Content-Length) and chunked,
 is refused (413); a valid 40 MB batch (within the 64 MiB limit) is answered. For each: the
@@ -31,7 +36,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
+sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "bench")]
 
 from serving_models import BUILD, NAME, BuiltModel, register_version  # noqa: E402  (tests/ holds the model)
 
@@ -61,9 +66,9 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-def load(port: int, concurrency: int, seconds: float) -> tuple[float, list[float]]:
+def load(port: int, concurrency: int, seconds: float, path: str = f"/v1/models/{NAME}:predict",
+         body: str = json.dumps({"instances": [[0.5] * 64]})) -> tuple[float, list[float]]:
     """(requests/s, latencies) of `concurrency` keep-alive clients sending one-row predicts."""
-    body = json.dumps({"instances": [[0.5] * 64]})
     headers = {"Content-Type": "application/json"}
     latencies: list[list[float]] = [[] for _ in range(concurrency)]
     errors: list[str] = []
@@ -77,7 +82,7 @@ def load(port: int, concurrency: int, seconds: float) -> tuple[float, list[float
         end = time.perf_counter() + seconds
         while time.perf_counter() < end:
             started = time.perf_counter()
-            connection.request("POST", f"/v1/models/{NAME}:predict", body, headers)
+            connection.request("POST", path, body, headers)
             response = connection.getresponse()
             response.read()
             if response.status != 200:
@@ -191,9 +196,9 @@ def oversize(port: int, pid: int) -> None:
               f"health max {worst:.1f} ms over {len(latencies)} probes (goal ≤ {GOAL_HEALTH_MS:g})")
 
 
-def start_server(home: Path, port: int, batch: bool) -> subprocess.Popen:
+def start_server(home: Path, port: int, batch: bool, name: str = NAME) -> subprocess.Popen:
     process = subprocess.Popen(
-        [TFTRAIN, "serve", f"{NAME}@v1", "--port", str(port), *(["--batch"] if batch else [])],
+        [TFTRAIN, "serve", f"{name}@v1", "--port", str(port), *(["--batch"] if batch else [])],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "TFTRAIN_HOME": str(home)},
     )
     assert process.stdout is not None
@@ -206,11 +211,41 @@ def start_server(home: Path, port: int, batch: bool) -> subprocess.Popen:
     raise SystemExit("tftrain serve stopped before it was ready:\n" + "".join(tail))
 
 
+def scoring(model, home: Path, seconds: float) -> None:
+    """bench/scoring.py's version served by `tftrain serve`, against its run() in-process."""
+    from scoring import SAMPLE, in_process, register_scoring_version
+
+    name = "bench-scoring"
+    register_scoring_version(home, model, name)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = start_server(home, port, False, name)
+    try:
+        direct = in_process(model, home / "models" / name / "v1", name, seconds / 2)
+        load(port, 1, 1.0, "/score", SAMPLE)  # warm-up
+        single_rps, single = load(port, 1, seconds, "/score", SAMPLE)
+        eight_rps, eight = load(port, 8, seconds, "/score", SAMPLE)
+    finally:
+        server.terminate()
+        server.wait(60)
+    ms = 1000.0
+    direct_p50 = percentile(direct, 0.5) * ms
+    print(f"in-process run() of the scoring script: p50 {direct_p50:.2f} ms, p99 {percentile(direct, 0.99) * ms:.2f} ms "
+          f"({len(direct)} calls, {len(direct) / sum(direct):.0f} calls/s)")
+    for label, rps, latencies in (("c=1", single_rps, single), ("c=8", eight_rps, eight)):
+        p50 = percentile(latencies, 0.5) * ms
+        print(f"tftrain serve (azmlinfsrv) {label}: {rps:7.0f} req/s, p50 {p50:.2f} ms ({p50 / direct_p50:.1f}× in-process), "
+              f"p99 {percentile(latencies, 0.99) * ms:.2f} ms; {rps / (len(direct) / sum(direct)):.2f}× in-process calls/s")
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (client and server share them)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=8.0, help="each measurement (default 8)")
     parser.add_argument("--batch", action="store_true", help="serve with --batch (requests that meet are one model call)")
     parser.add_argument("--oversize", action="store_true", help="measure the request-size limit (RSS, health latency) instead")
+    parser.add_argument("--scoring", action="store_true", help="a scoring script on azmlinfsrv (POST /score) instead of KServe")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tftrain-bench-serve-") as tmp:
         root = Path(tmp) / "model"
@@ -219,6 +254,9 @@ def main() -> None:
         if built.returncode != 0:
             raise SystemExit(built.stderr[-2000:])
         model = BuiltModel(root, json.loads(built.stdout.strip().splitlines()[-1])["tensorflow"])
+        if args.scoring:
+            scoring(model, Path(tmp) / "home", args.seconds)
+            return
         register_version(Path(tmp) / "home", model)
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))

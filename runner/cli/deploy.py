@@ -118,7 +118,8 @@ def build(client, files: VersionFiles, repository: str, base: ImageReference, lo
     from runner.serving.image import environment_spec, model_image_spec
     from runner.environments import base_image_id, build_image, docker_errors, existing_image, host_ca_bundle
 
-    environment = environment_spec(base, base_image_id(client, str(base), logger), files.tensorflow, files.onnx, host_ca_bundle())
+    environment = environment_spec(base, base_image_id(client, str(base), logger), files.tensorflow, files.onnx, host_ca_bundle(),
+                                   files.scoring_packages)
     environment_id = existing_image(client, environment.tag)
     if environment_id is None:
         logger.info("building the serving environment (once per base image and package set: TensorFlow downloads now)")
@@ -147,6 +148,7 @@ def smoke_test(
     from runner.environments import docker_errors
 
     name = files.model.name
+    auth = auth or bool((files.scoring or {}).get("auth"))  # model.serving.auth: the image refuses to start without a key
     token = secrets.token_urlsafe(32) if auth else None
     if token:
         logger.mask(token)
@@ -167,8 +169,16 @@ def smoke_test(
         )
     try:
         container.reload()
-        url = f"http://127.0.0.1:{container.ports[f'{PORT}/tcp'][0]['HostPort']}/v1/models/{name}"
+        base = f"http://127.0.0.1:{container.ports[f'{PORT}/tcp'][0]['HostPort']}"
+        url = f"{base}/v1/models/{name}"
         logger.info(f"smoke test: {image.tags[0]} with cpu {resources.cpu}, memory {resources.memory}")
+        if files.scoring is not None:  # Azure's contract: liveness once init() ran, then the sample posted to /score
+            from runner.serving.scoring_smoke import smoke_scoring
+
+            _wait_ready(container, f"{base}/", ready_timeout)
+            smoke_scoring(base, files, token, logger)
+            _stop(container, logger)
+            return
         _wait_ready(container, url, ready_timeout, token)
         if token:
             _refuses_without_key(url)
@@ -178,15 +188,19 @@ def smoke_test(
         else:
             difference = _compare(_predict(url, files.sample, token), files.predictions)
             logger.info(f"smoke test: the sample's predictions match the gate's (max |Δ| {difference:.2g})", style="green")
-        container.stop(timeout=30)
-        code = container.wait(timeout=60).get("StatusCode")
-        if code != 0:
-            logger.warning(f"smoke test: the server exited with {code} on SIGTERM (expected 0: drained)")
+        _stop(container, logger)
     finally:
         try:
             container.remove(force=True)
         except Exception:  # gone already, or the daemon went away: nothing of ours is left to hold
             pass
+
+
+def _stop(container, logger: Logger) -> None:
+    container.stop(timeout=30)
+    code = container.wait(timeout=60).get("StatusCode")
+    if code != 0:
+        logger.warning(f"smoke test: the server exited with {code} on SIGTERM (expected 0: drained)")
 
 
 def _request(url: str, body: bytes | None, token: str | None, timeout: float):

@@ -25,6 +25,8 @@ def add_arguments(parser) -> None:
         "-o", "--output", default=DEFAULT_NAME, help=f"the manifest to write (default: ./{DEFAULT_NAME})"
     )
     azureml.add_argument("--force", action="store_true", help="overwrite the manifest if it exists")
+    azureml.add_argument("--deployment", metavar="YAML",
+                         help="a v2 managed online deployment (code_configuration, environment, instance_type) → model.serving")
 
 
 def run(args, logger) -> int:
@@ -32,6 +34,10 @@ def run(args, logger) -> int:
     if source.exists() and output.exists() and output.resolve() == source.resolve():
         raise UsageError(f"{output}: is the file being imported; give another -o")
     draft = import_azureml(source, output)  # only reads: the input's errors come first
+    if args.deployment:
+        from runner.importer.azureml_deployment import apply_deployment
+
+        apply_deployment(draft, Path(args.deployment), output.resolve().parent)
     if output.exists() and not args.force:
         raise UsageError(f"{output}: exists; give --force to overwrite it, or another -o")
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -22,13 +22,16 @@ import subprocess
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from runner.errors import PlanError, ServingError, UsageError
 from runner.paths import tftrain_home
 from runner.serving import guard, supervision
 from runner.serving.layout import Runtime
 from runner.serving.refs import COPY_PREFIX, RELEASE_PREFIX, Served, checked_out
+from runner.serving.scoring_script import packages_of, recorded
 
 READY_TIMEOUT_SECONDS = 900  # TensorFlow's import plus a large model's load, on a slow machine
 POLL_SECONDS = 0.2
@@ -58,8 +61,12 @@ def run(args, logger) -> int:
     # the copy's directory and its lifeline first: from here on, whatever ends tftrain, the copy goes
     with tempfile.TemporaryDirectory(prefix=COPY_PREFIX) as workspace, supervision.lifeline(Path(workspace)) as lifeline_fd, \
             _github_errors(args.ref), checked_out(args.ref, logger, lambda: _github_repo(args), Path(workspace), tftrain_home()) as served:
-        check_servable(served, runtime)
         from runner.environments import link_runner, prepare_serving_env, serving_spec
+
+        scoring = recorded(served.directory.root)
+        if scoring is not None:  # Azure's entry script on Azure's server (runner.serving.scoring_server)
+            return _serve_scoring(args, served, scoring, token, lifeline_fd, logger)
+        check_servable(served, runtime)
 
         env = prepare_serving_env(serving_spec(served.framework_version, onnx=runtime is Runtime.ONNX), logger)
         check_port_free(args.host, args.port)  # again: building the environment can take minutes
@@ -74,6 +81,35 @@ def run(args, logger) -> int:
         pythonpath = link_runner(served.directory.root.parent / "pythonpath")
         logger.info(f"serving {served.label} ({runtime.value}) in {env.python}")
         return _supervise(argv, pythonpath, served, args, token, lifeline_fd, logger)
+
+
+def _serve_scoring(args, served: Served, scoring: dict, token: str | None, lifeline_fd: int, logger) -> int:
+    """The version's scoring script on azmlinfsrv, in a cached environment of the model's TensorFlow
+    set, the server and the script's packages; `auth: true` needs the key."""
+    from runner.environments import link_runner, prepare_serving_env, scoring_spec
+
+    refused = [flag for flag, used in (("--runtime onnx", args.runtime != Runtime.TENSORFLOW.value), ("--batch", args.batch),
+                                       ("--openapi", args.openapi)) if used]
+    if refused:
+        raise UsageError(f"{served.label} is served by its scoring script ({scoring['script']}): {', '.join(refused)} do not apply "
+                         "(azmlinfsrv serves /score and /swagger.json)")
+    if scoring.get("auth") and token is None:
+        raise UsageError(f"{served.label} was registered with model.serving.auth: true: give the key with --auth-token-env NAME")
+    try:
+        packages = packages_of(scoring)
+    except ValueError as exc:
+        raise ServingError(f"{served.label}: {exc}") from None
+    env = prepare_serving_env(scoring_spec(served.framework_version, packages), logger)
+    check_port_free(args.host, args.port)
+    argv = [
+        env.python, "-m", "runner.serving.scoring_server", "--model-dir", str(served.directory.root), "--name", served.name,
+        "--host", args.host, "--port", str(args.port), "--max-body-bytes", str(args.max_body_bytes), "--lifeline-fd", str(lifeline_fd),
+    ]
+    if served.version is not None:
+        argv += ["--version", str(served.version)]
+    pythonpath = link_runner(served.directory.root.parent / "pythonpath")
+    logger.info(f"serving {served.label}: scoring script {scoring['script']} on azmlinfsrv in {env.python}")
+    return _supervise(argv, pythonpath, served, args, token, lifeline_fd, logger, SCORING)
 
 
 def check_options(args, logger) -> str | None:
@@ -117,9 +153,13 @@ def check_servable(served: Served, runtime: Runtime) -> None:
         raise ServingError(f"{served.label} has no loadable model: its model/ holds no SavedModel directory, .keras or .h5 file")
 
 
-def endpoints(host: str, port: int, name: str) -> list[str]:
+def base_url(host: str, port: int) -> str:
     shown = "127.0.0.1" if host in ("0.0.0.0", "") else (f"[{host}]" if ":" in host else host)
-    base = f"http://{shown}:{port}"
+    return f"http://{shown}:{port}"
+
+
+def endpoints(host: str, port: int, name: str) -> list[str]:
+    base = base_url(host, port)
     return [
         f"POST {base}/v1/models/{name}:predict  (TensorFlow Serving REST: instances or inputs)",
         f"GET  {base}/v1/models/{name}  and  {base}/v1/models/{name}/metadata",
@@ -128,7 +168,26 @@ def endpoints(host: str, port: int, name: str) -> list[str]:
     ]
 
 
-def _supervise(argv: list[str], pythonpath, served: Served, args, token: str | None, lifeline_fd: int, logger) -> int:
+@dataclass(frozen=True)
+class Readiness:
+    """How `tftrain serve` knows the server is up, and what it then prints."""
+
+    path: str
+    lines: Callable[[str, int, str], list[str]]
+    keyed: str  # which routes the key guards (with the verb), for the ready message
+
+
+def scoring_endpoints(host: str, port: int, name: str) -> list[str]:
+    base = base_url(host, port)
+    return [f"POST {base}/score  (Azure's scoring contract: the script's run(raw_data))", f"GET  {base}/  (liveness)  and  {base}/swagger.json"]
+
+
+KSERVE = Readiness("/v2/health/ready", endpoints, "every route but health (/, /v2/health/*, /v1/models/{name}) needs")
+SCORING = Readiness("/", scoring_endpoints, "/score and /swagger.json need")
+
+
+def _supervise(argv: list[str], pythonpath, served: Served, args, token: str | None, lifeline_fd: int, logger,
+               ready: Readiness = KSERVE) -> int:
     from runner.environments import server_env
 
     env = server_env(pythonpath)
@@ -154,15 +213,16 @@ def _supervise(argv: list[str], pythonpath, served: Served, args, token: str | N
     pump = threading.Thread(target=_pump, args=(process, logger, tail, port), daemon=True)
     pump.start()
     try:
-        if _wait_ready(process, args.host, port):
+        if _wait_ready(process, args.host, port, ready.path):
             logger.info(f"{served.label} is ready:", style="bold green")
-            for line in endpoints(args.host, port.value, served.name):
+            for line in ready.lines(args.host, port.value, served.name):
                 logger.text(f"  {line}")
             if token is not None:
-                logger.text(f"  every route but health (/, /v2/health/*, /v1/models/{served.name}) needs 'Authorization: Bearer ${args.auth_token_env}'")
+                logger.text(f"  {ready.keyed.format(name=served.name)} 'Authorization: Bearer ${args.auth_token_env}'")
         elif not received:
             pump.join(timeout=5)
-            last = next((line for line in reversed(tail) if line.strip()), "no output")
+            told = [line for line in tail if line.startswith("tftrain-serve: error:")]  # the server's own line, before gunicorn's
+            last = (told or [line for line in tail if line.strip()] or ["no output"])[-1]
             raise ServingError(f"the model server stopped before it was ready (exit {process.returncode}): {last.strip()}")
         code = process.wait()
         pump.join(timeout=5)
@@ -199,8 +259,8 @@ def _pump(process: subprocess.Popen, logger, tail: list[str], port: ListeningPor
         logger.text(line.rstrip("\n"))
 
 
-def _wait_ready(process: subprocess.Popen, host: str, port: ListeningPort) -> bool:
-    """True once /v2/health/ready answers 200; False when the server exits first."""
+def _wait_ready(process: subprocess.Popen, host: str, port: ListeningPort, path: str = KSERVE.path) -> bool:
+    """True once `path` (/v2/health/ready; a scoring server's /) answers 200; False when the server exits first."""
     target = "127.0.0.1" if host in ("0.0.0.0", "") else ("::1" if host == "::" else host)
     deadline = time.monotonic() + READY_TIMEOUT_SECONDS
     while process.poll() is None:
@@ -210,7 +270,7 @@ def _wait_ready(process: subprocess.Popen, host: str, port: ListeningPort) -> bo
             continue
         connection = http.client.HTTPConnection(target, port.value, timeout=2)
         try:
-            connection.request("GET", "/v2/health/ready")
+            connection.request("GET", path)
             if connection.getresponse().status == 200:
                 return True
         except OSError:

@@ -32,6 +32,7 @@ _API = {
     "framework_version_of": "virtualenv",
     # the model server's environment (tftrain serve, the gate's server check)
     "serving_spec": "serving",
+    "scoring_spec": "serving",
     "prepare_serving_env": "serving",
     "link_runner": "serving",
     "server_env": "serving",

@@ -12,17 +12,24 @@ from pathlib import Path
 
 import runner
 from runner.paths import cache_dir
-from runner.serving.requirements import serving_constraints, serving_requirements
+from runner.serving.requirements import framework_constraints, scoring_requirements, serving_constraints, serving_requirements
 from runner.environments.virtualenv import EnvSpec, PythonEnv, prepare_env
 from runner.telemetry.logger import Logger
 
 
 def serving_spec(framework_version: str | None, onnx: bool) -> EnvSpec:
-    python = ".".join(map(str, sys.version_info[:3]))
-    requirements = serving_requirements(framework_version, onnx=onnx)
-    constraints = serving_constraints(framework_version)
     # "serving" in the key: never the same directory as a training environment of the same packages
-    key = {"python": python, "requirements": requirements, "purpose": "serving"}
+    return _keyed(serving_requirements(framework_version, onnx=onnx), serving_constraints(framework_version), "serving")
+
+
+def scoring_spec(framework_version: str | None, packages: tuple[str, ...]) -> EnvSpec:
+    """A scoring script's environment: TensorFlow's tested set + azmlinfsrv + the script's packages."""
+    return _keyed(scoring_requirements(framework_version, packages), framework_constraints(framework_version), "scoring")
+
+
+def _keyed(requirements: tuple[str, ...], constraints: str | None, purpose: str) -> EnvSpec:
+    python = ".".join(map(str, sys.version_info[:3]))
+    key = {"python": python, "requirements": requirements, "purpose": purpose}
     if constraints is not None:
         key["constraints"] = constraints
     source = json.dumps(key, sort_keys=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import ManifestError
-from runner.importer import azureml_env, azureml_job, hyperdrive
+from runner.importer import azureml_env, azureml_job, azureml_scoring, hyperdrive
 from runner.importer.context import ImportContext, relative
 from runner.importer.datainputs import add_input, is_data
 from runner.importer.draft import Draft, finish, model_name
@@ -103,6 +103,7 @@ def import_python(path: Path, manifest_dir: Path) -> Draft:
     azureml_job.distribution(ctx, job)
     azureml_job.compute(ctx, job)
     registered = azureml_job.model(ctx)
+    azureml_scoring.deployment(ctx)
     _name(ctx, experiment, registered)
     if sweep is not None:
         hyperdrive.from_hyperdrive(ctx, sweep)

@@ -59,6 +59,7 @@ class Interpreter:
         self.jobs: list[Obj] = []
         self.submitted: list[tuple[Obj, Any, int]] = []  # (job or sweep, experiment, line)
         self.registrations: list[Obj] = []
+        self.deployments: list[Obj] = []  # Model.deploy(...): mapped to model.serving
         self.experiments: list[Obj] = []
         self.uploads: list[tuple[Any, Any, Any, int]] = []  # (datastore name, target_path, local source, line)
         self.budget = Budget()
@@ -270,6 +271,8 @@ class Interpreter:
             self.experiments.append(obj)
         elif name == "Model.register":
             self.registrations.append(obj)
+        elif name == "Model.deploy":
+            self.deployments.append(obj)
         return obj
 
     def _builtin(self, dotted: str, args: list[Any], kwargs: dict[str, Any], node: ast.Call) -> Any:

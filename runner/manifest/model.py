@@ -139,6 +139,16 @@ class ServingResources(Model):
     cpu: float = Field(default=1.0, gt=0, le=1024, allow_inf_nan=False, description="CPU cores (fractions allowed)")
     memory: str = Field(default="2Gi", pattern=QUANTITY_PATTERN, description="Memory, a Kubernetes quantity: 512Mi, 2Gi")
     gpu: int = Field(default=0, ge=0, le=64, description="GPUs")
+    # Azure ML's scoring scripts (init/run) on Azure's own inference server (runner/serving/scoring*)
+    scoring_script: str | None = Field(
+        default=None, description="An Azure entry script (init() + run(raw_data)) in source_directory, served on azmlinfsrv"
+    )
+    conda_file: str | None = Field(default=None, description="The scoring script's conda environment file (its pip packages are installed)")
+    pip_packages: list[str] = Field(default_factory=list, description="The scoring script's packages, beside the model's TensorFlow")
+    auth: bool = Field(default=False, description="Azure's auth_enabled: POST /score needs 'Authorization: Bearer KEY'")
+    sample_request: str | None = Field(
+        default=None, description="A JSON request body in the scoring script's own shape, in source_directory: the gate and the smoke test post it"
+    )
 
 
 class ModelSpec(Model):

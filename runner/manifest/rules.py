@@ -14,6 +14,7 @@ from runner.manifest.model import Manifest, MpiTraining, MultiWorkerMirroredTrai
 from runner.manifest.frameworks import HOROVOD_FRAMEWORKS, horovod_compatible
 from runner.manifest.image_rules import check_images
 from runner.manifest.sweep_rules import check_sweep
+from runner.manifest.scoring_rules import check_scoring
 from runner.manifest.sourcepaths import regular_file_problem, text_file_problem, through_link
 from runner.manifest.document import Location
 from runner.history.refs import resume_ref_problem
@@ -84,6 +85,7 @@ def check_rules(manifest: Manifest, base_dir: Path) -> list[Problem]:
         *check_images(manifest),
         *_files(manifest, base_dir),
         *check_sweep(manifest),
+        *check_scoring(manifest, base_dir),
     ]
 
 

@@ -51,6 +51,11 @@ class GateResult:
         kept = {f"serving/{name}": self.directory / name for name in GATE_FILES}
         if self.onnx is not None:
             kept["model.onnx"] = self.onnx
+        scoring = self.serving.get("scoring")
+        if scoring:  # runner.serving.scoring_gate: the script (and its sample request) as the gate ran them
+            optional = (("sample-request.json", "sample_request"), ("answer.json", "answer"))
+            for name in (scoring["script"], *(name for name, key in optional if scoring.get(key))):
+                kept[f"scoring/{name}"] = self.directory / "scoring" / name
         return kept
 
 
@@ -66,6 +71,8 @@ def run_gate(loaded: LoadedManifest, paths: RunPaths, probe: Probe, env: Environ
     refuse_leaving(links, paths.workdir)
     located = locate(model_path)
     refuse_read_through(links, model_path, located, paths.workdir)
+    if located is None and spec.serving.scoring_script:
+        raise ModelGateError(f"model.path {spec.path} holds no model the gate knows ({KNOWN}): a scoring script is registered only with one")
     if located is None:
         return _unidentified(spec, f"model.path {spec.path} holds no model the gate knows ({KNOWN})", logger)
     started = time.monotonic()
@@ -84,6 +91,10 @@ def run_gate(loaded: LoadedManifest, paths: RunPaths, probe: Probe, env: Environ
     serving = json.loads((out / "serving.json").read_text())
     serving["checked_in"] = where
     serving["onnx"] = export_onnx(loaded, paths, serving, logger) if "onnx" in spec.export else None
+    if spec.serving.scoring_script:
+        from runner.serving.scoring_gate import gate_scoring
+
+        serving["scoring"] = gate_scoring(loaded, paths, out, lambda args, log: _probe(probe, env, paths, args, log, loaded, logger), logger)
     (out / "serving.json").write_text(json.dumps(serving, indent=2, sort_keys=True) + "\n")
     seconds = time.monotonic() - started
     outputs = ", ".join(f"{name} {tuple(info['shape'])}" for name, info in serving["predictions"].items())

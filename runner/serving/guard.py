@@ -74,6 +74,14 @@ def token_from(environ: dict[str, str]) -> bytes | None:
     return None if token is None else check_token(token, TOKEN_VARIABLE)
 
 
+def authorized(token: bytes | None, header: bytes) -> bool:
+    """No token, or `Bearer TOKEN` (the scheme in any case), compared in constant time."""
+    if token is None:
+        return True
+    scheme, _, given = header.partition(b" ")
+    return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), token)
+
+
 class Guard:
     """ASGI middleware: routes, bearer token and body limit, in that order."""
 
@@ -102,11 +110,7 @@ class Guard:
                 await asyncio.to_thread(release_memory)
 
     def authorized(self, header: bytes) -> bool:
-        """No token, or `Bearer TOKEN` (the scheme in any case), compared in constant time."""
-        if self.token is None:
-            return True
-        scheme, _, given = header.partition(b" ")
-        return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), self.token)
+        return authorized(self.token, header)
 
     async def body(self, headers: Mapping[bytes, bytes], receive, send) -> bytes | None:
         """The whole body, at most max_body bytes; None when answered (413) or the client left."""

@@ -29,7 +29,8 @@ from runner.history.checksums import sha256_file, sums_of
 from runner.history.model_registry import SUMS, ModelVersion, checkout_version, damaged
 from runner.serving.imageref import TAG, ImageReference
 from runner.serving.layout import VersionDir
-from runner.serving.requirements import serving_constraints, serving_requirements
+from runner.serving.scoring_script import packages_of
+from runner.serving.requirements import framework_constraints, scoring_requirements, serving_constraints, serving_requirements
 from runner.environments import CA_NAME, CONSTRAINTS_NAME, ImageSpec
 from runner.templates import render
 
@@ -99,6 +100,21 @@ class VersionFiles:
         return self.dir.onnx.is_file()
 
     @property
+    def scoring(self) -> dict | None:
+        """serving.json's "scoring": the version is served by its scoring script (runner.serving.scoring_server)."""
+        scoring = (self.serving or {}).get("scoring")
+        return scoring if isinstance(scoring, dict) else None
+
+    @property
+    def scoring_packages(self) -> tuple[str, ...] | None:
+        if self.scoring is None:
+            return None
+        try:
+            return packages_of(self.scoring)
+        except ValueError as exc:
+            raise DeployError(f"model {self.model.label}: {exc}") from None
+
+    @property
     def tensorflow(self) -> str | None:
         """The TensorFlow release the gate loaded the model with, else the run's."""
         return (self.serving or {}).get("tensorflow") or self.model.info.get("framework_version")
@@ -131,13 +147,17 @@ def model_sha256(model: ModelVersion) -> str:
 # --- the environment image -----------------------------------------------------------------
 
 
-def environment_spec(base: ImageReference, base_image_id: str | None, tensorflow: str | None, onnx: bool, ca_bundle: Path | None) -> ImageSpec:
-    """`base` is a parsed reference (imageref): what goes into FROM is one word of Docker's grammar."""
+def environment_spec(base: ImageReference, base_image_id: str | None, tensorflow: str | None, onnx: bool, ca_bundle: Path | None,
+                     scoring: tuple[str, ...] | None = None) -> ImageSpec:
+    """`base` is a parsed reference (imageref): what goes into FROM is one word of Docker's grammar.
+    `scoring`: the packages of a scoring script's environment (azmlinfsrv instead of KServe)."""
     if not isinstance(base, ImageReference):  # text never reaches the template unparsed
         raise TypeError(f"environment_spec takes an ImageReference, not {type(base).__name__}")
     base_image = str(base)
-    packages = serving_requirements(tensorflow, onnx=onnx)
-    constraints = serving_constraints(tensorflow)
+    if scoring is not None:
+        packages, constraints = scoring_requirements(tensorflow, scoring), framework_constraints(tensorflow)
+    else:
+        packages, constraints = serving_requirements(tensorflow, onnx=onnx), serving_constraints(tensorflow)
     files = {CONSTRAINTS_NAME: constraints.encode()} if constraints else {}
     dockerfile = render(
         "Dockerfile.serve.j2",
@@ -189,7 +209,7 @@ def model_image_spec(files: VersionFiles, repository: str, environment: ImageSpe
         tftrain_version=runner.__version__,
         environment=environment.tag,
         model_dir=f"{MODELS_DIR}/{name}",
-        command=json.dumps(server_command(name)),
+        command=json.dumps(server_command(name, scoring=files.scoring is not None)),
         port=PORT,
         user_id=USER_ID,
     )
@@ -215,9 +235,11 @@ def model_image_spec(files: VersionFiles, repository: str, environment: ImageSpe
     return ModelImage(spec, repository, version_tag, content_tag)
 
 
-def server_command(name: str) -> list[str]:
-    """The image's CMD: the model server of runner.serving.server on all interfaces (a container's)."""
-    return ["python", "-m", "runner.serving.server", "--model-dir", f"{MODELS_DIR}/{name}", "--name", name, "--host", "0.0.0.0", "--port", str(PORT)]
+def server_command(name: str, scoring: bool = False) -> list[str]:
+    """The image's CMD: the model server of runner.serving.server (or, for a version with a scoring
+    script, runner.serving.scoring_server: azmlinfsrv) on all interfaces (a container's)."""
+    module = "runner.serving.scoring_server" if scoring else "runner.serving.server"
+    return ["python", "-m", module, "--model-dir", f"{MODELS_DIR}/{name}", "--name", name, "--host", "0.0.0.0", "--port", str(PORT)]
 
 
 def _digest(dockerfile: str, files: dict[str, bytes], base: str) -> str:

@@ -3,6 +3,7 @@
     probe check  MODEL_PATH OUT_DIR [--sample FILE]   load, read the signatures, predict on the sample
     probe export MODEL_PATH OUT_DIR --opset N          convert to ONNX and run it in ONNX Runtime
     probe warm                                         import TensorFlow, then read a check's arguments from stdin
+    probe score SCRIPT MODEL_PATH OUT_DIR --name NAME [--sample FILE]   a scoring script's init() and run()
 
 `check` writes OUT_DIR/serving.json, sample.npz (the inputs) and predictions.npz (TensorFlow's
 outputs); `export` (in the export environment, after `check`) writes model.onnx and export.json.
@@ -156,9 +157,20 @@ def main(argv: list[str]) -> int:
     exporting.add_argument("model", type=Path)
     exporting.add_argument("out", type=Path)
     exporting.add_argument("--opset", type=int, default=15)
+    scoring = sub.add_parser("score")
+    scoring.add_argument("script", type=Path)
+    scoring.add_argument("model", type=Path)
+    scoring.add_argument("out", type=Path)
+    scoring.add_argument("--name", required=True)
+    scoring.add_argument("--sample", type=Path)
     args = parser.parse_args(argv)
     try:
-        result = check(args.model, args.out, args.sample) if args.step == "check" else export(args.model, args.out, args.opset)
+        if args.step == "score":
+            from runner.serving.scoring_check import check_script
+
+            result = check_script(args.script, args.model, args.out, args.name, args.sample)
+        else:
+            result = check(args.model, args.out, args.sample) if args.step == "check" else export(args.model, args.out, args.opset)
     except Exception as exc:  # anything else: one line for tftrain, the traceback in the log
         import traceback
 

@@ -13,6 +13,7 @@ KSERVE = "kserve==0.16.0"
 KSERVE_FOR = {"2.21": "kserve==0.21.0"}
 SERVER_OWNS = {"2.21": ("protobuf",)}  # the set's pins the model server's own range replaces
 ONNXRUNTIME = "onnxruntime>=1.17,<2"
+AZMLINFSRV = "azureml-inference-server-http==1.5.1"  # Azure's server for scoring scripts (gunicorn + Flask)
 TF2ONNX = "tf2onnx==1.17.0"
 ONNX_OPSET = 15  # tf2onnx 1.17's default; 18 is its newest
 # tf2onnx 1.17 is tested with TensorFlow 2.13–2.15 and converts 2.16–2.21 SavedModels here
@@ -56,3 +57,9 @@ def export_requirements(framework_version: str | None) -> tuple[str, ...]:
 def export_constraints(framework_version: str | None) -> str | None:
     """The tested set the export environment installs with: its TensorFlow release's."""
     return framework_constraints(export_tensorflow(framework_version))
+
+
+def scoring_requirements(framework_version: str | None, packages: tuple[str, ...]) -> tuple[str, ...]:
+    """A scoring script's server: the model's TensorFlow release (CPU), Azure's inference server
+    and the packages the script asked for (model.serving.pip_packages or its conda file's)."""
+    return (requirement(False, framework_version or DEFAULT_VERSION), AZMLINFSRV, *packages)

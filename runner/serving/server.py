@@ -212,18 +212,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def listen(host: str, port: int):
     """The listening socket, bound now (port 0: a free one); its port is printed for `tftrain serve`."""
-    import socket
-
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listener = socket.socket(family, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is no obstacle
     try:
-        listener.bind((host, port))
-    except (OSError, OverflowError) as exc:
-        listener.close()
-        raise LoadError(f"cannot listen on {host}:{port}: {getattr(exc, 'strerror', None) or exc}") from None
-    print(supervision.PORT_LINE.format(port=listener.getsockname()[1], host=host), flush=True)
-    return listener
+        return supervision.listen(host, port)
+    except ValueError as exc:
+        raise LoadError(str(exc)) from None
 
 
 def serve(endpoint: Endpoint, listener, args: argparse.Namespace, token: bytes | None) -> int:

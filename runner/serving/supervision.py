@@ -78,3 +78,20 @@ def stop_on_sigterm() -> None:
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, stop)
+
+
+def listen(host: str, port: int):
+    """The listening socket, bound now (port 0: a free one), its port printed as PORT_LINE for
+    `tftrain serve`; ValueError saying why it cannot be bound."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is no obstacle
+    try:
+        listener.bind((host, port))
+    except (OSError, OverflowError) as exc:
+        listener.close()
+        raise ValueError(f"cannot listen on {host}:{port}: {getattr(exc, 'strerror', None) or exc}") from None
+    print(PORT_LINE.format(port=listener.getsockname()[1], host=host), flush=True)
+    return listener

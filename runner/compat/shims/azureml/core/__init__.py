@@ -1,13 +1,15 @@
-"""tftrain's stand-in for azureml.core: Run works (runner.compat.run_context); the rest of the
+"""tftrain's stand-in for azureml.core: Run works (runner.compat.run_context), and Model.get_model_path
+(runner.compat.model_path) where a scoring script is served; the rest of the
 SDK imports, and raises NotImplementedError when used. `azureml.core.run`, `.model`, … are
 the same module under the names scripts import them by."""
 
 import sys
 import types
 
+from runner.compat.model_path import Model
 from runner.compat.run_context import Run, stub
 
-__all__ = ["Run"]
+__all__ = ["Model", "Run"]
 SUBMODULES = ("run", "model", "workspace", "dataset", "datastore", "experiment", "environment", "script_run_config", "conda_dependencies")
 
 
@@ -18,6 +20,7 @@ def __getattr__(name: str):
 def _submodule(name: str) -> types.ModuleType:
     module = types.ModuleType(f"{__name__}.{name}", __doc__)
     module.Run = Run
+    module.Model = Model
     module.__getattr__ = lambda attribute: stub(module.__name__, attribute)
     return module
 

@@ -105,6 +105,7 @@ class ActionInputs(_Resolved):
     s3_bucket: str | None = None
     s3_prefix: str = ""
     s3_endpoint_url: str | None = None
+    sign_keyless: bool = False  # sign registered models with Sigstore as the job (runner.history.signing)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -251,6 +252,7 @@ INPUTS = (
     Option("s3-bucket", _text),
     Option("s3-prefix", _prefix),
     Option("s3-endpoint-url", _text),
+    Option("sign-keyless", _boolean),
 )
 S3_THRESHOLD = Option("s3-threshold-bytes", _bytes, input=False)
 

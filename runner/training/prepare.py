@@ -107,6 +107,13 @@ def secret_values(loaded: LoadedManifest, dry_run: bool) -> dict[str, str]:
         if value is None and not dry_run:
             raise PreparingError(f"secrets: {name} is not set in tftrain's environment")
         values[name] = value or ""
+    signing = loaded.manifest.model.signing
+    if signing is not None:  # tftrain's own: it signs the model, the training never sees it
+        key = values.pop(signing.private_key_secret, "")
+        if not dry_run:
+            from runner.history.signing import ready_to_sign
+
+            ready_to_sign(key, signing.private_key_secret)  # a bad key is refused before the training, not after it
     return values
 
 

@@ -162,12 +162,13 @@ def to_bytes(document: dict) -> bytes:
 GITHUB_VARIABLES = ("GITHUB_WORKFLOW_REF", "GITHUB_SERVER_URL", "GITHUB_RUN_ID", "GITHUB_RUN_ATTEMPT", "GITHUB_REPOSITORY")
 
 
-def gather(run_json: Path, lock_file: Path, environ) -> BuildFacts:
+def gather(run_json: Path, lock_file: Path, environ, manifest_path: Path | None = None) -> BuildFacts:
     """The facts from a run's run.json and manifest.lock.yml (either may be missing: a run that never
-    started has no lock), the manifest file's sha256 and the curated set's."""
+    started has no lock), the manifest file's sha256 (`manifest_path`, when the caller loaded it;
+    else the one the lock names) and the curated set's."""
     run = _read_json(run_json)
     lock = _read_yaml(lock_file)
-    manifest_path = lock.get("manifest_path")
+    manifest_path = str(manifest_path) if manifest_path is not None else lock.get("manifest_path")
     manifest = lock.get("manifest") or run.get("manifest") or {}
     framework = (lock.get("environment") or {}).get("framework_version") or manifest.get("framework_version")
     return BuildFacts(
@@ -202,7 +203,10 @@ def _read_yaml(path: Path) -> dict:
 
     data = _bounded(path)
     try:
-        value = yaml.safe_load(data) if data else {}
+        # an alias is a reference: a few lines of them expand into gigabytes once written as JSON
+        if not data or any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(data, Loader=yaml.SafeLoader)):
+            return {}
+        value = yaml.safe_load(data)
     except yaml.YAMLError:
         return {}
     return value if isinstance(value, dict) else {}

@@ -26,6 +26,7 @@ class Seal:
     key_secret: str | None = None  # the secrets: entry that holds the private key
     keyless: bool = False  # Sigstore, as the GitHub Actions job (the key wins when both are asked for)
     environ: Mapping[str, str] = field(default_factory=dict, repr=False)
+    manifest_path: Path | None = None  # the manifest the run was loaded from, when the caller knows it
 
     @property
     def signs(self) -> bool:
@@ -34,7 +35,7 @@ class Seal:
     def __call__(self, staging: Path, sums: dict[str, str], extras: dict[str, str]) -> dict:
         """Write the provenance and the signature into the version being made (`staging`); what
         version.json says of them."""
-        facts = provenance.gather(self.run_json, self.lock, self.environ)
+        facts = provenance.gather(self.run_json, self.lock, self.environ, self.manifest_path)
         document = provenance.statement(sums, extras, facts, time.time())
         info: dict = {"provenance": {"file": provenance.FILE, "sha256": provenance.write(staging / provenance.FILE, document)}}
         signed = self._sign(staging / "model", staging / SIGNATURE)
@@ -53,10 +54,10 @@ class Seal:
         return None
 
 
-def seal_for(run_dir: Path, manifest: dict, environ: Mapping[str, str], keyless: bool = False) -> Seal:
+def seal_for(run_dir: Path, manifest: dict, environ: Mapping[str, str], keyless: bool = False, manifest_path: Path | None = None) -> Seal:
     """The seal of a version registered from the run in `run_dir` whose resolved manifest (a plain
     dict, as run.json holds it) is `manifest`."""
-    return Seal(run_dir / "run.json", run_dir / "manifest.lock.yml", signing_secret(manifest), keyless, environ)
+    return Seal(run_dir / "run.json", run_dir / "manifest.lock.yml", signing_secret(manifest), keyless, environ, manifest_path)
 
 
 # --- reading a signed version back --------------------------------------------------------------

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from runner.errors import SignatureError, UsageError, cause, extra_module
+from runner.errors import SignatureError, UsageError, answered, cause, extra_module, path_of, unreachable
 from runner.history.checksums import EntryKind, kind_of, sums_of, walk
 from runner.history.regular import open_regular
 
@@ -136,7 +136,7 @@ def sign_keyless(files_dir: Path, signature: Path, environ) -> Signed:
             "(ACTIONS_ID_TOKEN_REQUEST_URL is not set)"
         )
     model_signing = _library()
-    token = _oidc_token()
+    token = oidc_token(environ)
     try:
         config = model_signing.signing.Config().set_hashing_config(_hashing(model_signing))
         config.use_sigstore_signer(identity_token=token)
@@ -148,17 +148,35 @@ def sign_keyless(files_dir: Path, signature: Path, environ) -> Signed:
     return Signed(SigningMethod.KEYLESS)
 
 
-def _oidc_token() -> str:
-    import id as oidc
+def oidc_token(environ, timeout: float = 30.0) -> str:
+    """The job's OIDC token for Sigstore, as GitHub hands it to a job with `id-token: write`: a GET
+    of ACTIONS_ID_TOKEN_REQUEST_URL (audience added) with the request token as bearer. The answer is
+    bounded; neither token is ever put in a message."""
+    import json
+    import urllib.error
+    import urllib.parse
+    import urllib.request
 
+    url = environ["ACTIONS_ID_TOKEN_REQUEST_URL"]
+    separator = "&" if urllib.parse.urlsplit(url).query else "?"
+    request = urllib.request.Request(
+        f"{url}{separator}audience={OIDC_AUDIENCE}", headers={"Authorization": f"bearer {environ['ACTIONS_ID_TOKEN_REQUEST_TOKEN']}"}
+    )
+    call = f"GET {path_of(url)}"
     try:
-        return oidc.detect_credential(audience=OIDC_AUDIENCE) or _no_token()
-    except oidc.IdentityError as exc:
-        raise SignatureError(f"GitHub: the job's OIDC token could not be fetched: {cause(exc)}") from None
-
-
-def _no_token() -> str:
-    raise SignatureError("GitHub: the job gave no OIDC token (is `permissions: id-token: write` set?)")
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            body = answer.read(MAX_KEY_BYTES + 1)
+    except urllib.error.HTTPError as exc:
+        raise SignatureError(answered("GitHub", call, exc.code) + " (the job's OIDC token)") from None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise SignatureError(unreachable("GitHub", call, exc) + " (the job's OIDC token)") from None
+    try:
+        token = json.loads(body)["value"]
+    except (ValueError, KeyError, TypeError):
+        token = None
+    if not isinstance(token, str) or not token or len(body) > MAX_KEY_BYTES:
+        raise SignatureError(f"GitHub: {call} answered no OIDC token (a JSON object with a string `value`)")
+    return token
 
 
 def _sign(config, files_dir: Path, signature: Path) -> None:

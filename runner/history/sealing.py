@@ -15,7 +15,7 @@ from runner.errors import RegistryError, SignatureError
 from runner.history import provenance
 from runner.history.checksums import EntryKind, copy_file, fresh_dir, kind_of
 from runner.history.model_registry import ModelVersion, checkout
-from runner.history.signing import SIGNATURE, Signed, read_public_key, sign_keyless, sign_with_key, verify
+from runner.history.signing import SIGNATURE, Signed, held_key, read_public_key, sign_keyless, sign_with_key, verify
 from runner.manifest.signing import signing_secret
 
 
@@ -45,7 +45,7 @@ class Seal:
 
     def _sign(self, files: Path, signature: Path) -> Signed | None:
         if self.key_secret is not None:
-            pem = self.environ.get(self.key_secret)
+            pem = held_key(self.key_secret, self.environ)
             if not pem:
                 raise SignatureError(f"model.signing.private_key_secret: {self.key_secret} is not set in tftrain's environment")
             return sign_with_key(files, signature, pem, self.key_secret)

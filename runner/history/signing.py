@@ -16,6 +16,8 @@ is not a regular file or a directory (a FIFO would block the hashing, a link wou
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -28,6 +30,29 @@ SIGNATURE = "model.sig"
 MAX_KEY_BYTES = 64 << 10  # a PEM key is a few hundred bytes
 MAX_SIGNATURE_BYTES = 256 << 20  # a line per file of the model: a million files take about 150 MB
 OIDC_AUDIENCE = "sigstore"
+
+
+# The signing keys taken out of tftrain's environment (`withhold`): held in this process's memory
+# only, so that nothing tftrain starts (the training, pip, the gate's process) inherits them.
+_withheld: dict[str, str] = {}
+_withheld_lock = threading.Lock()
+
+
+def withhold(name: str, environ: MutableMapping[str, str] = os.environ) -> None:
+    """Move the variable `name` (model.signing's key) out of `environ` into this process's memory."""
+    with _withheld_lock:
+        value = environ.pop(name, None)
+        if value is not None:
+            _withheld[name] = value
+
+
+def held_key(name: str, environ: Mapping[str, str] = os.environ) -> str | None:
+    """The key the variable `name` holds: still in `environ`, or withheld from it."""
+    value = environ.get(name)
+    if value is not None:
+        return value
+    with _withheld_lock:
+        return _withheld.get(name)
 
 
 class SigningMethod(str, Enum):

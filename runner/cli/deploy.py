@@ -70,7 +70,7 @@ def run(args, logger) -> int:
     if args.kubeconfig and args.target != "kubernetes":
         raise UsageError("--kubeconfig applies an InferenceService: add --target kubernetes")
     if args.verify_key is not None:
-        read_public_key(args.verify_key)  # said before the registry or the daemon is asked anything
+        read_public_key(args.verify_key, "--verify-key")  # said before the registry or the daemon is asked anything
     if args.release and not args.push:
         raise UsageError("--release links the pushed image: add --push")
     if args.target == "kubernetes" and not args.push:
@@ -98,7 +98,6 @@ def deploy(args, repository: str, base: ImageReference, logger: Logger) -> int:
     resources = ServingResources.of(model.info)
     from runner.environments import docker_client
 
-    client = docker_client()
     log_path = tftrain_home() / "deploys" / f"{model.name}-v{model.version}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="tftrain-deploy-") as scratch:
@@ -106,8 +105,9 @@ def deploy(args, repository: str, base: ImageReference, logger: Logger) -> int:
             signature = copy_signature(model, Path(scratch) / SIGNATURE)
         files = copy_version(model, Path(scratch) / "version")
         if args.verify_key is not None:
-            verify(files.version.model, signature, args.verify_key, model.label)
+            verify(files.dir.model, signature, args.verify_key, model.label)
             logger.info(f"{model.label}: {SIGNATURE} verified with {args.verify_key}", style="green")
+        client = docker_client()  # the daemon is asked for nothing before the files are known good
         image = build(client, files, repository, base, logger, log_path)
         smoke_test(client, image, files, resources, args.ready_timeout, logger, auth=bool(args.auth_secret))
     outputs = {"image": image.tags[1]}

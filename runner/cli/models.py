@@ -70,7 +70,7 @@ def _from_github(args, logger) -> None:
 
     key = args.public_key if args.models_command == "verify" else args.verify_key
     if key is not None:
-        read_public_key(key)
+        read_public_key(key, "--public-key" if args.models_command == "verify" else "--verify-key")
     settings = resolve(os.environ, args)
     with workflow.github_errors():
         repo = workflow.client(settings.github).get_repo(settings.github.repository)

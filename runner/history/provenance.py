@@ -202,11 +202,12 @@ def _read_yaml(path: Path) -> dict:
     import yaml
 
     data = _bounded(path)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's, where PyYAML has it: a lock lists every package
     try:
         # an alias is a reference: a few lines of them expand into gigabytes once written as JSON
-        if not data or any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(data, Loader=yaml.SafeLoader)):
+        if not data or any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(data, Loader=loader)):
             return {}
-        value = yaml.safe_load(data)
+        value = yaml.load(data, Loader=loader)
     except yaml.YAMLError:
         return {}
     return value if isinstance(value, dict) else {}

@@ -85,7 +85,7 @@ def pull_verified(model: ModelVersion, out_dir: Path, public_key: Path) -> None:
     model.sig signed: otherwise nothing is left in out_dir."""
     import tempfile
 
-    read_public_key(public_key)  # a wrong --public-key is said before anything is copied
+    read_public_key(public_key, "--verify-key")  # a wrong key file is said before anything is copied
     if out_dir.is_dir() and any(out_dir.iterdir()):
         raise RegistryError(f"{out_dir} exists and is not empty; choose an empty or new directory")
     with tempfile.TemporaryDirectory(prefix="tftrain-verify-") as scratch, fresh_dir(out_dir) as staging:

@@ -214,13 +214,13 @@ def _sign(config, files_dir: Path, signature: Path) -> None:
 # --- verifying -------------------------------------------------------------------------------
 
 
-def read_public_key(path: Path) -> bytes:
-    """The PEM public key file given on the command line; UsageError when it is not one."""
+def read_public_key(path: Path, flag: str = "--public-key") -> bytes:
+    """The PEM public key file given on the command line (by `flag`); UsageError when it is not one."""
     try:
         with open_regular(path) as handle:
             data = handle.read(MAX_KEY_BYTES + 1)
     except OSError as exc:
-        raise UsageError(f"--public-key {path}: cannot read: {exc.strerror or exc}") from None
+        raise UsageError(f"{flag} {path}: cannot read: {exc.strerror or exc}") from None
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
 
@@ -229,7 +229,7 @@ def read_public_key(path: Path) -> bytes:
     except Exception:  # ValueError, and the backend's own on odd input
         key = None
     if not isinstance(key, ec.EllipticCurvePublicKey):
-        raise UsageError(f"--public-key {path}: not a PEM EC public key (-----BEGIN PUBLIC KEY-----)")
+        raise UsageError(f"{flag} {path}: not a PEM EC public key (-----BEGIN PUBLIC KEY-----)")
     return data
 
 

@@ -236,3 +236,21 @@ def test_the_key_is_written_nowhere(tmp_path, keys):
             data = path.read_bytes()
             assert body[:32].encode() not in data and private.encode() not in data, path
     assert "PRIVATE" not in json.dumps(model.info)
+
+
+def test_deploy_verify_key_refuses_before_the_daemon_is_asked(home, keys, cli, tmp_path, monkeypatch):
+    import runner.environments
+
+    private, public = keys
+    _, model = register(home.parent, private)
+    monkeypatch.setattr(runner.environments, "docker_client", lambda: pytest.fail("the daemon was asked before the signature was checked"))
+    (model.files_dir / "saved_model.pb").write_bytes(b"evil")
+    sums = model.path / "SHA256SUMS"
+    sums.write_text(sums.read_text().replace(hashlib.sha256(b"graph").hexdigest(), hashlib.sha256(b"evil").hexdigest()))
+    result = cli("deploy", "digits@v1", "--image", "localhost:5000/digits", "--verify-key", str(public))
+    assert result.returncode == 29 and "changed: 'saved_model.pb'" in result.stderr and result.stderr.count("\n") == 1
+    (model.path / "model.sig").unlink()
+    result = cli("deploy", "digits@v1", "--image", "localhost:5000/digits", "--verify-key", str(public))
+    assert result.returncode == 29 and "model.sig is missing" in result.stderr
+    result = cli("deploy", "digits@v1", "--image", "localhost:5000/digits", "--verify-key", str(tmp_path / "absent.pem"))
+    assert result.returncode == 2 and "absent.pem" in result.stderr

@@ -114,7 +114,7 @@ def _register(store: Store, registry: Registry, ref: str, logger) -> None:
     if not path.exists():
         raise RegistryError(f"run {run.run_id} wrote no model at {manifest.model.path}")
     info = {"run_id": run.run_id, "git": run.git, "framework": manifest.model.framework, "registered_from_status": run.status}
-    seal = seal_for(paths.root, manifest.model_dump(mode="json", by_alias=True), os.environ, resolve(os.environ).inputs.sign_keyless)
+    seal = seal_for(paths.root, manifest.model_dump(mode="json", by_alias=True), resolve(os.environ), os.environ)
     model = registry.register(manifest.name, path, run.run_id, info, seal=seal)
     logger.info(f"registered model {model.label} from run {run.run_id} ({run.status})", style="green")
     if model.skipped:

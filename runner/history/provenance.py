@@ -39,7 +39,7 @@ class BuildFacts:
     lock: dict  # manifest.lock.yml (empty when the run never wrote one)
     manifest_sha256: str | None  # of the manifest file, when it is still there to read
     curated: dict | None  # {"release", "file", "sha256"} of the curated TensorFlow set used
-    environ: dict  # the GITHUB_* variables that name the workflow run, when in one
+    workflow: dict  # the workflow run, when in one: workflow_ref, server_url, repository, run_id, run_attempt
 
 
 def statement(sums: dict[str, str], extras: dict[str, str], facts: BuildFacts, finished: float) -> dict:
@@ -91,9 +91,9 @@ def _dependencies(facts: BuildFacts) -> list[dict]:
     git = run.get("git") or lock.get("git") or {}
     found = []
     if git.get("commit"):
-        environ = facts.environ
-        repository = environ.get("GITHUB_REPOSITORY")
-        server = environ.get("GITHUB_SERVER_URL") or "https://github.com"
+        workflow = facts.workflow
+        repository = workflow.get("repository")
+        server = workflow.get("server_url") or "https://github.com"
         found.append({
             "uri": f"git+{server}/{repository}@{git['commit']}" if repository else f"git:{git['commit']}",
             "digest": {"gitCommit": git["commit"]},
@@ -113,15 +113,15 @@ def _dependencies(facts: BuildFacts) -> list[dict]:
 
 
 def _run_details(facts: BuildFacts, extras: dict[str, str], finished: float) -> dict:
-    run, environ = facts.run, facts.environ
+    run, workflow = facts.run, facts.workflow
     started = next((phase.get("started") for phase in run.get("phases") or [] if phase.get("phase") == "Running"), None)
-    workflow = environ.get("GITHUB_WORKFLOW_REF")
-    server = environ.get("GITHUB_SERVER_URL") or "https://github.com"
-    builder = {"id": f"{server}/{workflow}" if workflow else LOCAL_BUILDER, "version": {"tftrain": runner.__version__}}
+    server = workflow.get("server_url") or "https://github.com"
+    ref = workflow.get("workflow_ref")
+    builder = {"id": f"{server}/{ref}" if ref else LOCAL_BUILDER, "version": {"tftrain": runner.__version__}}
     invocation = run.get("run_id")
-    if environ.get("GITHUB_RUN_ID") and environ.get("GITHUB_REPOSITORY"):
-        attempt = environ.get("GITHUB_RUN_ATTEMPT") or "1"
-        invocation = f"{server}/{environ['GITHUB_REPOSITORY']}/actions/runs/{environ['GITHUB_RUN_ID']}/attempts/{attempt}"
+    if workflow.get("run_id") and workflow.get("repository"):
+        attempt = workflow.get("run_attempt") or "1"
+        invocation = f"{server}/{workflow['repository']}/actions/runs/{workflow['run_id']}/attempts/{attempt}"
     return {
         "builder": builder,
         "metadata": {
@@ -159,12 +159,12 @@ def to_bytes(document: dict) -> bytes:
 
 # --- gathering what the run recorded ----------------------------------------------------------
 
-GITHUB_VARIABLES = ("GITHUB_WORKFLOW_REF", "GITHUB_SERVER_URL", "GITHUB_RUN_ID", "GITHUB_RUN_ATTEMPT", "GITHUB_REPOSITORY")
+WORKFLOW_KEYS = ("workflow_ref", "server_url", "repository", "run_id", "run_attempt")
 
 
-def gather(run_json: Path, lock_file: Path, environ, manifest_path: Path | None = None) -> BuildFacts:
+def gather(run_json: Path, lock_file: Path, workflow, manifest_path: Path | None = None) -> BuildFacts:
     """The facts from a run's run.json and manifest.lock.yml (either may be missing: a run that never
-    started has no lock), the manifest file's sha256 (`manifest_path`, when the caller loaded it;
+    started has no lock), `workflow` (runner.settings.GitHubContext's fields, or a mapping of them), the manifest file's sha256 (`manifest_path`, when the caller loaded it;
     else the one the lock names) and the curated set's."""
     run = _read_json(run_json)
     lock = _read_yaml(lock_file)
@@ -176,8 +176,12 @@ def gather(run_json: Path, lock_file: Path, environ, manifest_path: Path | None 
         lock=lock,
         manifest_sha256=_file_sha256(Path(manifest_path)) if isinstance(manifest_path, str) else None,
         curated=_curated(framework if isinstance(framework, str) else None),
-        environ={name: environ[name] for name in GITHUB_VARIABLES if environ.get(name)},
+        workflow={key: str(value) for key in WORKFLOW_KEYS if (value := _field(workflow, key))},
     )
+
+
+def _field(workflow, key: str):
+    return workflow.get(key) if isinstance(workflow, dict) else getattr(workflow, key, None)
 
 
 def _bounded(path: Path) -> bytes | None:

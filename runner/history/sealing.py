@@ -17,6 +17,7 @@ from runner.history.checksums import EntryKind, copy_file, fresh_dir, kind_of
 from runner.history.model_registry import ModelVersion, checkout
 from runner.history.signing import SIGNATURE, Signed, held_key, read_public_key, sign_keyless, sign_with_key, verify
 from runner.manifest.signing import signing_secret
+from runner.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ class Seal:
     keyless: bool = False  # Sigstore, as the GitHub Actions job (the key wins when both are asked for)
     environ: Mapping[str, str] = field(default_factory=dict, repr=False)
     manifest_path: Path | None = None  # the manifest the run was loaded from, when the caller knows it
+    workflow: object = None  # the workflow run (runner.settings.GitHubContext), when in one
 
     @property
     def signs(self) -> bool:
@@ -35,7 +37,7 @@ class Seal:
     def __call__(self, staging: Path, sums: dict[str, str], extras: dict[str, str]) -> dict:
         """Write the provenance and the signature into the version being made (`staging`); what
         version.json says of them."""
-        facts = provenance.gather(self.run_json, self.lock, self.environ, self.manifest_path)
+        facts = provenance.gather(self.run_json, self.lock, self.workflow or {}, self.manifest_path)
         document = provenance.statement(sums, extras, facts, time.time())
         info: dict = {"provenance": {"file": provenance.FILE, "sha256": provenance.write(staging / provenance.FILE, document)}}
         signed = self._sign(staging / "model", staging / SIGNATURE)
@@ -54,10 +56,11 @@ class Seal:
         return None
 
 
-def seal_for(run_dir: Path, manifest: dict, environ: Mapping[str, str], keyless: bool = False, manifest_path: Path | None = None) -> Seal:
+def seal_for(run_dir: Path, manifest: dict, settings: Settings, environ: Mapping[str, str], manifest_path: Path | None = None) -> Seal:
     """The seal of a version registered from the run in `run_dir` whose resolved manifest (a plain
-    dict, as run.json holds it) is `manifest`."""
-    return Seal(run_dir / "run.json", run_dir / "manifest.lock.yml", signing_secret(manifest), keyless, environ, manifest_path)
+    dict, as run.json holds it) is `manifest`: keyless as `settings` say, in their workflow run."""
+    key = signing_secret(manifest)
+    return Seal(run_dir / "run.json", run_dir / "manifest.lock.yml", key, settings.inputs.sign_keyless, environ, manifest_path, settings.github)
 
 
 # --- reading a signed version back --------------------------------------------------------------

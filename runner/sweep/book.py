@@ -213,7 +213,7 @@ class SweepBook:
             gate = self.gate(best["run_id"]) if self.gate else None
             if gate is not None:
                 info["serving"] = gate.serving
-            seal = seal_for(run_dir, record.manifest, os.environ, resolve(os.environ).inputs.sign_keyless)
+            seal = seal_for(run_dir, record.manifest, resolve(os.environ), os.environ)
             return Registry(store).register(record.name, model_path, best["run_id"], info, gate.files() if gate else None, seal).label
         finally:
             store.close()

@@ -312,7 +312,7 @@ def _register(ctx: RunContext, training: Training, summary: dict) -> ModelVersio
             }
             if gate is not None:
                 info["serving"] = gate.serving
-            seal = seal_for(ctx.paths.root, ctx.manifest.model_dump(mode="json", by_alias=True), os.environ, ctx.settings.inputs.sign_keyless, ctx.loaded.path)
+            seal = seal_for(ctx.paths.root, ctx.manifest.model_dump(mode="json", by_alias=True), ctx.settings, os.environ, ctx.loaded.path)
             model = Registry(ctx.store).register(ctx.manifest.name, model_path, ctx.run_id, info, gate.files() if gate else None, seal)
             logger.info(f"registered model {model.label} ({model.info['files']} files)", style="bold green")
             if model.skipped:

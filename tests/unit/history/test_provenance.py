@@ -44,7 +44,7 @@ def lock(manifest_path: Path) -> dict:
     }
 
 
-def seal_run(tmp_path: Path, run: dict | None = RUN, lock_data: dict | None = None, environ: dict | None = None):
+def seal_run(tmp_path: Path, run: dict | None = RUN, lock_data: dict | None = None, workflow=None):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (tmp_path / "tftrain.yml").write_text("name: digits\nentry_script: train.py\n")
@@ -57,7 +57,7 @@ def seal_run(tmp_path: Path, run: dict | None = RUN, lock_data: dict | None = No
     (model / "saved_model.pb").write_bytes(b"graph")
     (model / "variables" / "variables.data").write_bytes(b"weights")
     (tmp_path / "model.onnx").write_bytes(b"onnx")
-    seal = Seal(run_dir / "run.json", run_dir / "manifest.lock.yml", environ=environ or {})
+    seal = Seal(run_dir / "run.json", run_dir / "manifest.lock.yml", workflow=workflow)
     version = Registry(Store(tmp_path / "home")).register("digits", model, "digits-7", {}, {"model.onnx": tmp_path / "model.onnx"}, seal)
     return version, json.loads((version.path / provenance.FILE).read_text())
 
@@ -104,9 +104,11 @@ def test_the_predicate_says_how_it_was_built(tmp_path):
 
 
 def test_in_a_workflow_the_builder_and_invocation_are_the_workflow_run(tmp_path):
+    from runner.settings import GitHubContext
+
     environ = {"GITHUB_WORKFLOW_REF": "o/r/.github/workflows/train.yml@refs/heads/main", "GITHUB_SERVER_URL": "https://github.com",
                "GITHUB_RUN_ID": "99", "GITHUB_RUN_ATTEMPT": "2", "GITHUB_REPOSITORY": "o/r", "GITHUB_TOKEN": "ghs_secret"}
-    _, document = seal_run(tmp_path, environ=environ)
+    _, document = seal_run(tmp_path, workflow=GitHubContext.from_environment(environ))
     details = document["predicate"]["runDetails"]
     assert details["builder"]["id"] == "https://github.com/o/r/.github/workflows/train.yml@refs/heads/main"
     assert details["metadata"]["invocationId"] == "https://github.com/o/r/actions/runs/99/attempts/2"

@@ -11,7 +11,7 @@ import yaml
 
 import runner
 from runner.history.archive import pack
-from runner.history.checksums import format_sums, read_sums, sha256_file, sums_of
+from runner.history.checksums import Entry, EntryKind, format_sums, read_sums, sha256_file, walk
 from runner.errors import PublishError
 from runner.manifest.model import Manifest
 from runner.telemetry.point import iter_series
@@ -122,7 +122,9 @@ def _seal_assets(model: Path, paths: RunPaths, record: dict, directory: Path) ->
         shutil.copy(version_dir / PROVENANCE, directory / PROVENANCE)
     if "signature" in sealed:
         registered = read_sums(version_dir / VERSION_SUMS)
-        current = sums_of(model) if model.is_dir() else {model.name: sha256_file(model)}
+        # as registration saw it: regular files only (links and the like were skipped, not signed)
+        entries = walk(model) if model.is_dir() else [Entry(model.name, model, EntryKind.FILE)]
+        current = {entry.name: sha256_file(entry.path) for entry in entries if entry.kind is EntryKind.FILE}
         if current != registered:
             raise PublishError(f"the run's model changed since it was registered as {record['model']}: its {SIGNATURE} would not verify")
         shutil.copy(version_dir / SIGNATURE, directory / SIGNATURE)

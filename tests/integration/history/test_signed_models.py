@@ -154,3 +154,14 @@ def test_the_release_carries_the_signature_and_the_provenance(project, home, key
     result = tftrain("models", "pull", "demo@v1", "--from", "github", "-o", str(tmp_path / "refused"), "--verify-key", str(other), env=env)
     assert result.returncode == 29 and "was not made with the key" in result.stderr
     assert not (tmp_path / "refused").exists()
+
+
+def test_a_model_changed_after_registration_is_not_published_with_its_signature(project, home, keys, github_api):
+    private, _ = keys
+    env = {**os.environ, KEY_VARIABLE: private, "GITHUB_REPOSITORY": "octo/models", "GITHUB_API_URL": github_api.url, "GITHUB_TOKEN": "ghs_test"}
+    assert tftrain("run", "-f", str(project(script=SCRIPT, manifest=MANIFEST)), env=env).returncode == 0
+    (home / "runs" / "demo-1" / "workdir" / "outputs" / "model" / "saved_model.pb").write_bytes(b"swapped after signing")
+    result = tftrain("publish", "--run", "demo-1", env=env)
+    assert result.returncode == 17, result.stderr
+    assert "the run's model changed since it was registered as demo@v1: its model.sig would not verify" in result.stderr
+    assert all(release["draft"] for release in github_api.releases)  # nothing published

@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -165,3 +164,18 @@ def test_a_model_changed_after_registration_is_not_published_with_its_signature(
     assert result.returncode == 17, result.stderr
     assert "the run's model changed since it was registered as demo@v1: its model.sig would not verify" in result.stderr
     assert all(release["draft"] for release in github_api.releases)  # nothing published
+
+
+def test_an_unsigned_release_fails_verification_with_one_line(project, home, keys, github_api, tmp_path):
+    _, public = keys
+    env = {**os.environ, "GITHUB_REPOSITORY": "octo/models", "GITHUB_API_URL": github_api.url, "GITHUB_TOKEN": "ghs_test"}
+    assert tftrain("run", "-f", str(project(script=SCRIPT, manifest="model: {gate: 'off'}\n")), env=env).returncode == 0
+    assert tftrain("publish", "--run", "demo-1", env=env).returncode == 0
+    (release,) = github_api.releases
+    assert "model.sig" not in {asset["name"] for asset in release["assets"]}
+    assert "provenance.intoto.json" in {asset["name"] for asset in release["assets"]}
+    result = tftrain("models", "verify", "demo@v1", "--from", "github", "--public-key", str(public), env=env)
+    assert result.returncode == 29 and "release demo-v1 has no model.sig" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    result = tftrain("models", "pull", "demo@v1", "--from", "github", "-o", str(tmp_path / "o"), "--verify-key", str(public), env=env)
+    assert result.returncode == 29 and not (tmp_path / "o").exists()

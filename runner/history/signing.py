@@ -209,6 +209,8 @@ def _sign(config, files_dir: Path, signature: Path) -> None:
         config.sign(files_dir, signature)
     except OSError as exc:
         raise SignatureError(f"signing {files_dir}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # the library's own refusals (a link in the directory, an unsupported key)
+        raise SignatureError(f"signing {files_dir}: {cause(exc)[:300]}") from None
 
 
 # --- verifying -------------------------------------------------------------------------------

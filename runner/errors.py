@@ -178,6 +178,14 @@ class ModelGateError(FatalError):
     exit_code = 28
 
 
+class SignatureError(FatalError):
+    """A model version's signature (model.sig) is missing, is not a signature, was not made with the
+    key given, or does not cover the files as they are (one changed, added or removed); or signing
+    could not be done (a bad key, Sigstore out of reach)."""
+
+    exit_code = 29
+
+
 def extra_module(name: str, extra: str, feature: str):
     """`import name` for a feature that needs the pip extra `extra`: the top-level package, as
     the import statement binds it, or one line naming the extra to install."""

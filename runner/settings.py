@@ -52,6 +52,8 @@ class GitHubContext(_Resolved):
     server_url: str = ""
     run_id: str = ""
     token: str | None = None
+    workflow_ref: str = ""  # OWNER/REPO/.github/workflows/F.yml@REF: the builder a model's provenance names
+    run_attempt: str = ""
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str]) -> GitHubContext:
@@ -63,6 +65,8 @@ class GitHubContext(_Resolved):
             api_url=environ.get("GITHUB_API_URL", DEFAULT_API_URL),
             server_url=environ.get("GITHUB_SERVER_URL", ""),
             run_id=environ.get("GITHUB_RUN_ID", ""),
+            workflow_ref=environ.get("GITHUB_WORKFLOW_REF", ""),
+            run_attempt=environ.get("GITHUB_RUN_ATTEMPT", ""),
             token=environ.get("INPUT_GITHUB_TOKEN") or environ.get("GITHUB_TOKEN") or None,
         )
 
@@ -105,6 +109,7 @@ class ActionInputs(_Resolved):
     s3_bucket: str | None = None
     s3_prefix: str = ""
     s3_endpoint_url: str | None = None
+    sign_keyless: bool = False  # sign registered models with Sigstore as the job (runner.history.signing)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -251,6 +256,7 @@ INPUTS = (
     Option("s3-bucket", _text),
     Option("s3-prefix", _prefix),
     Option("s3-endpoint-url", _text),
+    Option("sign-keyless", _boolean),
 )
 S3_THRESHOLD = Option("s3-threshold-bytes", _bytes, input=False)
 

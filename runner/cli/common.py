@@ -24,6 +24,10 @@ def add_manifest_arg(parser: argparse.ArgumentParser, target: bool = False) -> N
 def load(args: argparse.Namespace, logger: Logger) -> LoadedManifest:
     loaded = load_manifest(args.file)
     logger.mask_secrets(loaded.manifest.secrets, os.environ)  # before tftrain prints anything else
+    if loaded.manifest.model.signing is not None:  # masked above; from here on in tftrain's memory only
+        from runner.history.signing import withhold
+
+        withhold(loaded.manifest.model.signing.private_key_secret)
     if getattr(args, "target", None):
         manifest = loaded.manifest
         compute = manifest.compute.model_copy(update={"target": args.target})

@@ -25,6 +25,8 @@ from pathlib import Path
 
 from runner.errors import DeployError, DockerError, UsageError
 from runner.history.model_registry import Registry
+from runner.history.sealing import copy_signature
+from runner.history.signing import SIGNATURE, read_public_key, verify
 from runner.history.store import Store
 from runner.paths import tftrain_home
 from runner.serving.guard import TOKEN_VARIABLE
@@ -53,6 +55,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--auth-secret", metavar="SECRET",
                         help=f"with --target kubernetes: the server requires `Authorization: Bearer KEY`, KEY from the key `token` of "
                              f"this Kubernetes secret (as {TOKEN_VARIABLE}); the smoke test proves the image refuses requests without it")
+    parser.add_argument("--verify-key", type=Path, metavar="FILE",
+                        help="build nothing unless the version's model.sig verifies with this public key (PEM)")
 
 
 def run(args, logger) -> int:
@@ -65,6 +69,8 @@ def run(args, logger) -> int:
         raise UsageError(f"--auth-secret names a Kubernetes secret: add --target kubernetes (with docker, run the image with -e {TOKEN_VARIABLE})")
     if args.kubeconfig and args.target != "kubernetes":
         raise UsageError("--kubeconfig applies an InferenceService: add --target kubernetes")
+    if args.verify_key is not None:
+        read_public_key(args.verify_key, "--verify-key")  # said before the registry or the daemon is asked anything
     if args.release and not args.push:
         raise UsageError("--release links the pushed image: add --push")
     if args.target == "kubernetes" and not args.push:
@@ -92,11 +98,16 @@ def deploy(args, repository: str, base: ImageReference, logger: Logger) -> int:
     resources = ServingResources.of(model.info)
     from runner.environments import docker_client
 
-    client = docker_client()
     log_path = tftrain_home() / "deploys" / f"{model.name}-v{model.version}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="tftrain-deploy-") as scratch:
+        if args.verify_key is not None:  # the copy is checked against a copy of model.sig: what is built is what was signed
+            signature = copy_signature(model, Path(scratch) / SIGNATURE)
         files = copy_version(model, Path(scratch) / "version")
+        if args.verify_key is not None:
+            verify(files.dir.model, signature, args.verify_key, model.label)
+            logger.info(f"{model.label}: {SIGNATURE} verified with {args.verify_key}", style="green")
+        client = docker_client()  # the daemon is asked for nothing before the files are known good
         image = build(client, files, repository, base, logger, log_path)
         smoke_test(client, image, files, resources, args.ready_timeout, logger, auth=bool(args.auth_secret))
     outputs = {"image": image.tags[1]}

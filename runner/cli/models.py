@@ -1,4 +1,4 @@
-"""tftrain models [NAME] | models pull REF -o DIR | models register RUN: the model registry."""
+"""tftrain models [NAME] | models pull REF -o DIR | models verify REF --public-key FILE | models register RUN: the model registry."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ from runner.telemetry.summary import primary_metric
 from runner.paths import tftrain_home
 from runner.github.publish import pull_release
 from runner.history.model_registry import Registry
+from runner.history.checksums import fresh_dir
+from runner.history.sealing import pull_verified, seal_for, verify_version
+from runner.history.signing import SIGNATURE, read_public_key, verify
 from runner.history.rundir import RunPaths
 from runner.history.store import Store
 from runner.targets.leftovers import reconcile
@@ -27,6 +30,13 @@ def add_arguments(parser) -> None:
     pull.add_argument("-o", "--output", type=Path, required=True, help="an empty or new directory")
     pull.add_argument("--from", dest="source", choices=("local", "github"), default="local",
                       help="this machine's registry (default) or the repository's GitHub Releases")
+    pull.add_argument("--verify-key", type=Path, metavar="FILE",
+                      help="keep nothing unless the version's model.sig verifies with this public key (PEM)")
+    verify = sub.add_parser("verify", help="check a version's files against its signature, model.sig (OpenSSF model signing)")
+    verify.add_argument("ref", help="NAME, NAME@vN or NAME@latest")
+    verify.add_argument("--public-key", type=Path, required=True, metavar="FILE", help="the signer's public key (PEM)")
+    verify.add_argument("--from", dest="source", choices=("local", "github"), default="local",
+                        help="this machine's registry (default) or the repository's GitHub Releases")
     register = sub.add_parser("register", help="register the model a run wrote (e.g. of a canceled run)")
     register.add_argument("run", help="run id, run number, or latest")
 
@@ -34,19 +44,52 @@ def add_arguments(parser) -> None:
 def run(args, logger) -> int:
     with Store(tftrain_home()) as store:
         registry = Registry(store)
-        if args.models_command == "pull" and args.source == "github":
-            settings = resolve(os.environ, args)
-            with workflow.github_errors():
-                repo = workflow.client(settings.github).get_repo(settings.github.repository)
-                pull_release(repo, args.ref, args.output, logger, settings)
+        if args.models_command in ("pull", "verify") and args.source == "github":
+            _from_github(args, logger)
+        elif args.models_command == "pull" and args.verify_key is not None:
+            model = registry.resolve(args.ref)
+            pull_verified(model, args.output, args.verify_key)
+            logger.info(f"{model.label} → {args.output} (checksums and {SIGNATURE} verified)", style="green")
         elif args.models_command == "pull":
             model = registry.pull(args.ref, args.output)
             logger.info(f"{model.label} → {args.output} (checksums verified)", style="green")
+        elif args.models_command == "verify":
+            model = registry.resolve(args.ref)
+            verify_version(model, args.public_key)
+            logger.info(f"{model.label}: {SIGNATURE} verified with {args.public_key} ({model.info.get('files', '?')} files)", style="green")
         elif args.models_command == "register":
             _register(store, registry, args.run, logger)
         else:
             _list(registry, getattr(args, "name", None), logger)
     return 0
+
+
+def _from_github(args, logger) -> None:
+    """pull (--verify-key: kept only when model.sig verifies) or verify, from the Releases."""
+    import tempfile
+
+    key = args.public_key if args.models_command == "verify" else args.verify_key
+    if key is not None:
+        read_public_key(key, "--public-key" if args.models_command == "verify" else "--verify-key")
+    settings = resolve(os.environ, args)
+    with workflow.github_errors():
+        repo = workflow.client(settings.github).get_repo(settings.github.repository)
+        if key is None:
+            pull_release(repo, args.ref, args.output, logger, settings)
+            return
+        with tempfile.TemporaryDirectory(prefix="tftrain-verify-") as scratch:
+            signature, out_dir = Path(scratch) / SIGNATURE, Path(scratch) / "model"
+            if args.models_command == "pull":
+                if args.output.is_dir() and any(args.output.iterdir()):
+                    raise RegistryError(f"{args.output} exists and is not empty; choose an empty or new directory")
+                with fresh_dir(args.output) as staging:
+                    tag = pull_release(repo, args.ref, staging, logger, settings, signature)
+                    verify(staging, signature, key, tag)
+                logger.info(f"{tag} → {args.output} ({SIGNATURE} verified with {key})", style="green")
+            else:
+                tag = pull_release(repo, args.ref, out_dir, logger, settings, signature)
+                verify(out_dir, signature, key, tag)
+                logger.info(f"{tag}: {SIGNATURE} verified with {key}", style="green")
 
 
 def _list(registry: Registry, name: str | None, logger) -> None:
@@ -71,7 +114,8 @@ def _register(store: Store, registry: Registry, ref: str, logger) -> None:
     if not path.exists():
         raise RegistryError(f"run {run.run_id} wrote no model at {manifest.model.path}")
     info = {"run_id": run.run_id, "git": run.git, "framework": manifest.model.framework, "registered_from_status": run.status}
-    model = registry.register(manifest.name, path, run.run_id, info)
+    seal = seal_for(paths.root, manifest.model_dump(mode="json", by_alias=True), resolve(os.environ), os.environ)
+    model = registry.register(manifest.name, path, run.run_id, info, seal=seal)
     logger.info(f"registered model {model.label} from run {run.run_id} ({run.status})", style="green")
     if model.skipped:
         logger.warning(model.skipped_note(str(manifest.model.path)))

@@ -62,6 +62,6 @@ def run(args, logger) -> int:
             repo, manifest, paths, record, logger, force=args.force, s3=S3Target.of(settings),
             template=workflow.TagTemplate(settings.inputs.tag_template), run_url=context.run_url,
         )
-    logger.outputs({"release-tag": published.tag, "release-url": published.url})
+    logger.outputs({"release-tag": published.tag, "release-url": published.url, "release-checksums": str(paths.release_dir / "SHA256SUMS")})
     logger.step_summary(f"Published **[{published.tag}]({published.url})**: model, metrics, logs, model card, SHA256SUMS.")
     return 0

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.history.checksums import parse_sums, sha256_file
-from runner.errors import PublishError, StorageError
+from runner.errors import PublishError, SignatureError, StorageError
+from runner.history.signing import SIGNATURE
 from runner.telemetry.logger import Logger
 from runner.manifest.model import Manifest
 from runner.github.release_assets import SUMS, build_assets
@@ -84,7 +85,8 @@ def _upload_and_publish(
     if (directory / SUMS).exists() and state["verified"]:  # resuming: the very files already uploaded
         assets = sorted(p for p in directory.iterdir() if p.name != SUMS) + [directory / SUMS]
     else:
-        assets = build_assets(manifest, paths, record, state["version"], directory, s3, run_url)
+        download_url = str(getattr(release, "html_url", "") or "").replace("/releases/tag/", "/releases/download/", 1) or None
+        assets = build_assets(manifest, paths, record, state["version"], directory, s3, run_url, download_url)
     digests = {**parse_sums((directory / SUMS).read_text()), SUMS: sha256_file(directory / SUMS)}
     existing = {asset.name: asset for asset in release.get_assets()}
     for path in assets:
@@ -177,10 +179,11 @@ def _downloaded_digest(asset) -> str:
         return sha256_file(target)
 
 
-def pull_release(repo, ref: str, out_dir: Path, logger: Logger, settings: Settings) -> str:
+def pull_release(repo, ref: str, out_dir: Path, logger: Logger, settings: Settings, signature: Path | None = None) -> str:
     """Download NAME@vN (or NAME@latest) from the Releases, verify it against SHA256SUMS, extract
     it safely into out_dir. Returns the tag. `settings` give the tag template, the archive limits
-    and, for a model in S3, the endpoint that overrides its pointer's."""
+    and, for a model in S3, the endpoint that overrides its pointer's. `signature`: where to put the
+    release's model.sig (checked against SHA256SUMS too); SignatureError when it has none."""
     import tempfile
 
     from runner.history.archive import unpack
@@ -194,6 +197,8 @@ def pull_release(repo, ref: str, out_dir: Path, logger: Logger, settings: Settin
     for needed in (SUMS, model):
         if needed not in assets:
             raise PublishError(f"release {release.tag_name} has no {needed}")
+    if signature is not None and SIGNATURE not in assets:
+        raise SignatureError(f"release {release.tag_name} has no {SIGNATURE}: it was not signed (model.signing)")
     if out_dir.exists() and any(out_dir.iterdir()):
         raise PublishError(f"{out_dir} exists and is not empty; choose an empty or new directory")
     with tempfile.TemporaryDirectory() as tmp:
@@ -206,6 +211,10 @@ def pull_release(repo, ref: str, out_dir: Path, logger: Logger, settings: Settin
         actual = sha256_file(Path(tmp) / model)
         if expected != actual:
             raise PublishError(f"{model} of {release.tag_name} does not match its SHA256SUMS ({actual} ≠ {expected})")
+        if signature is not None:
+            assets[SIGNATURE].download_asset(str(signature))
+            if read_sums(Path(tmp) / SUMS).get(SIGNATURE) != sha256_file(signature):
+                raise SignatureError(f"{SIGNATURE} of {release.tag_name} does not match its SHA256SUMS")
         if model == "model.s3.json":  # the pointer is verified; the object is checked against it
             download(json.loads((Path(tmp) / model).read_text()), Path(tmp) / "model.tar.gz", settings.inputs.s3_endpoint_url)
         # a matching sha256 says the asset is what was published, not that it is safe to extract

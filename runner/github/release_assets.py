@@ -3,6 +3,7 @@ manifest, a model card, a loss curve, and SHA256SUMS over all of them."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -10,7 +11,8 @@ import yaml
 
 import runner
 from runner.history.archive import pack
-from runner.history.checksums import format_sums, sha256_file
+from runner.history.checksums import Entry, EntryKind, format_sums, read_sums, sha256_file, walk
+from runner.errors import PublishError
 from runner.manifest.model import Manifest
 from runner.telemetry.point import iter_series
 from runner.telemetry.summary import sampled
@@ -33,6 +35,7 @@ def build_assets(
     directory: Path,
     s3: S3Target | None = None,
     run_url: str | None = None,
+    download_url: str | None = None,
 ) -> list[Path]:
     """Write the assets into `directory` (anew) and return them, SHA256SUMS last. A model that goes
     to S3 is uploaded here and replaced by its pointer, model.s3.json. `run_url`: the workflow run
@@ -53,10 +56,11 @@ def build_assets(
     for source, asset in SERVING_ASSETS.items():  # what the model gate found, and model.onnx
         if (paths.serving / source).is_file():
             shutil.copy(paths.serving / source, directory / asset)
+    sealed = _seal_assets(model, paths, record, directory)
     _loss_curve(paths, directory / "loss-curve.png")
     _sweep_curves(paths, record, directory / "sweep-trials.png")
     names = sorted(p.name for p in directory.iterdir()) + ["MODEL_CARD.md"]
-    (directory / "MODEL_CARD.md").write_text(model_card(manifest, paths, record, version, names + [SUMS], run_url))
+    (directory / "MODEL_CARD.md").write_text(model_card(manifest, paths, record, version, names + [SUMS], run_url, sealed, download_url))
     files = sorted(p for p in directory.iterdir() if p.is_file())
     sums = {p.name: digests.get(p.name) or sha256_file(p) for p in files}
     (directory / SUMS).write_text(format_sums(sums))
@@ -64,7 +68,8 @@ def build_assets(
 
 
 def model_card(
-    manifest: Manifest, paths: RunPaths, record: dict, version: int, assets: list[str], run_url: str | None = None
+    manifest: Manifest, paths: RunPaths, record: dict, version: int, assets: list[str], run_url: str | None = None,
+    sealed: dict | None = None, download_url: str | None = None,
 ) -> str:
     lock = yaml.safe_load(paths.lock.read_text()) if paths.lock.exists() else {}
     git = record.get("git") or {}
@@ -90,7 +95,40 @@ def model_card(
         metrics=metric_rows(record.get("metrics") or {}),
         serving=_serving(paths),
         assets=assets,
+        sealed=sealed or {},
+        download_url=download_url.rstrip("/") + "/" if download_url else "",
     )
+
+
+def _seal_assets(model: Path, paths: RunPaths, record: dict, directory: Path) -> dict:
+    """The registered version's provenance.intoto.json and model.sig, as assets (what version.json
+    says of them, for the model card). The archive is packed from the run's model: a signature is
+    published only when those files are still the ones it signed."""
+    from runner.history.model_registry import SUMS as VERSION_SUMS
+    from runner.history.provenance import FILE as PROVENANCE
+    from runner.history.refs import ModelRef
+    from runner.history.signing import SIGNATURE
+
+    if not record.get("model"):
+        return {}
+    ref = ModelRef.parse(record["model"])
+    version_dir = paths.root.parent.parent / "models" / ref.name / f"v{ref.version}"
+    try:
+        info = json.loads((version_dir / "version.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    sealed = {key: info[key] for key in ("signature", "provenance") if isinstance(info.get(key), dict)}
+    if "provenance" in sealed and (version_dir / PROVENANCE).is_file():
+        shutil.copy(version_dir / PROVENANCE, directory / PROVENANCE)
+    if "signature" in sealed:
+        registered = read_sums(version_dir / VERSION_SUMS)
+        # as registration saw it: regular files only (links and the like were skipped, not signed)
+        entries = walk(model) if model.is_dir() else [Entry(model.name, model, EntryKind.FILE)]
+        current = {entry.name: sha256_file(entry.path) for entry in entries if entry.kind is EntryKind.FILE}
+        if current != registered:
+            raise PublishError(f"the run's model changed since it was registered as {record['model']}: its {SIGNATURE} would not verify")
+        shutil.copy(version_dir / SIGNATURE, directory / SIGNATURE)
+    return {**sealed, "label": record["model"]}
 
 
 def _serving(paths: RunPaths) -> dict | None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +30,8 @@ from runner.history.refs import SHOWN_CHARS, ModelRef, number_left, version_of_d
 from runner.history.store import Store
 
 SUMS = "SHA256SUMS"
+# (the version being made, SHA256SUMS of its model/, its extras' sha256) → what version.json adds
+Sealing = Callable[[Path, dict[str, str], dict[str, str]], dict]
 
 
 @dataclass(frozen=True)
@@ -62,9 +65,12 @@ class Registry:
         self.store = store
         self.root = store.home / "models"
 
-    def register(self, name: str, source: Path, run_id: str | None, info: dict, extras: dict[str, Path] | None = None) -> ModelVersion:
+    def register(
+        self, name: str, source: Path, run_id: str | None, info: dict, extras: dict[str, Path] | None = None, seal: Sealing | None = None
+    ) -> ModelVersion:
         """`extras`: files kept beside model/ (the gate's serving/ files, model.onnx), by their path in
-        the version; their sha256 go into version.json's "extras"."""
+        the version; their sha256 go into version.json's "extras". `seal` (runner.history.sealing)
+        writes the provenance and the signature into the version before it takes its name."""
         top = kind_of(source)
         if top is None:
             raise RegistryError(f"model path {source} does not exist")
@@ -76,7 +82,7 @@ class Registry:
         try:
             with fresh_dir(self.root / name / f"v{version}") as staging:
                 record = {**info, "name": name, "version": version, "run_id": run_id, "created": created}
-                record = _write_version(staging, source, top, record, extras or {})
+                record = _write_version(staging, source, top, record, extras or {}, seal)
         except BaseException:
             self.store.db.execute("DELETE FROM models WHERE name = ? AND version = ? AND state = 'pending'", (name, version))
             raise
@@ -141,7 +147,7 @@ class Registry:
         return model
 
 
-def _write_version(staging: Path, source: Path, top: EntryKind, record: dict, extras: dict[str, Path]) -> dict:
+def _write_version(staging: Path, source: Path, top: EntryKind, record: dict, extras: dict[str, Path], seal: Sealing | None) -> dict:
     """model/, SHA256SUMS, the extras and version.json of a new version, in `staging`; the full record."""
     files = staging / "model"
     files.mkdir()
@@ -158,6 +164,8 @@ def _write_version(staging: Path, source: Path, top: EntryKind, record: dict, ex
         kept[relative] = done[0]
     if kept:
         record = {**record, "extras": kept}
+    if seal is not None:
+        record = {**record, **seal(staging, copied.sums, kept)}
     record = {
         **record,
         "files": len(copied.sums),

@@ -32,6 +32,7 @@ from runner.targets.catalog import TargetName
 from runner.manifest.retry import RetrySpec
 from runner.manifest.sources import check_sources
 from runner.manifest.sweep import SweepSpec
+from runner.manifest.signing import SigningSpec
 
 class InputSpec(Model):
     source: str | list[str] = Field(
@@ -170,6 +171,9 @@ class ModelSpec(Model):
     )
     export_required: bool = Field(default=False, description="Fail the run when an export fails (else a warning)")
     serving: ServingResources = Field(default_factory=ServingResources)
+    signing: SigningSpec | None = Field(
+        default=None, description="Sign the registered model (OpenSSF model signing: model.sig) with the key a secrets: entry holds"
+    )
 
     @property
     def gated(self) -> bool:

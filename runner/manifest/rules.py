@@ -13,6 +13,7 @@ from runner.manifest.fields import ENV_NAME_PATTERN, INPUT_NAME_PATTERN, MAX_TAS
 from runner.manifest.model import Manifest, MpiTraining, MultiWorkerMirroredTraining, ParameterServerTraining
 from runner.manifest.frameworks import HOROVOD_FRAMEWORKS, horovod_compatible
 from runner.manifest.image_rules import check_images
+from runner.manifest.signing import check_signing
 from runner.manifest.sweep_rules import check_sweep
 from runner.manifest.scoring_rules import check_scoring
 from runner.manifest.sourcepaths import regular_file_problem, text_file_problem, through_link
@@ -83,6 +84,7 @@ def check_rules(manifest: Manifest, base_dir: Path) -> list[Problem]:
         *_docker(manifest),
         *_checkpoints(manifest),
         *check_images(manifest),
+        *check_signing(manifest),
         *_files(manifest, base_dir),
         *check_sweep(manifest),
         *check_scoring(manifest, base_dir),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 import time
 from enum import Enum
@@ -184,6 +185,8 @@ class SweepBook:
         """The best trial's model, the next version of the model, with its params in the version's info."""
         from runner.history.record import RunRecord
         from runner.history.model_registry import Registry
+        from runner.history.sealing import seal_for
+        from runner.settings import resolve
 
         if not self.register:
             return None
@@ -210,7 +213,8 @@ class SweepBook:
             gate = self.gate(best["run_id"]) if self.gate else None
             if gate is not None:
                 info["serving"] = gate.serving
-            return Registry(store).register(record.name, model_path, best["run_id"], info, gate.files() if gate else None).label
+            seal = seal_for(run_dir, record.manifest, resolve(os.environ), os.environ)
+            return Registry(store).register(record.name, model_path, best["run_id"], info, gate.files() if gate else None, seal).label
         finally:
             store.close()
 

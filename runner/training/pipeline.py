@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import time
 from contextlib import ExitStack, contextmanager, nullcontext
@@ -292,6 +293,7 @@ def _register(ctx: RunContext, training: Training, summary: dict) -> ModelVersio
     """On Completed, the model at model.path passes the gate (runner.serving.gate) and becomes the
     next version (odd entries skipped, listed)."""
     from runner.history.model_registry import Registry
+    from runner.history.sealing import seal_for
     from runner.serving.gate import run_gate
 
     model, logger, outcome = None, ctx.logger, training.outcome
@@ -310,7 +312,8 @@ def _register(ctx: RunContext, training: Training, summary: dict) -> ModelVersio
             }
             if gate is not None:
                 info["serving"] = gate.serving
-            model = Registry(ctx.store).register(ctx.manifest.name, model_path, ctx.run_id, info, gate.files() if gate else None)
+            seal = seal_for(ctx.paths.root, ctx.manifest.model_dump(mode="json", by_alias=True), ctx.settings, os.environ, ctx.loaded.path)
+            model = Registry(ctx.store).register(ctx.manifest.name, model_path, ctx.run_id, info, gate.files() if gate else None, seal)
             logger.info(f"registered model {model.label} ({model.info['files']} files)", style="bold green")
             if model.skipped:
                 logger.warning(model.skipped_note(str(spec.path)))

@@ -102,11 +102,23 @@ def _snapshot(loaded: LoadedManifest, paths: RunPaths, store: Store | None, logg
 def secret_values(loaded: LoadedManifest, dry_run: bool) -> dict[str, str]:
     """`secrets:` names variables of tftrain's own environment handed to the training at run time."""
     values = {}
+    signing = loaded.manifest.model.signing
+    key_name = signing.private_key_secret if signing is not None else None
     for name in loaded.manifest.secrets:
         value = os.environ.get(name)
+        if name == key_name:  # tftrain's own, withheld from every process it starts (runner.history.signing)
+            from runner.history.signing import held_key
+
+            value = held_key(name)
         if value is None and not dry_run:
             raise PreparingError(f"secrets: {name} is not set in tftrain's environment")
         values[name] = value or ""
+    if key_name is not None:  # it signs the model: the training never sees it
+        key = values.pop(key_name)
+        if not dry_run:
+            from runner.history.signing import ready_to_sign
+
+            ready_to_sign(key, key_name)  # a bad key is refused before the training, not after it
     return values
 
 

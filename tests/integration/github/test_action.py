@@ -121,6 +121,20 @@ def test_the_action_trains_on_a_pull_request(repo, tmp_path, github_api):
     assert "demo-2: Completed" in comment["body"]
 
 
+def test_sign_keyless_reaches_tftrain_and_without_id_token_permission_says_so(repo, tmp_path, github_api):
+    """Keyless signing cannot reach Sigstore here; what can run does: the input installs the signing
+    extra, reaches the registration, which finds no OIDC token to ask for (act gives none, as GitHub
+    gives none without `id-token: write`) and says what to add, in one line."""
+    root = action_repo(tmp_path, repo, "demo/tftrain.yml")
+    workflow = root / ".github" / "workflows" / "pr.yml"
+    workflow.write_text(workflow.read_text().replace("          manifest: demo/tftrain.yml\n", "          manifest: demo/tftrain.yml\n          sign-keyless: 'true'\n"))
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "keyless"], cwd=root, check=True)
+    result = act(root, tmp_path / "home", github_api.url)
+    assert result.returncode != 0
+    assert "keyless signing needs the job's OIDC token: give the job `permissions: id-token: write`" in result.stdout
+    assert not (tmp_path / "home" / "models" / "demo" / "v1").exists()
+
+
 def test_a_pushed_tag_publishes_the_model(repo, tmp_path, github_api):
     root = action_repo(tmp_path, repo, "demo/tftrain.yml", {"ref": "refs/tags/v1.0", "repository": {"full_name": "octo/models"}})
     workflow = root / ".github" / "workflows" / "pr.yml"

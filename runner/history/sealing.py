@@ -1,0 +1,97 @@
+"""What registration adds to a version beside its files, before the version takes its name:
+provenance.intoto.json (always) and model.sig (when model.signing names a key, or the action asks
+for keyless signing). Both are part of the version from the start: a version is never seen without
+the signature its manifest asked for. And the way back: a version, or a copy of it, checked
+against its model.sig."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from runner.errors import RegistryError, SignatureError
+from runner.history import provenance
+from runner.history.checksums import EntryKind, copy_file, fresh_dir, kind_of
+from runner.history.model_registry import ModelVersion, checkout
+from runner.history.signing import SIGNATURE, Signed, held_key, read_public_key, sign_keyless, sign_with_key, verify
+from runner.manifest.signing import signing_secret
+from runner.settings import Settings
+
+
+@dataclass(frozen=True)
+class Seal:
+    run_json: Path
+    lock: Path
+    key_secret: str | None = None  # the secrets: entry that holds the private key
+    keyless: bool = False  # Sigstore, as the GitHub Actions job (the key wins when both are asked for)
+    environ: Mapping[str, str] = field(default_factory=dict, repr=False)
+    manifest_path: Path | None = None  # the manifest the run was loaded from, when the caller knows it
+    workflow: object = None  # the workflow run (runner.settings.GitHubContext), when in one
+
+    @property
+    def signs(self) -> bool:
+        return self.key_secret is not None or self.keyless
+
+    def __call__(self, staging: Path, sums: dict[str, str], extras: dict[str, str]) -> dict:
+        """Write the provenance and the signature into the version being made (`staging`); what
+        version.json says of them."""
+        facts = provenance.gather(self.run_json, self.lock, self.workflow or {}, self.manifest_path)
+        document = provenance.statement(sums, extras, facts, time.time())
+        info: dict = {"provenance": {"file": provenance.FILE, "sha256": provenance.write(staging / provenance.FILE, document)}}
+        signed = self._sign(staging / "model", staging / SIGNATURE)
+        if signed is not None:
+            info["signature"] = signed.as_json()
+        return info
+
+    def _sign(self, files: Path, signature: Path) -> Signed | None:
+        if self.key_secret is not None:
+            pem = held_key(self.key_secret, self.environ)
+            if not pem:
+                raise SignatureError(f"model.signing.private_key_secret: {self.key_secret} is not set in tftrain's environment")
+            return sign_with_key(files, signature, pem, self.key_secret)
+        if self.keyless:
+            return sign_keyless(files, signature, self.environ)
+        return None
+
+
+def seal_for(run_dir: Path, manifest: dict, settings: Settings, environ: Mapping[str, str], manifest_path: Path | None = None) -> Seal:
+    """The seal of a version registered from the run in `run_dir` whose resolved manifest (a plain
+    dict, as run.json holds it) is `manifest`: keyless as `settings` say, in their workflow run."""
+    key = signing_secret(manifest)
+    return Seal(run_dir / "run.json", run_dir / "manifest.lock.yml", key, settings.inputs.sign_keyless, environ, manifest_path, settings.github)
+
+
+# --- reading a signed version back --------------------------------------------------------------
+
+
+def verify_version(model: ModelVersion, public_key: Path) -> None:
+    """The registered version's model/ is what its model.sig signed with `public_key`'s key;
+    SignatureError otherwise."""
+    verify(model.files_dir, model.path / SIGNATURE, public_key, model.label)
+
+
+def copy_signature(model: ModelVersion, target: Path) -> Path:
+    """The version's model.sig copied to `target` (to verify a copy of the files against a copy of
+    it, neither changing under the check); SignatureError when it is missing or not a file."""
+    source = model.path / SIGNATURE
+    copied = copy_file(source, target) if kind_of(source) is EntryKind.FILE else kind_of(source)
+    if not isinstance(copied, tuple):
+        state = "missing: the version is not signed (model.signing) or it was removed" if copied is None else copied.described
+        raise SignatureError(f"model {model.label}: {SIGNATURE} is {state}")
+    return target
+
+
+def pull_verified(model: ModelVersion, out_dir: Path, public_key: Path) -> None:
+    """Copy the version into out_dir as Registry.pull does, keeping it only when the copy is what
+    model.sig signed: otherwise nothing is left in out_dir."""
+    import tempfile
+
+    read_public_key(public_key, "--verify-key")  # a wrong key file is said before anything is copied
+    if out_dir.is_dir() and any(out_dir.iterdir()):
+        raise RegistryError(f"{out_dir} exists and is not empty; choose an empty or new directory")
+    with tempfile.TemporaryDirectory(prefix="tftrain-verify-") as scratch, fresh_dir(out_dir) as staging:
+        signature = copy_signature(model, Path(scratch) / SIGNATURE)
+        checkout(model, staging)
+        verify(staging, signature, public_key, model.label)

@@ -121,6 +121,11 @@ class Target:
     ) -> Outcome:
         raise NotImplementedError
 
+    def prices(self, state: TargetState):
+        """What an hour of this target's GPUs and CPUs costs (a runner.manifest.cost.CostSpec), when
+        the target knows (the pool file's `cost:`); the manifest's compute.cost comes first. By default: unknown."""
+        return None
+
     @contextmanager
     def probing(self, env: Environment, paths: RunPaths, warm: bool) -> Iterator[Probe]:
         """How the model gate runs `python -m runner.serving.model_check ARGS` in the run's environment, with

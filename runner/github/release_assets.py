@@ -3,6 +3,7 @@ manifest, a model card, a loss curve, and SHA256SUMS over all of them."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from runner.history.rundir import RunPaths
 from runner.storage.s3 import S3Target, pointer_text, upload
 from runner.serving.layout import RELEASE_ASSETS
 from runner.templates import render
+from runner.telemetry.usage import usage_from, usage_of
+from runner.telemetry.usage_report import change_line, usage_markdown
 
 SUMS = "SHA256SUMS"
 # the gate's files in the run's serving/ → their release assets (tftrain serve reads them back)
@@ -33,6 +36,7 @@ def build_assets(
     directory: Path,
     s3: S3Target | None = None,
     run_url: str | None = None,
+    previous: tuple[str, dict, dict | None] | None = None,
 ) -> list[Path]:
     """Write the assets into `directory` (anew) and return them, SHA256SUMS last. A model that goes
     to S3 is uploaded here and replaced by its pointer, model.s3.json. `run_url`: the workflow run
@@ -50,13 +54,15 @@ def build_assets(
     shutil.copy(paths.metrics_summary, directory / "metrics.json")
     shutil.copy(paths.metrics, directory / "metrics.jsonl")
     shutil.copy(paths.lock, directory / "manifest.lock.yml")
+    if isinstance(record.get("usage"), dict):  # what the training used and cost: the next release's comparison reads it
+        (directory / "usage.json").write_text(json.dumps(record["usage"], indent=2) + "\n")
     for source, asset in SERVING_ASSETS.items():  # what the model gate found, and model.onnx
         if (paths.serving / source).is_file():
             shutil.copy(paths.serving / source, directory / asset)
     _loss_curve(paths, directory / "loss-curve.png")
     _sweep_curves(paths, record, directory / "sweep-trials.png")
     names = sorted(p.name for p in directory.iterdir()) + ["MODEL_CARD.md"]
-    (directory / "MODEL_CARD.md").write_text(model_card(manifest, paths, record, version, names + [SUMS], run_url))
+    (directory / "MODEL_CARD.md").write_text(model_card(manifest, paths, record, version, names + [SUMS], run_url, previous))
     files = sorted(p for p in directory.iterdir() if p.is_file())
     sums = {p.name: digests.get(p.name) or sha256_file(p) for p in files}
     (directory / SUMS).write_text(format_sums(sums))
@@ -64,8 +70,10 @@ def build_assets(
 
 
 def model_card(
-    manifest: Manifest, paths: RunPaths, record: dict, version: int, assets: list[str], run_url: str | None = None
+    manifest: Manifest, paths: RunPaths, record: dict, version: int, assets: list[str], run_url: str | None = None,
+    previous: tuple[str, dict, dict | None] | None = None,
 ) -> str:
+    """`previous`: (tag, metrics.json, usage.json) of the last release, to set this one's usage against."""
     lock = yaml.safe_load(paths.lock.read_text()) if paths.lock.exists() else {}
     git = record.get("git") or {}
     fetched = lock.get("inputs") or {}  # what this run was handed
@@ -90,7 +98,17 @@ def model_card(
         metrics=metric_rows(record.get("metrics") or {}),
         serving=_serving(paths),
         assets=assets,
+        usage=usage_section(record, previous),
     )
+
+
+def usage_section(record: dict, previous: tuple[str, dict, dict | None] | None) -> str:
+    """The card's usage table, and the change against the last release when there is one."""
+    usage = usage_of(record)
+    if usage is None:
+        return ""
+    line = change_line(usage, usage_from(previous[2]), record.get("metrics") or {}, previous[1], previous[0]) if previous else ""
+    return usage_markdown(usage) + ("\n" + line if line else "")
 
 
 def _serving(paths: RunPaths) -> dict | None:

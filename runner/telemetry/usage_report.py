@@ -142,5 +142,5 @@ def sweep_costs_markdown(trials: list[tuple[int, str | None, Usage | None]]) -> 
     rows, total = sweep_costs(trials)
     lines = ["| trial | run | GPU-hours | CPU-hours | cost |", "|---|---|---|---|---|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
-    lines.append("| **" + "** | ".join(total[:1]) + "** | " + " | ".join(total[1:]) + " |")
+    lines.append("| " + " | ".join(["**total**", *total[1:]]) + " |")
     return "\n".join(lines) + "\n"

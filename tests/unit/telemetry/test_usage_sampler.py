@@ -1,0 +1,198 @@
+"""GPU telemetry through a fake NVML at the library boundary: a `pynvml` module object with the
+functions the real nvidia-ml-py has and the return types it gives (ctypes structures with the same
+fields), installed in sys.modules where the sampler imports it. And the procfs side, fed hostile files."""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import threading
+import time
+import types
+
+import pytest
+
+from runner.telemetry.usage_sampler import GpuMonitor, ProcessMemory, UsageSampler, cpu_seconds_of
+
+
+class c_nvmlUtilization_t(ctypes.Structure):  # pynvml's own field layout
+    _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
+
+
+class c_nvmlMemory_t(ctypes.Structure):
+    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+
+class NVMLError(Exception):
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __str__(self) -> str:
+        return {12: "NVML Shared Library Not Found", 15: "GPU is lost"}.get(self.value, f"NVML error {self.value}")
+
+
+GIB = 1 << 30
+
+
+def fake_nvml(utilization=(90, 10), used=(3 * GIB, 1 * GIB), total=16 * GIB, init_error=None, fail_after=None):
+    """A pynvml as nvidia-ml-py 12/13 has it: init, count, handles, utilisation, memory, name, shutdown."""
+    nvml = types.ModuleType("pynvml")
+    calls = {"init": 0, "shutdown": 0, "samples": 0}
+    nvml.NVMLError = NVMLError
+    nvml.c_nvmlUtilization_t, nvml.c_nvmlMemory_t = c_nvmlUtilization_t, c_nvmlMemory_t
+
+    def nvmlInit():
+        calls["init"] += 1
+        if init_error is not None:
+            raise NVMLError(init_error)
+
+    def nvmlShutdown():
+        calls["shutdown"] += 1
+
+    def nvmlDeviceGetCount():
+        return len(utilization)
+
+    def nvmlDeviceGetHandleByIndex(index):
+        if not 0 <= index < len(utilization):
+            raise NVMLError(2)
+        return ctypes.c_void_p(0x1000 + index)  # the real one hands an opaque pointer
+
+    def nvmlDeviceGetName(handle):
+        return "NVIDIA H100 80GB HBM3"
+
+    def nvmlDeviceGetUtilizationRates(handle):
+        index = handle.value - 0x1000
+        if index == 0:
+            calls["samples"] += 1
+        if fail_after is not None and calls["samples"] > fail_after:
+            raise NVMLError(15)
+        return c_nvmlUtilization_t(gpu=utilization[index], memory=5)
+
+    def nvmlDeviceGetMemoryInfo(handle, version=None):
+        index = handle.value - 0x1000
+        return c_nvmlMemory_t(total=total, free=total - used[index], used=used[index])
+
+    for function in (nvmlInit, nvmlShutdown, nvmlDeviceGetCount, nvmlDeviceGetHandleByIndex, nvmlDeviceGetName,
+                     nvmlDeviceGetUtilizationRates, nvmlDeviceGetMemoryInfo):
+        setattr(nvml, function.__name__, function)
+    nvml.calls = calls
+    return nvml
+
+
+@pytest.fixture
+def installed(monkeypatch):
+    def install(nvml):
+        monkeypatch.setitem(sys.modules, "pynvml", nvml)
+        return nvml
+
+    return install
+
+
+def test_each_gpu_is_sampled_as_metrics_and_summed_up(installed):
+    nvml = installed(fake_nvml())
+    monitor = GpuMonitor.open()
+    first = monitor.sample(0, 100.0)
+    monitor.sample(5, 105.0)
+    assert [(p.name, p.value, p.step, p.source) for p in first] == [
+        ("system/gpu0/utilization", 90.0, 0, "system"), ("system/gpu0/memory_used", 3.0 * GIB, 0, "system"),
+        ("system/gpu1/utilization", 10.0, 0, "system"), ("system/gpu1/memory_used", 1.0 * GIB, 0, "system"),
+    ]
+    stats = monitor.stats()
+    assert [(s.index, s.utilization_mean, s.memory_peak_bytes, s.memory_total_bytes, s.samples) for s in stats] == [
+        (0, 90.0, 3 * GIB, 16 * GIB, 2), (1, 10.0, 1 * GIB, 16 * GIB, 2)
+    ]
+    assert stats[0].name == "NVIDIA H100 80GB HBM3"
+    monitor.close()
+    assert nvml.calls == {"init": 1, "shutdown": 1, "samples": 2}
+
+
+def test_cuda_visible_devices_picks_the_gpus(installed):
+    installed(fake_nvml(utilization=(1, 2, 3), used=(1, 2, 3)))
+    assert [index for index, _, _ in GpuMonitor.open(visible="2,0,9").devices] == [2, 0]  # 9 does not exist
+    assert [index for index, _, _ in GpuMonitor.open(visible="GPU-8f3a").devices] == [0, 1, 2]  # UUIDs: all
+
+
+def test_no_pynvml_or_no_driver_is_no_gpu_block_and_no_error(installed, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml raises ImportError
+    assert GpuMonitor.open() is None
+    installed(fake_nvml(init_error=12))  # NVMLError_LibraryNotFound: a machine without a GPU
+    assert GpuMonitor.open() is None
+    installed(fake_nvml(utilization=(), used=()))
+    assert GpuMonitor.open() is None
+
+
+def test_hostile_driver_values_are_clamped(installed):
+    installed(fake_nvml(utilization=(250,), used=(2 * GIB,)))
+    monitor = GpuMonitor.open()
+    (utilization, _) = monitor.sample(0, 0.0)
+    assert utilization.value == 100.0
+
+
+def test_the_sampler_records_gpu_points_off_the_training_path_and_stops_quietly_when_nvml_fails(installed):
+    installed(fake_nvml(fail_after=2))
+    points, warnings = [], []
+    sampler = UsageSampler(points.extend, GpuMonitor.open(), warn=warnings.append, gpu_interval=0.01)
+    with sampler:
+        deadline = time.monotonic() + 5
+        while not warnings and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert sampler.thread.name == "usage-sampler" and sampler.thread is not threading.main_thread()
+    assert len(points) == 2 * 2 * 2  # two samples of two GPUs, two series each, then the GPU was lost
+    assert warnings == ["GPU telemetry stopped: NVML failed (GPU is lost)"]
+    (gpu0, gpu1) = sampler.gpu_stats()  # what was sampled before still counts
+    assert gpu0.samples == 2 and gpu0.utilization_mean == 90.0
+
+
+def test_without_anything_to_sample_no_thread_starts():
+    with UsageSampler(lambda points: None) as sampler:
+        pass
+    assert not sampler.thread.is_alive() and sampler.gpu_stats() is None and sampler.cpu_seconds is None
+
+
+def _process(proc, pid, environ: bytes, status: bytes):
+    (proc / str(pid)).mkdir(parents=True)
+    (proc / str(pid) / "environ").write_bytes(environ)
+    (proc / str(pid) / "status").write_bytes(status)
+
+
+def test_peak_memory_per_rank_from_procfs(tmp_path):
+    _process(tmp_path, 10, b"PATH=/bin\0TFTRAIN_RANK=0\0", b"Name:\tpython\nVmHWM:\t  2048 kB\nVmRSS:\t 1024 kB\n")
+    _process(tmp_path, 11, b"TFTRAIN_RANK=0\0", b"VmHWM:\t  4096 kB\n")  # a child of rank 0: its largest counts
+    _process(tmp_path, 12, b"OMPI_COMM_WORLD_RANK=1\0", b"VmHWM:\t  1024 kB\n")
+    _process(tmp_path, 13, b"PATH=/bin\0", b"VmHWM:\t 99999 kB\n")  # mpirun itself: no rank
+    memory = ProcessMemory(tmp_path)
+    memory.sample([10, 11, 12, 13, 14])  # 14: gone meanwhile
+    assert memory.peaks == {"0": 4096 * 1024, "1": 1024 * 1024}
+
+
+@pytest.mark.parametrize(
+    ("environ", "status"),
+    [
+        (b"TFTRAIN_RANK=-1\0", b"VmHWM:\t 10 kB\n"),
+        (b"TFTRAIN_RANK=99999999999999999999\0", b"VmHWM:\t 10 kB\n"),
+        (b"TFTRAIN_RANK=0\0", b"VmHWM:\t 1e99 kB\n"),
+        (b"TFTRAIN_RANK=0\0", b"VmHWM:\t 9999999999999999999999 kB\n"),
+        (b"TFTRAIN_RANK=0\0", b"VmHWM:\t 10 MB\n"),
+        (b"TFTRAIN_RANK=0\0", b"\xff" * 100000),
+        (b"\0" * (1 << 20) + b"TFTRAIN_RANK=0\0", b"VmHWM:\t 10 kB\n"),  # past what is read
+    ],
+)
+def test_hostile_procfs_values_are_no_values(tmp_path, environ, status):
+    _process(tmp_path, 20, environ, status)
+    memory = ProcessMemory(tmp_path)
+    memory.sample([20])
+    assert memory.peaks == {}
+
+
+def test_a_run_that_forks_without_end_is_measured_by_its_first_processes(tmp_path):
+    memory = ProcessMemory(tmp_path)
+    memory.sample(list(range(1, 100000)))  # nothing there: returns at once, bounded
+    assert memory.peaks == {}
+
+
+def test_cpu_time_from_cpu_stat(tmp_path):
+    (tmp_path / "cpu.stat").write_text("usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\n")
+    assert cpu_seconds_of(tmp_path) == 2.5
+    (tmp_path / "cpu.stat").write_text("usage_usec lots\n")
+    assert cpu_seconds_of(tmp_path) is None
+    assert cpu_seconds_of(tmp_path / "missing") is None

@@ -91,14 +91,14 @@ def account(
 ) -> Usage:
     """The usage of one attempt that trained `wall_seconds` with `processes` processes, `gpu_processes`
     of them holding a GPU each; its cost at `prices`, when there are prices."""
-    wall = max(0.0, float(wall_seconds))
-    cpu, gpu = processes * wall, gpu_processes * wall
+    wall = round(max(0.0, float(wall_seconds)), 3)  # what the record says is what the cost is of
+    cpu, gpu = round(processes * wall, 3), round(gpu_processes * wall, 3)
     return Usage(
-        wall_seconds=round(wall, 3),
+        wall_seconds=wall,
         processes=processes,
         gpu_processes=gpu_processes,
-        cpu_seconds=round(cpu, 3),
-        gpu_seconds=round(gpu, 3),
+        cpu_seconds=cpu,
+        gpu_seconds=gpu,
         cpu_seconds_used=None if cpu_seconds_used is None else round(cpu_seconds_used, 3),
         peak_rss_bytes=dict(peak_rss_bytes or {}),
         gpus=gpus or None,

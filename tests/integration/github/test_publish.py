@@ -32,7 +32,7 @@ os.makedirs("outputs/model/variables", exist_ok=True)
 open("outputs/model/saved_model.pb", "wb").write(b"graph" * 1000)
 open("outputs/model/variables/data", "wb").write(os.urandom(4096))
 """
-ASSETS = {"SHA256SUMS", "MODEL_CARD.md", "logs.tar.gz", "loss-curve.png", "manifest.lock.yml", "metrics.json", "metrics.jsonl", "model.tar.gz"}
+ASSETS = {"SHA256SUMS", "MODEL_CARD.md", "logs.tar.gz", "loss-curve.png", "manifest.lock.yml", "metrics.json", "metrics.jsonl", "model.tar.gz", "usage.json"}
 
 
 def env_for(api, **extra):

@@ -52,7 +52,7 @@ def train(argv: list[str], sample: tuple[float, float] | None, fake) -> tuple[fl
             child.wait()
         else:
             gpus = GpuMonitor.open(fake)
-            sampler = UsageSampler(points.extend, gpus, (lambda: cgroup.path) if cgroup else None, gpu_interval=sample[0], memory_interval=sample[1])
+            sampler = UsageSampler(points.extend, gpus, (lambda: cgroup) if cgroup else None, gpu_interval=sample[0], memory_interval=sample[1])
             with sampler:
                 child.wait()
             assert cgroup is None or sampler.memory.peaks, "the sampler saw the training"
@@ -71,7 +71,7 @@ def tick_costs(fake, ticks: int = 500) -> tuple[float, float]:
     try:
         (cgroup.path / "cgroup.procs").write_text(str(child.pid))
         gpus = GpuMonitor.open(fake)
-        sampler = UsageSampler(lambda points: None, gpus, lambda: cgroup.path)
+        sampler = UsageSampler(lambda points: None, gpus, lambda: cgroup)
         started = time.thread_time()
         for _ in range(ticks):
             sampler._sample_processes()

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from runner.telemetry.point import MetricPoint
 from runner.telemetry.usage import GpuStats
@@ -200,24 +201,33 @@ def cpu_seconds_of(cgroup_dir: Path) -> float | None:
     return None
 
 
+class ProcessGroup(Protocol):
+    """The run's processes as a target finds them (the local target's cgroup): every pid in it, and
+    the directory whose cpu.stat counts their CPU time."""
+
+    path: Path
+
+    def pids(self) -> list[int]: ...
+
+
 class UsageSampler:
-    """The thread: GPUs every `gpu_interval` (their points to `record`), the cgroup's processes every
-    `memory_interval`. `cgroup` finds the run's cgroup directory (None until it is made, or never)."""
+    """The thread: GPUs every `gpu_interval` (their points to `record`), the run's processes every
+    `memory_interval`. `group` finds them: a ProcessGroup once it exists (None until then)."""
 
     def __init__(
         self,
         record: Callable[[list[MetricPoint]], None],
         gpus: GpuMonitor | None = None,
-        cgroup: Callable[[], Path | None] | None = None,
+        group: Callable[[], ProcessGroup | None] | None = None,
         warn: Callable[[str], None] | None = None,
         gpu_interval: float = GPU_INTERVAL,
         memory_interval: float = MEMORY_INTERVAL,
         memory: ProcessMemory | None = None,
     ) -> None:
-        self.record, self.gpus, self.cgroup, self.warn = record, gpus, cgroup, warn
+        self.record, self.gpus, self.group, self.warn = record, gpus, group, warn
         self.gpu_interval, self.memory_interval = gpu_interval, memory_interval
         self.memory = memory or ProcessMemory()
-        self.cgroup_dir: Path | None = None
+        self.found: ProcessGroup | None = None
         self.cpu_seconds: float | None = None
         self.kept: list[GpuStats] | None = None  # the GPUs' figures when NVML failed half-way
         self.done = threading.Event()
@@ -226,7 +236,7 @@ class UsageSampler:
 
     def __enter__(self) -> UsageSampler:
         self.started = time.monotonic()
-        if self.gpus is not None or self.cgroup is not None:
+        if self.gpus is not None or self.group is not None:
             self.thread.start()
         return self
 
@@ -247,10 +257,10 @@ class UsageSampler:
             if self.gpus is not None and now >= next_gpu:
                 self._sample_gpus(now)
                 next_gpu = now + self.gpu_interval
-            if self.cgroup is not None and now >= next_memory:
+            if self.group is not None and now >= next_memory:
                 self._sample_processes()
                 next_memory = now + self.memory_interval
-            waits = [at for at, on in ((next_gpu, self.gpus), (next_memory, self.cgroup)) if on is not None]
+            waits = [at for at, on in ((next_gpu, self.gpus), (next_memory, self.group)) if on is not None]
             if not waits:
                 return
             self.done.wait(max(0.0, min(waits) - time.monotonic()))
@@ -268,13 +278,11 @@ class UsageSampler:
         self.record(points)
 
     def _sample_processes(self) -> None:
-        if self.cgroup_dir is None:
-            self.cgroup_dir = self.cgroup()
-            if self.cgroup_dir is None:
+        if self.found is None:
+            self.found = self.group()
+            if self.found is None:
                 return
-        from runner.targets.local.cgroup import Cgroup
-
-        self.memory.sample(Cgroup(self.cgroup_dir).pids())
-        used = cpu_seconds_of(self.cgroup_dir)
+        self.memory.sample(self.found.pids())
+        used = cpu_seconds_of(self.found.path)
         if used is not None:
             self.cpu_seconds = used

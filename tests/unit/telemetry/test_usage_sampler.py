@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+import types
 
 import pytest
 
@@ -156,3 +157,24 @@ def test_the_fake_has_the_real_nvml_s_shape():
         monitor = GpuMonitor.open()
         assert monitor is not None and monitor.sample(0, 0.0)
         monitor.close()
+
+
+def test_the_sampler_follows_the_run_s_process_group_once_it_exists(tmp_path):
+    proc = tmp_path / "proc"
+    _process(proc, 30, b"TFTRAIN_RANK=0\0", b"VmHWM:\t 512 kB\n")
+    group = types.SimpleNamespace(path=tmp_path / "cgroup", pids=lambda: [30])
+    group.path.mkdir()
+    (group.path / "cpu.stat").write_text("usage_usec 1500000\n")
+    asked = []
+
+    def find():  # the cgroup is made when the training starts: not there at the first tick
+        asked.append(1)
+        return group if len(asked) > 1 else None
+
+    sampler = UsageSampler(lambda points: None, group=find, memory_interval=0.01, memory=ProcessMemory(proc))
+    with sampler:
+        deadline = time.monotonic() + 5
+        while sampler.cpu_seconds is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert sampler.cpu_seconds == 1.5 and sampler.memory.peaks == {"0": 512 * 1024}
+    assert len(asked) == 2  # found once, then kept

@@ -13,8 +13,7 @@ MIB = 1 << 20
 SCRIPT = """\
 import time
 held = b"x" * (80 << 20)  # written, so resident
-deadline = time.monotonic() + 1.5
-while time.monotonic() < deadline:  # busy: CPU time the cgroup counts
+while time.process_time() < 1.0:  # busy for a second of CPU (however many others share it): the cgroup counts it
     pass
 time.sleep(1.5)
 print("accuracy: 0.5", flush=True)
@@ -35,7 +34,7 @@ def test_a_run_records_what_it_used_and_cost(project, cli, home):
     usage = json.loads(shown.stdout)["usage"]
     assert usage == json.loads((home / "runs" / "demo-1" / "run.json").read_text())["usage"]
     assert usage["processes"] == 1 and usage["gpu_processes"] == 0 and usage["gpu_seconds"] == 0.0
-    assert 3.0 <= usage["wall_seconds"] < 60 and usage["cpu_seconds"] == usage["wall_seconds"]
+    assert 2.5 <= usage["wall_seconds"] < 120 and usage["cpu_seconds"] == usage["wall_seconds"]
     assert "gpus" not in usage  # no GPU here: no GPU block, and no error
     assert usage["cpu_seconds_used"] >= 1.0  # the busy loop, counted by the run's cgroup
     assert 80 * MIB <= usage["peak_rss_bytes"]["0"] < 1024 * MIB

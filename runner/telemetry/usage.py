@@ -12,6 +12,8 @@ peak memory (NVML, on the targets that train on this machine; none without a GPU
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import BaseModel, ConfigDict, Field
 
 SECONDS_PER_HOUR = 3600.0
@@ -41,17 +43,22 @@ class Prices(_Model):
     currency: str = "USD"
 
 
+# a release's usage.json is another party's file: no -1, no Infinity
+Amount = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Count = Annotated[int, Field(ge=0)]
+
+
 class Usage(_Model):
-    wall_seconds: float
-    processes: int
-    gpu_processes: int = 0
-    cpu_seconds: float  # allocated: processes × wall
-    gpu_seconds: float = 0.0  # allocated: GPU processes × wall
-    cpu_seconds_used: float | None = None  # measured: the run's cgroup (local target), at the last sample
+    wall_seconds: Amount
+    processes: Count
+    gpu_processes: Count = 0
+    cpu_seconds: Amount  # allocated: processes × wall
+    gpu_seconds: Amount = 0.0  # allocated: GPU processes × wall
+    cpu_seconds_used: Amount | None = None  # measured: the run's cgroup (local target), at the last sample
     peak_rss_bytes: dict[str, int] = Field(default_factory=dict)  # rank → its largest process's peak resident set
     gpus: list[GpuStats] | None = None  # None: no GPU was sampled (none here, no NVML, a remote target)
     prices: Prices | None = None
-    cost: float | None = None
+    cost: Amount | None = None
 
     @property
     def gpu_hours(self) -> float:

@@ -78,9 +78,13 @@ def _measure(mine: Usage, theirs: Usage) -> tuple[str, float, float]:
     both have one, else CPU-hours."""
     if mine.gpu_seconds or theirs.gpu_seconds:
         return "GPU-hours", mine.gpu_hours, theirs.gpu_hours
-    if mine.cost is not None and theirs.cost is not None:
+    if mine.cost is not None and theirs.cost is not None and _currency(mine) == _currency(theirs):
         return "cost", mine.cost, theirs.cost
     return "CPU-hours", mine.cpu_hours, theirs.cpu_hours
+
+
+def _currency(usage: Usage) -> str | None:
+    return usage.prices.currency if usage.prices else None
 
 
 def change_line(mine: Usage | None, theirs: Usage | None, summary: dict, base: dict, tag: str) -> str:

@@ -116,7 +116,7 @@ def _name(nvml, handle) -> str | None:
     except Exception:
         return None
     name = name.decode(errors="replace") if isinstance(name, bytes) else str(name)
-    return name[:128]
+    return name[:128].replace("|", "/")  # a table cell in the summary
 
 
 def _percent(value) -> int:

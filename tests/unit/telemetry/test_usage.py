@@ -49,7 +49,13 @@ def test_the_record_keeps_usage_and_older_records_read_without_it(tmp_path):
     assert "usage" not in older.as_dict() and usage_of(older.as_dict()) is None
 
 
-@pytest.mark.parametrize("hostile", [None, [], "usage", {"wall_seconds": "x"}, {"processes": 1}, {"wall_seconds": 1, "processes": 1, "cpu_seconds": {}}])
+USAGE = {"wall_seconds": 1, "processes": 1, "cpu_seconds": 1}
+
+
+@pytest.mark.parametrize("hostile", [
+    None, [], "usage", {"wall_seconds": "x"}, {"processes": 1}, {**USAGE, "cpu_seconds": {}},
+    {**USAGE, "gpu_seconds": -3600}, {**USAGE, "cost": float("inf")}, {**USAGE, "wall_seconds": float("nan")}, {**USAGE, "processes": -1},
+])
 def test_a_usage_json_that_is_no_usage_is_none(hostile):
     assert usage_from(hostile) is None
 
@@ -74,6 +80,8 @@ def test_the_change_against_the_last_release():
     assert "recorded no usage to compare with" in change_line(mine, None, summary, base, "demo-v3")
     cpu_only = change_line(account(20.0, 1, 0, PRICES), account(10.0, 1, 0, PRICES), summary, {"metrics": {}}, "demo-v3")
     assert "Against demo-v3: +100 % cost." in cpu_only  # no GPU on either side: the cost tells
+    euros = account(10.0, 1, 0, Prices(gpu_hour=0, cpu_hour=0.05, currency="EUR"))
+    assert "Against demo-v3: +100 % CPU-hours." in change_line(account(20.0, 1, 0, PRICES), euros, summary, {}, "demo-v3")  # no cost across currencies
     hostile = change_line(mine, theirs, summary, {"metrics": {"accuracy": {"last": "nan"}}}, "demo-v3")
     assert hostile.endswith("+12 % GPU-hours.\n")
 

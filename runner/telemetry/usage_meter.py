@@ -8,8 +8,6 @@ from contextlib import contextmanager
 
 from runner.plan.launchers.capacity import GPU_ROLES
 from runner.targets.catalog import ON_THIS_MACHINE
-from runner.telemetry.usage import account, prices_of
-from runner.telemetry.usage_report import brief
 from runner.telemetry.usage_sampler import GpuMonitor, UsageSampler
 
 
@@ -18,7 +16,7 @@ def metering(ctx, training):
     """Around the training: GPUs sampled where the run trains on this machine with use_gpu, its
     processes where the target can find them (Target.process_group); `training.usage` is set however Running ends."""
     manifest, plan = ctx.manifest, training.prepared.plan
-    prices = prices_of(manifest.compute.cost or ctx.target.prices(ctx.checked))
+    prices = manifest.compute.cost or ctx.target.prices(ctx.checked)
     gpu_processes = sum(1 for task in plan.tasks if task.role in GPU_ROLES) if manifest.use_gpu else 0
     gpus = None
     if manifest.use_gpu and plan.target in ON_THIS_MACHINE:
@@ -29,9 +27,12 @@ def metering(ctx, training):
     try:
         with sampler:
             yield sampler
-    finally:
+    finally:  # the record's model and its words are imported here, off the script's start path
+        from runner.telemetry.usage import account, prices_of
+        from runner.telemetry.usage_report import brief
+
         training.usage = account(
-            time.monotonic() - started, len(plan.tasks), gpu_processes, prices,
+            time.monotonic() - started, len(plan.tasks), gpu_processes, prices_of(prices),
             cpu_seconds_used=sampler.cpu_seconds, peak_rss_bytes=sampler.memory.peaks, gpus=sampler.gpu_stats(),
         )
         ctx.logger.info(f"usage: {brief(training.usage)}")

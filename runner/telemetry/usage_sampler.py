@@ -15,10 +15,12 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from runner.telemetry.point import MetricPoint
-from runner.telemetry.usage import GpuStats
+
+if TYPE_CHECKING:  # the record's model: built once the training has ended
+    from runner.telemetry.usage import GpuStats
 
 GPU_INTERVAL = 5.0
 MEMORY_INTERVAL = 1.0
@@ -88,6 +90,8 @@ class GpuMonitor:
         return points
 
     def stats(self) -> list[GpuStats]:
+        from runner.telemetry.usage import GpuStats
+
         if not self.samples:
             return []
         return [

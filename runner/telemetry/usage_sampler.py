@@ -31,6 +31,7 @@ MAX_STATUS_BYTES = 1 << 13
 MAX_PIDS = 1024  # per sample: a run that forks without end is measured by its first processes
 MAX_RANKS = 4096
 MAX_DIGITS = 7
+MAX_KNOWN_PIDS = 1 << 16  # pids whose rank was read: forgotten past this (a run that starts processes without end)
 
 
 class GpuMonitor:
@@ -156,6 +157,8 @@ class ProcessMemory:
         for pid in pids[:MAX_PIDS]:
             rank = self.ranks.get(pid, -1)
             if rank == -1:
+                if len(self.ranks) >= MAX_KNOWN_PIDS:
+                    self.ranks.clear()
                 rank = self.ranks[pid] = _rank_of(self.proc / str(pid) / "environ")
             if rank is None:
                 continue
@@ -262,7 +265,12 @@ class UsageSampler:
                 self._sample_gpus(now)
                 next_gpu = now + self.gpu_interval
             if self.group is not None and now >= next_memory:
-                self._sample_processes()
+                try:
+                    self._sample_processes()
+                except OSError as exc:  # the group cannot be read (not ours, gone): the run goes on unmeasured
+                    if self.warn is not None:
+                        self.warn(f"memory and CPU telemetry stopped: {exc}")
+                    self.group = None
                 next_memory = now + self.memory_interval
             waits = [at for at, on in ((next_gpu, self.gpus), (next_memory, self.group)) if on is not None]
             if not waits:

@@ -178,3 +178,17 @@ def test_the_sampler_follows_the_run_s_process_group_once_it_exists(tmp_path):
             time.sleep(0.01)
     assert sampler.cpu_seconds == 1.5 and sampler.memory.peaks == {"0": 512 * 1024}
     assert len(asked) == 2  # found once, then kept
+
+
+def test_a_process_group_that_cannot_be_read_stops_only_its_telemetry(tmp_path):
+    def pids():
+        raise PermissionError(13, "Permission denied", "cgroup.procs")
+
+    warnings = []
+    group = types.SimpleNamespace(path=tmp_path, pids=pids)
+    with UsageSampler(lambda points: None, group=lambda: group, warn=warnings.append, memory_interval=0.01) as sampler:
+        deadline = time.monotonic() + 5
+        while not warnings and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert warnings == ["memory and CPU telemetry stopped: [Errno 13] Permission denied: 'cgroup.procs'"]
+    assert sampler.memory.peaks == {} and sampler.cpu_seconds is None

@@ -89,6 +89,7 @@ def _comment(settings: Settings, args, logger) -> int:
     baseline, missing = _baseline(client, context.repository, run.name, template, limit, logger)
     table, worse_by = workflow.comparison(summary, baseline, missing)
     table += _signature_note(client, context.repository, run.name, template, baseline, paths, logger)
+    table += _usage_note(client, context.repository, run.name, template, baseline, record, summary, logger)
     pr = context.pull_request
     if pr and settings.inputs.comment:
         with workflow.github_errors():  # only a comment that cannot be posted fails the step
@@ -116,6 +117,24 @@ def _signature_note(client, repository: str, model: str, template, baseline, pat
         logger.warning(f"the released model's serving signature could not be fetched: {exc}")
         return ""
     return "\n" + workflow.signature_report(serving, released, baseline[0]) if released else ""
+
+
+def _usage_note(client, repository: str, model: str, template, baseline, record: dict, summary: dict, logger) -> str:
+    """This run's GPU-hours and cost against the last release's usage.json ("+12 % GPU-hours for +0.4 % accuracy")."""
+    from runner.telemetry.usage import usage_from, usage_of
+    from runner.telemetry.usage_report import brief, change_line
+
+    usage = usage_of(record)
+    if usage is None:
+        return ""
+    if baseline is None:
+        return f"\nUsage: {brief(usage)}.\n"
+    try:
+        released = workflow.release_json(client.get_repo(repository), model, template, baseline[0], "usage.json")
+    except ServiceError as exc:
+        logger.warning(f"the released model's usage could not be fetched: {exc}")
+        released = None
+    return "\n" + change_line(usage, usage_from(released), summary, baseline[1], baseline[0])
 
 
 def _baseline(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -14,6 +15,8 @@ from runner.history.record import MetricsSummary, RunRecord
 from runner.history.rundir import RunPaths
 from runner.history.store import Store
 from runner.targets.leftovers import reconcile
+from runner.errors import HistoryError
+from runner.telemetry.usage_report import usage_rows
 
 
 def add_arguments(parser) -> None:
@@ -22,13 +25,14 @@ def add_arguments(parser) -> None:
     show = sub.add_parser("show", help="phases, metrics and files of one run")
     show.add_argument("run", help="run id, run number, or latest")
     show.add_argument("--markdown", action="store_true", help="print the Markdown summary")
+    show.add_argument("--json", action="store_true", help="print the run record (run.json: usage and cost included)")
 
 
 def run(args, logger) -> int:
     with Store(tftrain_home(), notify=logger.warning) as store:
         reconcile(store)  # a run whose tftrain is gone is listed Failed, not Running forever
         if args.runs_command == "show":
-            _show(store, args.run, args.markdown, logger)
+            _show(store, args.run, args.markdown, logger, as_json=args.json)
         else:
             _list(store, args.limit, logger)
     return 0
@@ -38,27 +42,34 @@ def _list(store: Store, limit: int, logger) -> None:
     rows = []
     for run in store.runs(limit):
         duration = f"{(run.ended or time.time()) - run.created:.1f}s"
-        rows.append([run.run_id, run.status, _when(run.created), duration, (run.git.get("commit") or "")[:10], run.message or ""])
+        record = _record(RunPaths(run.run_dir))  # run.json: its usage (a damaged one lists without)
+        used = f"{record.usage.gpu_hours:.4g}" if record is not None and record.usage is not None else ""
+        rows.append([run.run_id, run.status, _when(run.created), duration, used, (run.git.get("commit") or "")[:10], run.message or ""])
     if not rows:
         logger.info(f"no runs yet in {store.home}")
         return
-    logger.table(f"runs in {store.home}", ["run", "status", "started", "duration", "commit", "message"], rows)
+    logger.table(f"runs in {store.home}", ["run", "status", "started", "duration", "GPU-hours", "commit", "message"], rows)
 
 
-def _show(store: Store, ref: str, markdown: bool, logger) -> None:
+def _show(store: Store, ref: str, markdown: bool, logger, as_json: bool = False) -> None:
     run = store.run(ref)
     manifest, paths = RunPaths.of_run(run)
     # the run's secrets are hidden here as they were while it ran: what the run left behind (a file
     # under outputs named after a secret's value, say) is shown through the same masking
     logger.mask_secrets(manifest.secrets, os.environ)
     record = _record(paths)
+    if as_json:
+        if record is None:
+            raise HistoryError(f"run {run.run_id}: {paths.record} cannot be read")
+        logger.text(json.dumps(record.as_dict(), indent=2))
+        return
     kept = record.metrics if record else None
     summary = (kept if kept and kept.metrics else _summary_from_series(paths, manifest)).as_dict()
     model, git = (record.model, record.git) if record else (None, {})
     phases = store.phases(run.run_id)
     if markdown:
         points = iter_series(paths.metrics)
-        logger.text(summary_markdown(run.run_id, run.status, run.message, phases, summary, model, git, points))
+        logger.text(summary_markdown(run.run_id, run.status, run.message, phases, summary, model, git, points, record.usage if record else None))
         return
     logger.info(f"run {run.run_id}: {run.status}" + (f": {run.message}" if run.message else ""), style="bold")
     logger.info(f"directory: {run.run_dir}")
@@ -69,6 +80,8 @@ def _show(store: Store, ref: str, markdown: bool, logger) -> None:
     rows = [[p.phase, _when(p.started), f"{(p.ended or time.time()) - p.started:.2f}s"] for p in phases]
     logger.table("phases", ["phase", "started", "duration"], rows)
     show_metrics(logger, summary)
+    if record is not None and record.usage is not None:
+        logger.table("usage", ["", ""], usage_rows(record.usage))
     if model:
         logger.info(f"model: {model}")
     files = []

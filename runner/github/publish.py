@@ -70,7 +70,7 @@ def publish(
         logger.info(f"resuming the draft release {release.tag_name}")
     try:
         with github_errors(PublishError):
-            release = _upload_and_publish(release, manifest, paths, record, state, s3, run_url, logger)
+            release = _upload_and_publish(release, manifest, paths, record, state, s3, run_url, logger, _previous(repo, manifest.name, template, logger))
     except (PublishError, StorageError) as exc:  # S3 refusing the model keeps its own exit code
         raise type(exc)(f"{exc}; the release {state['tag']} stays a draft: run `tftrain publish --run {record['run_id']}` to finish it") from None
     logger.info(f"published {release.tag_name}: {release.html_url}", style="bold green")
@@ -78,7 +78,8 @@ def publish(
 
 
 def _upload_and_publish(
-    release, manifest: Manifest, paths: RunPaths, record: dict, state: dict, s3: S3Target | None, run_url: str | None, logger: Logger
+    release, manifest: Manifest, paths: RunPaths, record: dict, state: dict, s3: S3Target | None, run_url: str | None, logger: Logger,
+    previous: tuple[str, dict, dict | None] | None = None,
 ):
     """Upload (and verify) what the draft lacks, then publish it."""
     directory = paths.release_dir
@@ -86,7 +87,7 @@ def _upload_and_publish(
         assets = sorted(p for p in directory.iterdir() if p.name != SUMS) + [directory / SUMS]
     else:
         download_url = str(getattr(release, "html_url", "") or "").replace("/releases/tag/", "/releases/download/", 1) or None
-        assets = build_assets(manifest, paths, record, state["version"], directory, s3, run_url, download_url)
+        assets = build_assets(manifest, paths, record, state["version"], directory, s3, run_url, download_url, previous)
     digests = {**parse_sums((directory / SUMS).read_text()), SUMS: sha256_file(directory / SUMS)}
     existing = {asset.name: asset for asset in release.get_assets()}
     for path in assets:
@@ -97,6 +98,20 @@ def _upload_and_publish(
         paths.release_state.write_text(json.dumps(state))
     body = (directory / "MODEL_CARD.md").read_text()
     return release.update_release(name=release.tag_name, message=body, draft=False)
+
+
+def _previous(repo, name: str, template: TagTemplate, logger: Logger) -> tuple[str, dict, dict | None] | None:
+    """(tag, metrics.json, usage.json) of the last published release, for the model card's usage
+    comparison; None when there is none or GitHub does not answer (the card goes without it)."""
+    from runner.errors import ServiceError
+    from runner.github.workflow import baseline_metrics, release_json
+
+    try:
+        baseline = baseline_metrics(repo, name, template)
+        return (*baseline, release_json(repo, name, template, baseline[0], "usage.json")) if baseline else None
+    except ServiceError as exc:
+        logger.warning(f"the model card goes without the last release's usage: {exc}")
+        return None
 
 
 def _resume(repo, state: dict):

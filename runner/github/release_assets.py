@@ -21,6 +21,8 @@ from runner.history.rundir import RunPaths
 from runner.storage.s3 import S3Target, pointer_text, upload
 from runner.serving.layout import RELEASE_ASSETS
 from runner.templates import render
+from runner.telemetry.usage import usage_from, usage_of
+from runner.telemetry.usage_report import change_line, usage_markdown
 
 SUMS = "SHA256SUMS"
 # the gate's files in the run's serving/ → their release assets (tftrain serve reads them back)
@@ -36,6 +38,7 @@ def build_assets(
     s3: S3Target | None = None,
     run_url: str | None = None,
     download_url: str | None = None,
+    previous: tuple[str, dict, dict | None] | None = None,
 ) -> list[Path]:
     """Write the assets into `directory` (anew) and return them, SHA256SUMS last. A model that goes
     to S3 is uploaded here and replaced by its pointer, model.s3.json. `run_url`: the workflow run
@@ -53,6 +56,8 @@ def build_assets(
     shutil.copy(paths.metrics_summary, directory / "metrics.json")
     shutil.copy(paths.metrics, directory / "metrics.jsonl")
     shutil.copy(paths.lock, directory / "manifest.lock.yml")
+    if isinstance(record.get("usage"), dict):  # what the training used and cost: the next release's comparison reads it
+        (directory / "usage.json").write_text(json.dumps(record["usage"], indent=2) + "\n")
     for source, asset in SERVING_ASSETS.items():  # what the model gate found, and model.onnx
         if (paths.serving / source).is_file():
             shutil.copy(paths.serving / source, directory / asset)
@@ -60,7 +65,7 @@ def build_assets(
     _loss_curve(paths, directory / "loss-curve.png")
     _sweep_curves(paths, record, directory / "sweep-trials.png")
     names = sorted(p.name for p in directory.iterdir()) + ["MODEL_CARD.md"]
-    (directory / "MODEL_CARD.md").write_text(model_card(manifest, paths, record, version, names + [SUMS], run_url, sealed, download_url))
+    (directory / "MODEL_CARD.md").write_text(model_card(manifest, paths, record, version, names + [SUMS], run_url, sealed, download_url, previous))
     files = sorted(p for p in directory.iterdir() if p.is_file())
     sums = {p.name: digests.get(p.name) or sha256_file(p) for p in files}
     (directory / SUMS).write_text(format_sums(sums))
@@ -70,7 +75,9 @@ def build_assets(
 def model_card(
     manifest: Manifest, paths: RunPaths, record: dict, version: int, assets: list[str], run_url: str | None = None,
     sealed: dict | None = None, download_url: str | None = None,
+    previous: tuple[str, dict, dict | None] | None = None,
 ) -> str:
+    """`previous`: (tag, metrics.json, usage.json) of the last release, to set this one's usage against."""
     lock = yaml.safe_load(paths.lock.read_text()) if paths.lock.exists() else {}
     git = record.get("git") or {}
     fetched = lock.get("inputs") or {}  # what this run was handed
@@ -97,6 +104,7 @@ def model_card(
         assets=assets,
         sealed=sealed or {},
         download_url=download_url.rstrip("/") + "/" if download_url else "",
+        usage=usage_section(record, previous),
     )
 
 
@@ -129,6 +137,15 @@ def _seal_assets(model: Path, paths: RunPaths, record: dict, directory: Path) ->
             raise PublishError(f"the run's model changed since it was registered as {record['model']}: its {SIGNATURE} would not verify")
         shutil.copy(version_dir / SIGNATURE, directory / SIGNATURE)
     return {**sealed, "label": record["model"]}
+
+
+def usage_section(record: dict, previous: tuple[str, dict, dict | None] | None) -> str:
+    """The card's usage table, and the change against the last release when there is one."""
+    usage = usage_of(record)
+    if usage is None:
+        return ""
+    line = change_line(usage, usage_from(previous[2]), record.get("metrics") or {}, previous[1], previous[0]) if previous else ""
+    return usage_markdown(usage) + ("\n" + line if line else "")
 
 
 def _serving(paths: RunPaths) -> dict | None:

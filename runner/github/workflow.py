@@ -175,7 +175,8 @@ def comparison(summary: dict, baseline: tuple[str, dict] | None, missing: str | 
     primary = summary.get("primary")
     mine, theirs = summary.get("metrics", {}), base.get("metrics", {})
     shared = [name for name in mine if name in theirs]
-    names = ([primary] if primary in shared else []) + [name for name in shared if name != primary][:5]
+    # the GPUs' telemetry (system/gpu0/utilization, …) is the usage line's business, not a metric to win
+    names = ([primary] if primary in shared else []) + [name for name in shared if name != primary and not name.startswith("system/")][:5]
     rows = [f"| metric | this run | {tag} | delta | |", "|---|---|---|---|---|"]
     worse_by = None
     for name in names:

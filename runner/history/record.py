@@ -11,6 +11,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from runner.history.regular import read_regular
+from runner.telemetry.usage import Usage
 
 LOST_MESSAGE = "lost:"  # how records written before `cause` began a lost run's message: read once, in RunRecord
 EXIT_CODE_WORDS = re.compile(r"exit code ([0-9]{1,3})")  # an attempt's `ended` in run.json, when an exit code ended it
@@ -186,6 +187,7 @@ class RunRecord(_Model):
     sweep: dict | None = None  # {"id": SWEEP_ID, "trial": N} for a sweep's trial
     attempt: Attempt | None = None  # a run of a manifest with `retry:`
     cause: Cause | None = None  # why it ended from outside (lost: its tftrain was gone), when it did
+    usage: Usage | None = None  # what its training used and cost (runner.telemetry.usage), once it ran
 
     @model_validator(mode="before")
     @classmethod
@@ -207,8 +209,10 @@ class RunRecord(_Model):
         return cls.model_validate_json(read_regular(path))  # never blocks on a FIFO put in its place
 
     def as_dict(self) -> dict:
-        unset = {key for key in ("sweep", "attempt", "cause") if getattr(self, key) is None}  # a trial's, an attempt's, a lost run's only
-        data = self.model_dump(mode="json", exclude={"metrics", "attempt"} | unset)
+        unset = {key for key in ("sweep", "attempt", "cause", "usage") if getattr(self, key) is None}  # a trial's, an attempt's, a lost run's only
+        data = self.model_dump(mode="json", exclude={"metrics", "attempt", "usage"} | unset)
+        if self.usage is not None:
+            data["usage"] = self.usage.as_dict()
         data["metrics"] = self.metrics.as_dict() if self.metrics is not None else None
         if self.attempt is not None:
             data["attempt"] = self.attempt.as_dict()

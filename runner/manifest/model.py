@@ -27,6 +27,7 @@ from runner.manifest.fields import (
     Scalar,
 )
 from runner.manifest.checkpoints import CheckpointsSpec
+from runner.manifest.cost import CostSpec
 from runner.manifest.images import ImageRegistry
 from runner.targets.catalog import TargetName
 from runner.manifest.retry import RetrySpec
@@ -131,6 +132,9 @@ class ComputeSpec(Model):
     host_labels: list[str] = Field(default_factory=list, description="Labels every pool host of this job must have")
     queue_timeout_seconds: int = Field(
         default=3600, ge=0, le=MAX_SECONDS, description="How long a pool job waits for free GPUs/slots before it fails (0: fail at once)"
+    )
+    cost: CostSpec | None = Field(
+        default=None, description="Prices ({gpu_hour, cpu_hour, currency}): the run records its cost (default: the pool file's cost, if any)"
     )
 
 

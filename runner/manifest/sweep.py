@@ -122,6 +122,14 @@ class Limits(Model):
     max_concurrent_trials: int = Field(default=1, ge=1, le=1024)
     timeout: int | None = Field(default=None, ge=1, le=MAX_SECONDS, description="Seconds for the whole sweep")
     trial_timeout: int | None = Field(default=None, ge=1, le=MAX_SECONDS, description="Seconds for one trial (its max_run_duration_seconds)")
+    max_gpu_hours: float | None = Field(
+        default=None, gt=0, le=1e9, allow_inf_nan=False,
+        description="No trial starts that would take the sweep past this many allocated GPU-hours (estimated from the finished trials' mean)",
+    )
+    max_cost: float | None = Field(
+        default=None, gt=0, le=1e12, allow_inf_nan=False,
+        description="No trial starts that would take the sweep past this cost (needs compute.cost or the pool file's cost)",
+    )
 
 
 def _written_as(value: Any) -> str | None:

@@ -22,6 +22,7 @@ from runner.sweep.study import CANCELED_BY_SIGNAL, RESUMES, Sweep
 from runner.sweep.outcome import TrialResult, tell
 from runner.sweep.trial import TrialWatch, run_trial, trial_manifest
 from runner.telemetry.logger import Logger
+from runner.telemetry.usage_budget import SweepBudget, report_sweep_costs, seed, usage_of_run
 
 TICK_SECONDS = 0.5
 LIVE_SECONDS = 2.0  # the live table's steps and values are redrawn this often
@@ -41,6 +42,9 @@ class SweepRunner:
         self.events: queue.SimpleQueue = queue.SimpleQueue()
         self.failure: FatalError | None = None  # what stopped the sweep, with its own exit code
         self.finished_one = False
+        self.budget = SweepBudget.of(self.spec.limits)  # max_gpu_hours / max_cost: asked before each trial starts
+        if self.budget is not None:
+            seed(self.budget, home, self.book.trials())
 
     def _gate(self, run_id: str):
         """The model gate for the best trial's run, before its model is registered."""
@@ -106,6 +110,8 @@ class SweepRunner:
                 if resumes:
                     manifest = trial_manifest_resuming(manifest, resumes)
                 result = run_trial(manifest, watch, self.book.trial_log(trial.number), self.settings, self.home, self.environ)
+                if self.budget is not None:
+                    self.budget.add(result.run_id, usage_of_run(self.home, result.run_id))
                 with self.lock:
                     self.watches.pop(trial.number, None)
                 if watch.failure is not None:  # its reports could not be stored: the storage is gone
@@ -130,6 +136,11 @@ class SweepRunner:
     def _ask(self):
         with self.lock:
             if self.stop.is_set() or self.sweep.counted() >= self.sweep.limit:
+                return None
+            refusal = self.budget.refusal(running=len(self.watches)) if self.budget is not None else None
+            if refusal is not None:  # the running trials finish; no other starts
+                self.stop.set()
+                self.logger.warning(f"sweep {self.sweep.sweep_id}: {refusal}")
                 return None
             trial = self.sweep.study.ask()
             values = self.sweep.space.suggest(trial)
@@ -239,6 +250,7 @@ def run_sweep(loaded: LoadedManifest, logger: Logger, settings: Settings, home: 
         status = runner.run()
         record = runner.book.document()
         runner.book.report(logger)
+        report_sweep_costs(logger, home, record, runner.book.root / "summary.md")
     if runner.book.refused is not None:
         raise runner.book.refused
     if status == SweepStatus.CANCELED:

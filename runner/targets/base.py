@@ -121,6 +121,17 @@ class Target:
     ) -> Outcome:
         raise NotImplementedError
 
+    def process_group(self, control: RunControl) -> Callable[[], object | None] | None:
+        """How the run's processes are found on this machine while it trains, for its usage: a
+        function giving their group (`pids()`, and `path` holding cpu.stat: the local target's
+        cgroup) once it exists. By default None: they run elsewhere, or cannot be told apart."""
+        return None
+
+    def prices(self, state: TargetState):
+        """What an hour of this target's GPUs and CPUs costs (a runner.manifest.cost.CostSpec), when
+        the target knows (the pool file's `cost:`); the manifest's compute.cost comes first. By default: unknown."""
+        return None
+
     @contextmanager
     def probing(self, env: Environment, paths: RunPaths, warm: bool) -> Iterator[Probe]:
         """How the model gate runs `python -m runner.serving.model_check ARGS` in the run's environment, with

@@ -68,7 +68,11 @@ def curves(points, summary: dict) -> list[dict]:
     return drawn[:MAX_CURVES]
 
 
-def summary_markdown(run_id: str, status: RunStatus, message: str | None, phases, summary: dict, model, git: dict, points=()) -> str:
+def summary_markdown(
+    run_id: str, status: RunStatus, message: str | None, phases, summary: dict, model, git: dict, points=(), usage=None
+) -> str:
+    from runner.telemetry.usage_report import usage_markdown
+
     return render(
         "run_summary.md.j2",
         curves=curves(points, summary),
@@ -84,6 +88,7 @@ def summary_markdown(run_id: str, status: RunStatus, message: str | None, phases
         commit=git.get("commit"),
         branch=git.get("branch"),
         dirty=git.get("dirty"),
+        usage=usage_markdown(usage),
     )
 
 

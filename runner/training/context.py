@@ -20,6 +20,7 @@ from runner.targets.base import Outcome, Probe, RunControl, Target, TargetState
 from runner.telemetry.logger import Logger
 from runner.telemetry.point import MetricPoint
 from runner.telemetry.recorder import MetricsRecorder
+from runner.telemetry.usage import Usage
 
 if TYPE_CHECKING:  # the registry is imported only once a model is registered
     from runner.history.model_registry import ModelVersion
@@ -70,6 +71,7 @@ class Training:
     syncing: AbstractContextManager = field(default_factory=nullcontext)  # the checkpoint sync around Running
     probe: Probe | None = None  # the gate's process, once Running started
     recorder: MetricsRecorder | None = None
+    usage: Usage | None = None  # what Running used (runner.telemetry.usage_meter), once it ran
 
     def failed(self, exc: FatalError, status: RunStatus) -> None:
         self.failure, self.outcome = exc, Outcome(status, None, str(exc))

@@ -27,6 +27,7 @@ from runner.telemetry.parsers import LogMetricParser
 from runner.telemetry.point import MetricPoint
 from runner.telemetry.recorder import MetricsRecorder
 from runner.telemetry.summary import primary_metric
+from runner.telemetry.usage_meter import metering
 from runner.training.lineage import Lineage
 from runner.training.prepare import Prepared, check_runnable, prepare
 from runner.training.signals import on_stop_signals
@@ -149,7 +150,7 @@ def _train(ctx: RunContext, session: _Session, training: Training, probing: Exit
     try:
         prepared = training.prepared
         training.probe = probing.enter_context(ctx.target.probing(prepared.env, ctx.paths, warm=ctx.manifest.model.gated))
-        with session.phase(RunStatus.RUNNING), training.syncing:  # a last sync as Running ends
+        with session.phase(RunStatus.RUNNING), training.syncing, metering(ctx, training):  # a last sync as Running ends
             training.outcome = _script_verdict(_execute(ctx, prepared, training.recorder), training.recorder)
     except FatalError as exc:  # the target could not run it (a daemon or cluster refused)
         training.failed(exc, RunStatus.FAILED)
@@ -166,7 +167,7 @@ def _conclude(ctx: RunContext, training: Training, kept: Kept) -> RunResult:
     ctx.store.finish(ctx.run_id, status, exit_code, message)
     result = RunResult(ctx.run_id, status, exit_code, message, ctx.paths.root, kept.model, kept.summary, outcome, ctx.control.stop_signal)
     with _naming_first(failure):
-        markdown = _write_record(ctx, result, training.git, kept.points)
+        markdown = _write_record(ctx, result, training.git, kept.points, training.usage)
     logger.info(f"run {ctx.run_id}: {status}" + (f": {message}" if message else ""), style="bold green" if exit_code == 0 else "bold red")
     _report(ctx, result, script_error, markdown)
     return result
@@ -363,15 +364,15 @@ def _report(ctx: RunContext, result: RunResult, error: ScriptError | None, markd
     )
 
 
-def _write_record(ctx: RunContext, result: RunResult, git: dict, points: list[MetricPoint]) -> str:
+def _write_record(ctx: RunContext, result: RunResult, git: dict, points: list[MetricPoint], usage=None) -> str:
     """The results join run.json (kept by the store from the start); summary.md is written and its text returned."""
     from runner.telemetry.report import summary_markdown
 
     paths, store = ctx.paths, ctx.store
     model = result.model.label if result.model else None
-    store.update_run(result.run_id, model=model, metrics=result.metrics, git=git)
+    store.update_run(result.run_id, model=model, metrics=result.metrics, git=git, **({"usage": usage} if usage else {}))
     phases = store.phases(result.run_id)
-    markdown = summary_markdown(result.run_id, result.status, result.message, phases, result.metrics, model, git, points)
+    markdown = summary_markdown(result.run_id, result.status, result.message, phases, result.metrics, model, git, points, usage)
     with writing(paths.summary):
         paths.summary.write_text(markdown)
     return markdown

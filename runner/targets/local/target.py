@@ -98,6 +98,14 @@ class LocalTarget(Target):
 
         return Environment(env.python, described, env.reused, isolated=env.is_venv, details=details, inventory=inventory)
 
+    def process_group(self, control: RunControl):
+        """The run's cgroup (made when execute starts): its processes and their CPU time."""
+        if control.cgroup is None:
+            return None
+        from runner.targets.local.cgroup import nearby
+
+        return lambda: nearby(control.cgroup)
+
     def execute(self, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
         tree = contain(control.marker, control.cgroup, logger.warning)
         started: list[tuple[TaskSpec, subprocess.Popen]] = []

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from runner.errors import ManifestError
+from runner.manifest.cost import CostSpec
 from runner.manifest.validate import format_loc, validation_messages
 from runner.manifest.loading import load_yaml
 
@@ -63,6 +64,7 @@ class Pool(_Model):
         description="Where leases live (default: ~/.local/state/tftrain/pool); share it between tftrain processes dispatching to this pool",
     )
     lease_ttl_seconds: float = Field(default=60.0, ge=5, description="A lease its holder stops renewing expires after this")
+    cost: CostSpec | None = Field(default=None, description="Prices of this pool's GPUs and CPUs per hour: runs on it record their cost")
 
     def host(self, name: str) -> Host:
         return next(host for host in self.hosts if host.name == name)

@@ -61,6 +61,9 @@ class PoolTarget(Target):
             raise PlacementError(f"compute.target: pool: this job can never run on {pool.path}: {reason}")
         return PoolJob(base_image=base.base_image, pool=pool, request=request)
 
+    def prices(self, state: PoolJob | PoolSession):
+        return state.pool.pool.cost if isinstance(state, PoolJob) else None
+
     @contextmanager
     def reserve(self, loaded: LoadedManifest, job: PoolJob, run_id: str, control: RunControl, logger: Logger) -> Iterator[PoolSession]:
         with reserve_capacity(loaded, job, run_id, control, logger) as session:

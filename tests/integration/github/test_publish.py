@@ -33,7 +33,7 @@ open("outputs/model/saved_model.pb", "wb").write(b"graph" * 1000)
 open("outputs/model/variables/data", "wb").write(os.urandom(4096))
 """
 ASSETS = {"SHA256SUMS", "MODEL_CARD.md", "logs.tar.gz", "loss-curve.png", "manifest.lock.yml", "metrics.json", "metrics.jsonl", "model.tar.gz",
-          "provenance.intoto.json"}
+          "provenance.intoto.json", "usage.json"}
 
 
 def env_for(api, **extra):

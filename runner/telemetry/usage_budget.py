@@ -1,0 +1,117 @@
+"""A sweep's budget: `sweep.limits.max_gpu_hours` and `max_cost`. No trial starts that would take
+the sweep past either: what the finished trials spent, plus the running and the next trial at the
+finished trials' mean. The first trials (none finished yet) start: there is nothing to estimate from."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner.telemetry.usage import Usage
+
+
+@dataclass(frozen=True)
+class Measure:
+    name: str  # the limit's key, as the manifest spells it
+    limit: float
+    unit: str
+
+    def of(self, usage: Usage) -> float | None:
+        return usage.gpu_hours if self.name == "max_gpu_hours" else usage.cost
+
+
+class SweepBudget:
+    def __init__(self, measures: list[Measure]) -> None:
+        self.measures = measures
+        self.lock = threading.Lock()
+        self.spent = {m.name: 0.0 for m in measures}
+        self.finished = 0
+        self.unpriced: str | None = None  # a finished trial's run with no cost: max_cost cannot be kept
+
+    @classmethod
+    def of(cls, limits) -> SweepBudget | None:
+        """The budget `sweep.limits` sets, or None when it sets none."""
+        measures = []
+        if limits.max_gpu_hours is not None:
+            measures.append(Measure("max_gpu_hours", limits.max_gpu_hours, "GPU-hours"))
+        if limits.max_cost is not None:
+            measures.append(Measure("max_cost", limits.max_cost, ""))
+        return cls(measures) if measures else None
+
+    def add(self, run_id: str | None, usage: Usage | None) -> None:
+        """A trial ended: what its run used (None: it never trained, and counts nothing)."""
+        if usage is None:
+            return
+        with self.lock:
+            self.finished += 1
+            for measure in self.measures:
+                value = measure.of(usage)
+                if value is None:
+                    self.unpriced = self.unpriced or run_id or "a trial"
+                else:
+                    self.spent[measure.name] += value
+
+    def refusal(self, running: int) -> str | None:
+        """Why the next trial must not start, or None: one line naming the limit."""
+        with self.lock:
+            if self.unpriced is not None and any(m.name == "max_cost" for m in self.measures):
+                return (
+                    f"sweep.limits.max_cost: run {self.unpriced} has no cost to count; set compute.cost "
+                    "(or cost: in the pool file) to keep a cost budget"
+                )
+            if not self.finished:
+                return None
+            for measure in self.measures:
+                spent = self.spent[measure.name]
+                mean = spent / self.finished
+                expected = spent + mean * (running + 1)
+                if expected > measure.limit:
+                    unit = f" {measure.unit}" if measure.unit else ""
+                    return (
+                        f"sweep.limits.{measure.name} ({measure.limit:g}{unit}) would be passed: {self.finished} trials spent "
+                        f"{spent:.4g}{unit} ({mean:.4g} each on average), {running} still running; no more trials start"
+                    )
+        return None
+
+
+def usage_of_run(home: Path, run_id: str | None) -> Usage | None:
+    """A finished run's usage, read from its run.json (None: no such run, or it never trained)."""
+    if run_id is None:
+        return None
+    from runner.errors import FatalError
+    from runner.history.record import RunRecord
+    from runner.history.rundir import RunPaths
+    from runner.history.store import Store
+
+    try:
+        with Store(home) as store:
+            row = store.run(run_id)
+        return RunRecord.read(RunPaths(row.run_dir).record).usage
+    except (OSError, ValueError, FatalError):  # not found, or its record unreadable: nothing to count
+        return None
+
+
+def seed(budget: SweepBudget, home: Path, trials: list[dict]) -> None:
+    """A resumed sweep's budget counts what its trials spent before."""
+    for trial in trials:
+        if trial.get("status") != "Running":
+            budget.add(trial.get("run_id"), usage_of_run(home, trial.get("run_id")))
+
+
+def report_sweep_costs(logger, home: Path, document: dict, summary: Path | None = None) -> str:
+    """Each trial's GPU-hours and cost and the sweep's total: a table on the console, appended to the
+    sweep's summary.md (the pull request's comment shows it) and the job summary. Returns its Markdown."""
+    from runner.telemetry.usage_report import sweep_costs, sweep_costs_markdown
+
+    trials = [(t["number"], t.get("run_id"), usage_of_run(home, t.get("run_id"))) for t in document.get("trials", [])]
+    if not any(usage for _, _, usage in trials):
+        return ""
+    rows, total = sweep_costs(trials)
+    logger.table(f"sweep {document.get('id')}: usage", ["trial", "run", "GPU-hours", "CPU-hours", "cost"], rows + [total])
+    markdown = "\n### Usage and cost\n\n" + sweep_costs_markdown(trials)
+    if summary is not None and summary.is_file():
+        with summary.open("a", encoding="utf-8") as handle:
+            handle.write(markdown)
+    logger.step_summary(markdown)
+    return markdown

@@ -1,0 +1,38 @@
+"""A run's usage, measured around Running (runner.training.pipeline): the allocation from the plan,
+the prices from compute.cost or the target, the sampler's figures; left on the Training."""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+
+from runner.plan.launchers.capacity import GPU_ROLES
+from runner.targets.catalog import ON_THIS_MACHINE
+from runner.telemetry.usage_sampler import GpuMonitor, UsageSampler
+
+
+@contextmanager
+def metering(ctx, training):
+    """Around the training: GPUs sampled where the run trains on this machine with use_gpu, its
+    processes where the target can find them (Target.process_group); `training.usage` is set however Running ends."""
+    manifest, plan = ctx.manifest, training.prepared.plan
+    prices = manifest.compute.cost or ctx.target.prices(ctx.checked)
+    gpu_processes = sum(1 for task in plan.tasks if task.role in GPU_ROLES) if manifest.use_gpu else 0
+    gpus = None
+    if manifest.use_gpu and plan.target in ON_THIS_MACHINE:
+        gpus = GpuMonitor.open(visible=ctx.settings.cuda_visible_devices, warn=ctx.logger.warning)
+    group = ctx.target.process_group(ctx.control)  # the local target's cgroup; elsewhere none
+    sampler = UsageSampler(training.recorder.record, gpus, group, ctx.logger.warning)
+    started = time.monotonic()
+    try:
+        with sampler:
+            yield sampler
+    finally:  # the record's model and its words are imported here, off the script's start path
+        from runner.telemetry.usage import account, prices_of
+        from runner.telemetry.usage_report import brief
+
+        training.usage = account(
+            time.monotonic() - started, len(plan.tasks), gpu_processes, prices_of(prices),
+            cpu_seconds_used=sampler.cpu_seconds, peak_rss_bytes=sampler.memory.peaks, gpus=sampler.gpu_stats(),
+        )
+        ctx.logger.info(f"usage: {brief(training.usage)}")

@@ -1,0 +1,129 @@
+"""Usage and cost: the accounting, the record, the words (summary, PR comment line, sweep table), the budget."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from runner.history.record import RunRecord
+from runner.manifest.cost import CostSpec
+from runner.telemetry.usage import GpuStats, Prices, account, prices_of, usage_from, usage_of
+from runner.telemetry.usage_budget import SweepBudget
+from runner.telemetry.usage_report import brief, change_line, sweep_costs, sweep_costs_markdown, usage_markdown
+
+PRICES = Prices(gpu_hour=2.5, cpu_hour=0.05)
+
+
+def test_allocated_seconds_and_cost():
+    usage = account(3600.0, processes=4, gpu_processes=2, prices=PRICES)
+    assert (usage.cpu_seconds, usage.gpu_seconds, usage.gpu_hours, usage.cpu_hours) == (14400.0, 7200.0, 2.0, 4.0)
+    assert usage.cost == pytest.approx(2 * 2.5 + 4 * 0.05)
+
+
+def test_no_prices_is_no_cost_and_a_negative_wall_is_none():
+    usage = account(-5.0, processes=1, gpu_processes=0)
+    assert usage.cost is None and usage.wall_seconds == 0.0
+    assert "cost" not in usage.as_dict() and "gpus" not in usage.as_dict()  # not measured: left out, not null
+
+
+def test_prices_come_from_a_cost_spec():
+    assert prices_of(CostSpec(gpu_hour=1.0, currency="EUR")) == Prices(gpu_hour=1.0, cpu_hour=0.0, currency="EUR")
+    assert prices_of(None) is None
+
+
+@pytest.mark.parametrize("bad", [{"gpu_hour": -1}, {"gpu_hour": float("inf")}, {"cpu_hour": "1"}, {"currency": "dollars"}, {"gpu_hours": 1}])
+def test_a_cost_spec_refuses_what_is_no_price(bad):
+    with pytest.raises(ValueError):
+        CostSpec.model_validate(bad)
+
+
+def test_the_record_keeps_usage_and_older_records_read_without_it(tmp_path):
+    usage = account(10.0, 1, 1, PRICES, peak_rss_bytes={"0": 1024}, gpus=[GpuStats(index=0, utilization_mean=50.0, memory_peak_bytes=5, samples=2)])
+    record = RunRecord(run_id="demo-1", name="demo", status="Completed", created=1.0, manifest={}, usage=usage)
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(record.as_dict()))
+    again = RunRecord.read(path)
+    assert again.usage == usage and usage_of(again.as_dict()) == usage
+    older = RunRecord(run_id="demo-2", name="demo", status="Completed", created=1.0, manifest={})
+    assert "usage" not in older.as_dict() and usage_of(older.as_dict()) is None
+
+
+USAGE = {"wall_seconds": 1, "processes": 1, "cpu_seconds": 1}
+
+
+@pytest.mark.parametrize("hostile", [
+    None, [], "usage", {"wall_seconds": "x"}, {"processes": 1}, {**USAGE, "cpu_seconds": {}},
+    {**USAGE, "gpu_seconds": -3600}, {**USAGE, "cost": float("inf")}, {**USAGE, "wall_seconds": float("nan")}, {**USAGE, "processes": -1},
+])
+def test_a_usage_json_that_is_no_usage_is_none(hostile):
+    assert usage_from(hostile) is None
+
+
+def test_the_summary_table():
+    usage = account(7200.0, 2, 2, PRICES, cpu_seconds_used=100.0, peak_rss_bytes={"1": 2 << 30, "0": 1 << 30},
+                    gpus=[GpuStats(index=0, name="A100", utilization_mean=37.5, memory_peak_bytes=8 << 30, memory_total_bytes=40 << 30, samples=9)])
+    text = usage_markdown(usage)
+    assert "| GPU-hours (allocated) | 4 |" in text and "| cost | 10.20 USD (GPU-hour 2.5, CPU-hour 0.05) |" in text
+    assert "| GPU 0 (A100) | 38 % busy on average, peak memory 8 GiB of 40 GiB |" in text
+    assert text.index("rank 0 peak memory") < text.index("rank 1 peak memory")
+    assert usage_markdown(None) == ""
+
+
+def test_the_change_against_the_last_release():
+    mine = account(3600.0 * 1.12, 1, 1, PRICES)
+    theirs = account(3600.0, 1, 1, PRICES)
+    summary = {"primary": "accuracy", "metrics": {"accuracy": {"last": 0.904}}}
+    base = {"metrics": {"accuracy": {"last": 0.9}}}
+    line = change_line(mine, theirs, summary, base, "demo-v3")
+    assert line == f"Usage: {brief(mine)}. Against demo-v3: +12 % GPU-hours for +0.4 % accuracy.\n"
+    assert "recorded no usage to compare with" in change_line(mine, None, summary, base, "demo-v3")
+    cpu_only = change_line(account(20.0, 1, 0, PRICES), account(10.0, 1, 0, PRICES), summary, {"metrics": {}}, "demo-v3")
+    assert "Against demo-v3: +100 % cost." in cpu_only  # no GPU on either side: the cost tells
+    euros = account(10.0, 1, 0, Prices(gpu_hour=0, cpu_hour=0.05, currency="EUR"))
+    assert "Against demo-v3: +100 % CPU-hours." in change_line(account(20.0, 1, 0, PRICES), euros, summary, {}, "demo-v3")  # no cost across currencies
+    hostile = change_line(mine, theirs, summary, {"metrics": {"accuracy": {"last": "nan"}}}, "demo-v3")
+    assert hostile.endswith("+12 % GPU-hours.\n")
+
+
+def test_a_sweeps_cost_per_trial_and_in_total():
+    trials = [(0, "s-1", account(3600.0, 1, 1, PRICES)), (1, "s-2", None), (2, "s-3", account(1800.0, 1, 1, PRICES))]
+    rows, total = sweep_costs(trials)
+    assert rows[1] == ["1", "s-2", "—", "—", "—"]
+    assert total == ["total", "", "1.5", "1.5", "3.82 USD"]
+    assert "| **total** |  | 1.5 | 1.5 | 3.82 USD |" in sweep_costs_markdown(trials)
+    assert sweep_costs([(0, "s-1", account(60.0, 1, 0))])[1][-1] == "—"  # unpriced: no total cost
+
+
+def limits(**given):
+    return type("Limits", (), {"max_gpu_hours": None, "max_cost": None, **given})()
+
+
+def test_no_budget_no_limits():
+    assert SweepBudget.of(limits()) is None
+
+
+def test_no_trial_starts_that_would_pass_the_cost_budget():
+    budget = SweepBudget.of(limits(max_cost=1.0))
+    assert budget.refusal(running=0) is None  # nothing finished: nothing to estimate from
+    trial = account(3600.0, 1, 0, Prices(gpu_hour=0, cpu_hour=0.3))  # 0.3 each
+    budget.add("s-1", trial)
+    budget.add("s-2", trial)
+    assert budget.refusal(running=0) is None  # 0.6 + 0.3
+    assert budget.refusal(running=1).startswith("sweep.limits.max_cost (1) would be passed: 2 trials spent 0.6 (0.3 each")
+    budget.add("s-3", None)  # never trained: counts nothing
+    assert budget.refusal(running=0) is None
+
+
+def test_the_gpu_hours_budget():
+    budget = SweepBudget.of(limits(max_gpu_hours=2.5))
+    budget.add("s-1", account(3600.0, 2, 2))  # 2 GPU-hours
+    assert "sweep.limits.max_gpu_hours (2.5 GPU-hours) would be passed" in budget.refusal(running=0)
+
+
+def test_a_cost_budget_without_prices_says_what_to_set():
+    budget = SweepBudget.of(limits(max_cost=1.0))
+    budget.add("s-1", account(10.0, 1, 0))
+    assert budget.refusal(running=0) == (
+        "sweep.limits.max_cost: run s-1 has no cost to count; set compute.cost (or cost: in the pool file) to keep a cost budget"
+    )

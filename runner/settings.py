@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -292,3 +293,32 @@ def _parsed(option: Option, text: str, source: str) -> Any:
         raise
     except ValueError as exc:
         raise UsageError(f"{source}: {text!r} {exc}") from None
+
+
+# --- tftrain's own process ------------------------------------------------------------------
+# pydantic's plugin loader reads every installed distribution's entry points on the first
+# validation (~10 ms of the start); tftrain uses no pydantic plugin. Set for tftrain's own process
+# only (a value the user set is kept): the processes started for the user (the training) get the
+# environment without it, from user_environment.
+OWN_VARIABLES = {"PYDANTIC_DISABLE_PLUGINS": "__all__"}
+_set_here: set[str] = set()
+
+
+@contextmanager
+def own_process(environ: MutableMapping[str, str]) -> Iterator[None]:
+    """OWN_VARIABLES in `environ` (os.environ) while tftrain's command runs; removed after."""
+    added = [name for name in OWN_VARIABLES if name not in environ]
+    for name in added:
+        environ[name] = OWN_VARIABLES[name]
+    _set_here.update(added)
+    try:
+        yield
+    finally:
+        for name in added:
+            environ.pop(name, None)
+        _set_here.difference_update(added)
+
+
+def user_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` as the user set it: without what own_process added for tftrain alone."""
+    return {name: value for name, value in environ.items() if name not in _set_here}

@@ -70,7 +70,7 @@ class RunControl:
     cancel: threading.Event = field(default_factory=threading.Event)
     reason: str | None = None  # why `cancel` was set, when not by a signal (a sweep's early termination)
     force: threading.Event = field(default_factory=threading.Event)
-    cgroup: str | None = None  # the run's cgroup name (runner.targets.local.cgroup.run_cgroup_name): local runs are contained in it
+    cgroup: str | None = None  # the run's cgroup name (runner.targets.containment.run_cgroup_name): local runs are contained in it
     started: Callable[[], None] | None = None  # called once the plan has started (supervise): what the training need not wait for
     stop_signal: int | None = None  # the signal to tftrain that set `cancel` (SIGINT: a user; SIGTERM, SIGHUP: the machine going away)
 

@@ -4,6 +4,7 @@ run asks for it: `tftrain --version` and a local run never load the docker or Ku
 from __future__ import annotations
 
 import importlib
+from types import ModuleType
 
 from runner.errors import UnsupportedError
 from runner.targets.base import Target
@@ -16,3 +17,12 @@ def target_for(name: str) -> Target:
     if row is None:
         raise UnsupportedError(f"compute.target: {name!r} is not available in this version of tftrain")
     return getattr(importlib.import_module(module_of(name)), row.cls)()
+
+
+def target_command(name: str) -> ModuleType:
+    """The module behind a backend's own command (`tftrain pool`: runner/targets/pool/survey.py),
+    named in its catalog row; imported when that command runs."""
+    row = TARGETS.get(name)
+    if row is None or row.command is None:
+        raise UnsupportedError(f"target {name!r} has no command of its own")
+    return importlib.import_module(f"{module_of(name).rpartition('.')[0]}.{row.command}")

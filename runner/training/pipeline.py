@@ -29,13 +29,13 @@ from runner.telemetry.summary import primary_metric
 from runner.training.lineage import Lineage
 from runner.training.prepare import Prepared, check_runnable, prepare
 from runner.training.signals import on_stop_signals
-from runner.targets.local.processes import become_subreaper, run_cgroup_name
 from runner.history.rundir import RunPaths, writing
 from runner.history.record import RunStatus
 from runner.history.store import Store
 from runner.settings import Settings
 from runner.training.context import Kept, RunContext, RunWatch, Training
 from runner.targets.base import Outcome, RunControl
+from runner.targets.containment import contain_run
 from runner.targets.leftovers import reconcile
 from runner.targets.factory import target_for
 
@@ -81,8 +81,7 @@ def run_manifest(
         grace_seconds=manifest.grace_seconds,
         limit_seconds=manifest.max_run_duration_seconds,
     )
-    control.cgroup = run_cgroup_name(run_id, store.home)
-    become_subreaper()
+    contain_run(control, run_id, store.home)
     ctx = RunContext(loaded, target, checked, store, run_id, paths, control, logger, settings, watch)
     try:
         if watch is not None:  # inside: a watch that fails leaves the run Failed, never Queued

@@ -308,7 +308,7 @@ def _register(ctx: RunContext, training: Training, summary: dict) -> ModelVersio
                 "serving_resources": spec.serving.model_dump(),
             }
             if gate is not None:
-                info["serving"] = gate.serving
+                info["serving"] = gate.serving.as_json()
             model = Registry(ctx.store).register(ctx.manifest.name, model_path, ctx.run_id, info, gate.files() if gate else None)
             logger.info(f"registered model {model.label} ({model.info['files']} files)", style="bold green")
             if model.skipped:

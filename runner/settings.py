@@ -124,6 +124,24 @@ class ArchiveLimits:
         )
 
 
+CA_VARIABLES = ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MachineClients:
+    """Where this machine's clients point, as its environment says: the kubeconfig ($KUBECONFIG,
+    its first file; the Kubernetes target) and the CA bundles pip trusts (CA_VARIABLES, in order;
+    copied into a training or serving image's build). Handed to the targets on Settings."""
+
+    kubeconfig: str | None = None
+    ca_bundles: tuple[str, ...] = ()
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str]) -> MachineClients:
+        first = (environ.get("KUBECONFIG") or "").split(os.pathsep)[0]
+        return cls(kubeconfig=first or None, ca_bundles=tuple(environ[name] for name in CA_VARIABLES if environ.get(name)))
+
+
 def _positive(environ: Mapping[str, str], variable: str, default: int) -> int:
     text = environ.get(variable, "").strip()
     if not text:
@@ -139,6 +157,7 @@ class Settings(_Resolved):
     s3_threshold_bytes: int = GITHUB_ASSET_LIMIT  # models over this must go to S3
     archive_limits: ArchiveLimits = Field(default_factory=ArchiveLimits)
     cuda_visible_devices: str | None = None  # the GPUs this machine lets tftrain use; None: all that nvidia-smi lists
+    machine: MachineClients = Field(default_factory=MachineClients)
 
 
 class LoggerSettings(_Resolved):
@@ -271,6 +290,7 @@ def resolve(environ: Mapping[str, str], args: object = None) -> Settings:
         s3_threshold_bytes=GITHUB_ASSET_LIMIT if threshold is None else threshold,
         archive_limits=ArchiveLimits.from_environment(environ),
         cuda_visible_devices=environ.get("CUDA_VISIBLE_DEVICES"),
+        machine=MachineClients.from_environment(environ),
     )
 
 

@@ -5,18 +5,25 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from runner.errors import UnsupportedError
 from runner.targets.base import Target
 from runner.targets.catalog import TARGETS, module_of
 
+if TYPE_CHECKING:
+    from runner.settings import Settings
 
-def target_for(name: str) -> Target:
-    """A fresh target for one run: what it reserves lives as long as the run."""
+
+def target_for(name: str, settings: Settings | None = None) -> Target:
+    """A fresh target for one run: what it reserves lives as long as the run. `settings`: the
+    command's (what the machine's environment says, read once by runner.settings)."""
     row = TARGETS.get(name)
     if row is None:
         raise UnsupportedError(f"compute.target: {name!r} is not available in this version of tftrain")
-    return getattr(importlib.import_module(module_of(name)), row.cls)()
+    target = getattr(importlib.import_module(module_of(name)), row.cls)()
+    target.settings = settings
+    return target
 
 
 def target_command(name: str) -> ModuleType:

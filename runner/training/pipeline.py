@@ -68,7 +68,7 @@ class RunResult:
 def run_manifest(
     loaded: LoadedManifest, logger: Logger, settings: Settings, home: Path, watch: RunWatch | None = None
 ) -> RunResult:
-    target = target_for(effective_target(loaded.manifest))  # one target serves the run, from check to execute
+    target = target_for(effective_target(loaded.manifest), settings)  # one target serves the run, from check to execute
     checked = check_runnable(loaded, target)  # refuse what cannot run before a run is recorded
     manifest = loaded.manifest
     store = Store(home, notify=logger.warning)
@@ -80,6 +80,7 @@ def run_manifest(
         marker=f"TFTRAIN_RUN_ID={run_id}",
         grace_seconds=manifest.grace_seconds,
         limit_seconds=manifest.max_run_duration_seconds,
+        archive_limits=settings.archive_limits,
     )
     contain_run(control, run_id, store.home)
     ctx = RunContext(loaded, target, checked, store, run_id, paths, control, logger, settings, watch)

@@ -218,3 +218,22 @@ def test_the_training_gets_the_environment_as_the_user_set_it(monkeypatch):
         env = task_environment({"TFTRAIN_RUN_ID": "demo-1"})
     assert "PYDANTIC_DISABLE_PLUGINS" not in env and env["TFTRAIN_RUN_ID"] == "demo-1"
     assert "PYDANTIC_DISABLE_PLUGINS" not in os.environ
+
+
+def test_where_the_machines_clients_point_is_read_once_here(tmp_path, monkeypatch):
+    """KUBECONFIG and pip's CA variables: read by resolve, handed to the targets (Target.machine)."""
+    from runner.environments import host_ca_bundle
+    from runner.settings import MachineClients
+    from runner.targets.factory import target_for
+
+    environ = {"KUBECONFIG": f"{tmp_path}/a{os.pathsep}{tmp_path}/b", "PIP_CERT": "", "SSL_CERT_FILE": "/x/ssl.pem", "REQUESTS_CA_BUNDLE": "/x/req.pem"}
+    machine = resolve(environ).machine
+    assert machine == MachineClients(kubeconfig=f"{tmp_path}/a", ca_bundles=("/x/req.pem", "/x/ssl.pem"))
+    assert resolve({}).machine == MachineClients()
+    assert target_for("kubernetes", resolve(environ)).machine == machine
+    assert target_for("kubernetes").machine == MachineClients()  # no settings: nothing from the environment
+    bundle = tmp_path / "proxy-ca.pem"
+    bundle.write_text("-----BEGIN CERTIFICATE-----\n")
+    monkeypatch.setenv("PIP_CERT", str(bundle))  # the library reads no variable: only what it is handed
+    assert host_ca_bundle([str(tmp_path / "missing.pem"), str(bundle)]) == bundle
+    assert host_ca_bundle([]) != bundle

@@ -33,7 +33,7 @@ from runner.history.rundir import RunPaths, writing
 from runner.history.record import RunStatus
 from runner.history.store import Store
 from runner.settings import Settings
-from runner.training.context import Kept, RunContext, RunWatch, Training
+from runner.training.context import Kept, RunContext, RunWatch, Session, Training
 from runner.targets.base import Outcome, RunControl
 from runner.targets.containment import contain_run
 from runner.targets.leftovers import reconcile
@@ -100,7 +100,7 @@ def run_manifest(
 
 
 def _run(ctx: RunContext) -> RunResult:
-    session = _Session(ctx.store, ctx.run_id, ctx.logger)
+    session = Session(ctx.store, ctx.run_id, ctx.logger)
     with _signals(ctx.control, ctx.logger), ExitStack() as held, ExitStack() as probing:
         training = _prepare(ctx, session, held)
         ctx.paths.create()
@@ -120,7 +120,7 @@ def _run(ctx: RunContext) -> RunResult:
     return _conclude(ctx, training, kept)
 
 
-def _prepare(ctx: RunContext, session: _Session, held: ExitStack) -> Training:
+def _prepare(ctx: RunContext, session: Session, held: ExitStack) -> Training:
     """Queued until the target has room (the pool's leases; held on `held` until Running ends), then
     Preparing. A refusal is the run's failure, kept in the Training it returns."""
     training = Training()
@@ -139,7 +139,7 @@ def _prepare(ctx: RunContext, session: _Session, held: ExitStack) -> Training:
     return training
 
 
-def _train(ctx: RunContext, session: _Session, training: Training, probing: ExitStack) -> None:
+def _train(ctx: RunContext, session: Session, training: Training, probing: ExitStack) -> None:
     """Running, unless the run was canceled while it was prepared; the gate's process starts on
     `probing` and lives until the end of PostProcessing (a target may start it with the training)."""
     if ctx.control.cancel.is_set():
@@ -148,7 +148,7 @@ def _train(ctx: RunContext, session: _Session, training: Training, probing: Exit
     try:
         prepared = training.prepared
         training.probe = probing.enter_context(ctx.target.probing(prepared.env, ctx.paths, warm=ctx.manifest.model.gated))
-        with session.phase(RunStatus.RUNNING), training.syncing:  # a last sync as Running ends
+        with session.phase(RunStatus.RUNNING, ctx.control), training.syncing:  # a last sync as Running ends
             training.outcome = _script_verdict(_execute(ctx, prepared, training.recorder), training.recorder)
     except FatalError as exc:  # the target could not run it (a daemon or cluster refused)
         training.failed(exc, RunStatus.FAILED)
@@ -202,23 +202,6 @@ def _script_verdict(outcome: Outcome, recorder: MetricsRecorder) -> Outcome:
 
 def _failed_as(exc: FatalError) -> RunStatus:
     return RunStatus.CANCELED if isinstance(exc, TrainingCanceled) else RunStatus.FAILED
-
-
-class _Session:
-    def __init__(self, store: Store, run_id: str, logger: Logger) -> None:
-        self.store, self.run_id, self.logger = store, run_id, logger
-
-    @contextmanager
-    def phase(self, name: RunStatus):
-        self.store.start_phase(self.run_id, name)
-        self.logger.phase(name)
-        started = time.monotonic()
-        ok = False
-        try:
-            yield
-            ok = True
-        finally:
-            self.logger.phase_done(name, time.monotonic() - started, ok)
 
 
 def _execute(ctx: RunContext, prepared: Prepared, recorder: MetricsRecorder) -> Outcome:

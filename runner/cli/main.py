@@ -64,16 +64,15 @@ def main(argv: list[str] | None = None) -> int:
     # importing a command's modules makes ~100k objects and no garbage: no collection pays for
     # itself there (~5 ms of `tftrain run`'s start). They are frozen after (gc.freeze): else the
     # first collections traverse them all (~25 ms before `tftrain run`'s script started)
-    gc.disable()
     try:
-        args = parser(argv).parse_args(argv)
-        from runner.settings import LoggerSettings, own_process
-        from runner.telemetry.logger import Logger
-    finally:
-        gc.freeze()
-        gc.enable()
-
-    try:
+        gc.disable()
+        try:
+            args = parser(argv).parse_args(argv)
+            from runner.settings import LoggerSettings, own_process
+            from runner.telemetry.logger import Logger
+        finally:
+            gc.freeze()
+            gc.enable()
         with own_process(os.environ):
             return _run_command(args, Logger(settings=LoggerSettings.from_environment(os.environ)))
     finally:

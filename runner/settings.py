@@ -170,8 +170,7 @@ class LoggerSettings(_Resolved):
     workspace: Path | None = None  # the checkout annotations are relative to
 
     @classmethod
-    def from_environment(cls, environ: Mapping[str, str] | None = None) -> LoggerSettings:
-        environ = os.environ if environ is None else environ
+    def from_environment(cls, environ: Mapping[str, str]) -> LoggerSettings:
         return cls(
             actions=environ.get("GITHUB_ACTIONS") == "true",
             color=bool(environ.get("FORCE_COLOR") or environ.get("GITHUB_ACTIONS")),

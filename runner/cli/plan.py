@@ -37,7 +37,7 @@ def run(args, logger: Logger) -> int:
     manifest = loaded.manifest
     paths = RunPaths(RUN_DIR, manifest.outputs_dir, manifest.logs_dir)
     with open("/dev/null", "w") as discarded:
-        quiet = Logger(discarded)  # dry-run chatter ("environment: …") stays out of the plan
+        quiet = Logger(discarded, settings=logger.settings)  # dry-run chatter ("environment: …") stays out of the plan
         try:
             settings = _machine()
             target = target_for(effective_target(manifest), settings)

@@ -8,8 +8,9 @@ it came from, e.g. `input fail-on-regression: 'abc' is not a number`.
 
 Only this module and runner/cli/ read INPUT_* and GITHUB_*: runner/cli/ resolves once and hands
 each part what it needs, so the library stays testable with plain values. So too the variables that
-set limits deep inside (TFTRAIN_MAX_ARCHIVE_*: ArchiveLimits) and what the machine lets tftrain use
-(CUDA_VISIBLE_DEVICES): read here, carried in Settings.
+set limits deep inside (TFTRAIN_MAX_ARCHIVE_*: ArchiveLimits), what the machine lets tftrain use
+(CUDA_VISIBLE_DEVICES) and where its clients point (KUBECONFIG, pip's CA variables: MachineClients):
+read here, carried in Settings.
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ it came from, e.g. `input fail-on-regression: 'abc' is not a number`.
 
 Only this module and runner/cli/ read INPUT_* and GITHUB_*: runner/cli/ resolves once and hands
 each part what it needs, so the library stays testable with plain values. So too the variables that
-set limits deep inside (TFTRAIN_MAX_ARCHIVE_*: ArchiveLimits) and what the machine lets tftrain use
-(CUDA_VISIBLE_DEVICES): read here, carried in Settings.
+set limits deep inside (TFTRAIN_MAX_ARCHIVE_*: ArchiveLimits), what the machine lets tftrain use
+(CUDA_VISIBLE_DEVICES) and where its clients point (KUBECONFIG, pip's CA variables: MachineClients):
+read here, carried in Settings.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -128,6 +130,24 @@ class ArchiveLimits:
         )
 
 
+CA_VARIABLES = ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MachineClients:
+    """Where this machine's clients point, as its environment says: the kubeconfig ($KUBECONFIG,
+    its first file; the Kubernetes target) and the CA bundles pip trusts (CA_VARIABLES, in order;
+    copied into a training or serving image's build). Handed to the targets on Settings."""
+
+    kubeconfig: str | None = None
+    ca_bundles: tuple[str, ...] = ()
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str]) -> MachineClients:
+        first = (environ.get("KUBECONFIG") or "").split(os.pathsep)[0]
+        return cls(kubeconfig=first or None, ca_bundles=tuple(environ[name] for name in CA_VARIABLES if environ.get(name)))
+
+
 def _positive(environ: Mapping[str, str], variable: str, default: int) -> int:
     text = environ.get(variable, "").strip()
     if not text:
@@ -143,6 +163,7 @@ class Settings(_Resolved):
     s3_threshold_bytes: int = GITHUB_ASSET_LIMIT  # models over this must go to S3
     archive_limits: ArchiveLimits = Field(default_factory=ArchiveLimits)
     cuda_visible_devices: str | None = None  # the GPUs this machine lets tftrain use; None: all that nvidia-smi lists
+    machine: MachineClients = Field(default_factory=MachineClients)
 
 
 class LoggerSettings(_Resolved):
@@ -155,8 +176,7 @@ class LoggerSettings(_Resolved):
     workspace: Path | None = None  # the checkout annotations are relative to
 
     @classmethod
-    def from_environment(cls, environ: Mapping[str, str] | None = None) -> LoggerSettings:
-        environ = os.environ if environ is None else environ
+    def from_environment(cls, environ: Mapping[str, str]) -> LoggerSettings:
         return cls(
             actions=environ.get("GITHUB_ACTIONS") == "true",
             color=bool(environ.get("FORCE_COLOR") or environ.get("GITHUB_ACTIONS")),
@@ -276,6 +296,7 @@ def resolve(environ: Mapping[str, str], args: object = None) -> Settings:
         s3_threshold_bytes=GITHUB_ASSET_LIMIT if threshold is None else threshold,
         archive_limits=ArchiveLimits.from_environment(environ),
         cuda_visible_devices=environ.get("CUDA_VISIBLE_DEVICES"),
+        machine=MachineClients.from_environment(environ),
     )
 
 
@@ -298,3 +319,32 @@ def _parsed(option: Option, text: str, source: str) -> Any:
         raise
     except ValueError as exc:
         raise UsageError(f"{source}: {text!r} {exc}") from None
+
+
+# --- tftrain's own process ------------------------------------------------------------------
+# pydantic's plugin loader reads every installed distribution's entry points on the first
+# validation (~10 ms of the start); tftrain uses no pydantic plugin. Set for tftrain's own process
+# only (a value the user set is kept): the processes started for the user (the training) get the
+# environment without it, from user_environment.
+OWN_VARIABLES = {"PYDANTIC_DISABLE_PLUGINS": "__all__"}
+_set_here: set[str] = set()
+
+
+@contextmanager
+def own_process(environ: MutableMapping[str, str]) -> Iterator[None]:
+    """OWN_VARIABLES in `environ` (os.environ) while tftrain's command runs; removed after."""
+    added = [name for name in OWN_VARIABLES if name not in environ]
+    for name in added:
+        environ[name] = OWN_VARIABLES[name]
+    _set_here.update(added)
+    try:
+        yield
+    finally:
+        for name in added:
+            environ.pop(name, None)
+        _set_here.difference_update(added)
+
+
+def user_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` as the user set it: without what own_process added for tftrain alone."""
+    return {name: value for name, value in environ.items() if name not in _set_here}

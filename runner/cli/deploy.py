@@ -16,6 +16,7 @@ test proves the image refuses a request without it.
 from __future__ import annotations
 
 import math
+import os
 import re
 import secrets
 import sys
@@ -29,6 +30,7 @@ from runner.history.sealing import copy_signature
 from runner.history.signing import SIGNATURE, read_public_key, verify
 from runner.history.store import Store
 from runner.paths import tftrain_home
+from runner.settings import MachineClients
 from runner.serving.guard import TOKEN_VARIABLE
 from runner.serving.image import DEFAULT_BASE_IMAGE, PORT, ModelImage, ServingResources, VersionFiles, copy_version
 from runner.serving.imageref import ImageReference, parse_reference, parse_repository
@@ -129,8 +131,8 @@ def build(client, files: VersionFiles, repository: str, base: ImageReference, lo
     from runner.serving.image import environment_spec, model_image_spec
     from runner.environments import base_image_id, build_image, docker_errors, existing_image, host_ca_bundle
 
-    environment = environment_spec(base, base_image_id(client, str(base), logger), files.tensorflow, files.onnx, host_ca_bundle(),
-                                   files.scoring_packages)
+    environment = environment_spec(base, base_image_id(client, str(base), logger), files.tensorflow, files.onnx,
+                                   host_ca_bundle(MachineClients.from_environment(os.environ).ca_bundles), files.scoring_packages)
     environment_id = existing_image(client, environment.tag)
     if environment_id is None:
         logger.info("building the serving environment (once per base image and package set: TensorFlow downloads now)")

@@ -14,7 +14,7 @@ from runner.plan.model import LaunchPlan, NetworkMode
 from runner.training.prepare import Prepared, check_runnable, prepare
 from runner.targets.factory import target_for
 from runner.history.rundir import RunPaths
-from runner.settings import Settings
+from runner.settings import MachineClients, Settings
 from runner.templates import render
 
 RUN_DIR = Path("$RUN_DIR")
@@ -29,7 +29,7 @@ def add_arguments(parser) -> None:
 def _machine() -> Settings:
     """What a dry run needs of the settings: the machine's GPUs (the capacity check), not the
     action's inputs or the workflow (a plan publishes nothing and fetches nothing)."""
-    return Settings(cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return Settings(cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"), machine=MachineClients.from_environment(os.environ))
 
 
 def run(args, logger: Logger) -> int:
@@ -37,11 +37,12 @@ def run(args, logger: Logger) -> int:
     manifest = loaded.manifest
     paths = RunPaths(RUN_DIR, manifest.outputs_dir, manifest.logs_dir)
     with open("/dev/null", "w") as discarded:
-        quiet = Logger(discarded)  # dry-run chatter ("environment: …") stays out of the plan
+        quiet = Logger(discarded, settings=logger.settings)  # dry-run chatter ("environment: …") stays out of the plan
         try:
-            target = target_for(effective_target(manifest))
+            settings = _machine()
+            target = target_for(effective_target(manifest), settings)
             state = check_runnable(loaded, target, dry_run=True)
-            prepared = prepare(loaded, target, state, "$RUN_ID", paths, None, quiet, _machine(), dry_run=True)
+            prepared = prepare(loaded, target, state, "$RUN_ID", paths, None, quiet, settings, dry_run=True)
         finally:
             quiet.flush()
     document = {"manifest": str(loaded.path), "environment": prepared.env.description, **prepared.plan.to_dict()}

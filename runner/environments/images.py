@@ -8,9 +8,9 @@ mounted at run time), so a code-only change keeps the tag and never rebuilds.
 from __future__ import annotations
 
 import hashlib
-import os
 import shlex
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 
 import runner
@@ -24,7 +24,6 @@ from runner.templates import render
 
 CA_NAME = "tftrain-ca.pem"
 CONSTRAINTS_NAME = "tftrain-constraints.txt"  # TensorFlow's tested set, in the build context
-CA_VARIABLES = ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
 CA_FILES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem")
 LABEL = "tftrain"
 VENV_PYTHON = "/opt/tftrain/venv/bin/python"  # where Dockerfile.j2 makes the training's virtualenv
@@ -67,9 +66,10 @@ def official_image_tensorboard(framework_version: str | None) -> str:
     return f"tensorboard=={pin}" if pin else "tensorboard"
 
 
-def host_ca_bundle() -> Path | None:
-    """The CA bundle pip on this machine trusts (a proxy's CA included), for pip in the build."""
-    candidates = [os.environ.get(variable) for variable in CA_VARIABLES] + list(CA_FILES)
+def host_ca_bundle(named: Sequence[str]) -> Path | None:
+    """The CA bundle pip on this machine trusts (a proxy's CA included), for pip in the build:
+    the first of `named` (runner.settings.MachineClients.ca_bundles) that is a file, else the system's."""
+    candidates = [*named, *CA_FILES]
     return next((Path(c) for c in candidates if c and Path(c).is_file()), None)
 
 

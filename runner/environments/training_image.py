@@ -9,7 +9,7 @@ tag is too.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -34,12 +34,13 @@ class DaemonImage(NamedTuple):
 
 
 def prepare_image(
-    client, loaded: LoadedManifest, base: str, paths: RunPaths, logger: Logger, gpu_runtime: bool = False, before_build: Callable[[ImageSpec], None] | None = None
+    client, loaded: LoadedManifest, base: str, paths: RunPaths, logger: Logger, gpu_runtime: bool = False, before_build: Callable[[ImageSpec], None] | None = None,
+    ca_bundles: Sequence[str] = (),
 ) -> DaemonImage:
     """The training image on `client`'s daemon, built when missing (its log: the run's prepare log).
     `gpu_runtime`: refuse a daemon without the NVIDIA runtime before anything is pulled (the docker
     target's own daemon; the pool's preflight checks its hosts). `before_build`: called with the spec
-    before a build starts (the pool says which host builds)."""
+    before a build starts (the pool says which host builds). `ca_bundles`: runner.settings.MachineClients'."""
     manifest = loaded.manifest
     auth = registry_auth(manifest)
     if auth is not None:  # every daemon pulls for itself
@@ -49,7 +50,7 @@ def prepare_image(
     base_id = base_image_id(client, base, logger, auth)
     if manifest.user_managed:
         return DaemonImage(None, None, True, check_image_python(client, base, image_python(manifest)))
-    spec = image_spec(loaded, base_id, host_ca_bundle())
+    spec = image_spec(loaded, base_id, host_ca_bundle(ca_bundles))
     image_id = existing_image(client, spec.tag)
     if image_id is not None:
         return DaemonImage(spec, image_id, True)
@@ -58,13 +59,13 @@ def prepare_image(
     return DaemonImage(spec, build_image(client, spec, logger, paths.prepare_log), False)
 
 
-def planned_image(loaded: LoadedManifest, base: str) -> ImageSpec:
+def planned_image(loaded: LoadedManifest, base: str, ca_bundles: Sequence[str] = ()) -> ImageSpec:
     """For `tftrain plan`: the spec whose tag names the base image's id, when a daemon can tell it."""
     try:
         base_id = docker_client().images.get(base).id
     except Exception:  # no daemon, or no base image yet: the tag then names the base by name
         base_id = None
-    return image_spec(loaded, base_id, host_ca_bundle())
+    return image_spec(loaded, base_id, host_ca_bundle(ca_bundles))
 
 
 def push_code_image(loaded: LoadedManifest, training_image: str, registry: str, paths: RunPaths, logger: Logger) -> str:

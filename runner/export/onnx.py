@@ -7,24 +7,23 @@ warning), unless `export_required: true` makes that the gate's failure."""
 
 from __future__ import annotations
 
-import json
-
 from runner.errors import FatalError, ModelGateError
 from runner.history.rundir import RunPaths
 from runner.manifest import LoadedManifest
+from runner.serving.gate_report import OnnxExport
 from runner.serving.requirements import ONNX_OPSET, export_constraints, export_requirements, major_minor
 from runner.serving.steps import PROBE_SECONDS, cached_env, ran, verdict
 from runner.telemetry.logger import Logger
 
 
-def export_onnx(loaded: LoadedManifest, paths: RunPaths, serving: dict, logger: Logger) -> dict | None:
+def export_onnx(loaded: LoadedManifest, paths: RunPaths, tensorflow: str, logger: Logger) -> OnnxExport | None:
     """model.onnx, converted and verified: export.json's contents; None (with a warning) when it
-    cannot be, unless required. `serving` is the gate's serving.json (the TensorFlow it loaded in)."""
+    cannot be, unless required. `tensorflow`: the release the gate loaded the model in (serving.json)."""
     spec = loaded.manifest.model
     out = paths.serving
     try:
-        requirements = export_requirements(serving["tensorflow"])
-        constraints = export_constraints(serving["tensorflow"])
+        requirements = export_requirements(tensorflow)
+        constraints = export_constraints(tensorflow)
         python, described = cached_env(requirements, constraints, paths, logger)
         from runner.serving.check_process import run_probe
 
@@ -33,11 +32,11 @@ def export_onnx(loaded: LoadedManifest, paths: RunPaths, serving: dict, logger: 
         result = verdict(out, "export", out / "export.log")
         if not result.get("ok"):
             raise ModelGateError(f"ONNX export: {result.get('error')} (log: {out / 'export.log'})")
-        info = json.loads((out / "export.json").read_text())
-        if info["max_abs_diff"] > spec.export_tolerance or info["outputs_missing"]:
-            missing = f"; outputs missing: {', '.join(info['outputs_missing'])}" if info["outputs_missing"] else ""
+        info = OnnxExport.read(out / "export.json")
+        if info.max_abs_diff > spec.export_tolerance or info.outputs_missing:
+            missing = f"; outputs missing: {', '.join(info.outputs_missing)}" if info.outputs_missing else ""
             raise ModelGateError(
-                f"ONNX export: ONNX Runtime's outputs differ from TensorFlow's by {info['max_abs_diff']:.3g} on the sample "
+                f"ONNX export: ONNX Runtime's outputs differ from TensorFlow's by {info.max_abs_diff:.3g} on the sample "
                 f"(model.export_tolerance: {spec.export_tolerance:g}){missing}"
             )
     except FatalError as exc:
@@ -46,10 +45,10 @@ def export_onnx(loaded: LoadedManifest, paths: RunPaths, serving: dict, logger: 
             raise ModelGateError(f"{exc} (model.export_required: true)") from None
         logger.warning(f"{exc}; the model is registered without model.onnx")
         return None
-    same = major_minor(info["tensorflow"]) == major_minor(serving["tensorflow"])
+    same = major_minor(info.tensorflow) == major_minor(tensorflow)
     logger.info(
-        f"ONNX export: model.onnx (opset {info['opset']}, {info['converter']}, TensorFlow {info['tensorflow']}"
-        f"{'' if same else ' — the run used ' + serving['tensorflow'] + ', outside tf2onnx’s range'} in {described}); "
-        f"ONNX Runtime matches TensorFlow within {info['max_abs_diff']:.2g}"
+        f"ONNX export: model.onnx (opset {info.opset}, {info.converter}, TensorFlow {info.tensorflow}"
+        f"{'' if same else ' — the run used ' + tensorflow + ', outside tf2onnx’s range'} in {described}); "
+        f"ONNX Runtime matches TensorFlow within {info.max_abs_diff:.2g}"
     )
     return info

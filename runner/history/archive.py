@@ -135,15 +135,13 @@ def unpack(archive_path: Path, target: Path, label: str | None = None, limits: A
             os.close(root)
 
 
-def extract_into(source: BinaryIO, destination: Path, label: str, strip: int = 0, limits: ArchiveLimits | None = None) -> Extracted:
+def extract_into(source: BinaryIO, destination: Path, label: str, strip: int = 0, limits: ArchiveLimits = ArchiveLimits()) -> Extracted:
     """Extract into the existing directory `destination`, leniently (see above); the first `strip`
-    name components are dropped, and members with nothing left are not extracted. `limits` None:
-    as the environment sets them — the pool's copy-out has no settings at hand yet (the targets'
-    composition, issue 25 §2, will pass them)."""
+    name components are dropped, and members with nothing left are not extracted. `limits`: the
+    run's (Settings.archive_limits, carried to the pool's copy-out by RunControl)."""
     destination.mkdir(parents=True, exist_ok=True)
     root = os.open(destination, DIR_FLAGS)
     try:
-        limits = limits or ArchiveLimits.from_environment(os.environ)
         return _Extraction(root, destination, label, limits, lenient=True, strip=strip).run(source)
     finally:
         os.close(root)

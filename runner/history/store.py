@@ -199,9 +199,11 @@ class Store:
         fields.pop("run_dir", None)  # where the record is, is where the run is
         self._change(run_id, lambda record: RunRecord.model_validate({**dict(record), **fields}))
 
-    def start_phase(self, run_id: str, phase: RunStatus) -> None:
+    def start_phase(self, run_id: str, phase: RunStatus, at: float | None = None) -> None:
+        """`phase` begins (at `at`, a time.time() taken when it did, where it is written later)."""
+
         def change(record: RunRecord) -> RunRecord:
-            _add_phase(record, RunStatus(phase), ended=False)
+            _add_phase(record, RunStatus(phase), ended=False, now=at)
             record.status = RunStatus(phase)
             return record
 
@@ -307,9 +309,9 @@ _RUN_COLUMNS = "run_id, name, status, created, ended, exit_code, run_dir, manife
 
 
 # --- records ---------------------------------------------------------------------------------------
-def _add_phase(record: RunRecord, name: RunStatus, ended: bool) -> float:
+def _add_phase(record: RunRecord, name: RunStatus, ended: bool, now: float | None = None) -> float:
     """End the open phase and start `name` (ended at once for the final status); returns the time."""
-    now = time.time()
+    now = time.time() if now is None else now
     phases = [phase for phase in record.phases if phase.phase != name]
     for phase in phases:
         if phase.ended is None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from runner.errors import ModelGateError
@@ -25,6 +25,7 @@ from runner.export.onnx import export_onnx
 from runner.history.rundir import RunPaths
 from runner.manifest import LoadedManifest
 from runner.manifest.model import ModelSpec
+from runner.serving.gate_report import ServingReport
 from runner.serving.contained import model_links, printable, refuse_leaving, refuse_read_through
 from runner.serving.requirements import framework_constraints, serving_requirements
 from runner.serving.signature import locate
@@ -39,19 +40,19 @@ KNOWN = "a SavedModel, a .keras/.h5 model file, or a Keras JSON with its weights
 @dataclass(frozen=True)
 class GateResult:
     directory: Path  # the run's serving/
-    serving: dict  # serving.json, with "onnx": export.json or None
+    serving: ServingReport  # serving.json, with the ONNX export (None: none)
     seconds: float
 
     @property
     def onnx(self) -> Path | None:
-        return self.directory / "model.onnx" if self.serving.get("onnx") else None
+        return self.directory / "model.onnx" if self.serving.onnx is not None else None
 
     def files(self) -> dict[str, Path]:
         """What the version keeps, by its path inside the version directory."""
         kept = {f"serving/{name}": self.directory / name for name in GATE_FILES}
         if self.onnx is not None:
             kept["model.onnx"] = self.onnx
-        scoring = self.serving.get("scoring")
+        scoring = self.serving.scoring
         if scoring:  # runner.serving.scoring_gate: the script (and its sample request) as the gate ran them
             optional = (("sample-request.json", "sample_request"), ("answer.json", "answer"))
             for name in (scoring["script"], *(name for name, key in optional if scoring.get(key))):
@@ -88,19 +89,19 @@ def run_gate(loaded: LoadedManifest, paths: RunPaths, probe: Probe, env: Environ
         return _unidentified(spec, f"model.path {spec.path}: {error}", logger)
     if not result.get("ok"):
         raise ModelGateError(f"model {spec.path}: {error} (the gate, in {where}; log: {out / 'check.log'})")
-    serving = json.loads((out / "serving.json").read_text())
-    serving["checked_in"] = where
-    serving["onnx"] = export_onnx(loaded, paths, serving, logger) if "onnx" in spec.export else None
+    serving = replace(ServingReport.read(out / "serving.json"), checked_in=where)
+    serving = replace(serving, onnx=export_onnx(loaded, paths, serving.tensorflow, logger) if "onnx" in spec.export else None)
     if spec.serving.scoring_script:
         from runner.serving.scoring_gate import gate_scoring
 
-        serving["scoring"] = gate_scoring(loaded, paths, out, lambda args, log: _probe(probe, env, paths, args, log, loaded, logger), logger)
-    (out / "serving.json").write_text(json.dumps(serving, indent=2, sort_keys=True) + "\n")
+        scoring = gate_scoring(loaded, paths, out, lambda args, log: _probe(probe, env, paths, args, log, loaded, logger), logger)
+        serving = replace(serving, scoring=scoring)
+    (out / "serving.json").write_text(json.dumps(serving.as_json(), indent=2, sort_keys=True) + "\n")
     seconds = time.monotonic() - started
-    outputs = ", ".join(f"{name} {tuple(info['shape'])}" for name, info in serving["predictions"].items())
+    outputs = ", ".join(f"{name} {prediction.shape}" for name, prediction in serving.predictions.items())
     logger.info(
-        f"model gate: {serving['format']} loads in TensorFlow {serving['tensorflow']}, signature {serving['signature']!r}, "
-        f"sample ({serving['sample']}) → {outputs} [{seconds:.1f} s]"
+        f"model gate: {serving.format} loads in TensorFlow {serving.tensorflow}, signature {serving.signature!r}, "
+        f"sample ({serving.sample}) → {outputs} [{seconds:.1f} s]"
     )
     return GateResult(out, serving, seconds)
 

@@ -212,7 +212,7 @@ class SweepBook:
             }
             gate = self.gate(best["run_id"]) if self.gate else None
             if gate is not None:
-                info["serving"] = gate.serving
+                info["serving"] = gate.serving.as_json()
             seal = seal_for(run_dir, record.manifest, resolve(os.environ), os.environ)
             return Registry(store).register(record.name, model_path, best["run_id"], info, gate.files() if gate else None, seal).label
         finally:

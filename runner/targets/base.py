@@ -27,6 +27,7 @@ from runner.plan.model import ContainerSpec, HostMap, LaunchPlan
 from runner.telemetry.logger import Logger
 from runner.telemetry.logpump import LineSink, LogPump
 from runner.history.record import RunStatus
+from runner.settings import ArchiveLimits, MachineClients, Settings
 
 
 # The shell line every enter step begins with (the local target's, a container's): a program that
@@ -70,9 +71,10 @@ class RunControl:
     cancel: threading.Event = field(default_factory=threading.Event)
     reason: str | None = None  # why `cancel` was set, when not by a signal (a sweep's early termination)
     force: threading.Event = field(default_factory=threading.Event)
-    cgroup: str | None = None  # the run's cgroup name (runner.targets.local.cgroup.run_cgroup_name): local runs are contained in it
+    cgroup: str | None = None  # the run's cgroup name (runner.targets.containment.run_cgroup_name): local runs are contained in it
     started: Callable[[], None] | None = None  # called once the plan has started (supervise): what the training need not wait for
     stop_signal: int | None = None  # the signal to tftrain that set `cancel` (SIGINT: a user; SIGTERM, SIGHUP: the machine going away)
+    archive_limits: ArchiveLimits = field(default_factory=ArchiveLimits)  # what a copy-out extracts at most (Settings)
 
 
 # (argv of the probe, its log, a time limit) → its exit status, None past the limit, or False where
@@ -90,6 +92,12 @@ class Target:
     """One backend. A fresh instance serves one run (or one `tftrain plan`), from check to execute."""
 
     name: ClassVar[str]
+    settings: Settings | None = None  # the command's, set by runner.targets.factory.target_for
+
+    @property
+    def machine(self) -> MachineClients:
+        """Where this machine's clients point (the kubeconfig, pip's CA bundles), from the settings."""
+        return self.settings.machine if self.settings is not None else MachineClients()
 
     def check(self, loaded: LoadedManifest, dry_run: bool = False) -> TargetState:
         raise NotImplementedError

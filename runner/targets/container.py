@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from runner.history.archive import Extracted, extract_into
+from runner.settings import ArchiveLimits
 from runner.errors import DockerError, Vanished
 from runner.plan.model import ContainerSpec
 from runner.targets.base import CANNOT_START_SH
@@ -121,7 +122,7 @@ class Container:
         except Exception as exc:
             raise DockerError(f"cannot copy the run's files into {self.name}: {_explain(exc)}") from None
 
-    def fetch(self, path: str, destination: Path) -> Extracted:
+    def fetch(self, path: str, destination: Path, limits: ArchiveLimits = ArchiveLimits()) -> Extracted:
         """Copy `path` (a directory) out of the container into `destination`, by the model
         archives' rules (runner.history.archive) in their lenient form: regular files and directories are
         copied; links, devices, FIFOs and unsafe names are skipped and listed in the result, so
@@ -132,7 +133,7 @@ class Container:
                 spool.write(chunk)
             spool.seek(0)
             # the archive holds `path`'s last component and what is below it: that name is dropped
-            return extract_into(spool, destination, f"{path} of {self.name}", strip=1)
+            return extract_into(spool, destination, f"{path} of {self.name}", strip=1, limits=limits)
 
     def poll(self) -> int | None:
         """The exit code once the container has ended, else None. While its log stream is open

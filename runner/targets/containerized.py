@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
 import runner
@@ -37,12 +38,13 @@ def image_state(loaded: LoadedManifest) -> ImageState:
     return ImageState(base_image_for(loaded.manifest))
 
 
-def image_environment(loaded: LoadedManifest, base: str, paths: RunPaths, logger: Logger, dry_run: bool) -> Environment:
-    """The training image on this machine's daemon, FROM `base` (or `base` as it is, user_managed)."""
+def image_environment(loaded: LoadedManifest, base: str, paths: RunPaths, logger: Logger, dry_run: bool, ca_bundles: Sequence[str] = ()) -> Environment:
+    """The training image on this machine's daemon, FROM `base` (or `base` as it is, user_managed).
+    `ca_bundles`: the CA files pip on this machine trusts (Settings.machine), for pip in the build."""
     manifest = loaded.manifest
     if dry_run:
-        return planned_environment(loaded, base)
-    image = prepare_image(docker_client(), loaded, base, paths, logger, gpu_runtime=manifest.use_gpu)
+        return planned_environment(loaded, base, ca_bundles)
+    image = prepare_image(docker_client(), loaded, base, paths, logger, gpu_runtime=manifest.use_gpu, ca_bundles=ca_bundles)
     if image.spec is None:
         return as_it_is(manifest, base, image.framework)
     description = f"image {image.spec.tag}" + (" (cached, no build)" if image.reused else " (built)")
@@ -50,11 +52,11 @@ def image_environment(loaded: LoadedManifest, base: str, paths: RunPaths, logger
     return Environment(VENV_PYTHON, description, image.reused, isolated=True, image=image.spec.tag, details=details)
 
 
-def planned_environment(loaded: LoadedManifest, base: str) -> Environment:
+def planned_environment(loaded: LoadedManifest, base: str, ca_bundles: Sequence[str] = ()) -> Environment:
     """For `tftrain plan`: the image a run would build (or use as it is), nothing built or pulled."""
     if loaded.manifest.user_managed:
         return as_it_is(loaded.manifest, base)
-    spec = planned_image(loaded, base)
+    spec = planned_image(loaded, base, ca_bundles)
     details = {"base_image": base, "dockerfile": spec.dockerfile, "files": sorted(spec.files), "spec": spec}
     return Environment(VENV_PYTHON, f"image {spec.tag} (from {base})", False, isolated=True, image=spec.tag, details=details)
 

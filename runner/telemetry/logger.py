@@ -34,8 +34,9 @@ CONTROL = str.maketrans("", "", "\a\b\v\f\r")  # what rich's Text strips
 
 class Logger:
     def __init__(self, stream=None, max_queued: int = MAX_QUEUED_BYTES, settings: LoggerSettings | None = None) -> None:
-        """`settings`: the job this prints to; resolved from this process's environment when not given."""
-        self.settings = settings or LoggerSettings.from_environment()
+        """`settings`: the job this prints to (the CLI resolves them from the environment, once);
+        when not given, a plain console: no workflow commands, no colour unless a terminal."""
+        self.settings = settings or LoggerSettings()
         self.stream = stream or sys.stdout
         self.out = getattr(self.stream, "buffer", None)
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())

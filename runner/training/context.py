@@ -1,10 +1,12 @@
 """What the phases of one run hand each other (runner.training.pipeline): the run as every phase sees
-it (`RunContext`), what Preparing and Running leave for PostProcessing (`Training`), and what
-PostProcessing kept (`Kept`). Typed here so that a phase takes one value, not ten loose ones."""
+it (`RunContext`), what Preparing and Running leave for PostProcessing (`Training`), what
+PostProcessing kept (`Kept`), and the phases as they begin and end (`Session`). Typed here so that a phase takes one value, not ten loose ones."""
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, nullcontext
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -90,3 +92,44 @@ class Kept:
     summary: dict
     points: list[MetricPoint]
     refused: FatalError | None = None
+
+
+class Session:
+    """A run's phases as they begin and end: in the history (the store) and on the console."""
+
+    def __init__(self, store: Store, run_id: str, logger: Logger) -> None:
+        self.store, self.run_id, self.logger = store, run_id, logger
+
+    @contextmanager
+    def phase(self, name: RunStatus, control: RunControl | None = None):
+        """The phase, in the history and on the console. With `control` (Running), the history's
+        write waits until the plan has started (control.started): the script does not wait for its
+        fsync. It is written by the time the phase ends, whatever happens, stamped with when it began."""
+        begun, pending = time.time(), [name]
+
+        def record() -> None:
+            while pending:
+                self.store.start_phase(self.run_id, pending.pop(), at=begun)
+
+        if control is None:
+            record()
+        else:
+            control.started = _first_then(record, control.started)
+        self.logger.phase(name)
+        started = time.monotonic()
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            record()
+            self.logger.phase_done(name, time.monotonic() - started, ok)
+
+
+def _first_then(call: Callable[[], None], then: Callable[[], None] | None) -> Callable[[], None]:
+    def both() -> None:
+        call()
+        if then is not None:
+            then()
+
+    return both

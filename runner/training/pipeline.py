@@ -31,13 +31,13 @@ from runner.telemetry.usage_meter import metering
 from runner.training.lineage import Lineage
 from runner.training.prepare import Prepared, check_runnable, prepare
 from runner.training.signals import on_stop_signals
-from runner.targets.local.processes import become_subreaper, run_cgroup_name
 from runner.history.rundir import RunPaths, writing
 from runner.history.record import RunStatus
 from runner.history.store import Store
 from runner.settings import Settings
-from runner.training.context import Kept, RunContext, RunWatch, Training
+from runner.training.context import Kept, RunContext, RunWatch, Session, Training
 from runner.targets.base import Outcome, RunControl
+from runner.targets.containment import contain_run
 from runner.targets.leftovers import reconcile
 from runner.targets.factory import target_for
 
@@ -70,7 +70,7 @@ class RunResult:
 def run_manifest(
     loaded: LoadedManifest, logger: Logger, settings: Settings, home: Path, watch: RunWatch | None = None
 ) -> RunResult:
-    target = target_for(effective_target(loaded.manifest))  # one target serves the run, from check to execute
+    target = target_for(effective_target(loaded.manifest), settings)  # one target serves the run, from check to execute
     checked = check_runnable(loaded, target)  # refuse what cannot run before a run is recorded
     manifest = loaded.manifest
     store = Store(home, notify=logger.warning)
@@ -82,9 +82,9 @@ def run_manifest(
         marker=f"TFTRAIN_RUN_ID={run_id}",
         grace_seconds=manifest.grace_seconds,
         limit_seconds=manifest.max_run_duration_seconds,
+        archive_limits=settings.archive_limits,
     )
-    control.cgroup = run_cgroup_name(run_id, store.home)
-    become_subreaper()
+    contain_run(control, run_id, store.home)
     ctx = RunContext(loaded, target, checked, store, run_id, paths, control, logger, settings, watch)
     try:
         if watch is not None:  # inside: a watch that fails leaves the run Failed, never Queued
@@ -102,7 +102,7 @@ def run_manifest(
 
 
 def _run(ctx: RunContext) -> RunResult:
-    session = _Session(ctx.store, ctx.run_id, ctx.logger)
+    session = Session(ctx.store, ctx.run_id, ctx.logger)
     with _signals(ctx.control, ctx.logger), ExitStack() as held, ExitStack() as probing:
         training = _prepare(ctx, session, held)
         ctx.paths.create()
@@ -122,7 +122,7 @@ def _run(ctx: RunContext) -> RunResult:
     return _conclude(ctx, training, kept)
 
 
-def _prepare(ctx: RunContext, session: _Session, held: ExitStack) -> Training:
+def _prepare(ctx: RunContext, session: Session, held: ExitStack) -> Training:
     """Queued until the target has room (the pool's leases; held on `held` until Running ends), then
     Preparing. A refusal is the run's failure, kept in the Training it returns."""
     training = Training()
@@ -141,7 +141,7 @@ def _prepare(ctx: RunContext, session: _Session, held: ExitStack) -> Training:
     return training
 
 
-def _train(ctx: RunContext, session: _Session, training: Training, probing: ExitStack) -> None:
+def _train(ctx: RunContext, session: Session, training: Training, probing: ExitStack) -> None:
     """Running, unless the run was canceled while it was prepared; the gate's process starts on
     `probing` and lives until the end of PostProcessing (a target may start it with the training)."""
     if ctx.control.cancel.is_set():
@@ -150,7 +150,7 @@ def _train(ctx: RunContext, session: _Session, training: Training, probing: Exit
     try:
         prepared = training.prepared
         training.probe = probing.enter_context(ctx.target.probing(prepared.env, ctx.paths, warm=ctx.manifest.model.gated))
-        with session.phase(RunStatus.RUNNING), training.syncing, metering(ctx, training):  # a last sync as Running ends
+        with session.phase(RunStatus.RUNNING, ctx.control), training.syncing, metering(ctx, training):  # a last sync as Running ends
             training.outcome = _script_verdict(_execute(ctx, prepared, training.recorder), training.recorder)
     except FatalError as exc:  # the target could not run it (a daemon or cluster refused)
         training.failed(exc, RunStatus.FAILED)
@@ -204,23 +204,6 @@ def _script_verdict(outcome: Outcome, recorder: MetricsRecorder) -> Outcome:
 
 def _failed_as(exc: FatalError) -> RunStatus:
     return RunStatus.CANCELED if isinstance(exc, TrainingCanceled) else RunStatus.FAILED
-
-
-class _Session:
-    def __init__(self, store: Store, run_id: str, logger: Logger) -> None:
-        self.store, self.run_id, self.logger = store, run_id, logger
-
-    @contextmanager
-    def phase(self, name: RunStatus):
-        self.store.start_phase(self.run_id, name)
-        self.logger.phase(name)
-        started = time.monotonic()
-        ok = False
-        try:
-            yield
-            ok = True
-        finally:
-            self.logger.phase_done(name, time.monotonic() - started, ok)
 
 
 def _execute(ctx: RunContext, prepared: Prepared, recorder: MetricsRecorder) -> Outcome:
@@ -312,7 +295,7 @@ def _register(ctx: RunContext, training: Training, summary: dict) -> ModelVersio
                 "serving_resources": spec.serving.model_dump(),
             }
             if gate is not None:
-                info["serving"] = gate.serving
+                info["serving"] = gate.serving.as_json()
             seal = seal_for(ctx.paths.root, ctx.manifest.model_dump(mode="json", by_alias=True), ctx.settings, os.environ, ctx.loaded.path)
             model = Registry(ctx.store).register(ctx.manifest.name, model_path, ctx.run_id, info, gate.files() if gate else None, seal)
             logger.info(f"registered model {model.label} ({model.info['files']} files)", style="bold green")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 from argparse import Namespace
 from pathlib import Path
@@ -190,3 +191,49 @@ def test_an_event_file_that_cannot_be_read_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setattr(Path, "read_text", refuse)
     with pytest.raises(UnsupportedError, match=f"^GITHUB_EVENT_PATH: {re.escape(str(event))} cannot be read: Permission denied$"):
         resolve({"GITHUB_EVENT_PATH": str(event)})
+
+
+def test_pydantic_plugins_are_off_for_tftrain_alone():
+    """tftrain's own process skips pydantic's plugin scan; the user's processes never see that."""
+    from runner.settings import own_process, user_environment
+
+    environ = {"PATH": "/bin"}
+    with own_process(environ):
+        assert environ["PYDANTIC_DISABLE_PLUGINS"] == "__all__"
+        assert user_environment(environ) == {"PATH": "/bin"}
+    assert environ == {"PATH": "/bin"}
+    users = {"PYDANTIC_DISABLE_PLUGINS": "logfire"}  # the user's own choice passes through, unchanged
+    with own_process(users):
+        assert users == user_environment(users) == {"PYDANTIC_DISABLE_PLUGINS": "logfire"}
+    assert users == {"PYDANTIC_DISABLE_PLUGINS": "logfire"}
+
+
+def test_the_training_gets_the_environment_as_the_user_set_it(monkeypatch):
+    from runner.settings import own_process
+    from runner.targets.local.target import task_environment
+
+    monkeypatch.delenv("PYDANTIC_DISABLE_PLUGINS", raising=False)
+    with own_process(os.environ):
+        assert os.environ["PYDANTIC_DISABLE_PLUGINS"] == "__all__"
+        env = task_environment({"TFTRAIN_RUN_ID": "demo-1"})
+    assert "PYDANTIC_DISABLE_PLUGINS" not in env and env["TFTRAIN_RUN_ID"] == "demo-1"
+    assert "PYDANTIC_DISABLE_PLUGINS" not in os.environ
+
+
+def test_where_the_machines_clients_point_is_read_once_here(tmp_path, monkeypatch):
+    """KUBECONFIG and pip's CA variables: read by resolve, handed to the targets (Target.machine)."""
+    from runner.environments import host_ca_bundle
+    from runner.settings import MachineClients
+    from runner.targets.factory import target_for
+
+    environ = {"KUBECONFIG": f"{tmp_path}/a{os.pathsep}{tmp_path}/b", "PIP_CERT": "", "SSL_CERT_FILE": "/x/ssl.pem", "REQUESTS_CA_BUNDLE": "/x/req.pem"}
+    machine = resolve(environ).machine
+    assert machine == MachineClients(kubeconfig=f"{tmp_path}/a", ca_bundles=("/x/req.pem", "/x/ssl.pem"))
+    assert resolve({}).machine == MachineClients()
+    assert target_for("kubernetes", resolve(environ)).machine == machine
+    assert target_for("kubernetes").machine == MachineClients()  # no settings: nothing from the environment
+    bundle = tmp_path / "proxy-ca.pem"
+    bundle.write_text("-----BEGIN CERTIFICATE-----\n")
+    monkeypatch.setenv("PIP_CERT", str(bundle))  # the library reads no variable: only what it is handed
+    assert host_ca_bundle([str(tmp_path / "missing.pem"), str(bundle)]) == bundle
+    assert host_ca_bundle([]) != bundle

@@ -33,7 +33,7 @@ class DockerTarget(Target):
         return image_state(loaded)
 
     def environment(self, loaded: LoadedManifest, state: ImageState, paths: RunPaths, logger: Logger, dry_run: bool) -> Environment:
-        return image_environment(loaded, state.base_image, paths, logger, dry_run)
+        return image_environment(loaded, state.base_image, paths, logger, dry_run, self.machine.ca_bundles)
 
     def runtime(
         self, loaded: LoadedManifest, env: Environment, paths: RunPaths, inputs: dict[str, Path], resume: Path | None

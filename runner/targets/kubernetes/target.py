@@ -34,11 +34,11 @@ POLL_SECONDS = 1.0
 LOG_DRAIN_SECONDS = 30.0
 
 
-def kubeconfig() -> Path | None:
-    for candidate in (os.environ.get("KUBECONFIG"), str(Path.home() / ".kube" / "config")):
-        first = (candidate or "").split(os.pathsep)[0]
-        if first and Path(first).is_file():
-            return Path(first)
+def kubeconfig(named: str | None) -> Path | None:
+    """`named` ($KUBECONFIG's first file, from the settings) where it is a file, else ~/.kube/config."""
+    for candidate in (named, str(Path.home() / ".kube" / "config")):
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
     return None
 
 
@@ -52,7 +52,7 @@ class KubernetesTarget(Target):
         base = image_state(loaded)
         if dry_run:
             return base
-        if kubeconfig() is None:
+        if kubeconfig(self.machine.kubeconfig) is None:
             raise UnsupportedError(
                 "compute.target: kubernetes needs a kubeconfig ($KUBECONFIG or ~/.kube/config) and none was found; "
                 "`tftrain plan --target kubernetes --output-dir DIR` writes the TFJob/MPIJob to apply yourself"
@@ -69,7 +69,7 @@ class KubernetesTarget(Target):
         spec = loaded.manifest.compute.kubernetes
         if spec.image:
             return Environment("python", f"image {spec.image} (compute.kubernetes.image)", True, isolated=True, image=spec.image)
-        training = image_environment(loaded, state.base_image, paths, logger, dry_run)
+        training = image_environment(loaded, state.base_image, paths, logger, dry_run, self.machine.ca_bundles)
         if dry_run:
             image = f"{spec.registry or '<registry>'}/{training.image}-code"
             return replace(training, image=image, description=f"{training.description}, code image {image}")
@@ -92,7 +92,7 @@ class KubernetesTarget(Target):
 
     def execute(self, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
         (document,) = yaml.safe_load_all(plan.files["kubernetes.yaml"])
-        job = KubeJob(kubeconfig(), document)
+        job = KubeJob(kubeconfig(self.machine.kubeconfig), document)
         secrets = {key: value for key, value in plan.tasks[0].env.items() if key in plan.secret_names}
         if secrets:
             job.apply_secret(jobs.secret_name(document["metadata"]["labels"]["tftrain/model"]), secrets)

@@ -15,7 +15,6 @@ that finds the run's owner gone) can find it again from those two alone.
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import re
 import signal
@@ -120,12 +119,6 @@ def _subdirectories(directory: Path) -> list[Path]:
 def _write(path: Path, text: str) -> None:
     with open(path, "w") as handle:
         handle.write(text)
-
-
-def run_cgroup_name(run_id: str, home: Path) -> str:
-    """`demo-1.3fa9c2e0d1b4`: the run id, and a digest of its TFTRAIN_HOME (every home has a demo-1)."""
-    digest = hashlib.sha256(str(Path(home).resolve()).encode()).hexdigest()[:12]
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", run_id) + "." + digest
 
 
 def unified_mount(mountinfo: str) -> tuple[Path, str] | None:

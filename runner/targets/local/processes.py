@@ -13,7 +13,6 @@ A run's processes cannot outlive it:
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import shutil
@@ -26,11 +25,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from runner.targets.local import cgroup as cgroups
-from runner.targets.local.cgroup import Cgroup, run_cgroup_name
+from runner.targets.local.cgroup import Cgroup
 from runner.targets.local.watcher import Watcher
 from runner.targets.base import CANNOT_START_SH
+from runner.targets.containment import run_cgroup_name
 
-PR_SET_CHILD_SUBREAPER = 36
 SHELL = "/bin/sh"
 POLL_SECONDS = 0.05
 
@@ -70,14 +69,6 @@ except OSError as exc:
     print(f"tftrain: cannot start {argv[0]}: {exc.strerror}", file=sys.stderr)
     sys.exit(127)
 """
-
-
-def become_subreaper() -> bool:
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
 
 
 def entering(argv: Sequence[str], cgroup: Cgroup | None, parent: int) -> list[str]:

@@ -25,6 +25,7 @@ from runner.targets.local.processes import contain
 from runner.history.rundir import RunPaths
 from runner.targets.base import Environment, Outcome, Probe, RunControl, Target, TargetState, follow
 from runner.history.record import RunStatus
+from runner.settings import user_environment
 
 PUMP_JOIN_SECONDS = 10.0
 WARM_AFTER = 3.0  # seconds of training before the gate's process is started ahead (shorter runs pay nothing)
@@ -141,7 +142,7 @@ def _run_marker(plan: LaunchPlan, control: RunControl) -> str:
 
 def task_environment(task_env: dict[str, str]) -> dict[str, str]:
     """The inherited environment plus the task's; PYTHONPATH entries are joined, not replaced."""
-    merged = {**os.environ, **task_env}
+    merged = {**user_environment(os.environ), **task_env}
     if "PYTHONPATH" in task_env and os.environ.get("PYTHONPATH"):
         merged["PYTHONPATH"] = task_env["PYTHONPATH"] + os.pathsep + os.environ["PYTHONPATH"]
     return merged

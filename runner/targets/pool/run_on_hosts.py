@@ -31,6 +31,7 @@ from runner.targets.pool.dispatch import PoolSession
 from runner.targets.pool.watch import HostWatch
 from runner.targets.base import Outcome, RunControl, follow
 from runner.history.record import RunStatus
+from runner.settings import ArchiveLimits
 
 HOST_LOST_CODE = 255
 
@@ -58,7 +59,7 @@ def execute(session: PoolSession, plan: LaunchPlan, pump: LogPump, sinks: dict[i
             item.container.put(files)
         _start(placed, plan, pump, sinks)
         outcome = _supervise(placed, plan, control, watch)
-        _collect(placed, plan, logger)
+        _collect(placed, plan, logger, control.archive_limits)
     pump.join()
     return outcome
 
@@ -201,7 +202,7 @@ def _ended_helper(helpers: list[Placed]) -> str | None:
     return None
 
 
-def _collect(placed: list[Placed], plan: LaunchPlan, logger: Logger) -> None:
+def _collect(placed: list[Placed], plan: LaunchPlan, logger: Logger, limits: ArchiveLimits) -> None:
     """Bring back what the docker target's read-write mounts would have: outputs and logs of the
     task that keeps outputs, logs (into a subdirectory) and metrics of every other one."""
     outputs = plan.tasks[0].env["TFTRAIN_OUTPUTS_DIR"]
@@ -216,7 +217,7 @@ def _collect(placed: list[Placed], plan: LaunchPlan, logger: Logger) -> None:
             else:
                 continue
             try:
-                fetched = item.container.fetch(mount.target, destination)
+                fetched = item.container.fetch(mount.target, destination, limits)
                 if fetched.skipped:
                     logger.warning(skipped_note(fetched.skipped, f"{mount.target} of {item.label} on {item.host}"))
             except Exception as exc:  # a host gone, or a container that never started

@@ -75,12 +75,12 @@ class PoolTarget(Target):
 
     def environment(self, loaded: LoadedManifest, state: PoolJob | PoolSession, paths: RunPaths, logger: Logger, dry_run: bool) -> Environment:
         if isinstance(state, PoolJob):  # `tftrain plan`: where an idle pool would put it
-            env = planned_environment(loaded, state.base_image)
+            env = planned_environment(loaded, state.base_image, self.machine.ca_bundles)
             placement = place(state.request, capacities(state.pool.pool))
             return replace(env, placement=host_map(placement, state.pool.pool, loaded.manifest))
         session, base = state, state.job.base_image
         images = {  # every placed host's daemon, in turn: each pulls and builds for itself
-            host.name: prepare_image(session.client(host.name), loaded, base, paths, logger, before_build=_building_on(host, logger))
+            host.name: prepare_image(session.client(host.name), loaded, base, paths, logger, before_build=_building_on(host, logger), ca_bundles=self.machine.ca_bundles)
             for host in session.hosts()
         }
         last = list(images.values())[-1]

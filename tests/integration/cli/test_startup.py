@@ -34,14 +34,15 @@ def test_run_loads_nothing_that_only_post_processing_or_other_targets_need():
 
 # imported by then, they alone took most of the time before the script's first line. pydantic is
 # not among them: it validates the manifest before the script starts (bench/startup.py times it), and
-# it imports importlib.metadata (its plugin look-up); what the line holds there is that no package's
-# version is asked for (the framework's, when none was set)
+# it imports importlib.metadata (its plugin loader does, before it reads PYDANTIC_DISABLE_PLUGINS);
+# what the line holds there is that no package's metadata is read: no version asked for (the
+# framework's, when none was set), no entry points scanned (the plugin look-up is off for tftrain)
 NOT_BEFORE_THE_SCRIPT = ("jinja2", "rich", "git")
 
 LAUNCH_PROBE = """
 import importlib.metadata, subprocess, sys
 asked = []
-for name in ("version", "distribution", "files", "requires"):  # not distributions(): pydantic looks up its plugins
+for name in ("version", "distribution", "files", "requires", "entry_points", "distributions"):  # pydantic's plugin scan included: off in tftrain's process
     def asking(*args, _name=name, _real=getattr(importlib.metadata, name), **kwargs):
         asked.append(_name)
         return _real(*args, **kwargs)

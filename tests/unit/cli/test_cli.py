@@ -1,8 +1,14 @@
 from __future__ import annotations
 
+import gc
 import json
+import os
+import sys
+import types
 
+import pytest
 
+from runner.cli import main
 from runner.templates import templates_dir
 
 
@@ -55,3 +61,25 @@ def test_a_bad_action_input_is_one_line_naming_it(cli, home):
     assert result.returncode == 7 and "tag-template 'v1' needs {version}" in result.stderr
     # the flag wins over the input: the same bad input does not matter then
     assert cli("github", "check", "--allow-forks", "false", env={**env, "INPUT_ALLOW_FORKS": "yes"}).returncode == 0
+
+
+def test_a_command_runs_with_the_imports_frozen_and_pydantic_plugins_off(monkeypatch, capsys):
+    """What importing the command made is frozen (no collection traverses it), pydantic's plugin
+    scan is off for tftrain's process; both undone once the command returns, or fails to parse."""
+    seen = {}
+
+    def run(args, logger) -> int:
+        seen.update(plugins=os.environ.get("PYDANTIC_DISABLE_PLUGINS"), frozen=gc.get_freeze_count(), enabled=gc.isenabled())
+        return 0
+
+    command = types.ModuleType("tftrain_test_command")
+    command.add_arguments, command.run = (lambda parser: None), run
+    monkeypatch.setitem(sys.modules, command.__name__, command)
+    monkeypatch.setitem(main.COMMANDS, "probe", (command.__name__, "a test's command"))
+    monkeypatch.delenv("PYDANTIC_DISABLE_PLUGINS", raising=False)
+    assert main.main(["probe"]) == 0
+    assert seen["plugins"] == "__all__" and seen["frozen"] > 0 and seen["enabled"]
+    assert "PYDANTIC_DISABLE_PLUGINS" not in os.environ and gc.get_freeze_count() == 0 and gc.isenabled()
+    with pytest.raises(SystemExit):
+        main.main(["--version"])
+    assert gc.get_freeze_count() == 0 and gc.isenabled()

@@ -211,3 +211,15 @@ def test_lenient_extraction_skips_and_lists(tmp_path):
     assert (destination / "sub" / "metrics.jsonl").read_bytes() == b"{}"
     assert (tmp_path / "victim").read_text() == "original"
     assert not (tmp_path / "escaped").exists()
+
+
+def test_the_copy_out_takes_its_limits_from_the_caller_never_the_environment(tmp_path, monkeypatch):
+    """runner.settings reads TFTRAIN_MAX_ARCHIVE_*; the run hands them down (RunControl.archive_limits)."""
+    monkeypatch.setenv("TFTRAIN_MAX_ARCHIVE_ENTRIES", "1")
+    data = archive_bytes([directory("out"), entry("out/a", b"1"), entry("out/b", b"2")], compress=False)
+    assert extract_into(io.BytesIO(data), tmp_path / "one", "/out of c", strip=1).files == 2
+    with pytest.raises(RegistryError, match=r"more than 1 entries \(TFTRAIN_MAX_ARCHIVE_ENTRIES\)"):
+        extract_into(io.BytesIO(data), tmp_path / "two", "/out of c", strip=1, limits=ArchiveLimits(max_entries=1))
+    from runner.targets.base import RunControl
+
+    assert RunControl("TFTRAIN_RUN_ID=demo-1", 1.0).archive_limits == ArchiveLimits()

@@ -254,3 +254,16 @@ def test_a_gitignore_made_by_a_concurrent_tftrain_is_no_error(tmp_path, monkeypa
     with Store(home) as store:
         assert store.home == home
     assert (home / ".gitignore").read_text() == "*\n"
+
+
+def test_a_phase_written_later_keeps_the_time_it_began(tmp_path):
+    """The pipeline writes Running once the script has started, stamped with when the phase began."""
+    home = tmp_path / "home"
+    with Store(home) as store:
+        run_id = store.new_run("demo", MANIFEST)
+        store.start_phase(run_id, "Preparing")
+        began = record(home, run_id)["phases"][-1]["started"] + 0.25
+        store.start_phase(run_id, "Running", at=began)
+    phases = record(home, run_id)["phases"]
+    assert phases[-2]["phase"] == "Preparing" and phases[-2]["ended"] == began
+    assert phases[-1] == {**phases[-1], "phase": "Running", "started": began, "ended": None}

@@ -107,3 +107,13 @@ def test_the_catalog_imports_nothing_of_tftrain():
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     assert not [module for module in imported if module and module.startswith("runner")]
+
+
+def test_a_backends_own_command_is_reached_through_the_factory():
+    from runner.targets.factory import target_command
+    from runner.targets.pool import survey
+
+    assert target_command("pool") is survey
+    for name in ("local", "no-such-target"):
+        with pytest.raises(UnsupportedError, match="has no command of its own"):
+            target_command(name)

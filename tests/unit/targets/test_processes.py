@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.targets.local.cgroup import Cgroup, own_cgroup, run_cgroup_name, runs_parent, unified_mount
+from runner.targets.containment import run_cgroup_name
+from runner.targets.local.cgroup import Cgroup, own_cgroup, runs_parent, unified_mount
 from runner.targets.local import processes
 from runner.targets.local.processes import ENTER, ENTER_SH, SHELL, _check_executable, entering
 

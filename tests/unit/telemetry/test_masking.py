@@ -8,6 +8,7 @@ import os
 import random
 import threading
 
+from runner.settings import LoggerSettings
 from runner.telemetry.logger import Logger
 from runner.telemetry.logpump import MAX_LINE, LogPump
 from runner.manifest.model import MetricsSpec
@@ -174,10 +175,9 @@ def test_mpirun_tagged_long_lines_are_cut_without_leaking(tmp_path):
     assert log.replace(b"\n", b"") == b"-***" * (len(line) // len(unit))
 
 
-def test_the_logger_masks_everything_it_prints_github_commands_included(monkeypatch):
-    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+def test_the_logger_masks_everything_it_prints_github_commands_included():
     stream = Capture()
-    logger = Logger(stream)
+    logger = Logger(stream, settings=LoggerSettings.from_environment({"GITHUB_ACTIONS": "true"}))
     secret = "50%:off,now"  # escaped by GitHub's command syntax: masked before escaping
     logger.mask(secret)
     logger.mask(MULTI)

@@ -83,6 +83,16 @@ class FakeRuns:
         return RunResult(run_id, ended.status, code, ended.message, paths.root, None, {}, ended, None)
 
 
+def run_said(loaded, stream, home: Path):
+    """run_with_retry with a console the test reads: everything the logger's writer thread holds
+    is written before the test looks."""
+    logger = Logger(stream=stream)
+    try:
+        return retry.run_with_retry(loaded, logger, Settings(), home)
+    finally:
+        logger.flush()
+
+
 def attempts(home: Path) -> list[dict]:
     with Store(home) as store:
         runs = list(reversed(store.runs()))
@@ -114,7 +124,7 @@ def test_the_last_attempt_ends_the_chain(project, tmp_path, monkeypatch):
     killed = Outcome(RunStatus.FAILED, -9, "exited with code -9 (killed by SIGKILL)")
     monkeypatch.setattr(retry, "run_manifest", FakeRuns(home, [killed, killed]))
     stream = io.StringIO()
-    ended = retry.run_with_retry(loaded, Logger(stream=stream), Settings(), home)
+    ended = run_said(loaded, stream, home)
     assert ended.run_id == "demo-2" and ended.status == RunStatus.FAILED
     assert "no attempt left (retry.max_attempts: 2)" in stream.getvalue()
     assert [attempt["ended"] for attempt in attempts(home)] == ["preempted", "preempted"]
@@ -158,7 +168,7 @@ def test_tftrain_stopped_by_sigterm_leaves_the_next_attempt_to_the_next_tftrain_
     fake = FakeRuns(home, [Outcome(RunStatus.COMPLETED, 0, None)])
     monkeypatch.setattr(retry, "run_manifest", fake)
     stream = io.StringIO()
-    retry.run_with_retry(loaded, Logger(stream=stream), Settings(), home)
+    run_said(loaded, stream, home)
     assert "run demo-1 was preempted: this is attempt 2 of 3, resuming from" in stream.getvalue()
     assert [(a["number"], a["previous"], a["next"]) for a in attempts(home)] == [(1, None, "demo-2"), (2, "demo-1", None)]
 
@@ -201,7 +211,7 @@ def test_a_retry_whose_previous_attempt_synced_nothing_falls_back(project, tmp_p
     fake = FakeRuns(home, [Outcome(RunStatus.COMPLETED, 0, None)])
     monkeypatch.setattr(retry, "run_manifest", fake)
     stream = io.StringIO()
-    retry.run_with_retry(loaded, Logger(stream=stream), Settings(), home)
+    run_said(loaded, stream, home)
     said = " ".join(stream.getvalue().split())
     where = f"s3://nothing-synced-{local}/team".lower()
     if local:
@@ -224,7 +234,7 @@ def test_a_retry_resumes_from_what_the_previous_attempt_synced(project, tmp_path
     fake = FakeRuns(home, [Outcome(RunStatus.COMPLETED, 0, None)])
     monkeypatch.setattr(retry, "run_manifest", fake)
     stream = io.StringIO()
-    retry.run_with_retry(loaded, Logger(stream=stream), Settings(), home)
+    run_said(loaded, stream, home)
     assert fake.resumed == ["checkpoint:demo-1"] and "synced no complete checkpoint" not in stream.getvalue()
 
 
@@ -245,7 +255,7 @@ def test_two_tftrain_runs_at_once_continue_a_lost_run_once(project, tmp_path, mo
 
     monkeypatch.setattr(retry, "run_manifest", Slow(home, [Outcome(RunStatus.COMPLETED, 0, None)] * 2))
     streams = [io.StringIO(), io.StringIO()]
-    claimers = [threading.Thread(target=retry.run_with_retry, args=(loaded, Logger(stream=s), Settings(), home)) for s in streams]
+    claimers = [threading.Thread(target=run_said, args=(loaded, s, home)) for s in streams]
     for claimer in claimers:
         claimer.start()
     for claimer in claimers:

@@ -141,10 +141,11 @@ class SweepBook:
 
     # --- what the user sees ------------------------------------------------------------------------
     def show_trial(self, logger: Logger, number: int, result) -> None:
-        status = f"{result.shown_status}" + (f" ({result.message})" if (result.early_terminated or result.missing) and result.message else "")
+        ended = TrialStatus.FAILED.value if result.missing else f"{result.status}"  # a missing objective: the trial failed
+        status = ended + (f" ({result.message})" if (result.early_terminated or result.missing) and result.message else "")
         values = result.values or (result.value,)
         value = "".join(f"  {metric}={given:.6g}" for metric, given in zip(self.sweep.metrics, values) if given is not None)
-        logger.info(f"trial {number} ({result.run_id}): {status}{value}", style="green" if result.status == "Completed" else "yellow")
+        logger.info(f"trial {number} ({result.run_id}): {status}{value}", style="green" if ended == "Completed" else "yellow")
         if logger.github:  # one group per trial in the job's log
             with logger.group(f"trial {number} ({result.run_id}): {result.status}"):
                 logger.text(self.trial_log(number).read_text(encoding="utf-8", errors="replace").rstrip("\n") or "(no output)")

@@ -232,7 +232,7 @@ class SweepBook:
                 "git": record.git,
                 "sweep": {"id": self.sweep.sweep_id, "trial": best["number"], "params": params, "value": best["value"]},
             }
-            if self.sweep.multi:  # the front's trial best on the first objective: every objective's value, and why it
+            if self.sweep.multi:  # the front's trial best on the first objective: every objective's value, and why it is the one
                 info["sweep"].update(values=best["values"], chosen=f"on the Pareto front, the best on {self.sweep.metrics[0]}")
             gate = self.gate(best["run_id"]) if self.gate else None
             if gate is not None:

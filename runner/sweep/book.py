@@ -88,7 +88,9 @@ class SweepBook:
             }
             if self.sweep.multi:
                 row["values"] = dict(zip(metrics, trial.values or [None] * len(metrics)))
-            rows.append(as_run_says(self.home, self.sweep.sweep_id, row, metrics) if "status" not in attrs else row)
+            # told without values (failed, pruned) in a multi-objective study: the run says what it reported
+            unseen = "status" not in attrs or (self.sweep.multi and not trial.values)
+            rows.append(as_run_says(self.home, self.sweep.sweep_id, row, metrics) if unseen else row)
         return rows
 
     def best(self, trials: list[dict]) -> dict | None:

@@ -97,7 +97,10 @@ def keras_sweeps(root: Path, trials: int, epochs: int) -> None:
         seconds, best, done = sweep_figures(folder / "home", folder)
         stopped = sum(1 for t in done if t["early_terminated"])
         results[label] = (seconds, best)
-        print(f"early termination {label:10} trial-seconds {seconds:7.1f}  wall {wall:6.1f} s  best val_accuracy {best:.4f}  stopped early {stopped}/{len(done)}")
+        print(
+            f"early termination {label:10} trial-seconds {seconds:7.1f}  wall {wall:6.1f} s  best val_accuracy {best:.4f}  "
+            f"stopped early {stopped}/{len(done)}"
+        )
     base_seconds, base_best = results["none"]
     for label, (seconds, best) in results.items():
         if label != "none":
@@ -105,8 +108,8 @@ def keras_sweeps(root: Path, trials: int, epochs: int) -> None:
                 f"{label:10} vs none: trial-seconds x{seconds / base_seconds:.2f} ({100 * (1 - seconds / base_seconds):.0f} % saved, goal >= 40 %), "
                 f"best value x{best / base_best:.3f}"
             )
-    if results["bandit"][0]:
-        print(f"hyperband vs bandit: trial-seconds x{results['hyperband'][0] / results['bandit'][0]:.2f}, best value x{results['hyperband'][1] / results['bandit'][1]:.3f}")
+    (band_seconds, band_best), (bandit_seconds, bandit_best) = results["hyperband"], results["bandit"]
+    print(f"hyperband vs bandit: trial-seconds x{band_seconds / bandit_seconds:.2f}, best value x{band_best / bandit_best:.3f}")
 
 
 def overhead(root: Path, trials: int) -> None:

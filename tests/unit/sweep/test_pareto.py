@@ -143,8 +143,11 @@ def test_warm_start_takes_trials_of_as_many_objectives_only(tmp_path):
     earlier = multi_sweep(tmp_path)
     trial = earlier.study.ask()
     trial.set_user_attr("values", earlier.space.suggest(trial))
-    tell(earlier.study, trial, TrialResult.of_run(0, "demo-1", RunStatus.COMPLETED, {"acc": {"last": 0.5}, "latency_ms": {"last": 3}}, earlier.metrics, False, None))
-    base = {"search_space": {"--x": {"type": "uniform", "min_value": 0, "max_value": 1}}, "limits": {"max_total_trials": 9}, "warm_start": [earlier.sweep_id]}
+    reported = {"acc": {"last": 0.5}, "latency_ms": {"last": 3}}
+    tell(earlier.study, trial, TrialResult.of_run(0, "demo-1", RunStatus.COMPLETED, reported, earlier.metrics, False, None))
+    base = {
+        "search_space": {"--x": {"type": "uniform", "min_value": 0, "max_value": 1}}, "limits": {"max_total_trials": 9}, "warm_start": [earlier.sweep_id],
+    }
     spec = SweepSpec.model_validate(base)
     again = open_sweep(spec, "demo", (ACC, LATENCY), 9, tmp_path, {})
     assert [t.values for t in again.study.trials] == [[0.5, 3.0]]

@@ -1,14 +1,15 @@
 """Sweeps, measured in one run on one machine:
 
 1. The same random sweep of the digits Keras example (examples/mnist-keras/train.py, unchanged;
-   same seed, so the same trials in the same order) without and with early termination: total
-   trial-seconds and the best value. Goal: >= 40 % fewer trial-seconds at the same best value
+   same seed, so the same trials in the same order) without early termination, with bandit
+   (HyperDrive's policy) and with hyperband (Optuna's): total trial-seconds and the best value,
+   each as a ratio to the sweep without. Goal: >= 40 % fewer trial-seconds at the same best value
    within noise.
 2. The scheduling overhead per trial: N trials of a trivial script through the sweep against the
    same N runs started one after another by hand (`tftrain run --no-sweep` with the values).
    Goal: <= 0.3 s per trial.
 
-    .venv/bin/python bench/sweep.py [--trials 16] [--epochs 40] [--overhead-trials 6]
+    .venv/bin/python bench/sweep.py [--trials 16] [--epochs 40] [--overhead-trials 6] [--policies-only]
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 TFTRAIN = str(Path(sys.executable).parent / "tftrain")
 POLICY = "  early_termination: {type: bandit, slack_factor: 0.1, evaluation_interval: 1, delay_evaluation: 3}\n"
+HYPERBAND = "  early_termination: {{type: hyperband, min_resource: 3, max_resource: {epochs}, reduction_factor: 3}}\n"
 
 KERAS = """\
 name: digits
@@ -84,8 +86,9 @@ def sweep_figures(home: Path, cwd: Path) -> tuple[float, float, list[dict]]:
 def keras_sweeps(root: Path, trials: int, epochs: int) -> None:
     source = REPO / "examples" / "mnist-keras"
     results = {}
-    for label, policy in (("no early termination", ""), ("bandit early termination", POLICY)):
-        folder = root / label.split()[0]
+    policies = (("none", ""), ("bandit", POLICY), ("hyperband", HYPERBAND.format(epochs=epochs)))
+    for label, policy in policies:
+        folder = root / label
         folder.mkdir()
         (folder / "tftrain.yml").write_text(KERAS.format(source=source, epochs=epochs, trials=trials, policy=policy))
         started = time.perf_counter()
@@ -93,10 +96,20 @@ def keras_sweeps(root: Path, trials: int, epochs: int) -> None:
         wall = time.perf_counter() - started
         seconds, best, done = sweep_figures(folder / "home", folder)
         stopped = sum(1 for t in done if t["early_terminated"])
-        results[label] = seconds
-        print(f"{label:26} trial-seconds {seconds:7.1f}  wall {wall:6.1f} s  best val_accuracy {best:.4f}  stopped early {stopped}/{len(done)}")
-    base, policy = results["no early termination"], results["bandit early termination"]
-    print(f"trial-seconds saved by early termination: {100 * (1 - policy / base):.0f} %  (goal >= 40 %)")
+        results[label] = (seconds, best)
+        print(
+            f"early termination {label:10} trial-seconds {seconds:7.1f}  wall {wall:6.1f} s  best val_accuracy {best:.4f}  "
+            f"stopped early {stopped}/{len(done)}"
+        )
+    base_seconds, base_best = results["none"]
+    for label, (seconds, best) in results.items():
+        if label != "none":
+            print(
+                f"{label:10} vs none: trial-seconds x{seconds / base_seconds:.2f} ({100 * (1 - seconds / base_seconds):.0f} % saved, goal >= 40 %), "
+                f"best value x{best / base_best:.3f}"
+            )
+    (band_seconds, band_best), (bandit_seconds, bandit_best) = results["hyperband"], results["bandit"]
+    print(f"hyperband vs bandit: trial-seconds x{band_seconds / bandit_seconds:.2f}, best value x{band_best / bandit_best:.3f}")
 
 
 def overhead(root: Path, trials: int) -> None:
@@ -124,9 +137,11 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=16)
     parser.add_argument("--epochs", type=int, default=40)
     parser.add_argument("--overhead-trials", type=int, default=6)
+    parser.add_argument("--policies-only", action="store_true", help="only the sweeps of the Keras example (none, bandit, hyperband)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tftrain-sweep-bench-") as tmp:
-        overhead(Path(tmp), args.overhead_trials)
+        if not args.policies_only:
+            overhead(Path(tmp), args.overhead_trials)
         keras_sweeps(Path(tmp), args.trials, args.epochs)
     return 0
 

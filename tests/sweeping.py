@@ -28,7 +28,8 @@ open("outputs/model/pid", "w").write(str(os.getpid()))
 for step in range(start, args.steps + 1):
     score = args.lr * 10 - args.bs / 1000 + step / 100
     print(f"step {step} score: {score:.5f}", flush=True)
-    open("outputs/model/step", "w").write(str(step))  # the checkpoint, inside model.path
+    open("outputs/model/step.tmp", "w").write(str(step))  # the checkpoint, inside model.path: whole or not
+    os.replace("outputs/model/step.tmp", "outputs/model/step")  # (a trial killed mid-write left it empty, and its resume failed)
     time.sleep(args.pause * (3 if args.lr < args.slow_below else 1))
 open("outputs/model/weights.txt", "w").write(f"lr={args.lr} bs={args.bs}")
 """

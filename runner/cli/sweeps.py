@@ -8,6 +8,7 @@ import time
 from runner.errors import NotFoundError, UsageError
 from runner.paths import tftrain_home
 from runner.sweep.book import SHOWN_KEYS, read_sweep, sweeps_root, trial_row
+from runner.sweep.pareto import best_words, objective_metrics
 
 
 def add_arguments(parser) -> None:
@@ -29,14 +30,18 @@ def run(args, logger) -> int:
         raise UsageError("tftrain sweeps show needs a SWEEP_ID (or latest)")
     document = _find(documents, args.sweep_id, home)
     if args.json:
-        logger.text(json.dumps({key: document[key] for key in SHOWN_KEYS}, indent=2))
+        logger.text(json.dumps({key: document[key] for key in SHOWN_KEYS if key in document}, indent=2))
         return 0
 
-    metric = document["objective"]["primary_metric"]
-    logger.table(f"sweep {document['id']}: {document['status']}", ["trial", "run", "status", metric, "params"], [trial_row(t) for t in document["trials"]])
+    metrics = objective_metrics(document)
+    front = document.get("pareto") if isinstance(document.get("pareto"), list) else ()
+    rows = [trial_row(t, metrics=metrics, front=front) for t in document["trials"]]
+    logger.table(f"sweep {document['id']}: {document['status']}", ["trial", "run", "status", *metrics, "params"], rows)
     best = document["best"]
     if best:
-        logger.info(f"best: trial {best['number']} (run {best['run_id']}) {metric}={best['value']:.6g}" + (f", model {best['model_version']}" if best["model_version"] else ""))
+        logger.info(f"best: trial {best['number']} (run {best['run_id']}) {best_words(best, metrics)}" + (f", model {best['model_version']}" if best["model_version"] else ""))
+    if len(metrics) > 1:
+        logger.info(f"Pareto front: trials {', '.join(map(str, front)) or 'none'} (none beaten on every objective by another)")
     return 0
 
 
@@ -62,6 +67,6 @@ def _find(documents: list[dict], ref: str, home) -> dict:
 
 def _list_row(document: dict) -> list[str]:
     best = document.get("best")
-    value = "" if not best else f"{document['objective']['primary_metric']}={best['value']:.6g} (trial {best['number']})"
+    value = "" if not best else f"{objective_metrics(document)[0]}={best['value']:.6g} (trial {best['number']})"
     created = time.strftime("%Y-%m-%d %H:%M", time.localtime(document.get("created", 0)))
     return [document["id"], document["status"], str(len(document["trials"])), value, created]

@@ -189,7 +189,9 @@ def _sweep_curves(paths: RunPaths, record: dict, target: Path) -> bool:
     series = {f"trial {number}": list(enumerate(values, 1)) for number, values in document.get("curves", {}).items() if values}
     if not series:
         return False
-    _plot(target, series, document["objective"]["primary_metric"])
+    from runner.sweep.pareto import objective_metrics
+
+    _plot(target, series, objective_metrics(document)[0])
     return True
 
 

@@ -14,6 +14,7 @@ from runner.history.regular import read_regular
 from runner.telemetry.usage import Usage
 
 LOST_MESSAGE = "lost:"  # how records written before `cause` began a lost run's message: read once, in RunRecord
+EARLY_TERMINATION_MESSAGE = "early termination"  # how records written before its cause began a pruned trial's message: read once, in RunRecord
 EXIT_CODE_WORDS = re.compile(r"exit code ([0-9]{1,3})")  # an attempt's `ended` in run.json, when an exit code ended it
 
 
@@ -51,6 +52,7 @@ class Cause(str, Enum):
     PREEMPTED = "preempted"  # its machine, container or training was taken away
     LOST = "lost"  # its tftrain was killed: a later command found the run orphaned (runner.targets.leftovers.reconcile)
     EXIT_CODE = "exit code"  # the script exited with one of `retry.exit_codes` (the code beside it)
+    EARLY_TERMINATION = "early termination"  # a sweep's early-termination policy stopped the trial (runner.sweep.trial.TrialWatch)
 
     __str__ = str.__str__
     __format__ = str.__format__
@@ -196,6 +198,9 @@ class RunRecord(_Model):
         if isinstance(data, dict) and data.get("cause") is None and data.get("status") == RunStatus.FAILED:
             if str(data.get("message") or "").startswith(LOST_MESSAGE):
                 data = {**data, "cause": Cause.LOST}
+        if isinstance(data, dict) and data.get("cause") is None and data.get("status") == RunStatus.CANCELED:
+            if data.get("sweep") and str(data.get("message") or "").startswith(EARLY_TERMINATION_MESSAGE):
+                data = {**data, "cause": Cause.EARLY_TERMINATION}
         return data
 
     @field_validator("git", mode="before")

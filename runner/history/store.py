@@ -209,10 +209,11 @@ class Store:
 
         self._change(run_id, change)
 
-    def finish(self, run_id: str, status: RunStatus, exit_code: int, message: str | None) -> None:
-        """The run's end; the space held for this is given back first, so a full disk can record it."""
+    def finish(self, run_id: str, status: RunStatus, exit_code: int, message: str | None, cause: Cause | None = None) -> None:
+        """The run's end; the space held for this is given back first, so a full disk can record it.
+        `cause`: why it ended from outside its script (a sweep's early termination), as data."""
         _release(RunPaths(self._run_dir(run_id)).reserve)
-        self._change(run_id, lambda record: _finish(record, status, exit_code, message))
+        self._change(run_id, lambda record: _finish(record, status, exit_code, message, cause))
 
     def _change(self, run_id: str, change: Callable[[RunRecord], RunRecord]) -> None:
         run_dir = self._run_dir(run_id)

@@ -17,6 +17,7 @@ from runner.manifest.fields import MAX_SECONDS, NAME_PATTERN, Model, Scalar
 # a sweep's id: the manifest's name and the sweep's number (`NAME-sweep-3`)
 SWEEP_ID_PATTERN = rf"^(?:{NAME_PATTERN[1:-1]})-sweep-[0-9]{{1,20}}$"  # N may be a workflow run id
 MAX_TRIALS = 100_000
+MAX_OBJECTIVES = 16
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -113,8 +114,27 @@ class TruncationSelection(_Policy):
     exclude_finished_jobs: bool = False
 
 
-EarlyTermination = Annotated[Union[Bandit, MedianStopping, TruncationSelection], Field(discriminator="type")]
-POLICIES = ("bandit", "median_stopping", "truncation_selection")
+class _Halving(Model):
+    """Successive halving (Optuna's pruners): the resource is the count of the primary metric's
+    reports (step 1, 2, 3 …), the same steps the HyperDrive policies count."""
+
+    min_resource: int = Field(default=1, ge=1, le=1 << 31, description="Reports every trial makes before the first rung")
+    reduction_factor: int = Field(default=3, ge=2, le=1024, description="1 in reduction_factor trials goes on at each rung")
+
+
+class Asha(_Halving):
+    type: Literal["asha"]
+
+
+class Hyperband(_Halving):
+    type: Literal["hyperband"]
+    max_resource: int | None = Field(
+        default=None, ge=1, le=1 << 31, description="Reports of a trial that runs to its end; default: the first finished trial's"
+    )
+
+
+EarlyTermination = Annotated[Union[Bandit, MedianStopping, TruncationSelection, Asha, Hyperband], Field(discriminator="type")]
+POLICIES = ("bandit", "median_stopping", "truncation_selection", "asha", "hyperband")
 
 
 class Limits(Model):
@@ -149,10 +169,31 @@ SamplingAlgorithm = Annotated[
 ]
 
 
+def _objective_form(value: Any) -> str | None:
+    if isinstance(value, list):
+        return "list"
+    return "mapping" if isinstance(value, (dict, Objective)) else None
+
+
+Objectives = Annotated[
+    Union[
+        Annotated[Objective, Tag("mapping")],
+        Annotated[list[Objective], Field(min_length=1, max_length=MAX_OBJECTIVES), Tag("list")],
+    ],
+    Discriminator(
+        _objective_form,
+        custom_error_type="value_form",
+        custom_error_message="must be a mapping {primary_metric: …, goal: …}, or a list of them (a multi-objective sweep)",
+    ),
+]
+
+
 class SweepSpec(Model):
     sampling_algorithm: SamplingAlgorithm = "random"
     search_space: dict[str, Expression] = Field(min_length=1)
-    objective: Objective | None = Field(default=None, description="Default: metrics.primary and its goal")
+    objective: Objectives | None = Field(
+        default=None, description="Default: metrics.primary and its goal; a list: a multi-objective sweep (its Pareto front)"
+    )
     early_termination: EarlyTermination | None = None
     limits: Limits = Field(default_factory=Limits)
     storage: str | None = Field(

@@ -52,8 +52,18 @@ def sweep_warnings(manifest: Manifest) -> list[Problem]:
     return warnings
 
 
+def objectives_of(manifest: Manifest) -> tuple[Objective, ...]:
+    """The sweep's objectives, in the manifest's order: more than one makes a multi-objective sweep
+    (its Pareto front); the first is the one trials are ranked by first."""
+    if manifest.sweep is not None and isinstance(manifest.sweep.objective, list):
+        return tuple(manifest.sweep.objective)
+    return (objective_of(manifest),)
+
+
 def objective_of(manifest: Manifest) -> Objective:
-    """The sweep's objective: sweep.objective, else metrics.primary with its goal (metrics.goal or the name's)."""
+    """The sweep's objective: sweep.objective (the first of a list), else metrics.primary with its goal (metrics.goal or the name's)."""
+    if manifest.sweep is not None and isinstance(manifest.sweep.objective, list):
+        return manifest.sweep.objective[0]
     if manifest.sweep is not None and manifest.sweep.objective is not None:
         return manifest.sweep.objective
     primary = manifest.metrics.primary
@@ -152,11 +162,34 @@ def _keys(manifest: Manifest, sweep: SweepSpec) -> list[Problem]:
 def _objective(manifest: Manifest, sweep: SweepSpec) -> list[Problem]:
     if sweep.objective is None and not manifest.metrics.primary:
         return [(("sweep",), "the sweep has no objective: set sweep.objective.primary_metric (or metrics.primary)")]
-    return []
+    if not isinstance(sweep.objective, list):
+        return []
+    problems: list[Problem] = []
+    first: dict[str, int] = {}
+    for index, objective in enumerate(sweep.objective):
+        metric = objective.primary_metric
+        if metric in first:
+            problems.append((("sweep", "objective", index, "primary_metric"), f"{metric!r} is already objective {first[metric]}"))
+        first.setdefault(metric, index)
+    if len(sweep.objective) > 1 and sweep.early_termination is not None:
+        problems.append(
+            (
+                ("sweep", "early_termination"),
+                f"Optuna prunes single-objective sweeps only; this sweep has {len(sweep.objective)} objectives (drop early_termination or keep one objective)",
+            )
+        )
+    return problems
 
 
 def _policy(sweep: SweepSpec) -> list[Problem]:
     policy = sweep.early_termination
+    if policy is not None and policy.type == "hyperband" and policy.max_resource is not None and policy.max_resource < policy.min_resource:
+        return [
+            (
+                ("sweep", "early_termination", "max_resource"),
+                f"max_resource ({policy.max_resource}) must be at least min_resource ({policy.min_resource})",
+            )
+        ]
     if policy is None or policy.type != "bandit":
         return []
     if policy.slack_factor is None and policy.slack_amount is None:

@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING
 from runner.errors import FatalError, NotFoundError
 from runner.history.rundir import writing
 from runner.history.store import Store
+from runner.sweep.pareto import best_of_front, best_words, front_markdown, objective_metrics, pareto_front, points_of, value_cells
 from runner.sweep.study import WARM, Sweep
 from runner.telemetry.logger import Logger
 
 if TYPE_CHECKING:
     from runner.serving.gate import GateResult
 
-SHOWN_KEYS = ("id", "status", "objective", "trials", "best")
+SHOWN_KEYS = ("id", "status", "objective", "trials", "best", "pareto")  # pareto: a multi-objective sweep's only
 
 
 class SweepStatus(str, Enum):
@@ -67,13 +68,14 @@ class SweepBook:
     # --- the record ------------------------------------------------------------------------------
     def trials(self) -> list[dict]:
         rows = []
+        metrics = self.sweep.metrics
         for trial in self.sweep.study.get_trials(deepcopy=False):
             attrs = trial.user_attrs
             if WARM in attrs:
                 continue
             # a trial closed without a status: its tftrain was killed (resume closed it), it was canceled
             status = attrs.get("status") or (TrialStatus.CANCELED if trial.state.is_finished() else TrialStatus.RUNNING).value
-            value = trial.value if trial.value is not None else _last(trial.intermediate_values)
+            value = trial.values[0] if trial.values else _last(trial.intermediate_values)
             row = {
                 "number": trial.number,
                 "run_id": attrs.get("run_id"),
@@ -85,30 +87,52 @@ class SweepBook:
                 "curve": [trial.intermediate_values[step] for step in sorted(trial.intermediate_values)],
                 "message": attrs.get("message"),
             }
-            rows.append(as_run_says(self.home, self.sweep.sweep_id, row, self.sweep.objective.primary_metric) if "status" not in attrs else row)
+            if self.sweep.multi:
+                row["values"] = dict(zip(metrics, trial.values or [None] * len(metrics)))
+            # told without values (failed, pruned) in a multi-objective study: the run says what it reported
+            unseen = "status" not in attrs or (self.sweep.multi and not trial.values)
+            rows.append(as_run_says(self.home, self.sweep.sweep_id, row, metrics) if unseen else row)
         return rows
 
     def best(self, trials: list[dict]) -> dict | None:
+        """The best completed trial; of a multi-objective sweep, the Pareto front's trial best on
+        the first objective (runner.sweep.pareto), with every objective's value."""
         done = [t for t in trials if t["status"] == TrialStatus.COMPLETED.value and _finite(t["value"])]
         if not done:
             return None
+        if self.sweep.multi:
+            goals = [objective.goal for objective in self.sweep.objectives]
+            number = best_of_front(points_of(done, self.sweep.metrics), goals)
+            if number is None:
+                return None
+            best = next(t for t in done if t["number"] == number)
+            return {"number": number, "run_id": best["run_id"], "value": best["value"], "values": best["values"], "model_version": self.model_version}
         pick = max if self.sweep.objective.goal == "maximize" else min
         best = pick(done, key=lambda t: (t["value"], -t["number"]) if pick is max else (t["value"], t["number"]))
         return {"number": best["number"], "run_id": best["run_id"], "value": best["value"], "model_version": self.model_version}
 
+    def front(self, trials: list[dict]) -> list[int]:
+        """A multi-objective sweep's Pareto front: its completed trials that no other beats on every objective."""
+        done = [t for t in trials if t["status"] == TrialStatus.COMPLETED.value]
+        return pareto_front(points_of(done, self.sweep.metrics), [objective.goal for objective in self.sweep.objectives])
+
     def document(self) -> dict:
         trials = self.trials()
-        return {
+        keys = ("number", "run_id", "status", "early_terminated", "params", "value") + (("values", "message") if self.sweep.multi else ())
+        document = {
             "id": self.sweep.sweep_id,
             "status": self.status.value,
-            "objective": self.sweep.objective.model_dump(),
-            "trials": [{key: t[key] for key in ("number", "run_id", "status", "early_terminated", "params", "value")} for t in trials],
+            "objective": self.sweep.described(),
+            "trials": [{key: t[key] for key in keys} for t in trials],
             "best": self.best(trials),
             "name": self.sweep.study.user_attrs.get("name"),
             "created": self.created,
             "limit": self.sweep.limit,
             "curves": {str(t["number"]): t["curve"] for t in trials},  # the primary metric at each report (the release's plot)
         }
+        if self.sweep.multi:
+            document["pareto"] = self.front(trials)  # trial numbers, best on the first objective first
+        return document
 
     def save(self) -> None:
         """Whole or not at all (written aside, then renamed); trials ending together write in turn."""
@@ -120,9 +144,11 @@ class SweepBook:
 
     # --- what the user sees ------------------------------------------------------------------------
     def show_trial(self, logger: Logger, number: int, result) -> None:
-        status = f"{result.status}" + (f" ({result.message})" if result.early_terminated and result.message else "")
-        value = "" if result.value is None else f"  {self.sweep.objective.primary_metric}={result.value:.6g}"
-        logger.info(f"trial {number} ({result.run_id}): {status}{value}", style="green" if result.status == "Completed" else "yellow")
+        ended = TrialStatus.FAILED.value if result.missing else f"{result.status}"  # a missing objective: the trial failed
+        status = ended + (f" ({result.message})" if (result.early_terminated or result.missing) and result.message else "")
+        values = result.values or (result.value,)
+        value = "".join(f"  {metric}={given:.6g}" for metric, given in zip(self.sweep.metrics, values) if given is not None)
+        logger.info(f"trial {number} ({result.run_id}): {status}{value}", style="green" if ended == "Completed" else "yellow")
         if logger.github:  # one group per trial in the job's log
             with logger.group(f"trial {number} ({result.run_id}): {result.status}"):
                 logger.text(self.trial_log(number).read_text(encoding="utf-8", errors="replace").rstrip("\n") or "(no output)")
@@ -130,11 +156,11 @@ class SweepBook:
     def show_live(self, logger: Logger) -> None:
         """On a terminal: the trials as they go (status, step, the metric's last report), drawn in place."""
         trials = self.trials()
-        metric = self.sweep.objective.primary_metric
+        metrics = list(self.sweep.metrics)
         ended = sum(1 for t in trials if t["status"] != TrialStatus.RUNNING.value)
-        rows = [trial_row(t, step=True) for t in trials]
+        rows = [trial_row(t, step=True, metrics=metrics) for t in trials]
         logger.table(
-            f"sweep {self.sweep.sweep_id}: {ended} of {self.sweep.limit} trials ended", ["trial", "run", "status", "step", metric, "params"], rows,
+            f"sweep {self.sweep.sweep_id}: {ended} of {self.sweep.limit} trials ended", ["trial", "run", "status", "step", *metrics, "params"], rows,
             live=True,
         )
 
@@ -142,14 +168,15 @@ class SweepBook:
         """The trials table; in Actions also the job summary (table + the primary metric per trial
         over steps as a mermaid chart) and the step's outputs."""
         document = self.document()
-        rows = [trial_row(trial) for trial in document["trials"]]
+        metrics = list(self.sweep.metrics)
+        metric = metrics[0]
+        rows = [trial_row(trial, metrics=metrics, front=document.get("pareto", ())) for trial in document["trials"]]
         best = document["best"]
         highlight = next((n for n, t in enumerate(document["trials"]) if best and t["number"] == best["number"]), None)
-        metric = self.sweep.objective.primary_metric
-        logger.table(f"sweep {self.sweep.sweep_id}: {document['status']}", ["trial", "run", "status", metric, "params"], rows, highlight, live=True)
+        logger.table(f"sweep {self.sweep.sweep_id}: {document['status']}", ["trial", "run", "status", *metrics, "params"], rows, highlight, live=True)
         if best:
             model = f", model {best['model_version']}" if best["model_version"] else ""
-            logger.info(f"best: trial {best['number']} (run {best['run_id']}) {metric}={best['value']:.6g}{model}", style="bold green")
+            logger.info(f"best: trial {best['number']} (run {best['run_id']}) {best_words(best, metrics)}{model}", style="bold green")
         markdown = summary_markdown(document, metric)
         with writing(self.root / "summary.md"):
             (self.root / "summary.md").write_text(markdown, encoding="utf-8")  # the pull request's comment shows it
@@ -210,6 +237,8 @@ class SweepBook:
                 "git": record.git,
                 "sweep": {"id": self.sweep.sweep_id, "trial": best["number"], "params": params, "value": best["value"]},
             }
+            if self.sweep.multi:  # the front's trial best on the first objective: every objective's value, and why it is the one
+                info["sweep"].update(values=best["values"], chosen=f"on the Pareto front, the best on {self.sweep.metrics[0]}")
             gate = self.gate(best["run_id"]) if self.gate else None
             if gate is not None:
                 info["serving"] = gate.serving.as_json()
@@ -239,14 +268,17 @@ def read_sweep(home: Path, sweep_id: str) -> dict:
     runs: a sweep whose storage went away could not write it again)."""
     document = json.loads((sweeps_root(home) / sweep_id / "sweep.json").read_text(encoding="utf-8"))
     trials = document.get("trials") if isinstance(document, dict) else None
-    if not isinstance(trials, list) or not all(isinstance(t, dict) for t in trials) or not isinstance(document.get("objective"), dict):
+    if not isinstance(trials, list) or not all(isinstance(t, dict) for t in trials):
         raise ValueError(f"{sweeps_root(home) / sweep_id / 'sweep.json'} is not a sweep's record")
-    metric = document["objective"].get("primary_metric")
-    document["trials"] = [as_run_says(home, sweep_id, trial, metric) for trial in trials]
+    try:
+        metrics = objective_metrics(document)
+    except ValueError as exc:
+        raise ValueError(f"{sweeps_root(home) / sweep_id / 'sweep.json'} is not a sweep's record: {exc}") from None
+    document["trials"] = [as_run_says(home, sweep_id, trial, tuple(metrics)) for trial in trials]
     return document
 
 
-def as_run_says(home: Path, sweep_id: str, trial: dict, metric: str | None) -> dict:
+def as_run_says(home: Path, sweep_id: str, trial: dict, metrics: tuple[str, ...]) -> dict:
     """A trial's row with the status, early termination and value its run's record gives, where
     the run is this home's and has ended: the run record is what happened, and the sweep's table
     never says Canceled of a run `tftrain runs` shows Completed."""
@@ -254,32 +286,44 @@ def as_run_says(home: Path, sweep_id: str, trial: dict, metric: str | None) -> d
     from runner.sweep.outcome import TrialResult
 
     run_id, number = trial.get("run_id"), trial.get("number")
-    record = run_record(home, run_id, sweep_id, number) if isinstance(run_id, str) and isinstance(number, int) and metric else None
+    record = run_record(home, run_id, sweep_id, number) if isinstance(run_id, str) and isinstance(number, int) and metrics else None
     if record is None or not record.finished:
         return trial
-    result = TrialResult.of_record(number, record, metric)
+    result = TrialResult.of_record(number, record, metrics)
     value = trial.get("value") if result.value is None else result.value
-    return {**trial, "status": result.shown_status.value, "early_terminated": result.early_terminated, "value": value}
+    said = {"status": result.shown_status.value, "early_terminated": result.early_terminated, "value": value}
+    if result.values:  # a multi-objective sweep's: every objective's value, as the run recorded it
+        said["values"] = dict(zip(metrics, result.values))
+    return {**trial, **said}
 
 
-def trial_row(trial: dict, step: bool = False) -> list[str]:
-    """trial, run, status, [step,] value, params: the trials table's cells."""
+def trial_row(trial: dict, step: bool = False, metrics: list[str] | None = None, front=()) -> list[str]:
+    """trial, run, status, [step,] value (one per objective of a multi-objective sweep), params:
+    the trials table's cells; a trial on the Pareto front (`front`) says so."""
     status = trial["status"] + (" (early termination)" if trial["early_terminated"] else "")
-    value = "" if trial["value"] is None else f"{trial['value']:.6g}"
+    status += " (Pareto front)" if trial["number"] in front else ""
+    values = value_cells(trial, metrics or ["value"])
     params = "  ".join(f"{key}={given}" for key, given in trial["params"].items())
     at = ["" if trial.get("step") is None else str(trial["step"])] if step else []
-    return [str(trial["number"]), trial["run_id"] or "", status, *at, value, params]
+    return [str(trial["number"]), trial["run_id"] or "", status, *at, *values, params]
 
 
 def summary_markdown(document: dict, metric: str) -> str:
-    lines = [f"## Sweep {document['id']}: {document['status']}", "", f"| trial | run | status | {metric} | params |", "|---|---|---|---|---|"]
+    """The job summary (and the PR comment): the trials table, the best trial, a multi-objective
+    sweep's Pareto front, the primary metric's curves."""
+    metrics = objective_metrics(document)
+    front = document.get("pareto") if isinstance(document.get("pareto"), list) else ()
+    header = "| trial | run | status | " + " | ".join(metrics) + " | params |"
+    lines = [f"## Sweep {document['id']}: {document['status']}", "", header, "|---|---|---|" + "---|" * len(metrics) + "---|"]
     for trial in document["trials"]:
-        cells = [cell.replace("|", "\\|").replace("\n", " ") for cell in trial_row(trial)]
+        cells = [cell.replace("|", "\\|").replace("\n", " ") for cell in trial_row(trial, metrics=metrics, front=front)]
         lines.append("| " + " | ".join(cells) + " |")
     best = document["best"]
     if best:
         model = f" → model `{best['model_version']}`" if best["model_version"] else ""
-        lines += ["", f"Best: trial {best['number']} (run `{best['run_id']}`), {metric} = {best['value']:.6g}{model}"]
+        words = best_words(best, metrics).replace("=", " = ", 1) if len(metrics) == 1 else best_words(best, metrics)
+        lines += ["", f"Best: trial {best['number']} (run `{best['run_id']}`), {words}{model}"]
+    lines += front_markdown(document, metrics)
     chart = _chart(document["curves"], metric)
     return "\n".join(lines + ([""] + chart if chart else [])) + "\n"
 

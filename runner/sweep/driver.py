@@ -101,7 +101,7 @@ class SweepRunner:
                 if asked is None:
                     return
                 trial, values = asked
-                watch = TrialWatch(trial, self.sweep.objective, self.sweep.sweep_id)
+                watch = TrialWatch(trial, self.sweep.objectives, self.sweep.sweep_id)
                 with self.lock:
                     self.watches[trial.number] = watch
                 self.events.put(("started", trial.number, values))
@@ -149,12 +149,12 @@ class SweepRunner:
 
     def _tell(self, trial, result: TrialResult) -> None:
         tell(self.sweep.study, trial, result)
-        if result.status == RunStatus.COMPLETED and result.value is None and not self.finished_one:
-            metric = self.sweep.objective.primary_metric
+        if result.status == RunStatus.COMPLETED and (result.value is None or result.missing) and not self.finished_one:
+            missing = ", ".join(map(repr, result.missing or (self.sweep.objective.primary_metric,)))
             seen = ", ".join(result.reported) or "none"
             self.failure = SweepError(
                 f"sweep.objective.primary_metric: trial {trial.number} (run {result.run_id}) completed without reporting "
-                f"{metric!r}; it reported: {seen}"
+                f"{missing}; it reported: {seen}"
             )
             self.halt("the objective metric is never reported", by_signal=False)
         if result.status == RunStatus.COMPLETED:
@@ -234,13 +234,13 @@ def run_sweep(loaded: LoadedManifest, logger: Logger, settings: Settings, home: 
     each from its run's last checkpoint. Returns the sweep's record (`tftrain sweeps show --json`).
     `environ`: tftrain's environment, read by the CLI: sweep.storage's $NAMEs, the secrets' values."""
     from runner.errors import TrainingCanceled
-    from runner.manifest.sweep_rules import objective_of, trial_limit
+    from runner.manifest.sweep_rules import objectives_of, trial_limit
     from runner.sweep.study import open_sweep, queue_stopped_trials
 
     manifest = loaded.manifest
     check_concurrency(manifest, logger, settings.cuda_visible_devices)
     sweep = open_sweep(
-        manifest.sweep, manifest.name, objective_of(manifest), trial_limit(manifest.sweep), home, environ, sweep_id, create=not resume
+        manifest.sweep, manifest.name, objectives_of(manifest), trial_limit(manifest.sweep), home, environ, sweep_id, create=not resume
     )
     with sweep.place.failures():
         if resume:

@@ -1,5 +1,5 @@
 """HyperDrive's early-termination policies (bandit, median_stopping, truncation_selection) as
-Optuna pruners.
+Optuna pruners, and Optuna's own successive halving (asha) and Hyperband.
 
 A trial reports its primary metric as `trial.report(value, step)` with step = 1, 2, 3 … (the count
 of its reports: HyperDrive's "interval"). Optuna asks the study's pruner after each report; the
@@ -26,7 +26,7 @@ import statistics
 from collections.abc import Iterable, Mapping
 
 from runner.errors import ManifestError, extra_module
-from runner.manifest.sweep import Bandit, EarlyTermination, MedianStopping, TruncationSelection
+from runner.manifest.sweep import Asha, Bandit, EarlyTermination, Hyperband, MedianStopping, TruncationSelection
 
 optuna = extra_module("optuna", "sweep", "a sweep")
 
@@ -159,10 +159,29 @@ class TruncationSelectionPruner(_PolicyPruner):
         return cut > 0 and better >= len(bests) - cut
 
 
+def successive_halving(policy: Asha, goal: str):
+    """ASHA: rungs at min_resource × reduction_factor^k reports; at each, a trial goes on only when
+    it is in the best 1/reduction_factor of the trials that reached that rung (running ones too:
+    the asynchronous variant, no trial waits for a rung to fill). Optuna reads the goal from the study."""
+    return optuna.pruners.SuccessiveHalvingPruner(min_resource=policy.min_resource, reduction_factor=policy.reduction_factor)
+
+
+def hyperband(policy: Hyperband, goal: str):
+    """Hyperband: several successive-halving brackets, each starting at its own rung, trials shared
+    among them; max_resource unset: the first finished trial's count of reports (Optuna's "auto")."""
+    return optuna.pruners.HyperbandPruner(
+        min_resource=policy.min_resource,
+        max_resource="auto" if policy.max_resource is None else policy.max_resource,
+        reduction_factor=policy.reduction_factor,
+    )
+
+
 PRUNERS = {
     "bandit": BanditPruner,
     "median_stopping": MedianStoppingPruner,
     "truncation_selection": TruncationSelectionPruner,
+    "asha": successive_halving,
+    "hyperband": hyperband,
 }
 
 

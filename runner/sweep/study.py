@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
@@ -36,6 +36,23 @@ class Sweep:
     objective: Objective
     limit: int  # max_total_trials (or the grid's size)
     place: StoragePlace  # how errors name its storage
+    objectives: tuple[Objective, ...] = field(default=())  # every objective, `objective` first; more than one: multi-objective
+
+    def __post_init__(self) -> None:
+        self.objectives = self.objectives or (self.objective,)
+
+    @property
+    def multi(self) -> bool:
+        """A multi-objective sweep: its study has a direction per objective, its result a Pareto front."""
+        return len(self.objectives) > 1
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        return tuple(objective.primary_metric for objective in self.objectives)
+
+    def described(self):
+        """The objective as the manifest wrote it: a mapping, or a list of them (the study keeps it, sweep.json shows it)."""
+        return [objective.model_dump() for objective in self.objectives] if self.multi else self.objective.model_dump()
 
     def counted(self) -> int:
         """Trials of this sweep toward the limit: not copied from earlier sweeps, not the ones a
@@ -61,34 +78,38 @@ def optuna_module():
 
 
 def open_sweep(
-    spec: SweepSpec, name: str, objective: Objective, limit: int, home: Path, environ: Mapping[str, str],
+    spec: SweepSpec, name: str, objective: Objective | tuple[Objective, ...], limit: int, home: Path, environ: Mapping[str, str],
     sweep_id: str | None = None, create: bool = True,
 ) -> Sweep:
     """A new sweep (sweep_id None: the next NAME-sweep-N), or `sweep_id` in the manifest's storage:
     joined, or created under that id when `create` (a matrix of jobs that all run `tftrain sweep
     join ID`: the first creates it). `tftrain sweep resume` never creates. `environ`: tftrain's
-    environment, for the $NAMEs in sweep.storage."""
+    environment, for the $NAMEs in sweep.storage. `objective`: one, or a multi-objective sweep's all."""
     optuna = optuna_module()
+    objectives = objective if isinstance(objective, tuple) else (objective,)
     url = storage_url(spec.storage, environ)
     storage, place = storage_for(url, home), place_of(url, home)
     space = SearchSpace(spec.search_space)
-    pruner = pruner_for(spec.early_termination, objective.goal)
+    pruner = pruner_for(spec.early_termination, objectives[0].goal)
+    unopened = Sweep(sweep_id or "", None, space, objectives[0], limit, place, objectives)
     with place.failures():
         if sweep_id is None:
-            sweep_id = _next_id(optuna, storage, name)
+            sweep_id = unopened.sweep_id = _next_id(optuna, storage, name)
         elif sweep_id in optuna.get_all_study_names(storage) or not create:
-            return _joined(optuna, storage, spec, sweep_id, pruner, Sweep(sweep_id, None, space, objective, limit, place))
+            return _joined(optuna, storage, spec, sweep_id, pruner, unopened)
         seed = new_seed() if spec.sampling.seed is None else spec.sampling.seed
         try:
             study = optuna.create_study(
-                study_name=sweep_id, storage=storage, direction=objective.goal, sampler=sampler_for(spec.sampling, space, seed), pruner=pruner
+                study_name=sweep_id, storage=storage, directions=[o.goal for o in objectives],
+                sampler=sampler_for(spec.sampling, space, seed), pruner=pruner,
             )
         except optuna.exceptions.DuplicatedStudyError:  # another job of the matrix made it first
-            return _joined(optuna, storage, spec, sweep_id, pruner, Sweep(sweep_id, None, space, objective, limit, place))
+            return _joined(optuna, storage, spec, sweep_id, pruner, unopened)
         study.set_user_attr(SEED, seed)
-        study.set_user_attr("objective", objective.model_dump())
+        study.set_user_attr("objective", unopened.described())
         study.set_user_attr("name", name)
-        sweep = Sweep(sweep_id, study, space, objective, limit, place)
+        sweep = unopened
+        sweep.study = study
         _warm_start(optuna, sweep, spec.warm_start, storage)
         return sweep
 
@@ -100,8 +121,8 @@ def _joined(optuna, storage, spec: SweepSpec, sweep_id: str, pruner, sweep: Swee
         study = optuna.load_study(study_name=sweep_id, storage=storage, pruner=pruner)
     except KeyError:
         raise SweepError(f"sweep {sweep_id}: no such sweep in {_where(spec)}") from None
-    if study.user_attrs.get("objective") not in (None, sweep.objective.model_dump()):
-        raise SweepError(f"sweep {sweep_id}: its objective is {study.user_attrs['objective']}, the manifest's {sweep.objective.model_dump()}")
+    if study.user_attrs.get("objective") not in (None, sweep.described()):
+        raise SweepError(f"sweep {sweep_id}: its objective is {study.user_attrs['objective']}, the manifest's {sweep.described()}")
     seed = study.user_attrs.get(SEED)
     if not isinstance(seed, int):
         seed = new_seed() if spec.sampling.seed is None else spec.sampling.seed
@@ -163,8 +184,8 @@ def _warm_start(optuna, sweep: Sweep, sources: list[str], storage) -> None:
             raise SweepError(f"sweep.warm_start: {source}: no such sweep") from None
         for trial in earlier.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
             values = trial.user_attrs.get("values")
-            if not isinstance(values, dict) or trial.value is None:
-                continue
+            if not isinstance(values, dict) or trial.values is None or len(trial.values) != len(sweep.objectives):
+                continue  # an earlier sweep of another number of objectives tells this one nothing
             try:
                 params = sweep.space.internal(values)
             except ValueError:
@@ -173,7 +194,7 @@ def _warm_start(optuna, sweep: Sweep, sources: list[str], storage) -> None:
                 optuna.trial.create_trial(
                     params=params,
                     distributions=sweep.space.distributions(),
-                    value=trial.value,
+                    values=list(trial.values),
                     user_attrs={"values": values, WARM: f"{source}#{trial.number}", "run_id": trial.user_attrs.get("run_id")},
                 )
             )
@@ -219,7 +240,7 @@ def reconcile(sweep: Sweep, home: Path) -> None:
             continue
         trial = optuna.trial.Trial(sweep.study, frozen._trial_id)
         if record.finished:
-            verdict = tell(sweep.study, trial, TrialResult.of_record(frozen.number, record, sweep.objective.primary_metric))
+            verdict = tell(sweep.study, trial, TrialResult.of_record(frozen.number, record, sweep.metrics))
             if verdict == Verdict.STOPPED:
                 _abandoned(sweep, frozen.number)
         elif (owner := Owner.of(record.owner)) is not None and owner.gone():

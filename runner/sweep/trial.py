@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import FatalError
-from runner.history.record import RunStatus
+from runner.history.record import Cause, RunStatus
 from runner.history.store import Store
 from runner.manifest import LoadedManifest
 from runner.manifest.sweep import Objective
@@ -19,17 +19,19 @@ from runner.settings import LoggerSettings, Settings
 from runner.targets.base import RunControl
 from runner.telemetry.logger import Logger
 from runner.telemetry.point import MetricPoint
-from runner.sweep.outcome import EARLY_TERMINATION, TrialResult
+from runner.sweep.outcome import TrialResult
 
 LIVE_SOURCES = ("log", "file")  # TensorBoard's points are read after the run: too late to prune with
 
 
 class TrialWatch:
     """Reports the objective metric to the Optuna trial at each report (step = 1, 2, 3 …, HyperDrive's
-    interval) and stops the run when the study's pruner says so."""
+    interval) and stops the run when the study's pruner says so. A multi-objective sweep's trial
+    reports nothing while it runs: Optuna takes intermediate values (and prunes) for one objective only."""
 
-    def __init__(self, trial, objective: Objective, sweep_id: str) -> None:
-        self.trial, self.metric, self.sweep_id = trial, objective.primary_metric, sweep_id
+    def __init__(self, trial, objectives: tuple[Objective, ...], sweep_id: str) -> None:
+        self.trial, self.metric, self.sweep_id = trial, objectives[0].primary_metric, sweep_id
+        self.objectives = tuple(objective.primary_metric for objective in objectives)
         self.reports = 0
         self.pruned_at: int | None = None
         self.control: RunControl | None = None
@@ -43,6 +45,8 @@ class TrialWatch:
         store.update_run(run_id, sweep={"id": self.sweep_id, "trial": self.trial.number})
 
     def points(self, points: list[MetricPoint]) -> None:
+        if len(self.objectives) > 1:
+            return
         for point in points:
             if point.name != self.metric or point.source not in LIVE_SOURCES:
                 continue
@@ -60,7 +64,8 @@ class TrialWatch:
                     return
                 if prune:
                     self.pruned_at = step
-                    self.control.reason = f"{EARLY_TERMINATION} at step {step}"
+                    self.control.reason = f"{Cause.EARLY_TERMINATION} at step {step}"
+                    self.control.cause = Cause.EARLY_TERMINATION
                     self.control.cancel.set()
                     return
 
@@ -105,9 +110,5 @@ def run_trial(
         finally:
             logger.flush()
     metrics = (result.metrics or {}).get("metrics", {})
-    value = metrics.get(watch.metric, {}).get("last")
     early = watch.pruned_at is not None and result.status == RunStatus.CANCELED
-    return TrialResult(
-        number, result.run_id, result.status, float(value) if isinstance(value, (int, float)) else None, early, result.message,
-        tuple(sorted(metrics)),
-    )
+    return TrialResult.of_run(number, result.run_id, result.status, metrics, watch.objectives, early, result.message)

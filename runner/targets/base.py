@@ -26,7 +26,7 @@ from runner.manifest import LoadedManifest
 from runner.plan.model import ContainerSpec, HostMap, LaunchPlan
 from runner.telemetry.logger import Logger
 from runner.telemetry.logpump import LineSink, LogPump
-from runner.history.record import RunStatus
+from runner.history.record import Cause, RunStatus
 from runner.settings import ArchiveLimits, MachineClients, Settings
 
 
@@ -70,6 +70,7 @@ class RunControl:
     deadline: float | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
     reason: str | None = None  # why `cancel` was set, when not by a signal (a sweep's early termination)
+    cause: Cause | None = None  # the same as data, where a state is decided by it (early termination): the run record's `cause`
     force: threading.Event = field(default_factory=threading.Event)
     cgroup: str | None = None  # the run's cgroup name (runner.targets.containment.run_cgroup_name): local runs are contained in it
     started: Callable[[], None] | None = None  # called once the plan has started (supervise): what the training need not wait for

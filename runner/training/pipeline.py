@@ -164,7 +164,8 @@ def _conclude(ctx: RunContext, training: Training, kept: Kept) -> RunResult:
     message = logger.masker.text(message) if message else message  # stored: the DB, run.json, summary.md
     status = outcome.status
     exit_code = failure.exit_code if failure else EXIT_CODES[status]
-    ctx.store.finish(ctx.run_id, status, exit_code, message)
+    cause = ctx.control.cause if status == RunStatus.CANCELED else None  # stopped by a sweep's policy, not a signal
+    ctx.store.finish(ctx.run_id, status, exit_code, message, cause)
     result = RunResult(ctx.run_id, status, exit_code, message, ctx.paths.root, kept.model, kept.summary, outcome, ctx.control.stop_signal)
     with _naming_first(failure):
         markdown = _write_record(ctx, result, training.git, kept.points, training.usage)

@@ -81,7 +81,7 @@ BAD_SWEEPS = [  # (case, manifest after name/source_directory/entry_script, the 
         "policy_did_you_mean",
         PRIMARY + "sweep:\n  sampling_algorithm: grid\n  early_termination: {type: median_stoping}\n  search_space:\n" + LR,
         "7: sweep.early_termination.type: 'median_stoping' is not one of 'bandit', 'median_stopping', "
-        "'truncation_selection'; did you mean 'median_stopping'?",
+        "'truncation_selection', 'asha', 'hyperband'; did you mean 'median_stopping'?",
     ),
     (
         "policy_unknown_key",

@@ -26,10 +26,10 @@ class BatchRequest:
     comment: str
     nodes: int
     ntasks: int
-    ntasks_per_node: int
+    ntasks_per_node: int  # 0: tasks that do not divide evenly over the nodes
     cpus_per_task: int
     gpus_per_node: int
-    time_minutes: int
+    time_minutes: int  # 0: no limit
     signal_seconds: int
     placement: tuple[str, ...]  # --partition=…, --account=…, --qos=…, --constraint=…
     extra_args: tuple[str, ...]
@@ -38,8 +38,12 @@ class BatchRequest:
         """The request as sbatch options (for `sbatch --test-only`)."""
         options = [
             f"--job-name={self.job_name}", f"--nodes={self.nodes}", f"--ntasks={self.ntasks}",
-            f"--ntasks-per-node={self.ntasks_per_node}", f"--cpus-per-task={self.cpus_per_task}", f"--time={self.time_minutes}",
+            f"--cpus-per-task={self.cpus_per_task}",
         ]
+        if self.ntasks_per_node:
+            options.append(f"--ntasks-per-node={self.ntasks_per_node}")
+        if self.time_minutes:
+            options.append(f"--time={self.time_minutes}")
         if self.gpus_per_node:
             options.append(f"--gres=gpu:{self.gpus_per_node}")
         return [*options, *self.placement, *self.extra_args]
@@ -80,8 +84,9 @@ def batch_request(manifest: Manifest, run_id: str, comment: str, grace: float) -
         if value
     )
     return BatchRequest(
-        job_name=f"tftrain-{run_id}", comment=comment, nodes=nodes, ntasks=len(roles), ntasks_per_node=per_node,
-        cpus_per_task=1, gpus_per_node=gpus, time_minutes=minutes or 0, signal_seconds=max(1, math.ceil(grace)),
+        job_name=f"tftrain-{run_id}", comment=comment, nodes=nodes, ntasks=len(roles),
+        ntasks_per_node=per_node if len(roles) % nodes == 0 else 0,  # uneven: Slurm places them (block)
+        cpus_per_task=1, gpus_per_node=gpus, time_minutes=minutes, signal_seconds=max(1, math.ceil(grace)),
         placement=placement, extra_args=tuple(spec.extra_args),
     )
 
@@ -122,5 +127,5 @@ def shared_env(plan: LaunchPlan) -> dict[str, str]:
     return {key: value for key, value in first.items() if key not in TASK_KEYS and all(task.env.get(key) == value for task in plan.tasks)}
 
 
-def batch_script(request: BatchRequest, launch: Launch, job_dir: str, run_id: str) -> str:
-    return render("slurm_batch.sh.j2", request=request, launch=launch, job_dir=job_dir, run_id=run_id, quote=shlex.quote)
+def batch_script(request: BatchRequest, launch: Launch, job_dir: str, workdir: str, run_id: str) -> str:
+    return render("slurm_batch.sh.j2", request=request, launch=launch, job_dir=job_dir, run_id=run_id, workdir=workdir, quote=shlex.quote)

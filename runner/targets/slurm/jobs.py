@@ -196,8 +196,9 @@ def jobcomp_file() -> Path | None:
 
 
 def cancel(job_id: str, signal_name: str | None = None) -> None:
-    """scancel: a signal to the batch shell and every step (--full), or the job's end."""
-    argv = ["scancel", *([f"--signal={signal_name}", "--full"] if signal_name else []), job_id]
+    """scancel: a signal to the job's steps (the tasks, through rank.py; not the batch shell, whose
+    end would end them all at once), or the job's end."""
+    argv = ["scancel", *([f"--signal={signal_name}"] if signal_name else []), job_id]
     run(argv)
 
 

@@ -125,3 +125,20 @@ def test_slurm_names_are_one_word_each():
         with pytest.raises(ValidationError):
             manifest(compute={"target": "slurm", "slurm": {key: value}})
     assert manifest(compute={"target": "slurm", "slurm": {"extra_args": ["--exclusive", "--mem=8G", "--nodelist=n1"]}})
+
+
+def test_plan_prints_the_batch_script_without_a_cluster(project, cli, home, monkeypatch):
+    """`tftrain plan` asks Slurm nothing (no sbatch --test-only): it works off the login node."""
+    monkeypatch.setenv("PATH", "/nonexistent")
+    text = "node_count: 2\ndistributed_training:\n  backend: multi_worker_mirrored\n  worker_count: 2\ncompute:\n  target: slurm\n  slurm:\n    partition: gpu\n"
+    path = project(script="raise SystemExit('must not run')\n", manifest=text)
+    result = cli("plan", "-f", str(path))
+    assert result.returncode == 0, result.stderr
+    assert "target:      slurm" in result.stdout and "batch script (sbatch):" in result.stdout
+    for line in ("#SBATCH --nodes=2", "#SBATCH --ntasks=2", "#SBATCH --ntasks-per-node=1", "#SBATCH --partition=gpu", "rank.py"):
+        assert line in result.stdout, result.stdout
+    written = home.parent / "plan"
+    assert cli("plan", "-f", str(path), "--output-dir", str(written)).returncode == 0
+    assert "#SBATCH --partition=gpu" in (written / "slurm.sh").read_text()
+    assert json.loads((written / "tasks.json").read_text())["tf_config"] is True
+    assert not (home / "runs").exists()

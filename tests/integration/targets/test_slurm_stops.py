@@ -151,3 +151,19 @@ def test_the_stop_gives_the_tasks_their_grace(project, home, slurm_cluster):
     log = (home / "runs/demo-1/workdir/logs/0.log").read_text()
     assert "got SIGTERM: saving" in log and "saved" in log, log
     assert queued() == []
+
+
+def test_early_termination_cancels_the_trials_job(project, cli, home, slurm_cluster):
+    extra = "  early_termination: {type: bandit, slack_amount: 0.5, evaluation_interval: 1, delay_evaluation: 1}\n"
+    path = sweep_manifest(project, steps=60, pause=0.2, sampling="grid", trials=2, concurrent=2, extra=extra)
+    text = path.read_text().replace("[0.01, 0.05, 0.1, 0.2]", "[0.2, 0.01]").replace("[16, 64]", "[16]")
+    path.write_text(text.replace("  --pause: 0.2\n", "  --pause: 0.2\n  --slow-below: 0.1\n")
+                    + 'user_managed: true\nmodel: {register: false}\ncompute:\n  target: slurm\n')
+    result = cli("run", "-f", str(path), timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    trials = {t["params"]["--lr"]: t for t in show(cli)["trials"]}
+    assert trials[0.2]["status"] == "Completed"
+    loser = trials[0.01]
+    assert loser["status"] == "Canceled" and loser["early_terminated"] is True
+    assert "#SBATCH --job-name=tftrain-" + loser["run_id"] in (home / "runs" / loser["run_id"] / "launch/slurm.sh").read_text()
+    assert queued() == []

@@ -13,14 +13,13 @@ then each task's log followed from the shared filesystem, the job watched and st
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from runner.environments import check_interpreter, current_interpreter, env_spec
-from runner.errors import ManifestError, UnsupportedError
+from runner.errors import ManifestError, UnsupportedError, Vanished
 from runner.history.rundir import RunPaths, RuntimePaths
 from runner.manifest import LoadedManifest
 from runner.paths import cache_dir, tftrain_home
@@ -31,7 +30,7 @@ from runner.targets.slurm import jobs
 from runner.targets.slurm.script import BatchRequest, Launch, batch_request, batch_script, launch_for, shared_env, tasks_document
 from runner.targets.slurm.tail import FileTail
 from runner.targets.slurm.watch import JobWatch, ending_of
-from runner.targets.supervise import by_policy, supervise
+from runner.targets.supervise import STOP_REST_SECONDS, by_policy, supervise
 from runner.telemetry.logger import Logger
 from runner.telemetry.logpump import LineSink, LogPump
 
@@ -163,9 +162,12 @@ class SlurmTarget(Target):
                 return None
 
             outcome = supervise(judge, stop, control, every=POLL_SECONDS, stopped=f"; Slurm job {job_id} was canceled")
-            info = watch.state(fresh=True) if not outcome.taken else None
+            try:
+                info = None if outcome.taken else watch.state(fresh=True)
+            except Vanished:  # Slurm forgot the job: nothing of it is left to stop
+                info = None
             if info is not None and not info.state.ended:  # decided by its tasks: what is left (parameter servers) goes
-                stop(min(control.grace_seconds, 5.0))
+                stop(min(control.grace_seconds, STOP_REST_SECONDS))
             return outcome
         finally:
             for tail in tails:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from slurming import ON_SLURM, queued, show_job, slurm_manifest, submitted
+from slurming import queued, show_job, slurm_manifest, submitted
 
 pytestmark = pytest.mark.integration
 

@@ -5,7 +5,6 @@ and a sweep whose trials are Slurm jobs, at most max_concurrent_trials at once."
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess

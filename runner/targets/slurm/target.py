@@ -123,8 +123,11 @@ class SlurmTarget(Target):
     def finalize(self, plan: LaunchPlan, loaded: LoadedManifest, run_id: str) -> LaunchPlan:
         assert self.paths is not None and self.state is not None
         job_dir = str(self.paths.launch_dir)
-        if any(char.isspace() for char in job_dir + plan.tasks[0].cwd):
-            raise UnsupportedError(f"compute.target: slurm: the run directory {job_dir!r} holds a space, which #SBATCH lines cannot carry")
+        if any(char.isspace() or char == "%" for char in job_dir + plan.tasks[0].cwd):
+            raise UnsupportedError(
+                f"compute.target: slurm: the run directory {job_dir!r} holds a space or %, which #SBATCH lines and "
+                "Slurm's file name patterns cannot carry; set TFTRAIN_HOME to a path without them"
+            )
         request = replace(self.state.request, job_name=f"tftrain-{run_id}")
         launch = launch_for(plan, loaded.manifest, job_dir, plan.tasks[0].argv[0], self.state.pmix)
         files = {SCRIPT: batch_script(request, launch, job_dir, plan.tasks[0].cwd, run_id), TASKS: tasks_document(plan, job_dir)}

@@ -86,3 +86,12 @@ def test_docker_keys_have_no_place_on_slurm(project, home, slurm_cluster):
     line = refused(slurm_manifest(project, SCRIPT, "custom_docker_image: python:3.11\n"), home, 7, "custom_docker_image")
     assert "Apptainer and enroot" in line and "not in Debian 12" in line
     refused(slurm_manifest(project, SCRIPT, "use_docker: true\n"), home, 3, "use_docker: true conflicts with compute.target: slurm")
+
+
+def test_a_home_slurm_cannot_name(project, tmp_path, slurm_cluster, monkeypatch):
+    home = tmp_path / "my%jhome"
+    monkeypatch.setenv("TFTRAIN_HOME", str(home))
+    result = subprocess.run([TFTRAIN, "run", "-f", str(slurm_manifest(project, SCRIPT))], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 7, result.stderr
+    assert "holds a space or %" in result.stderr and "Traceback" not in result.stderr
+    assert queued() == []

@@ -142,3 +142,19 @@ def test_plan_prints_the_batch_script_without_a_cluster(project, cli, home, monk
     assert "#SBATCH --partition=gpu" in (written / "slurm.sh").read_text()
     assert json.loads((written / "tasks.json").read_text())["tf_config"] is True
     assert not (home / "runs").exists()
+
+
+def test_hostile_words_stay_words_in_the_batch_script():
+    """The launch line is the one line a shell reads: script parameters and paths come back intact."""
+    import shlex
+
+    hostile = "$(touch /tmp/pwned); `id` && echo '\"x\nnext line"
+    mpi_manifest = manifest(distributed_training={"backend": "mpi"})
+    argv = ("/py", "train.py", "--name", hostile)
+    ranks = plan_of([TaskSpec(Role.RANK, 0, 0, "localhost", argv, {}, "/w")], driver=task(Role.LAUNCHER, 0, -1))
+    launch = launch_for(ranks, mpi_manifest, "/runs/a;b", "/py", pmix=False)
+    assert shlex.split(launch.line)[-4:] == list(argv)
+    script = batch_script(batch_request(mpi_manifest, "m-1", "c", 10), launch, "/runs/a;b", "/w", "m-1")
+    body = script.split("set -u\n", 1)[1]
+    assert "'/runs/a;b'/exit" in body  # the exit file's directory, quoted
+    assert "\nnext line" not in body.replace(shlex.quote(hostile), "")  # the newline lives inside one quoted word

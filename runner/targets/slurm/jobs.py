@@ -123,8 +123,8 @@ def test_only(options: list[str], where: str) -> None:
 
 
 def submit(script: Path, env: dict[str, str], where: str) -> str:
-    """The job's id; `env`: the variables every task shares (Slurm exports sbatch's environment)."""
-    result = run([require(), "--parsable", str(script)], env={**os.environ, **env})
+    """The job's id; `env`: sbatch's whole environment, which Slurm exports to every task."""
+    result = run([require(), "--parsable", str(script)], env=env)
     if result.returncode != 0:
         raise judge_refusal(result.stderr, where)
     match = JOB_ID.match(result.stdout.strip())

@@ -25,7 +25,7 @@ from runner.manifest import LoadedManifest
 from runner.paths import cache_dir, tftrain_home
 from runner.plan.model import ContainerSpec, LaunchPlan
 from runner.targets.base import Environment, Outcome, Probe, RunControl, Target, TargetState
-from runner.targets.local.target import LocalState, LocalTarget
+from runner.targets.local.target import LocalState, LocalTarget, task_environment
 from runner.targets.slurm import jobs
 from runner.targets.slurm.script import BatchRequest, Launch, batch_request, batch_script, launch_for, shared_env, tasks_document
 from runner.targets.slurm.tail import FileTail
@@ -143,10 +143,11 @@ class SlurmTarget(Target):
         assert self.paths is not None
         job_dir = self.paths.launch_dir
         by_driver = self.launch.mode == "mpirun"
+        job_dir.chmod(0o700)  # the raw logs below hold what the masked ones in logs/ do not
         tails = _follow(plan, pump, sinks, job_dir, by_driver)
         job_id = None
         try:
-            job_id = jobs.submit(job_dir / SCRIPT, shared_env(plan), "compute.slurm")
+            job_id = jobs.submit(job_dir / SCRIPT, task_environment(shared_env(plan)), "compute.slurm")  # PYTHONPATH joined, as local
             logger.info(f"slurm job {job_id} submitted: {job_dir / SCRIPT}")
             watch = JobWatch(job_id, job_dir, plan, by_driver, jobs.jobcomp_file(), logger)
 
@@ -176,6 +177,8 @@ class SlurmTarget(Target):
             for tail in tails:
                 tail.finish()
             pump.join()
+            for tail in tails:  # unmasked: the run keeps the masked copies (logs/<rank>.log)
+                tail.path.unlink(missing_ok=True)
 
 
 def _follow(plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], job_dir: Path, by_driver: bool) -> list[FileTail]:

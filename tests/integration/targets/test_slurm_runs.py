@@ -116,3 +116,17 @@ def test_multi_worker_mirrored_over_two_nodes(repo, cli, home, tmp_path, slurm_c
     tasks = json.loads((home / "runs/multi-worker-1/launch/tasks.json").read_text())
     assert tasks["tf_config"] is True and tasks["cluster_roles"] == ["worker"]
     assert "registered model multi-worker@v1" in result.stdout
+
+
+def test_secrets_reach_the_tasks_through_slurm_not_a_file(project, cli, home, slurm_cluster, monkeypatch):
+    monkeypatch.setenv("SLURM_TEST_TOKEN", "t0ken-4-slurm")
+    script = "import os\nprint('token length', len(os.environ['SLURM_TEST_TOKEN']), os.environ['SLURM_TEST_TOKEN'], flush=True)\n"
+    path = slurm_manifest(project, script, "secrets: [SLURM_TEST_TOKEN]\n")
+    result = cli("run", "-f", str(path), timeout=120)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr
+    run = home / "runs/demo-1"
+    assert "token length 13 ***" in (run / "workdir/logs/0.log").read_text()  # there, and masked in the log
+    for name in ("slurm.sh", "tasks.json"):
+        assert "t0ken-4-slurm" not in (run / "launch" / name).read_text(), name
+    assert not (run / "launch/rank-0.log").exists()  # srun's raw output, unmasked, is gone once followed
+    assert (run / "launch").stat().st_mode & 0o077 == 0  # and while the job ran, only its owner could read it

@@ -289,3 +289,20 @@ def test_cgroup():
     yield cgroup
     cgroup.kill()  # only what this test started lives there
     cgroup.remove()
+
+
+SLURM_CONF = Path(os.environ.get("TFTRAIN_TEST_SLURM_CONF", "/tmp/tftrain-slurm/slurm.conf"))
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Path:
+    """The real two-node Slurm cluster scripts/slurm-up starts (scripts/test does), with SLURM_CONF
+    set for the session's tftrain processes. No skipping: without it the Slurm tests fail, saying why."""
+    if not SLURM_CONF.is_file() or shutil.which("sinfo") is None:
+        pytest.fail(f"no Slurm cluster ({SLURM_CONF} or sinfo is missing); run scripts/slurm-up (scripts/test does)", pytrace=False)
+    os.environ["SLURM_CONF"] = str(SLURM_CONF)
+    nodes = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], capture_output=True, text=True, timeout=30)
+    up = [line for line in nodes.stdout.splitlines() if line.split()[-1:] and line.split()[-1] in ("idle", "mix", "alloc")]
+    if nodes.returncode != 0 or len(up) < 2:
+        pytest.fail(f"the Slurm cluster is not up ({nodes.stderr.strip() or nodes.stdout.strip()}); run scripts/slurm-up", pytrace=False)
+    return SLURM_CONF

@@ -59,6 +59,9 @@ def run(args, logger: Logger) -> int:
         logger.text(json.dumps({**document, "dockerfile": dockerfile} if dockerfile else document, indent=2))
     else:
         logger.text(_describe(document, prepared.plan, dockerfile))
+        batch = prepared.plan.files.get("slurm.sh")
+        if batch:  # the slurm target's batch script, as sbatch gets it
+            logger.text("batch script (sbatch):\n" + "\n".join("  " + line for line in batch.rstrip("\n").splitlines()))
     return 0
 
 

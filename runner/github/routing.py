@@ -14,6 +14,7 @@ from runner.errors import PlacementError
 from runner.github.workflow import failure
 
 POOL_LABEL = "tftrain-pool"
+SLURM_LABEL = "slurm"  # a runner on a login node: the GPUs are the cluster's
 SHOWN_RUNNERS = 10
 SCOPE_NOTE = "this check sees the repository's own runners, not its organization's"
 
@@ -25,6 +26,8 @@ def runs_on(manifest) -> list[str]:
     if compute.target == "pool":
         # The runner only dispatches to the pool's hosts: GPUs and Docker are theirs, not its.
         labels.append(POOL_LABEL)
+    elif compute.target == "slurm":
+        labels.append(SLURM_LABEL)
     else:
         if manifest.use_gpu:
             labels += ["gpu", compute.gpu_type] if compute.gpu_type else ["gpu"]

@@ -31,6 +31,7 @@ from runner.manifest.cost import CostSpec
 from runner.manifest.images import ImageRegistry
 from runner.targets.catalog import TargetName
 from runner.manifest.retry import RetrySpec
+from runner.manifest.slurm import SlurmSpec
 from runner.manifest.sources import check_sources
 from runner.manifest.sweep import SweepSpec
 from runner.manifest.signing import SigningSpec
@@ -118,6 +119,7 @@ class ComputeSpec(Model):
     )
     memory_limit: str | None = Field(default=None, pattern=SIZE_PATTERN, description="Container memory limit (docker target), e.g. 8g")
     kubernetes: KubernetesSpec = Field(default_factory=KubernetesSpec)
+    slurm: SlurmSpec = Field(default_factory=SlurmSpec)
     runner_labels: list[str] = Field(
         default_factory=list, description="Extra labels of the self-hosted GitHub runners that may train this"
     )

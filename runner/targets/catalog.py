@@ -25,6 +25,7 @@ TARGETS: dict[str, TargetRow] = {
     "docker": TargetRow("DockerTarget", containers=True, on_this_machine=True),
     "pool": TargetRow("PoolTarget", containers=True, on_this_machine=False, command="survey"),
     "kubernetes": TargetRow("KubernetesTarget", containers=True, on_this_machine=False),
+    "slurm": TargetRow("SlurmTarget", containers=False, on_this_machine=False),
 }
 NAMES = tuple(TARGETS)
 TargetName = Literal[NAMES]  # the manifest's compute.target

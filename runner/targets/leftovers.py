@@ -35,6 +35,10 @@ def reap_lost_run(run_id: str, home: Path, manifest_json: str | None) -> str | N
         removed = _containers(run_id)
         if removed:
             notes.append(f"removed {removed} container" + ("s" if removed > 1 else "") + " it left running")
+    if manifest_json and _target(manifest_json) == "slurm":
+        canceled = _slurm_jobs(run_id, home)
+        if canceled:
+            notes.append(f"canceled Slurm job {', '.join(canceled)}")
     return "; ".join(notes) or None
 
 
@@ -42,6 +46,21 @@ def _processes(run_id: str, home: Path) -> int:
     from runner.targets.local.processes import reap_run
 
     return reap_run(run_id, home) or 0
+
+
+def _slurm_jobs(run_id: str, home: Path) -> list[str]:
+    """scancel the run's jobs still in Slurm's queue: its name and this home's comment (never another's)."""
+    from runner.errors import FatalError
+    from runner.targets.slurm import jobs
+    from runner.targets.slurm.target import home_comment
+
+    try:
+        found = jobs.jobs_named(f"tftrain-{run_id}", home_comment(home))
+        for job_id in found:
+            jobs.cancel(job_id)
+    except FatalError:  # slurmctld not answering: the next command tries again
+        return []
+    return found
 
 
 def _target(manifest_json: str) -> str | None:

@@ -21,8 +21,9 @@ def test_each_name_gives_a_fresh_target_of_its_class():
     from runner.targets.kubernetes.target import KubernetesTarget
     from runner.targets.local.target import LocalTarget
     from runner.targets.pool.target import PoolTarget
+    from runner.targets.slurm.target import SlurmTarget
 
-    classes = {"local": LocalTarget, "docker": DockerTarget, "kubernetes": KubernetesTarget, "pool": PoolTarget}
+    classes = {"local": LocalTarget, "docker": DockerTarget, "kubernetes": KubernetesTarget, "pool": PoolTarget, "slurm": SlurmTarget}
     assert set(NAMES) == set(classes)
     for name, cls in classes.items():
         target = target_for(name)

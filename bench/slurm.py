@@ -1,0 +1,146 @@
+"""What the slurm target adds, on the real two-node cluster of scripts/slurm-up:
+
+1. seconds from the command to the first line of rank 0 of a 2-node job (two tasks, one a node):
+   `tftrain run` (target: slurm, multi-worker TF_CONFIG built in the allocation) against the same
+   tasks submitted by hand (`sbatch` of a script whose `srun` prints), alternating, medians of
+   --rounds; goal: tftrain adds <= 1 s;
+2. the scheduling overhead per sweep trial: a 4-trial sweep (2 at once) of a short script on the
+   slurm target against the same sweep on the local target, per trial.
+
+    SLURM_CONF=/tmp/tftrain-slurm/slurm.conf .venv/bin/python bench/slurm.py [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+TFTRAIN = str(Path(sys.executable).parent / "tftrain")
+FIRST = "import os, time\nprint('first', repr(time.time()), os.environ.get('SLURMD_NODENAME'), flush=True)\n"
+GOAL_SECONDS = 1.0
+JOB = """name: {name}
+source_directory: src
+entry_script: train.py
+user_managed: true
+model: {{gate: "off", register: false}}
+node_count: 2
+distributed_training: {{backend: multi_worker_mirrored, worker_count: 2}}
+compute: {{target: {target}}}
+"""
+SWEEP = """name: {name}
+source_directory: src
+entry_script: train.py
+user_managed: true
+model: {{gate: "off", register: false}}
+compute: {{target: {target}}}
+metrics: {{regex: {{score: 'score: ([0-9.]+)'}}}}
+sweep:
+  sampling_algorithm: grid
+  search_space: {{--x: {{type: choice, values: [1, 2, 3, 4]}}}}
+  objective: {{primary_metric: score, goal: maximize}}
+  limits: {{max_total_trials: 4, max_concurrent_trials: 2}}
+"""
+TRIAL = "import sys, time\ntime.sleep(1)\nprint('score:', sys.argv[-1], flush=True)\n"
+
+
+def project(root: Path, name: str, manifest: str, script: str) -> Path:
+    (root / name / "src").mkdir(parents=True, exist_ok=True)
+    (root / name / "src" / "train.py").write_text(script)
+    (root / name / "tftrain.yml").write_text(manifest)
+    return root / name / "tftrain.yml"
+
+
+def first_line(where: Path, pattern: str, timeout: float = 120) -> float:
+    """The time rank 0 printed first, in the one file `pattern` finds under `where` (run ids are numbered across names)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        paths = list(where.glob(pattern))
+        found = re.search(r"^first ([0-9.]+)", paths[0].read_text() if paths else "", re.M)
+        if found:
+            return float(found[1])
+        time.sleep(0.01)
+    raise SystemExit(f"no first line in {where}/{pattern}")
+
+
+def by_hand(root: Path, round_: int) -> float:
+    out = root / f"hand-{round_}"
+    out.mkdir()
+    (out / "train.py").write_text(FIRST)
+    script = out / "job.sh"
+    script.write_text(f"#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n#SBATCH --output={out}/batch.log\n"
+                      f"srun --output={out}/rank-%t.log {sys.executable} {out}/train.py\n")
+    started = time.time()
+    subprocess.run(["sbatch", "--parsable", str(script)], check=True, capture_output=True)
+    seconds = first_line(out, "rank-0.log") - started
+    _wait_empty()
+    return seconds
+
+
+def by_tftrain(root: Path, env: dict, round_: int) -> tuple[float, float, float]:
+    """(seconds to rank 0's first line, of them before the run was recorded: the checks, the
+    user_managed TensorFlow probe included, and from the record to sbatch's answer)."""
+    path = project(root, f"job{round_}", JOB.format(name=f"job{round_}", target="slurm"), FIRST)
+    started = time.time()
+    process = subprocess.Popen([TFTRAIN, "run", "-f", str(path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    marks = {}
+    for line in process.stdout:
+        for mark, words in (("recorded", "(queued)"), ("submitted", " submitted: ")):
+            if words in line and mark not in marks:
+                marks[mark] = time.time() - started
+    if process.wait(timeout=300) != 0 or len(marks) < 2:
+        raise SystemExit(f"tftrain run of {path} failed")
+    seconds = first_line(Path(env["TFTRAIN_HOME"]) / "runs", f"job{round_}-*/workdir/logs/0.log") - started
+    return seconds, marks["recorded"], marks["submitted"] - marks["recorded"]
+
+
+def _wait_empty() -> None:
+    while subprocess.run(["squeue", "-h", "--me"], capture_output=True, text=True).stdout.strip():
+        time.sleep(0.1)
+
+
+def sweep(root: Path, env: dict, target: str) -> float:
+    path = project(root, f"sweep-{target}", SWEEP.format(name=f"sweep-{target}", target=target), TRIAL)
+    started = time.perf_counter()
+    done = subprocess.run([TFTRAIN, "run", "-f", str(path)], env=env, capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        raise SystemExit(f"sweep on {target} failed: {done.stderr[-2000:]}")
+    return time.perf_counter() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    if not os.environ.get("SLURM_CONF") and not Path("/etc/slurm/slurm.conf").exists():
+        raise SystemExit("set SLURM_CONF (scripts/slurm-up prints it)")
+    with tempfile.TemporaryDirectory(prefix="tftrain-slurm-bench-") as tmp:
+        root = Path(tmp)
+        env = {**os.environ, "TFTRAIN_HOME": str(root / "home"), "PYTHONPATH": str(REPO)}
+        hand, ours = [], []
+        for round_ in range(args.rounds):
+            hand.append(by_hand(root, round_))
+            ours.append(by_tftrain(root, env, round_))
+        h = statistics.median(hand)
+        t, checks, submit = (statistics.median(item[i] for item in ours) for i in range(3))
+        job = t - checks  # from the run's record on: what tftrain adds to the job itself
+        print(f"first line of rank 0, 2-node job: by hand (sbatch) {h:.2f} s; tftrain {t:.2f} s in all, ratio {t / h:.2f}, added {t - h:.2f} s")
+        print(f"  of tftrain's: {checks:.2f} s before the run is recorded (start-up, sbatch --test-only, the user_managed "
+              f"TensorFlow import probe), {submit:.2f} s from the record to sbatch's answer, {t - checks - submit:.2f} s from there to the line")
+        print(f"  from the record on: {job:.2f} s, ratio {job / h:.2f}, added {job - h:.2f} s "
+              f"(goal <= {GOAL_SECONDS:g} s: {'met' if job - h <= GOAL_SECONDS else 'NOT met'}; in all: {'met' if t - h <= GOAL_SECONDS else 'NOT met'})")
+        local, slurm = sweep(root, env, "local"), sweep(root, env, "slurm")
+        print(f"4-trial sweep, 2 at once: local {local:.1f} s, slurm {slurm:.1f} s; ratio {slurm / local:.2f}, "
+              f"scheduling overhead per trial {(slurm - local) / 4:.2f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,79 @@
+"""`compute.slurm`: where and how the Slurm target submits (runner/targets/slurm). Every value here
+ends up as one `#SBATCH` line of the batch script, so each is checked as one word: no newline, and
+no option tftrain sets itself."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from runner.manifest.fields import Model
+
+SLURM_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"  # partition, account, qos names
+CONSTRAINT_PATTERN = r"^[A-Za-z0-9._:*&|,\[\]()-]{1,256}$"  # Slurm's --constraint expression
+
+# The options of the batch script tftrain writes: a user's extra_args may not set them again.
+# Long names; the short ones map to them.
+OWN_OPTIONS = frozenset({
+    "nodes", "ntasks", "ntasks-per-node", "cpus-per-task", "gres", "gpus", "gpus-per-node", "gpus-per-task",
+    "time", "job-name", "output", "error", "signal", "partition", "account", "qos", "constraint", "comment",
+    "chdir", "export", "wrap", "parsable", "test-only", "array", "open-mode", "no-requeue", "requeue",
+})
+SHORT_OPTIONS = {
+    "N": "nodes", "n": "ntasks", "c": "cpus-per-task", "G": "gpus", "t": "time", "J": "job-name", "o": "output",
+    "e": "error", "p": "partition", "A": "account", "q": "qos", "C": "constraint", "D": "chdir", "a": "array",
+}
+
+
+def extra_arg_problem(item: str) -> str | None:
+    """Why one extra_args item cannot go into the batch script (None: it can)."""
+    if any(char in item for char in "\n\r\0"):
+        return "holds a line break or NUL: each item is one sbatch option on one #SBATCH line"
+    if not item.startswith("-") or item in ("-", "--"):
+        return "is not an sbatch option (it must start with - or --)"
+    if item.startswith("--"):
+        name = item[2:].split("=", 1)[0]
+    else:
+        name = SHORT_OPTIONS.get(item[1:2], "")
+    if name in OWN_OPTIONS:
+        return f"sets --{name}, which tftrain sets itself (use the manifest's keys)"
+    if any(char.isspace() for char in item):
+        return "holds a space: give the option and its value as one item, --name=value"
+    return None
+
+
+class SlurmSpec(Model):
+    partition: str | None = Field(default=None, pattern=SLURM_NAME_PATTERN, description="Partition (default: the cluster's default)")
+    account: str | None = Field(default=None, pattern=SLURM_NAME_PATTERN, description="Account to charge (--account)")
+    qos: str | None = Field(default=None, pattern=SLURM_NAME_PATTERN, description="Quality of service (--qos)")
+    constraint: str | None = Field(default=None, pattern=CONSTRAINT_PATTERN, description="Node features the job needs (--constraint)")
+    extra_args: list[str] = Field(
+        default_factory=list, max_length=64,
+        description="More sbatch options, one item each (--exclusive, --mem=8G); not the ones tftrain sets",
+    )
+    mpi: Literal["auto", "pmix", "mpirun"] = Field(
+        default="auto",
+        description="How MPI ranks start: srun --mpi=pmix, or mpirun inside the allocation; auto: pmix where `srun --mpi=list` offers it",
+    )
+    shared_dir: str | None = Field(
+        default=None,
+        description="A directory every node sees: tftrain refuses to run unless TFTRAIN_HOME and the environment cache are inside it "
+        "(default: not checked; they must be shared anyway)",
+    )
+
+    @field_validator("extra_args")
+    @classmethod
+    def _one_option_each(cls, items: list[str]) -> list[str]:
+        for index, item in enumerate(items):
+            problem = extra_arg_problem(item)
+            if problem:
+                raise ValueError(f"[{index}] {item!r} {problem}")
+        return items
+
+    @field_validator("shared_dir")
+    @classmethod
+    def _absolute(cls, value: str | None) -> str | None:
+        if value is not None and (not value.startswith("/") or "\n" in value or "\0" in value):
+            raise ValueError("must be an absolute path")
+        return value

@@ -1,0 +1,131 @@
+"""The Slurm job of a plan: what it asks for (BatchRequest, from the manifest alone, so that `check`
+can ask `sbatch --test-only` before anything is recorded), how its tasks start (Launch: srun, or
+mpirun inside the allocation), the batch script (templates/slurm_batch.sh.j2) and tasks.json."""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner.manifest.model import Manifest
+from runner.plan.launchers.mpi import OPEN_MPI_FLAGS
+from runner.plan.model import LaunchPlan, Role
+from runner.templates import render
+
+RANK_PY = str(Path(__file__).with_name("rank.py"))
+GPU_ROLES = (Role.MAIN, Role.RANK, Role.WORKER)  # as capacity.py: a chief and parameter servers need none
+TASK_KEYS = ("TFTRAIN_RANK", "TFTRAIN_METRICS_FILE", "TF_CONFIG")  # what differs between tasks: built by rank.py
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRequest:
+    job_name: str
+    comment: str
+    nodes: int
+    ntasks: int
+    ntasks_per_node: int  # 0: tasks that do not divide evenly over the nodes
+    cpus_per_task: int
+    gpus_per_node: int
+    time_minutes: int  # 0: no limit
+    signal_seconds: int
+    placement: tuple[str, ...]  # --partition=…, --account=…, --qos=…, --constraint=…
+    extra_args: tuple[str, ...]
+
+    def options(self) -> list[str]:
+        """The request as sbatch options (for `sbatch --test-only`)."""
+        options = [
+            f"--job-name={self.job_name}", f"--nodes={self.nodes}", f"--ntasks={self.ntasks}",
+            f"--cpus-per-task={self.cpus_per_task}",
+        ]
+        if self.ntasks_per_node:
+            options.append(f"--ntasks-per-node={self.ntasks_per_node}")
+        if self.time_minutes:
+            options.append(f"--time={self.time_minutes}")
+        if self.gpus_per_node:
+            options.append(f"--gres=gpu:{self.gpus_per_node}")
+        return [*options, *self.placement, *self.extra_args]
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    mode: str  # "srun" (one rank.py per task), "srun-pmix" (MPI ranks through srun), "mpirun"
+    line: str  # the batch script's launch line, shell-quoted
+
+
+def roles_of(manifest: Manifest) -> list[tuple[Role, bool]]:
+    """One (role, wants a GPU) per task, in rank order, as the launchers plan them."""
+    training = manifest.distributed_training
+    if training is None:
+        return [(Role.MAIN, True)]
+    if training.backend == "mpi":
+        return [(Role.RANK, True)] * (manifest.node_count * training.process_count_per_node)
+    if training.backend == "multi_worker_mirrored":
+        return [(Role.WORKER, True)] * training.worker_count
+    roles = [(Role.CHIEF, False)] if training.chief else []
+    roles += [(Role.WORKER, True)] * training.worker_count + [(Role.PS, False)] * training.parameter_server_count
+    return roles + ([(Role.EVALUATOR, False)] if training.evaluator else [])
+
+
+def batch_request(manifest: Manifest, run_id: str, comment: str, grace: float) -> BatchRequest:
+    roles = roles_of(manifest)
+    nodes = min(manifest.node_count, len(roles))
+    per_node = math.ceil(len(roles) / nodes)
+    gpus = per_node if manifest.use_gpu and any(wants for _, wants in roles) else 0
+    limit = manifest.max_run_duration_seconds
+    # Slurm's limit comes after tftrain's own (which stops the job with its grace): a backstop
+    minutes = math.ceil((limit + grace + 60) / 60) if limit else 0
+    spec = manifest.compute.slurm
+    placement = tuple(
+        f"--{name}={value}"
+        for name, value in (("partition", spec.partition), ("account", spec.account), ("qos", spec.qos), ("constraint", spec.constraint))
+        if value
+    )
+    return BatchRequest(
+        job_name=f"tftrain-{run_id}", comment=comment, nodes=nodes, ntasks=len(roles),
+        ntasks_per_node=per_node if len(roles) % nodes == 0 else 0,  # uneven: Slurm places them (block)
+        cpus_per_task=1, gpus_per_node=gpus, time_minutes=minutes, signal_seconds=max(1, math.ceil(grace)),
+        placement=placement, extra_args=tuple(spec.extra_args),
+    )
+
+
+def launch_for(plan: LaunchPlan, manifest: Manifest, job_dir: str, python: str, pmix: bool) -> Launch:
+    """How the batch script starts the tasks: srun runs rank.py once per task (its output in
+    rank-N.log), MPI ranks through srun's pmix where the cluster has it, else one mpirun."""
+    rank = [python, RANK_PY, job_dir]
+    out = f"--output={job_dir}/rank-%t.log"
+    if plan.driver is None:
+        return Launch("srun", shlex.join(["srun", "--kill-on-bad-exit=0", out, *rank]))
+    if pmix:
+        return Launch("srun-pmix", shlex.join(["srun", "--mpi=pmix", "--kill-on-bad-exit=1", out, *rank]))
+    training = manifest.distributed_training
+    size = len(plan.tasks)
+    argv = ["mpirun", "--allow-run-as-root", "--tag-output", "-np", str(size), *OPEN_MPI_FLAGS, *training.mpi_args, *plan.tasks[0].argv]
+    return Launch("mpirun", shlex.join(argv))
+
+
+def tasks_document(plan: LaunchPlan, job_dir: str) -> str:
+    """tasks.json: each task's argv, cwd and own variables; no secret, no shared variable."""
+    shared = shared_env(plan)
+    cluster = json.loads(plan.tasks[0].env["TF_CONFIG"])["cluster"] if "TF_CONFIG" in plan.tasks[0].env else {}
+    tasks = []
+    for task in plan.tasks:
+        own = {
+            key: value for key, value in task.env.items()
+            if key not in shared and key not in plan.secret_names and key not in ("TF_CONFIG", "TFTRAIN_RANK")
+        }
+        tasks.append({"role": str(task.role), "index": task.index, "argv": list(task.argv), "cwd": task.cwd, "env": own})
+    document = {"dir": job_dir, "tf_config": bool(cluster), "cluster_roles": sorted(cluster), "tasks": tasks}
+    return json.dumps(document, indent=1) + "\n"
+
+
+def shared_env(plan: LaunchPlan) -> dict[str, str]:
+    """The variables every task has alike (secrets included): sbatch's environment, which Slurm exports."""
+    first = plan.tasks[0].env
+    return {key: value for key, value in first.items() if key not in TASK_KEYS and all(task.env.get(key) == value for task in plan.tasks)}
+
+
+def batch_script(request: BatchRequest, launch: Launch, job_dir: str, workdir: str, run_id: str) -> str:
+    return render("slurm_batch.sh.j2", request=request, launch=launch, job_dir=job_dir, run_id=run_id, workdir=workdir, quote=shlex.quote)

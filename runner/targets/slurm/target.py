@@ -1,0 +1,197 @@
+"""The slurm target: the plan as one batch job on the users' own Slurm cluster, submitted with
+sbatch from a login node (or a self-hosted runner on one).
+
+check: sbatch on PATH, `sbatch --test-only` with what the job asks for (one line for an unknown
+partition, a request the cluster can never satisfy, a controller that does not answer), before the
+run is recorded. environment: the local target's cached virtualenv (runner.environments, built
+once under a lock), on a filesystem every node sees. finalize: the batch script
+(templates/slurm_batch.sh.j2) and tasks.json, kept in the run's launch directory. execute: sbatch,
+then each task's log followed from the shared filesystem, the job watched and stopped
+(runner.targets.slurm.watch). Containers: none (Apptainer and enroot are not in Debian 12).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from runner.environments import check_interpreter, current_interpreter, env_spec
+from runner.errors import ManifestError, UnsupportedError, Vanished
+from runner.history.rundir import RunPaths, RuntimePaths
+from runner.manifest import LoadedManifest
+from runner.paths import cache_dir, tftrain_home
+from runner.plan.model import ContainerSpec, LaunchPlan
+from runner.targets.base import Environment, Outcome, Probe, RunControl, Target, TargetState
+from runner.targets.local.target import LocalState, LocalTarget, task_environment
+from runner.targets.slurm import jobs
+from runner.targets.slurm.script import BatchRequest, Launch, batch_request, batch_script, launch_for, shared_env, tasks_document
+from runner.targets.slurm.tail import FileTail
+from runner.targets.slurm.watch import JobWatch, ending_of
+from runner.targets.supervise import STOP_REST_SECONDS, by_policy, supervise
+from runner.telemetry.logger import Logger
+from runner.telemetry.logpump import LineSink, LogPump
+
+SCRIPT = "slurm.sh"
+TASKS = "tasks.json"
+POLL_SECONDS = 0.2
+NO_CONTAINERS = (
+    "the slurm target runs the training in a virtualenv on the cluster's shared filesystem; it has no container "
+    "path (Apptainer and enroot, which run images under Slurm, are not in Debian 12): drop it, or use the docker, "
+    "pool or kubernetes target"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmState(TargetState):
+    local: LocalState  # the environment, as the local target makes it
+    request: BatchRequest
+    pmix: bool  # MPI ranks start through srun --mpi=pmix (else mpirun in the allocation)
+
+
+def home_comment(home: Path) -> str:
+    """The jobs' --comment: which TFTRAIN_HOME submitted them (a run id repeats across homes)."""
+    return "tftrain:" + hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:16]
+
+
+def _user_python(loaded: LoadedManifest) -> str:
+    python = loaded.manifest.python
+    if python is None:
+        return current_interpreter().python_path()
+    return str(loaded.base_dir / python) if "/" in python else python
+
+
+def _check_shared(loaded: LoadedManifest) -> None:
+    shared = loaded.manifest.compute.slurm.shared_dir
+    if shared is None:
+        return
+    root = Path(shared).resolve()
+    for what, path in (("TFTRAIN_HOME", tftrain_home()), ("the environment cache (TFTRAIN_CACHE_DIR)", cache_dir())):
+        if not path.resolve().is_relative_to(root):
+            raise ManifestError(
+                f"{loaded.path}: compute.slurm.shared_dir: {what} is {path}, outside {shared}: the nodes would not see it; "
+                f"set it to a directory under {shared}"
+            )
+
+
+def _pmix_wanted(loaded: LoadedManifest, dry_run: bool) -> bool:
+    training = loaded.manifest.distributed_training
+    if training is None or training.backend != "mpi":
+        return False
+    chosen = loaded.manifest.compute.slurm.mpi
+    if chosen != "auto":
+        return chosen == "pmix"
+    return bool(jobs.has_pmix())
+
+
+class SlurmTarget(Target):
+    name = "slurm"
+
+    def __init__(self) -> None:
+        self.local = LocalTarget()  # its environment and gate: the virtualenv is on the shared filesystem
+        self.paths: RunPaths | None = None
+        self.state: SlurmState | None = None
+        self.launch: Launch | None = None
+
+    def check(self, loaded: LoadedManifest, dry_run: bool = False) -> SlurmState:
+        manifest = loaded.manifest
+        if manifest.custom_docker_image:
+            raise UnsupportedError(f"custom_docker_image: {NO_CONTAINERS}")
+        _check_shared(loaded)
+        request = batch_request(manifest, "RUN_ID", home_comment(tftrain_home()), manifest.grace_seconds)
+        if not dry_run:
+            jobs.test_only(request.options(), str(loaded.path))
+        if manifest.user_managed:
+            local = LocalState(current_interpreter(), None if dry_run else check_interpreter(_user_python(loaded)))
+        else:
+            local = LocalState(env_spec(manifest, loaded.source_dir))
+        self.state = SlurmState(local, request, _pmix_wanted(loaded, dry_run))
+        return self.state
+
+    def environment(self, loaded: LoadedManifest, state: SlurmState, paths: RunPaths, logger: Logger, dry_run: bool) -> Environment:
+        env = self.local.environment(loaded, state.local, paths, logger, dry_run)
+        return replace(env, description=env.description + " (on the shared filesystem)")
+
+    def runtime(
+        self, loaded: LoadedManifest, env: Environment, paths: RunPaths, inputs: dict[str, Path], resume: Path | None
+    ) -> tuple[RuntimePaths, ContainerSpec | None]:
+        self.paths = paths  # finalize writes the job's files into its launch directory
+        return paths.runtime(inputs, resume), None
+
+    def finalize(self, plan: LaunchPlan, loaded: LoadedManifest, run_id: str) -> LaunchPlan:
+        assert self.paths is not None and self.state is not None
+        job_dir = str(self.paths.launch_dir)
+        if any(char.isspace() or char == "%" for char in job_dir + plan.tasks[0].cwd):
+            raise UnsupportedError(
+                f"compute.target: slurm: the run directory {job_dir!r} holds a space or %, which #SBATCH lines and "
+                "Slurm's file name patterns cannot carry; set TFTRAIN_HOME to a path without them"
+            )
+        request = replace(self.state.request, job_name=f"tftrain-{run_id}")
+        launch = launch_for(plan, loaded.manifest, job_dir, plan.tasks[0].argv[0], self.state.pmix)
+        files = {SCRIPT: batch_script(request, launch, job_dir, plan.tasks[0].cwd, run_id), TASKS: tasks_document(plan, job_dir)}
+        self.launch = launch
+        return replace(plan, files={**plan.files, **files})
+
+    @contextmanager
+    def probing(self, env: Environment, paths: RunPaths, warm: bool) -> Iterator[Probe]:
+        with self.local.probing(env, paths, warm) as probe:
+            yield probe
+
+    def execute(self, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
+        assert self.paths is not None
+        job_dir = self.paths.launch_dir
+        by_driver = self.launch.mode == "mpirun"
+        job_dir.chmod(0o700)  # the raw logs below hold what the masked ones in logs/ do not
+        tails = _follow(plan, pump, sinks, job_dir, by_driver)
+        job_id = None
+        try:
+            job_id = jobs.submit(job_dir / SCRIPT, task_environment(shared_env(plan)), "compute.slurm")  # PYTHONPATH joined, as local
+            logger.info(f"slurm job {job_id} submitted: {job_dir / SCRIPT}")
+            watch = JobWatch(job_id, job_dir, plan, by_driver, jobs.jobcomp_file(), logger)
+
+            def stop(grace: float) -> None:
+                watch.stop(grace, control.force)
+
+            decided = by_policy(watch.codes, stop, plan.success_policy, control)
+
+            def judge() -> Outcome | None:
+                outcome = decided()
+                if outcome is not None:
+                    return outcome
+                info = watch.state()
+                if info is not None and info.state.ended:
+                    return decided() or ending_of(info, job_id)
+                return None
+
+            outcome = supervise(judge, stop, control, every=POLL_SECONDS, stopped=f"; Slurm job {job_id} was canceled")
+            try:
+                info = None if outcome.taken else watch.state(fresh=True)
+            except Vanished:  # Slurm forgot the job: nothing of it is left to stop
+                info = None
+            if info is not None and not info.state.ended:  # decided by its tasks: what is left (parameter servers) goes
+                stop(min(control.grace_seconds, STOP_REST_SECONDS))
+            return outcome
+        finally:
+            for tail in tails:
+                tail.finish()
+            pump.join()
+            for tail in tails:  # unmasked: the run keeps the masked copies (logs/<rank>.log)
+                tail.path.unlink(missing_ok=True)
+
+
+def _follow(plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], job_dir: Path, by_driver: bool) -> list[FileTail]:
+    """Every task's log (srun writes rank-N.log), or mpirun's tagged output in batch.log."""
+    tails = []
+    if by_driver:
+        tail = FileTail(job_dir / "batch.log")
+        pump.add_tagged(tail.read_fd, {task.rank: sinks.get(task.rank) for task in plan.tasks}, "mpirun")
+        return [tail]
+    for task in plan.tasks:
+        tail = FileTail(job_dir / f"rank-{task.rank}.log")
+        pump.add(task.rank, tail.read_fd, sinks.get(task.rank), task.label)
+        tails.append(tail)
+    batch = FileTail(job_dir / "batch.log")
+    pump.add("slurm", batch.read_fd, None, "slurm")
+    return [*tails, batch]

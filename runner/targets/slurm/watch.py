@@ -1,0 +1,122 @@
+"""Watching a submitted job until it is decided: the tasks' exit files (rank.py writes them) judged
+by the plan's success policy, the job's state from the scheduler for what the files cannot say
+(pending, a time limit, a cancel or node failure from outside), and the stop: scancel with a
+signal, the grace, then scancel for good, until Slurm no longer runs the job."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from runner.errors import ClusterError, Vanished
+from runner.history.record import RunStatus
+from runner.plan.model import LaunchPlan, TaskSpec
+from runner.targets.base import Outcome
+from runner.targets.slurm import jobs
+from runner.targets.slurm.jobs import JobInfo, JobState
+from runner.telemetry.logger import Logger
+
+STATE_EVERY = 0.5  # seconds between two questions to slurmctld
+SILENT_SECONDS = 60.0  # slurmctld not answering this long: the job is lost to tftrain
+GONE_WAIT_SECONDS = 30.0  # after the kill, how long to wait for Slurm to end the job
+
+
+def read_exit(path: Path) -> int | None:
+    """An exit file's status; None while it is missing (or, written by hand, not a number)."""
+    try:
+        text = path.read_text()[:32].strip()
+    except OSError:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def ending_of(info: JobInfo, job_id: str) -> Outcome:
+    """The outcome of a job that ended without its tasks deciding it (their exit files)."""
+    state = info.state
+    if state in (JobState.TIMEOUT, JobState.DEADLINE):
+        return Outcome(RunStatus.TIMED_OUT, None, f"Slurm ended job {job_id} at its time limit ({state.value})")
+    if state.taken:
+        return Outcome(RunStatus.FAILED, None, f"Slurm job {job_id} ended {state.value} outside tftrain (scancel, a node failure or preemption)", taken=True)
+    if state == JobState.OUT_OF_MEMORY:
+        return Outcome(RunStatus.FAILED, None, f"Slurm job {job_id} ran out of memory")
+    code = info.exit_code if info.exit_code else None
+    detail = f" (exit code {code})" if code is not None else f" (signal {info.signal})" if info.signal else ""
+    return Outcome(RunStatus.FAILED, code, f"Slurm job {job_id} ended {state.value}{detail} before every task reported its exit status")
+
+
+class JobWatch:
+    def __init__(self, job_id: str, job_dir: Path, plan: LaunchPlan, by_driver: bool, jobcomp: Path | None, logger: Logger) -> None:
+        self.job_id, self.job_dir, self.plan, self.jobcomp, self.logger = job_id, job_dir, plan, jobcomp, logger
+        self.by_driver = by_driver  # mpirun: its exit status is the job's
+        self.info: JobInfo | None = None
+        self.asked = 0.0
+        self.answered = time.monotonic()
+        self.told: tuple[JobState, str] | None = None
+
+    def codes(self) -> list[tuple[TaskSpec, int | None]]:
+        """(task, exit status or None) for what tftrain judges: the driver (mpirun) or each task."""
+        if self.by_driver:
+            return [(self.plan.driver, read_exit(self.job_dir / "exit" / "driver"))]
+        return [(task, read_exit(self.job_dir / "exit" / str(task.rank))) for task in self.plan.tasks]
+
+    def state(self, fresh: bool = False) -> JobInfo | None:
+        """The job's state, asked at most every STATE_EVERY seconds; the console hears each change."""
+        now = time.monotonic()
+        if not fresh and now - self.asked < STATE_EVERY:
+            return self.info
+        self.asked = now
+        try:
+            info = jobs.job_info(self.job_id, self.jobcomp)
+        except ClusterError as exc:
+            if now - self.answered > SILENT_SECONDS:
+                raise Vanished(f"slurmctld stopped answering about job {self.job_id}: {exc}") from None
+            return self.info
+        self.answered = now
+        if info is None:
+            raise Vanished(f"Slurm no longer knows job {self.job_id}")
+        self.info = info
+        self._tell(info)
+        return info
+
+    def _tell(self, info: JobInfo) -> None:
+        said = (info.state, info.reason if info.state == JobState.PENDING else "")
+        if said == self.told:
+            return
+        self.told = said
+        if info.state == JobState.PENDING:
+            self.logger.info(f"slurm job {self.job_id}: Queued (PENDING: {info.reason or 'no reason given'})")
+        elif info.state == JobState.RUNNING:
+            self.logger.info(f"slurm job {self.job_id}: RUNNING")
+
+    def stop(self, grace: float, force: threading.Event) -> None:
+        """SIGTERM to the batch shell and every task, up to `grace` seconds, then scancel; returns
+        once Slurm has ended the job (or GONE_WAIT_SECONDS later)."""
+        try:
+            self._stop(grace, force)
+        except Vanished:
+            pass  # Slurm forgot the job: nothing of it runs
+
+    def _stop(self, grace: float, force: threading.Event) -> None:
+        info = self.state(fresh=True)
+        if info is not None and not info.state.ended:
+            if info.state == JobState.PENDING:
+                grace = 0.0  # nothing runs yet: nothing to let end well
+            else:
+                jobs.cancel(self.job_id, "TERM")
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline and not force.wait(0.2):
+                info = self.state(fresh=True)
+                if info is None or info.state.ended or all(code is not None for _, code in self.codes()):
+                    break
+            jobs.cancel(self.job_id)
+        deadline = time.monotonic() + GONE_WAIT_SECONDS
+        while time.monotonic() < deadline:
+            info = self.state(fresh=True)
+            if info is None or info.state.ended:
+                return
+            time.sleep(0.2)
+        self.logger.warning(f"slurm job {self.job_id} is still {info.state.value} {GONE_WAIT_SECONDS:g} s after scancel")

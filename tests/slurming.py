@@ -1,0 +1,32 @@
+"""What the Slurm tests share: manifests for the real two-node cluster (scripts/slurm-up), and
+what they ask Slurm about the jobs tftrain submitted."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+# tftrain's own interpreter (TensorFlow and mpi4py are in it): the tests build no virtualenv
+ON_SLURM = 'user_managed: true\nmodel: {gate: "off"}\ncompute:\n  target: slurm\n'
+
+
+def slurm_manifest(project, script: str, extra: str = "", slurm: str = "", name: str = "demo") -> Path:
+    """project() on the slurm target; `slurm`: lines under compute.slurm (indented by 4)."""
+    text = ON_SLURM + (f"  slurm:\n{slurm}" if slurm else "") + extra
+    return project(script, text, name)
+
+
+
+def queued(name_prefix: str = "tftrain-") -> list[str]:
+    """Every job of ours still in squeue (pending, running, completing)."""
+    out = subprocess.run(["squeue", "-h", "--me", "-o", "%j %T"], capture_output=True, text=True, timeout=30).stdout
+    return [line for line in out.splitlines() if line.startswith(name_prefix)]
+
+
+def submitted(output: str) -> list[str]:
+    return re.findall(r"slurm job (\d+) submitted", output)
+
+
+def show_job(job: str) -> str:
+    return subprocess.run(["scontrol", "-o", "show", "job", job], capture_output=True, text=True, timeout=30).stdout

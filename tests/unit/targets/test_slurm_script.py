@@ -1,0 +1,160 @@
+"""The Slurm job of a plan, without a cluster: what the batch script asks for and how it starts the
+tasks, tasks.json (no secret in it), TF_CONFIG from the allocation (rank.py), compute.slurm's checks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from runner.manifest.model import Manifest
+from runner.plan.model import LaunchPlan, Role, SuccessPolicy, TaskSpec
+from runner.targets.slurm import rank
+from runner.targets.slurm.script import Launch, batch_request, batch_script, launch_for, shared_env, tasks_document
+
+
+def manifest(**fields) -> Manifest:
+    return Manifest.model_validate({"name": "m", "entry_script": "train.py", "compute": {"target": "slurm"}, **fields})
+
+
+def test_a_single_gpu_job_with_a_time_limit():
+    request = batch_request(manifest(use_gpu=True, max_run_duration_seconds=600), "m-3", "tftrain:abc", 30)
+    assert (request.nodes, request.ntasks, request.ntasks_per_node, request.gpus_per_node) == (1, 1, 1, 1)
+    assert request.time_minutes == 12  # 600 s + 30 s grace + a minute, rounded up
+    assert request.job_name == "tftrain-m-3" and request.signal_seconds == 30
+    script = batch_script(request, Launch("srun", "srun x"), "/runs/m-3/launch", "/runs/m-3/workdir", "m-3")
+    for line in ("#SBATCH --job-name=tftrain-m-3", "#SBATCH --comment=tftrain:abc", "#SBATCH --nodes=1", "#SBATCH --ntasks=1",
+                 "#SBATCH --gres=gpu:1", "#SBATCH --time=12", "#SBATCH --signal=TERM@30", "#SBATCH --no-requeue",
+                 "#SBATCH --output=/runs/m-3/launch/batch.log", "#SBATCH --chdir=/runs/m-3/workdir", "\nsrun x\n"):
+        assert line in script, script
+    assert "--partition" not in script
+
+
+def test_no_gpu_no_limit_no_lines_for_them():
+    request = batch_request(manifest(), "m-1", "c", 10)
+    script = batch_script(request, Launch("srun", "srun x"), "/l", "/w", "m-1")
+    assert "--gres" not in script and "--time" not in script
+    assert "--gres=gpu" not in " ".join(request.options()) and "--time" not in " ".join(request.options())
+
+
+def test_placement_and_extra_args_are_lines_of_their_own():
+    slurm = {"partition": "gpu", "account": "ml", "qos": "normal", "constraint": "a100&ib", "extra_args": ["--exclusive", "--mem=8G"]}
+    request = batch_request(manifest(compute={"target": "slurm", "slurm": slurm}), "m-1", "c", 10)
+    script = batch_script(request, Launch("srun", "srun x"), "/l", "/w", "m-1")
+    assert "#SBATCH --partition=gpu\n#SBATCH --account=ml\n#SBATCH --qos=normal\n#SBATCH --constraint=a100&ib\n" in script
+    assert "#SBATCH --exclusive\n#SBATCH --mem=8G\n" in script
+    assert request.options()[-6:] == ["--partition=gpu", "--account=ml", "--qos=normal", "--constraint=a100&ib", "--exclusive", "--mem=8G"]
+
+
+def test_tasks_over_the_nodes():
+    ps = manifest(node_count=2, distributed_training={"backend": "parameter_server", "worker_count": 2, "parameter_server_count": 1}, use_gpu=True)
+    request = batch_request(ps, "m-1", "c", 10)
+    assert (request.nodes, request.ntasks, request.ntasks_per_node, request.gpus_per_node) == (2, 4, 2, 2)
+    uneven = manifest(node_count=2, distributed_training={"backend": "parameter_server", "worker_count": 1, "parameter_server_count": 1})
+    request = batch_request(uneven, "m-1", "c", 10)
+    assert (request.ntasks, request.ntasks_per_node) == (3, 0)  # Slurm places three tasks on two nodes itself
+    assert not any(option.startswith("--ntasks-per-node") for option in request.options())
+    mpi = manifest(node_count=2, distributed_training={"backend": "mpi", "process_count_per_node": 2})
+    assert (batch_request(mpi, "m-1", "c", 10).ntasks, batch_request(mpi, "m-1", "c", 10).ntasks_per_node) == (4, 2)
+
+
+def plan_of(tasks, driver=None) -> LaunchPlan:
+    return LaunchPlan("x", "slurm", tuple(tasks), driver=driver, success_policy=SuccessPolicy.CHIEF, secret_names=frozenset({"TOKEN"}))
+
+
+def task(role: Role, index: int, rank_: int, **env) -> TaskSpec:
+    base = {"TOKEN": "s3cret", "TFTRAIN_RUN_ID": "m-1", "TF_CONFIG": "{}", "TFTRAIN_RANK": str(rank_), "TFTRAIN_METRICS_FILE": f"/m/{rank_}.jsonl"}
+    return TaskSpec(role, index, rank_, "localhost", ("/py", "train.py"), {**base, **env}, "/w")
+
+
+def test_tasks_json_holds_each_tasks_own_variables_and_no_secret():
+    plan = plan_of([task(Role.CHIEF, 0, 0, TF_CONFIG=json.dumps({"cluster": {"chief": ["a"], "ps": ["b"]}})), task(Role.PS, 0, 1)])
+    document = json.loads(tasks_document(plan, "/l"))
+    assert document["tf_config"] is True and document["cluster_roles"] == ["chief", "ps"]
+    assert [t["env"] for t in document["tasks"]] == [{"TFTRAIN_METRICS_FILE": "/m/0.jsonl"}, {"TFTRAIN_METRICS_FILE": "/m/1.jsonl"}]
+    assert "s3cret" not in tasks_document(plan, "/l")
+    assert shared_env(plan) == {"TOKEN": "s3cret", "TFTRAIN_RUN_ID": "m-1"}  # through sbatch's environment
+
+
+def test_the_launch_line_per_backend():
+    one = plan_of([task(Role.MAIN, 0, 0)])
+    assert launch_for(one, manifest(), "/l d", "/py", pmix=False).line.startswith("srun --kill-on-bad-exit=0 '--output=/l d/rank-%t.log' /py ")
+    mpi_manifest = manifest(distributed_training={"backend": "mpi", "mpi_args": ["-mca", "x", "y"]})
+    ranks = plan_of([task(Role.RANK, 0, 0), task(Role.RANK, 1, 1)], driver=task(Role.LAUNCHER, 0, -1))
+    assert launch_for(ranks, mpi_manifest, "/l", "/py", pmix=True).mode == "srun-pmix"
+    assert "srun --mpi=pmix --kill-on-bad-exit=1" in launch_for(ranks, mpi_manifest, "/l", "/py", pmix=True).line
+    by_mpirun = launch_for(ranks, mpi_manifest, "/l", "/py", pmix=False)
+    assert by_mpirun.mode == "mpirun" and by_mpirun.line.startswith("mpirun --allow-run-as-root --tag-output -np 2 ")
+    assert by_mpirun.line.endswith("-mca x y /py train.py")
+
+
+def test_tf_config_from_the_allocation():
+    roles = [("chief", 0), ("worker", 0), ("worker", 1), ("ps", 0), ("evaluator", 0)]
+    addresses = ["10.0.0.1:2001", "10.0.0.1:2002", "10.0.0.2:2001", "10.0.0.2:2002", "10.0.0.2:2003"]
+    config = json.loads(rank.tf_config(addresses, roles, ["chief", "ps", "worker"], 2))
+    assert config["task"] == {"type": "worker", "index": 1}
+    assert config["cluster"] == {"chief": ["10.0.0.1:2001"], "ps": ["10.0.0.2:2002"], "worker": ["10.0.0.1:2002", "10.0.0.2:2001"]}
+    assert "evaluator" not in config["cluster"]
+
+
+def test_a_ranks_environment_has_its_rank_and_metrics_file(monkeypatch):
+    monkeypatch.setenv("TFTRAIN_METRICS_FILE", "/m/{rank}.jsonl")  # MPI: shared, through Slurm's environment
+    job = {"dir": "/l", "tf_config": False, "cluster_roles": [], "tasks": [{"env": {}}, {"env": {}}]}
+    env = rank.task_env(job, 1)
+    assert env["TFTRAIN_RANK"] == "1" and env["TFTRAIN_METRICS_FILE"] == "/m/1.jsonl" and "TF_CONFIG" not in env
+
+
+@pytest.mark.parametrize(
+    ("item", "words"),
+    [
+        ("--nodes=4", "sets --nodes"), ("-N4", "sets --nodes"), ("--time=5", "sets --time"), ("--gres=gpu:8", "sets --gres"),
+        ("--job-name=x", "sets --job-name"), ("-o/tmp/x", "sets --output"), ("--exclusive\n#SBATCH --nodes=9", "line break"),
+        ("--x\0", "NUL"), ("exclusive", "not an sbatch option"), ("--", "not an sbatch option"), ("--mem 8G", "holds a space"),
+        ("--comment=tftrain:other", "sets --comment"), ("--export=NONE", "sets --export"), ("--array=1-9", "sets --array"),
+    ],
+)
+def test_extra_args_that_are_refused(item, words):
+    with pytest.raises(ValidationError) as raised:
+        manifest(compute={"target": "slurm", "slurm": {"extra_args": [item]}})
+    assert words in str(raised.value) and "extra_args" in str(raised.value)
+
+
+def test_slurm_names_are_one_word_each():
+    for key, value in (("partition", "gpu\n#SBATCH --nodes=9"), ("account", "a b"), ("qos", "-x"), ("constraint", "a;b"), ("shared_dir", "rel")):
+        with pytest.raises(ValidationError):
+            manifest(compute={"target": "slurm", "slurm": {key: value}})
+    assert manifest(compute={"target": "slurm", "slurm": {"extra_args": ["--exclusive", "--mem=8G", "--nodelist=n1"]}})
+
+
+def test_plan_prints_the_batch_script_without_a_cluster(project, cli, home, monkeypatch):
+    """`tftrain plan` asks Slurm nothing (no sbatch --test-only): it works off the login node."""
+    monkeypatch.setenv("PATH", "/nonexistent")
+    text = "node_count: 2\ndistributed_training:\n  backend: multi_worker_mirrored\n  worker_count: 2\ncompute:\n  target: slurm\n  slurm:\n    partition: gpu\n"
+    path = project(script="raise SystemExit('must not run')\n", manifest=text)
+    result = cli("plan", "-f", str(path))
+    assert result.returncode == 0, result.stderr
+    assert "target:      slurm" in result.stdout and "batch script (sbatch):" in result.stdout
+    for line in ("#SBATCH --nodes=2", "#SBATCH --ntasks=2", "#SBATCH --ntasks-per-node=1", "#SBATCH --partition=gpu", "rank.py"):
+        assert line in result.stdout, result.stdout
+    written = home.parent / "plan"
+    assert cli("plan", "-f", str(path), "--output-dir", str(written)).returncode == 0
+    assert "#SBATCH --partition=gpu" in (written / "slurm.sh").read_text()
+    assert json.loads((written / "tasks.json").read_text())["tf_config"] is True
+    assert not (home / "runs").exists()
+
+
+def test_hostile_words_stay_words_in_the_batch_script():
+    """The launch line is the one line a shell reads: script parameters and paths come back intact."""
+    import shlex
+
+    hostile = "$(touch /tmp/pwned); `id` && echo '\"x\nnext line"
+    mpi_manifest = manifest(distributed_training={"backend": "mpi"})
+    argv = ("/py", "train.py", "--name", hostile)
+    ranks = plan_of([TaskSpec(Role.RANK, 0, 0, "localhost", argv, {}, "/w")], driver=task(Role.LAUNCHER, 0, -1))
+    launch = launch_for(ranks, mpi_manifest, "/runs/a;b", "/py", pmix=False)
+    assert shlex.split(launch.line)[-4:] == list(argv)
+    script = batch_script(batch_request(mpi_manifest, "m-1", "c", 10), launch, "/runs/a;b", "/w", "m-1")
+    body = script.split("set -u\n", 1)[1]
+    assert "'/runs/a;b'/exit" in body  # the exit file's directory, quoted
+    assert "\nnext line" not in body.replace(shlex.quote(hostile), "")  # the newline lives inside one quoted word

@@ -74,6 +74,15 @@ def token_from(environ: dict[str, str]) -> bytes | None:
     return None if token is None else check_token(token, TOKEN_VARIABLE)
 
 
+def server_token(environ: dict[str, str], max_body_bytes: int) -> bytes | None:
+    """What a model server (KServe's or a scoring script's) checks before it starts: the body limit
+    it was given, and its bearer token (token_from). ValueError: one line for its error exit."""
+    token = token_from(environ)
+    if max_body_bytes < 1:
+        raise ValueError(f"--max-body-bytes {max_body_bytes}: give a number of bytes ≥ 1")
+    return token
+
+
 def authorized(token: bytes | None, header: bytes) -> bool:
     """No token, or `Bearer TOKEN` (the scheme in any case), compared in constant time."""
     if token is None:

@@ -136,12 +136,9 @@ def registered_model(root: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    supervision.stop_on_sigterm()
-    supervision.Lifeline(args.lifeline_fd, args.grace_period).watch()
+    supervision.supervised(args.lifeline_fd, args.grace_period)
     try:
-        token = guard.token_from(os.environ)
-        if args.max_body_bytes < 1:
-            raise ValueError(f"--max-body-bytes {args.max_body_bytes}: give a number of bytes ≥ 1")
+        token = guard.server_token(os.environ, args.max_body_bytes)
         root = args.model_dir.resolve()
         script = script_of(root)
         if token is None and (scoring_script.recorded(root) or {}).get("auth"):

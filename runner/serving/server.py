@@ -345,12 +345,9 @@ def _nodelay_on_every_connection() -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     sys.argv[1:] = []  # `import kserve` parses sys.argv for its ModelServer defaults: give it none of ours
-    supervision.stop_on_sigterm()
-    supervision.Lifeline(args.lifeline_fd, args.grace_period).watch()
+    supervision.supervised(args.lifeline_fd, args.grace_period)
     try:
-        token = guard.token_from(os.environ)
-        if args.max_body_bytes < 1:
-            raise ValueError(f"--max-body-bytes {args.max_body_bytes}: give a number of bytes ≥ 1")
+        token = guard.server_token(os.environ, args.max_body_bytes)
     except ValueError as exc:
         print(f"tftrain-serve: error: {exc}", file=sys.stderr, flush=True)
         return BAD_SETTING

@@ -70,6 +70,13 @@ class Lifeline:
         os._exit(1)  # the clean stop did not finish
 
 
+def supervised(lifeline_fd: int | None, grace_period: float) -> None:
+    """How a model server tftrain started begins: SIGTERM ends its start-up cleanly, and it ends
+    when tftrain's lifeline does."""
+    stop_on_sigterm()
+    Lifeline(lifeline_fd, grace_period).watch()
+
+
 def stop_on_sigterm() -> None:
     """Until the HTTP server installs its own handler: SIGTERM (tftrain's, or the lifeline's)
     ends the start-up through the normal exit path (the default would end it without one)."""

@@ -23,6 +23,7 @@ from test_refs import Release
 SCRIPT = b"def init():\n    pass\n\ndef run(raw):\n    return [0]\n"
 SAMPLE = b'{"data": [[0.0]]}'
 ANSWER = b"[0]"
+GATED = {"tensorflow": "2.17.1", "format": "saved_model", "sample": "2 rows", "signatures": {}, "onnx": None}  # what the gate records besides
 
 
 def sha(data: bytes) -> str:
@@ -32,7 +33,7 @@ def sha(data: bytes) -> str:
 def serving_json(script: str = "score.py", **scoring) -> bytes:
     recorded = {"script": script, "sha256": sha(SCRIPT), "sample_request": sha(SAMPLE), "answer": sha(ANSWER),
                 "packages": [], "auth": False, "layout": "directory", **scoring}
-    return json.dumps({"tensorflow": "2.17.1", "scoring": recorded}).encode()
+    return json.dumps({**GATED, "scoring": recorded}).encode()
 
 
 def run_serving(run: Path, extra: dict[str, bytes] | None = None) -> Path:
@@ -156,3 +157,41 @@ def test_a_script_name_that_is_no_file_name_is_refused(tmp_path, script):
     with pytest.raises(PublishError, match="is not a file name"):
         unpack_scoring(tmp_path / "never-read.tar.gz", tmp_path, {"script": script}, SCORING_ASSET, ArchiveLimits())
     assert left(tmp_path) == []
+
+
+def built_run(root: Path, scoring: bool) -> Path:
+    """A finished run's directory as build_assets reads it: model, logs, metrics, lock, serving/."""
+    paths_root = root / "runs" / "demo-1"
+    (paths_root / "workdir" / "outputs" / "model").mkdir(parents=True)
+    (paths_root / "workdir" / "outputs" / "model" / "saved_model.pb").write_bytes(b"graph")
+    (paths_root / "workdir" / "logs").mkdir()
+    (paths_root / "metrics.json").write_text("{}")
+    (paths_root / "metrics.jsonl").write_text("")
+    (paths_root / "manifest.lock.yml").write_text("{}\n")
+    if scoring:
+        run_serving(paths_root)
+    else:
+        (paths_root / "serving").mkdir()
+        (paths_root / "serving" / "serving.json").write_text(json.dumps(GATED))
+    return paths_root
+
+
+@pytest.mark.parametrize("scoring", [True, False])
+def test_a_release_of_a_scoring_version_carries_scoring_tar_gz(tmp_path, scoring):
+    from runner.github.release_assets import SUMS, build_assets
+    from runner.history.checksums import read_sums
+    from runner.history.rundir import RunPaths
+    from runner.manifest.model import Manifest
+
+    manifest = Manifest.model_validate({"name": "demo", "entry_script": "train.py", "model": {"path": "outputs/model"}})
+    paths = RunPaths(built_run(tmp_path, scoring))
+    files = build_assets(manifest, paths, {"run_id": "demo-1"}, 1, tmp_path / "assets")
+    names = {path.name for path in files}
+    sums = read_sums(tmp_path / "assets" / SUMS)
+    card = (tmp_path / "assets" / "MODEL_CARD.md").read_text()
+    assert (SCORING_ASSET in names) is scoring and (SCORING_ASSET in sums) is scoring
+    assert ("- `scoring.tar.gz`" in card) is scoring and ("Scoring script: `score.py`" in card) is scoring
+    if scoring:
+        assert sums[SCORING_ASSET] == sha((tmp_path / "assets" / SCORING_ASSET).read_bytes())
+        fetch(tmp_path / "version", (tmp_path / "assets" / SCORING_ASSET).read_bytes())  # read back as `serve release:` does
+        assert (tmp_path / "version" / "scoring" / "score.py").read_bytes() == SCRIPT

@@ -20,6 +20,7 @@ from runner.telemetry.report import metric_rows
 from runner.history.rundir import RunPaths
 from runner.storage.s3 import S3Target, pointer_text, upload
 from runner.serving.layout import RELEASE_ASSETS
+from runner.serving.scoring_release import SCORING_ASSET, pack_scoring
 from runner.templates import render
 from runner.telemetry.usage import usage_from, usage_of
 from runner.telemetry.usage_report import change_line, usage_markdown
@@ -61,6 +62,8 @@ def build_assets(
     for source, asset in SERVING_ASSETS.items():  # what the model gate found, and model.onnx
         if (paths.serving / source).is_file():
             shutil.copy(paths.serving / source, directory / asset)
+    if (scoring := pack_scoring(paths.serving, directory / SCORING_ASSET)) is not None:  # the scoring script, as registered
+        digests[SCORING_ASSET] = scoring
     sealed = _seal_assets(model, paths, record, directory)
     _loss_curve(paths, directory / "loss-curve.png")
     _sweep_curves(paths, record, directory / "sweep-trials.png")

@@ -12,9 +12,12 @@ import tempfile
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from runner.serving.layout import RELEASE_ASSETS, VersionDir
+
+if TYPE_CHECKING:
+    from runner.settings import ArchiveLimits
 
 RELEASE_PREFIX = "release:"
 
@@ -97,18 +100,21 @@ def _from_release(ref: str, root: Path, logger, repo, settings) -> Served:
 
     name, _ = parse_ref(ref)
     tag = pull_release(repo, ref, root / "model", logger, settings)
-    _fetch_serving_assets(repo.get_release(tag), root)
+    _fetch_serving_assets(repo.get_release(tag), root, settings.archive_limits)
     serving = VersionDir(root).serving() or {}
     version = tag.rsplit("-v", 1)[-1]
     return Served(name, tag, number(version), serving.get("tensorflow"), VersionDir(root))
 
 
-def _fetch_serving_assets(release, root: Path) -> None:
-    """serving.json, the sample, the predictions and model.onnx where the release has them,
-    each verified against the release's SHA256SUMS (pull_release checked the model itself)."""
+def _fetch_serving_assets(release, root: Path, limits: ArchiveLimits) -> None:
+    """serving.json, the sample, the predictions and model.onnx where the release has them, and
+    the scoring script (scoring.tar.gz) when serving.json names one, each verified against the
+    release's SHA256SUMS (pull_release checked the model itself)."""
     from runner.errors import PublishError
     from runner.github.release_assets import SUMS
     from runner.history.checksums import read_sums, sha256_file
+    from runner.serving.scoring_release import SCORING_ASSET, unpack_scoring
+    from runner.serving.scoring_script import recorded
 
     assets = {asset.name: asset for asset in release.get_assets()}
     wanted = [name for name in RELEASE_ASSETS if name in assets]
@@ -122,10 +128,23 @@ def _fetch_serving_assets(release, root: Path) -> None:
         raise PublishError(f"release {release.tag_name}: {exc}") from None
     finally:
         sums_path.unlink(missing_ok=True)
-    for name in wanted:
-        target = root / RELEASE_ASSETS[name]
+
+    def fetched(name: str, target: Path) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         assets[name].download_asset(str(target))
         if sums.get(name) != sha256_file(target):
             raise PublishError(f"{name} of {release.tag_name} does not match its SHA256SUMS")
+        return target
 
+    for name in wanted:
+        fetched(name, root / RELEASE_ASSETS[name])
+    scoring = recorded(root)
+    if scoring is None:  # no scoring script: scoring.tar.gz, if any, is not read
+        return
+    if SCORING_ASSET not in assets:
+        raise PublishError(f"release {release.tag_name} has no {SCORING_ASSET}, yet its serving.json names the scoring script {str(scoring['script'])[:80]!r}")
+    archive = root / SCORING_ASSET
+    try:
+        unpack_scoring(fetched(SCORING_ASSET, archive), root, scoring, f"{SCORING_ASSET} of {release.tag_name}", limits)
+    finally:
+        archive.unlink(missing_ok=True)

@@ -44,10 +44,10 @@ def trained(tmp_path_factory):
 
 
 class Served:
-    def __init__(self, home: Path, *options: str) -> None:
+    def __init__(self, home: Path, *options: str, ref: str = f"{NAME}@v1", env: dict[str, str] | None = None) -> None:
         self.port = free_port()
-        self.process = subprocess.Popen([TFTRAIN, "serve", f"{NAME}@v1", "--port", str(self.port), *options],
-                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environ(home))
+        self.process = subprocess.Popen([TFTRAIN, "serve", ref, "--port", str(self.port), *options],
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env or environ(home))
         self.lines: list[str] = []
         threading.Thread(target=lambda: self.lines.extend(self.process.stdout), daemon=True).start()
         deadline = time.monotonic() + 900
@@ -146,3 +146,31 @@ def test_deploy_builds_the_image_and_smoke_tests_score(trained, docker_client):
                             capture_output=True, text=True, env=environ(trained[0]), timeout=1800)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "smoke test: /score answers the sample request as run() did in the gate" in result.stdout + result.stderr
+
+
+def test_a_published_scoring_version_is_served_from_its_release(trained, github_api, tmp_path):
+    """The release carries the script (scoring.tar.gz, in SHA256SUMS, named by the model card); a
+    machine with no registry serves it from the release as `tftrain serve NAME@v1` does."""
+    import hashlib
+
+    home, source = trained
+    github = {"GITHUB_REPOSITORY": "octo/models", "GITHUB_API_URL": github_api.url, "GITHUB_TOKEN": "ghs_test"}
+    published = subprocess.run([TFTRAIN, "publish", "--run", f"{NAME}-1"], capture_output=True, text=True, env={**environ(home), **github}, timeout=600)
+    assert published.returncode == 0, published.stdout[-2000:] + published.stderr[-2000:]
+    (release,) = github_api.releases
+    assets = {a["name"]: github_api.assets[a["id"]][1] for a in release["assets"]}
+    sums = dict(line.split()[::-1] for line in assets["SHA256SUMS"].decode().splitlines())
+    assert hashlib.sha256(assets["scoring.tar.gz"]).hexdigest() == sums["scoring.tar.gz"]
+    card = assets["MODEL_CARD.md"].decode()
+    assert "- `scoring.tar.gz`" in card and "Scoring script: `score.py`" in card
+
+    elsewhere = {**environ(tmp_path / "elsewhere"), **github}
+    running = Served(tmp_path / "elsewhere", "--auth-token-env", "SCORE_KEY", ref=f"release:{NAME}@v1", env=elsewhere)
+    try:
+        assert any("scoring script score.py on azmlinfsrv" in line for line in running.lines), "".join(running.lines[-20:])
+        sample = (source / "sample-request.json").read_bytes()
+        assert running.post(sample, KEY) == (200, [0, 1])
+        assert running.post(sample)[0] == 401
+    finally:
+        assert running.stop() == 0, "".join(running.lines[-20:])
+    assert not (tmp_path / "elsewhere" / "models").exists()  # served from the release, not a registry

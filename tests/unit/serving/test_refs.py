@@ -16,6 +16,7 @@ from runner.history.model_registry import Registry
 from runner.history.store import Store
 from runner.serving.layout import Runtime, VersionDir
 from runner.serving.refs import checked_out
+from runner.settings import ArchiveLimits
 
 
 def saved_model(root: Path) -> Path:
@@ -132,7 +133,7 @@ class Release:
 def test_a_releases_serving_assets_land_where_the_registry_keeps_them(tmp_path):
     from runner.serving.refs import _fetch_serving_assets
 
-    _fetch_serving_assets(Release({"serving.json": b"{}", "serving-sample.npz": b"npz", "model.onnx": b"onnx", "metrics.json": b"{}"}), tmp_path)
+    _fetch_serving_assets(Release({"serving.json": b"{}", "serving-sample.npz": b"npz", "model.onnx": b"onnx", "metrics.json": b"{}"}), tmp_path, ArchiveLimits())
     directory = VersionDir(tmp_path)
     assert (directory.serving_json.read_bytes(), directory.sample.read_bytes(), directory.onnx.read_bytes()) == (b"{}", b"npz", b"onnx")
     assert not directory.predictions.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx", "serving"]
@@ -145,4 +146,4 @@ def test_a_release_asset_that_does_not_match_sha256sums_is_refused(tmp_path):
     release = Release({"model.onnx": b"onnx"})
     release.assets[0].content = b"swapped"
     with pytest.raises(PublishError, match="model.onnx of digits-v2 does not match its SHA256SUMS"):
-        _fetch_serving_assets(release, tmp_path)
+        _fetch_serving_assets(release, tmp_path, ArchiveLimits())

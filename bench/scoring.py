@@ -60,7 +60,7 @@ def register_scoring_version(home: Path, model, name: str) -> None:
 def in_process(model, version_dir: Path, name: str, seconds: float) -> list[float]:
     """run()'s latencies called in-process, in the scoring environment, with the server's variables."""
     from runner.environments import scoring_spec
-    from runner.serving.scoring_script import model_variables, shims
+    from runner.serving.scoring.script import model_variables, shims
 
     python = scoring_spec(model.tensorflow, tuple(PACKAGES)).python_path()
     repo = Path(__file__).resolve().parent.parent

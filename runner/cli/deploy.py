@@ -186,7 +186,7 @@ def smoke_test(
         url = f"{base}/v1/models/{name}"
         logger.info(f"smoke test: {image.tags[0]} with cpu {resources.cpu}, memory {resources.memory}")
         if files.scoring is not None:  # Azure's contract: liveness once init() ran, then the sample posted to /score
-            from runner.serving.scoring_smoke import smoke_scoring
+            from runner.serving.scoring.smoke import smoke_scoring
 
             _wait_ready(container, f"{base}/", ready_timeout)
             smoke_scoring(base, files, token, logger)

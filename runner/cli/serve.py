@@ -31,7 +31,7 @@ from runner.paths import tftrain_home
 from runner.serving import guard, supervision
 from runner.serving.layout import Runtime
 from runner.serving.refs import COPY_PREFIX, RELEASE_PREFIX, Served, checked_out
-from runner.serving.scoring_script import packages_of, recorded
+from runner.serving.scoring.script import packages_of, recorded
 
 READY_TIMEOUT_SECONDS = 900  # TensorFlow's import plus a large model's load, on a slow machine
 POLL_SECONDS = 0.2
@@ -64,7 +64,7 @@ def run(args, logger) -> int:
         from runner.environments import link_runner, prepare_serving_env, serving_spec
 
         scoring = recorded(served.directory.root)
-        if scoring is not None:  # Azure's entry script on Azure's server (runner.serving.scoring_server)
+        if scoring is not None:  # Azure's entry script on Azure's server (runner.serving.scoring.server)
             return _serve_scoring(args, served, scoring, token, lifeline_fd, logger)
         check_servable(served, runtime)
 
@@ -102,7 +102,7 @@ def _serve_scoring(args, served: Served, scoring: dict, token: str | None, lifel
     env = prepare_serving_env(scoring_spec(served.framework_version, packages), logger)
     check_port_free(args.host, args.port)
     argv = [
-        env.python, "-m", "runner.serving.scoring_server", "--model-dir", str(served.directory.root), "--name", served.name,
+        env.python, "-m", "runner.serving.scoring.server", "--model-dir", str(served.directory.root), "--name", served.name,
         "--host", args.host, "--port", str(args.port), "--max-body-bytes", str(args.max_body_bytes), "--lifeline-fd", str(lifeline_fd),
     ]
     if served.version is not None:

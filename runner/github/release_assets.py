@@ -20,7 +20,7 @@ from runner.telemetry.report import metric_rows
 from runner.history.rundir import RunPaths
 from runner.storage.s3 import S3Target, pointer_text, upload
 from runner.serving.layout import RELEASE_ASSETS
-from runner.serving.scoring_release import SCORING_ASSET, pack_scoring
+from runner.serving.scoring.release import SCORING_ASSET, pack_scoring
 from runner.templates import render
 from runner.telemetry.usage import usage_from, usage_of
 from runner.telemetry.usage_report import change_line, usage_markdown

@@ -53,7 +53,7 @@ class GateResult:
         if self.onnx is not None:
             kept["model.onnx"] = self.onnx
         scoring = self.serving.scoring
-        if scoring:  # runner.serving.scoring_gate: the script (and its sample request) as the gate ran them
+        if scoring:  # runner.serving.scoring.gate: the script (and its sample request) as the gate ran them
             optional = (("sample-request.json", "sample_request"), ("answer.json", "answer"))
             for name in (scoring["script"], *(name for name, key in optional if scoring.get(key))):
                 kept[f"scoring/{name}"] = self.directory / "scoring" / name
@@ -92,7 +92,7 @@ def run_gate(loaded: LoadedManifest, paths: RunPaths, probe: Probe, env: Environ
     serving = replace(ServingReport.read(out / "serving.json"), checked_in=where)
     serving = replace(serving, onnx=export_onnx(loaded, paths, serving.tensorflow, logger) if "onnx" in spec.export else None)
     if spec.serving.scoring_script:
-        from runner.serving.scoring_gate import gate_scoring
+        from runner.serving.scoring.gate import gate_scoring
 
         scoring = gate_scoring(loaded, paths, out, lambda args, log: _probe(probe, env, paths, args, log, loaded, logger), logger)
         serving = replace(serving, scoring=scoring)

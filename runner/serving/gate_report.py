@@ -74,7 +74,7 @@ class ServingReport:
     load_seconds: float
     checked_in: str = ""  # where the check ran (the run's environment, or the gate's own)
     onnx: OnnxExport | None = None
-    scoring: dict | None = None  # runner.serving.scoring_gate's record of the scoring script (None: none)
+    scoring: dict | None = None  # runner.serving.scoring.gate's record of the scoring script (None: none)
 
     @classmethod
     def read(cls, path: Path) -> ServingReport:

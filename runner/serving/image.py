@@ -29,7 +29,7 @@ from runner.history.checksums import sha256_file, sums_of
 from runner.history.model_registry import SUMS, ModelVersion, checkout_version, damaged
 from runner.serving.imageref import TAG, ImageReference
 from runner.serving.layout import VersionDir
-from runner.serving.scoring_script import packages_of
+from runner.serving.scoring.script import packages_of
 from runner.serving.requirements import framework_constraints, scoring_requirements, serving_constraints, serving_requirements
 from runner.environments import CA_NAME, CONSTRAINTS_NAME, ImageSpec
 from runner.templates import render
@@ -101,7 +101,7 @@ class VersionFiles:
 
     @property
     def scoring(self) -> dict | None:
-        """serving.json's "scoring": the version is served by its scoring script (runner.serving.scoring_server)."""
+        """serving.json's "scoring": the version is served by its scoring script (runner.serving.scoring.server)."""
         scoring = (self.serving or {}).get("scoring")
         return scoring if isinstance(scoring, dict) else None
 
@@ -237,8 +237,8 @@ def model_image_spec(files: VersionFiles, repository: str, environment: ImageSpe
 
 def server_command(name: str, scoring: bool = False) -> list[str]:
     """The image's CMD: the model server of runner.serving.server (or, for a version with a scoring
-    script, runner.serving.scoring_server: azmlinfsrv) on all interfaces (a container's)."""
-    module = "runner.serving.scoring_server" if scoring else "runner.serving.server"
+    script, runner.serving.scoring.server: azmlinfsrv) on all interfaces (a container's)."""
+    module = "runner.serving.scoring.server" if scoring else "runner.serving.server"
     return ["python", "-m", module, "--model-dir", f"{MODELS_DIR}/{name}", "--name", name, "--host", "0.0.0.0", "--port", str(PORT)]
 
 

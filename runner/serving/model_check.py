@@ -166,7 +166,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     try:
         if args.step == "score":
-            from runner.serving.scoring_check import check_script
+            from runner.serving.scoring.check import check_script
 
             result = check_script(args.script, args.model, args.out, args.name, args.sample)
         else:

@@ -113,8 +113,8 @@ def _fetch_serving_assets(release, root: Path, limits: ArchiveLimits) -> None:
     from runner.errors import PublishError
     from runner.github.release_assets import SUMS
     from runner.history.checksums import read_sums, sha256_file
-    from runner.serving.scoring_release import SCORING_ASSET, unpack_scoring
-    from runner.serving.scoring_script import recorded
+    from runner.serving.scoring.release import SCORING_ASSET, unpack_scoring
+    from runner.serving.scoring.script import recorded
 
     assets = {asset.name: asset for asset in release.get_assets()}
     wanted = [name for name in RELEASE_ASSETS if name in assets]

@@ -134,7 +134,7 @@ def test_the_scoring_server_is_never_half_up(trained, tmp_path):
         (version / "serving").mkdir()
         (version / "scoring" / "score.py").write_text(script)
         (version / "serving" / "serving.json").write_text(json.dumps({"scoring": {"script": "score.py"}}))
-        result = subprocess.run([str(python), "-m", "runner.serving.scoring_server", "--model-dir", str(version), "--name", "x", "--port", "0"],
+        result = subprocess.run([str(python), "-m", "runner.serving.scoring.server", "--model-dir", str(version), "--name", "x", "--port", "0"],
                                 capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
         assert result.returncode == 3, result.stderr[-2000:]
         errors = [line for line in result.stderr.splitlines() if line.startswith("tftrain-serve: error:")]

@@ -10,7 +10,7 @@ from runner.serving.image import environment_spec, server_command
 from runner.serving.imageref import parse_reference
 from runner.serving.inference_service import CONTAINER, ServiceSpec
 from runner.serving.image import ServingResources
-from runner.serving.scoring_smoke import differs
+from runner.serving.scoring.smoke import differs
 
 
 def test_the_scoring_environment_is_azmlinfsrv_the_models_tensorflow_and_the_scripts_packages():
@@ -28,7 +28,7 @@ def test_a_scripts_package_reaches_pip_as_one_quoted_word():
 
 
 def test_the_image_runs_the_scoring_server():
-    assert server_command("digits", scoring=True)[:3] == ["python", "-m", "runner.serving.scoring_server"]
+    assert server_command("digits", scoring=True)[:3] == ["python", "-m", "runner.serving.scoring.server"]
     assert server_command("digits")[:3] == ["python", "-m", "runner.serving.server"]
 
 

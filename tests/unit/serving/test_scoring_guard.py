@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from runner.serving.scoring_guard import ScoringGuard
+from runner.serving.scoring.guard import ScoringGuard
 
 KEY = b"s3cret-key"
 
@@ -112,7 +112,7 @@ def test_a_body_at_the_limit_passes_whole(app):
 
 
 def test_the_worker_builds_the_guard_from_what_the_master_configured(app, monkeypatch):
-    from runner.serving import scoring_guard
+    from runner.serving.scoring import guard as scoring_guard
 
     monkeypatch.setattr(scoring_guard, "_CONFIGURED", [])
     with pytest.raises(RuntimeError, match="not configured"):

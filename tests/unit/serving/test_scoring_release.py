@@ -1,4 +1,4 @@
-"""A scoring script carried by a GitHub release (runner.serving.scoring_release): packed from the
+"""A scoring script carried by a GitHub release (runner.serving.scoring.release): packed from the
 run's serving/scoring/ as scoring.tar.gz, read back into the version directory's scoring/ by
 runner.serving.refs, and every hostile archive or listing refused in one line with nothing left."""
 
@@ -15,8 +15,8 @@ from hostile_archives import archive_bytes, directory, entry
 from runner.errors import PublishError, RegistryError
 from runner.history.archive import pack
 from runner.serving.refs import _fetch_serving_assets
-from runner.serving.scoring_release import SCORING_ASSET, kept_files, pack_scoring, unpack_scoring
-from runner.serving.scoring_script import recorded
+from runner.serving.scoring.release import SCORING_ASSET, kept_files, pack_scoring, unpack_scoring
+from runner.serving.scoring.script import recorded
 from runner.settings import ArchiveLimits
 from test_refs import Release
 

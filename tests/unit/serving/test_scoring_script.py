@@ -1,4 +1,4 @@
-"""A scoring script as the gate checks it (runner.serving.scoring_check, in-process here): a script
+"""A scoring script as the gate checks it (runner.serving.scoring.check, in-process here): a script
 without init/run, one whose import or init() raises, run() answering what JSON cannot hold or
 raising on the sample — each one line with the script's FILE:LINE; and the conda file's packages."""
 
@@ -10,9 +10,10 @@ import textwrap
 import pytest
 
 from runner.errors import ManifestError
-from runner.serving import scoring_script
-from runner.serving.scoring_check import check_script
-from runner.serving.scoring_gate import DROPPED, conda_packages
+import runner
+from runner.serving.scoring import script as scoring_script
+from runner.serving.scoring.check import check_script
+from runner.serving.scoring.gate import DROPPED, conda_packages
 
 
 @pytest.fixture
@@ -108,7 +109,7 @@ def test_the_layer_exports_model_where_azure_scripts_import_it():
     import importlib
     import sys
 
-    shims = str(scoring_script.shims(__import__("pathlib").Path(scoring_script.__file__).resolve().parents[2]))
+    shims = str(scoring_script.shims(__import__("pathlib").Path(runner.__file__).resolve().parents[1]))
     sys.path.insert(0, shims)
     try:
         for name in [key for key in sys.modules if key == "azureml" or key.startswith("azureml.")]:

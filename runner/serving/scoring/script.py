@@ -1,6 +1,6 @@
 """A scoring script as Azure's inference server calls it: loaded from its file, init() once, then
 run(raw_data) with the request body as a string (azmlinfsrv's undecorated run). What the gate
-(runner.serving.scoring_check) and the server (runner.serving.scoring_server) agree on: which
+(runner.serving.scoring.check) and the server (runner.serving.scoring.server) agree on: which
 exceptions from run() mean the request was wrong (400) and which the script or model failed (500),
 and how a failure is told in one line with the script's FILE:LINE. Standard library only.
 """

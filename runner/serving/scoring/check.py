@@ -15,12 +15,13 @@ import time
 import traceback
 from pathlib import Path
 
-from runner.serving import scoring_script
+import runner
+from runner.serving.scoring import script as scoring_script
 
 
 def check_script(script: Path, registered: Path, out: Path, name: str, sample: Path | None) -> dict:
     os.environ.update(scoring_script.model_variables(registered, name, None))
-    here = Path(__file__).resolve().parents[2]  # the directory that holds `runner`
+    here = Path(runner.__file__).resolve().parents[1]  # the directory that holds `runner`
     sys.path.insert(0, str(scoring_script.shims(here)))
     sys.path.insert(1, str(script.parent))  # azmlinfsrv puts the script's directory on the path
     try:

@@ -1,7 +1,7 @@
 """A scoring script's server: Azure's own inference server (azmlinfsrv: its Flask app under
-gunicorn, as `azmlinfsrv --entry_script` runs it) with runner.serving.scoring_guard in front.
+gunicorn, as `azmlinfsrv --entry_script` runs it) with runner.serving.scoring.guard in front.
 
-    python -m runner.serving.scoring_server --model-dir VERSION_DIR --name NAME [--version N]
+    python -m runner.serving.scoring.server --model-dir VERSION_DIR --name NAME [--version N]
         [--host 127.0.0.1] [--port 8080] [--max-body-bytes N] [--lifeline-fd FD]
 
 The version's scoring/SCRIPT is the entry script; AZUREML_MODEL_DIR and Model.get_model_path point
@@ -22,7 +22,9 @@ import os
 import sys
 from pathlib import Path
 
-from runner.serving import guard, scoring_guard, scoring_script, supervision
+import runner
+from runner.serving import guard, supervision
+from runner.serving.scoring import guard as scoring_guard, script as scoring_script
 
 LOAD_FAILED = 3  # gunicorn's own exit status when its worker fails to boot
 BAD_SETTING = 2
@@ -101,7 +103,7 @@ def classify(user_script) -> None:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m runner.serving.scoring_server", description="Serve a scoring script on azmlinfsrv.")
+    parser = argparse.ArgumentParser(prog="python -m runner.serving.scoring.server", description="Serve a scoring script on azmlinfsrv.")
     parser.add_argument("--model-dir", type=Path, required=True, help="the version's directory: model/, scoring/, serving/serving.json")
     parser.add_argument("--name", required=True)
     parser.add_argument("--version", type=int, default=None)
@@ -151,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"tftrain-serve: error: {exc}", file=sys.stderr, flush=True)
         return LOAD_FAILED
-    here = Path(__file__).resolve().parents[2]
+    here = Path(runner.__file__).resolve().parents[1]  # the directory that holds `runner`
     os.environ.update(scoring_script.model_variables(registered_model(root), args.name, args.version))
     os.environ.update({
         "AZUREML_ENTRY_SCRIPT": script.name, "AML_APP_ROOT": str(script.parent), "SERVICE_NAME": args.name,
@@ -176,7 +178,7 @@ def run_gunicorn(listener, args) -> int:
     sys.argv = [
         "azmlinfsrv", *quiet, "-b", f"fd://{listener.fileno()}", "-w", "1",
         "--timeout", os.environ.get("WORKER_TIMEOUT", WORKER_TIMEOUT_SECONDS), "--graceful-timeout", str(args.grace_period),
-        "--access-logfile", "-", "--error-logfile", "-", "runner.serving.scoring_server:create()",
+        "--access-logfile", "-", "--error-logfile", "-", "runner.serving.scoring.server:create()",
     ]
     try:
         gunicorn.app.wsgiapp.WSGIApplication("%(prog)s [OPTIONS] [APP_MODULE]").run()

@@ -18,7 +18,7 @@ from pathlib import Path
 from runner.errors import PublishError, RegistryError
 from runner.history.archive import pack, unpack
 from runner.history.checksums import sha256_file
-from runner.serving.scoring_script import recorded
+from runner.serving.scoring.script import recorded
 from runner.settings import ArchiveLimits
 
 SCORING_ASSET = "scoring.tar.gz"

@@ -1,7 +1,7 @@
 """The gate's part for a scoring script (model.serving.scoring_script): the script, its sample
 request and the packages it asked for are copied into the run's serving/scoring/ (checked again:
 a plain file inside the snapshot, reached through no link), init() and run() are called on the
-sample in the model's environment (runner.serving.scoring_check), and what registration keeps is
+sample in the model's environment (runner.serving.scoring.check), and what registration keeps is
 described in serving.json's "scoring": the script's name and sha256, the sample's, the packages
 (a conda file's pip list, read now: the version needs no conda file to be served) and auth.
 """

@@ -1,4 +1,4 @@
-"""`tftrain deploy`'s smoke test for an image serving a scoring script (runner.serving.scoring_server):
+"""`tftrain deploy`'s smoke test for an image serving a scoring script (runner.serving.scoring.server):
 the container answered `GET /` (init() ran); with a key, `POST /score` without it must be 401; the
 version's sample request (model.serving.sample_request) is posted in the script's own shape and its
 answer must be JSON and match what run() answered in the gate (numbers within TOLERANCE)."""

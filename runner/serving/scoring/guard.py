@@ -85,7 +85,7 @@ def configure(token: bytes | None, max_body: int) -> None:
 def guarded(app) -> ScoringGuard:
     """`app` behind the guard, with what configure() was given (the server's entry calls it first)."""
     if not _CONFIGURED:
-        raise RuntimeError("the scoring guard was not configured: start the server with python -m runner.serving.scoring_server")
+        raise RuntimeError("the scoring guard was not configured: start the server with python -m runner.serving.scoring.server")
     token, max_body = _CONFIGURED[0]
     return ScoringGuard(app, token, max_body)
 

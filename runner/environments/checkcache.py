@@ -7,7 +7,8 @@ and mtime), what one short process of it says of itself (nothing imported that `
 loaded: a few milliseconds; executable, prefix, version, and the import path after `site` ran, so
 .pth files and PYTHONPATH are in it), the device, inode, size and mtime of every directory on that
 path (a `pip install` or `uninstall` adds or removes entries in site-packages, which moves its
-mtime), and PYTHONPATH itself. (The container check of an image is not kept.)
+mtime), and PYTHONPATH itself. An image's check is kept under the image's content-addressed id
+(the same bytes on any daemon) and the interpreter named in it.
 
 The current directory (the '' at the head of the import path) is left out: it is wherever tftrain
 was started, not part of the interpreter.
@@ -41,6 +42,7 @@ MAX_LAYOUT_BYTES = 1 << 20  # the import path of a very large environment is a f
 LAYOUT_TIMEOUT = 60
 # What the interpreter says of itself, NUL-separated (no path holds a NUL): nothing that `site` has not loaded already
 LAYOUT_PROBE = "import os, sys; sys.stdout.buffer.write(b'\\0'.join(map(os.fsencode, [sys.executable, sys.prefix, sys.version, *sys.path])))"
+IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
 VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}")  # what tf.__version__ looks like
 
 
@@ -74,6 +76,13 @@ def interpreter_key(python: str) -> str | None:
             "PYTHONPATH": os.environ.get("PYTHONPATH"),
         }
     )
+
+
+def image_key(image_id: str | None, python: str) -> str | None:
+    """The key of `python`'s answer in the image whose content-addressed id is `image_id`."""
+    if not image_id or not IMAGE_ID.fullmatch(image_id):
+        return None
+    return _digest({"image": image_id, "python": python})
 
 
 def kept(key: str | None) -> str | None:

@@ -177,3 +177,50 @@ def test_a_cache_that_cannot_be_written_costs_only_the_import(fake, tmp_path, mo
     assert check(fake) == "2.18.1"
     assert check(fake) == "2.18.1"
     assert fake.imports == 2
+
+
+class FakeClient:
+    """A daemon whose containers answer the import check (or fail it); `runs` counts them."""
+
+    def __init__(self) -> None:
+        import docker
+
+        self.version: str | None = "2.18.1"
+        self.runs = 0
+        outer = self
+
+        class Containers:
+            def run(self, image, argv, **kwargs):
+                outer.runs += 1
+                if outer.version is None:
+                    raise docker.errors.ContainerError(image, 1, argv, image, b"ModuleNotFoundError: No module named 'tensorflow'\n")
+                return f"{outer.version}\n".encode()
+
+        self.containers = Containers()
+
+
+IMAGE_ID = "sha256:" + "ab" * 32
+
+
+def test_an_images_check_is_kept_under_its_content_addressed_id(tmp_path, monkeypatch):
+    monkeypatch.setenv("TFTRAIN_CACHE_DIR", str(tmp_path / "cache"))
+    client = FakeClient()
+    for _ in range(2):
+        assert user_managed.check_image_python(client, "team/tf:1", "python3", IMAGE_ID) == "2.18.1"
+    assert client.runs == 1
+    user_managed.check_image_python(client, "team/tf:1", "/opt/env/bin/python", IMAGE_ID)  # another interpreter in it
+    user_managed.check_image_python(client, "team/tf:1", "python3", "sha256:" + "cd" * 32)  # the tag moved: other bytes
+    assert client.runs == 3
+    for not_an_id in (None, "sha256:feed", "team/tf:1", "sha256:" + "ab" * 32 + "/../x"):
+        user_managed.check_image_python(client, "team/tf:1", "python3", not_an_id)
+    assert client.runs == 7  # no content-addressed id: never kept
+
+
+def test_an_images_failed_check_is_never_kept(tmp_path, monkeypatch):
+    monkeypatch.setenv("TFTRAIN_CACHE_DIR", str(tmp_path / "cache"))
+    client = FakeClient()
+    client.version = None
+    for _ in range(2):
+        with pytest.raises(PreparingError, match="python3 in image team/tf:1 cannot import tensorflow"):
+            user_managed.check_image_python(client, "team/tf:1", "python3", IMAGE_ID)
+    assert client.runs == 2

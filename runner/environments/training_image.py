@@ -49,7 +49,7 @@ def prepare_image(
         check_gpu_runtime(client)
     base_id = base_image_id(client, base, logger, auth)
     if manifest.user_managed:
-        return DaemonImage(None, None, True, check_image_python(client, base, image_python(manifest)))
+        return DaemonImage(None, None, True, check_image_python(client, base, image_python(manifest), base_id))
     spec = image_spec(loaded, base_id, host_ca_bundle(ca_bundles))
     image_id = existing_image(client, spec.tag)
     if image_id is not None:

@@ -1,12 +1,14 @@
 """`user_managed: true`: the training runs in an interpreter or image tftrain did not build. Before
 the run, one short process checks that TensorFlow imports there (`check_interpreter` on this
 machine, `check_image_python` in a container of the image on a daemon), so that a missing package
-is one line before anything runs rather than a traceback from every rank."""
+is one line before anything runs rather than a traceback from every rank. A check that passed is
+kept (runner/environments/checkcache.py) until the interpreter, what it can import, or the image changes."""
 
 from __future__ import annotations
 
 import subprocess
 
+from runner.environments.checkcache import image_key, interpreter_key, keep, kept
 from runner.errors import PreparingError, one_line
 from runner.manifest.model import Manifest
 
@@ -37,6 +39,16 @@ def import_failed(where: str, output: str) -> PreparingError:
 
 def check_interpreter(python: str) -> str:
     """TensorFlow's version in `python` (a local interpreter), or a PreparingError naming what is missing."""
+    version = kept(interpreter_key(python))
+    if version is None:
+        version = import_in(python)
+        # the key as the import left it: a first import may write site-packages/__pycache__
+        keep(interpreter_key(python), version)
+    return version
+
+
+def import_in(python: str) -> str:
+    """check_interpreter's import, always run."""
     try:
         done = subprocess.run(
             probe_argv(python), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", timeout=PROBE_TIMEOUT
@@ -55,8 +67,19 @@ def image_python(manifest: Manifest) -> str:
     return manifest.python or IMAGE_PYTHON
 
 
-def check_image_python(client, image: str, python: str) -> str:
-    """TensorFlow's version in `image`'s `python`, from a short container with no network."""
+def check_image_python(client, image: str, python: str, image_id: str | None = None) -> str:
+    """TensorFlow's version in `image`'s `python`, from a short container with no network; a passed
+    check is kept under `image_id` (the daemon's content-addressed id of `image`) when it is given."""
+    key = image_key(image_id, python)
+    version = kept(key)
+    if version is None:
+        version = import_in_image(client, image, python)
+        keep(key, version)
+    return version
+
+
+def import_in_image(client, image: str, python: str) -> str:
+    """check_image_python's container, always run."""
     import docker
 
     where = f"{python} in image {image}"

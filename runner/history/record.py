@@ -121,6 +121,11 @@ class Phase(_Model):
     phase: RunStatus
     started: float
     ended: float | None = None
+    reason: str | None = None  # why the run waits in it (Queued: Slurm's pending reason), as last told
+
+    def as_dict(self) -> dict:
+        """run.json's form: a reason only where the run waited for one."""
+        return self.model_dump(mode="json", exclude=None if self.reason is not None else {"reason"})
 
 
 class Attempt(_Model):
@@ -191,6 +196,15 @@ class RunRecord(_Model):
     cause: Cause | None = None  # why it ended from outside (lost: its tftrain was gone), when it did
     usage: Usage | None = None  # what its training used and cost (runner.telemetry.usage), once it ran
 
+    def waits(self, reason: str | None) -> None:
+        """Why the run waits in its open phase (a scheduler's queue): kept on the phase, and as the
+        run's message (`tftrain runs`) until the next phase begins."""
+        told = self.phases[-2].reason if len(self.phases) > 1 else None
+        if self.phases:
+            self.phases[-1].reason = reason
+        if reason is not None or (told is not None and self.message == told):
+            self.message = reason
+
     @model_validator(mode="before")
     @classmethod
     def _lost_by_message(cls, data):
@@ -219,6 +233,7 @@ class RunRecord(_Model):
         if self.usage is not None:
             data["usage"] = self.usage.as_dict()
         data["metrics"] = self.metrics.as_dict() if self.metrics is not None else None
+        data["phases"] = [phase.as_dict() for phase in self.phases]
         if self.attempt is not None:
             data["attempt"] = self.attempt.as_dict()
         return data

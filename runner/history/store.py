@@ -199,12 +199,15 @@ class Store:
         fields.pop("run_dir", None)  # where the record is, is where the run is
         self._change(run_id, lambda record: RunRecord.model_validate({**dict(record), **fields}))
 
-    def start_phase(self, run_id: str, phase: RunStatus, at: float | None = None) -> None:
-        """`phase` begins (at `at`, a time.time() taken when it did, where it is written later)."""
+    def start_phase(self, run_id: str, phase: RunStatus, at: float | None = None, reason: str | None = None) -> None:
+        """`phase` begins (at `at`, a time.time() taken when it did, where it is written later);
+        `reason`: why the run waits in it. The open phase again, with a reason: only that changes."""
 
         def change(record: RunRecord) -> RunRecord:
-            _add_phase(record, RunStatus(phase), ended=False, now=at)
+            if not (reason and record.phases and record.phases[-1].phase == phase and record.phases[-1].ended is None):
+                _add_phase(record, RunStatus(phase), ended=False, now=at)
             record.status = RunStatus(phase)
+            record.waits(reason)
             return record
 
         self._change(run_id, change)

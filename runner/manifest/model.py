@@ -133,7 +133,7 @@ class ComputeSpec(Model):
     hosts: list[str] = Field(default_factory=list, description="Pool hosts this job may use (default: any)")
     host_labels: list[str] = Field(default_factory=list, description="Labels every pool host of this job must have")
     queue_timeout_seconds: int = Field(
-        default=3600, ge=0, le=MAX_SECONDS, description="How long a pool job waits for free GPUs/slots before it fails (0: fail at once)"
+        default=3600, ge=0, le=MAX_SECONDS, description="How long a pool job waits for free GPUs/slots, or a Slurm job stays PENDING, before it fails (0: fail at once)"
     )
     cost: CostSpec | None = Field(
         default=None, description="Prices ({gpu_hour, cpu_hour, currency}): the run records its cost (default: the pool file's cost, if any)"

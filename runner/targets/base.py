@@ -15,6 +15,7 @@ the backends, runner.targets.factory makes one.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -74,8 +75,14 @@ class RunControl:
     force: threading.Event = field(default_factory=threading.Event)
     cgroup: str | None = None  # the run's cgroup name (runner.targets.containment.run_cgroup_name): local runs are contained in it
     started: Callable[[], None] | None = None  # called once the plan has started (supervise): what the training need not wait for
+    queued: Callable[[str], None] | None = None  # called while a submitted plan waits in a scheduler's queue (Slurm's PENDING), with why: the run is Queued until `started`
     stop_signal: int | None = None  # the signal to tftrain that set `cancel` (SIGINT: a user; SIGTERM, SIGHUP: the machine going away)
     archive_limits: ArchiveLimits = field(default_factory=ArchiveLimits)  # what a copy-out extracts at most (Settings)
+
+    def start_clock(self) -> None:
+        """max_run_duration_seconds counts from now: as the plan starts, or leaves a scheduler's queue."""
+        if self.limit_seconds:
+            self.deadline = time.monotonic() + self.limit_seconds
 
 
 # (argv of the probe, its log, a time limit) → its exit status, None past the limit, or False where

@@ -75,10 +75,15 @@ def supervise(
             return outcome
         if control.cancel.is_set():
             stop(0.0 if control.force.is_set() else control.grace_seconds)
-            return Outcome(RunStatus.CANCELED, None, (control.reason or "canceled by a signal to tftrain") + stopped)
+            return canceled(control, stopped)
         if control.deadline is not None and time.monotonic() >= control.deadline:
             stop(control.grace_seconds)
             return Outcome(RunStatus.TIMED_OUT, None, f"max_run_duration_seconds ({control.limit_seconds}s) reached{stopped}")
+
+
+def canceled(control, stopped: str = "") -> Outcome:
+    """The outcome of a plan stopped for `control.cancel`: a sweep's reason, else the signal's."""
+    return Outcome(RunStatus.CANCELED, None, (control.reason or "canceled by a signal to tftrain") + stopped)
 
 
 def by_policy(

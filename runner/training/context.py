@@ -104,17 +104,25 @@ class Session:
     def phase(self, name: RunStatus, control: RunControl | None = None):
         """The phase, in the history and on the console. With `control` (Running), the history's
         write waits until the plan has started (control.started): the script does not wait for its
-        fsync. It is written by the time the phase ends, whatever happens, stamped with when it began."""
-        begun, pending = time.time(), [name]
+        fsync. It is written by the time the phase ends, whatever happens, stamped with when it began.
+        A plan that waits in a scheduler's queue first (control.queued: Slurm's PENDING) makes the
+        run Queued, with the reason, until it starts (then stamped with that time), or never Running."""
+        begun, pending, waited = time.time(), [name], []
 
         def record() -> None:
             while pending:
-                self.store.start_phase(self.run_id, pending.pop(), at=begun)
+                self.store.start_phase(self.run_id, pending.pop(), at=None if waited else begun)
+
+        def queued(reason: str) -> None:
+            if pending:
+                self.store.start_phase(self.run_id, RunStatus.QUEUED, reason=reason)
+                waited.append(reason)
 
         if control is None:
             record()
         else:
             control.started = _first_then(record, control.started)
+            control.queued = queued
         self.logger.phase(name)
         started = time.monotonic()
         ok = False
@@ -122,6 +130,8 @@ class Session:
             yield
             ok = True
         finally:
+            if waited:
+                pending.clear()  # still queued: it never ran
             record()
             self.logger.phase_done(name, time.monotonic() - started, ok)
 

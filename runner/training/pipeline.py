@@ -221,8 +221,7 @@ def _execute(ctx: RunContext, prepared: Prepared, recorder: MetricsRecorder) -> 
     for name, content in plan.files.items():
         paths.launch_dir.mkdir(exist_ok=True)
         (paths.launch_dir / name).write_text(content)
-    if control.limit_seconds:
-        control.deadline = time.monotonic() + control.limit_seconds
+    control.start_clock()
     try:
         outcome = ctx.target.execute(plan, pump, sinks, control, logger)
     except DiskFullError as exc:  # a later write (run.json) that failed for the space a log lacked first

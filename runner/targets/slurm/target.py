@@ -6,7 +6,8 @@ partition, a request the cluster can never satisfy, a controller that does not a
 run is recorded. environment: the local target's cached virtualenv (runner.environments, built
 once under a lock), on a filesystem every node sees. finalize: the batch script
 (templates/slurm_batch.sh.j2) and tasks.json, kept in the run's launch directory. execute: sbatch,
-then each task's log followed from the shared filesystem, the job watched and stopped
+then the run Queued while Slurm keeps the job PENDING (with its reason; compute.queue_timeout_seconds), each
+task's log followed from the shared filesystem, the job watched and stopped
 (runner.targets.slurm.watch). Containers: none (Apptainer and enroot are not in Debian 12).
 """
 
@@ -49,6 +50,7 @@ class SlurmState(TargetState):
     local: LocalState  # the environment, as the local target makes it
     request: BatchRequest
     pmix: bool  # MPI ranks start through srun --mpi=pmix (else mpirun in the allocation)
+    queue_timeout: int  # compute.queue_timeout_seconds: how long the job may stay PENDING
 
 
 def home_comment(home: Path) -> str:
@@ -107,7 +109,7 @@ class SlurmTarget(Target):
             local = LocalState(current_interpreter(), None if dry_run else check_interpreter(_user_python(loaded)))
         else:
             local = LocalState(env_spec(manifest, loaded.source_dir))
-        self.state = SlurmState(local, request, _pmix_wanted(loaded, dry_run))
+        self.state = SlurmState(local, request, _pmix_wanted(loaded, dry_run), manifest.compute.queue_timeout_seconds)
         return self.state
 
     def environment(self, loaded: LoadedManifest, state: SlurmState, paths: RunPaths, logger: Logger, dry_run: bool) -> Environment:
@@ -154,6 +156,10 @@ class SlurmTarget(Target):
             def stop(grace: float) -> None:
                 watch.stop(grace, control.force)
 
+            waited = watch.queue(control, self.state.queue_timeout)  # Queued while PENDING
+            if waited is not None:
+                return waited
+            control.start_clock()  # max_run_duration_seconds counts from Running, not from the submission
             decided = by_policy(watch.codes, stop, plan.success_policy, control)
 
             def judge() -> Outcome | None:

@@ -9,17 +9,21 @@ import threading
 import time
 from pathlib import Path
 
-from runner.errors import ClusterError, Vanished
+from runner.errors import ClusterError, PlacementError, Vanished
 from runner.history.record import RunStatus
+from runner.manifest.document import one_line
 from runner.plan.model import LaunchPlan, TaskSpec
-from runner.targets.base import Outcome
+from runner.targets.base import Outcome, RunControl
 from runner.targets.slurm import jobs
 from runner.targets.slurm.jobs import JobInfo, JobState
+from runner.targets.supervise import canceled
 from runner.telemetry.logger import Logger
 
 STATE_EVERY = 0.5  # seconds between two questions to slurmctld
 SILENT_SECONDS = 60.0  # slurmctld not answering this long: the job is lost to tftrain
 GONE_WAIT_SECONDS = 30.0  # after the kill, how long to wait for Slurm to end the job
+REASON_CHARS = 200  # of Slurm's pending reason, kept in the run's record
+UNSEEN_SECONDS = 60.0  # a PENDING job without a reason is not yet looked at: Slurm's default sched_interval to do so
 
 
 def read_exit(path: Path) -> int | None:
@@ -46,6 +50,13 @@ def ending_of(info: JobInfo, job_id: str) -> Outcome:
     code = info.exit_code if info.exit_code else None
     detail = f" (exit code {code})" if code is not None else f" (signal {info.signal})" if info.signal else ""
     return Outcome(RunStatus.FAILED, code, f"Slurm job {job_id} ended {state.value}{detail} before every task reported its exit status")
+
+
+def pending_reason(info: JobInfo | None) -> str:
+    """Why Slurm keeps a job PENDING, as one printable line of at most REASON_CHARS (the record's,
+    the console's): scontrol's Reason is the cluster's text."""
+    reason = one_line(info.reason)[:REASON_CHARS] if info is not None else ""
+    return reason or "no reason given"
 
 
 class JobWatch:
@@ -88,9 +99,38 @@ class JobWatch:
             return
         self.told = said
         if info.state == JobState.PENDING:
-            self.logger.info(f"slurm job {self.job_id}: Queued (PENDING: {info.reason or 'no reason given'})")
+            self.logger.info(f"slurm job {self.job_id}: Queued (PENDING: {pending_reason(info)})")
         elif info.state == JobState.RUNNING:
             self.logger.info(f"slurm job {self.job_id}: RUNNING")
+
+    def queue(self, control: RunControl, timeout: int) -> Outcome | None:
+        """While Slurm keeps the job PENDING the run is Queued, with Slurm's reason (control.queued);
+        None once the job left PENDING (it runs, or it ended: the watch judges it next). Canceled
+        while pending: scancel, Canceled. Still pending after `timeout` seconds
+        (compute.queue_timeout_seconds, as the pool's queue; a job Slurm has not yet looked at, with
+        no reason, is given UNSEEN_SECONDS more: every job is PENDING a moment): scancel, PlacementError."""
+        since, told = time.monotonic(), None
+        while True:
+            try:
+                info = self.state(fresh=True)
+            except Vanished:
+                return None  # the watch meets it again, and fails the run
+            if info is not None and info.state != JobState.PENDING:
+                return None
+            if info is not None and info.reason != told and control.queued is not None:
+                told = info.reason
+                control.queued(f"Slurm job {self.job_id}: PENDING ({pending_reason(info)})")
+            if control.cancel.is_set():
+                self.stop(0.0, control.force)
+                return canceled(control, f" while queued; Slurm job {self.job_id} was canceled")
+            waited = time.monotonic() - since
+            if waited > timeout and ((info is not None and info.reason) or waited > timeout + UNSEEN_SECONDS):
+                self.stop(0.0, control.force)
+                raise PlacementError(
+                    f"compute.queue_timeout_seconds ({timeout}s) passed and Slurm job {self.job_id} is still PENDING "
+                    f"({pending_reason(info)}); it was canceled"
+                )
+            control.cancel.wait(STATE_EVERY)
 
     def stop(self, grace: float, force: threading.Event) -> None:
         """SIGTERM to the batch shell and every task, up to `grace` seconds, then scancel; returns

@@ -267,3 +267,27 @@ def test_a_phase_written_later_keeps_the_time_it_began(tmp_path):
     phases = record(home, run_id)["phases"]
     assert phases[-2]["phase"] == "Preparing" and phases[-2]["ended"] == began
     assert phases[-1] == {**phases[-1], "phase": "Running", "started": began, "ended": None}
+
+
+def test_a_run_queued_again_says_why_until_it_runs(tmp_path):
+    """Slurm's PENDING after Preparing: Queued again, with Slurm's reason on the phase and as the
+    run's message (`tftrain runs`); a new reason keeps when the wait began; Running clears the message."""
+    home = tmp_path / "home"
+    with Store(home) as store:
+        run_id = store.new_run("demo", MANIFEST)
+        store.start_phase(run_id, "Preparing")
+        store.start_phase(run_id, "Queued", reason="Slurm job 7: PENDING (Priority)")
+        first = record(home, run_id)
+        assert first["status"] == "Queued" and first["message"] == "Slurm job 7: PENDING (Priority)"
+        assert [(p["phase"], p.get("reason")) for p in first["phases"]] == [("Preparing", None), ("Queued", "Slurm job 7: PENDING (Priority)")]
+        store.start_phase(run_id, "Queued", reason="Slurm job 7: PENDING (Resources)")
+        again = record(home, run_id)
+        assert again["phases"][-1] == {**first["phases"][-1], "reason": "Slurm job 7: PENDING (Resources)"}
+        assert again["message"] == "Slurm job 7: PENDING (Resources)" and len(again["phases"]) == 2
+        assert [run.message for run in store.runs()] == ["Slurm job 7: PENDING (Resources)"]
+        store.start_phase(run_id, "Running")
+        running = record(home, run_id)
+        assert running["status"] == "Running" and running["message"] is None
+        assert running["phases"][-2]["reason"] == "Slurm job 7: PENDING (Resources)" and running["phases"][-2]["ended"] is not None
+        store.finish(run_id, "Completed", 0, None)
+    assert [p["phase"] for p in record(home, run_id)["phases"]] == ["Preparing", "Queued", "Running", "Completed"]

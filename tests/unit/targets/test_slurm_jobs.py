@@ -3,12 +3,19 @@ refusals as tftrain's errors, the jobcomp file and exit files as hostile text.""
 
 from __future__ import annotations
 
+import io
+from pathlib import Path
+
 import pytest
 
 from runner.errors import ClusterError, ManifestError, PlacementError
 from runner.history.record import RunStatus
 from runner.targets.slurm.jobs import JobInfo, JobState, from_jobcomp, info_from, judge_refusal, parse_fields
-from runner.targets.slurm.watch import ending_of, read_exit
+from runner.settings import LoggerSettings
+from runner.targets.base import RunControl
+from runner.targets.slurm import watch as watch_module
+from runner.targets.slurm.watch import JobWatch, ending_of, read_exit
+from runner.telemetry.logger import Logger
 from runner.github.routing import runs_on
 from runner.manifest.model import Manifest
 
@@ -90,3 +97,88 @@ def test_sbatch_refusals(stderr, error, words):
 def test_a_login_node_runner():
     manifest = Manifest.model_validate({"name": "m", "entry_script": "t.py", "use_gpu": True, "compute": {"target": "slurm", "runner_labels": ["hpc"]}})
     assert runs_on(manifest) == ["self-hosted", "linux", "slurm", "hpc"]  # the GPUs are the cluster's, not the runner's
+
+
+class Queue:
+    """Slurm's answers about one job, without a cluster: PENDING with `reasons` in turn (the last
+    one kept), then `then` — or CANCELLED once scancel was called."""
+
+    def __init__(self, monkeypatch, reasons: list[str], then: JobState | None = None, after: int = 0) -> None:
+        self.reasons, self.then, self.after, self.asked, self.canceled = reasons, then, after, 0, []
+        monkeypatch.setattr(watch_module, "STATE_EVERY", 0.01)
+        monkeypatch.setattr(watch_module.jobs, "job_info", self.info)
+        monkeypatch.setattr(watch_module.jobs, "cancel", lambda job_id, signal_name=None: self.canceled.append((job_id, signal_name)))
+
+    def info(self, job_id: str, jobcomp) -> JobInfo:
+        assert job_id == "7"
+        self.asked += 1
+        if self.canceled:
+            return JobInfo(JobState.CANCELLED)
+        if self.then is not None and self.asked > self.after:
+            return JobInfo(self.then)
+        return JobInfo(JobState.PENDING, self.reasons[min(self.asked, len(self.reasons)) - 1])
+
+
+def queue_watch() -> JobWatch:
+    return JobWatch("7", Path("/nonexistent"), None, False, None, Logger(io.StringIO(), settings=LoggerSettings()))
+
+
+def told_control(told: list[str]) -> RunControl:
+    control = RunControl("TFTRAIN_RUN_ID=demo-1", 1.0)
+    control.queued = told.append
+    return control
+
+
+def test_a_pending_job_is_queued_with_each_new_reason_until_it_runs(monkeypatch):
+    slurm = Queue(monkeypatch, ["", "Priority", "Priority", "Resources"], then=JobState.RUNNING, after=5)
+    told: list[str] = []
+    assert queue_watch().queue(told_control(told), 3600) is None
+    assert told == ["Slurm job 7: PENDING (no reason given)", "Slurm job 7: PENDING (Priority)", "Slurm job 7: PENDING (Resources)"]
+    assert slurm.canceled == []
+
+
+@pytest.mark.parametrize("state", [JobState.RUNNING, JobState.COMPLETED, JobState.FAILED])
+def test_a_job_that_never_pended_is_never_queued(monkeypatch, state):
+    Queue(monkeypatch, ["Priority"], then=state)
+    told: list[str] = []
+    assert queue_watch().queue(told_control(told), 0) is None and told == []
+
+
+def test_canceled_while_pending(monkeypatch):
+    slurm = Queue(monkeypatch, ["JobHeldUser"])
+    told: list[str] = []
+    control = told_control(told)
+    control.cancel.set()
+    outcome = queue_watch().queue(control, 3600)
+    assert outcome.status == RunStatus.CANCELED and "while queued; Slurm job 7 was canceled" in outcome.message
+    assert slurm.canceled == [("7", None)]  # nothing ran: no grace, no signal to tasks, scancel at once
+    assert told == ["Slurm job 7: PENDING (JobHeldUser)"]
+
+
+def test_a_job_slurm_has_not_looked_at_yet_is_not_failed_by_a_zero_timeout(monkeypatch):
+    """Right after sbatch every job is PENDING with Reason=None, also on an idle cluster."""
+    slurm = Queue(monkeypatch, [""], then=JobState.RUNNING, after=3)
+    assert queue_watch().queue(told_control([]), 0) is None and slurm.canceled == []
+    monkeypatch.setattr(watch_module, "UNSEEN_SECONDS", 0.05)
+    never = Queue(monkeypatch, [""])  # … but not forever
+    with pytest.raises(PlacementError, match=r"still PENDING \(no reason given\)"):
+        queue_watch().queue(told_control([]), 0)
+    assert never.canceled == [("7", None)]
+
+
+def test_pending_past_the_queue_timeout_fails_and_is_canceled(monkeypatch):
+    slurm = Queue(monkeypatch, ["Resources"])
+    with pytest.raises(PlacementError, match=r"compute\.queue_timeout_seconds \(0s\) passed and Slurm job 7 is still PENDING \(Resources\)"):
+        queue_watch().queue(told_control([]), 0)
+    assert slurm.canceled == [("7", None)]
+
+
+def test_a_pending_reason_is_hostile_text(monkeypatch):
+    """scontrol's Reason is the cluster's text: one printable line, cut short, in the record and on the console."""
+    Queue(monkeypatch, ["(evil)\x1b[2J\u202e" + "x" * 5000])
+    told: list[str] = []
+    with pytest.raises(PlacementError) as refused:
+        queue_watch().queue(told_control(told), 0)
+    (reason,) = told
+    assert reason.isprintable() and "\\x1b[2J" in reason and len(reason) < 300, reason
+    assert str(refused.value).isprintable() and len(str(refused.value)) < 500

@@ -20,10 +20,12 @@ from runner.training.context import Session
 class Store:
     def __init__(self) -> None:
         self.phases: list[tuple[RunStatus, float | None]] = []
+        self.reasons: list[str | None] = []
 
-    def start_phase(self, run_id: str, phase: RunStatus, at: float | None = None) -> None:
+    def start_phase(self, run_id: str, phase: RunStatus, at: float | None = None, reason: str | None = None) -> None:
         assert run_id == "demo-1"
         self.phases.append((phase, at))
+        self.reasons.append(reason)
 
 
 def _session(store: Store) -> Session:
@@ -58,3 +60,35 @@ def test_other_phases_are_written_as_they_begin():
     with _session(store).phase(RunStatus.PREPARING):
         assert store.phases == [(RunStatus.PREPARING, store.phases[0][1])] and store.phases[0][1] is not None
 
+
+
+def test_a_plan_in_a_schedulers_queue_is_queued_until_it_starts_then_running_from_then():
+    """Slurm's PENDING: the target tells control.queued why (as often as that changes), then starts."""
+    store, control = Store(), RunControl("TFTRAIN_RUN_ID=demo-1", 1.0)
+    with _session(store).phase(RunStatus.RUNNING, control):
+        control.queued("Slurm job 7: PENDING (Priority)")
+        control.queued("Slurm job 7: PENDING (Resources)")
+        assert store.phases == [(RunStatus.QUEUED, None)] * 2
+        assert store.reasons == ["Slurm job 7: PENDING (Priority)", "Slurm job 7: PENDING (Resources)"]
+        control.started()
+        control.queued("too late")  # once it runs, nothing sends it back to the queue
+    # Running is stamped when it was written (the job left the queue), not when the phase began
+    assert store.phases[2:] == [(RunStatus.RUNNING, None)] and store.reasons[2:] == [None]
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_plan_that_never_left_the_queue_never_ran(fails):
+    """Canceled while pending, or the queue's timeout: Queued is the last phase before the end."""
+    store, control = Store(), RunControl("TFTRAIN_RUN_ID=demo-1", 1.0)
+    with pytest.raises(RuntimeError) if fails else nullcontext():
+        with _session(store).phase(RunStatus.RUNNING, control):
+            control.queued("Slurm job 7: PENDING (JobHeldUser)")
+            if fails:
+                raise RuntimeError("the queue's timeout")
+    assert [phase for phase, _ in store.phases] == [RunStatus.QUEUED]
+
+
+def test_other_phases_have_no_queue():
+    store, control = Store(), RunControl("TFTRAIN_RUN_ID=demo-1", 1.0)
+    with _session(store).phase(RunStatus.PREPARING):
+        assert control.queued is None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from enum import Enum
 from pathlib import Path
 
@@ -195,6 +196,16 @@ class RunRecord(_Model):
     attempt: Attempt | None = None  # a run of a manifest with `retry:`
     cause: Cause | None = None  # why it ended from outside (lost: its tftrain was gone), when it did
     usage: Usage | None = None  # what its training used and cost (runner.telemetry.usage), once it ran
+
+    def add_phase(self, name: RunStatus, ended: bool, now: float | None = None) -> float:
+        """End the open phase and start `name` (ended at once for the final status); returns the time."""
+        now = time.time() if now is None else now
+        phases = [phase for phase in self.phases if phase.phase != name]
+        for phase in phases:
+            if phase.ended is None:
+                phase.ended = now
+        self.phases = [*phases, Phase(phase=name, started=now, ended=now if ended else None)]
+        return now
 
     def waits(self, reason: str | None) -> None:
         """Why the run waits in its open phase (a scheduler's queue): kept on the phase, and as the

@@ -205,7 +205,7 @@ class Store:
 
         def change(record: RunRecord) -> RunRecord:
             if not (reason and record.phases and record.phases[-1].phase == phase and record.phases[-1].ended is None):
-                _add_phase(record, RunStatus(phase), ended=False, now=at)
+                record.add_phase(RunStatus(phase), ended=False, now=at)
             record.status = RunStatus(phase)
             record.waits(reason)
             return record
@@ -313,20 +313,9 @@ _RUN_COLUMNS = "run_id, name, status, created, ended, exit_code, run_dir, manife
 
 
 # --- records ---------------------------------------------------------------------------------------
-def _add_phase(record: RunRecord, name: RunStatus, ended: bool, now: float | None = None) -> float:
-    """End the open phase and start `name` (ended at once for the final status); returns the time."""
-    now = time.time() if now is None else now
-    phases = [phase for phase in record.phases if phase.phase != name]
-    for phase in phases:
-        if phase.ended is None:
-            phase.ended = now
-    record.phases = [*phases, Phase(phase=name, started=now, ended=now if ended else None)]
-    return now
-
-
 def _finish(record: RunRecord, status: RunStatus, exit_code: int, message: str | None, cause: Cause | None = None) -> RunRecord:
     status = RunStatus(status)
-    now = _add_phase(record, status, ended=True)
+    now = record.add_phase(status, ended=True)
     record.status, record.ended, record.exit_code, record.message, record.cause = status, now, exit_code, message, cause
     return record
 

@@ -78,11 +78,13 @@ class RunControl:
     queued: Callable[[str], None] | None = None  # called while a submitted plan waits in a scheduler's queue (Slurm's PENDING), with why: the run is Queued until `started`
     stop_signal: int | None = None  # the signal to tftrain that set `cancel` (SIGINT: a user; SIGTERM, SIGHUP: the machine going away)
     archive_limits: ArchiveLimits = field(default_factory=ArchiveLimits)  # what a copy-out extracts at most (Settings)
+    running_since: float | None = None  # time.monotonic() when the clock started (usage counts from it)
 
     def start_clock(self) -> None:
         """max_run_duration_seconds counts from now: as the plan starts, or leaves a scheduler's queue."""
+        self.running_since = time.monotonic()
         if self.limit_seconds:
-            self.deadline = time.monotonic() + self.limit_seconds
+            self.deadline = self.running_since + self.limit_seconds
 
 
 # (argv of the probe, its log, a time limit) → its exit status, None past the limit, or False where

@@ -1,4 +1,4 @@
-"""A run's usage, measured around Running (runner.training.pipeline): the allocation from the plan,
+"""A run's usage, measured around Running (runner.training.pipeline) less any wait in a scheduler's queue: the allocation from the plan,
 the prices from compute.cost or the target, the sampler's figures; left on the Training."""
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ def metering(ctx, training):
     group = ctx.target.process_group(ctx.control)  # the local target's cgroup; elsewhere none
     sampler = UsageSampler(training.recorder.record, gpus, group, ctx.logger.warning)
     started = time.monotonic()
+    queued_at = _queue_watch(ctx.control)
     try:
         with sampler:
             yield sampler
@@ -32,7 +33,34 @@ def metering(ctx, training):
         from runner.telemetry.usage_report import brief
 
         training.usage = account(
-            time.monotonic() - started, len(plan.tasks), gpu_processes, prices_of(prices),
+            _running_seconds(started, ctx.control, queued_at), len(plan.tasks), gpu_processes, prices_of(prices),
             cpu_seconds_used=sampler.cpu_seconds, peak_rss_bytes=sampler.memory.peaks, gpus=sampler.gpu_stats(),
         )
         ctx.logger.info(f"usage: {brief(training.usage)}")
+
+
+def _queue_watch(control) -> list[float]:
+    """When the plan first waited in a scheduler's queue (Slurm's PENDING), filled in by the target's
+    `control.queued` calls: that wait is no usage."""
+    queued_at: list[float] = []
+    previous = control.queued
+
+    def queued(reason: str) -> None:
+        if not queued_at:
+            queued_at.append(time.monotonic())
+        if previous is not None:
+            previous(reason)
+
+    control.queued = queued
+    return queued_at
+
+
+def _running_seconds(started: float, control, queued_at: list[float]) -> float:
+    """Wall seconds of the allocation: from when the plan left the queue (control.start_clock) when it
+    waited in one, none when it never left it; else from the start of Running."""
+    since = control.running_since
+    if queued_at:
+        if since is None or since < queued_at[0]:
+            return 0.0
+        return time.monotonic() - since
+    return time.monotonic() - started

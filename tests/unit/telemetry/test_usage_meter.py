@@ -40,7 +40,7 @@ def context(use_gpu: bool, cost=None, target=None, tasks=None, where="docker"):
     stream = io.StringIO()
     ctx = SimpleNamespace(
         manifest=manifest, target=target or Target(), checked=None, settings=SimpleNamespace(cuda_visible_devices=None),
-        control=SimpleNamespace(cgroup=None), logger=Logger(stream, settings=LoggerSettings()),
+        control=SimpleNamespace(cgroup=None, queued=None, running_since=None), logger=Logger(stream, settings=LoggerSettings()),
     )
     points = []
     training = SimpleNamespace(prepared=SimpleNamespace(plan=plan), recorder=SimpleNamespace(record=points.extend), usage=None)
@@ -89,3 +89,36 @@ def test_usage_is_left_however_running_ends():
     with pytest.raises(RuntimeError), metering(ctx, training):
         raise RuntimeError("the target failed")
     assert training.usage is not None and training.usage.processes == 1
+
+
+def test_a_wait_in_a_schedulers_queue_is_no_usage():
+    """A Slurm job PENDING for a while, then running: its wall seconds count from when it left the
+    queue (control.start_clock), not from when Running began."""
+    import time
+
+    from runner.targets.base import RunControl
+
+    ctx, training, _, _ = context(False, CostSpec(cpu_hour=3600.0, gpu_hour=0.0))
+    ctx.control = RunControl(marker="", grace_seconds=1)
+    said = []
+    ctx.control.queued = said.append  # the session's own handler: still called
+    begun = time.monotonic()
+    with metering(ctx, training):
+        ctx.control.queued("Priority")
+        time.sleep(0.4)
+        ctx.control.start_clock()
+    ended = time.monotonic()
+    assert said == ["Priority"]
+    assert 0 <= training.usage.wall_seconds <= ended - ctx.control.running_since
+    assert training.usage.wall_seconds <= (ended - begun) - 0.4
+
+
+def test_a_plan_that_never_left_the_queue_used_nothing():
+    from runner.targets.base import RunControl
+
+    ctx, training, _, _ = context(False, CostSpec(cpu_hour=3600.0, gpu_hour=0.0))
+    ctx.control = RunControl(marker="", grace_seconds=1)
+    ctx.control.start_clock()  # the pipeline's, before the target submits
+    with metering(ctx, training):
+        ctx.control.queued("Resources")  # canceled while pending
+    assert training.usage.wall_seconds == 0.0 and training.usage.cost == 0.0

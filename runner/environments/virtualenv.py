@@ -147,7 +147,9 @@ def names_framework(requirement: str) -> bool:
     return name.strip().lower().replace("_", "-") in FRAMEWORK_PACKAGES
 
 
-def env_spec(manifest: Manifest, source_dir: Path) -> EnvSpec:
+def env_spec(manifest: Manifest, source_dir: Path, own_interpreter: bool = True) -> EnvSpec:
+    """`own_interpreter`: False where the tasks cannot use tftrain's (Slurm's nodes see only the
+    shared filesystem): always a cached virtualenv, of framework_version or the default release."""
     if manifest.conda_packages or manifest.conda_dependencies_file:
         key = "conda_packages" if manifest.conda_packages else "conda_dependencies_file"
         raise UnsupportedError(
@@ -159,10 +161,10 @@ def env_spec(manifest: Manifest, source_dir: Path) -> EnvSpec:
     if manifest.pip_requirements_file:
         requirements_text = read_source_text(source_dir, manifest.pip_requirements_file, "pip_requirements_file")
     horovod = isinstance(manifest.distributed_training, MpiTraining)
-    wanted = manifest.framework_version or (DEFAULT_VERSION if horovod else None)
+    wanted = manifest.framework_version or (DEFAULT_VERSION if horovod or not own_interpreter else None)
     framework_ok = wanted is None or _matches(installed_framework_version(), wanted)
     horovod_ok = not horovod or _installed("horovod")
-    if not manifest.pip_packages and requirements_text is None and framework_ok and horovod_ok:
+    if own_interpreter and not manifest.pip_packages and requirements_text is None and framework_ok and horovod_ok:
         return EnvSpec(version, (), None, None, None)
     user_lines = [*manifest.pip_packages, *(requirements_text or "").splitlines()]
     framework, constraints = framework_packages(manifest.model_copy(update={"framework_version": wanted}), user_lines)

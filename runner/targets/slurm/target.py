@@ -108,7 +108,7 @@ class SlurmTarget(Target):
         if manifest.user_managed:
             local = LocalState(current_interpreter(), None if dry_run else check_interpreter(_user_python(loaded)))
         else:
-            local = LocalState(env_spec(manifest, loaded.source_dir))
+            local = LocalState(env_spec(manifest, loaded.source_dir, own_interpreter=False))  # the nodes may lack tftrain's
         self.state = SlurmState(local, request, _pmix_wanted(loaded, dry_run), manifest.compute.queue_timeout_seconds)
         return self.state
 

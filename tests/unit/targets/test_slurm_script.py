@@ -158,3 +158,23 @@ def test_hostile_words_stay_words_in_the_batch_script():
     body = script.split("set -u\n", 1)[1]
     assert "'/runs/a;b'/exit" in body  # the exit file's directory, quoted
     assert "\nnext line" not in body.replace(shlex.quote(hostile), "")  # the newline lives inside one quoted word
+
+
+def test_the_nodes_get_the_cached_virtualenv_even_where_tftrains_interpreter_would_do(project, home, env_cache):
+    """Locally a manifest that asks for nothing runs in tftrain's own interpreter; the nodes may not
+    have it, so on Slurm it is the default release's curated virtualenv in the (shared) cache."""
+    from runner.environments.virtualenv import env_spec
+    from runner.manifest import load_manifest
+    from runner.manifest.frameworks import DEFAULT_VERSION
+    from runner.targets.slurm.target import SlurmTarget
+
+    for text, version in (("", DEFAULT_VERSION), (f"framework_version: '{DEFAULT_VERSION}'\n", DEFAULT_VERSION), ("framework_version: '2.21'\n", "2.21")):
+        loaded = load_manifest(project(manifest=text + "model: {gate: 'off'}\ncompute:\n  target: slurm\n"))
+        spec = SlurmTarget().check(loaded, dry_run=True).local.spec
+        assert spec.key is not None and spec.requirements[0] == f"tensorflow-cpu=={version}.*", text
+        assert spec.python_path() == str(env_cache.resolve() / "envs" / spec.key / "bin" / "python")  # under the cache dir, not sys.executable
+        curated = load_manifest(project(manifest=f"framework_version: '{version}'\n"))
+        assert spec.key == env_spec(curated.manifest, curated.source_dir, own_interpreter=False).key
+    assert env_spec(loaded.manifest, loaded.source_dir).key is not None  # 2.21: a virtualenv on any target
+    mine = load_manifest(project(manifest="user_managed: true\ncompute:\n  target: slurm\n"))
+    assert SlurmTarget().check(mine, dry_run=True).local.spec.key is None  # user_managed: the interpreter as it is

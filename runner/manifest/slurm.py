@@ -25,6 +25,23 @@ SHORT_OPTIONS = {
     "e": "error", "p": "partition", "A": "account", "q": "qos", "C": "constraint", "D": "chdir", "a": "array",
 }
 
+# sbatch's short options that take no value: getopt reads what follows them in one item as more options
+FLAG_LETTERS = frozenset("hHkOQsuvVW")
+
+
+def _option_names(item: str) -> list[str]:
+    """The options one item sets as sbatch's getopt reads it: `--name[=value]` (a long name may be any
+    unambiguous prefix: `--nod=4` is --nodes), or a cluster of short ones (`-vN4` is -v -N 4)."""
+    if item.startswith("--"):
+        given = item[2:].split("=", 1)[0]
+        return sorted(name for name in OWN_OPTIONS if name.startswith(given)) or [given]
+    names = []
+    for letter in item[1:]:
+        names.append(SHORT_OPTIONS.get(letter, letter))
+        if letter not in FLAG_LETTERS:
+            break  # the rest of the item is this option's value
+    return names
+
 
 def extra_arg_problem(item: str) -> str | None:
     """Why one extra_args item cannot go into the batch script (None: it can)."""
@@ -32,12 +49,9 @@ def extra_arg_problem(item: str) -> str | None:
         return "holds a line break or NUL: each item is one sbatch option on one #SBATCH line"
     if not item.startswith("-") or item in ("-", "--"):
         return "is not an sbatch option (it must start with - or --)"
-    if item.startswith("--"):
-        name = item[2:].split("=", 1)[0]
-    else:
-        name = SHORT_OPTIONS.get(item[1:2], "")
-    if name in OWN_OPTIONS:
-        return f"sets --{name}, which tftrain sets itself (use the manifest's keys)"
+    own = [name for name in _option_names(item) if name in OWN_OPTIONS]
+    if own:
+        return f"sets --{own[0]}, which tftrain sets itself (use the manifest's keys)"
     if any(char.isspace() for char in item):
         return "holds a space: give the option and its value as one item, --name=value"
     return None

@@ -112,12 +112,20 @@ def test_a_ranks_environment_has_its_rank_and_metrics_file(monkeypatch):
         ("--job-name=x", "sets --job-name"), ("-o/tmp/x", "sets --output"), ("--exclusive\n#SBATCH --nodes=9", "line break"),
         ("--x\0", "NUL"), ("exclusive", "not an sbatch option"), ("--", "not an sbatch option"), ("--mem 8G", "holds a space"),
         ("--comment=tftrain:other", "sets --comment"), ("--export=NONE", "sets --export"), ("--array=1-9", "sets --array"),
+        # getopt takes an unambiguous prefix of a long name, and a cluster of short flags
+        ("--nod=4", "sets --nodes"), ("--exp=NONE", "sets --export"), ("-vN4", "sets --nodes"),
+        ("-HQt5", "sets --time"),
     ],
 )
 def test_extra_args_that_are_refused(item, words):
     with pytest.raises(ValidationError) as raised:
         manifest(compute={"target": "slurm", "slurm": {"extra_args": [item]}})
     assert words in str(raised.value) and "extra_args" in str(raised.value)
+
+
+def test_extra_args_that_are_sbatch_s_own_business_pass():
+    items = ["--exclusive", "--mem=8G", "--mem-per-cpu=2G", "--hold", "-H", "-wnode1", "--begin=now+60", "-v"]
+    assert manifest(compute={"target": "slurm", "slurm": {"extra_args": items}}).compute.slurm.extra_args == items
 
 
 def test_slurm_names_are_one_word_each():

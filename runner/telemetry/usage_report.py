@@ -124,7 +124,7 @@ def _float(value) -> float | None:
 
 def sweep_costs(trials: list[tuple[int, str | None, Usage | None]]) -> tuple[list[list[str]], list[str]]:
     """A sweep's trials' usage as table rows (trial, run, GPU-hours, CPU-hours, cost), and the total row."""
-    rows, gpu, cpu, cost, currency, priced = [], 0.0, 0.0, 0.0, None, True
+    rows, gpu, cpu, cost, currencies, priced = [], 0.0, 0.0, 0.0, set(), True
     for number, run_id, usage in trials:
         if usage is None:
             rows.append([str(number), run_id or "", "—", "—", "—"])
@@ -134,9 +134,10 @@ def sweep_costs(trials: list[tuple[int, str | None, Usage | None]]) -> tuple[lis
             priced = False
         else:
             cost += usage.cost
-            currency = currency or usage.prices.currency
+            currencies.add(_currency(usage))
         rows.append([str(number), run_id or "", hours(usage.gpu_hours), hours(usage.cpu_hours), cost_text(usage)])
-    total = ["total", "", hours(gpu), hours(cpu), money(cost, currency) if priced and currency else "—"]
+    # no total across currencies (a trial priced in EUR, another in USD): it would be neither
+    total = ["total", "", hours(gpu), hours(cpu), money(cost, currencies.pop()) if priced and len(currencies) == 1 else "—"]
     return rows, total
 
 

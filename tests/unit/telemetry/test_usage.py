@@ -93,6 +93,8 @@ def test_a_sweeps_cost_per_trial_and_in_total():
     assert total == ["total", "", "1.5", "1.5", "3.82 USD"]
     assert "| **total** |  | 1.5 | 1.5 | 3.82 USD |" in sweep_costs_markdown(trials)
     assert sweep_costs([(0, "s-1", account(60.0, 1, 0))])[1][-1] == "—"  # unpriced: no total cost
+    euros = account(3600.0, 1, 1, Prices(gpu_hour=2.0, cpu_hour=0.1, currency="EUR"))
+    assert sweep_costs([trials[0], (3, "s-4", euros)])[1][-1] == "—"  # no sum of dollars and euros
 
 
 def limits(**given):

@@ -129,3 +129,20 @@ def test_a_cost_budget_without_prices_says_what_to_set():
     assert budget.refusal(running=0) == (
         "sweep.limits.max_cost: run s-1 has no cost to count; set compute.cost (or cost: in the pool file) to keep a cost budget"
     )
+
+
+def test_the_usage_of_a_sweeps_runs_is_read_with_the_history_opened_once(tmp_path, monkeypatch):
+    import runner.history.store as store_module
+    from runner.telemetry.usage_budget import usages_of_runs
+
+    home = tmp_path / "home"
+    with store_module.Store(home) as store:
+        ran, never = store.new_run("demo", "{}"), store.new_run("demo", "{}")
+        store.update_run(ran, usage=account(3600.0, 1, 1, PRICES).as_dict())
+    opened = []
+    real = store_module.Store
+    monkeypatch.setattr(store_module, "Store", lambda home: opened.append(home) or real(home))
+    usages = usages_of_runs(home, [ran, None, never, "gone-9"])
+    assert [u.gpu_seconds if u else None for u in usages] == [3600.0, None, None, None]
+    assert opened == [home]  # once for the four, not once each
+    assert usages_of_runs(home, [None, None]) == [None, None] and opened == [home]  # nothing to read: not opened

@@ -103,8 +103,7 @@ def change_line(mine: Usage | None, theirs: Usage | None, summary: dict, base: d
 
 
 def _metric_change(primary: str | None, summary: dict, base: dict) -> str | None:
-    mine = (summary.get("metrics") or {}).get(primary) if primary else None
-    theirs = (base.get("metrics") or {}).get(primary) if primary and isinstance(base, dict) else None
+    mine, theirs = _metric(summary, primary), _metric(base, primary)
     if not isinstance(mine, dict) or not isinstance(theirs, dict):
         return None
     now, then = _float(mine.get("last")), _float(theirs.get("last"))
@@ -112,6 +111,12 @@ def _metric_change(primary: str | None, summary: dict, base: dict) -> str | None
         return None
     change = _relative(now, then)
     return f"{change:+.1f} % {primary}" if change is not None else f"{primary} {now:.4g} (was {then:.4g})"
+
+
+def _metric(document, primary: str | None):
+    """metrics.json's `metrics[primary]`; None where the file (a release's: another party's) has no such thing."""
+    metrics = document.get("metrics") if primary and isinstance(document, dict) else None
+    return metrics.get(primary) if isinstance(metrics, dict) else None
 
 
 def _float(value) -> float | None:

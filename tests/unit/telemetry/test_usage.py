@@ -84,6 +84,8 @@ def test_the_change_against_the_last_release():
     assert "Against demo-v3: +100 % CPU-hours." in change_line(account(20.0, 1, 0, PRICES), euros, summary, {}, "demo-v3")  # no cost across currencies
     hostile = change_line(mine, theirs, summary, {"metrics": {"accuracy": {"last": "nan"}}}, "demo-v3")
     assert hostile.endswith("+12 % GPU-hours.\n")
+    for metrics in ([1], "accuracy", 3):  # a release's metrics.json whose `metrics` is no object: no comparison, no traceback
+        assert change_line(mine, theirs, summary, {"metrics": metrics}, "demo-v3").endswith("+12 % GPU-hours.\n")
 
 
 def test_a_sweeps_cost_per_trial_and_in_total():

@@ -77,26 +77,38 @@ class SweepBudget:
 
 def usage_of_run(home: Path, run_id: str | None) -> Usage | None:
     """A finished run's usage, read from its run.json (None: no such run, or it never trained)."""
-    if run_id is None:
-        return None
+    return usages_of_runs(home, [run_id])[0]
+
+
+def usages_of_runs(home: Path, run_ids: list[str | None]) -> list[Usage | None]:
+    """usage_of_run of each, with the history opened once (opening it checks the whole index)."""
+    if not any(run_ids):
+        return [None] * len(run_ids)
     from runner.errors import FatalError
     from runner.history.record import RunRecord
     from runner.history.rundir import RunPaths
     from runner.history.store import Store
 
+    def usage(store: Store, run_id: str | None) -> Usage | None:
+        if run_id is None:
+            return None
+        try:
+            return RunRecord.read(RunPaths(store.run(run_id).run_dir).record).usage
+        except (OSError, ValueError, FatalError):  # not found, or its record unreadable: nothing to count
+            return None
+
     try:
         with Store(home) as store:
-            row = store.run(run_id)
-        return RunRecord.read(RunPaths(row.run_dir).record).usage
-    except (OSError, ValueError, FatalError):  # not found, or its record unreadable: nothing to count
-        return None
+            return [usage(store, run_id) for run_id in run_ids]
+    except (OSError, ValueError, FatalError):  # the history cannot be opened: nothing to count
+        return [None] * len(run_ids)
 
 
 def seed(budget: SweepBudget, home: Path, trials: list[dict]) -> None:
     """A resumed sweep's budget counts what its trials spent before."""
-    for trial in trials:
-        if trial.get("status") != "Running":
-            budget.add(trial.get("run_id"), usage_of_run(home, trial.get("run_id")))
+    ended = [trial.get("run_id") for trial in trials if trial.get("status") != "Running"]
+    for run_id, usage in zip(ended, usages_of_runs(home, ended)):
+        budget.add(run_id, usage)
 
 
 def report_sweep_costs(logger, home: Path, document: dict, summary: Path | None = None) -> str:
@@ -104,7 +116,9 @@ def report_sweep_costs(logger, home: Path, document: dict, summary: Path | None 
     sweep's summary.md (the pull request's comment shows it) and the job summary. Returns its Markdown."""
     from runner.telemetry.usage_report import sweep_costs, sweep_costs_markdown
 
-    trials = [(t["number"], t.get("run_id"), usage_of_run(home, t.get("run_id"))) for t in document.get("trials", [])]
+    listed = document.get("trials", [])
+    usages = usages_of_runs(home, [t.get("run_id") for t in listed])
+    trials = [(t["number"], t.get("run_id"), usage) for t, usage in zip(listed, usages)]
     if not any(usage for _, _, usage in trials):
         return ""
     rows, total = sweep_costs(trials)

@@ -103,8 +103,7 @@ def change_line(mine: Usage | None, theirs: Usage | None, summary: dict, base: d
 
 
 def _metric_change(primary: str | None, summary: dict, base: dict) -> str | None:
-    mine = (summary.get("metrics") or {}).get(primary) if primary else None
-    theirs = (base.get("metrics") or {}).get(primary) if primary and isinstance(base, dict) else None
+    mine, theirs = _metric(summary, primary), _metric(base, primary)
     if not isinstance(mine, dict) or not isinstance(theirs, dict):
         return None
     now, then = _float(mine.get("last")), _float(theirs.get("last"))
@@ -112,6 +111,12 @@ def _metric_change(primary: str | None, summary: dict, base: dict) -> str | None
         return None
     change = _relative(now, then)
     return f"{change:+.1f} % {primary}" if change is not None else f"{primary} {now:.4g} (was {then:.4g})"
+
+
+def _metric(document, primary: str | None):
+    """metrics.json's `metrics[primary]`; None where the file (a release's: another party's) has no such thing."""
+    metrics = document.get("metrics") if primary and isinstance(document, dict) else None
+    return metrics.get(primary) if isinstance(metrics, dict) else None
 
 
 def _float(value) -> float | None:
@@ -124,7 +129,7 @@ def _float(value) -> float | None:
 
 def sweep_costs(trials: list[tuple[int, str | None, Usage | None]]) -> tuple[list[list[str]], list[str]]:
     """A sweep's trials' usage as table rows (trial, run, GPU-hours, CPU-hours, cost), and the total row."""
-    rows, gpu, cpu, cost, currency, priced = [], 0.0, 0.0, 0.0, None, True
+    rows, gpu, cpu, cost, currencies, priced = [], 0.0, 0.0, 0.0, set(), True
     for number, run_id, usage in trials:
         if usage is None:
             rows.append([str(number), run_id or "", "—", "—", "—"])
@@ -134,9 +139,10 @@ def sweep_costs(trials: list[tuple[int, str | None, Usage | None]]) -> tuple[lis
             priced = False
         else:
             cost += usage.cost
-            currency = currency or usage.prices.currency
+            currencies.add(_currency(usage))
         rows.append([str(number), run_id or "", hours(usage.gpu_hours), hours(usage.cpu_hours), cost_text(usage)])
-    total = ["total", "", hours(gpu), hours(cpu), money(cost, currency) if priced and currency else "—"]
+    # no total across currencies (a trial priced in EUR, another in USD): it would be neither
+    total = ["total", "", hours(gpu), hours(cpu), money(cost, currencies.pop()) if priced and len(currencies) == 1 else "—"]
     return rows, total
 
 

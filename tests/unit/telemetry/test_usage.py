@@ -84,6 +84,8 @@ def test_the_change_against_the_last_release():
     assert "Against demo-v3: +100 % CPU-hours." in change_line(account(20.0, 1, 0, PRICES), euros, summary, {}, "demo-v3")  # no cost across currencies
     hostile = change_line(mine, theirs, summary, {"metrics": {"accuracy": {"last": "nan"}}}, "demo-v3")
     assert hostile.endswith("+12 % GPU-hours.\n")
+    for metrics in ([1], "accuracy", 3):  # a release's metrics.json whose `metrics` is no object: no comparison, no traceback
+        assert change_line(mine, theirs, summary, {"metrics": metrics}, "demo-v3").endswith("+12 % GPU-hours.\n")
 
 
 def test_a_sweeps_cost_per_trial_and_in_total():
@@ -93,6 +95,8 @@ def test_a_sweeps_cost_per_trial_and_in_total():
     assert total == ["total", "", "1.5", "1.5", "3.82 USD"]
     assert "| **total** |  | 1.5 | 1.5 | 3.82 USD |" in sweep_costs_markdown(trials)
     assert sweep_costs([(0, "s-1", account(60.0, 1, 0))])[1][-1] == "—"  # unpriced: no total cost
+    euros = account(3600.0, 1, 1, Prices(gpu_hour=2.0, cpu_hour=0.1, currency="EUR"))
+    assert sweep_costs([trials[0], (3, "s-4", euros)])[1][-1] == "—"  # no sum of dollars and euros
 
 
 def limits(**given):
@@ -127,3 +131,20 @@ def test_a_cost_budget_without_prices_says_what_to_set():
     assert budget.refusal(running=0) == (
         "sweep.limits.max_cost: run s-1 has no cost to count; set compute.cost (or cost: in the pool file) to keep a cost budget"
     )
+
+
+def test_the_usage_of_a_sweeps_runs_is_read_with_the_history_opened_once(tmp_path, monkeypatch):
+    import runner.history.store as store_module
+    from runner.telemetry.usage_budget import usages_of_runs
+
+    home = tmp_path / "home"
+    with store_module.Store(home) as store:
+        ran, never = store.new_run("demo", "{}"), store.new_run("demo", "{}")
+        store.update_run(ran, usage=account(3600.0, 1, 1, PRICES).as_dict())
+    opened = []
+    real = store_module.Store
+    monkeypatch.setattr(store_module, "Store", lambda home: opened.append(home) or real(home))
+    usages = usages_of_runs(home, [ran, None, never, "gone-9"])
+    assert [u.gpu_seconds if u else None for u in usages] == [3600.0, None, None, None]
+    assert opened == [home]  # once for the four, not once each
+    assert usages_of_runs(home, [None, None]) == [None, None] and opened == [home]  # nothing to read: not opened

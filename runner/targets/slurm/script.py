@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.manifest.model import Manifest
+from runner.plan.launchers.capacity import GPU_ROLES
 from runner.plan.launchers.mpi import OPEN_MPI_FLAGS
 from runner.plan.model import LaunchPlan, Role
 from runner.templates import render
 
 RANK_PY = str(Path(__file__).with_name("rank.py"))
-GPU_ROLES = (Role.MAIN, Role.RANK, Role.WORKER)  # as capacity.py: a chief and parameter servers need none
 TASK_KEYS = ("TFTRAIN_RANK", "TFTRAIN_METRICS_FILE", "TF_CONFIG")  # what differs between tasks: built by rank.py
 
 
@@ -55,25 +55,25 @@ class Launch:
     line: str  # the batch script's launch line, shell-quoted
 
 
-def roles_of(manifest: Manifest) -> list[tuple[Role, bool]]:
-    """One (role, wants a GPU) per task, in rank order, as the launchers plan them."""
+def roles_of(manifest: Manifest) -> list[Role]:
+    """One role per task, in rank order, as the launchers plan them."""
     training = manifest.distributed_training
     if training is None:
-        return [(Role.MAIN, True)]
+        return [Role.MAIN]
     if training.backend == "mpi":
-        return [(Role.RANK, True)] * (manifest.node_count * training.process_count_per_node)
+        return [Role.RANK] * (manifest.node_count * training.process_count_per_node)
     if training.backend == "multi_worker_mirrored":
-        return [(Role.WORKER, True)] * training.worker_count
-    roles = [(Role.CHIEF, False)] if training.chief else []
-    roles += [(Role.WORKER, True)] * training.worker_count + [(Role.PS, False)] * training.parameter_server_count
-    return roles + ([(Role.EVALUATOR, False)] if training.evaluator else [])
+        return [Role.WORKER] * training.worker_count
+    roles = [Role.CHIEF] if training.chief else []
+    roles += [Role.WORKER] * training.worker_count + [Role.PS] * training.parameter_server_count
+    return roles + ([Role.EVALUATOR] if training.evaluator else [])
 
 
 def batch_request(manifest: Manifest, run_id: str, comment: str, grace: float) -> BatchRequest:
     roles = roles_of(manifest)
     nodes = min(manifest.node_count, len(roles))
     per_node = math.ceil(len(roles) / nodes)
-    gpus = per_node if manifest.use_gpu and any(wants for _, wants in roles) else 0
+    gpus = per_node if manifest.use_gpu and any(role in GPU_ROLES for role in roles) else 0  # as capacity.py counts them
     limit = manifest.max_run_duration_seconds
     # Slurm's limit comes after tftrain's own (which stops the job with its grace): a backstop
     minutes = math.ceil((limit + grace + 60) / 60) if limit else 0

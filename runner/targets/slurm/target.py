@@ -78,7 +78,7 @@ def _check_shared(loaded: LoadedManifest) -> None:
             )
 
 
-def _pmix_wanted(loaded: LoadedManifest, dry_run: bool) -> bool:
+def _pmix_wanted(loaded: LoadedManifest) -> bool:
     training = loaded.manifest.distributed_training
     if training is None or training.backend != "mpi":
         return False
@@ -109,7 +109,7 @@ class SlurmTarget(Target):
             local = LocalState(current_interpreter(), None if dry_run else check_interpreter(_user_python(loaded)))
         else:
             local = LocalState(env_spec(manifest, loaded.source_dir, own_interpreter=False))  # the nodes may lack tftrain's
-        self.state = SlurmState(local, request, _pmix_wanted(loaded, dry_run), manifest.compute.queue_timeout_seconds)
+        self.state = SlurmState(local, request, _pmix_wanted(loaded), manifest.compute.queue_timeout_seconds)
         return self.state
 
     def environment(self, loaded: LoadedManifest, state: SlurmState, paths: RunPaths, logger: Logger, dry_run: bool) -> Environment:

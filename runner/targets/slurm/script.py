@@ -8,6 +8,7 @@ import json
 import math
 import shlex
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 
 from runner.manifest.model import Manifest
@@ -49,9 +50,15 @@ class BatchRequest:
         return [*options, *self.placement, *self.extra_args]
 
 
+class LaunchMode(str, Enum):
+    SRUN = "srun"  # one rank.py per task
+    SRUN_PMIX = "srun-pmix"  # MPI ranks through srun
+    MPIRUN = "mpirun"  # one mpirun inside the allocation: its exit status is the job's
+
+
 @dataclass(frozen=True, slots=True)
 class Launch:
-    mode: str  # "srun" (one rank.py per task), "srun-pmix" (MPI ranks through srun), "mpirun"
+    mode: LaunchMode
     line: str  # the batch script's launch line, shell-quoted
 
 
@@ -97,13 +104,13 @@ def launch_for(plan: LaunchPlan, manifest: Manifest, job_dir: str, python: str, 
     rank = [python, RANK_PY, job_dir]
     out = f"--output={job_dir}/rank-%t.log"
     if plan.driver is None:
-        return Launch("srun", shlex.join(["srun", "--kill-on-bad-exit=0", out, *rank]))
+        return Launch(LaunchMode.SRUN, shlex.join(["srun", "--kill-on-bad-exit=0", out, *rank]))
     if pmix:
-        return Launch("srun-pmix", shlex.join(["srun", "--mpi=pmix", "--kill-on-bad-exit=1", out, *rank]))
+        return Launch(LaunchMode.SRUN_PMIX, shlex.join(["srun", "--mpi=pmix", "--kill-on-bad-exit=1", out, *rank]))
     training = manifest.distributed_training
     size = len(plan.tasks)
     argv = ["mpirun", "--allow-run-as-root", "--tag-output", "-np", str(size), *OPEN_MPI_FLAGS, *training.mpi_args, *plan.tasks[0].argv]
-    return Launch("mpirun", shlex.join(argv))
+    return Launch(LaunchMode.MPIRUN, shlex.join(argv))
 
 
 def tasks_document(plan: LaunchPlan, job_dir: str) -> str:

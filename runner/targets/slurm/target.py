@@ -28,7 +28,7 @@ from runner.plan.model import ContainerSpec, LaunchPlan
 from runner.targets.base import Environment, Outcome, Probe, RunControl, Target, TargetState
 from runner.targets.local.target import LocalState, LocalTarget, task_environment
 from runner.targets.slurm import jobs
-from runner.targets.slurm.script import BatchRequest, Launch, batch_request, batch_script, launch_for, shared_env, tasks_document
+from runner.targets.slurm.script import BatchRequest, Launch, LaunchMode, batch_request, batch_script, launch_for, shared_env, tasks_document
 from runner.targets.slurm.tail import FileTail
 from runner.targets.slurm.watch import JobWatch, ending_of
 from runner.targets.supervise import STOP_REST_SECONDS, by_policy, supervise
@@ -144,7 +144,7 @@ class SlurmTarget(Target):
     def execute(self, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
         assert self.paths is not None
         job_dir = self.paths.launch_dir
-        by_driver = self.launch.mode == "mpirun"
+        by_driver = self.launch.mode == LaunchMode.MPIRUN
         job_dir.chmod(0o700)  # the raw logs below hold what the masked ones in logs/ do not
         tails = _follow(plan, pump, sinks, job_dir, by_driver)
         job_id = None

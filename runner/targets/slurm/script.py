@@ -8,15 +8,16 @@ import json
 import math
 import shlex
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 
 from runner.manifest.model import Manifest
+from runner.plan.launchers.capacity import GPU_ROLES
 from runner.plan.launchers.mpi import OPEN_MPI_FLAGS
 from runner.plan.model import LaunchPlan, Role
 from runner.templates import render
 
 RANK_PY = str(Path(__file__).with_name("rank.py"))
-GPU_ROLES = (Role.MAIN, Role.RANK, Role.WORKER)  # as capacity.py: a chief and parameter servers need none
 TASK_KEYS = ("TFTRAIN_RANK", "TFTRAIN_METRICS_FILE", "TF_CONFIG")  # what differs between tasks: built by rank.py
 
 
@@ -49,31 +50,37 @@ class BatchRequest:
         return [*options, *self.placement, *self.extra_args]
 
 
+class LaunchMode(str, Enum):
+    SRUN = "srun"  # one rank.py per task
+    SRUN_PMIX = "srun-pmix"  # MPI ranks through srun
+    MPIRUN = "mpirun"  # one mpirun inside the allocation: its exit status is the job's
+
+
 @dataclass(frozen=True, slots=True)
 class Launch:
-    mode: str  # "srun" (one rank.py per task), "srun-pmix" (MPI ranks through srun), "mpirun"
+    mode: LaunchMode
     line: str  # the batch script's launch line, shell-quoted
 
 
-def roles_of(manifest: Manifest) -> list[tuple[Role, bool]]:
-    """One (role, wants a GPU) per task, in rank order, as the launchers plan them."""
+def roles_of(manifest: Manifest) -> list[Role]:
+    """One role per task, in rank order, as the launchers plan them."""
     training = manifest.distributed_training
     if training is None:
-        return [(Role.MAIN, True)]
+        return [Role.MAIN]
     if training.backend == "mpi":
-        return [(Role.RANK, True)] * (manifest.node_count * training.process_count_per_node)
+        return [Role.RANK] * (manifest.node_count * training.process_count_per_node)
     if training.backend == "multi_worker_mirrored":
-        return [(Role.WORKER, True)] * training.worker_count
-    roles = [(Role.CHIEF, False)] if training.chief else []
-    roles += [(Role.WORKER, True)] * training.worker_count + [(Role.PS, False)] * training.parameter_server_count
-    return roles + ([(Role.EVALUATOR, False)] if training.evaluator else [])
+        return [Role.WORKER] * training.worker_count
+    roles = [Role.CHIEF] if training.chief else []
+    roles += [Role.WORKER] * training.worker_count + [Role.PS] * training.parameter_server_count
+    return roles + ([Role.EVALUATOR] if training.evaluator else [])
 
 
 def batch_request(manifest: Manifest, run_id: str, comment: str, grace: float) -> BatchRequest:
     roles = roles_of(manifest)
     nodes = min(manifest.node_count, len(roles))
     per_node = math.ceil(len(roles) / nodes)
-    gpus = per_node if manifest.use_gpu and any(wants for _, wants in roles) else 0
+    gpus = per_node if manifest.use_gpu and any(role in GPU_ROLES for role in roles) else 0  # as capacity.py counts them
     limit = manifest.max_run_duration_seconds
     # Slurm's limit comes after tftrain's own (which stops the job with its grace): a backstop
     minutes = math.ceil((limit + grace + 60) / 60) if limit else 0
@@ -97,13 +104,13 @@ def launch_for(plan: LaunchPlan, manifest: Manifest, job_dir: str, python: str, 
     rank = [python, RANK_PY, job_dir]
     out = f"--output={job_dir}/rank-%t.log"
     if plan.driver is None:
-        return Launch("srun", shlex.join(["srun", "--kill-on-bad-exit=0", out, *rank]))
+        return Launch(LaunchMode.SRUN, shlex.join(["srun", "--kill-on-bad-exit=0", out, *rank]))
     if pmix:
-        return Launch("srun-pmix", shlex.join(["srun", "--mpi=pmix", "--kill-on-bad-exit=1", out, *rank]))
+        return Launch(LaunchMode.SRUN_PMIX, shlex.join(["srun", "--mpi=pmix", "--kill-on-bad-exit=1", out, *rank]))
     training = manifest.distributed_training
     size = len(plan.tasks)
     argv = ["mpirun", "--allow-run-as-root", "--tag-output", "-np", str(size), *OPEN_MPI_FLAGS, *training.mpi_args, *plan.tasks[0].argv]
-    return Launch("mpirun", shlex.join(argv))
+    return Launch(LaunchMode.MPIRUN, shlex.join(argv))
 
 
 def tasks_document(plan: LaunchPlan, job_dir: str) -> str:

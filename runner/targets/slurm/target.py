@@ -28,7 +28,7 @@ from runner.plan.model import ContainerSpec, LaunchPlan
 from runner.targets.base import Environment, Outcome, Probe, RunControl, Target, TargetState
 from runner.targets.local.target import LocalState, LocalTarget, task_environment
 from runner.targets.slurm import jobs
-from runner.targets.slurm.script import BatchRequest, Launch, batch_request, batch_script, launch_for, shared_env, tasks_document
+from runner.targets.slurm.script import BatchRequest, Launch, LaunchMode, batch_request, batch_script, launch_for, shared_env, tasks_document
 from runner.targets.slurm.tail import FileTail
 from runner.targets.slurm.watch import JobWatch, ending_of
 from runner.targets.supervise import STOP_REST_SECONDS, by_policy, supervise
@@ -78,7 +78,7 @@ def _check_shared(loaded: LoadedManifest) -> None:
             )
 
 
-def _pmix_wanted(loaded: LoadedManifest, dry_run: bool) -> bool:
+def _pmix_wanted(loaded: LoadedManifest) -> bool:
     training = loaded.manifest.distributed_training
     if training is None or training.backend != "mpi":
         return False
@@ -109,7 +109,7 @@ class SlurmTarget(Target):
             local = LocalState(current_interpreter(), None if dry_run else check_interpreter(_user_python(loaded)))
         else:
             local = LocalState(env_spec(manifest, loaded.source_dir, own_interpreter=False))  # the nodes may lack tftrain's
-        self.state = SlurmState(local, request, _pmix_wanted(loaded, dry_run), manifest.compute.queue_timeout_seconds)
+        self.state = SlurmState(local, request, _pmix_wanted(loaded), manifest.compute.queue_timeout_seconds)
         return self.state
 
     def environment(self, loaded: LoadedManifest, state: SlurmState, paths: RunPaths, logger: Logger, dry_run: bool) -> Environment:
@@ -144,7 +144,7 @@ class SlurmTarget(Target):
     def execute(self, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
         assert self.paths is not None
         job_dir = self.paths.launch_dir
-        by_driver = self.launch.mode == "mpirun"
+        by_driver = self.launch.mode == LaunchMode.MPIRUN
         job_dir.chmod(0o700)  # the raw logs below hold what the masked ones in logs/ do not
         tails = _follow(plan, pump, sinks, job_dir, by_driver)
         job_id = None

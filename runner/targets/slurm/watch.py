@@ -27,13 +27,15 @@ UNSEEN_SECONDS = 60.0  # a PENDING job without a reason is not yet looked at: Sl
 
 
 def read_exit(path: Path) -> int | None:
-    """An exit file's status; None while it is missing (or, written by hand, not a number)."""
+    """An exit file's status; None while it is missing (or, written by hand, not a number: its first
+    32 bytes only, never decoded as text, so neither a huge file nor stray bytes can hurt)."""
     try:
-        text = path.read_text()[:32].strip()
+        with path.open("rb") as handle:
+            head = handle.read(32)
     except OSError:
         return None
     try:
-        return int(text)
+        return int(head.strip())
     except ValueError:
         return None
 

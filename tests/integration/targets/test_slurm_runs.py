@@ -80,21 +80,21 @@ def test_mpi_ranks_through_srun_pmix(project, cli, home, slurm_cluster):
     assert [(logs / f"{rank}.log").read_text().split()[:4] for rank in (0, 1)] == [["rank", "0", "of", "2"], ["rank", "1", "of", "2"]]
 
 
-def example_on_slurm(repo: Path, tmp_path: Path, name: str, extra: str) -> Path:
-    """examples/NAME, copied and moved onto the slurm target (tftrain's interpreter: its TensorFlow)."""
+def run_example_on_slurm(repo: Path, tmp_path: Path, cli, home: Path, name: str, extra: str):
+    """examples/NAME, copied, moved onto the slurm target (tftrain's interpreter: its TensorFlow) and
+    run to success: (its output, its workdir/logs)."""
     copy = tmp_path / name
     shutil.copytree(repo / "examples" / name, copy)
     manifest = copy / "tftrain.yml"
     text = manifest.read_text().replace("compute:\n", "compute:\n  target: slurm\n")
     manifest.write_text(text + "user_managed: true\n" + extra)
-    return manifest
+    result = cli("run", "-f", str(manifest), timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    return result, home / f"runs/{name}-1/workdir/logs"
 
 
 def test_parameter_servers_across_the_nodes(repo, cli, home, tmp_path, slurm_cluster):
-    path = example_on_slurm(repo, tmp_path, "parameter-server", "")
-    result = cli("run", "-f", str(path), timeout=600)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
-    logs = home / "runs/parameter-server-1/workdir/logs"
+    result, logs = run_example_on_slurm(repo, tmp_path, cli, home, "parameter-server", "")
     assert "chief: coordinating 2 workers" in (logs / "0.log").read_text()
     for rank, role in ((1, "worker:0"), (2, "worker:1"), (3, "ps:0")):
         assert f"task {role} in cluster" in (logs / f"{rank}.log").read_text()
@@ -105,10 +105,7 @@ def test_parameter_servers_across_the_nodes(repo, cli, home, tmp_path, slurm_clu
 
 
 def test_multi_worker_mirrored_over_two_nodes(repo, cli, home, tmp_path, slurm_cluster):
-    path = example_on_slurm(repo, tmp_path, "multi-worker", "node_count: 2\n")
-    result = cli("run", "-f", str(path), timeout=600)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
-    logs = home / "runs/multi-worker-1/workdir/logs"
+    result, logs = run_example_on_slurm(repo, tmp_path, cli, home, "multi-worker", "node_count: 2\n")
     assert "worker 0 of 2 replicas" in (logs / "0.log").read_text()
     assert "worker 1 of 2 replicas" in (logs / "1.log").read_text()
     script = (home / "runs/multi-worker-1/launch/slurm.sh").read_text()

@@ -40,13 +40,19 @@ def background(path: Path) -> subprocess.Popen:
     return subprocess.Popen([TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def test_ctrl_c_cancels_the_job(project, home, slurm_cluster):
-    path = slurm_manifest(project, STEPS, "stop_grace_seconds: 3\n")
+def interrupted(path: Path, home: Path, line: str) -> str:
+    """`tftrain run` in the background, Ctrl-C once its task printed `line`: its output, exit code 12 (Canceled)."""
     process = background(path)
-    wait_for(home / "runs/demo-1/workdir/logs/0.log", "step 3", timeout=120)
+    wait_for(home / "runs/demo-1/workdir/logs/0.log", line, timeout=120)
     process.send_signal(signal.SIGINT)
     out, _ = process.communicate(timeout=60)
     assert process.returncode == 12, out  # Canceled
+    return out
+
+
+def test_ctrl_c_cancels_the_job(project, home, slurm_cluster):
+    path = slurm_manifest(project, STEPS, "stop_grace_seconds: 3\n")
+    out = interrupted(path, home, "step 3")
     assert "run demo-1: Canceled" in out and "was canceled" in out, out
     (job,) = submitted(out)
     assert queued() == [], queued()
@@ -142,11 +148,7 @@ time.sleep(120)
 
 def test_the_stop_gives_the_tasks_their_grace(project, home, slurm_cluster):
     path = slurm_manifest(project, GRACEFUL, "stop_grace_seconds: 10\n")
-    process = background(path)
-    wait_for(home / "runs/demo-1/workdir/logs/0.log", "training", timeout=120)
-    process.send_signal(signal.SIGINT)
-    out, _ = process.communicate(timeout=60)
-    assert process.returncode == 12, out
+    interrupted(path, home, "training")
     log = (home / "runs/demo-1/workdir/logs/0.log").read_text()
     assert "got SIGTERM: saving" in log and "saved" in log, log
     assert queued() == []

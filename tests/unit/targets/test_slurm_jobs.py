@@ -73,7 +73,9 @@ def test_exit_files_as_hostile_text(tmp_path):
     (tmp_path / "0").write_text("-15\n")
     (tmp_path / "1").write_text("x" * 100000)
     (tmp_path / "2").mkdir()
+    (tmp_path / "4").write_bytes(b"\xff\xfe0")  # not UTF-8: no UnicodeDecodeError
     assert read_exit(tmp_path / "0") == -15
+    assert read_exit(tmp_path / "4") is None
     assert read_exit(tmp_path / "1") is None and read_exit(tmp_path / "2") is None and read_exit(tmp_path / "3") is None
 
 

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from runner.manifest.model import Manifest
 from runner.plan.model import LaunchPlan, Role, SuccessPolicy, TaskSpec
 from runner.targets.slurm import rank
-from runner.targets.slurm.script import Launch, batch_request, batch_script, launch_for, shared_env, tasks_document
+from runner.targets.slurm.script import Launch, LaunchMode, batch_request, batch_script, launch_for, shared_env, tasks_document
 
 
 def manifest(**fields) -> Manifest:
@@ -23,7 +23,7 @@ def test_a_single_gpu_job_with_a_time_limit():
     assert (request.nodes, request.ntasks, request.ntasks_per_node, request.gpus_per_node) == (1, 1, 1, 1)
     assert request.time_minutes == 12  # 600 s + 30 s grace + a minute, rounded up
     assert request.job_name == "tftrain-m-3" and request.signal_seconds == 30
-    script = batch_script(request, Launch("srun", "srun x"), "/runs/m-3/launch", "/runs/m-3/workdir", "m-3")
+    script = batch_script(request, Launch(LaunchMode.SRUN, "srun x"), "/runs/m-3/launch", "/runs/m-3/workdir", "m-3")
     for line in ("#SBATCH --job-name=tftrain-m-3", "#SBATCH --comment=tftrain:abc", "#SBATCH --nodes=1", "#SBATCH --ntasks=1",
                  "#SBATCH --gres=gpu:1", "#SBATCH --time=12", "#SBATCH --signal=TERM@30", "#SBATCH --no-requeue",
                  "#SBATCH --output=/runs/m-3/launch/batch.log", "#SBATCH --chdir=/runs/m-3/workdir", "\nsrun x\n"):
@@ -33,7 +33,7 @@ def test_a_single_gpu_job_with_a_time_limit():
 
 def test_no_gpu_no_limit_no_lines_for_them():
     request = batch_request(manifest(), "m-1", "c", 10)
-    script = batch_script(request, Launch("srun", "srun x"), "/l", "/w", "m-1")
+    script = batch_script(request, Launch(LaunchMode.SRUN, "srun x"), "/l", "/w", "m-1")
     assert "--gres" not in script and "--time" not in script
     assert "--gres=gpu" not in " ".join(request.options()) and "--time" not in " ".join(request.options())
 
@@ -41,7 +41,7 @@ def test_no_gpu_no_limit_no_lines_for_them():
 def test_placement_and_extra_args_are_lines_of_their_own():
     slurm = {"partition": "gpu", "account": "ml", "qos": "normal", "constraint": "a100&ib", "extra_args": ["--exclusive", "--mem=8G"]}
     request = batch_request(manifest(compute={"target": "slurm", "slurm": slurm}), "m-1", "c", 10)
-    script = batch_script(request, Launch("srun", "srun x"), "/l", "/w", "m-1")
+    script = batch_script(request, Launch(LaunchMode.SRUN, "srun x"), "/l", "/w", "m-1")
     assert "#SBATCH --partition=gpu\n#SBATCH --account=ml\n#SBATCH --qos=normal\n#SBATCH --constraint=a100&ib\n" in script
     assert "#SBATCH --exclusive\n#SBATCH --mem=8G\n" in script
     assert request.options()[-6:] == ["--partition=gpu", "--account=ml", "--qos=normal", "--constraint=a100&ib", "--exclusive", "--mem=8G"]
@@ -82,10 +82,10 @@ def test_the_launch_line_per_backend():
     assert launch_for(one, manifest(), "/l d", "/py", pmix=False).line.startswith("srun --kill-on-bad-exit=0 '--output=/l d/rank-%t.log' /py ")
     mpi_manifest = manifest(distributed_training={"backend": "mpi", "mpi_args": ["-mca", "x", "y"]})
     ranks = plan_of([task(Role.RANK, 0, 0), task(Role.RANK, 1, 1)], driver=task(Role.LAUNCHER, 0, -1))
-    assert launch_for(ranks, mpi_manifest, "/l", "/py", pmix=True).mode == "srun-pmix"
+    assert launch_for(ranks, mpi_manifest, "/l", "/py", pmix=True).mode == LaunchMode.SRUN_PMIX
     assert "srun --mpi=pmix --kill-on-bad-exit=1" in launch_for(ranks, mpi_manifest, "/l", "/py", pmix=True).line
     by_mpirun = launch_for(ranks, mpi_manifest, "/l", "/py", pmix=False)
-    assert by_mpirun.mode == "mpirun" and by_mpirun.line.startswith("mpirun --allow-run-as-root --tag-output -np 2 ")
+    assert by_mpirun.mode == LaunchMode.MPIRUN and by_mpirun.line.startswith("mpirun --allow-run-as-root --tag-output -np 2 ")
     assert by_mpirun.line.endswith("-mca x y /py train.py")
 
 

@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runner.errors import RegistryError, SignatureError
+from runner.errors import SignatureError
 from runner.history import provenance
 from runner.history.checksums import EntryKind, copy_file, fresh_dir, kind_of
-from runner.history.model_registry import ModelVersion, checkout
+from runner.history.model_registry import ModelVersion, checkout, refuse_filled
 from runner.history.signing import SIGNATURE, Signed, held_key, read_public_key, sign_keyless, sign_with_key, verify
 from runner.manifest.signing import signing_secret
 from runner.settings import Settings
@@ -89,8 +89,7 @@ def pull_verified(model: ModelVersion, out_dir: Path, public_key: Path) -> None:
     import tempfile
 
     read_public_key(public_key, "--verify-key")  # a wrong key file is said before anything is copied
-    if out_dir.is_dir() and any(out_dir.iterdir()):
-        raise RegistryError(f"{out_dir} exists and is not empty; choose an empty or new directory")
+    refuse_filled(out_dir)
     with tempfile.TemporaryDirectory(prefix="tftrain-verify-") as scratch, fresh_dir(out_dir) as staging:
         signature = copy_signature(model, Path(scratch) / SIGNATURE)
         checkout(model, staging)

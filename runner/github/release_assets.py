@@ -117,6 +117,7 @@ def _seal_assets(model: Path, paths: RunPaths, record: dict, directory: Path) ->
     published only when those files are still the ones it signed."""
     from runner.history.model_registry import SUMS as VERSION_SUMS
     from runner.history.provenance import FILE as PROVENANCE
+    from runner.history.regular import read_regular
     from runner.history.refs import ModelRef
     from runner.history.signing import SIGNATURE
 
@@ -125,8 +126,10 @@ def _seal_assets(model: Path, paths: RunPaths, record: dict, directory: Path) ->
     ref = ModelRef.parse(record["model"])
     version_dir = paths.root.parent.parent / "models" / ref.name / f"v{ref.version}"
     try:
-        info = json.loads((version_dir / "version.json").read_text())
+        info = json.loads(read_regular(version_dir / "version.json"))  # never a FIFO's endless wait
     except (OSError, ValueError):
+        return {}
+    if not isinstance(info, dict):
         return {}
     sealed = {key: info[key] for key in ("signature", "provenance") if isinstance(info.get(key), dict)}
     if "provenance" in sealed and (version_dir / PROVENANCE).is_file():

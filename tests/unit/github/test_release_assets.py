@@ -56,3 +56,15 @@ def test_a_linked_signature_is_never_followed(tmp_path):
     with pytest.raises(SignatureError, match="demo@v1: model.sig is"):
         _seal_assets(model, paths, {"model": "demo@v1"}, assets)
     assert not (assets / "model.sig").exists()
+
+
+@pytest.mark.parametrize("record", ["fifo", "[1]", "{"])
+def test_an_odd_version_json_publishes_no_seal(tmp_path, record):
+    model, paths, version, assets = _layout(tmp_path)
+    (version / "version.json").unlink()
+    if record == "fifo":
+        os.mkfifo(version / "version.json")  # a plain read would wait forever
+    else:
+        (version / "version.json").write_text(record)
+    assert _seal_assets(model, paths, {"model": "demo@v1"}, assets) == {}
+    assert not (assets / "model.sig").exists()

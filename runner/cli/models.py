@@ -11,7 +11,7 @@ from runner.errors import RegistryError
 from runner.telemetry.summary import primary_metric
 from runner.paths import tftrain_home
 from runner.github.publish import pull_release
-from runner.history.model_registry import Registry
+from runner.history.model_registry import Registry, refuse_filled
 from runner.history.checksums import fresh_dir
 from runner.history.sealing import pull_verified, seal_for, verify_version
 from runner.history.signing import SIGNATURE, read_public_key, verify
@@ -80,8 +80,7 @@ def _from_github(args, logger) -> None:
         with tempfile.TemporaryDirectory(prefix="tftrain-verify-") as scratch:
             signature, out_dir = Path(scratch) / SIGNATURE, Path(scratch) / "model"
             if args.models_command == "pull":
-                if args.output.is_dir() and any(args.output.iterdir()):
-                    raise RegistryError(f"{args.output} exists and is not empty; choose an empty or new directory")
+                refuse_filled(args.output)
                 with fresh_dir(args.output) as staging:
                     tag = pull_release(repo, args.ref, staging, logger, settings, signature)
                     verify(staging, signature, key, tag)

@@ -11,8 +11,8 @@ import yaml
 
 import runner
 from runner.history.archive import pack
-from runner.history.checksums import Entry, EntryKind, format_sums, read_sums, sha256_file, walk
-from runner.errors import PublishError
+from runner.history.checksums import Entry, EntryKind, copy_file, format_sums, read_sums, sha256_file, walk
+from runner.errors import PublishError, SignatureError
 from runner.manifest.model import Manifest
 from runner.telemetry.point import iter_series
 from runner.telemetry.summary import sampled
@@ -117,6 +117,7 @@ def _seal_assets(model: Path, paths: RunPaths, record: dict, directory: Path) ->
     published only when those files are still the ones it signed."""
     from runner.history.model_registry import SUMS as VERSION_SUMS
     from runner.history.provenance import FILE as PROVENANCE
+    from runner.history.regular import read_regular
     from runner.history.refs import ModelRef
     from runner.history.signing import SIGNATURE
 
@@ -125,20 +126,27 @@ def _seal_assets(model: Path, paths: RunPaths, record: dict, directory: Path) ->
     ref = ModelRef.parse(record["model"])
     version_dir = paths.root.parent.parent / "models" / ref.name / f"v{ref.version}"
     try:
-        info = json.loads((version_dir / "version.json").read_text())
+        info = json.loads(read_regular(version_dir / "version.json"))  # never a FIFO's endless wait
     except (OSError, ValueError):
+        return {}
+    if not isinstance(info, dict):
         return {}
     sealed = {key: info[key] for key in ("signature", "provenance") if isinstance(info.get(key), dict)}
     if "provenance" in sealed and (version_dir / PROVENANCE).is_file():
         shutil.copy(version_dir / PROVENANCE, directory / PROVENANCE)
     if "signature" in sealed:
-        registered = read_sums(version_dir / VERSION_SUMS)
+        try:
+            registered = read_sums(version_dir / VERSION_SUMS)
+        except (OSError, ValueError) as exc:  # the version's directory is the registry's, and others may write there
+            raise PublishError(f"{record['model']}: {VERSION_SUMS}: {getattr(exc, 'strerror', None) or exc}") from None
         # as registration saw it: regular files only (links and the like were skipped, not signed)
         entries = walk(model) if model.is_dir() else [Entry(model.name, model, EntryKind.FILE)]
         current = {entry.name: sha256_file(entry.path) for entry in entries if entry.kind is EntryKind.FILE}
         if current != registered:
             raise PublishError(f"the run's model changed since it was registered as {record['model']}: its {SIGNATURE} would not verify")
-        shutil.copy(version_dir / SIGNATURE, directory / SIGNATURE)
+        copied = copy_file(version_dir / SIGNATURE, directory / SIGNATURE)  # never a link followed
+        if not isinstance(copied, tuple):
+            raise SignatureError(f"{record['model']}: {SIGNATURE} is {copied.described}")
     return {**sealed, "label": record["model"]}
 
 

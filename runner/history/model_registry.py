@@ -141,10 +141,15 @@ class Registry:
     def pull(self, ref: str, out_dir: Path) -> ModelVersion:
         """Copy NAME@vN into out_dir (new, or an empty directory), verified as it is copied."""
         model = self.resolve(ref)
-        if out_dir.is_dir() and any(out_dir.iterdir()):
-            raise RegistryError(f"{out_dir} exists and is not empty; choose an empty or new directory")
+        refuse_filled(out_dir)
         checkout(model, out_dir)
         return model
+
+
+def refuse_filled(out_dir: Path) -> None:
+    """RegistryError unless `out_dir` (where a version is to be copied) is new or an empty directory."""
+    if out_dir.is_dir() and any(out_dir.iterdir()):
+        raise RegistryError(f"{out_dir} exists and is not empty; choose an empty or new directory")
 
 
 def _write_version(staging: Path, source: Path, top: EntryKind, record: dict, extras: dict[str, Path], seal: Sealing | None) -> dict:

@@ -58,9 +58,9 @@ def statement(sums: dict[str, str], extras: dict[str, str], facts: BuildFacts, f
 
 def _build_definition(facts: BuildFacts) -> dict:
     run, lock = facts.run, facts.lock
-    manifest = lock.get("manifest") or run.get("manifest") or {}
-    environment = lock.get("environment") or {}
-    plan = lock.get("plan") or {}
+    manifest = _resolved_manifest(run, lock)
+    environment = _dict(lock.get("environment"))
+    plan = _dict(lock.get("plan"))
     return {
         "buildType": BUILD_TYPE,
         "externalParameters": {
@@ -70,7 +70,7 @@ def _build_definition(facts: BuildFacts) -> dict:
                 "resolved": manifest,
                 "resolved_sha256": hashlib.sha256(_canonical(manifest)).hexdigest(),
             },
-            "target": plan.get("target") or (manifest.get("compute") or {}).get("target"),
+            "target": plan.get("target") or _dict(manifest.get("compute")).get("target"),
         },
         "internalParameters": {
             "tftrain_version": lock.get("tftrain_version") or runner.__version__,
@@ -78,7 +78,7 @@ def _build_definition(facts: BuildFacts) -> dict:
             "attempt": run.get("attempt"),
             "sweep": run.get("sweep"),
             "launcher": plan.get("launcher"),
-            "processes": len(plan.get("tasks") or []),
+            "processes": len(tasks) if isinstance(tasks := plan.get("tasks"), list) else 0,
             "environment": {key: environment.get(key) for key in ("description", "framework_version", "image", "image_id", "base_image")},
             "curated_tensorflow": facts.curated,
         },
@@ -88,7 +88,7 @@ def _build_definition(facts: BuildFacts) -> dict:
 
 def _dependencies(facts: BuildFacts) -> list[dict]:
     run, lock = facts.run, facts.lock
-    git = run.get("git") or lock.get("git") or {}
+    git = _dict(run.get("git") or lock.get("git"))
     found = []
     if git.get("commit"):
         workflow = facts.workflow
@@ -99,10 +99,10 @@ def _dependencies(facts: BuildFacts) -> list[dict]:
             "digest": {"gitCommit": git["commit"]},
             "annotations": {"dirty": bool(git.get("dirty")), "branch": git.get("branch"), "tags": git.get("tags") or []},
         })
-    for name, spec in sorted((lock.get("inputs") or {}).items()):
+    for name, spec in sorted(_dict(lock.get("inputs")).items()):
         spec = spec if isinstance(spec, dict) else {}
         found.append({"name": f"input:{name}", "uri": _uri(spec.get("source")), **_sha256(spec.get("sha256"))})
-    environment = lock.get("environment") or {}
+    environment = _dict(lock.get("environment"))
     if environment.get("image"):
         image_id = str(environment.get("image_id") or "")
         algorithm, _, digest = image_id.partition(":")
@@ -114,7 +114,8 @@ def _dependencies(facts: BuildFacts) -> list[dict]:
 
 def _run_details(facts: BuildFacts, extras: dict[str, str], finished: float) -> dict:
     run, workflow = facts.run, facts.workflow
-    started = next((phase.get("started") for phase in run.get("phases") or [] if phase.get("phase") == "Running"), None)
+    phases = run.get("phases") if isinstance(run.get("phases"), list) else []
+    started = next((phase.get("started") for phase in map(_dict, phases) if phase.get("phase") == "Running"), None)
     server = workflow.get("server_url") or "https://github.com"
     ref = workflow.get("workflow_ref")
     builder = {"id": f"{server}/{ref}" if ref else LOCAL_BUILDER, "version": {"tftrain": runner.__version__}}
@@ -131,6 +132,15 @@ def _run_details(facts: BuildFacts, extras: dict[str, str], finished: float) -> 
         },
         "byproducts": [{"name": name, "digest": {"sha256": digest}} for name, digest in sorted(extras.items())],
     }
+
+
+def _dict(value) -> dict:
+    """`value` when the records hold a mapping there, else {}: a field of another type reads as absent."""
+    return value if isinstance(value, dict) else {}
+
+
+def _resolved_manifest(run: dict, lock: dict) -> dict:
+    return _dict(lock.get("manifest") or run.get("manifest"))
 
 
 def _uri(source) -> str | None:
@@ -169,8 +179,8 @@ def gather(run_json: Path, lock_file: Path, workflow, manifest_path: Path | None
     run = _read_json(run_json)
     lock = _read_yaml(lock_file)
     manifest_path = str(manifest_path) if manifest_path is not None else lock.get("manifest_path")
-    manifest = lock.get("manifest") or run.get("manifest") or {}
-    framework = (lock.get("environment") or {}).get("framework_version") or manifest.get("framework_version")
+    manifest = _resolved_manifest(run, lock)
+    framework = _dict(lock.get("environment")).get("framework_version") or manifest.get("framework_version")
     return BuildFacts(
         run=run,
         lock=lock,
@@ -214,7 +224,8 @@ def _read_yaml(path: Path) -> dict:
         value = yaml.load(data, Loader=loader)
     except yaml.YAMLError:
         return {}
-    return value if isinstance(value, dict) else {}
+    # as JSON would hold it: YAML's dates and non-string keys (1:, null:) would fail the statement's json.dumps
+    return json.loads(json.dumps(value, default=str, skipkeys=True)) if isinstance(value, dict) else {}
 
 
 def _file_sha256(path: Path) -> str | None:

@@ -11,11 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runner.errors import RegistryError, SignatureError
+from runner.errors import SignatureError
 from runner.history import provenance
-from runner.history.checksums import EntryKind, copy_file, fresh_dir, kind_of
-from runner.history.model_registry import ModelVersion, checkout
-from runner.history.signing import SIGNATURE, Signed, held_key, read_public_key, sign_keyless, sign_with_key, verify
+from runner.history.checksums import copy_file, fresh_dir
+from runner.history.model_registry import ModelVersion, checkout, refuse_filled
+from runner.history.signing import SIGNATURE, Signed, held_key, read_public_key, sign_keyless, sign_with_key, signature_problem, verify
 from runner.manifest.signing import signing_secret
 from runner.settings import Settings
 
@@ -76,10 +76,10 @@ def copy_signature(model: ModelVersion, target: Path) -> Path:
     """The version's model.sig copied to `target` (to verify a copy of the files against a copy of
     it, neither changing under the check); SignatureError when it is missing or not a file."""
     source = model.path / SIGNATURE
-    copied = copy_file(source, target) if kind_of(source) is EntryKind.FILE else kind_of(source)
+    problem = signature_problem(source)
+    copied = copy_file(source, target) if problem is None else None
     if not isinstance(copied, tuple):
-        state = "missing: the version is not signed (model.signing) or it was removed" if copied is None else copied.described
-        raise SignatureError(f"model {model.label}: {SIGNATURE} is {state}")
+        raise SignatureError(f"model {model.label}: {problem or f'{SIGNATURE} is {copied.described}'}")
     return target
 
 
@@ -89,8 +89,7 @@ def pull_verified(model: ModelVersion, out_dir: Path, public_key: Path) -> None:
     import tempfile
 
     read_public_key(public_key, "--verify-key")  # a wrong key file is said before anything is copied
-    if out_dir.is_dir() and any(out_dir.iterdir()):
-        raise RegistryError(f"{out_dir} exists and is not empty; choose an empty or new directory")
+    refuse_filled(out_dir)
     with tempfile.TemporaryDirectory(prefix="tftrain-verify-") as scratch, fresh_dir(out_dir) as staging:
         signature = copy_signature(model, Path(scratch) / SIGNATURE)
         checkout(model, staging)

@@ -239,7 +239,7 @@ def verify(files_dir: Path, signature: Path, public_key: Path, label: str) -> No
     """`files_dir` is exactly what `signature` signed with the key whose public half is the file
     `public_key`; SignatureError "model LABEL: …" saying what differs otherwise."""
     key = read_public_key(public_key)
-    problem = _signature_problem(signature) or _entries_problem(files_dir)
+    problem = signature_problem(signature) or _entries_problem(files_dir)
     if problem:
         raise SignatureError(f"model {label}: {problem}")
     model_signing = _library()
@@ -255,7 +255,8 @@ def verify(files_dir: Path, signature: Path, public_key: Path, label: str) -> No
         os.close(fd)
 
 
-def _signature_problem(signature: Path) -> str | None:
+def signature_problem(signature: Path) -> str | None:
+    """Why `signature` cannot be a model.sig to verify (missing, not a regular file, too large), or None."""
     kind = kind_of(signature)
     if kind is None:
         return f"{SIGNATURE} is missing: the version is not signed (model.signing) or it was removed"

@@ -133,6 +133,13 @@ def test_in_a_workflow_the_builder_and_invocation_are_the_workflow_run(tmp_path)
         ),
         lambda run_dir: (run_dir / "manifest.lock.yml").unlink() or (run_dir / "manifest.lock.yml").symlink_to("/dev/zero"),
         lambda run_dir: (run_dir / "manifest.lock.yml").write_text("manifest_path: /dev/zero\n"),
+        # every field of another type than tftrain writes there reads as absent
+        lambda run_dir: (run_dir / "run.json").write_text(json.dumps(
+            {"git": "a" * 40, "phases": [1, "Running"], "manifest": [1], "created": "yesterday"})),
+        lambda run_dir: (run_dir / "manifest.lock.yml").write_text(
+            "environment: x\nplan: {tasks: 5}\ninputs: [1]\nmanifest: {compute: 3}\ngit: [1]\n"),
+        lambda run_dir: (run_dir / "manifest.lock.yml").write_text(
+            "manifest: {when: 2024-01-01, 1: one, null: none, 2024-01-02: day}\ninputs: {1: {}, a: {}}\nplan: [1]\n"),
     ],
 )
 def test_hostile_records_give_a_thinner_statement(tmp_path, hostile):

@@ -182,6 +182,22 @@ def test_pull_verify_key_into_an_empty_directory_and_a_usage_error_first(tmp_pat
     assert result.returncode == 2 and not (tmp_path / "other").exists()
 
 
+@pytest.mark.parametrize("damage, words", [("huge", "larger than 256 MiB"), ("fifo", "is a FIFO"), ("gone", "is missing")])
+def test_pull_verify_key_refuses_an_odd_signature_before_copying_it(tmp_path, keys, damage, words):
+    private, public = keys
+    _, model = register(tmp_path, private)
+    signature = model.path / signing.SIGNATURE
+    signature.unlink()
+    if damage == "huge":  # sparse: no disk used, but no copy of it should be made either
+        with open(signature, "wb") as handle:
+            handle.truncate(signing.MAX_SIGNATURE_BYTES + 1)
+    elif damage == "fifo":
+        os.mkfifo(signature)
+    with pytest.raises(SignatureError, match=words):
+        pull_verified(model, tmp_path / "pulled", public)
+    assert not (tmp_path / "pulled").exists()
+
+
 # --- keys -------------------------------------------------------------------------------------
 
 

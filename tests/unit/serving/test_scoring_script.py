@@ -127,7 +127,7 @@ def test_the_layer_exports_model_where_azure_scripts_import_it():
 def test_recorded_reads_only_a_scoring_entry_that_names_a_script(tmp_path):
     (tmp_path / "serving").mkdir()
     assert scoring_script.recorded(tmp_path) is None
-    for text in ("[]", "{", '{"scoring": "score.py"}', '{"scoring": {"script": 3}}'):
+    for text in ("[]", "{", '{"scoring": "score.py"}', '{"scoring": {"script": 3}}', "[" * 100_000 + "]" * 100_000):
         (tmp_path / "serving" / "serving.json").write_text(text)
         assert scoring_script.recorded(tmp_path) is None
     (tmp_path / "serving" / "serving.json").write_text('{"scoring": {"script": "score.py", "auth": true}}')

@@ -84,3 +84,9 @@ def test_an_unreadable_file_is_the_gates_failure(tmp_path):
         ServingReport.read(tmp_path / "serving.json")
     with pytest.raises(ModelGateError, match="export.json cannot be read"):
         OnnxExport.read(tmp_path / "export.json")
+
+
+def test_a_file_nested_past_the_recursion_limit_is_the_gates_failure(tmp_path):
+    (tmp_path / "serving.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ModelGateError, match="serving.json cannot be read"):
+        ServingReport.read(tmp_path / "serving.json")

@@ -89,6 +89,11 @@ def recorded(root: Path) -> dict | None:
         serving = json.loads((root / "serving" / "serving.json").read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
         return None
+    return scoring_of(serving)
+
+
+def scoring_of(serving: object) -> dict | None:
+    """serving.json's document's "scoring" when it names a script (recorded's rule), else None."""
     scoring = serving.get("scoring") if isinstance(serving, dict) else None
     return scoring if isinstance(scoring, dict) and isinstance(scoring.get("script"), str) else None
 

@@ -179,3 +179,11 @@ def test_recorded_packages_that_pip_would_read_as_options_are_refused(packages):
     with pytest.raises(ValueError, match="scoring.packages"):
         scoring_script.packages_of({"script": "score.py", "packages": packages})
     assert scoring_script.packages_of({"script": "score.py", "packages": ["numpy", "pillow==10.*"]}) == ("numpy", "pillow==10.*")
+
+
+def test_a_version_s_scoring_entry_without_a_script_is_no_scoring_version(tmp_path):
+    from runner.serving.image import VersionFiles
+
+    for serving in (None, {}, {"scoring": {}}, {"scoring": {"script": None}}, {"scoring": []}):
+        assert VersionFiles(None, None, serving).scoring is None
+    assert VersionFiles(None, None, {"scoring": {"script": "score.py"}}).scoring == {"script": "score.py"}

@@ -14,3 +14,11 @@ def error_of(project, manifest: str) -> str:
         load_manifest(path)
     assert info.value.exit_code == 3
     return str(info.value).replace(f"{path}:", "", 1)
+
+
+def one_line_error(project, manifest: str, starts: str) -> str:
+    """error_of, held to one line that begins with `starts` (FILE's LINE: the field: ...)."""
+    message = error_of(project, manifest)
+    assert message.startswith(starts), message
+    assert "\n" not in message
+    return message

@@ -37,9 +37,10 @@ def deployment(ctx) -> None:
 def _inference(ctx, config: Obj) -> None:
     script, folder = config.attrs.get("entry_script"), config.attrs.get("source_directory")
     if isinstance(script, str):
-        path = f"{folder.rstrip('/')}/{script}" if isinstance(folder, str) and folder not in (".", "./") else script
+        nested = isinstance(folder, str) and folder not in (".", "./")
+        path = f"{folder.rstrip('/')}/{script}" if nested else script
         ctx.draft.put(SERVING + ("scoring_script",), path, "InferenceConfig(entry_script=...): served on azmlinfsrv by tftrain serve/deploy")
-        if isinstance(folder, str) and folder not in (".", "./"):
+        if nested:
             ctx.draft.note("changed", f"model.serving.scoring_script: InferenceConfig(source_directory={folder!r}) → {path!r}, "
                                       "relative to source_directory (only the script is copied into the version)", ctx.at(config, "source_directory"))
     elif script is not None:
@@ -48,8 +49,7 @@ def _inference(ctx, config: Obj) -> None:
     environment = config.attrs.get("environment")
     if isinstance(environment, Obj) and isinstance(environment.attrs.get("file_path"), str):
         via = environment.attrs.get("_via", "Environment")
-        key = "conda_file" if via == "Environment.from_conda_specification" else None
-        if key:
+        if via == "Environment.from_conda_specification":
             conda = environment.attrs["file_path"]
         else:
             ctx.draft.note("todo", f"model.serving.pip_packages: the scoring environment came from {via}(...): list its packages",

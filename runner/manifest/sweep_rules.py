@@ -54,22 +54,22 @@ def sweep_warnings(manifest: Manifest) -> list[Problem]:
 
 def objectives_of(manifest: Manifest) -> tuple[Objective, ...]:
     """The sweep's objectives, in the manifest's order: more than one makes a multi-objective sweep
-    (its Pareto front); the first is the one trials are ranked by first."""
-    if manifest.sweep is not None and isinstance(manifest.sweep.objective, list):
-        return tuple(manifest.sweep.objective)
-    return (objective_of(manifest),)
-
-
-def objective_of(manifest: Manifest) -> Objective:
-    """The sweep's objective: sweep.objective (the first of a list), else metrics.primary with its goal (metrics.goal or the name's)."""
-    if manifest.sweep is not None and isinstance(manifest.sweep.objective, list):
-        return manifest.sweep.objective[0]
-    if manifest.sweep is not None and manifest.sweep.objective is not None:
-        return manifest.sweep.objective
+    (its Pareto front); the first is the one trials are ranked by first. Without sweep.objective:
+    metrics.primary with its goal (metrics.goal or the name's)."""
+    objective = manifest.sweep.objective if manifest.sweep is not None else None
+    if isinstance(objective, list):
+        return tuple(objective)
+    if objective is not None:
+        return (objective,)
     primary = manifest.metrics.primary
     if not primary:
         raise ValueError("no objective: set sweep.objective.primary_metric (or metrics.primary)")
-    return Objective(primary_metric=primary, goal=manifest.metrics.goal_for(primary))
+    return (Objective(primary_metric=primary, goal=manifest.metrics.goal_for(primary)),)
+
+
+def objective_of(manifest: Manifest) -> Objective:
+    """The sweep's objective: sweep.objective (the first of a list), else metrics.primary's (objectives_of)."""
+    return objectives_of(manifest)[0]
 
 
 _SPACE: Location = ("sweep", "search_space")

@@ -54,8 +54,9 @@ class GateResult:
             kept["model.onnx"] = self.onnx
         scoring = self.serving.scoring
         if scoring:  # runner.serving.scoring.gate: the script (and its sample request) as the gate ran them
-            optional = (("sample-request.json", "sample_request"), ("answer.json", "answer"))
-            for name in (scoring["script"], *(name for name, key in optional if scoring.get(key))):
+            from runner.serving.scoring.release import kept_files
+
+            for name in kept_files(scoring):  # what a release of the version publishes, too
                 kept[f"scoring/{name}"] = self.directory / "scoring" / name
         return kept
 

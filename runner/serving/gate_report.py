@@ -117,8 +117,8 @@ class _Fields:
         self.path = path
         try:
             self.document = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            raise ModelGateError(f"the gate's {path.name} cannot be read: {exc}") from None
+        except (OSError, ValueError, RecursionError) as exc:
+            raise ModelGateError(f"the gate's {path.name} cannot be read: {str(exc)[:200] or type(exc).__name__}") from None
         if not isinstance(self.document, dict):
             raise ModelGateError(f"the gate's {path.name} is not a JSON object")
 

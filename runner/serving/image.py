@@ -29,7 +29,7 @@ from runner.history.checksums import sha256_file, sums_of
 from runner.history.model_registry import SUMS, ModelVersion, checkout_version, damaged
 from runner.serving.imageref import TAG, ImageReference
 from runner.serving.layout import VersionDir
-from runner.serving.scoring.script import packages_of
+from runner.serving.scoring.script import packages_of, scoring_of
 from runner.serving.requirements import framework_constraints, scoring_requirements, serving_constraints, serving_requirements
 from runner.environments import CA_NAME, CONSTRAINTS_NAME, ImageSpec
 from runner.templates import render
@@ -102,8 +102,7 @@ class VersionFiles:
     @property
     def scoring(self) -> dict | None:
         """serving.json's "scoring": the version is served by its scoring script (runner.serving.scoring.server)."""
-        scoring = (self.serving or {}).get("scoring")
-        return scoring if isinstance(scoring, dict) else None
+        return scoring_of(self.serving)
 
     @property
     def scoring_packages(self) -> tuple[str, ...] | None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from runner.errors import FatalError, NotFoundError
 from runner.history.rundir import writing
 from runner.history.store import Store
-from runner.sweep.pareto import best_of_front, best_words, front_markdown, objective_metrics, pareto_front, points_of, value_cells
+from runner.sweep.pareto import best_words, front_markdown, objective_metrics, pareto_front, points_of, value_cells
 from runner.sweep.study import WARM, Sweep
 from runner.telemetry.logger import Logger
 
@@ -94,17 +94,18 @@ class SweepBook:
             rows.append(as_run_says(self.home, self.sweep.sweep_id, row, metrics) if unseen else row)
         return rows
 
-    def best(self, trials: list[dict]) -> dict | None:
+    def best(self, trials: list[dict], front: list[int] | None = None) -> dict | None:
         """The best completed trial; of a multi-objective sweep, the Pareto front's trial best on
-        the first objective (runner.sweep.pareto), with every objective's value."""
+        the first objective (runner.sweep.pareto), with every objective's value. `front`: the
+        sweep's front (self.front), where the caller has it already."""
         done = [t for t in trials if t["status"] == TrialStatus.COMPLETED.value and _finite(t["value"])]
         if not done:
             return None
         if self.sweep.multi:
-            goals = [objective.goal for objective in self.sweep.objectives]
-            number = best_of_front(points_of(done, self.sweep.metrics), goals)
-            if number is None:
+            front = self.front(trials) if front is None else front
+            if not front:
                 return None
+            number = front[0]
             best = next(t for t in done if t["number"] == number)
             return {"number": number, "run_id": best["run_id"], "value": best["value"], "values": best["values"], "model_version": self.model_version}
         pick = max if self.sweep.objective.goal == "maximize" else min
@@ -119,19 +120,20 @@ class SweepBook:
     def document(self) -> dict:
         trials = self.trials()
         keys = ("number", "run_id", "status", "early_terminated", "params", "value") + (("values", "message") if self.sweep.multi else ())
+        front = self.front(trials) if self.sweep.multi else None
         document = {
             "id": self.sweep.sweep_id,
             "status": self.status.value,
             "objective": self.sweep.described(),
             "trials": [{key: t[key] for key in keys} for t in trials],
-            "best": self.best(trials),
+            "best": self.best(trials, front),
             "name": self.sweep.study.user_attrs.get("name"),
             "created": self.created,
             "limit": self.sweep.limit,
             "curves": {str(t["number"]): t["curve"] for t in trials},  # the primary metric at each report (the release's plot)
         }
-        if self.sweep.multi:
-            document["pareto"] = self.front(trials)  # trial numbers, best on the first objective first
+        if front is not None:
+            document["pareto"] = front  # trial numbers, best on the first objective first
         return document
 
     def save(self) -> None:

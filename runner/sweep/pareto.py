@@ -1,6 +1,6 @@
 """A multi-objective sweep's result: the Pareto front of its completed trials (none of them beaten
 on every objective by another), and which of them is the sweep's best, whose model registers:
-the front's trial best on the first objective (ties: the next objectives, then the earlier trial).
+the front's first: best on the first objective (ties: the next objectives, then the earlier trial).
 Plain functions over (trial number, values): the book, `tftrain sweeps show` and tests share them."""
 
 from __future__ import annotations
@@ -37,13 +37,6 @@ def pareto_front(points: Sequence[Point], goals: Sequence[str]) -> list[int]:
         if not any(dominates(kept, scores) for kept, _ in front):
             front.append((scores, number))
     return [number for _, number in front]
-
-
-def best_of_front(points: Sequence[Point], goals: Sequence[str]) -> int | None:
-    """The trial that stands for the sweep (and whose model registers): on the front, the best on
-    the first objective; ties go to the next objectives, then to the earlier trial."""
-    front = pareto_front(points, goals)
-    return front[0] if front else None
 
 
 def points_of(trials: Sequence[dict], metrics: Sequence[str]) -> list[Point]:

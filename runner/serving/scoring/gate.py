@@ -8,7 +8,6 @@ described in serving.json's "scoring": the script's name and sha256, the sample'
 
 from __future__ import annotations
 
-import hashlib
 import re
 import shutil
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Callable
 import yaml
 
 from runner.errors import ManifestError, ModelGateError
+from runner.history.checksums import sha256_file
 from runner.history.rundir import RunPaths
 from runner.manifest import LoadedManifest
 from runner.manifest.scoring_rules import file_problems
@@ -26,6 +26,7 @@ SCORING_DIR = "scoring"
 # the server and the layer replace Azure's own packages; the model's TensorFlow set decides TensorFlow
 DROPPED = re.compile(r"^(azureml[-_.].*|azureml|tensorflow([-_].*)?|tensorflow-cpu|tensorflow-gpu|keras|tf-keras|inference-schema)$", re.I)
 CONDA_ONLY = {"python", "pip", "setuptools", "wheel"}
+NAME_END = re.compile(r"[\s<>=!~\[;@]")  # where a requirement's name ends (a pin, extras, a marker)
 
 
 def scoring_packages(loaded: LoadedManifest) -> tuple[list[str], list[str]]:
@@ -37,7 +38,7 @@ def scoring_packages(loaded: LoadedManifest) -> tuple[list[str], list[str]]:
         wanted = conda_packages(read_source_text(loaded.source_dir, serving.conda_file, "model.serving.conda_file"), serving.conda_file)
     kept, dropped = [], []
     for package in wanted:
-        name = re.split(r"[\s<>=!~\[;@]", package.strip(), maxsplit=1)[0]
+        name = NAME_END.split(package.strip(), maxsplit=1)[0]
         (dropped if DROPPED.match(name) else kept).append(package.strip())
     return kept, dropped
 
@@ -57,21 +58,13 @@ def conda_packages(text: str, where: str) -> list[str]:
         if isinstance(item, dict) and isinstance(item.get("pip"), list):
             packages += [str(entry) for entry in item["pip"]]
         elif isinstance(item, str):
-            name = re.split(r"[\s<>=!~\[;@]", item.split("::")[-1].strip(), maxsplit=1)[0]
+            name = NAME_END.split(item.split("::")[-1].strip(), maxsplit=1)[0]
             if name and name.lower() not in CONDA_ONLY:
                 packages.append(name)
     for package in packages:
         if not package.strip() or package.lstrip().startswith("-") or not package.isprintable():
             raise ManifestError(f"model.serving.conda_file {where}: {package!r} is not a package (no pip options here)")
     return packages
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def gate_scoring(loaded: LoadedManifest, paths: RunPaths, out: Path, probe: Callable[[list[str], Path], str], logger) -> dict:
@@ -106,9 +99,9 @@ def gate_scoring(loaded: LoadedManifest, paths: RunPaths, out: Path, probe: Call
         logger.info(f"scoring environment: left out {', '.join(dropped)} (tftrain's server, azureml layer and the model's TensorFlow set replace them)")
     return {
         "script": script.name,
-        "sha256": sha256(script),
-        "sample_request": sha256(sample) if sample else None,
-        "answer": sha256(directory / "answer.json") if (directory / "answer.json").is_file() else None,
+        "sha256": sha256_file(script),
+        "sample_request": sha256_file(sample) if sample else None,
+        "answer": sha256_file(directory / "answer.json") if (directory / "answer.json").is_file() else None,
         "packages": packages,
         "auth": serving.auth,
         "layout": "directory" if (paths.workdir / loaded.manifest.model.path).is_dir() else "file",

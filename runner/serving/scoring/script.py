@@ -87,8 +87,13 @@ def recorded(root: Path) -> dict | None:
     sha256 in version.json), or None for a version registered without a scoring script."""
     try:
         serving = json.loads((root / "serving" / "serving.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
+    return scoring_of(serving)
+
+
+def scoring_of(serving: object) -> dict | None:
+    """serving.json's document's "scoring" when it names a script (recorded's rule), else None."""
     scoring = serving.get("scoring") if isinstance(serving, dict) else None
     return scoring if isinstance(scoring, dict) and isinstance(scoring.get("script"), str) else None
 

@@ -115,9 +115,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def script_of(root: Path) -> Path:
+def script_of(root: Path, scoring: dict) -> Path:
     """The version's scoring script, as serving.json's "scoring" names it."""
-    name = (scoring_script.recorded(root) or {}).get("script")
+    name = scoring.get("script")
     if not isinstance(name, str) or "/" in name or "\\" in name or name in ("", ".", ".."):
         raise ValueError("the version records no scoring script")
     script = root / "scoring" / name
@@ -126,10 +126,10 @@ def script_of(root: Path) -> Path:
     return script
 
 
-def registered_model(root: Path) -> Path:
+def registered_model(root: Path, scoring: dict) -> Path:
     """model/ for a registered directory; the file in it for a registered file (the gate's "layout")."""
     model = root / "model"
-    if (scoring_script.recorded(root) or {}).get("layout") == "file":
+    if scoring.get("layout") == "file":
         files = [path for path in model.iterdir() if path.is_file() and not path.is_symlink()]
         if len(files) == 1:
             return files[0]
@@ -142,9 +142,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         token = guard.server_token(os.environ, args.max_body_bytes)
         root = args.model_dir.resolve()
-        script = script_of(root)
-        if token is None and (scoring_script.recorded(root) or {}).get("auth"):
+        scoring = scoring_script.recorded(root) or {}
+        script = script_of(root, scoring)
+        if token is None and scoring.get("auth"):
             raise ValueError(f"the version was registered with model.serving.auth: true: set {guard.TOKEN_VARIABLE} to the key clients send")
+        model = registered_model(root, scoring)
     except (ValueError, OSError) as exc:
         print(f"tftrain-serve: error: {exc}", file=sys.stderr, flush=True)
         return BAD_SETTING
@@ -154,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tftrain-serve: error: {exc}", file=sys.stderr, flush=True)
         return LOAD_FAILED
     here = Path(runner.__file__).resolve().parents[1]  # the directory that holds `runner`
-    os.environ.update(scoring_script.model_variables(registered_model(root), args.name, args.version))
+    os.environ.update(scoring_script.model_variables(model, args.name, args.version))
     os.environ.update({
         "AZUREML_ENTRY_SCRIPT": script.name, "AML_APP_ROOT": str(script.parent), "SERVICE_NAME": args.name,
         "PYTHONPATH": os.pathsep.join([str(scoring_script.shims(here)), os.environ.get("PYTHONPATH", "")]),

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from manifest_errors import error_of
+from manifest_errors import error_of, one_line_error
 from runner.manifest import load_manifest
 
 SCRIPT = "model:\n  serving:\n    scoring_script: score.py\n"
@@ -38,9 +38,7 @@ def with_files(project, manifest: str, **files: str):
     ],
 )
 def test_bad_scoring_settings_are_one_line(project, manifest, error):
-    message = error_of(project, manifest)
-    assert message.startswith(error), message
-    assert "\n" not in message
+    one_line_error(project, manifest, error)
 
 
 def test_a_scoring_script_behind_a_symlink_is_refused_even_inside_source_directory(project, tmp_path):

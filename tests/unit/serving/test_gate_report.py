@@ -84,3 +84,17 @@ def test_an_unreadable_file_is_the_gates_failure(tmp_path):
         ServingReport.read(tmp_path / "serving.json")
     with pytest.raises(ModelGateError, match="export.json cannot be read"):
         OnnxExport.read(tmp_path / "export.json")
+
+
+def test_a_file_nested_past_the_recursion_limit_is_the_gates_failure(tmp_path):
+    (tmp_path / "serving.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ModelGateError, match="serving.json cannot be read"):
+        ServingReport.read(tmp_path / "serving.json")
+
+
+def test_a_version_keeps_the_scoring_files_the_gate_recorded(tmp_path):
+    report = ServingReport.read(_written(tmp_path, "serving.json", CHECKED))
+    scoring = {"script": "score.py", "sha256": "a", "sample_request": "b", "answer": None}
+    kept = GateResult(tmp_path, replace(report, scoring=scoring), 1.0).files()
+    assert [name for name in kept if name.startswith("scoring/")] == ["scoring/score.py", "scoring/sample-request.json"]
+    assert kept["scoring/score.py"] == tmp_path / "scoring" / "score.py"

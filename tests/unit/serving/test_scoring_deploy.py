@@ -47,3 +47,19 @@ def test_the_inference_service_is_a_custom_predictor_container_of_the_image():
 ])
 def test_the_smoke_test_compares_answers_as_json(have, want, told):
     assert differs(have, want) == told
+
+
+@pytest.mark.parametrize("expected", ["{not json", "\xff", "[" * 100_000 + "]" * 100_000])
+def test_a_release_answer_that_is_no_json_is_one_deploy_error(tmp_path, monkeypatch, expected):
+    from types import SimpleNamespace
+
+    from runner.errors import DeployError
+    from runner.serving.scoring import smoke
+
+    (tmp_path / "scoring").mkdir()
+    (tmp_path / "scoring" / "sample-request.json").write_text('{"data": [1]}')
+    (tmp_path / "scoring" / "answer.json").write_bytes(expected.encode("latin-1"))
+    monkeypatch.setattr(smoke, "post", lambda url, body, token: (200, b"[1]"))
+    files = SimpleNamespace(root=tmp_path, scoring={"script": "score.py", "sample_request": "abc"})
+    with pytest.raises(DeployError, match="cannot be compared"):
+        smoke.smoke_scoring("http://127.0.0.1:1", files, None, SimpleNamespace(info=lambda *a, **k: None))

@@ -127,7 +127,7 @@ def test_the_layer_exports_model_where_azure_scripts_import_it():
 def test_recorded_reads_only_a_scoring_entry_that_names_a_script(tmp_path):
     (tmp_path / "serving").mkdir()
     assert scoring_script.recorded(tmp_path) is None
-    for text in ("[]", "{", '{"scoring": "score.py"}', '{"scoring": {"script": 3}}'):
+    for text in ("[]", "{", '{"scoring": "score.py"}', '{"scoring": {"script": 3}}', "[" * 100_000 + "]" * 100_000):
         (tmp_path / "serving" / "serving.json").write_text(text)
         assert scoring_script.recorded(tmp_path) is None
     (tmp_path / "serving" / "serving.json").write_text('{"scoring": {"script": "score.py", "auth": true}}')
@@ -179,3 +179,11 @@ def test_recorded_packages_that_pip_would_read_as_options_are_refused(packages):
     with pytest.raises(ValueError, match="scoring.packages"):
         scoring_script.packages_of({"script": "score.py", "packages": packages})
     assert scoring_script.packages_of({"script": "score.py", "packages": ["numpy", "pillow==10.*"]}) == ("numpy", "pillow==10.*")
+
+
+def test_a_version_s_scoring_entry_without_a_script_is_no_scoring_version(tmp_path):
+    from runner.serving.image import VersionFiles
+
+    for serving in (None, {}, {"scoring": {}}, {"scoring": {"script": None}}, {"scoring": []}):
+        assert VersionFiles(None, None, serving).scoring is None
+    assert VersionFiles(None, None, {"scoring": {"script": "score.py"}}).scoring == {"script": "score.py"}

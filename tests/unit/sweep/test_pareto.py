@@ -11,7 +11,7 @@ import pytest
 
 from runner.errors import SweepError
 from runner.manifest.sweep import Objective, SweepSpec
-from runner.sweep.pareto import best_of_front, dominates, objective_metrics, pareto_front, points_of
+from runner.sweep.pareto import dominates, objective_metrics, pareto_front, points_of
 from runner.sweep.study import open_sweep
 
 MAX_MIN = ["maximize", "minimize"]
@@ -26,14 +26,14 @@ def test_dominance_needs_one_strictly_better_and_none_worse():
 def test_the_front_of_accuracy_against_latency():
     points = [(0, (0.90, 30.0)), (1, (0.80, 10.0)), (2, (0.85, 40.0)), (3, (0.95, 50.0)), (4, (0.80, 12.0)), (5, (0.70, 10.0))]
     assert pareto_front(points, MAX_MIN) == [3, 0, 1]  # best on the first objective first
-    assert best_of_front(points, MAX_MIN) == 3
+    assert pareto_front(points, MAX_MIN)[0] == 3  # the sweep's best
 
 
 def test_equal_points_both_stay_and_ties_go_to_the_next_objective_then_the_earlier_trial():
     points = [(4, (0.9, 20.0)), (2, (0.9, 20.0)), (7, (0.9, 10.0))]
     assert pareto_front(points, MAX_MIN) == [7]
     assert pareto_front([(4, (0.9, 20.0)), (2, (0.9, 20.0))], MAX_MIN) == [2, 4]
-    assert best_of_front([(4, (0.9, 20.0)), (2, (0.9, 20.0))], MAX_MIN) == 2
+    assert pareto_front([(4, (0.9, 20.0)), (2, (0.9, 20.0))], MAX_MIN)[0] == 2
 
 
 def test_three_objectives_and_both_goals_minimized():
@@ -44,7 +44,7 @@ def test_three_objectives_and_both_goals_minimized():
 def test_a_value_that_is_no_number_is_left_off_the_front():
     points = [(0, (math.nan, 1.0)), (1, (0.5, math.inf)), (2, (0.1, 50.0))]
     assert pareto_front(points, MAX_MIN) == [2]
-    assert best_of_front([], MAX_MIN) is None
+    assert pareto_front([], MAX_MIN) == []
 
 
 def test_many_trials_take_little_time():

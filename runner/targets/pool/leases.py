@@ -42,6 +42,12 @@ class Attempt:
     position: int  # 1 = first in the queue; 0 once placed
 
 
+def _lock_file(path: Path) -> int:
+    """A descriptor of the lock file beside the leases: made owner-only where missing, refused
+    (OSError) where it is a link."""
+    return os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+
+
 class Leases:
     def __init__(self, state_dir: Path, ttl: float) -> None:
         state_dir.mkdir(parents=True, exist_ok=True)
@@ -51,7 +57,9 @@ class Leases:
         self.lock = threading.Lock()
         # Two jobs opening a fresh file at once (a sweep's trials) collided switching it to WAL:
         # 'database is locked' at once, no busy wait. Opening is serialised by a lock file beside it.
-        with self._failures(), open(state_dir / "leases.db.lock", "a") as opening:
+        # The lock file is opened, never followed: a link planted in a shared state directory
+        # makes no file elsewhere (ELOOP is one line, as any other failure here).
+        with self._failures(), open(_lock_file(state_dir / "leases.db.lock"), "rb") as opening:
             fcntl.flock(opening, fcntl.LOCK_EX)
             self.db = sqlite3.connect(self.path, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=False)
             self.db.execute("PRAGMA journal_mode=WAL")

@@ -20,6 +20,7 @@ import sys
 import time
 
 RENDEZVOUS_SECONDS = 120.0
+SCONTROL_SECONDS = 20.0
 
 
 def node_address(node: str) -> str:
@@ -28,7 +29,12 @@ def node_address(node: str) -> str:
         return socket.gethostbyname(node)
     except OSError:
         pass
-    shown = subprocess.run(["scontrol", "-o", "show", "node", node], capture_output=True, text=True, check=False).stdout
+    try:  # a controller that does not answer must not hold the task past its rendezvous
+        shown = subprocess.run(
+            ["scontrol", "-o", "show", "node", node], capture_output=True, text=True, check=False, timeout=SCONTROL_SECONDS
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return node
     for word in shown.split():
         if word.startswith("NodeAddr="):
             return word.split("=", 1)[1]

@@ -4,6 +4,7 @@ refusals as tftrain's errors, the jobcomp file and exit files as hostile text.""
 from __future__ import annotations
 
 import io
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -184,3 +185,28 @@ def test_a_pending_reason_is_hostile_text(monkeypatch):
     (reason,) = told
     assert reason.isprintable() and "\\x1b[2J" in reason and len(reason) < 300, reason
     assert str(refused.value).isprintable() and len(str(refused.value)) < 500
+
+
+
+def test_a_task_asking_a_controller_that_does_not_answer_for_its_node_address_goes_on(monkeypatch):
+    """rank.py asks `scontrol show node` for a name that does not resolve: the call is bounded
+    (SCONTROL_SECONDS), and a controller that never answers leaves the node's name standing."""
+    from runner.targets.slurm import rank
+
+    asked = []
+
+    def never_answers(argv, **options):
+        asked.append(options.get("timeout"))
+        raise subprocess.TimeoutExpired(argv, options.get("timeout"))
+
+    monkeypatch.setattr(rank.subprocess, "run", never_answers)
+    assert rank.node_address("no-such-node.invalid") == "no-such-node.invalid"
+    assert asked == [rank.SCONTROL_SECONDS]
+
+
+def test_a_node_address_from_the_controller(monkeypatch):
+    from runner.targets.slurm import rank
+
+    shown = "NodeName=n9 NodeAddr=10.1.2.3 NodeHostName=n9\n"
+    monkeypatch.setattr(rank.subprocess, "run", lambda argv, **options: subprocess.CompletedProcess(argv, 0, shown, ""))
+    assert rank.node_address("no-such-node.invalid") == "10.1.2.3"

@@ -30,7 +30,7 @@ from runner.targets.local.target import LocalState, LocalTarget, task_environmen
 from runner.targets.slurm import jobs
 from runner.targets.slurm.script import BatchRequest, Launch, LaunchMode, batch_request, batch_script, launch_for, shared_env, tasks_document
 from runner.targets.slurm.tail import FileTail
-from runner.targets.slurm.watch import JobWatch, ending_of
+from runner.targets.slurm.watch import ControllerSilent, JobWatch, ending_of
 from runner.targets.supervise import STOP_REST_SECONDS, by_policy, supervise
 from runner.telemetry.logger import Logger
 from runner.telemetry.logpump import LineSink, LogPump
@@ -174,6 +174,9 @@ class SlurmTarget(Target):
             outcome = supervise(judge, stop, control, every=POLL_SECONDS, stopped=f"; Slurm job {job_id} was canceled")
             try:
                 info = None if outcome.taken else watch.state(fresh=True)
+            except ControllerSilent:  # the job may run on: stop says so, and sends scancel
+                info = None
+                stop(0.0)
             except Vanished:  # Slurm forgot the job: nothing of it is left to stop
                 info = None
             if info is not None and not info.state.ended:  # decided by its tasks: what is left (parameter servers) goes

@@ -61,6 +61,11 @@ def pending_reason(info: JobInfo | None) -> str:
     return reason or "no reason given"
 
 
+class ControllerSilent(Vanished):
+    """slurmctld has not answered about the job for SILENT_SECONDS: the run cannot be judged, but
+    unlike a job Slurm forgot, the job may still run."""
+
+
 class JobWatch:
     def __init__(self, job_id: str, job_dir: Path, plan: LaunchPlan, by_driver: bool, jobcomp: Path | None, logger: Logger) -> None:
         self.job_id, self.job_dir, self.plan, self.jobcomp, self.logger = job_id, job_dir, plan, jobcomp, logger
@@ -86,7 +91,7 @@ class JobWatch:
             info = jobs.job_info(self.job_id, self.jobcomp)
         except ClusterError as exc:
             if now - self.answered > SILENT_SECONDS:
-                raise Vanished(f"slurmctld stopped answering about job {self.job_id}: {exc}") from None
+                raise ControllerSilent(f"slurmctld stopped answering about job {self.job_id}: {exc}") from None
             return self.info
         self.answered = now
         if info is None:
@@ -139,8 +144,19 @@ class JobWatch:
         once Slurm has ended the job (or GONE_WAIT_SECONDS later)."""
         try:
             self._stop(grace, force)
+        except ControllerSilent as silent:  # not the job's end: it may well run on
+            self._cancel_unseen(silent)
         except Vanished:
             pass  # Slurm forgot the job: nothing of it runs
+
+    def _cancel_unseen(self, silent: ControllerSilent) -> None:
+        """scancel, once, for a job slurmctld says nothing about; the console says what is known."""
+        try:
+            jobs.cancel(self.job_id)
+        except ClusterError:
+            self.logger.warning(f"{silent}; job {self.job_id} may still be running: scancel {self.job_id} once slurmctld answers")
+            return
+        self.logger.warning(f"{silent}; scancel {self.job_id} was sent, but whether the job ended is not known")
 
     def _stop(self, grace: float, force: threading.Event) -> None:
         info = self.state(fresh=True)

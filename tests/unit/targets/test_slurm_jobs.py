@@ -210,3 +210,32 @@ def test_a_node_address_from_the_controller(monkeypatch):
     shown = "NodeName=n9 NodeAddr=10.1.2.3 NodeHostName=n9\n"
     monkeypatch.setattr(rank.subprocess, "run", lambda argv, **options: subprocess.CompletedProcess(argv, 0, shown, ""))
     assert rank.node_address("no-such-node.invalid") == "10.1.2.3"
+
+
+@pytest.mark.parametrize("scancel_answers", [True, False])
+def test_stopping_a_job_slurmctld_no_longer_answers_about_is_not_taken_for_its_end(monkeypatch, scancel_answers):
+    """A silent controller is not a job Slurm forgot: the stop still sends scancel and the console
+    says the job may run on (it was taken as 'gone', nothing sent, nothing said)."""
+    import threading
+
+    canceled = []
+
+    def silent(job_id, jobcomp):
+        raise ClusterError("squeue did not answer in 30 s: is slurmctld running?")
+
+    def cancel(job_id, signal_name=None):
+        canceled.append((job_id, signal_name))
+        if not scancel_answers:
+            raise ClusterError("scancel did not answer in 30 s: is slurmctld running?")
+
+    monkeypatch.setattr(watch_module.jobs, "job_info", silent)
+    monkeypatch.setattr(watch_module.jobs, "cancel", cancel)
+    console = io.StringIO()
+    watch = JobWatch("7", Path("/nonexistent"), None, False, None, Logger(console, settings=LoggerSettings()))
+    watch.answered -= watch_module.SILENT_SECONDS + 1
+    watch.stop(5.0, threading.Event())
+    watch.logger.flush()
+    assert canceled == [("7", None)]
+    said = console.getvalue()
+    assert "slurmctld stopped answering about job 7" in said
+    assert ("scancel 7 was sent" in said) if scancel_answers else ("job 7 may still be running: scancel 7 once slurmctld answers" in said)

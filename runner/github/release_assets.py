@@ -4,6 +4,7 @@ manifest, a model card, a loss curve, and SHA256SUMS over all of them."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -127,10 +128,15 @@ def _seal_assets(model: Path, paths: RunPaths, record: dict, directory: Path) ->
     version_dir = paths.root.parent.parent / "models" / ref.name / f"v{ref.version}"
     try:
         info = json.loads(read_regular(version_dir / "version.json"))  # never a FIFO's endless wait
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(info, dict):
-        return {}
+    except FileNotFoundError:
+        if not os.path.lexists(version_dir / SIGNATURE):
+            return {}  # no record of the version here: nothing it says is left out
+        info = None
+    except (OSError, ValueError, RecursionError) as exc:
+        reason = getattr(exc, "strerror", None) or "not JSON"
+        raise PublishError(f"{record['model']}: version.json: {reason}: the release would leave out what it says (signature, provenance)") from None
+    if not isinstance(info, dict):  # a release published without them, and nothing said, would read as an unsigned model
+        raise PublishError(f"{record['model']}: version.json is no version's record: the release would leave out what it says (signature, provenance)")
     sealed = {key: info[key] for key in ("signature", "provenance") if isinstance(info.get(key), dict)}
     if "provenance" in sealed and (version_dir / PROVENANCE).is_file():
         shutil.copy(version_dir / PROVENANCE, directory / PROVENANCE)

@@ -58,13 +58,22 @@ def test_a_linked_signature_is_never_followed(tmp_path):
     assert not (assets / "model.sig").exists()
 
 
-@pytest.mark.parametrize("record", ["fifo", "[1]", "{"])
-def test_an_odd_version_json_publishes_no_seal(tmp_path, record):
+@pytest.mark.parametrize("record", ["fifo", "[1]", "{", "missing"])
+def test_an_odd_version_json_is_one_publish_error_not_a_release_without_its_seal(tmp_path, record):
+    """It published the release without model.sig, silently: read as an unsigned model."""
     model, paths, version, assets = _layout(tmp_path)
     (version / "version.json").unlink()
     if record == "fifo":
         os.mkfifo(version / "version.json")  # a plain read would wait forever
-    else:
+    elif record != "missing":  # model.sig is there: the version was signed
         (version / "version.json").write_text(record)
-    assert _seal_assets(model, paths, {"model": "demo@v1"}, assets) == {}
+    with pytest.raises(PublishError, match=r"^demo@v1: version\.json.*: the release would leave out what it says \(signature, provenance\)$"):
+        _seal_assets(model, paths, {"model": "demo@v1"}, assets)
     assert not (assets / "model.sig").exists()
+
+
+def test_a_version_with_no_record_here_publishes_without_a_seal(tmp_path):
+    model, paths, version, assets = _layout(tmp_path)
+    for name in ("version.json", "model.sig"):
+        (version / name).unlink()
+    assert _seal_assets(model, paths, {"model": "demo@v1"}, assets) == {}

@@ -16,23 +16,35 @@ class c_nvmlMemory_t(ctypes.Structure):
     _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
 
 
+class c_nvmlMemory_v2_t(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint), ("total", ctypes.c_ulonglong), ("reserved", ctypes.c_ulonglong),
+                ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+
 class NVMLError(Exception):
     def __init__(self, value: int) -> None:
         self.value = value
 
     def __str__(self) -> str:
-        return {12: "NVML Shared Library Not Found", 15: "GPU is lost"}.get(self.value, f"NVML error {self.value}")
+        return {12: "NVML Shared Library Not Found", 13: "Function Not Found", 15: "GPU is lost"}.get(self.value, f"NVML error {self.value}")
 
 
 GIB = 1 << 30
 
 
-def fake_nvml(utilization=(90, 10), used=(3 * GIB, 1 * GIB), total=16 * GIB, init_error=None, fail_after=None):
-    """A pynvml as nvidia-ml-py 12/13 has it: init, count, handles, utilisation, memory, name, shutdown."""
+def fake_nvml(utilization=(90, 10), used=(3 * GIB, 1 * GIB), total=16 * GIB, init_error=None, fail_after=None,
+              reserved=0, memory_v2=True):
+    """A pynvml as nvidia-ml-py 12/13 has it: init, count, handles, utilisation, memory, name, shutdown.
+    `reserved`: what the driver keeps for itself, counted as used by the first memory reading and not
+    by v2's (`used` is what the processes hold); `memory_v2`: True, a binding and driver with v2;
+    False, a binding without it; "refused", a driver whose library lacks nvmlDeviceGetMemoryInfo_v2."""
     nvml = types.ModuleType("pynvml")
     calls = {"init": 0, "shutdown": 0, "samples": 0}
     nvml.NVMLError = NVMLError
     nvml.c_nvmlUtilization_t, nvml.c_nvmlMemory_t = c_nvmlUtilization_t, c_nvmlMemory_t
+    if memory_v2:
+        nvml.c_nvmlMemory_v2_t = c_nvmlMemory_v2_t
+        nvml.nvmlMemory_v2 = ctypes.sizeof(c_nvmlMemory_v2_t) | (2 << 24)  # as pynvml computes it
 
     def nvmlInit():
         calls["init"] += 1
@@ -63,7 +75,11 @@ def fake_nvml(utilization=(90, 10), used=(3 * GIB, 1 * GIB), total=16 * GIB, ini
 
     def nvmlDeviceGetMemoryInfo(handle, version=None):
         index = handle.value - 0x1000
-        return c_nvmlMemory_t(total=total, free=total - used[index], used=used[index])
+        if not version:
+            return c_nvmlMemory_t(total=total, free=total - used[index] - reserved, used=used[index] + reserved)
+        if memory_v2 == "refused":
+            raise NVMLError(13)  # NVML_ERROR_FUNCTION_NOT_FOUND
+        return c_nvmlMemory_v2_t(version=version, total=total, reserved=reserved, free=total - used[index] - reserved, used=used[index])
 
     for function in (nvmlInit, nvmlShutdown, nvmlDeviceGetCount, nvmlDeviceGetHandleByIndex, nvmlDeviceGetName,
                      nvmlDeviceGetUtilizationRates, nvmlDeviceGetMemoryInfo):

@@ -44,6 +44,7 @@ class GpuMonitor:
         self.peak = {index: 0 for index, _, _ in devices}
         self.total: dict[int, int | None] = {index: None for index, _, _ in devices}
         self.samples = 0
+        self.memory_v2 = getattr(nvml, "nvmlMemory_v2", None)  # None: a binding without it, or it failed once
 
     @classmethod
     def open(cls, nvml=None, visible: str | None = None, warn: Callable[[str], None] | None = None) -> GpuMonitor | None:
@@ -78,8 +79,7 @@ class GpuMonitor:
         points = []
         for index, handle, _ in self.devices:
             utilization = _percent(self.nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
-            memory = self.nvml.nvmlDeviceGetMemoryInfo(handle)
-            used, total = _bytes(memory.used), _bytes(memory.total)
+            used, total = self._memory(handle)
             self.busy[index] += utilization
             self.peak[index] = max(self.peak[index], used)
             self.total[index] = total or self.total[index]
@@ -89,6 +89,19 @@ class GpuMonitor:
             ]
         self.samples += 1
         return points
+
+    def _memory(self, handle) -> tuple[int, int]:
+        """(used, total) bytes as nvidia-smi shows them. NVML's v2 reading leaves out what the driver
+        reserves for itself (615 MiB on an H200 with nothing running), which the first reading
+        counts as used; the first reading where the binding or the driver has no v2."""
+        if self.memory_v2 is not None:
+            try:
+                memory = self.nvml.nvmlDeviceGetMemoryInfo(handle, version=self.memory_v2)
+                return _bytes(memory.used), _bytes(memory.total)
+            except Exception:  # an older driver (FunctionNotFound, a version mismatch): v1 from now on
+                self.memory_v2 = None
+        memory = self.nvml.nvmlDeviceGetMemoryInfo(handle)
+        return _bytes(memory.used), _bytes(memory.total)
 
     def stats(self) -> list[GpuStats]:
         from runner.telemetry.usage import GpuStats

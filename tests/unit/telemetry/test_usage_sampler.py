@@ -42,6 +42,21 @@ def test_each_gpu_is_sampled_as_metrics_and_summed_up(installed):
     assert nvml.calls == {"init": 1, "shutdown": 1, "samples": 2}
 
 
+@pytest.mark.parametrize("memory_v2", [True, False, "refused"])
+def test_memory_used_leaves_out_what_the_driver_reserves_where_nvml_can_say(installed, memory_v2):
+    """On an H200 the first reading counted the driver's 615 MiB as used (nvidia-smi said 13427 MiB,
+    tftrain 14042): v2's `used` is what nvidia-smi shows. An older binding or driver: the first reading."""
+    nvml = installed(fake_nvml(utilization=(50,), used=(3 * GIB,), reserved=615 << 20, memory_v2=memory_v2))
+    monitor = GpuMonitor.open()
+    for step in range(3):
+        points = monitor.sample(step, float(step))
+    expected = 3 * GIB if memory_v2 is True else 3 * GIB + (615 << 20)
+    assert points[1].value == expected and monitor.stats()[0].memory_peak_bytes == expected
+    assert (monitor.memory_v2 is not None) == (memory_v2 is True)
+    monitor.close()
+    assert nvml.calls["shutdown"] == 1
+
+
 def test_cuda_visible_devices_picks_the_gpus(installed):
     installed(fake_nvml(utilization=(1, 2, 3), used=(1, 2, 3)))
     assert [index for index, _, _ in GpuMonitor.open(visible="2,0,9").devices] == [2, 0]  # 9 does not exist
@@ -142,10 +157,11 @@ def test_the_fake_has_the_real_nvml_s_shape():
     import pynvml
 
     fake = fake_nvml()
-    for name in [n for n in vars(fake) if n.startswith("nvml")]:
+    for name in [n for n, value in vars(fake).items() if n.startswith("nvml") and callable(value)]:
         real = inspect.signature(getattr(pynvml, name))
         assert list(inspect.signature(getattr(fake, name)).parameters) == list(real.parameters), name
-    for name in ("c_nvmlUtilization_t", "c_nvmlMemory_t"):
+    assert fake.nvmlMemory_v2 == pynvml.nvmlMemory_v2
+    for name in ("c_nvmlUtilization_t", "c_nvmlMemory_t", "c_nvmlMemory_v2_t"):
         assert [f for f, _ in getattr(fake, name)._fields_] == [f for f, _ in getattr(pynvml, name)._fields_]
     assert issubclass(pynvml.NVMLError_LibraryNotFound, pynvml.NVMLError)
     try:  # a machine without a GPU (this one) has no library: GpuMonitor.open takes that as no GPU

@@ -131,12 +131,11 @@ def _seal_assets(model: Path, paths: RunPaths, record: dict, directory: Path) ->
     except FileNotFoundError:
         if not os.path.lexists(version_dir / SIGNATURE):
             return {}  # no record of the version here: nothing it says is left out
-        info = None
+        raise _left_out(record, "missing") from None
     except (OSError, ValueError, RecursionError) as exc:
-        reason = getattr(exc, "strerror", None) or "not JSON"
-        raise PublishError(f"{record['model']}: version.json: {reason}: the release would leave out what it says (signature, provenance)") from None
-    if not isinstance(info, dict):  # a release published without them, and nothing said, would read as an unsigned model
-        raise PublishError(f"{record['model']}: version.json is no version's record: the release would leave out what it says (signature, provenance)")
+        raise _left_out(record, getattr(exc, "strerror", None) or "not JSON") from None
+    if not isinstance(info, dict):
+        raise _left_out(record, "no version's record")
     sealed = {key: info[key] for key in ("signature", "provenance") if isinstance(info.get(key), dict)}
     if "provenance" in sealed and (version_dir / PROVENANCE).is_file():
         shutil.copy(version_dir / PROVENANCE, directory / PROVENANCE)
@@ -154,6 +153,12 @@ def _seal_assets(model: Path, paths: RunPaths, record: dict, directory: Path) ->
         if not isinstance(copied, tuple):
             raise SignatureError(f"{record['model']}: {SIGNATURE} is {copied.described}")
     return {**sealed, "label": record["model"]}
+
+
+def _left_out(record: dict, why: str) -> PublishError:
+    """A version.json that cannot be read: published without its signature and provenance, and
+    nothing said, the release would read as an unsigned model."""
+    return PublishError(f"{record['model']}: version.json: {why}: the release would leave out what it says (signature, provenance)")
 
 
 def usage_section(record: dict, previous: tuple[str, dict, dict | None] | None) -> str:

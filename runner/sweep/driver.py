@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from runner.errors import FatalError, StorageError, SweepError, UnsupportedError
+from runner.errors import FatalError, StorageError, SweepError
 from runner.history.record import RunStatus
 from runner.manifest import LoadedManifest
 from runner.training.signals import on_stop_signals
@@ -20,6 +20,7 @@ from runner.settings import Settings
 from runner.sweep.book import SweepBook, SweepStatus
 from runner.sweep.study import CANCELED_BY_SIGNAL, RESUMES, Sweep
 from runner.sweep.outcome import TrialResult, tell
+from runner.sweep.placement import check_concurrency, gpu_shares
 from runner.sweep.trial import TrialWatch, run_trial, trial_manifest
 from runner.telemetry.logger import Logger
 from runner.telemetry.usage_budget import SweepBudget, report_sweep_costs, seed, usage_of_run
@@ -54,9 +55,12 @@ class SweepRunner:
 
     def run(self) -> SweepStatus:
         self.logger.info(f"sweep {self.sweep.sweep_id}: up to {self.sweep.limit} trials, {self.spec.limits.max_concurrent_trials} at once", style="bold")
+        concurrent = min(self.spec.limits.max_concurrent_trials, self.sweep.limit)
+        shares = gpu_shares(self.loaded.manifest, concurrent, self.settings.cuda_visible_devices)
+        if shares[0] is not None:  # each worker's trials run on its own GPUs
+            self.logger.info(f"sweep {self.sweep.sweep_id}: each trial on its own GPUs: " + "; ".join(shares))
         workers = [
-            threading.Thread(target=self._worker, name=f"trials-{n}", daemon=True)
-            for n in range(min(self.spec.limits.max_concurrent_trials, self.sweep.limit))
+            threading.Thread(target=self._worker, args=(share,), name=f"trials-{n}", daemon=True) for n, share in enumerate(shares)
         ]
         deadline = time.monotonic() + self.spec.limits.timeout if self.spec.limits.timeout else None
         with _signals(self):
@@ -94,7 +98,9 @@ class SweepRunner:
             watch.stop(why)
 
     # --- a worker: ask, run, tell, until the limit or a stop --------------------------------------
-    def _worker(self) -> None:
+    def _worker(self, gpus: str | None) -> None:
+        """`gpus`: this worker's share of the GPUs (CUDA_VISIBLE_DEVICES for its trials), None: as tftrain's."""
+        settings = self.settings if gpus is None else self.settings.model_copy(update={"cuda_visible_devices": gpus})
         try:
             while not self.stop.is_set():
                 asked = self._ask()
@@ -109,7 +115,7 @@ class SweepRunner:
                 resumes = trial.user_attrs.get(RESUMES)
                 if resumes:
                     manifest = trial_manifest_resuming(manifest, resumes)
-                result = run_trial(manifest, watch, self.book.trial_log(trial.number), self.settings, self.home, self.environ)
+                result = run_trial(manifest, watch, self.book.trial_log(trial.number), settings, self.home, self.environ)
                 if self.budget is not None:
                     self.budget.add(result.run_id, usage_of_run(self.home, result.run_id))
                 with self.lock:
@@ -186,30 +192,6 @@ def _first_line(exc: Exception) -> str:
 
 def trial_manifest_resuming(loaded: LoadedManifest, run_id: str) -> LoadedManifest:
     return replace(loaded, manifest=loaded.manifest.model_copy(update={"resume_from": run_id}))
-
-
-def check_concurrency(manifest, logger: Logger, cuda_visible_devices: str | None) -> None:
-    """What this machine can place, before any trial runs: slots_per_node and GPUs are hard limits,
-    CPUs a warning (the trials share them). Pool leases and the cluster queue what does not fit."""
-    from runner.manifest import effective_target
-    from runner.manifest.rules import process_count
-    from runner.plan.launchers.capacity import cpu_count, gpu_count
-    from runner.targets.catalog import ON_THIS_MACHINE
-
-    if effective_target(manifest) not in ON_THIS_MACHINE:
-        return
-    limit = manifest.sweep.limits.max_concurrent_trials
-    per = process_count(manifest)
-    wanted = per * limit
-    where = f"sweep.limits.max_concurrent_trials: {limit} trials of {per} process{'es' if per > 1 else ''}"
-    slots = manifest.compute.slots_per_node
-    if slots and wanted > slots:
-        raise UnsupportedError(f"{where} need {wanted} slots; compute.slots_per_node is {slots}")
-    gpus = gpu_count(cuda_visible_devices) if manifest.use_gpu else None
-    if gpus is not None and wanted > gpus:
-        raise UnsupportedError(f"{where} need {wanted} GPUs; this machine has {gpus}")
-    if wanted > cpu_count():
-        logger.warning(f"{where} on this machine's {cpu_count()} CPUs: they will share them")
 
 
 def _signals(runner: SweepRunner):

@@ -105,6 +105,12 @@ class Target:
     settings: Settings | None = None  # the command's, set by runner.targets.factory.target_for
 
     @property
+    def gpus(self) -> str | None:
+        """The GPUs this run may use, as CUDA_VISIBLE_DEVICES names them: what tftrain was given,
+        or a sweep's trial its own share (runner.sweep.placement); None: every GPU."""
+        return self.settings.cuda_visible_devices if self.settings is not None else None
+
+    @property
     def machine(self) -> MachineClients:
         """Where this machine's clients point (the kubeconfig, pip's CA bundles), from the settings."""
         return self.settings.machine if self.settings is not None else MachineClients()

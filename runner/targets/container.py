@@ -37,7 +37,7 @@ class Container:
         name: str,
         labels: Mapping[str, str],
         network_mode: str | None = None,
-        gpu_ids: Sequence[int] = (),
+        gpu_ids: Sequence[int | str] = (),
     ) -> None:
         self.client = client
         self.spec = spec

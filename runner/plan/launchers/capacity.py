@@ -51,7 +51,19 @@ def gpu_count(cuda_visible_devices: str | None) -> int | None:
     if listing.returncode != 0:
         return None
     count = sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU "))
-    visible = cuda_visible_devices
-    if visible is not None and visible.strip():
-        count = min(count, len([item for item in visible.split(",") if item.strip() and not item.strip().startswith("-")]))
-    return count
+    named = named_gpus(cuda_visible_devices)
+    return count if named is None else min(count, len(named))
+
+
+def named_gpus(cuda_visible_devices: str | None) -> list[str] | None:
+    """The GPUs CUDA_VISIBLE_DEVICES lets a process use, as it names them (indices or UUIDs): its
+    entries up to the first one CUDA ignores the rest from (-1, an empty one); None when it is unset
+    or empty, which leaves every GPU visible."""
+    if cuda_visible_devices is None or not cuda_visible_devices.strip():
+        return None
+    named = []
+    for item in (part.strip() for part in cuda_visible_devices.split(",")):
+        if not item or item.startswith("-"):
+            break
+        named.append(item)
+    return named

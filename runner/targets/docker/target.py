@@ -17,6 +17,7 @@ from runner.errors import Vanished
 from runner.history.record import RunStatus
 from runner.history.rundir import RunPaths, RuntimePaths
 from runner.manifest import LoadedManifest
+from runner.plan.launchers.capacity import named_gpus
 from runner.plan.model import ContainerSpec, LaunchPlan, TaskSpec
 from runner.targets.base import Environment, Outcome, Probe, RunControl, Target, follow
 from runner.targets.container import LABEL_RUN, Container, stop_all
@@ -43,13 +44,16 @@ class DockerTarget(Target):
     def execute(self, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
         client = docker_client()
         run_id = plan.tasks[0].env["TFTRAIN_RUN_ID"]
+        # the GPUs tftrain may use (its CUDA_VISIBLE_DEVICES, a sweep trial's share) by id; else all of them
+        gpu_ids = (named_gpus(self.gpus) or ()) if plan.container.gpus else ()
         with ExitStack() as stack:
             started: list[tuple[TaskSpec, Container]] = []
             for task in plan.processes:
                 env = {"HOME": "/tmp", **task.env}  # the invoking user has no home in the image
                 label = "launcher" if task is plan.driver else str(task.rank)
                 container = stack.enter_context(
-                    Container(client, plan.container, task.argv, env, task.cwd, f"tftrain-{run_id}-{label}", {LABEL_RUN: run_id})
+                    Container(client, plan.container, task.argv, env, task.cwd, f"tftrain-{run_id}-{label}", {LABEL_RUN: run_id},
+                              gpu_ids=gpu_ids)
                 )
                 read_fd, write_fd = os.pipe()
                 follow(pump, read_fd, plan, task, sinks)

@@ -113,7 +113,7 @@ class LocalTarget(Target):
         try:
             for task in plan.processes:
                 try:
-                    process, fd = tree.spawn(task.argv, Path(task.cwd), task_environment(task.env))
+                    process, fd = tree.spawn(task.argv, Path(task.cwd), task_environment(task.env, self.gpus))
                 except OSError as exc:
                     return Outcome(RunStatus.FAILED, None, f"cannot start {task.argv[0]}: {exc.strerror}")
                 follow(pump, fd, plan, task, sinks)
@@ -140,11 +140,16 @@ def _run_marker(plan: LaunchPlan, control: RunControl) -> str:
     return f"TFTRAIN_OUTPUTS_DIR={outputs}" if outputs else control.marker
 
 
-def task_environment(task_env: dict[str, str]) -> dict[str, str]:
-    """The inherited environment plus the task's; PYTHONPATH entries are joined, not replaced."""
-    merged = {**user_environment(os.environ), **task_env}
+def task_environment(task_env: dict[str, str], gpus: str | None = None) -> dict[str, str]:
+    """The inherited environment plus the task's; PYTHONPATH entries are joined, not replaced.
+    `gpus` (Target.gpus): where it is not what tftrain was given, the run's own share of the GPUs
+    (a sweep's trial), as CUDA_VISIBLE_DEVICES over anything else."""
+    inherited = user_environment(os.environ)
+    merged = {**inherited, **task_env}
     if "PYTHONPATH" in task_env and os.environ.get("PYTHONPATH"):
         merged["PYTHONPATH"] = task_env["PYTHONPATH"] + os.pathsep + os.environ["PYTHONPATH"]
+    if gpus is not None and gpus != inherited.get("CUDA_VISIBLE_DEVICES"):
+        merged["CUDA_VISIBLE_DEVICES"] = gpus
     return merged
 
 

@@ -1,0 +1,106 @@
+"""A sweep's concurrent trials on this machine: the GPUs tftrain may use split into one share per
+trial (runner.sweep.placement), and a share reaching the trial's processes (local target) and
+containers (docker target) as the GPUs they may use."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from runner.manifest.model import Manifest
+from runner.plan.launchers.capacity import named_gpus
+from runner.settings import Settings
+from runner.sweep.placement import gpu_shares, usable_gpus
+from runner.targets.local.target import LocalTarget, task_environment
+
+SWEEP = {"sampling_algorithm": {"type": "random"}, "search_space": {"--lr": {"type": "choice", "values": [1, 2]}},
+         "objective": {"primary_metric": "loss", "goal": "minimize"}}
+
+
+def manifest(**fields) -> Manifest:
+    return Manifest.model_validate({"name": "m", "entry_script": "train.py", "use_gpu": True, "sweep": SWEEP, **fields})
+
+
+def found(count):
+    return lambda cuda_visible_devices: count
+
+
+@pytest.mark.parametrize(
+    ("visible", "count", "concurrent", "shares"),
+    [
+        (None, 4, 2, ["0,1", "2,3"]),
+        (None, 3, 2, ["0", "1"]),  # the third GPU stays idle: shares are equal
+        (None, 8, 3, ["0,1", "2,3", "4,5"]),
+        ("2,3,5", 8, 3, ["2", "3", "5"]),  # tftrain's own CUDA_VISIBLE_DEVICES, as it names them
+        ("GPU-aa,GPU-bb", 2, 2, ["GPU-aa", "GPU-bb"]),
+        ("1,0,-1,2", 4, 2, ["1", "0"]),  # CUDA ignores everything from -1 on
+    ],
+)
+def test_the_gpus_are_split_into_one_share_per_concurrent_trial(visible, count, concurrent, shares):
+    assert gpu_shares(manifest(), concurrent, visible, count=found(count)) == shares
+
+
+@pytest.mark.parametrize(
+    ("fields", "concurrent", "count"),
+    [
+        ({}, 1, 4),  # one trial at a time has every GPU, as a run has
+        ({"use_gpu": False}, 2, 4),
+        ({"compute": {"target": "pool"}}, 2, 4),  # the pool's leases place each trial's GPUs
+        ({"compute": {"target": "slurm"}}, 2, 4),  # Slurm's GRES does
+        ({}, 2, None),  # no nvidia-smi: nothing known to split
+        ({}, 4, 2),  # fewer GPUs than trials: check_concurrency refuses it first
+    ],
+)
+def test_trials_are_left_as_tftrain_was_given_them_where_nothing_is_split(fields, concurrent, count):
+    assert gpu_shares(manifest(**fields), concurrent, None, count=found(count)) == [None] * concurrent
+
+
+def test_the_gpus_tftrain_may_use():
+    assert named_gpus(None) is None and named_gpus("") is None and named_gpus(" ") is None
+    assert named_gpus("-1") == [] and named_gpus("0, 1") == ["0", "1"] and named_gpus("0,,1") == ["0"]
+    assert usable_gpus(None, 2) == ["0", "1"] and usable_gpus("3,1,2", 2) == ["3", "1"] and usable_gpus(None, None) == []
+
+
+def test_a_trial_s_share_reaches_its_processes_over_what_tftrain_was_given(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+    assert task_environment({}, "2,3")["CUDA_VISIBLE_DEVICES"] == "2,3"
+    assert task_environment({"CUDA_VISIBLE_DEVICES": "0"}, "2,3")["CUDA_VISIBLE_DEVICES"] == "2,3"
+    # a run (no share): what tftrain was given, and environment_variables: over it, as before
+    assert task_environment({}, "0,1,2,3")["CUDA_VISIBLE_DEVICES"] == "0,1,2,3"
+    assert task_environment({"CUDA_VISIBLE_DEVICES": "1"}, "0,1,2,3")["CUDA_VISIBLE_DEVICES"] == "1"
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert "CUDA_VISIBLE_DEVICES" not in task_environment({}, None)
+    assert task_environment({}, "1")["CUDA_VISIBLE_DEVICES"] == "1"
+
+
+def test_a_target_s_gpus_are_its_settings():
+    target = LocalTarget()
+    assert target.gpus is None
+    target.settings = Settings(cuda_visible_devices="4,5")
+    assert target.gpus == "4,5"
+
+
+def test_a_docker_trial_s_containers_get_its_gpus_by_id(monkeypatch, tmp_path):
+    """The docker target asks the daemon for the share's GPUs by id (it asked for all of them)."""
+    from runner.targets.docker import target as docker_target
+
+    made = []
+
+    class Made(Exception):
+        pass
+
+    def container(client, spec, argv, env, workdir, name, labels, network_mode=None, gpu_ids=()):
+        made.append(list(gpu_ids))
+        raise Made
+
+    monkeypatch.setattr(docker_target, "docker_client", lambda: None)
+    monkeypatch.setattr(docker_target, "Container", container)
+    task = SimpleNamespace(env={"TFTRAIN_RUN_ID": "m-1"}, argv=["python", "train.py"], cwd="/w", rank=0)
+    for gpus, settings, expected in ((True, "2,3", ["2", "3"]), (True, None, []), (False, "2,3", [])):
+        plan = SimpleNamespace(tasks=[task], processes=[task], driver=None, container=SimpleNamespace(gpus=gpus))
+        target = docker_target.DockerTarget()
+        target.settings = Settings(cuda_visible_devices=settings)
+        with pytest.raises(Made):
+            target.execute(plan, None, {}, None, None)
+    assert made == [["2", "3"], [], []]

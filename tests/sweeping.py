@@ -28,8 +28,9 @@ open("outputs/model/pid", "w").write(str(os.getpid()))
 for step in range(start, args.steps + 1):
     score = args.lr * 10 - args.bs / 1000 + step / 100
     print(f"step {step} score: {score:.5f}", flush=True)
-    open("outputs/model/step.tmp", "w").write(str(step))  # the checkpoint, inside model.path: whole or not
-    os.replace("outputs/model/step.tmp", "outputs/model/step")  # (a trial killed mid-write left it empty, and its resume failed)
+    partial = f"outputs/model/step.{os.getpid()}"  # the checkpoint, inside model.path: whole or not (a trial killed
+    open(partial, "w").write(str(step))  # mid-write left it empty, and its resume failed); one temporary file per
+    os.replace(partial, "outputs/model/step")  # process: an MPI trial's two ranks share the directory
     time.sleep(args.pause * (3 if args.lr < args.slow_below else 1))
 open("outputs/model/weights.txt", "w").write(f"lr={args.lr} bs={args.bs}")
 """

@@ -57,13 +57,14 @@ def gpu_count(cuda_visible_devices: str | None) -> int | None:
 
 def named_gpus(cuda_visible_devices: str | None) -> list[str] | None:
     """The GPUs CUDA_VISIBLE_DEVICES lets a process use, as it names them (indices or UUIDs): its
-    entries up to the first one CUDA ignores the rest from (-1, an empty one); None when it is unset
-    or empty, which leaves every GPU visible."""
+    entries up to the first one CUDA ignores the rest from (-1, an empty one, one named twice —
+    never counted twice, so two trials never get the same GPU); None when it is unset or empty,
+    which leaves every GPU visible."""
     if cuda_visible_devices is None or not cuda_visible_devices.strip():
         return None
-    named = []
+    named: list[str] = []
     for item in (part.strip() for part in cuda_visible_devices.split(",")):
-        if not item or item.startswith("-"):
+        if not item or item.startswith("-") or item in named:
             break
         named.append(item)
     return named

@@ -35,10 +35,12 @@ def found(count):
         ("2,3,5", 8, 3, ["2", "3", "5"]),  # tftrain's own CUDA_VISIBLE_DEVICES, as it names them
         ("GPU-aa,GPU-bb", 2, 2, ["GPU-aa", "GPU-bb"]),
         ("1,0,-1,2", 4, 2, ["1", "0"]),  # CUDA ignores everything from -1 on
+        ("0,0,1,1", 4, 2, []),  # a GPU named twice is never two GPUs (one share of "0" each would share it)
+        ("0,1,0,2", 4, 2, ["0", "1"]),
     ],
 )
 def test_the_gpus_are_split_into_one_share_per_concurrent_trial(visible, count, concurrent, shares):
-    assert gpu_shares(manifest(), concurrent, visible, count=found(count)) == shares
+    assert gpu_shares(manifest(), concurrent, visible, count=found(count)) == (shares or [None] * concurrent)
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from pathlib import Path
 from runner.errors import FatalError, ServiceError, UnsupportedError, answered, path_of, unreachable
 from runner.history.refs import number
 from runner.settings import DEFAULT_TAG_TEMPLATE, GitHubContext
+from runner.telemetry.point import TELEMETRY
 
 MARKER = "<!-- tftrain:model={name} -->"
 
@@ -176,7 +177,7 @@ def comparison(summary: dict, baseline: tuple[str, dict] | None, missing: str | 
     mine, theirs = summary.get("metrics", {}), base.get("metrics", {})
     shared = [name for name in mine if name in theirs]
     # the GPUs' telemetry (system/gpu0/utilization, …) is the usage line's business, not a metric to win
-    names = ([primary] if primary in shared else []) + [name for name in shared if name != primary and not name.startswith("system/")][:5]
+    names = ([primary] if primary in shared else []) + [name for name in shared if name != primary and not name.startswith(TELEMETRY)][:5]
     rows = [f"| metric | this run | {tag} | delta | |", "|---|---|---|---|---|"]
     worse_by = None
     for name in names:

@@ -7,6 +7,8 @@ from json.encoder import encode_basestring_ascii as _quote
 from pathlib import Path
 from typing import NamedTuple
 
+TELEMETRY = "system/"  # the start of the usage sampler's metric names: measured, not scored
+
 
 class MetricPoint(NamedTuple):
     """One value of one metric. A NamedTuple, not a data class: a run may record millions (made

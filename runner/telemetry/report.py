@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from runner.telemetry.logger import Logger
+from runner.telemetry.point import TELEMETRY
 from runner.telemetry.summary import sampled
 from runner.history.record import RunStatus
 from runner.history.store import PhaseRow
@@ -22,7 +23,7 @@ def metric_rows(summary: dict) -> list[dict]:
             "last": _number(values["last"]),
             "best": _number(values["best"]),
             "best_step": "" if values["best_step"] is None else values["best_step"],
-            "goal": values["goal"],
+            "goal": "" if name.startswith(TELEMETRY) else values["goal"],  # a GPU's memory is no score to win
             "count": values["count"],
         }
         for name, values in summary.get("metrics", {}).items()

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from runner.telemetry.point import MetricPoint
+from runner.telemetry.point import TELEMETRY, MetricPoint
 
 if TYPE_CHECKING:  # the record's model: built once the training has ended
     from runner.telemetry.usage import GpuStats
@@ -84,8 +84,8 @@ class GpuMonitor:
             self.peak[index] = max(self.peak[index], used)
             self.total[index] = total or self.total[index]
             points += [
-                MetricPoint(f"system/gpu{index}/utilization", float(utilization), step, now, SOURCE),
-                MetricPoint(f"system/gpu{index}/memory_used", float(used), step, now, SOURCE),
+                MetricPoint(f"{TELEMETRY}gpu{index}/utilization", float(utilization), step, now, SOURCE),
+                MetricPoint(f"{TELEMETRY}gpu{index}/memory_used", float(used), step, now, SOURCE),
             ]
         self.samples += 1
         return points

@@ -208,3 +208,15 @@ def test_a_process_group_that_cannot_be_read_stops_only_its_telemetry(tmp_path):
             time.sleep(0.01)
     assert warnings == ["memory and CPU telemetry stopped: [Errno 13] Permission denied: 'cgroup.procs'"]
     assert sampler.memory.peaks == {} and sampler.cpu_seconds is None
+
+
+def test_the_gpus_telemetry_has_no_goal_in_the_metrics_tables():
+    """The console, summary.md and model card showed `system/gpu0/memory_used … maximize`: a GPU's
+    memory is measured, not a score; its best is still its peak."""
+    from runner.telemetry.report import metric_rows
+
+    stats = {"last": 1.0, "best": 3.0, "best_step": 5, "count": 7}
+    rows = metric_rows({"primary": "loss", "metrics": {
+        "loss": {**stats, "goal": "minimize"}, "system/gpu0/memory_used": {**stats, "goal": "maximize"}}})
+    assert [(row["name"], row["goal"]) for row in rows] == [("loss", "minimize"), ("system/gpu0/memory_used", "")]
+    assert rows[0]["best"] == rows[1]["best"]  # the peak, shown as any best is

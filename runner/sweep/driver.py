@@ -31,8 +31,10 @@ LIVE_SECONDS = 2.0  # the live table's steps and values are redrawn this often
 
 class SweepRunner:
     def __init__(self, loaded: LoadedManifest, sweep: Sweep, logger: Logger, settings: Settings, home: Path,
-                 environ: Mapping[str, str]) -> None:
+                 environ: Mapping[str, str], gpus: list[str] | None = None) -> None:
+        """`gpus`: those the trials may use, split between them (runner.sweep.placement)."""
         self.loaded, self.sweep, self.logger, self.settings, self.home = loaded, sweep, logger, settings, home
+        self.gpus = gpus or []
         self.environ = environ
         self.spec = loaded.manifest.sweep
         self.book = SweepBook(home, sweep, register=loaded.manifest.model.register_model, gate=self._gate)
@@ -56,7 +58,7 @@ class SweepRunner:
     def run(self) -> SweepStatus:
         self.logger.info(f"sweep {self.sweep.sweep_id}: up to {self.sweep.limit} trials, {self.spec.limits.max_concurrent_trials} at once", style="bold")
         concurrent = min(self.spec.limits.max_concurrent_trials, self.sweep.limit)
-        shares = gpu_shares(self.loaded.manifest, concurrent, self.settings.cuda_visible_devices)
+        shares = gpu_shares(self.gpus, concurrent)
         if shares[0] is not None:  # each worker's trials run on its own GPUs
             self.logger.info(f"sweep {self.sweep.sweep_id}: each trial on its own GPUs: " + "; ".join(shares))
         workers = [
@@ -220,7 +222,7 @@ def run_sweep(loaded: LoadedManifest, logger: Logger, settings: Settings, home: 
     from runner.sweep.study import open_sweep, queue_stopped_trials
 
     manifest = loaded.manifest
-    check_concurrency(manifest, logger, settings.cuda_visible_devices)
+    gpus = check_concurrency(manifest, logger, settings.cuda_visible_devices)
     sweep = open_sweep(
         manifest.sweep, manifest.name, objectives_of(manifest), trial_limit(manifest.sweep), home, environ, sweep_id, create=not resume
     )
@@ -228,7 +230,7 @@ def run_sweep(loaded: LoadedManifest, logger: Logger, settings: Settings, home: 
         if resume:
             for number, run_id in queue_stopped_trials(sweep, home):
                 logger.info(f"trial {number} ({run_id}) runs again from its last checkpoint" if run_id else f"trial {number} runs again")
-        runner = SweepRunner(loaded, sweep, logger, settings, home, environ)
+        runner = SweepRunner(loaded, sweep, logger, settings, home, environ, gpus)
         status = runner.run()
         record = runner.book.document()
         runner.book.report(logger)

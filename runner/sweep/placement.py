@@ -16,11 +16,16 @@ from runner.targets.catalog import ON_THIS_MACHINE
 from runner.telemetry.logger import Logger
 
 
-def check_concurrency(manifest: Manifest, logger: Logger, cuda_visible_devices: str | None) -> None:
+def check_concurrency(
+    manifest: Manifest, logger: Logger, cuda_visible_devices: str | None, count: Callable[[str | None], int | None] = gpu_count
+) -> list[str]:
     """What this machine can place, before any trial runs: slots_per_node and GPUs are hard limits,
-    CPUs a warning (the trials share them). Pool leases and the cluster queue what does not fit."""
+    CPUs a warning (the trials share them). Pool leases and the cluster queue what does not fit.
+    Returns the GPUs the trials may use, as CUDA_VISIBLE_DEVICES names them (its own, else every one
+    nvidia-smi lists: asked once), for gpu_shares; [] where none are split: no use_gpu, a target that
+    places its own trials, GPUs unknown."""
     if effective_target(manifest) not in ON_THIS_MACHINE:
-        return
+        return []
     limit = manifest.sweep.limits.max_concurrent_trials
     per = process_count(manifest)
     wanted = per * limit
@@ -28,27 +33,21 @@ def check_concurrency(manifest: Manifest, logger: Logger, cuda_visible_devices: 
     slots = manifest.compute.slots_per_node
     if slots and wanted > slots:
         raise UnsupportedError(f"{where} need {wanted} slots; compute.slots_per_node is {slots}")
-    gpus = gpu_count(cuda_visible_devices) if manifest.use_gpu else None
+    gpus = count(cuda_visible_devices) if manifest.use_gpu else None
     if gpus is not None and wanted > gpus:
         raise UnsupportedError(f"{where} need {wanted} GPUs; this machine has {gpus}")
     if wanted > cpu_count():
         logger.warning(f"{where} on this machine's {cpu_count()} CPUs: they will share them")
+    return usable_gpus(cuda_visible_devices, gpus)
 
 
-def gpu_shares(
-    manifest: Manifest, concurrent: int, cuda_visible_devices: str | None, count: Callable[[str | None], int | None] = gpu_count
-) -> list[str | None]:
-    """Each concurrent trial's GPUs, as CUDA_VISIBLE_DEVICES lists them: the GPUs tftrain may use
-    (its own CUDA_VISIBLE_DEVICES, else every one nvidia-smi lists) split into `concurrent` equal
-    shares, the rest left idle. None for every trial where they are not split: one trial at a time
-    (it has them all, as a run has), no use_gpu, a target that places its own trials, GPUs unknown."""
-    unsplit: list[str | None] = [None] * concurrent
-    if concurrent < 2 or not manifest.use_gpu or effective_target(manifest) not in ON_THIS_MACHINE:
-        return unsplit
-    gpus = usable_gpus(cuda_visible_devices, count(cuda_visible_devices))
-    each = len(gpus) // concurrent
-    if each == 0:  # check_concurrency refused this already
-        return unsplit
+def gpu_shares(gpus: list[str], concurrent: int) -> list[str | None]:
+    """Each concurrent trial's GPUs, as CUDA_VISIBLE_DEVICES lists them: `gpus` (check_concurrency's)
+    split into `concurrent` equal shares, the rest left idle. None for every trial where they are not
+    split: one trial at a time has them all, as a run has; no GPUs to split."""
+    each = len(gpus) // concurrent if concurrent > 1 else 0
+    if each == 0:
+        return [None] * concurrent
     return [",".join(gpus[share * each:(share + 1) * each]) for share in range(concurrent)]
 
 

@@ -11,7 +11,9 @@ import pytest
 from runner.manifest.model import Manifest
 from runner.plan.launchers.capacity import named_gpus
 from runner.settings import Settings
-from runner.sweep.placement import gpu_shares, usable_gpus
+from builders import Notes
+from runner.errors import UnsupportedError
+from runner.sweep.placement import check_concurrency, gpu_shares, usable_gpus
 from runner.targets.local.target import LocalTarget, task_environment
 
 SWEEP = {"sampling_algorithm": {"type": "random"}, "search_space": {"--lr": {"type": "choice", "values": [1, 2]}},
@@ -24,6 +26,11 @@ def manifest(**fields) -> Manifest:
 
 def found(count):
     return lambda cuda_visible_devices: count
+
+
+def shares_of(manifest: Manifest, concurrent: int, visible: str | None, count) -> list[str | None]:
+    """What a sweep of `concurrent` trials at once gives each: the GPUs check_concurrency found, split."""
+    return gpu_shares(check_concurrency(manifest, Notes(), visible, count=found(count)), concurrent)
 
 
 @pytest.mark.parametrize(
@@ -40,7 +47,7 @@ def found(count):
     ],
 )
 def test_the_gpus_are_split_into_one_share_per_concurrent_trial(visible, count, concurrent, shares):
-    assert gpu_shares(manifest(), concurrent, visible, count=found(count)) == (shares or [None] * concurrent)
+    assert shares_of(manifest(), concurrent, visible, count) == (shares or [None] * concurrent)
 
 
 @pytest.mark.parametrize(
@@ -51,11 +58,16 @@ def test_the_gpus_are_split_into_one_share_per_concurrent_trial(visible, count, 
         ({"compute": {"target": "pool"}}, 2, 4),  # the pool's leases place each trial's GPUs
         ({"compute": {"target": "slurm"}}, 2, 4),  # Slurm's GRES does
         ({}, 2, None),  # no nvidia-smi: nothing known to split
-        ({}, 4, 2),  # fewer GPUs than trials: check_concurrency refuses it first
     ],
 )
 def test_trials_are_left_as_tftrain_was_given_them_where_nothing_is_split(fields, concurrent, count):
-    assert gpu_shares(manifest(**fields), concurrent, None, count=found(count)) == [None] * concurrent
+    assert shares_of(manifest(**fields), concurrent, None, count) == [None] * concurrent
+
+
+def test_fewer_gpus_than_concurrent_trials_is_refused_before_anything_is_split():
+    limited = manifest(sweep={**SWEEP, "limits": {"max_concurrent_trials": 4}})
+    with pytest.raises(UnsupportedError, match="need 4 GPUs; this machine has 2"):
+        check_concurrency(limited, Notes(), None, count=found(2))
 
 
 def test_the_gpus_tftrain_may_use():

@@ -9,7 +9,7 @@ import re
 
 from runner.cli.common import add_manifest_arg, load
 from runner.errors import ManifestError, UsageError
-from runner.manifest.sweep import SWEEP_ID_PATTERN
+from runner.manifest.fields import SWEEP_ID_PATTERN
 from runner.paths import tftrain_home
 from runner.settings import resolve
 

@@ -148,8 +148,10 @@ class RunPaths:
     @classmethod
     def of_run(cls, run) -> tuple[Manifest, RunPaths]:
         """The manifest a recorded run (a store.RunRow) ran with, and its paths."""
+        from runner.manifest import stored_manifest
+
         try:
-            manifest = Manifest.model_validate_json(run.manifest)
+            manifest = stored_manifest(run.manifest)
         except ValueError as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             why = f"run {run.run_id}: its manifest in the history cannot be read ({first})"

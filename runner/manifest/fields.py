@@ -17,6 +17,11 @@ MAX_NODES = 1024
 MAX_PER_NODE = 1024
 MAX_TASKS = 4096
 MAX_SECONDS = 366 * 24 * 3600  # longer waits overflow timers; no job runs a year
+# the sweep section's names that validate.py's messages use (runner/manifest/sweep.py's models are
+# imported only for a manifest with a sweep)
+SWEEP_ID_PATTERN = rf"^(?:{NAME_PATTERN[1:-1]})-sweep-[0-9]{{1,20}}$"  # a sweep's id: `NAME-sweep-3` (N may be a workflow run id)
+EXPRESSIONS = ("choice", "randint", "uniform", "quniform", "loguniform", "qloguniform", "normal", "qnormal", "lognormal", "qlognormal")
+POLICIES = ("bandit", "median_stopping", "truncation_selection", "asha", "hyperband")
 
 
 class Model(BaseModel):

@@ -14,7 +14,6 @@ from runner.manifest.model import Manifest, MpiTraining, MultiWorkerMirroredTrai
 from runner.manifest.frameworks import HOROVOD_FRAMEWORKS, horovod_compatible
 from runner.manifest.image_rules import check_images
 from runner.manifest.signing import check_signing
-from runner.manifest.sweep_rules import check_sweep
 from runner.manifest.scoring_rules import check_scoring
 from runner.manifest.sourcepaths import regular_file_problem, text_file_problem, through_link
 from runner.manifest.document import Location
@@ -86,9 +85,17 @@ def check_rules(manifest: Manifest, base_dir: Path) -> list[Problem]:
         *check_images(manifest),
         *check_signing(manifest),
         *_files(manifest, base_dir),
-        *check_sweep(manifest),
+        *_sweep(manifest),
         *check_scoring(manifest, base_dir),
     ]
+
+
+def _sweep(manifest: Manifest) -> list[Problem]:
+    if manifest.sweep is None:  # the sweep's rules and models are imported for a sweep alone
+        return []
+    from runner.manifest.sweep_rules import check_sweep
+
+    return check_sweep(manifest)
 
 
 def process_count(manifest: Manifest) -> int:

@@ -6,7 +6,7 @@ import json
 
 from pydantic.json_schema import GenerateJsonSchema
 
-from runner.manifest.model import Manifest
+from runner.manifest.sweep import SweptManifest
 
 
 class _Schema(GenerateJsonSchema):
@@ -21,7 +21,7 @@ class _Schema(GenerateJsonSchema):
 
 
 def json_schema() -> str:
-    schema = Manifest.model_json_schema(schema_generator=_Schema)
+    schema = SweptManifest.model_json_schema(schema_generator=_Schema)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "tftrain manifest (tftrain.yml)"
     return json.dumps(schema, indent=2, sort_keys=True) + "\n"

@@ -10,12 +10,10 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Discriminator, Field, Tag
+from pydantic import ConfigDict, Discriminator, Field, Tag
 
-from runner.manifest.fields import MAX_SECONDS, NAME_PATTERN, Model, Scalar
-
-# a sweep's id: the manifest's name and the sweep's number (`NAME-sweep-3`)
-SWEEP_ID_PATTERN = rf"^(?:{NAME_PATTERN[1:-1]})-sweep-[0-9]{{1,20}}$"  # N may be a workflow run id
+from runner.manifest.fields import MAX_SECONDS, SWEEP_ID_PATTERN, Model, Scalar
+from runner.manifest.model import Manifest
 MAX_TRIALS = 100_000
 MAX_OBJECTIVES = 16
 
@@ -79,7 +77,6 @@ Expression = Annotated[
     Union[Choice, RandInt, Uniform, QUniform, LogUniform, QLogUniform, Normal, QNormal, LogNormal, QLogNormal],
     Field(discriminator="type"),
 ]
-EXPRESSIONS = ("choice", "randint", "uniform", "quniform", "loguniform", "qloguniform", "normal", "qnormal", "lognormal", "qlognormal")
 
 
 class Sampling(Model):
@@ -134,7 +131,6 @@ class Hyperband(_Halving):
 
 
 EarlyTermination = Annotated[Union[Bandit, MedianStopping, TruncationSelection, Asha, Hyperband], Field(discriminator="type")]
-POLICIES = ("bandit", "median_stopping", "truncation_selection", "asha", "hyperband")
 
 
 class Limits(Model):
@@ -207,6 +203,15 @@ class SweepSpec(Model):
     def sampling(self) -> Sampling:
         algorithm = self.sampling_algorithm
         return Sampling(type=algorithm) if isinstance(algorithm, str) else algorithm
+
+
+# A manifest with a `sweep:` section (runner.manifest.manifest_class picks it): Manifest's fields and
+# a sweep. The JSON Schema is this model's, titled and described as Manifest: it has every key.
+class SweptManifest(Manifest):
+    """A training job, as committed in `tftrain.yml`."""
+
+    model_config = ConfigDict(title="Manifest")
+    sweep: SweepSpec | None = Field(default=None, description="A hyperparameter sweep: each trial a run with sampled script_params")
 
 
 def grid_size(sweep: SweepSpec) -> int:

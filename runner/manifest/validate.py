@@ -8,8 +8,7 @@ import types
 import typing
 from typing import Any
 
-from runner.manifest.fields import QUANTITY_PATTERN
-from runner.manifest.sweep import EXPRESSIONS, POLICIES, SWEEP_ID_PATTERN
+from runner.manifest.fields import EXPRESSIONS, POLICIES, QUANTITY_PATTERN, SWEEP_ID_PATTERN
 from runner.manifest.document import Location, YamlDocument, format_loc, one_line
 
 __all__ = ["allowed_keys", "format_loc", "validation_messages"]

@@ -64,10 +64,10 @@ def _slurm_jobs(run_id: str, home: Path) -> list[str]:
 
 
 def _target(manifest_json: str) -> str | None:
-    from runner.manifest import Manifest, effective_target
+    from runner.manifest import effective_target, stored_manifest
 
     try:
-        return effective_target(Manifest.model_validate_json(manifest_json))
+        return effective_target(stored_manifest(manifest_json))
     except ValueError:  # a manifest the history cannot read: nothing to judge by
         return None
 

@@ -14,8 +14,7 @@ import yaml
 from runner.cli.main import main
 from runner.importer.sdk import known_callee
 from runner.manifest.fields import InputRef
-from runner.manifest.model import Manifest
-from runner.manifest.sweep import SweepSpec
+from runner.manifest.sweep import SweepSpec, SweptManifest
 from test_azureml_import import imported, uncommented
 
 V1_HEAD = (
@@ -214,7 +213,7 @@ def test_v1_values_not_known_statically_are_todos(tmp_path):
     sweep = yaml.safe_load(text)["sweep"]  # with its TODOs filled in, it is a sweep section
     sweep.update(objective={"primary_metric": "acc", "goal": "maximize"}, limits={"max_total_trials": 8})
     sweep["search_space"]["--lr"] = {"type": "uniform", "min_value": 0.001, "max_value": 0.1}
-    Manifest.model_validate({"name": "tune", "entry_script": "train.py", "sweep": sweep})
+    SweptManifest.model_validate({"name": "tune", "entry_script": "train.py", "sweep": sweep})
 
 
 def test_v2_sweep_todos_and_what_is_not_swept(tmp_path):

@@ -353,3 +353,36 @@ def test_schema_has_the_sweep_section():
     assert set(sweep["properties"]["search_space"]["additionalProperties"]["discriminator"]["mapping"]) == {
         "choice", "randint", "uniform", "quniform", "loguniform", "qloguniform", "normal", "qnormal", "lognormal", "qlognormal",
     }
+
+
+def test_the_sweep_names_the_messages_use_are_the_models_tags():
+    """runner.manifest.fields names them for validate.py without importing the sweep's models."""
+    from typing import get_args
+
+    from runner.manifest.fields import EXPRESSIONS, POLICIES
+    from runner.manifest.sweep import EarlyTermination, Expression
+
+    def tags(union) -> tuple[str, ...]:
+        return tuple(get_args(member.model_fields["type"].annotation)[0] for member in get_args(get_args(union)[0]))
+
+    assert tags(Expression) == EXPRESSIONS
+    assert tags(EarlyTermination) == POLICIES
+
+
+def test_a_manifest_is_validated_with_the_sweep_only_when_it_has_one():
+    from runner.manifest import Manifest, manifest_class, stored_manifest
+    from runner.manifest.sweep import SweptManifest
+
+    assert manifest_class({"name": "m", "entry_script": "t.py"}) is Manifest
+    assert manifest_class({"name": "m", "entry_script": "t.py", "sweep": None}) is Manifest
+    assert manifest_class({"name": "m", "entry_script": "t.py", "sweep": {}}) is SweptManifest
+    swept = SweptManifest.model_validate(
+        {"name": "m", "entry_script": "t.py", "sweep": {"search_space": {"--lr": {"type": "choice", "values": [1]}}}}
+    )
+    again = stored_manifest(swept.model_dump_json())
+    assert type(again) is SweptManifest and again == swept
+    plain = stored_manifest(swept.model_copy(update={"sweep": None}).model_dump_json())
+    assert type(plain) is Manifest and plain.sweep is None
+    for text in ("[1]", "{", "[" * 100_000, '{"name": "m", "entry_script": "t.py", "sweep": 5}'):
+        with pytest.raises(ValueError):
+            stored_manifest(text)

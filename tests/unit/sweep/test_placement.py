@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from runner.manifest.model import Manifest
+from runner.manifest.sweep import SweptManifest
 from runner.plan.launchers.capacity import named_gpus
 from runner.settings import Settings
 from builders import Notes
@@ -20,15 +20,15 @@ SWEEP = {"sampling_algorithm": {"type": "random"}, "search_space": {"--lr": {"ty
          "objective": {"primary_metric": "loss", "goal": "minimize"}}
 
 
-def manifest(**fields) -> Manifest:
-    return Manifest.model_validate({"name": "m", "entry_script": "train.py", "use_gpu": True, "sweep": SWEEP, **fields})
+def manifest(**fields) -> SweptManifest:
+    return SweptManifest.model_validate({"name": "m", "entry_script": "train.py", "use_gpu": True, "sweep": SWEEP, **fields})
 
 
 def found(count):
     return lambda cuda_visible_devices: count
 
 
-def shares_of(manifest: Manifest, concurrent: int, visible: str | None, count) -> list[str | None]:
+def shares_of(manifest: SweptManifest, concurrent: int, visible: str | None, count) -> list[str | None]:
     """What a sweep of `concurrent` trials at once gives each: the GPUs check_concurrency found, split."""
     return gpu_shares(check_concurrency(manifest, Notes(), visible, count=found(count)), concurrent)
 

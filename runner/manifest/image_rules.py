@@ -5,7 +5,6 @@ from __future__ import annotations
 from runner.manifest.images import PACKAGE_KEYS
 from runner.manifest.model import Manifest
 from runner.manifest.document import Location
-from runner.serving.imageref import reference_problem, shown
 
 Problem = tuple[Location, str]
 
@@ -24,8 +23,8 @@ def check_images(manifest: Manifest) -> list[Problem]:
             )
         if not manifest.custom_docker_image:
             problems.append((("image_registry",), "needs custom_docker_image: the image to pull from that registry"))
-    if manifest.custom_docker_image is not None and (problem := reference_problem(manifest.custom_docker_image)):
-        problems.append((("custom_docker_image",), f"{shown(manifest.custom_docker_image)}: {problem}"))
+    if manifest.custom_docker_image is not None:
+        problems += _image_reference(manifest.custom_docker_image)
     if manifest.user_managed:
         for key in PACKAGE_KEYS:
             if getattr(manifest, key):
@@ -33,3 +32,10 @@ def check_images(manifest: Manifest) -> list[Problem]:
     elif manifest.python is not None:
         problems.append((("python",), "needs user_managed: true (else tftrain chooses the interpreter)"))
     return problems
+
+
+def _image_reference(image: str) -> list[Problem]:
+    from runner.serving.imageref import reference_problem, shown  # a manifest with an image alone
+
+    problem = reference_problem(image)
+    return [(("custom_docker_image",), f"{shown(image)}: {problem}")] if problem else []

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from runner.telemetry.diagnose import ScriptError, last_traceback, tail_text
 from runner.errors import (
     DiskFullError,
     FatalError,
@@ -45,6 +44,7 @@ from runner.targets.factory import target_for
 # is imported there: the script starts sooner.
 if TYPE_CHECKING:
     from runner.history.model_registry import ModelVersion
+    from runner.telemetry.diagnose import ScriptError
 
 EXIT_CODES = {
     RunStatus.COMPLETED: 0,
@@ -244,6 +244,8 @@ RANK_TAIL_LINES = 200
 
 def _rank_groups(logger: Logger, plan, paths: RunPaths) -> None:
     """In GitHub's log the ranks' lines arrive interleaved; each rank's own tail, folded, reads better."""
+    from runner.telemetry.diagnose import tail_text
+
     for task in plan.tasks:
         log = paths.rank_log(task.rank)
         lines = (tail_text(log) or "").splitlines()[-RANK_TAIL_LINES:]
@@ -312,6 +314,8 @@ def _explain(outcome: Outcome, paths: RunPaths, prepared: Prepared | None) -> tu
     """The run's message, and the script's error (file and line in the source) when there is one."""
     if outcome.status != RunStatus.FAILED or prepared is None:
         return outcome.message, None
+    from runner.telemetry.diagnose import last_traceback  # a failed script's error: after its end
+
     tasks = prepared.plan.tasks
     if outcome.rank is not None and outcome.rank >= 0:  # the task that failed first, else every rank
         tasks = [task for task in tasks if task.rank == outcome.rank]

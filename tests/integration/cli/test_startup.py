@@ -37,8 +37,11 @@ def test_run_loads_nothing_that_only_post_processing_or_other_targets_need():
 # it imports importlib.metadata (its plugin loader does, before it reads PYDANTIC_DISABLE_PLUGINS);
 # what the line holds there is that no package's metadata is read: no version asked for (the
 # framework's, when none was set), no entry points scanned (the plugin look-up is off for tftrain)
-# a manifest without a sweep: section never loads the sweep's twenty models (runner.manifest.sweep)
-NOT_BEFORE_THE_SCRIPT = ("jinja2", "rich", "git", "runner.manifest.sweep", "runner.manifest.sweep_rules")
+# a manifest without a sweep: section never loads the sweep's twenty models (runner.manifest.sweep);
+# an image reference is parsed for a manifest with an image, a traceback read after the script ended
+NOT_BEFORE_THE_SCRIPT = (
+    "jinja2", "rich", "git", "runner.manifest.sweep", "runner.manifest.sweep_rules", "runner.serving.imageref", "runner.telemetry.diagnose",
+)
 
 LAUNCH_PROBE = """
 import importlib.metadata, subprocess, sys

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -244,8 +244,7 @@ def _prefix(text: str) -> str:
     return text.strip("/")
 
 
-@dataclass(frozen=True, slots=True)
-class Option:
+class Option(NamedTuple):
     """One setting: `name` as the action spells its input, what parses it, and its flag's `dest`
     (a flag left out is None). `input`: whether $INPUT_NAME sets it; `tftrain`: whether $TFTRAIN_NAME does."""
 

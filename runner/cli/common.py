@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from dataclasses import replace
 
 from runner.errors import ManifestError
 from runner.telemetry.logger import Logger
@@ -31,11 +30,11 @@ def load(args: argparse.Namespace, logger: Logger) -> LoadedManifest:
     if getattr(args, "target", None):
         manifest = loaded.manifest
         compute = manifest.compute.model_copy(update={"target": args.target})
-        loaded = replace(loaded, manifest=manifest.model_copy(update={"compute": compute}))
+        loaded = loaded._replace(manifest=manifest.model_copy(update={"compute": compute}))
     if getattr(args, "model_name", None):
         if not re.fullmatch(NAME_PATTERN, args.model_name):
             raise ManifestError(f"--model-name {args.model_name!r}: letters, digits, '.', '_' and '-', at most 64")
-        loaded = replace(loaded, manifest=loaded.manifest.model_copy(update={"name": args.model_name}))
+        loaded = loaded._replace(manifest=loaded.manifest.model_copy(update={"name": args.model_name}))
     for warning in loaded.warnings:
         logger.warning(warning)
     return loaded

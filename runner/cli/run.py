@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 
 from runner.cli.common import add_manifest_arg, load
 from runner.errors import error_class
@@ -26,7 +25,7 @@ def run(args, logger) -> int:
 
             run_sweep(loaded, logger, settings, home, os.environ)
             return 0
-        loaded = replace(loaded, manifest=loaded.manifest.model_copy(update={"sweep": None}))
+        loaded = loaded._replace(manifest=loaded.manifest.model_copy(update={"sweep": None}))
     result = run_with_retry(loaded, logger, settings, home)
     if result.exit_code:
         error = error_class(result.exit_code)(f"run {result.run_id} {result.status}: {result.message}")

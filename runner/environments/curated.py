@@ -9,8 +9,8 @@ passed the smoke test (runner/environments/smoke.py), not whatever the registry 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from runner.manifest.frameworks import DEFAULT_VERSION
 
@@ -24,8 +24,7 @@ SET_PACKAGES = (
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;#]+)\s*$")
 
 
-@dataclass(frozen=True, slots=True)
-class ConstraintSet:
+class ConstraintSet(NamedTuple):
     release: str  # major.minor
     path: Path
     text: str

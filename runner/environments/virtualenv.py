@@ -14,8 +14,8 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from runner.errors import PreparingError, UnsupportedError
 from runner.environments.curated import constraints_for, requirement_names
@@ -31,8 +31,7 @@ CONSTRAINTS = "tftrain-constraints.txt"  # in the virtualenv's directory: what i
 FRAMEWORK_PACKAGES = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tensorflow-intel")
 
 
-@dataclass(frozen=True, slots=True)
-class PipStep:
+class PipStep(NamedTuple):
     """A pip install of its own, after the requirements (Horovod builds against the installed TF)."""
 
     args: tuple[str, ...]
@@ -48,8 +47,7 @@ HOROVOD_BUILD_ENV = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class EnvSpec:
+class EnvSpec(NamedTuple):
     """What the environment must hold; `key` is None when the current interpreter will do."""
 
     python_version: str
@@ -72,8 +70,7 @@ class EnvSpec:
         return f"cached virtualenv {self.key[:12]} ({', '.join(packages) or 'no packages'}{pinned})"
 
 
-@dataclass(frozen=True, slots=True)
-class PythonEnv:
+class PythonEnv(NamedTuple):
     python: str
     key: str | None
     reused: bool
@@ -190,7 +187,7 @@ def requirements_spec(requirements: tuple[str, ...], constraints: str | None = N
 
 def _key(python: str, requirements, requirements_text: str | None, steps, constraints: str | None) -> str:
     """Everything that goes into the environment: a refreshed tested set builds a new one."""
-    source = {"python": python, "requirements": requirements, "file": requirements_text, "steps": [asdict(step) for step in steps]}
+    source = {"python": python, "requirements": requirements, "file": requirements_text, "steps": [step._asdict() for step in steps]}
     if constraints is not None:  # environments without a set keep the keys they had
         source["constraints"] = constraints
     return hashlib.sha256(json.dumps(source, sort_keys=True).encode()).hexdigest()

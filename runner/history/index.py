@@ -9,8 +9,9 @@ import json
 import os
 import sqlite3
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from pydantic import ValidationError
 
@@ -69,8 +70,7 @@ JSON_COLUMNS = (
 )
 
 # --- who owns a run -----------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Owner:
+class Owner(NamedTuple):
     """The tftrain process that runs a run: a pid is reused, a pid with its start time is not."""
 
     host: str
@@ -90,7 +90,7 @@ class Owner:
         return cls(owner["host"], owner["pid"], owner.get("start"), owner.get("boot"))
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        return self._asdict()
 
     def gone(self) -> bool:
         """True when this machine can tell the owner has ended; another host's runs are never judged."""
@@ -164,8 +164,7 @@ def index_model(db, version_dir: Path, info: dict | None) -> None:
 
 
 # --- rebuilding ---------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Rebuilt:
+class Rebuilt(NamedTuple):
     runs: int
     phases: int
     models: int

@@ -13,7 +13,8 @@ for the +1 of the next one.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
+
 
 from runner.errors import NotFoundError
 
@@ -49,8 +50,7 @@ def shown(ref: str) -> str:
     return repr(ref if len(ref) <= SHOWN_CHARS else ref[:SHOWN_CHARS] + "…")
 
 
-@dataclass(frozen=True)
-class ModelRef:
+class ModelRef(NamedTuple):
     name: str
     version: int | None  # None: the latest
 
@@ -89,8 +89,7 @@ def resume_ref_problem(ref: str) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class RunRef:
+class RunRef(NamedTuple):
     """`latest`, a run number (the N of NAME-N) or a run id; `number` is None for an id that
     only looks like a number but is none (`007`, `١٢`, 30 digits): no run has it."""
 

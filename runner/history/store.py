@@ -13,7 +13,6 @@ import sqlite3
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -31,8 +30,7 @@ DB_NAME = "tftrain.db"
 RESERVE_BYTES = 512 << 10
 
 
-@dataclass(frozen=True, slots=True)
-class RunRow:
+class RunRow(NamedTuple):
     run_id: str
     name: str
     status: RunStatus
@@ -49,8 +47,7 @@ class RunRow:
         return self.status.terminal
 
 
-@dataclass(frozen=True, slots=True)
-class PhaseRow:
+class PhaseRow(NamedTuple):
     phase: RunStatus
     started: float
     ended: float | None

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
@@ -23,8 +22,7 @@ __all__ = ["LoadedManifest", "Manifest", "effective_target", "load_manifest", "m
 DEFAULT_NAME = "tftrain.yml"
 
 
-@dataclass(frozen=True, slots=True)
-class LoadedManifest:
+class LoadedManifest(NamedTuple):
     manifest: Manifest
     path: Path
     warnings: tuple[str, ...]

@@ -4,15 +4,13 @@ runner.manifest.yamlfile parses it, runner.manifest.yamlcache keeps what was par
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 Location = tuple[Any, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class YamlDocument:
+class YamlDocument(NamedTuple):
     path: Path
     data: Any
     lines: dict[Location, int]

@@ -5,11 +5,10 @@ GPU columns follow TensorFlow's published "tested build configurations" for Linu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Framework:
+class Framework(NamedTuple):
     version: str  # major.minor
     python: str
     cuda: str

@@ -6,8 +6,9 @@ Planning runs nothing; `tftrain plan` prints the same plan that `tftrain run` ex
 from __future__ import annotations
 
 import shlex
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import Enum
+from typing import NamedTuple
 
 from runner.plan.argv import script_path
 from runner.errors import PlanError
@@ -87,15 +88,13 @@ class TaskSpec:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class Mount:
+class Mount(NamedTuple):
     source: str
     target: str
     read_only: bool
 
 
-@dataclass(frozen=True, slots=True)
-class ContainerSpec:
+class ContainerSpec(NamedTuple):
     """How every task's container is made (docker target)."""
 
     image: str
@@ -111,7 +110,7 @@ class ContainerSpec:
 
     def to_dict(self) -> dict:
         # lists and plain strings, as YAML writes them
-        return {**asdict(self), "network_mode": str(self.network_mode), "mounts": [asdict(mount) for mount in self.mounts]}
+        return {**self._asdict(), "network_mode": str(self.network_mode), "mounts": [mount._asdict() for mount in self.mounts]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,8 +150,7 @@ class LaunchPlan:
         return document
 
 
-@dataclass(frozen=True, slots=True)
-class PlanContext:
+class PlanContext(NamedTuple):
     """What launchers need: the manifest plus everything resolved while preparing."""
 
     manifest: Manifest

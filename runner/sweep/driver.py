@@ -9,7 +9,6 @@ import signal
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 
 from runner.errors import FatalError, StorageError, SweepError
@@ -193,7 +192,7 @@ def _first_line(exc: Exception) -> str:
 
 
 def trial_manifest_resuming(loaded: LoadedManifest, run_id: str) -> LoadedManifest:
-    return replace(loaded, manifest=loaded.manifest.model_copy(update={"resume_from": run_id}))
+    return loaded._replace(manifest=loaded.manifest.model_copy(update={"resume_from": run_id}))
 
 
 def _signals(runner: SweepRunner):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +88,7 @@ def trial_manifest(loaded: LoadedManifest, values: dict[str, Any], objective: Ob
     }
     if trial_timeout is not None:
         update["max_run_duration_seconds"] = min(trial_timeout, manifest.max_run_duration_seconds or trial_timeout)
-    return replace(loaded, manifest=manifest.model_copy(update=update))
+    return loaded._replace(manifest=manifest.model_copy(update=update))
 
 
 def run_trial(

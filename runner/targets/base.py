@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 from runner.history.rundir import RunPaths, RuntimePaths
 from runner.manifest import LoadedManifest
@@ -36,8 +36,7 @@ from runner.settings import ArchiveLimits, MachineClients, Settings
 CANNOT_START_SH = 'command -v "$1" >/dev/null || { echo "tftrain: cannot start $1: not found" >&2; exit 127; }'
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
+class Outcome(NamedTuple):
     status: RunStatus  # a terminal one
     exit_code: int | None
     message: str | None

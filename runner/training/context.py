@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import NamedTuple, Protocol, TYPE_CHECKING
 
 from runner.errors import FatalError
 from runner.history.record import RunStatus
@@ -39,8 +39,7 @@ class RunWatch(Protocol):
     def points(self, points: list[MetricPoint]) -> None: ...
 
 
-@dataclass(frozen=True)
-class RunContext:
+class RunContext(NamedTuple):
     """One recorded run, as every phase sees it: what runs (the manifest, the target that serves it
     from check to execute, what the target checked), where it is recorded, how it is stopped
     (`control`), who hears of it (the logger, a watch) and the settings the CLI resolved."""
@@ -83,8 +82,7 @@ class Training:
         return self.lineage.git if self.lineage is not None else {}
 
 
-@dataclass(frozen=True)
-class Kept:
+class Kept(NamedTuple):
     """What PostProcessing kept: the registered model, the metrics summary and its points; `refused`:
     keeping them failed (the gate refused the model, the disk was full), which fails the run."""
 

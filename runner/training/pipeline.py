@@ -7,9 +7,8 @@ import os
 import signal
 import time
 from contextlib import ExitStack, contextmanager, nullcontext
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import NamedTuple, TYPE_CHECKING
 
 from runner.errors import (
     DiskFullError,
@@ -54,8 +53,7 @@ EXIT_CODES = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class RunResult:
+class RunResult(NamedTuple):
     run_id: str
     status: RunStatus
     exit_code: int

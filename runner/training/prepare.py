@@ -4,8 +4,9 @@ resolve the resume point, and plan the launch. `tftrain plan` runs the same step
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 from runner.plan.argv import script_args
 from runner.compat import azureml_env, azureml_reason
@@ -23,8 +24,7 @@ from runner.settings import Settings
 from runner.targets.base import Environment, Target, TargetState
 
 
-@dataclass(frozen=True, slots=True)
-class Prepared:
+class Prepared(NamedTuple):
     plan: LaunchPlan
     env: Environment
     inputs: dict[str, Path]  # name → where it was fetched to

@@ -25,7 +25,6 @@ import fcntl
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -199,7 +198,7 @@ def _synced_any(run_id: str, store: Store) -> bool:
 def _resuming(loaded: LoadedManifest, attempt: Attempt) -> LoadedManifest:
     if attempt.resumed_from is None:
         return loaded
-    return replace(loaded, manifest=loaded.manifest.model_copy(update={"resume_from": attempt.resumed_from}))
+    return loaded._replace(manifest=loaded.manifest.model_copy(update={"resume_from": attempt.resumed_from}))
 
 
 class _AttemptWatch:

@@ -83,7 +83,7 @@ class KubernetesTarget(Target):
         inside_inputs = {input_name: f"/tftrain/inputs/{input_name}" for input_name in inputs}
         view = replace(view, inputs=inside_inputs)
         # the pod's command is the task's argv as it is (kubectl logs keeps the two streams apart)
-        return view, replace(container, mounts=(), network_mode=NetworkMode.POD, one_stream=False)
+        return view, container._replace(mounts=(), network_mode=NetworkMode.POD, one_stream=False)
 
     def finalize(self, plan: LaunchPlan, loaded: LoadedManifest, run_id: str) -> LaunchPlan:
         """The job document, kept with the run (launch/kubernetes.yaml) and applied as it is."""

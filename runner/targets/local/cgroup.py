@@ -19,8 +19,8 @@ import os
 import re
 import signal
 import time
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 PARENT = "tftrain"
 KILL_WAIT_SECONDS = 10.0
@@ -28,8 +28,7 @@ POLL_SECONDS = 0.01
 SEARCH_DEPTH = 12
 
 
-@dataclass(frozen=True, slots=True)
-class Cgroup:
+class Cgroup(NamedTuple):
     path: Path
 
     def pids(self) -> list[int]:

@@ -17,7 +17,7 @@ import subprocess
 import tarfile
 import tempfile
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from runner.history.checksums import skipped_note
@@ -79,7 +79,7 @@ def _containers(session: PoolSession, plan: LaunchPlan, run_id: str, stack: Exit
             task = tasks[item.key]
             argv, label, env, keeps = task.argv, f"{task.role}-{task.index}", task.env, task is keeper
         container = Container(
-            session.client(item.host), replace(plan.container, mounts=(), gpus=bool(item.gpu_ids)), argv, env,
+            session.client(item.host), plan.container._replace(mounts=(), gpus=bool(item.gpu_ids)), argv, env,
             task.cwd if task else "/", f"tftrain-{run_id}-{label}", {LABEL_RUN: run_id, "tftrain.host": item.host},
             network_mode=session.job.pool.pool.host(item.host).network, gpu_ids=item.gpu_ids,
         )

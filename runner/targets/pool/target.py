@@ -101,7 +101,7 @@ class PoolTarget(Target):
         # The mounts say what is copied in (read-only) and back (read-write). Root in the container:
         # sshd needs it, and files come back through the API, not a bind mount. Each container's
         # network is its host's.
-        return view, replace(container, user="", network_mode=NetworkMode.POOL)
+        return view, container._replace(user="", network_mode=NetworkMode.POOL)
 
     def execute(self, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
         if self.session is None:

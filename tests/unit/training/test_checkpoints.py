@@ -143,8 +143,6 @@ def test_a_failed_round_is_a_warning_and_the_last_round_runs_at_the_end(tmp_path
 
 
 def test_the_checkpoint_directory_starts_with_what_a_retry_resumes_from(project, tmp_path):
-    from dataclasses import replace
-
     from runner.history.rundir import RunPaths
     from runner.manifest import load_manifest
 
@@ -153,7 +151,7 @@ def test_the_checkpoint_directory_starts_with_what_a_retry_resumes_from(project,
     previous = tmp_path / "runs" / "demo-1" / "workdir" / "outputs" / "ckpt"
 
     def seed(resume_from):
-        return checkpoints._seed(replace(loaded, manifest=loaded.manifest.model_copy(update={"resume_from": resume_from})), paths)
+        return checkpoints._seed(loaded._replace(manifest=loaded.manifest.model_copy(update={"resume_from": resume_from})), paths)
 
     assert seed("checkpoint:demo-1") == paths.root / "resume"
     assert seed(str(previous)) == previous  # a retry's fallback: the previous attempt's own directory

@@ -12,6 +12,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from runner.history.regular import read_regular
+from runner.manifest.fields import empty_list
 from runner.telemetry.usage import Usage
 
 LOST_MESSAGE = "lost:"  # how records written before `cause` began a lost run's message: read once, in RunRecord
@@ -97,7 +98,7 @@ class MetricsSummary(_Model):
 
     primary: str | None = None
     metrics: dict[str, MetricStats] = Field(default_factory=dict)
-    images: list[ImageNote] = Field(default_factory=list)
+    images: list[ImageNote] = Field(default_factory=empty_list)
     tags: dict[str, str] = Field(default_factory=dict)
 
     def as_dict(self) -> dict:
@@ -189,7 +190,7 @@ class RunRecord(_Model):
     manifest: dict
     git: dict = Field(default_factory=dict)
     owner: dict | None = None
-    phases: list[Phase] = Field(default_factory=list)
+    phases: list[Phase] = Field(default_factory=empty_list)
     model: str | None = None
     metrics: MetricsSummary | None = None
     sweep: dict | None = None  # {"id": SWEEP_ID, "trial": N} for a sweep's trial

@@ -25,6 +25,7 @@ from runner.manifest.fields import (
     Model,
     ParamValue,
     Scalar,
+    empty_list,
 )
 from runner.manifest.checkpoints import CheckpointsSpec
 from runner.manifest.cost import CostSpec
@@ -60,7 +61,7 @@ class MpiTraining(Model):
     network_interface: str | None = Field(
         default=None, description="Network interface(s) for MPI and NCCL (btl_tcp_if_include, NCCL_SOCKET_IFNAME)"
     )
-    mpi_args: list[str] = Field(default_factory=list, description="Extra mpirun arguments")
+    mpi_args: list[str] = Field(default_factory=empty_list, description="Extra mpirun arguments")
 
 
 class ParameterServerTraining(Model):
@@ -120,7 +121,7 @@ class ComputeSpec(Model):
     kubernetes: KubernetesSpec = Field(default_factory=KubernetesSpec)
     slurm: SlurmSpec = Field(default_factory=SlurmSpec)
     runner_labels: list[str] = Field(
-        default_factory=list, description="Extra labels of the self-hosted GitHub runners that may train this"
+        default_factory=empty_list, description="Extra labels of the self-hosted GitHub runners that may train this"
     )
     gpu_type: str | None = Field(
         default=None, pattern=r"^[A-Za-z0-9._-]+$",
@@ -129,8 +130,8 @@ class ComputeSpec(Model):
     pool_file: str = Field(
         default=".github/tftrain-pool.yml", description="The runner pool's inventory (target: pool), relative to the manifest's directory"
     )
-    hosts: list[str] = Field(default_factory=list, description="Pool hosts this job may use (default: any)")
-    host_labels: list[str] = Field(default_factory=list, description="Labels every pool host of this job must have")
+    hosts: list[str] = Field(default_factory=empty_list, description="Pool hosts this job may use (default: any)")
+    host_labels: list[str] = Field(default_factory=empty_list, description="Labels every pool host of this job must have")
     queue_timeout_seconds: int = Field(
         default=3600, ge=0, le=MAX_SECONDS, description="How long a pool job waits for free GPUs/slots, or a Slurm job stays PENDING, before it fails (0: fail at once)"
     )
@@ -150,7 +151,7 @@ class ServingResources(Model):
         default=None, description="An Azure entry script (init() + run(raw_data)) in source_directory, served on azmlinfsrv"
     )
     conda_file: str | None = Field(default=None, description="The scoring script's conda environment file (its pip packages are installed)")
-    pip_packages: list[str] = Field(default_factory=list, description="The scoring script's packages, beside the model's TensorFlow")
+    pip_packages: list[str] = Field(default_factory=empty_list, description="The scoring script's packages, beside the model's TensorFlow")
     auth: bool = Field(default=False, description="Azure's auth_enabled: POST /score needs 'Authorization: Bearer KEY'")
     sample_request: str | None = Field(
         default=None, description="A JSON request body in the scoring script's own shape, in source_directory: the gate and the smoke test post it"
@@ -170,7 +171,7 @@ class ModelSpec(Model):
     sample_input: str | None = Field(
         default=None, description="A .npy, .npz or .json (TensorFlow Serving request) file in the source directory; default: synthesised"
     )
-    export: list[Literal["onnx"]] = Field(default_factory=list, description="Formats written beside the model: onnx (tf2onnx, verified)")
+    export: list[Literal["onnx"]] = Field(default_factory=empty_list, description="Formats written beside the model: onnx (tf2onnx, verified)")
     export_tolerance: float = Field(
         default=1e-4, gt=0, le=1e6, allow_inf_nan=False, description="Largest |ONNX Runtime - TensorFlow| allowed on the sample"
     )
@@ -246,13 +247,13 @@ class Manifest(Model):
         default=None, min_length=1,
         description="With user_managed: the interpreter (a path; default: tftrain's own), or inside the image (default: python3)",
     )
-    pip_packages: list[str] = Field(default_factory=list)
-    conda_packages: list[str] = Field(default_factory=list)
+    pip_packages: list[str] = Field(default_factory=empty_list)
+    conda_packages: list[str] = Field(default_factory=empty_list)
     pip_requirements_file: str | None = None
     conda_dependencies_file: str | None = None
     environment_variables: dict[str, Scalar] = Field(default_factory=dict)
     secrets: list[str] = Field(
-        default_factory=list, description="Names of variables in tftrain's environment handed to the training at run time, masked in every log"
+        default_factory=empty_list, description="Names of variables in tftrain's environment handed to the training at run time, masked in every log"
     )
     inputs: dict[str, InputSpec] = Field(default_factory=dict)
     shm_size: str | None = Field(default=None, pattern=SIZE_PATTERN)

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from runner.manifest.fields import Model
+from runner.manifest.fields import Model, empty_list
 
 MAX_ATTEMPTS = 100
 RetryCause = Literal["preempted", "lost"]
@@ -22,7 +22,7 @@ class RetrySpec(Model):
         "a kill by SIGKILL/SIGTERM it did not send); lost: tftrain itself was killed and the next `tftrain run` finds the run orphaned",
     )
     exit_codes: list[Annotated[int, Field(ge=1, le=255)]] = Field(
-        default_factory=list, description="The script's exit codes that also start another attempt"
+        default_factory=empty_list, description="The script's exit codes that also start another attempt"
     )
 
     @model_validator(mode="before")

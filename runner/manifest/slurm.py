@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from runner.manifest.fields import Model
+from runner.manifest.fields import Model, empty_list
 
 SLURM_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"  # partition, account, qos names
 CONSTRAINT_PATTERN = r"^[A-Za-z0-9._:*&|,\[\]()-]{1,256}$"  # Slurm's --constraint expression
@@ -63,7 +63,7 @@ class SlurmSpec(Model):
     qos: str | None = Field(default=None, pattern=SLURM_NAME_PATTERN, description="Quality of service (--qos)")
     constraint: str | None = Field(default=None, pattern=CONSTRAINT_PATTERN, description="Node features the job needs (--constraint)")
     extra_args: list[str] = Field(
-        default_factory=list, max_length=64,
+        default_factory=empty_list, max_length=64,
         description="More sbatch options, one item each (--exclusive, --mem=8G); not the ones tftrain sets",
     )
     mpi: Literal["auto", "pmix", "mpirun"] = Field(

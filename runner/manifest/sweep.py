@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import ConfigDict, Discriminator, Field, Tag
 
-from runner.manifest.fields import MAX_SECONDS, SWEEP_ID_PATTERN, Model, Scalar
+from runner.manifest.fields import MAX_SECONDS, SWEEP_ID_PATTERN, Model, Scalar, empty_list
 from runner.manifest.model import Manifest
 MAX_TRIALS = 100_000
 MAX_OBJECTIVES = 16
@@ -196,7 +196,7 @@ class SweepSpec(Model):
         default=None, description="An Optuna storage URL shared by many runners (postgresql://…); default: SQLite in TFTRAIN_HOME"
     )
     warm_start: list[Annotated[str, Field(pattern=SWEEP_ID_PATTERN)]] = Field(
-        default_factory=list, description="Sweep ids whose finished trials seed this one (HyperDrive's resume_from)"
+        default_factory=empty_list, description="Sweep ids whose finished trials seed this one (HyperDrive's resume_from)"
     )
 
     @property

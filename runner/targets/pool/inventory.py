@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from runner.errors import ManifestError
 from runner.manifest.cost import CostSpec
+from runner.manifest.fields import empty_list
 from runner.manifest.validate import format_loc, validation_messages
 from runner.manifest.loading import load_yaml
 
@@ -48,7 +49,7 @@ class Host(_Model):
     gpus: int = Field(default=0, ge=0, description="GPUs tftrain may give to jobs")
     gpu_type: str | None = None
     cpu_slots: int = Field(default=1, ge=1, description="CPU tasks (parameter servers, CPU ranks) it may run at once")
-    labels: list[str] = Field(default_factory=list)
+    labels: list[str] = Field(default_factory=empty_list)
 
     @property
     def docker_endpoint(self) -> str:

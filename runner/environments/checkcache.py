@@ -33,7 +33,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from runner.history.checksums import READ_FLAGS
+from runner.history.regular import READ_FLAGS
 from runner.paths import cache_dir
 
 FORMAT = 1

@@ -21,54 +21,15 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 
 from runner.errors import DiskFullError, RegistryError
+from runner.history.regular import READ_FLAGS, EntryKind, kind_of
 
 CHUNK = 1 << 20
 MAX_SUMS = 1 << 30  # a SHA256SUMS line per file: a million files take about 150 MB
-READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
-
-
-class EntryKind(Enum):
-    FILE = "regular file"
-    DIRECTORY = "directory"
-    SYMLINK = "symlink"
-    HARDLINK = "hardlink"  # only in archives: on disk a hardlink is a regular file
-    FIFO = "FIFO"
-    CHARACTER_DEVICE = "character device"
-    BLOCK_DEVICE = "block device"
-    SOCKET = "socket"
-    UNREADABLE = "unreadable"
-    OTHER = "unsupported entry"
-    UNSAFE_NAME = "unsafe name"  # archives: absolute, `..`, empty component, NUL
-    NAME_TAKEN = "name taken"  # archives: a duplicate, or a file where a directory is expected
-
-    @property
-    def described(self) -> str:
-        """'a symlink', 'an unreadable', …: for messages."""
-        return ("an " if self.value[0] in "aeiou" else "a ") + self.value
-
-    @classmethod
-    def of(cls, mode: int) -> EntryKind:
-        for test, kind in _MODES:
-            if test(mode):
-                return kind
-        return cls.OTHER
-
-
-_MODES = (
-    (stat.S_ISREG, EntryKind.FILE),
-    (stat.S_ISDIR, EntryKind.DIRECTORY),
-    (stat.S_ISLNK, EntryKind.SYMLINK),
-    (stat.S_ISFIFO, EntryKind.FIFO),
-    (stat.S_ISCHR, EntryKind.CHARACTER_DEVICE),
-    (stat.S_ISBLK, EntryKind.BLOCK_DEVICE),
-    (stat.S_ISSOCK, EntryKind.SOCKET),
-)
 
 
 @dataclass(frozen=True)
@@ -101,16 +62,6 @@ class Entry:
     path: Path
     kind: EntryKind
     size: int = 0
-
-
-def kind_of(path: Path) -> EntryKind | None:
-    """What `path` itself is (a link is a link), or None when nothing is there."""
-    try:
-        return EntryKind.of(os.lstat(path).st_mode)
-    except FileNotFoundError:
-        return None
-    except OSError:
-        return EntryKind.UNREADABLE
 
 
 def walk(root: Path) -> Iterator[Entry]:

@@ -20,8 +20,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from runner.errors import HistoryError
-from runner.history.checksums import EntryKind, kind_of
 from runner.history.index import BUSY_SECONDS, damaged, json_problems, schema_problems
+from runner.history.regular import EntryKind, kind_of
 from runner.history.rundir import space_error
 
 LOCK_NAME = "history.lock"  # flock'd while the index is created, checked, set aside or rebuilt

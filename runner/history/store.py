@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import NamedTuple
 
 from runner.errors import HistoryError, NotFoundError
-from runner.history.checksums import kind_of
 from runner.history.index import BUSY_SECONDS, SCHEMA, Index, Owner, Rebuilt, damaged, index_error, index_run, json_problems, read_only, rebuild, schema_problems, transaction
 from runner.history.indexfile import LOCK_NAME, SUFFIXES, check_record_dirs, locked, make_home, odd, odd_files, refused
 from runner.history.record import TERMINAL, Cause, Phase, RunRecord, RunStatus
 from runner.history.refs import RunRef, number_left, run_number, shown
+from runner.history.regular import kind_of
 from runner.history.rundir import RunPaths, space_error, write_record
 
 __all__ = ["TERMINAL", "LostRun", "PhaseRow", "RunRow", "RunStatus", "Store"]

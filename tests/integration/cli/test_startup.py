@@ -38,9 +38,11 @@ def test_run_loads_nothing_that_only_post_processing_or_other_targets_need():
 # what the line holds there is that no package's metadata is read: no version asked for (the
 # framework's, when none was set), no entry points scanned (the plugin look-up is off for tftrain)
 # a manifest without a sweep: section never loads the sweep's twenty models (runner.manifest.sweep);
-# an image reference is parsed for a manifest with an image, a traceback read after the script ended
+# an image reference is parsed for a manifest with an image, a traceback read after the script ended,
+# the model copied and hashed (runner.history.checksums) after it too
 NOT_BEFORE_THE_SCRIPT = (
     "jinja2", "rich", "git", "runner.manifest.sweep", "runner.manifest.sweep_rules", "runner.serving.imageref", "runner.telemetry.diagnose",
+    "runner.history.checksums",
 )
 
 LAUNCH_PROBE = """

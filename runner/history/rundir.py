@@ -7,8 +7,8 @@ import json
 import os
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from runner.errors import DiskFullError, HistoryError
 from runner.history.regular import read_regular
@@ -18,8 +18,7 @@ from runner.manifest.model import Manifest
 SPACE_ERRORS = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded", errno.EFBIG: "file size limit exceeded"}
 
 
-@dataclass(frozen=True, slots=True)
-class RuntimePaths:
+class RuntimePaths(NamedTuple):
     """The run's directories as the training process sees them (on this machine, or in a container)."""
 
     workdir: str
@@ -27,7 +26,7 @@ class RuntimePaths:
     logs: str
     metrics_dir: str
     pythonpath: str
-    inputs: dict[str, str] = field(hash=False)
+    inputs: dict[str, str]
     resume: str | None
     launch_dir: str = ""  # files a launcher writes (an MPI hostfile)
 
@@ -35,8 +34,7 @@ class RuntimePaths:
         return f"{self.metrics_dir}/{rank}.jsonl"
 
 
-@dataclass(frozen=True, slots=True)
-class RunPaths:
+class RunPaths(NamedTuple):
     root: Path
     outputs_dir: str = "outputs"
     logs_dir: str = "logs"

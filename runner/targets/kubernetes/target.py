@@ -81,7 +81,7 @@ class KubernetesTarget(Target):
     ) -> tuple[RuntimePaths, ContainerSpec]:
         view, container = container_view(loaded, env, paths, {}, resume)
         inside_inputs = {input_name: f"/tftrain/inputs/{input_name}" for input_name in inputs}
-        view = replace(view, inputs=inside_inputs)
+        view = view._replace(inputs=inside_inputs)
         # the pod's command is the task's argv as it is (kubectl logs keeps the two streams apart)
         return view, container._replace(mounts=(), network_mode=NetworkMode.POD, one_stream=False)
 

@@ -23,6 +23,10 @@ if TYPE_CHECKING:  # the record's model: built once the training has ended
     from runner.telemetry.usage import GpuStats
 
 GPU_INTERVAL = 5.0
+# NVML's utilisation is the share of its last sample period (up to 1 s) the GPU was busy: a reading
+# as the run starts describes the time before it (another job's work, or none). The first is taken
+# once the run has had that long; a run that ends sooner gets one reading as it ends.
+FIRST_GPU_SECONDS = 1.0
 MEMORY_INTERVAL = 1.0
 SOURCE = "system"
 RANK_VARIABLES = (b"TFTRAIN_RANK=", b"OMPI_COMM_WORLD_RANK=", b"PMI_RANK=")
@@ -243,9 +247,10 @@ class UsageSampler:
         gpu_interval: float = GPU_INTERVAL,
         memory_interval: float = MEMORY_INTERVAL,
         memory: ProcessMemory | None = None,
+        first_gpu_after: float = FIRST_GPU_SECONDS,
     ) -> None:
         self.record, self.gpus, self.group, self.warn = record, gpus, group, warn
-        self.gpu_interval, self.memory_interval = gpu_interval, memory_interval
+        self.gpu_interval, self.memory_interval, self.first_gpu_after = gpu_interval, memory_interval, first_gpu_after
         self.memory = memory or ProcessMemory()
         self.found: ProcessGroup | None = None
         self.cpu_seconds: float | None = None
@@ -264,6 +269,8 @@ class UsageSampler:
         self.done.set()
         if self.thread.is_alive():
             self.thread.join()
+        if self.gpus is not None and not self.gpus.samples:  # a run shorter than FIRST_GPU_SECONDS
+            self._sample_gpus(time.monotonic())
         if self.gpus is not None:
             self.gpus.close()
 
@@ -271,7 +278,7 @@ class UsageSampler:
         return (self.gpus.stats() or None) if self.gpus is not None else self.kept
 
     def _loop(self) -> None:
-        next_gpu = next_memory = self.started
+        next_gpu, next_memory = self.started + self.first_gpu_after, self.started
         while not self.done.is_set():
             now = time.monotonic()
             if self.gpus is not None and now >= next_gpu:

@@ -52,7 +52,7 @@ def test_a_gpu_run_records_its_gpus_as_metrics_and_in_its_usage(monkeypatch):
     tasks = [task(Role.CHIEF, 0), task(Role.WORKER, 1), task(Role.WORKER, 2), task(Role.PS, 3)]
     ctx, training, points, stream = context(True, CostSpec(gpu_hour=3600.0, cpu_hour=0.0), tasks=tasks)
     with metering(ctx, training) as sampler:
-        sampler.done.wait(0.2)  # the first sample is taken at once
+        sampler.done.wait(0.2)  # shorter than FIRST_GPU_SECONDS: one reading as it ends
     usage = training.usage
     assert usage.processes == 4 and usage.gpu_processes == 2  # workers hold a GPU; chief and ps none (capacity.GPU_ROLES)
     assert usage.gpu_seconds == pytest.approx(2 * usage.wall_seconds, abs=0.01)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
@@ -33,13 +33,14 @@ class Sweep:
     sweep_id: str
     study: object  # optuna.Study
     space: SearchSpace
-    objective: Objective
+    objectives: tuple[Objective, ...]  # every objective, the one trials are ranked by first; more than one: multi-objective
     limit: int  # max_total_trials (or the grid's size)
     place: StoragePlace  # how errors name its storage
-    objectives: tuple[Objective, ...] = field(default=())  # every objective, `objective` first; more than one: multi-objective
 
-    def __post_init__(self) -> None:
-        self.objectives = self.objectives or (self.objective,)
+    @property
+    def objective(self) -> Objective:
+        """The objective trials are ranked by (a multi-objective sweep's first)."""
+        return self.objectives[0]
 
     @property
     def multi(self) -> bool:
@@ -91,7 +92,7 @@ def open_sweep(
     storage, place = storage_for(url, home), place_of(url, home)
     space = SearchSpace(spec.search_space)
     pruner = pruner_for(spec.early_termination, objectives[0].goal)
-    unopened = Sweep(sweep_id or "", None, space, objectives[0], limit, place, objectives)
+    unopened = Sweep(sweep_id or "", None, space, objectives, limit, place)
     with place.failures():
         if sweep_id is None:
             sweep_id = unopened.sweep_id = _next_id(optuna, storage, name)

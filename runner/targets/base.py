@@ -101,7 +101,9 @@ class Target:
     """One backend. A fresh instance serves one run (or one `tftrain plan`), from check to execute."""
 
     name: ClassVar[str]
-    settings: Settings | None = None  # the command's, set by runner.targets.factory.target_for
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings  # the command's (runner.settings: the machine's environment, read once); None: nothing from it
 
     @property
     def gpus(self) -> str | None:

@@ -21,9 +21,7 @@ def target_for(name: str, settings: Settings | None = None) -> Target:
     row = TARGETS.get(name)
     if row is None:
         raise UnsupportedError(f"compute.target: {name!r} is not available in this version of tftrain")
-    target = getattr(importlib.import_module(module_of(name)), row.cls)()
-    target.settings = settings
-    return target
+    return getattr(importlib.import_module(module_of(name)), row.cls)(settings)
 
 
 def target_command(name: str) -> ModuleType:

@@ -21,6 +21,7 @@ from runner.errors import ManifestError, PlacementError
 from runner.history.rundir import RunPaths, RuntimePaths
 from runner.manifest import LoadedManifest
 from runner.plan.model import ContainerSpec, LaunchPlan, NetworkMode
+from runner.settings import Settings
 from runner.targets.base import Environment, Outcome, RunControl, Target
 from runner.targets.containerized import as_it_is, container_view, image_state, planned_environment
 from runner.targets.pool import run_on_hosts
@@ -42,7 +43,8 @@ class PoolTarget(Target):
 
     name = "pool"
 
-    def __init__(self) -> None:
+    def __init__(self, settings: Settings | None = None) -> None:
+        super().__init__(settings)
         self.session: PoolSession | None = None  # the placed job, between reserve and its end
 
     def check(self, loaded: LoadedManifest, dry_run: bool = False) -> PoolJob:

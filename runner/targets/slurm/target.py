@@ -25,6 +25,7 @@ from runner.history.rundir import RunPaths, RuntimePaths
 from runner.manifest import LoadedManifest
 from runner.paths import cache_dir, tftrain_home
 from runner.plan.model import ContainerSpec, LaunchPlan
+from runner.settings import Settings
 from runner.targets.base import Environment, Outcome, Probe, RunControl, Target, TargetState
 from runner.targets.local.target import LocalState, LocalTarget, task_environment
 from runner.targets.slurm import jobs
@@ -91,8 +92,9 @@ def _pmix_wanted(loaded: LoadedManifest) -> bool:
 class SlurmTarget(Target):
     name = "slurm"
 
-    def __init__(self) -> None:
-        self.local = LocalTarget()  # its environment and gate: the virtualenv is on the shared filesystem
+    def __init__(self, settings: Settings | None = None) -> None:
+        super().__init__(settings)
+        self.local = LocalTarget(settings)  # its environment and gate: the virtualenv is on the shared filesystem
         self.paths: RunPaths | None = None
         self.state: SlurmState | None = None
         self.launch: Launch | None = None

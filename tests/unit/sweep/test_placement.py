@@ -89,10 +89,8 @@ def test_a_trial_s_share_reaches_its_processes_over_what_tftrain_was_given(monke
 
 
 def test_a_target_s_gpus_are_its_settings():
-    target = LocalTarget()
-    assert target.gpus is None
-    target.settings = Settings(cuda_visible_devices="4,5")
-    assert target.gpus == "4,5"
+    assert LocalTarget().gpus is None
+    assert LocalTarget(Settings(cuda_visible_devices="4,5")).gpus == "4,5"
 
 
 def test_a_docker_trial_s_containers_get_its_gpus_by_id(monkeypatch, tmp_path):
@@ -113,8 +111,7 @@ def test_a_docker_trial_s_containers_get_its_gpus_by_id(monkeypatch, tmp_path):
     task = SimpleNamespace(env={"TFTRAIN_RUN_ID": "m-1"}, argv=["python", "train.py"], cwd="/w", rank=0)
     for gpus, settings, expected in ((True, "2,3", ["2", "3"]), (True, None, []), (False, "2,3", [])):
         plan = SimpleNamespace(tasks=[task], processes=[task], driver=None, container=SimpleNamespace(gpus=gpus))
-        target = docker_target.DockerTarget()
-        target.settings = Settings(cuda_visible_devices=settings)
+        target = docker_target.DockerTarget(Settings(cuda_visible_devices=settings))
         with pytest.raises(Made):
             target.execute(plan, None, {}, None, None)
     assert made == [["2", "3"], [], []]

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from runner.plan.launchers.capacity import named_gpus
 from runner.telemetry.point import TELEMETRY, MetricPoint
 
 if TYPE_CHECKING:  # the record's model: built once the training has ended
@@ -125,11 +126,13 @@ class GpuMonitor:
 
 
 def _visible(visible: str | None, count: int) -> list[int]:
-    """CUDA_VISIBLE_DEVICES' indices that exist; every GPU when it is unset or names GPUs otherwise (UUIDs)."""
-    items = [item.strip() for item in (visible or "").split(",") if item.strip()]
-    if not items or not all(item.isdigit() and len(item) <= MAX_DIGITS for item in items):
+    """CUDA_VISIBLE_DEVICES' GPUs as the capacity check and a sweep's shares read it (named_gpus: up
+    to a -1, an empty entry or a repeat), those that exist; every GPU when it is unset or names
+    GPUs otherwise (UUIDs)."""
+    named = named_gpus(visible)
+    if named is None or not all(item.isdigit() and len(item) <= MAX_DIGITS for item in named):
         return list(range(count))
-    return [index for index in dict.fromkeys(int(item) for item in items) if index < count]
+    return [index for index in (int(item) for item in named) if index < count]
 
 
 def _name(nvml, handle) -> str | None:

@@ -61,6 +61,12 @@ def test_cuda_visible_devices_picks_the_gpus(installed):
     installed(fake_nvml(utilization=(1, 2, 3), used=(1, 2, 3)))
     assert [index for index, _, _ in GpuMonitor.open(visible="2,0,9").devices] == [2, 0]  # 9 does not exist
     assert [index for index, _, _ in GpuMonitor.open(visible="GPU-8f3a").devices] == [0, 1, 2]  # UUIDs: all
+    # as CUDA reads it, and as the capacity check and a sweep's shares count: the list ends at a -1,
+    # an empty entry or a GPU named twice (the sampler read "0,-1,1" as every GPU, "1,,2" as 1 and 2)
+    assert [index for index, _, _ in GpuMonitor.open(visible="0,-1,1").devices] == [0]
+    assert [index for index, _, _ in GpuMonitor.open(visible="1,,2").devices] == [1]
+    assert [index for index, _, _ in GpuMonitor.open(visible="1,1,2").devices] == [1]
+    assert GpuMonitor.open(visible="-1") is None  # no GPU at all
 
 
 def test_no_pynvml_or_no_driver_is_no_gpu_block_and_no_error(installed, monkeypatch):

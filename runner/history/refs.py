@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-
 from runner.errors import NotFoundError
 
 MAX_DIGITS = 18  # 10**18 - 1 + 1 is still below SQLite's largest INTEGER (2**63 - 1)

@@ -14,6 +14,7 @@ from pydantic import ConfigDict, Discriminator, Field, Tag
 
 from runner.manifest.fields import MAX_SECONDS, SWEEP_ID_PATTERN, Model, Scalar, empty_list
 from runner.manifest.model import Manifest
+
 MAX_TRIALS = 100_000
 MAX_OBJECTIVES = 16
 

@@ -4,6 +4,7 @@ what they ask Slurm about the jobs tftrain submitted."""
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -30,3 +31,16 @@ def submitted(output: str) -> list[str]:
 
 def show_job(job: str) -> str:
     return subprocess.run(["scontrol", "-o", "show", "job", job], capture_output=True, text=True, timeout=30).stdout
+
+
+def run_example_on_slurm(repo: Path, tmp_path: Path, cli, home: Path, name: str, extra: str):
+    """examples/NAME, copied, moved onto the slurm target (tftrain's interpreter: its TensorFlow) and
+    run to success: (its output, its workdir/logs)."""
+    copy = tmp_path / name
+    shutil.copytree(repo / "examples" / name, copy)
+    manifest = copy / "tftrain.yml"
+    text = manifest.read_text().replace("compute:\n", "compute:\n  target: slurm\n")
+    manifest.write_text(text + "user_managed: true\n" + extra)
+    result = cli("run", "-f", str(manifest), timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    return result, home / f"runs/{name}-1/workdir/logs"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from runner.cli.common import add_manifest_arg, load
 from runner.manifest import effective_target
+from runner.manifest.legacy_keras import keras_choice
 from runner.telemetry.logger import Logger
 from runner.plan.model import LaunchPlan, NetworkMode
 from runner.training.prepare import Prepared, check_runnable, prepare
@@ -46,6 +47,9 @@ def run(args, logger: Logger) -> int:
         finally:
             quiet.flush()
     document = {"manifest": str(loaded.path), "environment": prepared.env.description, **prepared.plan.to_dict()}
+    keras = keras_choice(manifest).note
+    if keras:
+        document = {**document, "keras": keras}
     dockerfile = prepared.env.details.get("dockerfile")
     if prepared.env.image:
         document["image"] = prepared.env.image
@@ -98,6 +102,8 @@ def _describe(document: dict, plan: LaunchPlan, dockerfile: str | None) -> str:
         f"launcher:    {plan.launcher}",
         f"environment: {document['environment']}",
     ]
+    if document.get("keras"):
+        lines.append(f"keras:       {document['keras']}")
     if plan.container is not None:
         spec = plan.container
         pool = spec.network_mode == NetworkMode.POOL  # nothing is mounted on a pool's hosts: files are copied

@@ -38,6 +38,8 @@ _API = {
     "server_env": "serving",
     # environments tftrain did not build
     "check_interpreter": "user_managed",
+    "require_tf_keras": "user_managed",
+    "tf_keras_in": "user_managed",
     "image_python": "user_managed",
     # TensorFlow's tested sets
     "constraint_set": "curated",

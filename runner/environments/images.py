@@ -18,6 +18,7 @@ from runner.environments.virtualenv import framework_packages
 from runner.errors import UnsupportedError
 from runner.environments.curated import constraint_set
 from runner.manifest.frameworks import HOROVOD, default_base_image, tf_keras_requirement
+from runner.manifest.legacy_keras import keras_choice
 from runner.manifest import LoadedManifest
 from runner.manifest.model import Manifest, MpiTraining
 from runner.templates import render
@@ -95,14 +96,15 @@ def image_spec(loaded: LoadedManifest, base_image_id: str | None = None, ca_bund
         framework, constraints = framework_packages(manifest, user_lines)
     if constraints:
         files[CONSTRAINTS_NAME] = constraints.encode()
+    mpi_image = isinstance(manifest.distributed_training, MpiTraining)
     dockerfile = render(
         "Dockerfile.j2",
         tftrain_version=runner.__version__,
         base_image=base,
         ensure_python=True,
-        mpi=isinstance(manifest.distributed_training, MpiTraining),
+        mpi=mpi_image,
         horovod=HOROVOD,
-        tf_keras=tf_keras_requirement(manifest.framework_version) if isinstance(manifest.distributed_training, MpiTraining) else None,
+        tf_keras=tf_keras_requirement(manifest.framework_version) if mpi_image or keras_choice(manifest).legacy else None,
         conda=bool(manifest.conda_packages or manifest.conda_dependencies_file),
         conda_packages=manifest.conda_packages,
         conda_file=Path(manifest.conda_dependencies_file).name if manifest.conda_dependencies_file else None,

@@ -17,7 +17,8 @@ import runner
 from runner.environments.daemon import docker_client, log_in, registry_auth
 from runner.environments.image_build import base_image_id, build_code_image, build_image, existing_image, push_image, trees_digest
 from runner.environments.images import ImageSpec, host_ca_bundle, image_spec
-from runner.environments.user_managed import check_image_python, image_python
+from runner.environments.user_managed import check_image_python, image_python, require_tf_keras, tf_keras_in_image
+from runner.manifest.legacy_keras import keras_choice
 from runner.errors import UnsupportedError
 from runner.history.rundir import RunPaths
 from runner.manifest import LoadedManifest
@@ -49,7 +50,11 @@ def prepare_image(
         check_gpu_runtime(client)
     base_id = base_image_id(client, base, logger, auth)
     if manifest.user_managed:
-        return DaemonImage(None, None, True, check_image_python(client, base, image_python(manifest), base_id))
+        python = image_python(manifest)
+        framework = check_image_python(client, base, python, base_id)
+        if keras_choice(manifest, framework).legacy:
+            require_tf_keras(manifest, framework, f"{python} in image {base}", tf_keras_in_image(client, base, python))
+        return DaemonImage(None, None, True, framework)
     spec = image_spec(loaded, base_id, host_ca_bundle(ca_bundles))
     image_id = existing_image(client, spec.tag)
     if image_id is not None:

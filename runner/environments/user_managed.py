@@ -10,12 +10,15 @@ import subprocess
 
 from runner.environments.checkcache import image_key, interpreter_key, keep, kept
 from runner.errors import PreparingError, one_line
+from runner.manifest.legacy_keras import keras_choice
 from runner.manifest.model import Manifest
 
 # The version is the last line printed: whatever the environment prints on import comes before it
 PROBE = "import tensorflow as tf; print(tf.__version__)"
 PROBE_TIMEOUT = 300  # a cold import of TensorFlow on a slow disk takes tens of seconds
 IMAGE_PYTHON = "python3"
+# tf-keras's version without importing it (nor TensorFlow): a few milliseconds
+TF_KERAS_PROBE = "from importlib.metadata import version; print(version('tf-keras'))"
 
 
 def probe_argv(python: str) -> list[str]:
@@ -90,3 +93,42 @@ def import_in_image(client, image: str, python: str) -> str:
     except docker.errors.APIError as exc:  # the daemon could not start it: no such python in the image
         raise PreparingError(f"python: {where} cannot be started ({one_line(str(exc.explanation or exc))})") from None
     return framework_version(output.decode(errors="replace"))
+
+
+
+def require_tf_keras(manifest: Manifest, framework: str, where: str, probe_output: str | None) -> None:
+    """Where the run's tasks get TF_USE_LEGACY_KERAS=1 (runner/manifest/legacy_keras.py), the
+    interpreter must hold tf-keras of its TensorFlow's release: one line before launch, not an
+    ImportError from every rank. `probe_output`: what TF_KERAS_PROBE printed there (None: it failed)."""
+    keras = keras_choice(manifest, framework)
+    if not keras.legacy:
+        return
+    found = framework_version(probe_output) if probe_output else None
+    release = ".".join(framework.split(".")[:2])
+    if found is not None and (found == release or found.startswith(release + ".")):
+        return
+    has = f"tf-keras {found}" if found else "no tf-keras"
+    raise PreparingError(
+        f"user_managed: {where} has TensorFlow {framework} and {has}, but the tasks run with {keras.note}. "
+        f"Install it there: pip install --no-deps '{keras.requirement}'"
+    )
+
+
+def tf_keras_in(python: str) -> str | None:
+    """TF_KERAS_PROBE's output in a local interpreter, None when it fails (no tf-keras)."""
+    try:
+        done = subprocess.run([python, "-c", TF_KERAS_PROBE], capture_output=True, text=True, errors="replace", timeout=PROBE_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def tf_keras_in_image(client, image: str, python: str) -> str | None:
+    """TF_KERAS_PROBE's output in a short container of `image` with no network, None when it fails."""
+    import docker
+
+    try:
+        output = client.containers.run(image, [python, "-c", TF_KERAS_PROBE], network_mode="none", remove=True, stdout=True, stderr=False)
+    except (docker.errors.ContainerError, docker.errors.APIError):
+        return None
+    return output.decode(errors="replace")

@@ -20,6 +20,7 @@ from typing import NamedTuple
 from runner.errors import PreparingError, UnsupportedError
 from runner.environments.curated import constraints_for, requirement_names
 from runner.manifest.frameworks import DEFAULT_VERSION, HOROVOD, requirement, tf_keras_requirement
+from runner.manifest.legacy_keras import keras_choice, may_choose_legacy
 from runner.telemetry.logger import Logger
 from runner.manifest.model import Manifest, MpiTraining
 from runner.manifest.sourcepaths import read_source_text
@@ -159,10 +160,15 @@ def env_spec(manifest: Manifest, source_dir: Path, own_interpreter: bool = True)
         requirements_text = read_source_text(source_dir, manifest.pip_requirements_file, "pip_requirements_file")
     horovod = isinstance(manifest.distributed_training, MpiTraining)
     wanted = manifest.framework_version or (DEFAULT_VERSION if horovod or not own_interpreter else None)
-    framework_ok = wanted is None or _matches(installed_framework_version(), wanted)
+    installed = installed_framework_version() if wanted is not None or may_choose_legacy(manifest) else None
+    framework_ok = wanted is None or _matches(installed, wanted)
     horovod_ok = not horovod or _installed("horovod")
-    if own_interpreter and not manifest.pip_packages and requirements_text is None and framework_ok and horovod_ok:
+    keras = keras_choice(manifest, wanted or installed)  # tf-keras where Keras 3 cannot train (runner/manifest/legacy_keras.py)
+    keras_ok = not keras.legacy or _matches(_version_of("tf-keras"), _release(wanted or installed))
+    if own_interpreter and not manifest.pip_packages and requirements_text is None and framework_ok and horovod_ok and keras_ok:
         return EnvSpec(version, (), None, None, None)
+    if keras.legacy and wanted is None:  # the interpreter lacks tf-keras: a virtualenv of its release
+        wanted = _release(installed)
     user_lines = [*manifest.pip_packages, *(requirements_text or "").splitlines()]
     framework, constraints = framework_packages(manifest.model_copy(update={"framework_version": wanted}), user_lines)
     requirements = (*framework, *manifest.pip_packages)
@@ -170,6 +176,8 @@ def env_spec(manifest: Manifest, source_dir: Path, own_interpreter: bool = True)
     if horovod:
         requirements += ("setuptools", "wheel")
         steps = horovod_steps(wanted)
+    elif keras.legacy:
+        steps = tf_keras_steps(wanted)
     key = _key(version, requirements, requirements_text, steps, constraints)
     return EnvSpec(version, requirements, manifest.pip_requirements_file, requirements_text, key, steps, constraints)
 
@@ -196,22 +204,32 @@ def _key(python: str, requirements, requirements_text: str | None, steps, constr
 def horovod_steps(framework_version: str) -> tuple[PipStep, ...]:
     """Horovod built against the environment's TensorFlow; with Keras 3 (TF ≥ 2.16), tf-keras for
     Horovod's Keras API (ranks get TF_USE_LEGACY_KERAS=1)."""
-    steps = []
-    tf_keras = tf_keras_requirement(framework_version)
-    if tf_keras:
-        steps.append(PipStep(("--no-deps", tf_keras)))
+    steps = list(tf_keras_steps(framework_version)) if tf_keras_requirement(framework_version) else []
     steps.append(PipStep(("--no-build-isolation", "--no-cache-dir", HOROVOD), HOROVOD_BUILD_ENV))
     return tuple(steps)
 
 
+def tf_keras_steps(framework_version: str) -> tuple[PipStep, ...]:
+    """tf-keras of the release, without its dependencies (they are the full `tensorflow`, the CUDA build)."""
+    return (PipStep(("--no-deps", tf_keras_requirement(framework_version) or "tf-keras")),)
+
+
 def _installed(name: str) -> bool:
+    return _version_of(name) is not None
+
+
+def _version_of(name: str) -> str | None:
     from importlib import metadata
 
     try:
-        metadata.version(name)
-        return True
+        return metadata.version(name)
     except metadata.PackageNotFoundError:
-        return False
+        return None
+
+
+def _release(version: str | None) -> str:
+    """major.minor of a TensorFlow version (the default release's when there is none)."""
+    return ".".join((version or DEFAULT_VERSION).split(".")[:2])
 
 
 def _matches(installed: str | None, wanted: str) -> bool:

@@ -20,6 +20,7 @@ from runner.errors import (
 from runner.telemetry.logger import Logger
 from runner.telemetry.logpump import LogPump, first_disk_full
 from runner.manifest import LoadedManifest, effective_target
+from runner.manifest.legacy_keras import opt_out_hint
 from runner.telemetry.metricsfile import MetricsFileFollower, mask_metrics_files
 from runner.telemetry.parsers import LogMetricParser
 from runner.telemetry.point import MetricPoint
@@ -160,6 +161,9 @@ def _conclude(ctx: RunContext, training: Training, kept: Kept) -> RunResult:
     # tftrain's own failure speaks for itself; a script's is found in its logs
     message, script_error = (outcome.message, None) if failure else _explain(outcome, ctx.paths, training.prepared)
     message = logger.masker.text(message) if message else message  # stored: the DB, run.json, summary.md
+    hint = opt_out_hint(ctx.manifest, message) if script_error else None
+    if hint:  # Keras 3's fit failed where tftrain would have used tf-keras
+        logger.warning(hint)
     status = outcome.status
     exit_code = failure.exit_code if failure else EXIT_CODES[status]
     cause = ctx.control.cause if status == RunStatus.CANCELED else None  # stopped by a sweep's policy, not a signal

@@ -15,6 +15,7 @@ from runner.training.inputs import fetch_inputs
 from runner.plan.launchers.capacity import check_capacity
 from runner.telemetry.logger import Logger
 from runner.manifest import LoadedManifest
+from runner.manifest.legacy_keras import keras_choice
 from runner.plan.model import LaunchPlan, PlanContext
 from runner.plan.launchers import build_plan
 from runner.history.rundir import RunPaths, RuntimePaths
@@ -57,6 +58,9 @@ def prepare(
         _snapshot(loaded, paths, store, logger)
     env = target.environment(loaded, state, paths, logger, dry_run)
     logger.info(f"environment: {env.description}")
+    keras = keras_choice(manifest)
+    if keras.note:
+        logger.info(f"keras: {keras.note}")
     inputs = fetch_inputs(loaded, logger, dry_run)
     resume = None
     if manifest.resume_from:

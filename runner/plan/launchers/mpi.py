@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from runner.manifest.frameworks import uses_keras3
+from runner.manifest.legacy_keras import legacy_env
 from runner.plan.model import LaunchPlan, PlanContext, Role, TaskSpec, check_metrics_ranks
 
 name = "mpi"
@@ -22,9 +22,8 @@ def plan(ctx: PlanContext) -> LaunchPlan:
     per_node = training.process_count_per_node
     nodes = _nodes(ctx)
     size = sum(nodes.values()) * per_node
-    env = {**ctx.env, "TFTRAIN_METRICS_FILE": ctx.runtime.metrics_file("{rank}")}
-    if uses_keras3(ctx.manifest.framework_version) and "TF_USE_LEGACY_KERAS" not in env:
-        env["TF_USE_LEGACY_KERAS"] = "1"  # Horovod's Keras API needs tf-keras on TF ≥ 2.16
+    # Horovod's Keras API needs tf-keras on TF ≥ 2.16 (runner/manifest/legacy_keras.py)
+    env = legacy_env(ctx.manifest, {**ctx.env, "TFTRAIN_METRICS_FILE": ctx.runtime.metrics_file("{rank}")})
     if training.network_interface and training.launcher != "horovodrun":
         env["NCCL_SOCKET_IFNAME"] = training.network_interface
     tasks = []

@@ -7,6 +7,7 @@ import socket
 from contextlib import ExitStack
 
 from runner.errors import PlanError
+from runner.manifest.legacy_keras import legacy_env
 from runner.plan.model import PlanContext, Role, TaskSpec
 
 LOCAL_ADDRESS = "127.0.0.1"
@@ -45,11 +46,12 @@ def tasks_for(ctx: PlanContext, roles: list[tuple[str, int]], cluster_roles: set
             cluster.setdefault(role, []).append(address)
     user = ctx.manifest.environment_variables
     defaults = {key: value for key, value in THREAD_DEFAULTS.items() if key not in user}
+    shared = legacy_env(ctx.manifest, ctx.env)  # Keras 3 cannot train under these strategies: tf-keras
     tasks = []
     for rank, (role, index) in enumerate(roles):
         env = {
             **defaults,
-            **ctx.env,
+            **shared,
             "TF_CONFIG": tf_config(cluster, role, index),
             "TFTRAIN_RANK": str(rank),
             "TFTRAIN_METRICS_FILE": ctx.runtime.metrics_file(rank),

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from shutil import which
 
-from runner.environments import EnvSpec, check_interpreter, current_interpreter, env_spec, framework_version_of, packages_in, prepare_env
+from runner.environments import (
+    EnvSpec, check_interpreter, current_interpreter, env_spec, framework_version_of, packages_in, prepare_env, require_tf_keras, tf_keras_in,
+)
 from runner.errors import UnsupportedError
 from runner.telemetry.logger import Logger
 from runner.telemetry.logpump import LineSink, LogPump
@@ -35,6 +37,17 @@ WARM_AFTER = 3.0  # seconds of training before the gate's process is started ahe
 class LocalState(TargetState):
     spec: EnvSpec  # the virtualenv the run needs, or the current interpreter
     framework: str | None = None  # user_managed: TensorFlow's version in manifest.python (None for a dry run)
+
+
+def user_managed_state(loaded: LoadedManifest, dry_run: bool) -> LocalState:
+    """A user-managed interpreter on this machine (or the shared filesystem), checked before the run
+    is recorded: a missing TensorFlow, or tf-keras where the tasks need it, is one line."""
+    if dry_run:
+        return LocalState(current_interpreter())
+    python = _user_python(loaded)
+    framework = check_interpreter(python)
+    require_tf_keras(loaded.manifest, framework, python, tf_keras_in(python))
+    return LocalState(current_interpreter(), framework)
 
 
 def _user_python(loaded: LoadedManifest) -> str:
@@ -70,8 +83,8 @@ class LocalTarget(Target):
                     "(Debian/Ubuntu: apt-get install openmpi-bin libopenmpi-dev cmake g++)"
                     + (" and Horovod" if program == "horovodrun" else "")
                 )
-        if loaded.manifest.user_managed:  # checked before the run is recorded: a missing TensorFlow is one line
-            return LocalState(current_interpreter(), None if dry_run else check_interpreter(_user_python(loaded)))
+        if loaded.manifest.user_managed:
+            return user_managed_state(loaded, dry_run)
         return LocalState(env_spec(loaded.manifest, loaded.source_dir))
 
     @contextmanager

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from runner.environments import check_interpreter, current_interpreter, env_spec
+from runner.environments import env_spec
 from runner.errors import ManifestError, UnsupportedError, Vanished
 from runner.history.rundir import RunPaths, RuntimePaths
 from runner.manifest import LoadedManifest
@@ -27,7 +27,7 @@ from runner.paths import cache_dir, tftrain_home
 from runner.plan.model import ContainerSpec, LaunchPlan
 from runner.settings import Settings
 from runner.targets.base import Environment, Outcome, Probe, RunControl, Target, TargetState
-from runner.targets.local.target import LocalState, LocalTarget, task_environment
+from runner.targets.local.target import LocalState, LocalTarget, task_environment, user_managed_state
 from runner.targets.slurm import jobs
 from runner.targets.slurm.script import BatchRequest, Launch, LaunchMode, batch_request, batch_script, launch_for, shared_env, tasks_document
 from runner.targets.slurm.tail import FileTail
@@ -57,13 +57,6 @@ class SlurmState(TargetState):
 def home_comment(home: Path) -> str:
     """The jobs' --comment: which TFTRAIN_HOME submitted them (a run id repeats across homes)."""
     return "tftrain:" + hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:16]
-
-
-def _user_python(loaded: LoadedManifest) -> str:
-    python = loaded.manifest.python
-    if python is None:
-        return current_interpreter().python_path()
-    return str(loaded.base_dir / python) if "/" in python else python
 
 
 def _check_shared(loaded: LoadedManifest) -> None:
@@ -108,7 +101,7 @@ class SlurmTarget(Target):
         if not dry_run:
             jobs.test_only(request.options(), str(loaded.path))
         if manifest.user_managed:
-            local = LocalState(current_interpreter(), None if dry_run else check_interpreter(_user_python(loaded)))
+            local = user_managed_state(loaded, dry_run)
         else:
             local = LocalState(env_spec(manifest, loaded.source_dir, own_interpreter=False))  # the nodes may lack tftrain's
         self.state = SlurmState(local, request, _pmix_wanted(loaded), manifest.compute.queue_timeout_seconds)

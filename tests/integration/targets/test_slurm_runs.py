@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-from pathlib import Path
 
 import pytest
 
-from slurming import queued, show_job, slurm_manifest, submitted
+from slurming import queued, run_example_on_slurm, show_job, slurm_manifest, submitted
 
 pytestmark = pytest.mark.integration
 
@@ -78,19 +76,6 @@ def test_mpi_ranks_through_srun_pmix(project, cli, home, slurm_cluster):
     assert "srun --mpi=pmix" in (home / "runs/demo-1/launch/slurm.sh").read_text()
     logs = home / "runs/demo-1/workdir/logs"
     assert [(logs / f"{rank}.log").read_text().split()[:4] for rank in (0, 1)] == [["rank", "0", "of", "2"], ["rank", "1", "of", "2"]]
-
-
-def run_example_on_slurm(repo: Path, tmp_path: Path, cli, home: Path, name: str, extra: str):
-    """examples/NAME, copied, moved onto the slurm target (tftrain's interpreter: its TensorFlow) and
-    run to success: (its output, its workdir/logs)."""
-    copy = tmp_path / name
-    shutil.copytree(repo / "examples" / name, copy)
-    manifest = copy / "tftrain.yml"
-    text = manifest.read_text().replace("compute:\n", "compute:\n  target: slurm\n")
-    manifest.write_text(text + "user_managed: true\n" + extra)
-    result = cli("run", "-f", str(manifest), timeout=600)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
-    return result, home / f"runs/{name}-1/workdir/logs"
 
 
 def test_parameter_servers_across_the_nodes(repo, cli, home, tmp_path, slurm_cluster):

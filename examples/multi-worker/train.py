@@ -1,5 +1,6 @@
-"""MultiWorkerMirroredStrategy with a custom training loop (Keras 3's fit does not run under it,
-keras-team/keras#20585). Every worker runs this script; worker 0 is the chief and writes the model."""
+"""MultiWorkerMirroredStrategy with a custom training loop, which works with Keras 3 and with
+tf-keras (tftrain's default for this backend on TF >= 2.16, since Keras 3's fit does not run under
+it, keras-team/keras#20585). Every worker runs this script; worker 0 is the chief and writes the model."""
 
 import json
 import os

@@ -134,3 +134,22 @@ def test_the_per_replica_failure_names_the_option_only_when_it_was_turned_off(pr
     assert opt_out_hint(opted, "main.py:3: ValueError: something else") is None
     assert opt_out_hint(manifest_of(project, "multi_worker_mirrored").manifest, PER_REPLICA) is None
     assert opt_out_hint(manifest_of(project, "single", f"environment_variables:\n  {VARIABLE}: '0'\n").manifest, PER_REPLICA) is None
+
+
+@pytest.mark.parametrize("target", ["local", "docker", "slurm", "kubernetes"])
+def test_every_target_plans_the_same_choice(project, cli, target):
+    """`tftrain plan --json` on each target: the keras line, and the variable in every task's environment
+    (the pool's hosts run these same task specs in their containers, runner/targets/pool/run_on_hosts.py;
+    the TFJob's containers get them too: tests/data/golden/tfjob-*.yaml)."""
+    import json
+
+    extra = {"docker": "use_docker: true\n", "slurm": "compute:\n  target: slurm\n"}.get(target, "")
+    body = BACKENDS["parameter_server"] + "node_count: 2\n" + extra
+    if target != "slurm":
+        body = "compute:\n  slots_per_node: 4\n" + body
+    path = project(manifest=body)
+    result = cli("plan", "--json", "-f", str(path), *(["--target", target] if target in ("kubernetes",) else []))
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["keras"].startswith("tf-keras (tf-keras==2.18.*, TF_USE_LEGACY_KERAS=1 for every task)")
+    assert document["tasks"] and all(task["env"][VARIABLE] == "1" for task in document["tasks"])

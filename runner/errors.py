@@ -186,6 +186,14 @@ class SignatureError(FatalError):
     exit_code = 29
 
 
+class EvidenceError(FatalError):
+    """Per-example evidence (evaluation.per_example) cannot be used: missing, not a regular file,
+    not JSON Lines/CSV/npz, a row without its id or metric, a value that is not a finite number, an
+    id twice, over the size limits; or the two sides share no example."""
+
+    exit_code = 30
+
+
 def extra_module(name: str, extra: str, feature: str):
     """`import name` for a feature that needs the pip extra `extra`: the top-level package, as
     the import statement binds it, or one line naming the extra to install."""

@@ -107,7 +107,7 @@ def deploy(args, repository: str, base: ImageReference, logger: Logger) -> int:
             signature = copy_signature(model, Path(scratch) / SIGNATURE)
         files = copy_version(model, Path(scratch) / "version")
         if args.verify_key is not None:
-            verify(files.dir.model, signature, args.verify_key, model.label)
+            verify(files.root, signature, args.verify_key, model.label)  # model/ and all that is built with it
             logger.info(f"{model.label}: {SIGNATURE} verified with {args.verify_key}", style="green")
         client = docker_client()  # the daemon is asked for nothing before the files are known good
         image = build(client, files, repository, base, logger, log_path)

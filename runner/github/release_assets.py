@@ -120,7 +120,7 @@ def _seal_assets(model: Path, paths: RunPaths, record: dict, directory: Path) ->
     from runner.history.provenance import FILE as PROVENANCE
     from runner.history.regular import read_regular
     from runner.history.refs import ModelRef
-    from runner.history.signing import SIGNATURE
+    from runner.history.signing import SIGNATURE, Coverage, coverage_of
 
     if not record.get("model"):
         return {}
@@ -149,10 +149,31 @@ def _seal_assets(model: Path, paths: RunPaths, record: dict, directory: Path) ->
         current = {entry.name: sha256_file(entry.path) for entry in entries if entry.kind is EntryKind.FILE}
         if current != registered:
             raise PublishError(f"the run's model changed since it was registered as {record['model']}: its {SIGNATURE} would not verify")
+        if coverage_of(version_dir / SIGNATURE) is Coverage.VERSION and _served_files(paths, directory) != _served_files_of(version_dir):
+            raise PublishError(f"the run's serving files changed since it was registered as {record['model']}: its {SIGNATURE} would not verify")
         copied = copy_file(version_dir / SIGNATURE, directory / SIGNATURE)  # never a link followed
         if not isinstance(copied, tuple):
             raise SignatureError(f"{record['model']}: {SIGNATURE} is {copied.described}")
     return {**sealed, "label": record["model"]}
+
+
+def _served_files(paths: RunPaths, directory: Path) -> dict[str, str]:
+    """What the release publishes beside the model (serving assets, the scoring files), by its path in
+    a version directory → sha256: as `tftrain serve release:` and `models verify --from github` lay it out."""
+    from runner.serving.scoring.release import SCORING_DIR, kept_files
+    from runner.serving.scoring.script import recorded
+
+    found = {inside: sha256_file(directory / asset) for asset, inside in RELEASE_ASSETS.items() if (directory / asset).is_file()}
+    scoring = recorded(paths.serving.parent)
+    for name in kept_files(scoring) if scoring is not None else ():  # pack_scoring checked the names
+        found[f"{SCORING_DIR}/{name}"] = sha256_file(paths.serving / SCORING_DIR / name)
+    return found
+
+
+def _served_files_of(version_dir: Path) -> dict[str, str]:
+    from runner.history.signing import served_beside_model
+
+    return {name: sha256_file(version_dir / name) for name in served_beside_model(version_dir)}
 
 
 def _left_out(record: dict, why: str) -> PublishError:

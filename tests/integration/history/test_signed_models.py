@@ -183,3 +183,29 @@ def test_an_unsigned_release_fails_verification_with_one_line(project, home, key
     assert len(result.stderr.strip().splitlines()) == 1
     result = tftrain("models", "pull", "demo@v1", "--from", "github", "-o", str(tmp_path / "o"), "--verify-key", str(public), env=env)
     assert result.returncode == 29 and not (tmp_path / "o").exists()
+
+
+def test_a_key_kept_in_the_source_directory_is_named_and_never_registered_or_published(project, home, keys, github_api):
+    private, _ = keys
+    script = SCRIPT + "import shutil\nshutil.copy('signing-key.pem', 'outputs/model/key-copy.pem')\n"
+    manifest = project(script=script, manifest=MANIFEST)
+    (manifest.parent / "src" / "signing-key.pem").write_text(private)  # kept beside the code, as it should not be
+    env = {**os.environ, KEY_VARIABLE: private, "GITHUB_REPOSITORY": "octo/models", "GITHUB_API_URL": github_api.url, "GITHUB_TOKEN": "ghs_test"}
+    result = tftrain("run", "-f", str(manifest), env=env)
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in (result.stdout + result.stderr).splitlines() if f"holds the value of the secret {KEY_VARIABLE}" in line]
+    assert any("signing-key.pem holds" in line for line in warnings) and any("key-copy.pem holds" in line for line in warnings), warnings
+    version = home / "models" / "demo" / "v1"
+    assert not (version / "model" / "key-copy.pem").exists()
+    assert {"path": "key-copy.pem", "kind": "file holding a secret's value"} in json.loads((version / "version.json").read_text())["skipped"]
+    result = tftrain("publish", "--run", "demo-1", env=env)
+    assert result.returncode == 0, result.stderr
+    import tarfile
+
+    body = "".join(private.strip().splitlines()[1:-1])[:40].encode()
+    (archive,) = [path for path in home.rglob("model.tar.gz") if "workdir" not in path.parts]
+    with tarfile.open(archive) as packed:
+        assert "saved_model.pb" in packed.getnames() and "key-copy.pem" not in packed.getnames()
+    for path in home.rglob("*"):  # the run's snapshot holds it (the source did); no version or release asset does
+        if path.is_file() and not path.is_symlink() and "workdir" not in path.parts:
+            assert body not in path.read_bytes(), path

@@ -71,6 +71,8 @@ def run(args, logger) -> int:
         raise UsageError(f"--auth-secret names a Kubernetes secret: add --target kubernetes (with docker, run the image with -e {TOKEN_VARIABLE})")
     if args.kubeconfig and args.target != "kubernetes":
         raise UsageError("--kubeconfig applies an InferenceService: add --target kubernetes")
+    if args.service_name is not None and args.target != "kubernetes":
+        raise UsageError("--service-name names an InferenceService: add --target kubernetes")
     if args.verify_key is not None:
         read_public_key(args.verify_key, "--verify-key")  # said before the registry or the daemon is asked anything
     if args.release and not args.push:
@@ -88,16 +90,31 @@ def run(args, logger) -> int:
 
 def _check_kubernetes_names(args) -> None:
     """Names that go into the InferenceService, refused in one line before anything is built."""
+    from runner.serving.inference_service import service_name
+
     for option, value in (("--namespace", args.namespace), ("--auth-secret", args.auth_secret)):
         if value is not None and (len(value) > 253 or not DNS_1123.fullmatch(value)):
-            shown = repr(value if len(value) <= 80 else value[:80] + "…")
-            raise UsageError(f"{option} {shown} is not a Kubernetes name (lowercase letters, digits, '-' and '.', at most 253)")
+            raise UsageError(f"{option} {_shown(value)} is not a Kubernetes name (lowercase letters, digits, '-' and '.', at most 253)")
+    if args.service_name is not None:
+        try:
+            service_name(args.service_name)
+        except DeployError:
+            raise UsageError(f"--service-name {_shown(args.service_name)} makes no InferenceService name (a DNS-1035 label: "
+                             "it must hold a letter before any digit; other characters become '-')") from None
+
+
+def _shown(value: str) -> str:
+    return repr(value if len(value) <= 80 else value[:80] + "…")
 
 
 def deploy(args, repository: str, base: ImageReference, logger: Logger) -> int:
     with Store(tftrain_home()) as store:
         model = Registry(store).resolve(args.ref)
     resources = ServingResources.of(model.info)
+    if args.target == "kubernetes":  # the model's name as the service's: said before anything is built or pushed
+        from runner.serving.inference_service import service_name
+
+        service_name(args.service_name or model.name)
     from runner.environments import docker_client
 
     log_path = tftrain_home() / "deploys" / f"{model.name}-v{model.version}.log"
@@ -107,7 +124,7 @@ def deploy(args, repository: str, base: ImageReference, logger: Logger) -> int:
             signature = copy_signature(model, Path(scratch) / SIGNATURE)
         files = copy_version(model, Path(scratch) / "version")
         if args.verify_key is not None:
-            verify(files.dir.model, signature, args.verify_key, model.label)
+            verify(files.root, signature, args.verify_key, model.label)  # model/ and all that is built with it
             logger.info(f"{model.label}: {SIGNATURE} verified with {args.verify_key}", style="green")
         client = docker_client()  # the daemon is asked for nothing before the files are known good
         image = build(client, files, repository, base, logger, log_path)

@@ -12,9 +12,9 @@ from runner.telemetry.summary import primary_metric
 from runner.paths import tftrain_home
 from runner.github.publish import pull_release
 from runner.history.model_registry import Registry, refuse_filled
-from runner.history.checksums import fresh_dir
+from runner.history.checksums import copy_tree, fresh_dir
 from runner.history.sealing import pull_verified, seal_for, verify_version
-from runner.history.signing import SIGNATURE, read_public_key, verify
+from runner.history.signing import SIGNATURE, Coverage, coverage_of, read_public_key, verify
 from runner.history.rundir import RunPaths
 from runner.history.store import Store
 from runner.targets.leftovers import reconcile
@@ -68,6 +68,8 @@ def _from_github(args, logger) -> None:
     """pull (--verify-key: kept only when model.sig verifies) or verify, from the Releases."""
     import tempfile
 
+    from runner.serving.refs import fetch_serving_assets
+
     key = args.public_key if args.models_command == "verify" else args.verify_key
     if key is not None:
         read_public_key(key, "--public-key" if args.models_command == "verify" else "--verify-key")
@@ -77,18 +79,22 @@ def _from_github(args, logger) -> None:
         if key is None:
             pull_release(repo, args.ref, args.output, logger, settings)
             return
+        if args.models_command == "pull":
+            refuse_filled(args.output)
         with tempfile.TemporaryDirectory(prefix="tftrain-verify-") as scratch:
-            signature, out_dir = Path(scratch) / SIGNATURE, Path(scratch) / "model"
-            if args.models_command == "pull":
-                refuse_filled(args.output)
-                with fresh_dir(args.output) as staging:
-                    tag = pull_release(repo, args.ref, staging, logger, settings, signature)
-                    verify(staging, signature, key, tag)
-                logger.info(f"{tag} → {args.output} ({SIGNATURE} verified with {key})", style="green")
-            else:
-                tag = pull_release(repo, args.ref, out_dir, logger, settings, signature)
-                verify(out_dir, signature, key, tag)
+            signature, root = Path(scratch) / SIGNATURE, Path(scratch) / "version"
+            tag = pull_release(repo, args.ref, root / "model", logger, settings, signature)
+            if args.models_command == "verify" or coverage_of(signature) is Coverage.VERSION:
+                # the release's serving files in the version's layout: what model.sig signed, or (made
+                # over model/ alone) what `verify` must not call verified
+                fetch_serving_assets(repo.get_release(tag), root, settings.archive_limits)
+            verify(root, signature, key, tag, served=args.models_command == "verify")
+            if args.models_command == "verify":
                 logger.info(f"{tag}: {SIGNATURE} verified with {key}", style="green")
+                return
+            with fresh_dir(args.output) as staging:
+                copy_tree(root / "model", staging)
+            logger.info(f"{tag} → {args.output} ({SIGNATURE} verified with {key})", style="green")
 
 
 def _list(registry: Registry, name: str | None, logger) -> None:

@@ -49,7 +49,8 @@ def build_assets(
     directory.mkdir(parents=True)
     model = paths.workdir / manifest.model.path
     archive = directory / "model.tar.gz"
-    digests = {archive.name: pack(model, archive)}  # hashed as it is packed: never read again
+    withheld = _withheld(manifest, paths, record, model)
+    digests = {archive.name: pack(model, archive, withheld)}  # hashed as it is packed: never read again
     if s3 is not None and s3.offload(archive.stat().st_size):
         pointer = upload(s3, archive, f"{manifest.name}/v{version}/model.tar.gz", digests.pop(archive.name))
         (directory / "model.s3.json").write_text(pointer_text(pointer))
@@ -65,7 +66,7 @@ def build_assets(
             shutil.copy(paths.serving / source, directory / asset)
     if (scoring := pack_scoring(paths.serving, directory / SCORING_ASSET)) is not None:  # the scoring script, as registered
         digests[SCORING_ASSET] = scoring
-    sealed = _seal_assets(model, paths, record, directory)
+    sealed = _seal_assets(model, paths, record, directory, withheld)
     _loss_curve(paths, directory / "loss-curve.png")
     _sweep_curves(paths, record, directory / "sweep-trials.png")
     names = sorted(p.name for p in directory.iterdir()) + ["MODEL_CARD.md"]
@@ -112,7 +113,29 @@ def model_card(
     )
 
 
-def _seal_assets(model: Path, paths: RunPaths, record: dict, directory: Path) -> dict:
+def _withheld(manifest: Manifest, paths: RunPaths, record: dict, model: Path) -> frozenset[str]:
+    """The model's files left out of the release: those registration skipped as holding a secret's
+    value (version.json's "skipped"), and those that hold one of the secrets tftrain holds now."""
+    from runner.history.secret_scan import secret_files, secret_values
+
+    found = set(secret_files(model, secret_values(manifest.secrets)))
+    if record.get("model"):
+        from runner.history.refs import ModelRef
+        from runner.history.regular import read_regular
+
+        ref = ModelRef.parse(record["model"])
+        try:
+            info = json.loads(read_regular(paths.root.parent.parent / "models" / ref.name / f"v{ref.version}" / "version.json"))
+            skipped = info.get("skipped") if isinstance(info, dict) else None
+        except (OSError, ValueError, RecursionError):  # _seal_assets says so, where it matters
+            skipped = None
+        for item in skipped if isinstance(skipped, list) else ():
+            if isinstance(item, dict) and item.get("kind") == EntryKind.SECRET.value and isinstance(item.get("path"), str):
+                found.add(item["path"])
+    return frozenset(found)
+
+
+def _seal_assets(model: Path, paths: RunPaths, record: dict, directory: Path, withheld: frozenset[str] = frozenset()) -> dict:
     """The registered version's provenance.intoto.json and model.sig, as assets (what version.json
     says of them, for the model card). The archive is packed from the run's model: a signature is
     published only when those files are still the ones it signed."""
@@ -120,7 +143,7 @@ def _seal_assets(model: Path, paths: RunPaths, record: dict, directory: Path) ->
     from runner.history.provenance import FILE as PROVENANCE
     from runner.history.regular import read_regular
     from runner.history.refs import ModelRef
-    from runner.history.signing import SIGNATURE
+    from runner.history.signing import SIGNATURE, Coverage, coverage_of
 
     if not record.get("model"):
         return {}
@@ -146,13 +169,34 @@ def _seal_assets(model: Path, paths: RunPaths, record: dict, directory: Path) ->
             raise PublishError(f"{record['model']}: {VERSION_SUMS}: {getattr(exc, 'strerror', None) or exc}") from None
         # as registration saw it: regular files only (links and the like were skipped, not signed)
         entries = walk(model) if model.is_dir() else [Entry(model.name, model, EntryKind.FILE)]
-        current = {entry.name: sha256_file(entry.path) for entry in entries if entry.kind is EntryKind.FILE}
+        current = {entry.name: sha256_file(entry.path) for entry in entries if entry.kind is EntryKind.FILE and entry.name not in withheld}
         if current != registered:
             raise PublishError(f"the run's model changed since it was registered as {record['model']}: its {SIGNATURE} would not verify")
+        if coverage_of(version_dir / SIGNATURE) is Coverage.VERSION and _served_files(paths, directory) != _served_files_of(version_dir):
+            raise PublishError(f"the run's serving files changed since it was registered as {record['model']}: its {SIGNATURE} would not verify")
         copied = copy_file(version_dir / SIGNATURE, directory / SIGNATURE)  # never a link followed
         if not isinstance(copied, tuple):
             raise SignatureError(f"{record['model']}: {SIGNATURE} is {copied.described}")
     return {**sealed, "label": record["model"]}
+
+
+def _served_files(paths: RunPaths, directory: Path) -> dict[str, str]:
+    """What the release publishes beside the model (serving assets, the scoring files), by its path in
+    a version directory → sha256: as `tftrain serve release:` and `models verify --from github` lay it out."""
+    from runner.serving.scoring.release import SCORING_DIR, kept_files
+    from runner.serving.scoring.script import recorded
+
+    found = {inside: sha256_file(directory / asset) for asset, inside in RELEASE_ASSETS.items() if (directory / asset).is_file()}
+    scoring = recorded(paths.serving.parent)
+    for name in kept_files(scoring) if scoring is not None else ():  # pack_scoring checked the names
+        found[f"{SCORING_DIR}/{name}"] = sha256_file(paths.serving / SCORING_DIR / name)
+    return found
+
+
+def _served_files_of(version_dir: Path) -> dict[str, str]:
+    from runner.history.signing import served_beside_model
+
+    return {name: sha256_file(version_dir / name) for name in served_beside_model(version_dir)}
 
 
 def _left_out(record: dict, why: str) -> PublishError:

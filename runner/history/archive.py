@@ -66,15 +66,16 @@ class Extracted:
     skipped: tuple[Skipped, ...] = ()
 
 
-def pack(source: Path, target: Path) -> str:
+def pack(source: Path, target: Path, withheld: frozenset[str] = frozenset()) -> str:
     """A directory's contents (or one file) as target (.tar.gz), file by file, never all in memory.
     Regular files and directories only, as the registry keeps them: links, FIFOs, devices and
     sockets are left out, never opened. The same files give the same bytes (no timestamp in the
     gzip header). Large models (weights, which barely compress) are stored without compression:
-    packing must cost about a copy. Returns the archive's sha256, computed as it is written."""
+    packing must cost about a copy. Returns the archive's sha256, computed as it is written.
+    `withheld`: files (by relative name) left out, as registration left them out (a secret's value)."""
     top = kind_of(source)
     if top is EntryKind.DIRECTORY:
-        entries = list(walk(source))
+        entries = [entry for entry in walk(source) if entry.name not in withheld]
     elif top is EntryKind.FILE:
         entries = [Entry(source.name, source, top, source.lstat().st_size)]
     else:

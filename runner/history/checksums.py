@@ -159,10 +159,11 @@ class Copied:
     bytes: int
 
 
-def copy_tree(source: Path, into: Path) -> Copied:
+def copy_tree(source: Path, into: Path, withheld: frozenset[str] = frozenset()) -> Copied:
     """Copy a model (a directory's contents, or one regular file) into the existing, empty
     directory `into`, hashing as it copies: one read of every file. Only regular files and
-    directories are copied; everything else is skipped, never opened, and listed."""
+    directories are copied; everything else is skipped, never opened, and listed. `withheld`:
+    files (by relative name) holding a secret's value, skipped and listed as such."""
     sums: dict[str, str] = {}
     skipped: list[Skipped] = []
     total = 0
@@ -179,7 +180,9 @@ def copy_tree(source: Path, into: Path) -> Copied:
             with writing(target):
                 target.mkdir()
             continue
-        outcome = copy_file(entry.path, target) if entry.kind is EntryKind.FILE else entry.kind
+        outcome = copy_file(entry.path, target) if entry.kind is EntryKind.FILE and entry.name not in withheld else entry.kind
+        if entry.kind is EntryKind.FILE and entry.name in withheld:
+            outcome = EntryKind.SECRET
         if isinstance(outcome, EntryKind):
             skipped.append(Skipped(entry.name or ".", outcome))
             continue

@@ -66,11 +66,13 @@ class Registry:
         self.root = store.home / "models"
 
     def register(
-        self, name: str, source: Path, run_id: str | None, info: dict, extras: dict[str, Path] | None = None, seal: Sealing | None = None
+        self, name: str, source: Path, run_id: str | None, info: dict, extras: dict[str, Path] | None = None, seal: Sealing | None = None,
+        withheld: frozenset[str] = frozenset(),
     ) -> ModelVersion:
         """`extras`: files kept beside model/ (the gate's serving/ files, model.onnx), by their path in
         the version; their sha256 go into version.json's "extras". `seal` (runner.history.sealing)
-        writes the provenance and the signature into the version before it takes its name."""
+        writes the provenance and the signature into the version before it takes its name.
+        `withheld`: files under `source` (relative) that hold a secret's value: skipped, listed."""
         top = kind_of(source)
         if top is None:
             raise RegistryError(f"model path {source} does not exist")
@@ -82,7 +84,7 @@ class Registry:
         try:
             with fresh_dir(self.root / name / f"v{version}") as staging:
                 record = {**info, "name": name, "version": version, "run_id": run_id, "created": created}
-                record = _write_version(staging, source, top, record, extras or {}, seal)
+                record = _write_version(staging, source, top, record, extras or {}, seal, withheld)
         except BaseException:
             self.store.db.execute("DELETE FROM models WHERE name = ? AND version = ? AND state = 'pending'", (name, version))
             raise
@@ -152,13 +154,16 @@ def refuse_filled(out_dir: Path) -> None:
         raise RegistryError(f"{out_dir} exists and is not empty; choose an empty or new directory")
 
 
-def _write_version(staging: Path, source: Path, top: EntryKind, record: dict, extras: dict[str, Path], seal: Sealing | None) -> dict:
+def _write_version(
+    staging: Path, source: Path, top: EntryKind, record: dict, extras: dict[str, Path], seal: Sealing | None, withheld: frozenset[str]
+) -> dict:
     """model/, SHA256SUMS, the extras and version.json of a new version, in `staging`; the full record."""
     files = staging / "model"
     files.mkdir()
-    copied = copy_tree(source, files)
+    copied = copy_tree(source, files, withheld)
     if top is EntryKind.FILE and not copied.sums:
-        raise RegistryError(f"model path {source} cannot be read")
+        secret = any(item.kind is EntryKind.SECRET for item in copied.skipped)
+        raise RegistryError(f"model path {source} " + ("holds a secret's value: it is not registered" if secret else "cannot be read"))
     write_sums(staging / SUMS, copied.sums)
     kept = {}
     for relative, path in sorted(extras.items()):

@@ -50,6 +50,7 @@ class EntryKind(Enum):
     OTHER = "unsupported entry"
     UNSAFE_NAME = "unsafe name"  # archives: absolute, `..`, empty component, NUL
     NAME_TAKEN = "name taken"  # archives: a duplicate, or a file where a directory is expected
+    SECRET = "file holding a secret's value"  # never registered or published (runner.history.secret_scan)
 
     @property
     def described(self) -> str:

@@ -1,11 +1,13 @@
 """What registration adds to a version beside its files, before the version takes its name:
 provenance.intoto.json (always) and model.sig (when model.signing names a key, or the action asks
-for keyless signing). Both are part of the version from the start: a version is never seen without
-the signature its manifest asked for. And the way back: a version, or a copy of it, checked
-against its model.sig."""
+for keyless signing) over the version as it stands then: model/ and the files kept with it
+(serving/, scoring/, model.onnx). Both are part of the version from the start: a version is never
+seen without the signature its manifest asked for. And the way back: a version, or a copy of it,
+checked against its model.sig."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -14,7 +16,7 @@ from pathlib import Path
 from runner.errors import SignatureError
 from runner.history import provenance
 from runner.history.checksums import copy_file, fresh_dir
-from runner.history.model_registry import ModelVersion, checkout, refuse_filled
+from runner.history.model_registry import ModelVersion, checkout_version, refuse_filled
 from runner.history.signing import SIGNATURE, Signed, held_key, read_public_key, sign_keyless, sign_with_key, signature_problem, verify
 from runner.manifest.signing import signing_secret
 from runner.settings import Settings
@@ -40,19 +42,19 @@ class Seal:
         facts = provenance.gather(self.run_json, self.lock, self.workflow or {}, self.manifest_path)
         document = provenance.statement(sums, extras, facts, time.time())
         info: dict = {"provenance": {"file": provenance.FILE, "sha256": provenance.write(staging / provenance.FILE, document)}}
-        signed = self._sign(staging / "model", staging / SIGNATURE)
+        signed = self._sign(staging, staging / SIGNATURE)
         if signed is not None:
             info["signature"] = signed.as_json()
         return info
 
-    def _sign(self, files: Path, signature: Path) -> Signed | None:
+    def _sign(self, version: Path, signature: Path) -> Signed | None:
         if self.key_secret is not None:
             pem = held_key(self.key_secret, self.environ)
             if not pem:
                 raise SignatureError(f"model.signing.private_key_secret: {self.key_secret} is not set in tftrain's environment")
-            return sign_with_key(files, signature, pem, self.key_secret)
+            return sign_with_key(version, signature, pem, self.key_secret)
         if self.keyless:
-            return sign_keyless(files, signature, self.environ)
+            return sign_keyless(version, signature, self.environ)
         return None
 
 
@@ -67,9 +69,9 @@ def seal_for(run_dir: Path, manifest: dict, settings: Settings, environ: Mapping
 
 
 def verify_version(model: ModelVersion, public_key: Path) -> None:
-    """The registered version's model/ is what its model.sig signed with `public_key`'s key;
-    SignatureError otherwise."""
-    verify(model.files_dir, model.path / SIGNATURE, public_key, model.label)
+    """The registered version (model/ and every file served with it) is what its model.sig signed
+    with `public_key`'s key; SignatureError otherwise."""
+    verify(model.path, model.path / SIGNATURE, public_key, model.label)
 
 
 def copy_signature(model: ModelVersion, target: Path) -> Path:
@@ -84,13 +86,20 @@ def copy_signature(model: ModelVersion, target: Path) -> Path:
 
 
 def pull_verified(model: ModelVersion, out_dir: Path, public_key: Path) -> None:
-    """Copy the version into out_dir as Registry.pull does, keeping it only when the copy is what
-    model.sig signed: otherwise nothing is left in out_dir."""
+    """Copy the version's model/ into out_dir as Registry.pull does, keeping it only when the copy of
+    the whole version is what model.sig signed: otherwise nothing is left in out_dir."""
+    import shutil
     import tempfile
 
     read_public_key(public_key, "--verify-key")  # a wrong key file is said before anything is copied
     refuse_filled(out_dir)
     with tempfile.TemporaryDirectory(prefix="tftrain-verify-") as scratch, fresh_dir(out_dir) as staging:
         signature = copy_signature(model, Path(scratch) / SIGNATURE)
-        checkout(model, staging)
-        verify(staging, signature, public_key, model.label)
+        # beside staging: the same file system, so that the verified model/ is renamed, not copied
+        root = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".version", dir=staging.parent))
+        try:
+            checkout_version(model, root)
+            verify(root, signature, public_key, model.label, served=False)  # model/ is all that is kept
+            os.rename(root / "model", staging)  # onto the empty staging directory
+        finally:
+            shutil.rmtree(root, ignore_errors=True)

@@ -1,6 +1,13 @@
 """A model version's signature, model.sig: OpenSSF model signing (PyPI `model-signing`, the
-`signing` extra) over the version's model/ directory, so that OpenSSF's own
-`model_signing verify key MODEL --signature model.sig --public_key PUB` accepts it.
+`signing` extra) over the version's directory: model/ and every file served or built with it
+(serving/, scoring/, model.onnx, and anything else put there), all but what registration writes
+about it (UNSIGNED: the signature records that list, so OpenSSF's own
+`model_signing verify key VERSION --signature VERSION/model.sig --public_key PUB` accepts it).
+
+Signatures made before the version's served files were signed cover model/ alone (Coverage.MODEL,
+told apart by their recorded ignore list). They still verify model/; a version whose served files
+they leave out is refused where it would be served or called verified, with one line saying it must
+be registered again.
 
 Key signing takes a PEM private key from a variable of tftrain's environment (model.signing's
 `secrets:` entry). The key is checked here first, so that a bad one is one line that never shows
@@ -27,6 +34,10 @@ from runner.history.checksums import EntryKind, kind_of, sums_of, walk
 from runner.history.regular import open_regular
 
 SIGNATURE = "model.sig"
+# What a version's signature leaves out, at the version's top: what registration writes about the
+# signed files (version.json after signing, the signature itself) and what is derived from them
+# (SHA256SUMS of model/, the provenance statement). Everything else in the version is signed.
+UNSIGNED = ("version.json", SIGNATURE, "SHA256SUMS", "provenance.intoto.json")
 MAX_KEY_BYTES = 64 << 10  # a PEM key is a few hundred bytes
 MAX_SIGNATURE_BYTES = 256 << 20  # a line per file of the model: a million files take about 150 MB
 OIDC_AUDIENCE = "sigstore"
@@ -63,6 +74,17 @@ class SigningMethod(str, Enum):
     __format__ = str.__format__
 
 
+class Coverage(str, Enum):
+    """What a model.sig signed: the version directory (model/ and what is served with it), or
+    model/ alone (signatures made before the served files were signed)."""
+
+    VERSION = "version"
+    MODEL = "model"
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+
 @dataclass(frozen=True)
 class Signed:
     """What version.json says of a signature: how it was made, and which key (the sha256 of its
@@ -72,7 +94,7 @@ class Signed:
     public_key_sha256: str | None = None
 
     def as_json(self) -> dict:
-        data = {"file": SIGNATURE, "method": self.method.value}
+        data = {"file": SIGNATURE, "method": self.method.value, "covers": Coverage.VERSION.value}
         return data | ({"public_key_sha256": self.public_key_sha256} if self.public_key_sha256 else {})
 
 
@@ -83,12 +105,12 @@ def _library():
     return model_signing
 
 
-def _hashing(model_signing):
-    """sha256 per file, every file (git's too), no link followed."""
+def _hashing(model_signing, ignored: tuple[str, ...] = ()):
+    """sha256 per file, every file (git's too) but `ignored` (at the top), no link followed."""
     return (
         model_signing.hashing.Config()
         .use_file_serialization(hashing_algorithm="sha256", allow_symlinks=False)
-        .set_ignored_paths(paths=[], ignore_git_paths=False)
+        .set_ignored_paths(paths=list(ignored), ignore_git_paths=False)
     )
 
 
@@ -136,22 +158,23 @@ def public_key_sha256(key) -> str:
     return hashlib.sha256(pem).hexdigest()
 
 
-def sign_with_key(files_dir: Path, signature: Path, pem: str, secret: str) -> Signed:
-    """Sign the directory `files_dir` into `signature` with the PEM key `pem` (the secret `secret`'s)."""
+def sign_with_key(version_dir: Path, signature: Path, pem: str, secret: str) -> Signed:
+    """Sign the version directory `version_dir` (all but UNSIGNED) into `signature` with the PEM key
+    `pem` (the secret `secret`'s)."""
     key = private_key(pem, secret)
     model_signing = _library()
     fd = os.memfd_create("tftrain-signing-key", os.MFD_CLOEXEC)  # the key never touches a disk
     try:
         os.write(fd, pem.encode("utf-8", "surrogateescape"))
-        config = model_signing.signing.Config().set_hashing_config(_hashing(model_signing))
+        config = model_signing.signing.Config().set_hashing_config(_hashing(model_signing, UNSIGNED))
         config.use_elliptic_key_signer(private_key=f"/proc/self/fd/{fd}")
-        _sign(config, files_dir, signature)
+        _sign(config, version_dir, signature)
     finally:
         os.close(fd)
     return Signed(SigningMethod.KEY, public_key_sha256(key))
 
 
-def sign_keyless(files_dir: Path, signature: Path, environ) -> Signed:
+def sign_keyless(version_dir: Path, signature: Path, environ) -> Signed:
     """Sign with Sigstore as the GitHub Actions job's OIDC identity (Fulcio certificate, Rekor
     entry). SignatureError when the job has no token to give (no `id-token: write`), or when
     Sigstore cannot be reached."""
@@ -163,9 +186,9 @@ def sign_keyless(files_dir: Path, signature: Path, environ) -> Signed:
     model_signing = _library()
     token = oidc_token(environ)
     try:
-        config = model_signing.signing.Config().set_hashing_config(_hashing(model_signing))
+        config = model_signing.signing.Config().set_hashing_config(_hashing(model_signing, UNSIGNED))
         config.use_sigstore_signer(identity_token=token)
-        _sign(config, files_dir, signature)
+        _sign(config, version_dir, signature)
     except SignatureError:
         raise
     except Exception as exc:  # the library's and its transports' errors: TUFError, HTTP errors, …
@@ -235,11 +258,16 @@ def read_public_key(path: Path, flag: str = "--public-key") -> bytes:
     return data
 
 
-def verify(files_dir: Path, signature: Path, public_key: Path, label: str) -> None:
-    """`files_dir` is exactly what `signature` signed with the key whose public half is the file
-    `public_key`; SignatureError "model LABEL: …" saying what differs otherwise."""
+def verify(root: Path, signature: Path, public_key: Path, label: str, served: bool = True) -> Coverage:
+    """`root` (a version directory, or a copy of one) is exactly what `signature` signed with the key
+    whose public half is the file `public_key`; SignatureError "model LABEL: …" saying what differs
+    otherwise. A signature that covers model/ alone verifies model/; with `served` (the version is to
+    be served, built or called verified as a whole) it is refused when `root` holds more than model/."""
     key = read_public_key(public_key)
-    problem = signature_problem(signature) or _entries_problem(files_dir)
+    problem = signature_problem(signature)
+    coverage = coverage_of(signature) if problem is None else Coverage.VERSION
+    files_dir = root if coverage is Coverage.VERSION else root / "model"
+    problem = problem or _entries_problem(root) or _entries_problem(files_dir)
     if problem:
         raise SignatureError(f"model {label}: {problem}")
     model_signing = _library()
@@ -250,9 +278,33 @@ def verify(files_dir: Path, signature: Path, public_key: Path, label: str) -> No
         config.use_elliptic_key_verifier(public_key=f"/proc/self/fd/{fd}")
         config.verify(files_dir, signature)
     except Exception as exc:  # the library says "Signature mismatch: [...]", or fails on a bad bundle
-        raise SignatureError(f"model {label}: {_described(exc, files_dir, signature, public_key)}") from None
+        raise SignatureError(f"model {label}: {_described(exc, files_dir, signature, public_key, coverage)}") from None
     finally:
         os.close(fd)
+    unsigned = served_beside_model(root) if coverage is Coverage.MODEL and served else []
+    if unsigned:
+        raise SignatureError(
+            f"model {label}: {SIGNATURE} covers model/ only (made before tftrain signed what a version serves): "
+            f"{_names(unsigned)} would be served unsigned; register the model again to sign them"
+        )
+    return coverage
+
+
+def coverage_of(signature: Path) -> Coverage:
+    """What `signature` says it covers, read before the library checks it: a signature altered to say
+    otherwise no longer verifies. One that cannot be read is left to the library to describe."""
+    try:
+        ignored = _payload(signature)["predicate"]["serialization"].get("ignore_paths") or []
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return Coverage.VERSION
+    return Coverage.VERSION if isinstance(ignored, list) and "version.json" in ignored else Coverage.MODEL
+
+
+def served_beside_model(root: Path) -> list[str]:
+    """The files of the version directory `root` outside model/ that a signature covering model/
+    alone leaves out (serving/, scoring/, model.onnx, …): everything but UNSIGNED."""
+    return [entry.name for entry in walk(root) if entry.kind is EntryKind.FILE
+            and not entry.name.startswith("model/") and entry.name not in UNSIGNED]
 
 
 def signature_problem(signature: Path) -> str | None:
@@ -278,16 +330,20 @@ def _entries_problem(files_dir: Path) -> str | None:
 def signed_files(signature: Path) -> dict[str, str]:
     """name → sha256 of every file the signature lists (its in-toto payload's resources). Read only
     once the library has verified the signature: the payload is then what the key signed."""
+    return {item["name"]: item["digest"] for item in _payload(signature)["predicate"]["resources"]}
+
+
+def _payload(signature: Path) -> dict:
+    """The in-toto statement a model.sig holds (not checked: the library checks it)."""
     import base64
     import json
 
     with open_regular(signature) as handle:
         bundle = json.loads(handle.read(MAX_SIGNATURE_BYTES + 1))
-    payload = json.loads(base64.b64decode(bundle["dsseEnvelope"]["payload"]))
-    return {item["name"]: item["digest"] for item in payload["predicate"]["resources"]}
+    return json.loads(base64.b64decode(bundle["dsseEnvelope"]["payload"]))
 
 
-def _described(exc: Exception, files_dir: Path, signature: Path, public_key: Path) -> str:
+def _described(exc: Exception, files_dir: Path, signature: Path, public_key: Path, coverage: Coverage) -> str:
     from cryptography.exceptions import InvalidSignature
 
     text = str(exc)
@@ -302,6 +358,8 @@ def _described(exc: Exception, files_dir: Path, signature: Path, public_key: Pat
     except (OSError, ValueError, KeyError, TypeError):  # changed since the library read it
         return f"the files are not what {SIGNATURE} signed"
     actual = sums_of(files_dir)
+    if coverage is Coverage.VERSION:
+        actual = {name: digest for name, digest in actual.items() if name not in UNSIGNED}
     found = (
         ("changed", [name for name in expected if name in actual and actual[name] != expected[name]]),
         ("added (not signed)", [name for name in actual if name not in expected]),

@@ -100,13 +100,13 @@ def _from_release(ref: str, root: Path, logger, repo, settings) -> Served:
 
     name, _ = parse_ref(ref)
     tag = pull_release(repo, ref, root / "model", logger, settings)
-    _fetch_serving_assets(repo.get_release(tag), root, settings.archive_limits)
+    fetch_serving_assets(repo.get_release(tag), root, settings.archive_limits)
     serving = VersionDir(root).serving() or {}
     version = tag.rsplit("-v", 1)[-1]
     return Served(name, tag, number(version), serving.get("tensorflow"), VersionDir(root))
 
 
-def _fetch_serving_assets(release, root: Path, limits: ArchiveLimits) -> None:
+def fetch_serving_assets(release, root: Path, limits: ArchiveLimits) -> None:
     """serving.json, the sample, the predictions and model.onnx where the release has them, and
     the scoring script (scoring.tar.gz) when serving.json names one, each verified against the
     release's SHA256SUMS (pull_release checked the model itself)."""

@@ -282,6 +282,7 @@ def _register(ctx: RunContext, training: Training, summary: dict) -> ModelVersio
     next version (odd entries skipped, listed)."""
     from runner.history.model_registry import Registry
     from runner.history.sealing import seal_for
+    from runner.history.secret_scan import secret_files, secret_values, warning
     from runner.serving.gate import run_gate
 
     model, logger, outcome = None, ctx.logger, training.outcome
@@ -301,7 +302,11 @@ def _register(ctx: RunContext, training: Training, summary: dict) -> ModelVersio
             if gate is not None:
                 info["serving"] = gate.serving.as_json()
             seal = seal_for(ctx.paths.root, ctx.manifest.model_dump(mode="json", by_alias=True), ctx.settings, os.environ, ctx.loaded.path)
-            model = Registry(ctx.store).register(ctx.manifest.name, model_path, ctx.run_id, info, gate.files() if gate else None, seal)
+            withheld = secret_files(model_path, secret_values(ctx.manifest.secrets))
+            for relative, secret in withheld.items():
+                logger.warning(warning(str(spec.path), relative, secret))
+            model = Registry(ctx.store).register(ctx.manifest.name, model_path, ctx.run_id, info, gate.files() if gate else None, seal,
+                                                 frozenset(withheld))
             logger.info(f"registered model {model.label} ({model.info['files']} files)", style="bold green")
             if model.skipped:
                 logger.warning(model.skipped_note(str(spec.path)))

@@ -69,6 +69,8 @@ def prepare(
         resume = paths.root / "resume" if dry_run else resolve_resume(manifest.resume_from, loaded.base_dir, store, paths.root / "resume", logger, settings)
         logger.info(f"resuming from {manifest.resume_from}: {resume}")
     secrets = secret_values(loaded, dry_run)
+    if not dry_run:
+        _warn_secret_files(loaded, paths, logger)
     runtime, container = target.runtime(loaded, env, paths, inputs, resume)
     variables = task_env(loaded, run_id, runtime, env)
     compat = azureml_reason(loaded, env.python if target.name == "local" and not dry_run else None)
@@ -101,6 +103,15 @@ def _snapshot(loaded: LoadedManifest, paths: RunPaths, store: Store | None, logg
         logger.warning(f"the snapshot of {loaded.source_dir} is {size >> 20} MB; add a .tftrainignore to leave data out")
     paths.outputs.mkdir(parents=True, exist_ok=True)
     paths.logs.mkdir(parents=True, exist_ok=True)
+
+
+def _warn_secret_files(loaded: LoadedManifest, paths: RunPaths, logger: Logger) -> None:
+    """One warning per file of the snapshot that holds a secret's value (a signing key kept in the
+    source directory is copied into every run): registration and publishing leave it out."""
+    from runner.history.secret_scan import secret_files, secret_values as values_of, warning
+
+    for relative, secret in secret_files(paths.workdir, values_of(loaded.manifest.secrets)).items():
+        logger.warning(warning(str(loaded.source_dir), relative, secret))
 
 
 def secret_values(loaded: LoadedManifest, dry_run: bool) -> dict[str, str]:

@@ -67,7 +67,8 @@ def test_a_registered_version_is_signed_and_openssf_verifies_it(signed, keys, tm
     _, public = keys
     assert "KEY SEEN BY THE TRAINING: False" in run.stdout  # tftrain's key, not the script's
     assert (version / "model.sig").is_file() and (version / "provenance.intoto.json").is_file()
-    assert "Verification succeeded" in openssf_verify(version / "model", version / "model.sig", public)
+    # the version's directory: model/ and what is served with it; version.json and the rest written after are left out by the signature's own list
+    assert "Verification succeeded" in openssf_verify(version, version / "model.sig", public)
 
     result = tftrain("models", "verify", "demo@v1", "--public-key", str(public), env=env)
     assert result.returncode == 0 and "model.sig verified" in result.stdout, result.stderr
@@ -86,11 +87,11 @@ def test_a_tampered_version_fails_both_verifiers_and_is_not_pulled(signed, keys,
     _, public = keys
     (version / "model" / "saved_model.pb").write_bytes(b"evil")
     (version / "model" / "backdoor.py").write_text("import os")
-    assert "Verification failed" in openssf_verify(version / "model", version / "model.sig", public)
+    assert "Verification failed" in openssf_verify(version, version / "model.sig", public)
 
     result = tftrain("models", "verify", "demo@v1", "--public-key", str(public), env=env)
     assert result.returncode == 29 and "Traceback" not in result.stderr
-    assert "changed: 'saved_model.pb'; added (not signed): 'backdoor.py'" in result.stderr
+    assert "changed: 'model/saved_model.pb'; added (not signed): 'model/backdoor.py'" in result.stderr
 
     result = tftrain("models", "pull", "demo@v1", "-o", str(tmp_path / "pulled"), "--verify-key", str(public), env=env)
     assert result.returncode in (6, 29) and not (tmp_path / "pulled").exists()  # SHA256SUMS or the signature: either refuses
@@ -101,7 +102,7 @@ def test_a_removed_file_and_a_removed_signature_fail(signed, keys):
     _, public = keys
     (version / "model" / "variables" / "variables.data").unlink()
     result = tftrain("models", "verify", "demo@v1", "--public-key", str(public), env=env)
-    assert result.returncode == 29 and "removed: 'variables/variables.data'" in result.stderr
+    assert result.returncode == 29 and "removed: 'model/variables/variables.data'" in result.stderr
     (version / "model.sig").unlink()
     result = tftrain("models", "verify", "demo@v1", "--public-key", str(public), env=env)
     assert result.returncode == 29 and "model.sig is missing" in result.stderr
@@ -145,7 +146,10 @@ def test_the_release_carries_the_signature_and_the_provenance(project, home, key
     assert result.returncode == 0, result.stderr
     result = tftrain("models", "pull", "demo@v1", "--from", "github", "-o", str(tmp_path / "pulled"), "--verify-key", str(public), env=env)
     assert result.returncode == 0, result.stderr
-    assert "Verification succeeded" in openssf_verify(tmp_path / "pulled", home / "models" / "demo" / "v1" / "model.sig", public)
+    assert read_sums(home / "models" / "demo" / "v1" / "SHA256SUMS") == {
+        path.relative_to(tmp_path / "pulled").as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in (tmp_path / "pulled").rglob("*") if path.is_file()
+    }
 
     other = tmp_path / "other.pem"
     subprocess.run(["openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", str(tmp_path / "k2.pem")], check=True)
@@ -179,3 +183,29 @@ def test_an_unsigned_release_fails_verification_with_one_line(project, home, key
     assert len(result.stderr.strip().splitlines()) == 1
     result = tftrain("models", "pull", "demo@v1", "--from", "github", "-o", str(tmp_path / "o"), "--verify-key", str(public), env=env)
     assert result.returncode == 29 and not (tmp_path / "o").exists()
+
+
+def test_a_key_kept_in_the_source_directory_is_named_and_never_registered_or_published(project, home, keys, github_api):
+    private, _ = keys
+    script = SCRIPT + "import shutil\nshutil.copy('signing-key.pem', 'outputs/model/key-copy.pem')\n"
+    manifest = project(script=script, manifest=MANIFEST)
+    (manifest.parent / "src" / "signing-key.pem").write_text(private)  # kept beside the code, as it should not be
+    env = {**os.environ, KEY_VARIABLE: private, "GITHUB_REPOSITORY": "octo/models", "GITHUB_API_URL": github_api.url, "GITHUB_TOKEN": "ghs_test"}
+    result = tftrain("run", "-f", str(manifest), env=env)
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in (result.stdout + result.stderr).splitlines() if f"holds the value of the secret {KEY_VARIABLE}" in line]
+    assert any("signing-key.pem holds" in line for line in warnings) and any("key-copy.pem holds" in line for line in warnings), warnings
+    version = home / "models" / "demo" / "v1"
+    assert not (version / "model" / "key-copy.pem").exists()
+    assert {"path": "key-copy.pem", "kind": "file holding a secret's value"} in json.loads((version / "version.json").read_text())["skipped"]
+    result = tftrain("publish", "--run", "demo-1", env=env)
+    assert result.returncode == 0, result.stderr
+    import tarfile
+
+    body = "".join(private.strip().splitlines()[1:-1])[:40].encode()
+    (archive,) = [path for path in home.rglob("model.tar.gz") if "workdir" not in path.parts]
+    with tarfile.open(archive) as packed:
+        assert "saved_model.pb" in packed.getnames() and "key-copy.pem" not in packed.getnames()
+    for path in home.rglob("*"):  # the run's snapshot holds it (the source did); no version or release asset does
+        if path.is_file() and not path.is_symlink() and "workdir" not in path.parts:
+            assert body not in path.read_bytes(), path

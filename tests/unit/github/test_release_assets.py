@@ -77,3 +77,32 @@ def test_a_version_with_no_record_here_publishes_without_a_seal(tmp_path):
     for name in ("version.json", "model.sig"):
         (version / name).unlink()
     assert _seal_assets(model, paths, {"model": "demo@v1"}, assets) == {}
+
+
+def _version_signed(version: Path) -> None:
+    """A model.sig that says it covers the version's directory (its recorded ignore list names version.json)."""
+    import base64
+
+    payload = {"predicate": {"serialization": {"ignore_paths": ["version.json", "model.sig"]}, "resources": []}}
+    (version / "model.sig").write_text(json.dumps({"dsseEnvelope": {"payload": base64.b64encode(json.dumps(payload).encode()).decode()}}))
+
+
+@pytest.mark.parametrize("change", ["changed", "added", "removed"])
+def test_serving_files_changed_since_registration_are_not_published_with_the_signature(tmp_path, change):
+    """model.sig signs serving/ and model.onnx too: published from a run whose files changed, it would not verify."""
+    model, paths, version, assets = _layout(tmp_path)
+    _version_signed(version)
+    (version / "serving").mkdir()
+    (version / "serving" / "serving.json").write_text('{"tensorflow": "2.18.1"}')
+    (assets / "serving.json").write_text('{"tensorflow": "2.18.1"}')  # as build_assets copies the run's
+    assert _seal_assets(model, paths, {"model": "demo@v1"}, assets)["signature"]["method"] == "key"
+    (assets / "model.sig").unlink()
+    if change == "changed":
+        (assets / "serving.json").write_text('{"tensorflow": "2.99"}')
+    elif change == "added":
+        (assets / "model.onnx").write_bytes(b"onnx")
+    else:
+        (assets / "serving.json").unlink()
+    with pytest.raises(PublishError, match="the run's serving files changed since it was registered as demo@v1: its model.sig would not verify"):
+        _seal_assets(model, paths, {"model": "demo@v1"}, assets)
+    assert not (assets / "model.sig").exists()

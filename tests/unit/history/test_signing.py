@@ -65,17 +65,17 @@ def test_a_signed_version_verifies_and_says_how_it_was_signed(tmp_path, keys):
     assert signature["public_key_sha256"] == signing.public_key_sha256(serialization.load_pem_private_key(private.encode(), None))
     verify_version(model, public)
     signed = signing.signed_files(model.path / "model.sig")
-    assert sorted(signed) == [".gitignore", "saved_model.pb", "variables/variables.data"]
+    assert sorted(signed) == ["model/.gitignore", "model/saved_model.pb", "model/variables/variables.data"]
 
 
 @pytest.mark.parametrize(
     "tamper, words",
     [
-        (lambda m: (m / "saved_model.pb").write_bytes(b"evil"), "changed: 'saved_model.pb'"),
-        (lambda m: (m / "extra.py").write_bytes(b"import os"), "added (not signed): 'extra.py'"),
-        (lambda m: (m / "variables" / "variables.data").unlink(), "removed: 'variables/variables.data'"),
-        (lambda m: (m / ".gitignore").write_bytes(b"changed"), "changed: '.gitignore'"),
-        (lambda m: (m / ".git").mkdir() or (m / ".git" / "config").write_bytes(b"x"), "added (not signed): '.git/config'"),
+        (lambda m: (m / "saved_model.pb").write_bytes(b"evil"), "changed: 'model/saved_model.pb'"),
+        (lambda m: (m / "extra.py").write_bytes(b"import os"), "added (not signed): 'model/extra.py'"),
+        (lambda m: (m / "variables" / "variables.data").unlink(), "removed: 'model/variables/variables.data'"),
+        (lambda m: (m / ".gitignore").write_bytes(b"changed"), "changed: 'model/.gitignore'"),
+        (lambda m: (m / ".git").mkdir() or (m / ".git" / "config").write_bytes(b"x"), "added (not signed): 'model/.git/config'"),
     ],
 )
 def test_a_changed_added_or_removed_file_fails(tmp_path, keys, cli, home, tamper, words):
@@ -166,7 +166,7 @@ def test_pull_verify_key_keeps_nothing_of_a_tampered_version(tmp_path, keys, hom
     sums = model.path / "SHA256SUMS"  # rewritten to match: only the signature can tell
     sums.write_text(sums.read_text().replace(hashlib.sha256(b"graph").hexdigest(), hashlib.sha256(b"evil").hexdigest()))
     result = cli("models", "pull", "digits@v1", "-o", str(tmp_path / "bad"), "--verify-key", str(public))
-    assert result.returncode == 29 and "changed: 'saved_model.pb'" in result.stderr
+    assert result.returncode == 29 and "changed: 'model/saved_model.pb'" in result.stderr
     assert not (tmp_path / "bad").exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".bad")] == []  # no staging left either
 
@@ -264,7 +264,7 @@ def test_deploy_verify_key_refuses_before_the_daemon_is_asked(home, keys, cli, t
     sums = model.path / "SHA256SUMS"
     sums.write_text(sums.read_text().replace(hashlib.sha256(b"graph").hexdigest(), hashlib.sha256(b"evil").hexdigest()))
     result = cli("deploy", "digits@v1", "--image", "localhost:5000/digits", "--verify-key", str(public))
-    assert result.returncode == 29 and "changed: 'saved_model.pb'" in result.stderr and result.stderr.count("\n") == 1
+    assert result.returncode == 29 and "changed: 'model/saved_model.pb'" in result.stderr and result.stderr.count("\n") == 1
     (model.path / "model.sig").unlink()
     result = cli("deploy", "digits@v1", "--image", "localhost:5000/digits", "--verify-key", str(public))
     assert result.returncode == 29 and "model.sig is missing" in result.stderr

@@ -131,9 +131,9 @@ class Release:
 
 
 def test_a_releases_serving_assets_land_where_the_registry_keeps_them(tmp_path):
-    from runner.serving.refs import _fetch_serving_assets
+    from runner.serving.refs import fetch_serving_assets
 
-    _fetch_serving_assets(Release({"serving.json": b"{}", "serving-sample.npz": b"npz", "model.onnx": b"onnx", "metrics.json": b"{}"}), tmp_path, ArchiveLimits())
+    fetch_serving_assets(Release({"serving.json": b"{}", "serving-sample.npz": b"npz", "model.onnx": b"onnx", "metrics.json": b"{}"}), tmp_path, ArchiveLimits())
     directory = VersionDir(tmp_path)
     assert (directory.serving_json.read_bytes(), directory.sample.read_bytes(), directory.onnx.read_bytes()) == (b"{}", b"npz", b"onnx")
     assert not directory.predictions.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx", "serving"]
@@ -141,9 +141,9 @@ def test_a_releases_serving_assets_land_where_the_registry_keeps_them(tmp_path):
 
 def test_a_release_asset_that_does_not_match_sha256sums_is_refused(tmp_path):
     from runner.errors import PublishError
-    from runner.serving.refs import _fetch_serving_assets
+    from runner.serving.refs import fetch_serving_assets
 
     release = Release({"model.onnx": b"onnx"})
     release.assets[0].content = b"swapped"
     with pytest.raises(PublishError, match="model.onnx of digits-v2 does not match its SHA256SUMS"):
-        _fetch_serving_assets(release, tmp_path, ArchiveLimits())
+        fetch_serving_assets(release, tmp_path, ArchiveLimits())

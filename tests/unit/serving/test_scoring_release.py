@@ -14,7 +14,7 @@ import pytest
 from hostile_archives import archive_bytes, directory, entry
 from runner.errors import PublishError, RegistryError
 from runner.history.archive import pack
-from runner.serving.refs import _fetch_serving_assets
+from runner.serving.refs import fetch_serving_assets
 from runner.serving.scoring.release import SCORING_ASSET, kept_files, pack_scoring, unpack_scoring
 from runner.serving.scoring.script import recorded
 from runner.settings import ArchiveLimits
@@ -58,7 +58,7 @@ def fetch(root: Path, archive: bytes | None, serving: bytes | None = None, limit
     if swap is not None:
         next(asset for asset in release.assets if asset.name == SCORING_ASSET).content = swap
     root.mkdir()
-    _fetch_serving_assets(release, root, limits)
+    fetch_serving_assets(release, root, limits)
 
 
 def left(tmp_path: Path) -> list[str]:

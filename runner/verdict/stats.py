@@ -80,6 +80,7 @@ class Comparison:
     baseline_mean: float
     candidate_seed_means: tuple[float, ...]
     baseline_seed_means: tuple[float, ...]
+    binary: bool  # every per-example value is 0 or 1: the metric is a share (accuracy), read in points
     components: Components
     non_inferior: bool  # the interval's worse end is above −margin
     decide: str | None  # what would decide an inconclusive verdict
@@ -180,6 +181,7 @@ def compare(
         baseline_mean=float(baseline.mean()),
         candidate_seed_means=tuple(float(value) for value in candidate.mean(axis=1)),
         baseline_seed_means=tuple(float(value) for value in baseline.mean(axis=1)),
+        binary=bool(np.isin(candidate, (0.0, 1.0)).all() and np.isin(baseline, (0.0, 1.0)).all()),
         components=parts,
         non_inferior=lo > -margin,
         decide=None if verdict != Verdict.INCONCLUSIVE else _what_decides(improvement, half, margin, parts, seeds),
@@ -210,5 +212,5 @@ def _what_decides(improvement: float, half: float, margin: float, parts: Compone
     if seed_share >= 0.5 and min(seeds) >= 2:
         return f"about {factor:.1f}× the seeds on both sides (the seeds' spread dominates the interval)"
     if min(seeds) < 2:
-        return f"more seeds (one seed on a side: its seed variance is unknown), or about {factor:.1f}× the examples"
+        return f"more seeds, since with one seed on a side its seed variance is unknown; or about {factor:.1f}× the examples"
     return f"about {factor:.1f}× the evaluation examples (the examples dominate the interval)"

@@ -186,6 +186,22 @@ class SignatureError(FatalError):
     exit_code = 29
 
 
+class BudgetReached(FatalError):
+    """A sweep's budget (sweep.limits.max_cost, max_gpu_hours) stopped it before max_total_trials:
+    the next trial would have passed it, or a trial had no cost to count. Nothing was overspent;
+    the best trial's model is registered."""
+
+    exit_code = 30
+
+
+class BudgetPassed(FatalError):
+    """A sweep spent more than its budget (sweep.limits.max_cost, max_gpu_hours): the trials that
+    were running when the estimate still allowed them cost more than it said. The best trial's model
+    is registered."""
+
+    exit_code = 31
+
+
 def extra_module(name: str, extra: str, feature: str):
     """`import name` for a feature that needs the pip extra `extra`: the top-level package, as
     the import statement binds it, or one line naming the extra to install."""

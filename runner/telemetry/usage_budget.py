@@ -90,7 +90,7 @@ class SweepBudget:
                         return NextTrial(Go.WAIT)
                     return NextTrial(Go.STOP, (
                         f"sweep.limits.{measure.name} ({measure.limit:g}{' ' + measure.unit if measure.unit else ''}) would be passed: "
-                        f"{self.finished} trials spent {measure.amount(spent)} ({measure.amount(mean)} each on average), "
+                        f"{_trials(self.finished)} spent {measure.amount(spent)} ({measure.amount(mean)} each on average), "
                         f"{running} still running; no more trials start"
                     ))
         return NextTrial(Go.START)
@@ -99,11 +99,15 @@ class SweepBudget:
         """One line naming each limit the finished trials spent more than, or None."""
         with self.lock:
             over = [
-                f"sweep.limits.{m.name} ({m.limit:g}{' ' + m.unit if m.unit else ''}) was passed: {self.finished} trials spent "
+                f"sweep.limits.{m.name} ({m.limit:g}{' ' + m.unit if m.unit else ''}) was passed: {_trials(self.finished)} spent "
                 f"{m.amount(self.spent[m.name])}"
                 for m in self.measures if self.spent[m.name] > m.limit
             ]
         return "; ".join(over) or None
+
+
+def _trials(count: int) -> str:
+    return f"{count} trial" + ("" if count == 1 else "s")
 
 
 def usage_of_run(home: Path, run_id: str | None) -> Usage | None:

@@ -48,7 +48,7 @@ def test_the_gpu_hours_budget():
     budget = SweepBudget.of(limits(max_gpu_hours=2.5))
     budget.add("s-1", account(3600.0, 2, 2))  # 2 GPU-hours
     assert budget.next_trial(running=1).go == Go.WAIT
-    assert "sweep.limits.max_gpu_hours (2.5 GPU-hours) would be passed: 1 trials spent 2 GPU-hours" in budget.next_trial(running=0).line
+    assert "sweep.limits.max_gpu_hours (2.5 GPU-hours) would be passed: 1 trial spent 2 GPU-hours" in budget.next_trial(running=0).line
 
 
 def test_a_passed_budget_is_said_with_what_was_spent():

@@ -112,10 +112,7 @@ class SweepRunner:
                 asked = self._ask()
                 if asked is None:
                     return
-                trial, values = asked
-                watch = TrialWatch(trial, self.sweep.objectives, self.sweep.sweep_id)
-                with self.lock:
-                    self.watches[trial.number] = watch
+                trial, values, watch = asked
                 self.events.put(("started", trial.number, values))
                 manifest = trial_manifest(self.loaded, values, self.sweep.objective, self.spec.limits.trial_timeout)
                 resumes = trial.user_attrs.get(RESUMES)
@@ -147,8 +144,9 @@ class SweepRunner:
         return SweepError(f"sweep {self.sweep.sweep_id}: {type(exc).__name__}: {_first_line(exc)}")
 
     def _ask(self):
-        """The next trial and its values, or None: the sweep is stopped, at max_total_trials, past its
-        timeout, or its budget allows no more. Waits while the budget waits for running trials."""
+        """The next trial, its values and its watch (counted among the running at once), or None: the
+        sweep is stopped, at max_total_trials, past its timeout, or its budget allows no more. Waits
+        while the budget waits for running trials."""
         with self.lock:
             while True:
                 if self.stop.is_set() or self.sweep.counted() >= self.sweep.limit:
@@ -170,7 +168,9 @@ class SweepRunner:
             trial = self.sweep.study.ask()
             values = self.sweep.space.suggest(trial)
             trial.set_user_attr("values", values)
-            return trial, values
+            # running from now: the next ask, the budget's included, counts it before its run starts
+            watch = self.watches[trial.number] = TrialWatch(trial, self.sweep.objectives, self.sweep.sweep_id)
+            return trial, values, watch
 
     def _tell(self, trial, result: TrialResult) -> None:
         tell(self.sweep.study, trial, result)

@@ -186,12 +186,28 @@ class SignatureError(FatalError):
     exit_code = 29
 
 
+class BudgetReached(FatalError):
+    """A sweep's budget (sweep.limits.max_cost, max_gpu_hours) stopped it before max_total_trials:
+    the next trial would have passed it, or a trial had no cost to count. Nothing was overspent;
+    the best trial's model is registered."""
+
+    exit_code = 30
+
+
+class BudgetPassed(FatalError):
+    """A sweep spent more than its budget (sweep.limits.max_cost, max_gpu_hours): the trials that
+    were running when the estimate still allowed them cost more than it said. The best trial's model
+    is registered."""
+
+    exit_code = 31
+
+
 class EvidenceError(FatalError):
     """Per-example evidence (evaluation.per_example) cannot be used: missing, not a regular file,
     not JSON Lines/CSV/npz, a row without its id or metric, a value that is not a finite number, an
     id twice, over the size limits; or the two sides share no example."""
 
-    exit_code = 30
+    exit_code = 32
 
 
 def extra_module(name: str, extra: str, feature: str):

@@ -10,6 +10,7 @@ import numpy as np  # noqa: E402
 parser = argparse.ArgumentParser()
 parser.add_argument("--epochs", type=int, default=10)
 parser.add_argument("--samples", type=int, default=20000)
+parser.add_argument("--model-dir", help="export the trained model here as a SavedModel (bench/overhead.py: gated and registered)")
 args = parser.parse_args()
 
 keras.utils.set_random_seed(0)
@@ -21,3 +22,5 @@ model = keras.Sequential(
 )
 model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
 model.fit(x, y, epochs=args.epochs, batch_size=128, verbose=2)
+if args.model_dir:
+    model.export(args.model_dir, verbose=False)

@@ -30,6 +30,7 @@ def check_sweep(manifest: Manifest) -> list[Problem]:
         *_objective(manifest, sweep),
         *_policy(sweep),
         *_limits(sweep),
+        *_prices(manifest, sweep),
         *_storage(sweep),
     ]
 
@@ -208,6 +209,14 @@ def _limits(sweep: SweepSpec) -> list[Problem]:
     if size > MAX_TRIALS:
         return [((*_LIMITS, "max_total_trials"), f"the grid has {size} points; set max_total_trials (at most {MAX_TRIALS})")]
     return []
+
+
+def _prices(manifest: Manifest, sweep: SweepSpec) -> list[Problem]:
+    """A cost budget needs prices: compute.cost, or the pool file's `cost:` (checked when the sweep
+    starts, runner.sweep.driver). Without them no trial has a cost, and nothing keeps the budget."""
+    if sweep.limits.max_cost is None or manifest.compute.cost is not None or manifest.compute.target == "pool":
+        return []
+    return [((*_LIMITS, "max_cost"), "a cost budget needs prices: set compute.cost (or, with compute.target: pool, cost: in the pool file)")]
 
 
 def _storage(sweep: SweepSpec) -> list[Problem]:

@@ -24,12 +24,14 @@ from runner.telemetry.logger import Logger
 if TYPE_CHECKING:
     from runner.serving.gate import GateResult
 
-SHOWN_KEYS = ("id", "status", "objective", "trials", "best", "pareto")  # pareto: a multi-objective sweep's only
+SHOWN_KEYS = ("id", "status", "objective", "trials", "best", "pareto", "budget")  # pareto: a multi-objective sweep's only; budget: a sweep its budget stopped
 
 
 class SweepStatus(str, Enum):
     RUNNING = "Running"
     COMPLETED = "Completed"  # at least one trial completed with a value
+    STOPPED_BY_BUDGET = "StoppedByBudget"  # as Completed, but its budget stopped it before max_total_trials (exit 30)
+    OVER_BUDGET = "OverBudget"  # as Completed, but its trials spent more than its budget (exit 31)
     FAILED = "Failed"
     CANCELED = "Canceled"
 
@@ -59,6 +61,7 @@ class SweepBook:
         self.created = time.time()
         self.status = SweepStatus.RUNNING
         self.model_version: str | None = None
+        self.budget: str | None = None  # the line saying the budget stopped the sweep, or was passed
         self.lock = threading.Lock()
         self.save()
 
@@ -134,6 +137,8 @@ class SweepBook:
         }
         if front is not None:
             document["pareto"] = front  # trial numbers, best on the first objective first
+        if self.budget is not None:
+            document["budget"] = self.budget
         return document
 
     def save(self) -> None:
@@ -193,15 +198,21 @@ class SweepBook:
             }
         )
 
-    def finish(self, canceled: bool) -> SweepStatus:
-        """Canceled (by a signal), else Completed when a trial completed with a value, else Failed;
-        the best trial's model registered."""
+    def finish(self, canceled: bool, budget_stop: str | None = None, budget_passed: str | None = None) -> SweepStatus:
+        """Canceled (by a signal), else, when a trial completed with a value, OverBudget (its trials
+        spent more than the budget: `budget_passed`), StoppedByBudget (the budget stopped it:
+        `budget_stop`) or Completed, else Failed; the best trial's model registered."""
         trials = self.trials()
         best = self.best(trials)
+        self.budget = budget_passed or budget_stop
         if canceled:
             self.status = SweepStatus.CANCELED
+        elif not best:
+            self.status = SweepStatus.FAILED
+        elif budget_passed:
+            self.status = SweepStatus.OVER_BUDGET
         else:
-            self.status = SweepStatus.COMPLETED if best else SweepStatus.FAILED
+            self.status = SweepStatus.STOPPED_BY_BUDGET if budget_stop else SweepStatus.COMPLETED
         if best is not None:
             try:
                 self.model_version = self._register(best, trials)
@@ -316,7 +327,8 @@ def summary_markdown(document: dict, metric: str) -> str:
     metrics = objective_metrics(document)
     front = document.get("pareto") if isinstance(document.get("pareto"), list) else ()
     header = "| trial | run | status | " + " | ".join(metrics) + " | params |"
-    lines = [f"## Sweep {document['id']}: {document['status']}", "", header, "|---|---|---|" + "---|" * len(metrics) + "---|"]
+    budget = [f"**Budget:** {document['budget']}", ""] if isinstance(document.get("budget"), str) else []
+    lines = [f"## Sweep {document['id']}: {document['status']}", "", *budget, header, "|---|---|---|" + "---|" * len(metrics) + "---|"]
     for trial in document["trials"]:
         cells = [cell.replace("|", "\\|").replace("\n", " ") for cell in trial_row(trial, metrics=metrics, front=front)]
         lines.append("| " + " | ".join(cells) + " |")

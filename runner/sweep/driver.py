@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from runner.errors import FatalError, StorageError, SweepError
+from runner.errors import BudgetPassed, BudgetReached, FatalError, StorageError, SweepError
 from runner.history.record import RunStatus
 from runner.manifest import LoadedManifest
 from runner.training.signals import on_stop_signals
@@ -22,7 +22,7 @@ from runner.sweep.outcome import TrialResult, tell
 from runner.sweep.placement import check_concurrency, gpu_shares
 from runner.sweep.trial import TrialWatch, run_trial, trial_manifest
 from runner.telemetry.logger import Logger
-from runner.telemetry.usage_budget import SweepBudget, report_sweep_costs, seed, usage_of_run
+from runner.telemetry.usage_budget import Go, SweepBudget, report_sweep_costs, seed, usage_of_run
 
 TICK_SECONDS = 0.5
 LIVE_SECONDS = 2.0  # the live table's steps and values are redrawn this often
@@ -38,6 +38,8 @@ class SweepRunner:
         self.spec = loaded.manifest.sweep
         self.book = SweepBook(home, sweep, register=loaded.manifest.model.register_model, gate=self._gate)
         self.lock = threading.Lock()  # one ask at a time: the limit is checked and the trial made together
+        self.turn = threading.Condition(self.lock)  # a worker the budget keeps waiting is woken when a trial ends
+        self.deadline: float | None = None  # limits.timeout: no trial starts after it
         self.stop = threading.Event()
         self.canceled = False  # stopped by a signal (not its timeout or a failure): resume runs its trials again
         self.watches: dict[int, TrialWatch] = {}
@@ -45,6 +47,7 @@ class SweepRunner:
         self.failure: FatalError | None = None  # what stopped the sweep, with its own exit code
         self.finished_one = False
         self.budget = SweepBudget.of(self.spec.limits)  # max_gpu_hours / max_cost: asked before each trial starts
+        self.budget_stop: str | None = None  # why the budget stopped the sweep, when it did
         if self.budget is not None:
             seed(self.budget, home, self.book.trials())
 
@@ -63,7 +66,7 @@ class SweepRunner:
         workers = [
             threading.Thread(target=self._worker, args=(share,), name=f"trials-{n}", daemon=True) for n, share in enumerate(shares)
         ]
-        deadline = time.monotonic() + self.spec.limits.timeout if self.spec.limits.timeout else None
+        deadline = self.deadline = time.monotonic() + self.spec.limits.timeout if self.spec.limits.timeout else None
         with _signals(self):
             for worker in workers:
                 worker.start()
@@ -80,7 +83,8 @@ class SweepRunner:
             self._show_events()
         if self.failure is not None:
             raise self.failure
-        return self.book.finish(canceled=self.canceled)
+        passed = self.budget.passed() if self.budget is not None else None
+        return self.book.finish(canceled=self.canceled, budget_stop=self.budget_stop, budget_passed=passed)
 
     def halt(self, why: str, by_signal: bool, resumable: bool | None = None) -> None:
         """Stop asking for trials and stop the running ones; `resumable` (a signal's stop, a lost
@@ -90,6 +94,7 @@ class SweepRunner:
         self.logger.warning(f"sweep {self.sweep.sweep_id}: {why}: stopping its trials")
         with self.lock:
             watches = list(self.watches.values())
+            self.turn.notify_all()  # a worker the budget keeps waiting stops now
         for watch in watches:
             if by_signal if resumable is None else resumable:  # marked before it is stopped: told Failed, it is still one to run again
                 try:
@@ -107,10 +112,7 @@ class SweepRunner:
                 asked = self._ask()
                 if asked is None:
                     return
-                trial, values = asked
-                watch = TrialWatch(trial, self.sweep.objectives, self.sweep.sweep_id)
-                with self.lock:
-                    self.watches[trial.number] = watch
+                trial, values, watch = asked
                 self.events.put(("started", trial.number, values))
                 manifest = trial_manifest(self.loaded, values, self.sweep.objective, self.spec.limits.trial_timeout)
                 resumes = trial.user_attrs.get(RESUMES)
@@ -121,6 +123,7 @@ class SweepRunner:
                     self.budget.add(result.run_id, usage_of_run(self.home, result.run_id))
                 with self.lock:
                     self.watches.pop(trial.number, None)
+                    self.turn.notify_all()
                 if watch.failure is not None:  # its reports could not be stored: the storage is gone
                     raise watch.failure
                 self._tell(trial, result)
@@ -141,18 +144,33 @@ class SweepRunner:
         return SweepError(f"sweep {self.sweep.sweep_id}: {type(exc).__name__}: {_first_line(exc)}")
 
     def _ask(self):
+        """The next trial, its values and its watch (counted among the running at once), or None: the
+        sweep is stopped, at max_total_trials, past its timeout, or its budget allows no more. Waits
+        while the budget waits for running trials."""
         with self.lock:
-            if self.stop.is_set() or self.sweep.counted() >= self.sweep.limit:
-                return None
-            refusal = self.budget.refusal(running=len(self.watches)) if self.budget is not None else None
-            if refusal is not None:  # the running trials finish; no other starts
-                self.stop.set()
-                self.logger.warning(f"sweep {self.sweep.sweep_id}: {refusal}")
-                return None
+            while True:
+                if self.stop.is_set() or self.sweep.counted() >= self.sweep.limit:
+                    return None
+                if self.deadline is not None and time.monotonic() >= self.deadline:
+                    return None  # the main loop halts the sweep within a tick: nothing starts meanwhile
+                if self.budget is None:
+                    break
+                verdict = self.budget.next_trial(running=len(self.watches))
+                if verdict.go == Go.START:
+                    break
+                if verdict.go == Go.STOP:  # nothing is running; no other trial starts
+                    self.budget_stop = verdict.line
+                    self.stop.set()
+                    self.turn.notify_all()
+                    self.logger.warning(f"sweep {self.sweep.sweep_id}: {verdict.line}")
+                    return None
+                self.turn.wait(TICK_SECONDS)  # a running trial ends, or a stop
             trial = self.sweep.study.ask()
             values = self.sweep.space.suggest(trial)
             trial.set_user_attr("values", values)
-            return trial, values
+            # running from now: the next ask, the budget's included, counts it before its run starts
+            watch = self.watches[trial.number] = TrialWatch(trial, self.sweep.objectives, self.sweep.sweep_id)
+            return trial, values, watch
 
     def _tell(self, trial, result: TrialResult) -> None:
         tell(self.sweep.study, trial, result)
@@ -211,6 +229,25 @@ def _signals(runner: SweepRunner):
     return on_stop_signals(handler)
 
 
+def check_prices(loaded: LoadedManifest) -> None:
+    """sweep.limits.max_cost needs prices on the target the sweep runs on (after --target): compute.cost,
+    or the pool file's cost. Refused before any trial runs (exit 3): without them nothing keeps the budget."""
+    from runner.errors import ManifestError
+
+    manifest = loaded.manifest
+    if manifest.sweep.limits.max_cost is None or manifest.compute.cost is not None:
+        return
+    where = f"{loaded.path}: sweep.limits.max_cost: a cost budget needs prices"
+    if manifest.compute.target != "pool":
+        raise ManifestError(f"{where}: set compute.cost (or, with compute.target: pool, cost: in the pool file)")
+    from runner.targets.pool.inventory import load_pool
+    from runner.targets.pool.target import pool_path
+
+    pool = load_pool(pool_path(loaded))
+    if pool.pool.cost is None:
+        raise ManifestError(f"{where}: {pool.path} has no cost: (and compute.cost is not set)")
+
+
 def run_sweep(loaded: LoadedManifest, logger: Logger, settings: Settings, home: Path, environ: Mapping[str, str],
               sweep_id: str | None = None, resume: bool = False) -> dict:
     """A new sweep, or (sweep_id) joining one; `resume`: first queue again the trials a signal stopped,
@@ -221,6 +258,7 @@ def run_sweep(loaded: LoadedManifest, logger: Logger, settings: Settings, home: 
     from runner.sweep.study import open_sweep, queue_stopped_trials
 
     manifest = loaded.manifest
+    check_prices(loaded)
     gpus = check_concurrency(manifest, logger, settings.cuda_visible_devices)
     sweep = open_sweep(
         manifest.sweep, manifest.name, objectives_of(manifest), trial_limit(manifest.sweep), home, environ, sweep_id, create=not resume
@@ -234,10 +272,16 @@ def run_sweep(loaded: LoadedManifest, logger: Logger, settings: Settings, home: 
         record = runner.book.document()
         runner.book.report(logger)
         report_sweep_costs(logger, home, record, runner.book.root / "summary.md")
+    if runner.book.budget is not None and status not in (SweepStatus.OVER_BUDGET, SweepStatus.STOPPED_BY_BUDGET):
+        logger.warning(f"sweep {sweep.sweep_id}: {runner.book.budget}")  # canceled or failed, and over its budget too
     if runner.book.refused is not None:
         raise runner.book.refused
     if status == SweepStatus.CANCELED:
         raise TrainingCanceled(f"sweep {sweep.sweep_id} canceled; `tftrain sweep resume {sweep.sweep_id}` goes on from where it stopped")
     if status == SweepStatus.FAILED:
         raise SweepError(f"sweep {sweep.sweep_id}: no trial completed with a value of {sweep.objective.primary_metric!r} (see `tftrain sweeps show {sweep.sweep_id}`)")
+    if status == SweepStatus.OVER_BUDGET:
+        raise BudgetPassed(f"sweep {sweep.sweep_id}: {runner.book.budget}")
+    if status == SweepStatus.STOPPED_BY_BUDGET:
+        raise BudgetReached(f"sweep {sweep.sweep_id} stopped by its budget: {runner.book.budget}")
     return record

@@ -1,12 +1,16 @@
 """A sweep's budget: `sweep.limits.max_gpu_hours` and `max_cost`. No trial starts that would take
-the sweep past either: what the finished trials spent, plus the running and the next trial at the
-finished trials' mean. The first trials (none finished yet) start: there is nothing to estimate from."""
+the sweep past either: what the finished trials spent, plus each running trial and the next at the
+finished trials' mean. Until a trial has finished there is no estimate, so one trial runs at a time
+(concurrent trials wait for the first); a trial that could fit once the running ones end waits for
+them. The running trials may still cost more than the mean: `passed` says so at the end."""
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
+from typing import NamedTuple
 
 from runner.telemetry.usage import Usage
 
@@ -19,6 +23,22 @@ class Measure:
 
     def of(self, usage: Usage) -> float | None:
         return usage.gpu_hours if self.name == "max_gpu_hours" else usage.cost
+
+    def amount(self, value: float) -> str:
+        return f"{value:.4g}" + (f" {self.unit}" if self.unit else "")
+
+
+class Go(Enum):
+    """What the budget says of the next trial."""
+
+    START = "start"
+    WAIT = "wait"  # trials are running: the first one's cost is the estimate, or the next may fit once they end
+    STOP = "stop"  # it would pass the budget with nothing running, or a cost cannot be counted
+
+
+class NextTrial(NamedTuple):
+    go: Go
+    line: str | None = None  # STOP: why, one line naming the limit
 
 
 class SweepBudget:
@@ -52,27 +72,42 @@ class SweepBudget:
                 else:
                     self.spent[measure.name] += value
 
-    def refusal(self, running: int) -> str | None:
-        """Why the next trial must not start, or None: one line naming the limit."""
+    def next_trial(self, running: int) -> NextTrial:
+        """Whether the next trial may start while `running` trials of this runner run."""
         with self.lock:
             if self.unpriced is not None and any(m.name == "max_cost" for m in self.measures):
-                return (
+                return NextTrial(Go.STOP, (
                     f"sweep.limits.max_cost: run {self.unpriced} has no cost to count; set compute.cost "
                     "(or cost: in the pool file) to keep a cost budget"
-                )
-            if not self.finished:
-                return None
+                ))
+            if not self.finished:  # nothing to estimate from: the first trial runs alone
+                return NextTrial(Go.WAIT if running else Go.START)
             for measure in self.measures:
                 spent = self.spent[measure.name]
                 mean = spent / self.finished
-                expected = spent + mean * (running + 1)
-                if expected > measure.limit:
-                    unit = f" {measure.unit}" if measure.unit else ""
-                    return (
-                        f"sweep.limits.{measure.name} ({measure.limit:g}{unit}) would be passed: {self.finished} trials spent "
-                        f"{spent:.4g}{unit} ({mean:.4g} each on average), {running} still running; no more trials start"
-                    )
-        return None
+                if spent + mean * (running + 1) > measure.limit:
+                    if running:  # their cost may differ from the mean: decide when they have ended
+                        return NextTrial(Go.WAIT)
+                    return NextTrial(Go.STOP, (
+                        f"sweep.limits.{measure.name} ({measure.limit:g}{' ' + measure.unit if measure.unit else ''}) would be passed: "
+                        f"{_trials(self.finished)} spent {measure.amount(spent)} ({measure.amount(mean)} each on average), "
+                        f"{running} still running; no more trials start"
+                    ))
+        return NextTrial(Go.START)
+
+    def passed(self) -> str | None:
+        """One line naming each limit the finished trials spent more than, or None."""
+        with self.lock:
+            over = [
+                f"sweep.limits.{m.name} ({m.limit:g}{' ' + m.unit if m.unit else ''}) was passed: {_trials(self.finished)} spent "
+                f"{m.amount(self.spent[m.name])}"
+                for m in self.measures if self.spent[m.name] > m.limit
+            ]
+        return "; ".join(over) or None
+
+
+def _trials(count: int) -> str:
+    return f"{count} trial" + ("" if count == 1 else "s")
 
 
 def usage_of_run(home: Path, run_id: str | None) -> Usage | None:

@@ -180,6 +180,16 @@ BAD_SWEEPS = [  # (case, manifest after name/source_directory/entry_script, the 
         "5: sweep.search_space: required key is missing",
     ),
     (
+        "max_cost_without_prices",
+        PRIMARY + "sweep:\n  search_space:\n" + LR + "  limits: {max_total_trials: 4, max_cost: 0.5}\n",
+        "8: sweep.limits.max_cost: a cost budget needs prices: set compute.cost (or, with compute.target: pool, cost: in the pool file)",
+    ),
+    (
+        "max_cost_without_prices_on_docker",
+        PRIMARY + "compute: {target: docker}\nsweep:\n  search_space:\n" + LR + "  limits: {max_total_trials: 4, max_cost: 0.5}\n",
+        "9: sweep.limits.max_cost: a cost budget needs prices: set compute.cost (or, with compute.target: pool, cost: in the pool file)",
+    ),
+    (
         "search_space_not_empty",
         PRIMARY + "sweep:\n  sampling_algorithm: grid\n  search_space: {}\n",
         "7: sweep.search_space: Dictionary should have at least 1 item after validation, not 0",
@@ -190,6 +200,16 @@ BAD_SWEEPS = [  # (case, manifest after name/source_directory/entry_script, the 
 @pytest.mark.parametrize(("manifest", "expected"), [pytest.param(m, e, id=case) for case, m, e in BAD_SWEEPS])
 def test_a_bad_sweep_is_one_line_naming_line_and_field(project, manifest, expected):
     assert error_of(project, manifest) == expected
+
+
+def test_a_cost_budget_with_prices_or_a_pool_loads(project):
+    budget = "sweep:\n  search_space:\n" + LR + "  limits: {max_total_trials: 4, max_cost: 0.5}\n"
+    priced = load(project, PRIMARY + "compute: {cost: {cpu_hour: 1.0}}\n" + budget)
+    assert priced.manifest.sweep.limits.max_cost == 0.5
+    pooled = load(project, PRIMARY + "compute: {target: pool}\n" + budget)  # the pool file's cost: checked when the sweep starts
+    assert pooled.manifest.compute.target == "pool"
+    gpu_hours = load(project, PRIMARY + "sweep:\n  search_space:\n" + LR + "  limits: {max_total_trials: 4, max_gpu_hours: 2}\n")
+    assert gpu_hours.manifest.sweep.limits.max_gpu_hours == 2  # GPU-hours need no prices
 
 
 def test_a_storage_password_is_never_echoed(project):

@@ -9,7 +9,6 @@ import pytest
 from runner.history.record import RunRecord
 from runner.manifest.cost import CostSpec
 from runner.telemetry.usage import GpuStats, Prices, account, prices_of, usage_from, usage_of
-from runner.telemetry.usage_budget import SweepBudget
 from runner.telemetry.usage_report import brief, change_line, sweep_costs, sweep_costs_markdown, usage_markdown
 
 PRICES = Prices(gpu_hour=2.5, cpu_hour=0.05)
@@ -97,40 +96,6 @@ def test_a_sweeps_cost_per_trial_and_in_total():
     assert sweep_costs([(0, "s-1", account(60.0, 1, 0))])[1][-1] == "—"  # unpriced: no total cost
     euros = account(3600.0, 1, 1, Prices(gpu_hour=2.0, cpu_hour=0.1, currency="EUR"))
     assert sweep_costs([trials[0], (3, "s-4", euros)])[1][-1] == "—"  # no sum of dollars and euros
-
-
-def limits(**given):
-    return type("Limits", (), {"max_gpu_hours": None, "max_cost": None, **given})()
-
-
-def test_no_budget_no_limits():
-    assert SweepBudget.of(limits()) is None
-
-
-def test_no_trial_starts_that_would_pass_the_cost_budget():
-    budget = SweepBudget.of(limits(max_cost=1.0))
-    assert budget.refusal(running=0) is None  # nothing finished: nothing to estimate from
-    trial = account(3600.0, 1, 0, Prices(gpu_hour=0, cpu_hour=0.3))  # 0.3 each
-    budget.add("s-1", trial)
-    budget.add("s-2", trial)
-    assert budget.refusal(running=0) is None  # 0.6 + 0.3
-    assert budget.refusal(running=1).startswith("sweep.limits.max_cost (1) would be passed: 2 trials spent 0.6 (0.3 each")
-    budget.add("s-3", None)  # never trained: counts nothing
-    assert budget.refusal(running=0) is None
-
-
-def test_the_gpu_hours_budget():
-    budget = SweepBudget.of(limits(max_gpu_hours=2.5))
-    budget.add("s-1", account(3600.0, 2, 2))  # 2 GPU-hours
-    assert "sweep.limits.max_gpu_hours (2.5 GPU-hours) would be passed" in budget.refusal(running=0)
-
-
-def test_a_cost_budget_without_prices_says_what_to_set():
-    budget = SweepBudget.of(limits(max_cost=1.0))
-    budget.add("s-1", account(10.0, 1, 0))
-    assert budget.refusal(running=0) == (
-        "sweep.limits.max_cost: run s-1 has no cost to count; set compute.cost (or cost: in the pool file) to keep a cost budget"
-    )
 
 
 def test_the_usage_of_a_sweeps_runs_is_read_with_the_history_opened_once(tmp_path, monkeypatch):

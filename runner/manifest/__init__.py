@@ -12,7 +12,8 @@ from pydantic import ValidationError
 from runner.errors import ManifestError
 from runner.manifest.framework_rules import framework_warnings
 from runner.manifest.model import Manifest
-from runner.manifest.rules import check_rules, effective_target, migrate_deprecated
+from runner.manifest.model import effective_target
+from runner.manifest.rules import check_rules, migrate_deprecated
 from runner.manifest.validate import format_loc, validation_messages
 from runner.manifest.document import YamlDocument, one_line
 from runner.manifest.loading import load_yaml

@@ -325,3 +325,10 @@ class Manifest(Model):
         if normal == "." and info.field_name in ("outputs_dir", "logs_dir"):
             raise ValueError(f"{value!r} must name a directory below the source directory, not the directory itself")
         return normal
+
+
+def effective_target(manifest: Manifest) -> str:
+    """The target a run goes to: compute.target, else docker for use_docker, else local."""
+    if manifest.compute.target:
+        return manifest.compute.target
+    return "docker" if manifest.use_docker else "local"

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from runner.manifest.fields import ENV_NAME_PATTERN, INPUT_NAME_PATTERN, MAX_TASKS, InputRef, ResumeRef
-from runner.manifest.model import Manifest, MpiTraining, MultiWorkerMirroredTraining, ParameterServerTraining
+from runner.manifest.model import Manifest, MpiTraining, MultiWorkerMirroredTraining, ParameterServerTraining, effective_target
 from runner.manifest.frameworks import HOROVOD_FRAMEWORKS, horovod_compatible
 from runner.manifest.image_rules import check_images
 from runner.manifest.signing import check_signing
@@ -304,12 +304,6 @@ def _checkpoints(manifest: Manifest) -> list[Problem]:
     if target not in ON_THIS_MACHINE:  # the sync reads the run's workdir on this machine
         problems.append((("checkpoints",), f"checkpoint sync needs the {' or '.join(ON_THIS_MACHINE)} target, not {target}"))
     return problems
-
-
-def effective_target(manifest: Manifest) -> str:
-    if manifest.compute.target:
-        return manifest.compute.target
-    return "docker" if manifest.use_docker else "local"
 
 
 def _files(manifest: Manifest, base_dir: Path) -> list[Problem]:

@@ -237,15 +237,16 @@ def check_prices(loaded: LoadedManifest) -> None:
     manifest = loaded.manifest
     if manifest.sweep.limits.max_cost is None or manifest.compute.cost is not None:
         return
-    where = f"{loaded.path}: sweep.limits.max_cost: a cost budget needs prices"
-    if manifest.compute.target != "pool":
-        raise ManifestError(f"{where}: set compute.cost (or, with compute.target: pool, cost: in the pool file)")
-    from runner.targets.pool.inventory import load_pool
-    from runner.targets.pool.target import pool_path
+    from runner.manifest import effective_target
+    from runner.targets.catalog import TARGETS
+    from runner.targets.factory import target_for
 
-    pool = load_pool(pool_path(loaded))
-    if pool.pool.cost is None:
-        raise ManifestError(f"{where}: {pool.path} has no cost: (and compute.cost is not set)")
+    where = f"{loaded.path}: sweep.limits.max_cost: a cost budget needs prices"
+    target = effective_target(manifest)
+    if not TARGETS[target].own_prices:
+        raise ManifestError(f"{where}: set compute.cost (or, with compute.target: pool, cost: in the pool file)")
+    if target_for(target).listed_prices(loaded) is None:
+        raise ManifestError(f"{where}: compute.cost is not set, and the {target} target lists none (cost: in the pool file)")
 
 
 def run_sweep(loaded: LoadedManifest, logger: Logger, settings: Settings, home: Path, environ: Mapping[str, str],

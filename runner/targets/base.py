@@ -152,6 +152,11 @@ class Target:
         cgroup) once it exists. By default None: they run elsewhere, or cannot be told apart."""
         return None
 
+    def listed_prices(self, loaded: LoadedManifest):
+        """The prices this target knows of before a run, besides the manifest's compute.cost (the pool
+        file's `cost:`), for a sweep's cost budget; its catalog row's own_prices says it may have some."""
+        return None
+
     def prices(self, state: TargetState):
         """What an hour of this target's GPUs and CPUs costs (a runner.manifest.cost.CostSpec), when
         the target knows (the pool file's `cost:`); the manifest's compute.cost comes first. By default: unknown."""

@@ -17,13 +17,14 @@ class TargetRow(NamedTuple):
     containers: bool  # runs in the training image, so `use_docker: true` goes with it
     on_this_machine: bool  # the training uses this machine's CPUs, GPUs and run directory (checkpoint sync reads it)
     command: str | None = None  # the module in runner/targets/NAME/ behind `tftrain NAME` (factory.target_command), if any
+    own_prices: bool = False  # it may know its prices without compute.cost (the pool file's cost:): Target.listed_prices
 
 
 # The order is the manifest schema's and --target's
 TARGETS: dict[str, TargetRow] = {
     "local": TargetRow("LocalTarget", containers=False, on_this_machine=True),
     "docker": TargetRow("DockerTarget", containers=True, on_this_machine=True),
-    "pool": TargetRow("PoolTarget", containers=True, on_this_machine=False, command="survey"),
+    "pool": TargetRow("PoolTarget", containers=True, on_this_machine=False, command="survey", own_prices=True),
     "kubernetes": TargetRow("KubernetesTarget", containers=True, on_this_machine=False),
     "slurm": TargetRow("SlurmTarget", containers=False, on_this_machine=False),
 }

@@ -63,6 +63,9 @@ class PoolTarget(Target):
             raise PlacementError(f"compute.target: pool: this job can never run on {pool.path}: {reason}")
         return PoolJob(base_image=base.base_image, pool=pool, request=request)
 
+    def listed_prices(self, loaded: LoadedManifest):
+        return load_pool(pool_path(loaded)).pool.cost
+
     def prices(self, state: PoolJob | PoolSession):
         return state.pool.pool.cost if isinstance(state, PoolJob) else None
 

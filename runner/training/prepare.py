@@ -108,6 +108,8 @@ def _snapshot(loaded: LoadedManifest, paths: RunPaths, store: Store | None, logg
 def _warn_secret_files(loaded: LoadedManifest, paths: RunPaths, logger: Logger) -> None:
     """One warning per file of the snapshot that holds a secret's value (a signing key kept in the
     source directory is copied into every run): registration and publishing leave it out."""
+    if not loaded.manifest.secrets:  # nothing to look for: the scan (and the model's checksums) stay off the start
+        return
     from runner.history.secret_scan import secret_files, secret_values as values_of, warning
 
     for relative, secret in secret_files(paths.workdir, values_of(loaded.manifest.secrets)).items():

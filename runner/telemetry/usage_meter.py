@@ -56,8 +56,12 @@ def _queue_watch(control) -> list[float]:
 
 
 def _running_seconds(started: float, control, queued_at: list[float]) -> float:
-    """Wall seconds of the allocation: from when the plan left the queue (control.start_clock) when it
-    waited in one, none when it never left it; else from the start of Running."""
+    """Wall seconds of the allocation: the scheduler's own figure where the target has one
+    (control.allocated_seconds: how long the job ran, not how long tftrain waited for its answers);
+    else from when the plan left the queue (control.start_clock) when it waited in one, none when it
+    never left it; else from the start of Running."""
+    if control.allocated_seconds is not None:
+        return control.allocated_seconds
     since = control.running_since
     if queued_at:
         if since is None or since < queued_at[0]:

@@ -153,6 +153,11 @@ class Target:
         cgroup) once it exists. By default None: they run elsewhere, or cannot be told apart."""
         return None
 
+    def allocated_gpus(self, state: TargetState) -> int | None:
+        """The GPUs a scheduler allocates to the whole run, where the target asks for them itself
+        (Slurm: every GPU its sbatch request holds); None: one per GPU-role process with use_gpu."""
+        return None
+
     def prices(self, state: TargetState):
         """What an hour of this target's GPUs and CPUs costs (a runner.manifest.cost.CostSpec), when
         the target knows (the pool file's `cost:`); the manifest's compute.cost comes first. By default: unknown."""

@@ -17,7 +17,9 @@ def metering(ctx, training):
     processes where the target can find them (Target.process_group); `training.usage` is set however Running ends."""
     manifest, plan = ctx.manifest, training.prepared.plan
     prices = manifest.compute.cost or ctx.target.prices(ctx.checked)
-    gpu_processes = sum(1 for task in plan.tasks if task.role in GPU_ROLES) if manifest.use_gpu else 0
+    gpu_processes = ctx.target.allocated_gpus(ctx.checked)  # a scheduler's request, where the target makes one
+    if gpu_processes is None:
+        gpu_processes = sum(1 for task in plan.tasks if task.role in GPU_ROLES) if manifest.use_gpu else 0
     gpus = None
     if manifest.use_gpu and plan.target in ON_THIS_MACHINE:
         gpus = GpuMonitor.open(visible=ctx.settings.cuda_visible_devices, warn=ctx.logger.warning)

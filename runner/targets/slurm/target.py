@@ -29,6 +29,7 @@ from runner.settings import Settings
 from runner.targets.base import Environment, Outcome, Probe, RunControl, Target, TargetState
 from runner.targets.local.target import LocalState, LocalTarget, task_environment
 from runner.targets.slurm import jobs
+from runner.targets.slurm.gpus import gpus_allocated
 from runner.targets.slurm.script import BatchRequest, Launch, LaunchMode, batch_request, batch_script, launch_for, shared_env, tasks_document
 from runner.targets.slurm.tail import FileTail
 from runner.targets.slurm.watch import JobWatch, ending_of
@@ -138,6 +139,9 @@ class SlurmTarget(Target):
         files = {SCRIPT: batch_script(request, launch, job_dir, plan.tasks[0].cwd, run_id), TASKS: tasks_document(plan, job_dir)}
         self.launch, self.request = launch, request
         return replace(plan, files={**plan.files, **files})
+
+    def allocated_gpus(self, state: SlurmState) -> int:
+        return gpus_allocated(state.request)
 
     @contextmanager
     def probing(self, env: Environment, paths: RunPaths, warm: bool) -> Iterator[Probe]:

@@ -78,6 +78,7 @@ class RunControl:
     stop_signal: int | None = None  # the signal to tftrain that set `cancel` (SIGINT: a user; SIGTERM, SIGHUP: the machine going away)
     archive_limits: ArchiveLimits = field(default_factory=ArchiveLimits)  # what a copy-out extracts at most (Settings)
     running_since: float | None = None  # time.monotonic() when the clock started (usage counts from it)
+    allocated_seconds: float | None = None  # how long a scheduler held the plan's allocation, where the target knows (Slurm): usage counts it, not tftrain's clock
 
     def start_clock(self) -> None:
         """max_run_duration_seconds counts from now: as the plan starts, or leaves a scheduler's queue."""
@@ -155,6 +156,11 @@ class Target:
     def listed_prices(self, loaded: LoadedManifest):
         """The prices this target knows of before a run, besides the manifest's compute.cost (the pool
         file's `cost:`), for a sweep's cost budget; its catalog row's own_prices says it may have some."""
+        return None
+
+    def allocated_gpus(self, state: TargetState) -> int | None:
+        """The GPUs a scheduler allocates to the whole run, where the target asks for them itself
+        (Slurm: every GPU its sbatch request holds); None: one per GPU-role process with use_gpu."""
         return None
 
     def prices(self, state: TargetState):

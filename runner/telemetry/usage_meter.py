@@ -17,7 +17,9 @@ def metering(ctx, training):
     processes where the target can find them (Target.process_group); `training.usage` is set however Running ends."""
     manifest, plan = ctx.manifest, training.prepared.plan
     prices = manifest.compute.cost or ctx.target.prices(ctx.checked)
-    gpu_processes = sum(1 for task in plan.tasks if task.role in GPU_ROLES) if manifest.use_gpu else 0
+    gpu_processes = ctx.target.allocated_gpus(ctx.checked)  # a scheduler's request, where the target makes one
+    if gpu_processes is None:
+        gpu_processes = sum(1 for task in plan.tasks if task.role in GPU_ROLES) if manifest.use_gpu else 0
     gpus = None
     if manifest.use_gpu and plan.target in ON_THIS_MACHINE:
         gpus = GpuMonitor.open(visible=ctx.settings.cuda_visible_devices, warn=ctx.logger.warning)
@@ -56,8 +58,12 @@ def _queue_watch(control) -> list[float]:
 
 
 def _running_seconds(started: float, control, queued_at: list[float]) -> float:
-    """Wall seconds of the allocation: from when the plan left the queue (control.start_clock) when it
-    waited in one, none when it never left it; else from the start of Running."""
+    """Wall seconds of the allocation: the scheduler's own figure where the target has one
+    (control.allocated_seconds: how long the job ran, not how long tftrain waited for its answers);
+    else from when the plan left the queue (control.start_clock) when it waited in one, none when it
+    never left it; else from the start of Running."""
+    if control.allocated_seconds is not None:
+        return control.allocated_seconds
     since = control.running_since
     if queued_at:
         if since is None or since < queued_at[0]:

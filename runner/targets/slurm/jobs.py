@@ -2,8 +2,9 @@
 sacct where slurmdbd answers, the jobcomp file after both forgot it, scancel, squeue by name.
 
 Every answer is parsed as hostile text: a state tftrain does not know is none of its own, a line
-that does not parse is no job. Each command runs with a time limit; a controller that does not
-answer is ClusterError, one line.
+that does not parse is no job. Every command runs through `run`: a time limit (a controller that
+does not answer is ClusterError, one line) and its output decoded with replacement (a cluster's
+bytes are not always UTF-8: a job name, a reason, a site's wrapper script).
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from enum import Enum
 from pathlib import Path
 
-from runner.errors import ClusterError, ManifestError, PlacementError, UnsupportedError
+from runner.errors import ClusterError, FatalError, ManifestError, PlacementError, UnsupportedError
+from runner.manifest.document import one_line
 
 COMMAND_SECONDS = 30.0
 JOB_ID = re.compile(r"^(\d{1,12})(;[^\s]*)?$")
@@ -71,6 +75,7 @@ class JobInfo:
     reason: str = ""
     exit_code: int | None = None  # the batch script's, from ExitCode=N:S
     signal: int | None = None
+    elapsed: float | None = None  # seconds from the job's start to its end, by Slurm's clock (an ended job's)
 
 
 def require(program: str = "sbatch") -> str:
@@ -83,15 +88,24 @@ def require(program: str = "sbatch") -> str:
     return path
 
 
-def run(argv: list[str], stdin: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+class Silent(ClusterError):
+    """A scheduler command that did not answer in COMMAND_SECONDS: what it was asked may have been done."""
+
+
+def run(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """One scheduler command, its output as text whatever its bytes; Silent past COMMAND_SECONDS,
+    UnsupportedError when it cannot be started."""
     try:
-        return subprocess.run(
-            argv, input=stdin, capture_output=True, text=True, timeout=COMMAND_SECONDS, check=False, env=env,
-        )
+        result = subprocess.run(argv, capture_output=True, timeout=COMMAND_SECONDS, check=False, env=env, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
-        raise ClusterError(f"{argv[0]} did not answer in {COMMAND_SECONDS:g} s: is slurmctld running?") from None
+        raise Silent(f"{Path(argv[0]).name} did not answer in {COMMAND_SECONDS:g} s: is slurmctld running?") from None
     except OSError as exc:
-        raise UnsupportedError(f"cannot run {argv[0]}: {exc.strerror}") from None
+        raise UnsupportedError(f"cannot run {Path(argv[0]).name}: {exc.strerror}") from None
+    return subprocess.CompletedProcess(argv, result.returncode, _text(result.stdout), _text(result.stderr))
+
+
+def _text(data: bytes | None) -> str:
+    return (data or b"").decode("utf-8", errors="replace")
 
 
 def refusal(stderr: str) -> str:
@@ -122,15 +136,42 @@ def test_only(options: list[str], where: str) -> None:
         raise judge_refusal(result.stderr, where)
 
 
-def submit(script: Path, env: dict[str, str], where: str) -> str:
-    """The job's id; `env`: sbatch's whole environment, which Slurm exports to every task."""
-    result = run([require(), "--parsable", str(script)], env=env)
+def submit(script: Path, env: dict[str, str], where: str, name: str, comment: str, warn: Callable[[str], None]) -> str:
+    """The job's id; `env`: sbatch's whole environment, which Slurm exports to every task. A submission
+    sbatch does not confirm (no answer in time, no job id in its answer, the controller's timeout)
+    may have reached slurmctld all the same: the job is looked for by its name and this home's
+    comment, adopted when there is one (`warn` says so), canceled when there are more, and the
+    run fails (ClusterError) when none is found."""
+    try:
+        result = run([require(), "--parsable", str(script)], env=env)
+    except Silent as silent:
+        return _adopt(name, comment, str(silent), warn)
     if result.returncode != 0:
-        raise judge_refusal(result.stderr, where)
+        refused = judge_refusal(result.stderr, where)
+        if type(refused) is ClusterError:  # not a refusal of the request: the controller's trouble
+            return _adopt(name, comment, str(refused), warn)
+        raise refused
     match = JOB_ID.match(result.stdout.strip())
     if match is None:
-        raise ClusterError(f"sbatch answered no job id: {result.stdout.strip()[:200]!r}")
+        return _adopt(name, comment, f"sbatch answered no job id ({one_line(result.stdout.strip())[:200]!r})", warn)
     return match.group(1)
+
+
+def _adopt(name: str, comment: str, why: str, warn: Callable[[str], None]) -> str:
+    try:
+        found = jobs_named(name, comment, every_state=True)
+    except FatalError as exc:
+        raise ClusterError(
+            f"{why}; whether job {name} was submitted is not known ({exc}): once slurmctld answers, "
+            f"`squeue --me -n {name}` and scancel it"
+        ) from None
+    if len(found) == 1:
+        warn(f"{why}; Slurm job {found[0]} ({name}) is in the queue: tftrain supervises it")
+        return found[0]
+    for job_id in found:
+        cancel(job_id)
+    gone = f": jobs {', '.join(found)} of that name were canceled" if found else ", and no job of that name is in the queue"
+    raise ClusterError(f"{why}{gone}")
 
 
 def parse_fields(text: str) -> dict[str, str]:
@@ -149,27 +190,55 @@ def exit_of(text: str) -> tuple[int | None, int | None]:
     return (int(match.group(1)), int(match.group(2))) if match else (None, None)
 
 
+def elapsed_of(fields: dict[str, str]) -> float | None:
+    """EndTime − StartTime (scontrol's and the jobcomp record's ISO times) of an ended job."""
+    try:
+        start, end = (datetime.fromisoformat(fields.get(key, "")) for key in ("StartTime", "EndTime"))
+    except ValueError:  # "Unknown", "None", a record cut short
+        return None
+    seconds = (end - start).total_seconds()
+    return seconds if 0 <= seconds < 10**9 else None
+
+
 def info_from(fields: dict[str, str]) -> JobInfo:
     code, sig = exit_of(fields.get("ExitCode", ""))
     reason = fields.get("Reason", "")
-    return JobInfo(JobState.parse(fields.get("JobState", "")), "" if reason == "None" else reason, code, sig)
+    state = JobState.parse(fields.get("JobState", ""))
+    return JobInfo(state, "" if reason == "None" else reason, code, sig, elapsed_of(fields) if state.ended else None)
 
 
-def job_info(job_id: str, jobcomp: Path | None) -> JobInfo | None:
-    """The job's state: scontrol while slurmctld remembers it, else sacct, else the jobcomp file;
-    None when nothing knows the job. ClusterError when slurmctld does not answer."""
+def job_info(job_id: str, jobcomp: Callable[[], Path | None]) -> JobInfo | None:
+    """The job's state: scontrol while slurmctld remembers it, else sacct where accounting answers,
+    else the jobcomp file (`jobcomp()`: where it is); None when nothing knows the job. ClusterError
+    when slurmctld does not answer."""
     result = run(["scontrol", "-o", "show", "job", job_id])
     if result.returncode == 0 and result.stdout.strip():
         return info_from(parse_fields(result.stdout))
     if "invalid job id" not in result.stderr.lower():
         raise ClusterError(f"scontrol show job {job_id}: {refusal(result.stderr)}")
-    accounted = run(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State,ExitCode"])
-    line = accounted.stdout.strip().splitlines()[:1] if accounted.returncode == 0 else []
-    if line and "|" in line[0]:
-        state, code = line[0].split("|", 1)
-        number, sig = exit_of(code)
-        return JobInfo(JobState.parse(state), "", number, sig)
-    return from_jobcomp(job_id, jobcomp) if jobcomp else None
+    accounted = from_sacct(job_id)
+    if accounted is not None:
+        return accounted
+    path = jobcomp()
+    return from_jobcomp(job_id, path) if path else None
+
+
+def from_sacct(job_id: str) -> JobInfo | None:
+    """sacct's record of the job; None where there is no sacct, no accounting, or no record."""
+    if shutil.which("sacct") is None:
+        return None
+    try:
+        result = run(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State,ExitCode,ElapsedRaw"])
+    except FatalError:  # slurmdbd not answering is no verdict on the job
+        return None
+    line = result.stdout.strip().splitlines()[:1] if result.returncode == 0 else []
+    words = line[0].split("|") if line else []
+    if len(words) != 3:
+        return None
+    number, sig = exit_of(words[1])
+    state = JobState.parse(words[0])
+    elapsed = float(words[2]) if words[2].isdigit() and state.ended else None
+    return JobInfo(state, "", number, sig, elapsed)
 
 
 def from_jobcomp(job_id: str, path: Path) -> JobInfo | None:
@@ -183,8 +252,12 @@ def from_jobcomp(job_id: str, path: Path) -> JobInfo | None:
 
 
 def jobcomp_file() -> Path | None:
-    """Where slurm.conf keeps the jobcomp/filetxt records (JobCompLoc), if it does."""
-    result = run(["scontrol", "show", "config"])
+    """Where slurm.conf keeps the jobcomp/filetxt records (JobCompLoc), if it does (None as well
+    while slurmctld does not answer)."""
+    try:
+        result = run(["scontrol", "show", "config"])
+    except FatalError:
+        return None
     fields = {}
     for line in result.stdout.splitlines():
         key, sep, value = line.partition("=")
@@ -202,11 +275,14 @@ def cancel(job_id: str, signal_name: str | None = None) -> None:
     run(argv)
 
 
-def jobs_named(name: str, comment: str) -> list[str]:
-    """Ids of this user's jobs with that name and comment still in the queue (a lost run's)."""
+def jobs_named(name: str, comment: str, every_state: bool = False) -> list[str]:
+    """Ids of this user's jobs with that name and comment in the queue (a lost run's); `every_state`:
+    also those that ended and that slurmctld still remembers."""
     if shutil.which("squeue") is None:
         return []
-    result = run(["squeue", "-h", "--me", "-n", name, "-o", "%i|%k"])
+    result = run(["squeue", "-h", "--me", "-n", name, "-o", "%i|%k", *(["-t", "all"] if every_state else [])])
+    if result.returncode != 0:
+        raise ClusterError(f"squeue: {refusal(result.stderr)}")
     found = []
     for line in result.stdout.splitlines():
         job_id, _, their_comment = line.strip().partition("|")

@@ -31,7 +31,8 @@ def node_address(node: str) -> str:
         pass
     try:  # a controller that does not answer must not hold the task past its rendezvous
         shown = subprocess.run(
-            ["scontrol", "-o", "show", "node", node], capture_output=True, text=True, check=False, timeout=SCONTROL_SECONDS
+            ["scontrol", "-o", "show", "node", node], capture_output=True, text=True, errors="replace", check=False,
+            timeout=SCONTROL_SECONDS,
         ).stdout
     except (OSError, subprocess.TimeoutExpired):
         return node

@@ -29,9 +29,10 @@ from runner.settings import Settings
 from runner.targets.base import Environment, Outcome, Probe, RunControl, Target, TargetState
 from runner.targets.local.target import LocalState, LocalTarget, task_environment, user_managed_state
 from runner.targets.slurm import jobs
+from runner.targets.slurm.gpus import gpus_allocated
 from runner.targets.slurm.script import BatchRequest, Launch, LaunchMode, batch_request, batch_script, launch_for, shared_env, tasks_document
 from runner.targets.slurm.tail import FileTail
-from runner.targets.slurm.watch import ControllerSilent, JobWatch, ending_of
+from runner.targets.slurm.watch import JobWatch, ending_of
 from runner.targets.supervise import STOP_REST_SECONDS, by_policy, supervise
 from runner.telemetry.logger import Logger
 from runner.telemetry.logpump import LineSink, LogPump
@@ -91,6 +92,7 @@ class SlurmTarget(Target):
         self.paths: RunPaths | None = None
         self.state: SlurmState | None = None
         self.launch: Launch | None = None
+        self.request: BatchRequest | None = None
 
     def check(self, loaded: LoadedManifest, dry_run: bool = False) -> SlurmState:
         manifest = loaded.manifest
@@ -128,8 +130,11 @@ class SlurmTarget(Target):
         request = replace(self.state.request, job_name=f"tftrain-{run_id}")
         launch = launch_for(plan, loaded.manifest, job_dir, plan.tasks[0].argv[0], self.state.pmix)
         files = {SCRIPT: batch_script(request, launch, job_dir, plan.tasks[0].cwd, run_id), TASKS: tasks_document(plan, job_dir)}
-        self.launch = launch
+        self.launch, self.request = launch, request
         return replace(plan, files={**plan.files, **files})
+
+    def allocated_gpus(self, state: SlurmState) -> int:
+        return gpus_allocated(state.request)
 
     @contextmanager
     def probing(self, env: Environment, paths: RunPaths, warm: bool) -> Iterator[Probe]:
@@ -142,47 +147,62 @@ class SlurmTarget(Target):
         by_driver = self.launch.mode == LaunchMode.MPIRUN
         job_dir.chmod(0o700)  # the raw logs below hold what the masked ones in logs/ do not
         tails = _follow(plan, pump, sinks, job_dir, by_driver)
-        job_id = None
+        watch = None
         try:
-            job_id = jobs.submit(job_dir / SCRIPT, task_environment(shared_env(plan)), "compute.slurm")  # PYTHONPATH joined, as local
+            job_id = jobs.submit(  # PYTHONPATH joined, as local
+                job_dir / SCRIPT, task_environment(shared_env(plan)), "compute.slurm",
+                self.request.job_name, self.request.comment, logger.warning,
+            )
             logger.info(f"slurm job {job_id} submitted: {job_dir / SCRIPT}")
-            watch = JobWatch(job_id, job_dir, plan, by_driver, jobs.jobcomp_file(), logger)
-
-            def stop(grace: float) -> None:
-                watch.stop(grace, control.force)
-
-            waited = watch.queue(control, self.state.queue_timeout)  # Queued while PENDING
-            if waited is not None:
-                return waited
-            control.start_clock()  # max_run_duration_seconds counts from Running, not from the submission
-            decided = by_policy(watch.codes, stop, plan.success_policy, control)
-
-            def judge() -> Outcome | None:
-                outcome = decided()
-                if outcome is not None:
-                    return outcome
-                info = watch.state()
-                if info is not None and info.state.ended:
-                    return decided() or ending_of(info, job_id)
-                return None
-
-            outcome = supervise(judge, stop, control, every=POLL_SECONDS, stopped=f"; Slurm job {job_id} was canceled")
+            watch = JobWatch(job_id, job_dir, plan, by_driver, logger)
             try:
-                info = None if outcome.taken else watch.state(fresh=True)
-            except ControllerSilent:  # the job may run on: stop says so, and sends scancel
-                info = None
-                stop(0.0)
-            except Vanished:  # Slurm forgot the job: nothing of it is left to stop
-                info = None
-            if info is not None and not info.state.ended:  # decided by its tasks: what is left (parameter servers) goes
-                stop(min(control.grace_seconds, STOP_REST_SECONDS))
-            return outcome
+                return self._supervise(watch, plan, control)
+            except BaseException:  # tftrain's own failure: the job must not train on unsupervised
+                watch.stop(0.0, control.force)
+                raise
         finally:
+            control.allocated_seconds = (watch.allocated_seconds() if watch is not None else None) or 0.0
             for tail in tails:
                 tail.finish()
             pump.join()
             for tail in tails:  # unmasked: the run keeps the masked copies (logs/<rank>.log)
                 tail.path.unlink(missing_ok=True)
+
+    def _supervise(self, watch: JobWatch, plan: LaunchPlan, control: RunControl) -> Outcome:
+        """Queued while PENDING, then the tasks' exit files by the success policy, Slurm's state for
+        what they cannot tell."""
+
+        def stop(grace: float) -> None:
+            watch.stop(grace, control.force)
+
+        waited = watch.queue(control, self.state.queue_timeout)
+        if waited is not None:
+            return waited
+        control.start_clock()  # max_run_duration_seconds counts from Running, not from the submission
+        decided = by_policy(watch.codes, stop, plan.success_policy, control)
+
+        def judge() -> Outcome | None:
+            outcome = decided()
+            if outcome is None:
+                try:
+                    info = watch.state()
+                except Vanished:  # Slurm forgot the job: its tasks' exit files may still say how it ended
+                    outcome = decided()
+                    if outcome is None:
+                        raise
+                    info = None
+                if info is not None and info.state.ended:
+                    outcome = decided() or ending_of(info, watch.job_id)
+            if outcome is not None:
+                watch.decided()
+            return outcome
+
+        outcome = supervise(judge, stop, control, every=POLL_SECONDS, stopped=f"; Slurm job {watch.job_id} was canceled")
+        if not outcome.taken:
+            info = watch.final_state()
+            if info is not None and not info.state.ended:  # decided by its tasks: what is left (parameter servers) goes
+                stop(min(control.grace_seconds, STOP_REST_SECONDS))
+        return outcome
 
 
 def _follow(plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], job_dir: Path, by_driver: bool) -> list[FileTail]:

@@ -5,8 +5,10 @@ signal, the grace, then scancel for good, until Slurm no longer runs the job."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from runner.errors import ClusterError, PlacementError, Vanished
@@ -15,12 +17,14 @@ from runner.manifest.document import one_line
 from runner.plan.model import LaunchPlan, TaskSpec
 from runner.targets.base import Outcome, RunControl
 from runner.targets.slurm import jobs
+from runner.targets.slurm.asking import Asker, scheduler_failure
 from runner.targets.slurm.jobs import JobInfo, JobState
 from runner.targets.supervise import canceled
 from runner.telemetry.logger import Logger
 
 STATE_EVERY = 0.5  # seconds between two questions to slurmctld
 SILENT_SECONDS = 60.0  # slurmctld not answering this long: the job is lost to tftrain
+ASK_SECONDS = jobs.COMMAND_SECONDS + 5.0  # the longest wait for a fresh answer
 GONE_WAIT_SECONDS = 30.0  # after the kill, how long to wait for Slurm to end the job
 REASON_CHARS = 200  # of Slurm's pending reason, kept in the run's record
 UNSEEN_SECONDS = 60.0  # a PENDING job without a reason is not yet looked at: Slurm's default sched_interval to do so
@@ -67,13 +71,21 @@ class ControllerSilent(Vanished):
 
 
 class JobWatch:
-    def __init__(self, job_id: str, job_dir: Path, plan: LaunchPlan, by_driver: bool, jobcomp: Path | None, logger: Logger) -> None:
-        self.job_id, self.job_dir, self.plan, self.jobcomp, self.logger = job_id, job_dir, plan, jobcomp, logger
+    def __init__(self, job_id: str, job_dir: Path, plan: LaunchPlan, by_driver: bool, logger: Logger,
+                 jobcomp: Callable[[], Path | None] | None = None) -> None:
+        self.job_id, self.job_dir, self.plan, self.logger = job_id, job_dir, plan, logger
         self.by_driver = by_driver  # mpirun: its exit status is the job's
+        where = functools.cache(jobcomp or jobs.jobcomp_file)  # asked once, and only for a job slurmctld forgot
+        self.asker = Asker(lambda: jobs.job_info(job_id, where))
         self.info: JobInfo | None = None
+        self.read = 0  # the number of the last answer read
         self.asked = 0.0
         self.answered = time.monotonic()
+        self.warned = False
+        self.failing = False  # the last answer read was the scheduler's failure
         self.told: tuple[JobState, str] | None = None
+        self.started_at: float | None = None  # when tftrain first saw the job run (time.monotonic())
+        self.ended_at: float | None = None  # … and end: Slurm's state, or its tasks' verdict
 
     def codes(self) -> list[tuple[TaskSpec, int | None]]:
         """(task, exit status or None) for what tftrain judges: the driver (mpirun) or each task."""
@@ -81,24 +93,71 @@ class JobWatch:
             return [(self.plan.driver, read_exit(self.job_dir / "exit" / "driver"))]
         return [(task, read_exit(self.job_dir / "exit" / str(task.rank))) for task in self.plan.tasks]
 
+    def started(self) -> bool:
+        """Whether the job has left PENDING: Slurm says so, or the job's batch.log exists (Slurm
+        creates it as the batch script starts), which needs no answer from slurmctld."""
+        if self.started_at is None and (self.job_dir / "batch.log").exists():
+            self.started_at = time.monotonic()
+        return self.started_at is not None
+
+    def decided(self) -> None:
+        """The tasks' exit files decided the run: the job's time ends here, as far as tftrain saw."""
+        self.started()
+        if self.ended_at is None:
+            self.ended_at = time.monotonic()
+
+    def allocated_seconds(self) -> float | None:
+        """How long the job held its allocation: Slurm's EndTime − StartTime where it told them, else
+        what tftrain saw (batch.log or RUNNING, to the tasks' verdict or the job's end); None: it never ran."""
+        if self.info is not None and self.info.elapsed is not None:
+            return self.info.elapsed
+        if self.started_at is None:
+            return None
+        return (self.ended_at or time.monotonic()) - self.started_at
+
     def state(self, fresh: bool = False) -> JobInfo | None:
-        """The job's state, asked at most every STATE_EVERY seconds; the console hears each change."""
+        """The job's state as slurmctld last told it, asked at most every STATE_EVERY seconds in a
+        thread of its own (a hung scontrol never holds the run); `fresh`: an answer to a question
+        asked now, waited for up to ASK_SECONDS. The console hears each change, and once that
+        slurmctld does not answer; ControllerSilent after SILENT_SECONDS of that."""
         now = time.monotonic()
-        if not fresh and now - self.asked < STATE_EVERY:
-            return self.info
-        self.asked = now
-        try:
-            info = jobs.job_info(self.job_id, self.jobcomp)
-        except ClusterError as exc:
-            if now - self.answered > SILENT_SECONDS:
-                raise ControllerSilent(f"slurmctld stopped answering about job {self.job_id}: {exc}") from None
-            return self.info
-        self.answered = now
-        if info is None:
+        if fresh:
+            answer = self.asker.wait(self.asker.send(), ASK_SECONDS)
+        else:
+            if now - self.asked >= STATE_EVERY:
+                self.asked = now
+                self.asker.send()
+            answer = self.asker.newer(self.read)
+        if answer is None or (failure := scheduler_failure(answer)) is not None:
+            if answer is not None:
+                self.read = answer.number
+            return self._silence(failure if answer is not None else jobs.Silent(f"scontrol did not answer in {ASK_SECONDS:g} s"))
+        self.read = answer.number
+        self.answered = time.monotonic()
+        self.failing = False
+        if answer.info is None:
             raise Vanished(f"Slurm no longer knows job {self.job_id}")
+        self._seen(answer.info)
+        return answer.info
+
+    def _silence(self, failure: Exception | None) -> JobInfo | None:
+        self.failing = self.failing or failure is not None
+        if failure is not None and not self.warned:
+            self.warned = True
+            self.logger.warning(
+                f"slurm job {self.job_id}: {failure}; tftrain keeps asking, and judges the job by its tasks' exit files meanwhile"
+            )
+        if time.monotonic() - self.answered > SILENT_SECONDS:
+            raise ControllerSilent(f"slurmctld stopped answering about job {self.job_id}" + (f": {failure}" if failure else ""))
+        return self.info
+
+    def _seen(self, info: JobInfo) -> None:
         self.info = info
+        if info.state != JobState.PENDING and self.started_at is None:
+            self.started_at = time.monotonic()
+        if info.state.ended and self.ended_at is None:
+            self.ended_at = time.monotonic()
         self._tell(info)
-        return info
 
     def _tell(self, info: JobInfo) -> None:
         said = (info.state, info.reason if info.state == JobState.PENDING else "")
@@ -119,10 +178,10 @@ class JobWatch:
         since, told = time.monotonic(), None
         while True:
             try:
-                info = self.state(fresh=True)
+                info = self.state()
             except Vanished:
                 return None  # the watch meets it again, and fails the run
-            if info is not None and info.state != JobState.PENDING:
+            if (info is not None and info.state != JobState.PENDING) or self.started():
                 return None
             if info is not None and info.reason != told and control.queued is not None:
                 told = info.reason
@@ -148,6 +207,19 @@ class JobWatch:
             self._cancel_unseen(silent)
         except Vanished:
             pass  # Slurm forgot the job: nothing of it runs
+        except ClusterError as silent:  # scancel did not answer
+            self.logger.warning(f"slurm job {self.job_id}: {silent}; it may still be running: scancel {self.job_id} once slurmctld answers")
+
+    def final_state(self) -> JobInfo | None:
+        """The job's state once its tasks decided the run, asked afresh while slurmctld answers; None
+        while it does not (a hung controller holds no verdict: a job whose tasks all reported ends by
+        itself, and the success policy has stopped the rest), or once Slurm forgot the job."""
+        if self.asker.out_for() > STATE_EVERY * 4 or self.failing:
+            return None
+        try:
+            return self.state(fresh=True)
+        except Vanished:  # ControllerSilent too
+            return None
 
     def _cancel_unseen(self, silent: ControllerSilent) -> None:
         """scancel, once, for a job slurmctld says nothing about; the console says what is known."""

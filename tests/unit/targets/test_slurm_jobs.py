@@ -123,7 +123,7 @@ class Queue:
 
 
 def queue_watch() -> JobWatch:
-    return JobWatch("7", Path("/nonexistent"), None, False, None, Logger(io.StringIO(), settings=LoggerSettings()))
+    return JobWatch("7", Path("/nonexistent"), None, False, Logger(io.StringIO(), settings=LoggerSettings()))
 
 
 def told_control(told: list[str]) -> RunControl:
@@ -151,7 +151,7 @@ def test_canceled_while_pending(monkeypatch):
     slurm = Queue(monkeypatch, ["JobHeldUser"])
     told: list[str] = []
     control = told_control(told)
-    control.cancel.set()
+    control.queued = lambda reason: (told.append(reason), control.cancel.set())
     outcome = queue_watch().queue(control, 3600)
     assert outcome.status == RunStatus.CANCELED and "while queued; Slurm job 7 was canceled" in outcome.message
     assert slurm.canceled == [("7", None)]  # nothing ran: no grace, no signal to tasks, scancel at once
@@ -231,7 +231,7 @@ def test_stopping_a_job_slurmctld_no_longer_answers_about_is_not_taken_for_its_e
     monkeypatch.setattr(watch_module.jobs, "job_info", silent)
     monkeypatch.setattr(watch_module.jobs, "cancel", cancel)
     console = io.StringIO()
-    watch = JobWatch("7", Path("/nonexistent"), None, False, None, Logger(console, settings=LoggerSettings()))
+    watch = JobWatch("7", Path("/nonexistent"), None, False, Logger(console, settings=LoggerSettings()))
     watch.answered -= watch_module.SILENT_SECONDS + 1
     watch.stop(5.0, threading.Event())
     watch.logger.flush()

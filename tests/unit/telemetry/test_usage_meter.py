@@ -33,6 +33,9 @@ class Target:
     def process_group(self, control):
         return None  # the docker target's processes are in its containers
 
+    def allocated_gpus(self, state):
+        return None  # one per GPU-role process
+
 
 def context(use_gpu: bool, cost=None, target=None, tasks=None, where="docker"):
     manifest = SimpleNamespace(use_gpu=use_gpu, compute=SimpleNamespace(cost=cost))
@@ -40,7 +43,7 @@ def context(use_gpu: bool, cost=None, target=None, tasks=None, where="docker"):
     stream = io.StringIO()
     ctx = SimpleNamespace(
         manifest=manifest, target=target or Target(), checked=None, settings=SimpleNamespace(cuda_visible_devices=None),
-        control=SimpleNamespace(cgroup=None, queued=None, running_since=None), logger=Logger(stream, settings=LoggerSettings()),
+        control=SimpleNamespace(cgroup=None, queued=None, running_since=None, allocated_seconds=None), logger=Logger(stream, settings=LoggerSettings()),
     )
     points = []
     training = SimpleNamespace(prepared=SimpleNamespace(plan=plan), recorder=SimpleNamespace(record=points.extend), usage=None)
@@ -122,3 +125,27 @@ def test_a_plan_that_never_left_the_queue_used_nothing():
     with metering(ctx, training):
         ctx.control.queued("Resources")  # canceled while pending
     assert training.usage.wall_seconds == 0.0 and training.usage.cost == 0.0
+
+
+class SlurmLike(Target):
+    name = "slurm"
+
+    def allocated_gpus(self, state):
+        return 6  # its sbatch request: --gpus-per-socket=3 --sockets-per-node=2 (extra_args), one node
+
+
+def test_a_schedulers_own_figures_are_the_usage():
+    """A Slurm job: the GPUs its request holds (not one per GPU role), for the seconds Slurm says it
+    ran (control.allocated_seconds), not for how long tftrain waited on a hung scontrol."""
+    import time
+
+    from runner.targets.base import RunControl
+
+    ctx, training, _, _ = context(False, CostSpec(cpu_hour=3600.0, gpu_hour=3600.0), target=SlurmLike())
+    ctx.control = RunControl(marker="", grace_seconds=1)
+    with metering(ctx, training):
+        time.sleep(0.3)  # tftrain waiting
+        ctx.control.allocated_seconds = 0.1
+    usage = training.usage
+    assert usage.wall_seconds == 0.1 and usage.gpu_processes == 6 and usage.gpu_seconds == 0.6
+    assert usage.cost == 0.1 + 0.6

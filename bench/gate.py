@@ -104,6 +104,12 @@ def tftrain(manifest: Path, env: dict[str, str]) -> Sample:
     return Sample(last - first, ended - last, ahead)
 
 
+def _said(name: str, sample: Sample) -> str:
+    if sample.after is None:
+        return f"{name} {sample.script:.2f} s"
+    return f"{name} {sample.script:.2f} s (+{sample.after:.2f} s after, {'ahead' if sample.ahead else 'after the script'})"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=5, help="rounds, each running every mode once (default 5)")
@@ -132,7 +138,7 @@ def main() -> int:
             order = names[round_ % len(names):] + names[: round_ % len(names)]
             for name in order:
                 samples[name].append(modes[name]())
-            print(f"round {round_ + 1}: " + "  ".join(f"{name} {samples[name][-1].script:.2f} s" for name in names), flush=True)
+            print(f"round {round_ + 1}: " + "  ".join(_said(name, samples[name][-1]) for name in names), flush=True)
     print(f"after: {uptime()}")
     reference = [sample.script for sample in samples["bare"]]
     print(f"\nthe script's own time (first line to last), medians of {args.pairs} interleaved rounds:")

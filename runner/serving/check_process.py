@@ -120,8 +120,11 @@ class Warming:
                 self.note = decision.why
                 return
             self.note = f"started {time.monotonic() - self._began:.1f} s into the training, at the lowest priority: {decision.why}"
-            self.warm_log.write_text(f"gate: its process {self.note}\n")
-            self._warm = WarmProbe(self.python, self.pythonpath, self.warm_log)
+            try:
+                self.warm_log.write_text(f"gate: its process {self.note}\n")
+                self._warm = WarmProbe(self.python, self.pythonpath, self.warm_log)
+            except OSError as exc:  # it starts after the script, saying why not before
+                self.note = f"it could not start during the training ({exc.strerror or exc})"
 
     def _take(self) -> WarmProbe | None:
         self._ended.set()

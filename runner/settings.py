@@ -21,6 +21,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -157,6 +158,23 @@ def _positive(environ: Mapping[str, str], variable: str, default: int) -> int:
     return int(text)
 
 
+class GatePrestart(str, Enum):
+    """When the model gate's process may start, on this machine (TFTRAIN_GATE_PRESTART)."""
+
+    AUTO = "auto"  # during the training, once a CPU it may use sits idle; else after the script ended
+    NEVER = "never"  # after the script ended
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str]) -> GatePrestart:
+        text = environ.get("TFTRAIN_GATE_PRESTART", "").strip()
+        if not text:
+            return cls.AUTO
+        try:
+            return cls(text.lower())
+        except ValueError:
+            raise UsageError(f"TFTRAIN_GATE_PRESTART must be auto or never, not {text!r}") from None
+
+
 class Settings(_Resolved):
     github: GitHubContext = Field(default_factory=GitHubContext)
     inputs: ActionInputs = Field(default_factory=ActionInputs)
@@ -164,6 +182,7 @@ class Settings(_Resolved):
     archive_limits: ArchiveLimits = Field(default_factory=ArchiveLimits)
     cuda_visible_devices: str | None = None  # the GPUs this machine lets tftrain use; None: all that nvidia-smi lists
     machine: MachineClients = Field(default_factory=MachineClients)
+    gate_prestart: GatePrestart = GatePrestart.AUTO
 
 
 class LoggerSettings(_Resolved):
@@ -296,6 +315,7 @@ def resolve(environ: Mapping[str, str], args: object = None) -> Settings:
         archive_limits=ArchiveLimits.from_environment(environ),
         cuda_visible_devices=environ.get("CUDA_VISIBLE_DEVICES"),
         machine=MachineClients.from_environment(environ),
+        gate_prestart=GatePrestart.from_environment(environ),
     )
 
 

@@ -1,7 +1,7 @@
 """Start `python -m runner.serving.model_check` in a process of its own on this machine: its output
-into a log, a time limit, its whole process group gone afterwards. A warm probe is started with
-the training, at the lowest priority, and imports TensorFlow while the training runs; the check's
-arguments reach it on stdin once the training completed."""
+into a log, a time limit, its whole process group gone afterwards. A warm probe is started during
+the training once a CPU sits idle (runner.serving.prestart), at the lowest priority, and imports
+TensorFlow while the training runs; the check's arguments reach it on stdin once the training completed."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 PROBE_MODULE = "runner.serving.model_check"
@@ -79,32 +80,57 @@ class WarmProbe:
 
 
 class Warming:
-    """The gate's probe for a run on this machine: started ahead `after` seconds into the training
-    (None: never), else cold when the gate asks. Whatever is still running at exit is stopped."""
+    """The gate's probe for a run on this machine: started ahead during the training, no sooner than
+    `after` seconds into it and only once `watch` (runner.serving.prestart) finds a CPU idle (None:
+    never ahead); else cold when the gate asks, after the script ended. When and why it started is
+    the first line of the gate's log. Whatever is still running at exit is stopped."""
 
-    def __init__(self, python: str, pythonpath: Path | None, warm_log: Path, after: float | None) -> None:
+    def __init__(self, python: str, pythonpath: Path | None, warm_log: Path, after: float | None, sample=None, why_not: str = "") -> None:
+        """`sample`: what reads the machine (prestart.Machine().read_times by default); `why_not`:
+        what the log says when `after` is None."""
         self.python, self.pythonpath, self.warm_log, self.after = python, pythonpath, warm_log, after
+        self.sample, self.why_not = sample, why_not
         self._lock = threading.Lock()
         self._warm: WarmProbe | None = None
-        self._closed = False
-        self._timer: threading.Timer | None = None
+        self._ended = threading.Event()  # the training ended (the gate asks) or the run is over
+        self._watcher: threading.Thread | None = None
+        self._began = time.monotonic()
+        self.note = ""  # when and why the probe started
 
     def __enter__(self) -> Warming:
+        self._began = time.monotonic()
         if self.after is not None:
-            self._timer = threading.Timer(self.after, self._start)
-            self._timer.daemon = True
-            self._timer.start()
+            self._watcher = threading.Thread(target=self._watch, name="gate-prestart", daemon=True)
+            self._watcher.start()
         return self
 
-    def _start(self) -> None:
+    def _watch(self) -> None:
+        from runner.serving.prestart import Decision, Machine, watch
+
+        if self._ended.wait(self.after):
+            self.note = f"the training ended within {self.after:.0f} s"
+            return
+        try:
+            sample = self.sample or Machine().read_times
+            decision = watch(sample, lambda seconds: not self._ended.wait(seconds))
+        except Exception as exc:  # a machine that cannot be read: the probe starts after the script
+            decision = Decision(False, f"the machine could not be read ({type(exc).__name__}: {exc})")
         with self._lock:
-            if not self._closed and self._warm is None:
+            if not decision.start or self._ended.is_set():
+                self.note = decision.why
+                return
+            self.note = f"started {time.monotonic() - self._began:.1f} s into the training, at the lowest priority: {decision.why}"
+            try:
+                self.warm_log.write_text(f"gate: its process {self.note}\n")
                 self._warm = WarmProbe(self.python, self.pythonpath, self.warm_log)
+            except OSError as exc:  # it starts after the script, saying why not before
+                self.note = f"it could not start during the training ({exc.strerror or exc})"
 
     def _take(self) -> WarmProbe | None:
+        self._ended.set()
+        if self._watcher is not None:
+            self._watcher.join()
         with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
             warm, self._warm = self._warm, None
             return warm
 
@@ -113,6 +139,9 @@ class Warming:
         if warm is None or warm.process.poll() is not None:  # never started, or it died warming: a cold one
             if warm is not None:
                 warm.close()
+                self.note = "its process ahead died while importing TensorFlow"
+            with log.open("a") as out:
+                out.write(f"gate: its process started after the script ended: {self.note or self.why_not}\n")
             return run_probe(self.python, args, self.pythonpath, log, timeout)
         try:
             return warm.run(args, timeout)
@@ -120,8 +149,6 @@ class Warming:
             _append(self.warm_log, log)
 
     def __exit__(self, *exc) -> None:
-        with self._lock:
-            self._closed = True
         warm = self._take()
         if warm is not None:
             warm.close()

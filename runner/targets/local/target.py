@@ -27,7 +27,7 @@ from runner.targets.local.processes import contain
 from runner.history.rundir import RunPaths
 from runner.targets.base import Environment, Outcome, Probe, RunControl, Target, TargetState, follow
 from runner.history.record import RunStatus
-from runner.settings import user_environment
+from runner.settings import GatePrestart, user_environment
 
 PUMP_JOIN_SECONDS = 10.0
 WARM_AFTER = 3.0  # seconds of training before the gate's process is started ahead (shorter runs pay nothing)
@@ -90,10 +90,14 @@ class LocalTarget(Target):
     @contextmanager
     def probing(self, env: Environment, paths: RunPaths, warm: bool) -> Iterator[Probe]:
         """The gate in the run's interpreter; a run that trains longer than WARM_AFTER seconds starts
-        its process ahead, at the lowest priority, so that TensorFlow is imported when the training ends."""
+        its process ahead once a CPU sits idle (runner.serving.prestart), at the lowest priority, so
+        that TensorFlow is imported when the training ends. TFTRAIN_GATE_PRESTART=never: after it."""
         from runner.serving.check_process import Warming
 
-        with Warming(env.python, paths.link_runner(), paths.root / "gate-warm.log", WARM_AFTER if warm else None) as warming:
+        never = self.settings is not None and self.settings.gate_prestart == GatePrestart.NEVER
+        after = WARM_AFTER if warm and not never else None
+        why_not = "TFTRAIN_GATE_PRESTART=never" if never else "the manifest's model was not expected to pass the gate"
+        with Warming(env.python, paths.link_runner(), paths.root / "gate-warm.log", after, why_not=why_not) as warming:
             yield warming.run
 
     def environment(self, loaded: LoadedManifest, state: LocalState, paths: RunPaths, logger: Logger, dry_run: bool) -> Environment:

@@ -23,6 +23,7 @@ from runner.history.record import TERMINAL, Cause, Phase, RunRecord, RunStatus
 from runner.history.refs import RunRef, number_left, run_number, shown
 from runner.history.regular import kind_of
 from runner.history.rundir import RunPaths, space_error, write_record
+from runner.history.untrusted import load_json
 
 __all__ = ["TERMINAL", "LostRun", "PhaseRow", "RunRow", "RunStatus", "Store"]
 
@@ -293,9 +294,9 @@ class Store:
     def _run_row(self, row) -> RunRow:
         run_id, name, status, created, ended, exit_code, run_dir, manifest, git, message = row
         try:
-            git = json.loads(git or "{}")
-        except ValueError:
-            raise self.damaged(f"invalid JSON in runs.git of {run_id}") from None
+            git = load_json(git or "{}", f"runs.git of {run_id}")
+        except ValueError as exc:
+            raise self.damaged(str(exc)) from None
         status = self._status(status, f"runs.status of {run_id}")
         return RunRow(run_id, name, status, created, ended, exit_code, Path(run_dir or "."), manifest or "", git, message)
 

@@ -27,6 +27,7 @@ from runner.history.checksums import (
 )
 from runner.errors import NotFoundError, RegistryError
 from runner.history.refs import SHOWN_CHARS, ModelRef, number_left, version_of_dir
+from runner.history.index import located, version_relative
 from runner.history.store import Store
 from runner.history.untrusted import load_json
 
@@ -89,7 +90,7 @@ class Registry:
             raise
         self.store.db.execute(
             "UPDATE models SET state = 'ready', path = ?, info = ? WHERE name = ? AND version = ?",
-            (str(self.root / name / f"v{version}"), json.dumps(record), name, version),
+            ("/".join(version_relative(name, version)), json.dumps(record), name, version),
         )
         return self.get(name, version)
 
@@ -142,7 +143,8 @@ class Registry:
             info = load_json(info or "{}", f"models.info of {name}@v{version}")
         except ValueError as exc:
             raise self.store.damaged(str(exc)) from None
-        return ModelVersion(name, version, run_id, created, Path(path), info)
+        path = located(self.store.home, path, version_relative(name, version), f"models.path of {name}@v{version}")
+        return ModelVersion(name, version, run_id, created, path, info)
 
     def resolve(self, ref: str) -> ModelVersion:
         return self.get(*parse_ref(ref))

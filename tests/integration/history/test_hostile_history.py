@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import TFTRAIN
-from runner.errors import HistoryError, ManifestError, NotFoundError, UsageError
+from runner.errors import HistoryError, ManifestError, NotFoundError, RegistryError, UsageError
 from runner.history.model_registry import Registry
 from runner.history.store import Store
 from history_damage import digest
@@ -391,3 +391,65 @@ def test_models_register_takes_odd_run_records(history, tmp_path, case):
     statement = json.loads((history / "models" / "demo" / "v2" / "provenance.intoto.json").read_text())
     assert statement["subject"] == [{"name": "weights.bin", "digest": {"sha256": __import__("hashlib").sha256(b"\1" * 32).hexdigest()}}]
     assert_clean(tftrain(history, "models"))
+
+
+# --- a copied home reads its own files ------------------------------------------------------------
+def _absolute_paths(home: Path) -> None:
+    """tftrain.db as tftrain wrote it before its paths were relative: absolute, user_version 0."""
+    import sqlite3
+
+    with sqlite3.connect(home / "tftrain.db") as db:
+        db.execute("UPDATE runs SET run_dir = ? || '/runs/' || run_id", (str(home),))
+        db.execute("UPDATE models SET path = ? || '/models/' || name || '/v' || version", (str(home),))
+        db.execute("PRAGMA user_version = 0")
+    db.close()
+
+
+@pytest.mark.parametrize("old_index", [False, True], ids=["relative", "absolute-paths"])
+def test_a_copied_home_reads_its_own_files_never_the_originals(history, tmp_path, old_index):
+    import shutil
+
+    if old_index:
+        _absolute_paths(history)
+    copy = tmp_path / "restored" / "home"
+    copy.parent.mkdir()
+    subprocess.run(["cp", "-a", str(history), str(copy)], check=True)
+    (copy / "models" / "demo" / "v1" / "model" / "weights.bin").write_bytes(b"\1" * 64)  # the copy's own, changed
+    pulled = tftrain(copy, "models", "pull", "demo@v1", "-o", str(tmp_path / "out"))
+    assert_refused(pulled, RegistryError, "demo@v1 is damaged", "weights.bin")  # never the original's intact file
+    served = tftrain(copy, "serve", "demo@v1", "--port", "0")
+    assert_refused(served, RegistryError, "demo@v1 is damaged", "weights.bin")
+    shown = tftrain(copy, "runs", "show", "demo-1")
+    assert_clean(shown)
+    assert f"directory: {copy / 'runs' / 'demo-1'}" in shown.stdout
+    assert_clean(tftrain(history, "models", "pull", "demo@v1", "-o", str(tmp_path / "from-original")))
+
+    (copy / "models" / "demo" / "v1" / "model" / "weights.bin").write_bytes(b"\0" * 64)  # intact again
+    shutil.rmtree(history)  # the original is gone
+    with nothing_written_outside(tmp_path, copy, tmp_path / "out2"):
+        results = [tftrain(copy, *args) for args in (["models"], ["runs"], ["doctor"], ["models", "pull", "demo@v1", "-o", str(tmp_path / "out2")])]
+    for result in results:
+        assert_clean(result)
+    assert ": ok (1 run, 1 model version)" in results[2].stdout + results[2].stderr
+    assert (tmp_path / "out2" / "weights.bin").read_bytes() == b"\0" * 64
+    assert not history.exists()
+
+
+@pytest.mark.parametrize("column", ["runs.run_dir", "models.path"])
+@pytest.mark.parametrize("stored", ["/etc", "/tmp/elsewhere/runs/demo-2", "../outside/runs/demo-1", "runs/../../x"])
+def test_an_index_naming_a_directory_outside_the_home_is_refused(history, tmp_path, column, stored):
+    import sqlite3
+
+    table, name = column.split(".")
+    with sqlite3.connect(history / "tftrain.db") as db:
+        db.execute(f"UPDATE {table} SET {name} = ?", (stored,))
+        db.execute("PRAGMA user_version = 0")
+    db.close()
+    with nothing_written_outside(tmp_path, history):
+        for command in (["runs"], ["models"], ["models", "pull", "demo@v1", "-o", str(tmp_path / "out")]):
+            assert_refused(tftrain(history, *command), HistoryError, "tftrain.db is damaged", "outside", "tftrain doctor")
+    assert not (tmp_path / "out").exists()
+    doctor = tftrain(history, "doctor")
+    assert_clean(doctor)
+    assert "outside" in doctor.stdout + doctor.stderr
+    assert_clean(tftrain(history, "models", "pull", "demo@v1", "-o", str(tmp_path / "out")))

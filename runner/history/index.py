@@ -20,10 +20,10 @@ from runner.history.record import TERMINAL, RunRecord
 from runner.history.recordchecks import RECORD_CHECKS, is_phase, is_time
 from runner.history.refs import run_number, version_of_dir
 from runner.history.rundir import read_record
+from runner.history.homepaths import REBUILD_HINT, damaged, run_relative, version_relative
 from runner.history.untrusted import load_json, read_yaml
 
 BUSY_SECONDS = 60
-REBUILD_HINT = "run `tftrain doctor` to rebuild it from the run directories"
 SQLITE_BUSY, SQLITE_READONLY, SQLITE_IOERR, SQLITE_FULL = 5, 8, 10, 13
 
 SCHEMA = (
@@ -65,9 +65,6 @@ COLUMNS = {
     "phases": ("run_id", "phase", "started", "ended"),
     "models": ("name", "version", "state", "run_id", "created", "path", "info"),
 }
-# PRAGMA user_version: 1 = runs.run_dir and models.path hold paths relative to the home (a copied,
-# restored or moved home reads its own files); 0 = absolute ones, re-rooted by `migrate`
-SCHEMA_VERSION = 1
 # (table, what names a row, column): each holds a JSON object
 JSON_COLUMNS = (
     ("runs", "run_id", "manifest"), ("runs", "run_id", "git"), ("models", "name || '@v' || version", "info"),
@@ -165,61 +162,6 @@ def index_model(db, version_dir: Path, info: dict | None) -> None:
         "INSERT OR REPLACE INTO models (name, version, state, run_id, created, path, info) VALUES (?, ?, ?, ?, ?, ?, ?)",
         (name, version, state, run_id, created, "/".join(version_relative(name, version)), json.dumps(info) if info is not None else None),
     )
-
-
-# --- where a row's files are: under the home, relative to it ----------------------------------------
-def run_relative(run_id: str) -> tuple[str, ...]:
-    return ("runs", run_id)
-
-
-def version_relative(name: str, version: int) -> tuple[str, ...]:
-    return ("models", name, f"v{version}")
-
-
-def located(home: Path, stored: str | None, parts: tuple[str, ...], row: str) -> Path:
-    """Where a row's directory is: always `home`/`relative` (the layout tftrain writes), never
-    where the index says. `stored` is what the index holds: that relative path, or (an index made
-    before paths were relative, or by an older tftrain) an absolute path ending in it, which is
-    re-rooted to this home. Anything else names a directory outside the home: HistoryError."""
-    if problem := _path_problem(home, stored, parts, row):
-        raise damaged(home / "tftrain.db", problem)
-    return home.joinpath(*parts)
-
-
-def _path_problem(home: Path, stored: str | None, parts: tuple[str, ...], row: str) -> str | None:
-    if any(part in ("", ".", "..") or "/" in part or "\0" in part for part in parts):
-        return f"{row} names no directory of the home ({'/'.join(parts)[:200]!r})"
-    relative = "/".join(parts)
-    if stored is not None and stored != relative and not (stored.startswith("/") and stored.endswith("/" + relative)):
-        return f"{row} is {stored[:200]!r}, outside {home}"
-    return None
-
-
-def _stored_paths(db):
-    """(row, what the index holds, the parts of the path it must be) of every run and version."""
-    for run_id, stored in db.execute("SELECT run_id, run_dir FROM runs"):
-        yield f"runs.run_dir of {run_id}", stored, run_relative(run_id)
-    for name, number, stored in db.execute("SELECT name, version, path FROM models"):
-        yield f"models.path of {name}@v{number}", stored, version_relative(name, number)
-
-
-def path_problems(db, home: Path, limit: int = 10) -> list[str]:
-    """Rows whose directory is not where the home keeps it (doctor's look, and `migrate`'s)."""
-    problems = [problem for row, stored, parts in _stored_paths(db) if (problem := _path_problem(home, stored, parts, row))]
-    return problems[:limit]
-
-
-def migrate(db, home: Path) -> None:
-    """An index older than SCHEMA_VERSION made current (inside the caller's transaction): absolute
-    paths re-rooted as relative ones; one outside the home refuses the index (`tftrain doctor`)."""
-    (version,) = db.execute("PRAGMA user_version").fetchone()
-    if version >= SCHEMA_VERSION:
-        return
-    if problems := path_problems(db, home, limit=1):
-        raise damaged(home / "tftrain.db", problems[0])
-    db.execute("UPDATE runs SET run_dir = 'runs/' || run_id WHERE run_dir IS NOT NULL")
-    db.execute("UPDATE models SET path = 'models/' || name || '/v' || version WHERE path IS NOT NULL")
-    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
 # --- rebuilding ---------------------------------------------------------------------------------
@@ -426,10 +368,6 @@ def index_error(path: Path, exc: sqlite3.Error) -> FatalError:
     if code == SQLITE_BUSY:
         return HistoryError(f"{path} stayed locked by another process for {BUSY_SECONDS} s ({exc})")
     return damaged(path, str(exc))
-
-
-def damaged(path: Path, reason: str) -> HistoryError:
-    return HistoryError(f"{path} is damaged ({reason}): {REBUILD_HINT}")
 
 
 def read_only(path: Path, reason: str) -> HistoryError:

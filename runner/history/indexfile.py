@@ -20,7 +20,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from runner.errors import HistoryError
-from runner.history.index import BUSY_SECONDS, damaged, json_problems, path_problems, record_problems, schema_problems
+from runner.history.homepaths import path_problems
+from runner.history.index import BUSY_SECONDS, damaged, json_problems, record_problems, schema_problems
 from runner.history.regular import EntryKind, kind_of
 from runner.history.rundir import space_error
 

@@ -27,7 +27,7 @@ from runner.history.checksums import (
 )
 from runner.errors import NotFoundError, RegistryError
 from runner.history.refs import SHOWN_CHARS, ModelRef, number_left, version_of_dir
-from runner.history.index import located, version_relative
+from runner.history.homepaths import located, version_relative
 from runner.history.store import Store
 from runner.history.untrusted import load_json
 

@@ -17,10 +17,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from runner.errors import HistoryError, NotFoundError
-from runner.history.index import (
-    BUSY_SECONDS, SCHEMA, SCHEMA_VERSION, Index, Owner, Rebuilt, damaged, index_error, index_run, json_problems, located, migrate, read_only, rebuild,
-    run_relative, schema_problems, transaction,
-)
+from runner.history.homepaths import SCHEMA_VERSION, located, migrate, run_relative
+from runner.history.index import BUSY_SECONDS, SCHEMA, Index, Owner, Rebuilt, damaged, index_error, index_run, json_problems, read_only, rebuild, schema_problems, transaction
 from runner.history.indexfile import LOCK_NAME, SUFFIXES, check_record_dirs, locked, make_home, odd, odd_files, refused
 from runner.history.record import TERMINAL, Cause, Phase, RunRecord, RunStatus
 from runner.history.refs import RunRef, number_left, run_number, shown

@@ -122,5 +122,7 @@ def _register(store: Store, registry: Registry, ref: str, logger) -> None:
     seal = seal_for(paths.root, manifest.model_dump(mode="json", by_alias=True), resolve(os.environ), os.environ)
     model = registry.register(manifest.name, path, run.run_id, info, seal=seal)
     logger.info(f"registered model {model.label} from run {run.run_id} ({run.status})", style="green")
+    for line in (model.info.get("provenance") or {}).get("left_out") or []:
+        logger.warning(f"{line}: its provenance leaves it out")
     if model.skipped:
         logger.warning(model.skipped_note(str(manifest.model.path)))

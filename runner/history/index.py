@@ -17,12 +17,13 @@ from pydantic import ValidationError
 
 from runner.errors import DiskFullError, FatalError, HistoryError
 from runner.history.record import TERMINAL, RunRecord
-from runner.history.recordchecks import RECORD_CHECKS, is_phase, is_time, json_safe
+from runner.history.recordchecks import RECORD_CHECKS, is_phase, is_time
 from runner.history.refs import run_number, version_of_dir
 from runner.history.rundir import read_record
+from runner.history.homepaths import REBUILD_HINT, damaged, run_relative, version_relative
+from runner.history.untrusted import load_json, read_yaml
 
 BUSY_SECONDS = 60
-REBUILD_HINT = "run `tftrain doctor` to rebuild it from the run directories"
 SQLITE_BUSY, SQLITE_READONLY, SQLITE_IOERR, SQLITE_FULL = 5, 8, 10, 13
 
 SCHEMA = (
@@ -127,7 +128,7 @@ def index_run(db, run_dir: Path, record: RunRecord) -> None:
     run_id = run_dir.name
     values = (
         record.name, record.status.value, record.created, record.ended, record.exit_code,
-        str(run_dir), json.dumps(record.manifest), json.dumps(record.git), record.message,
+        "/".join(run_relative(run_id)), json.dumps(record.manifest), json.dumps(record.git), record.message,
     )
     if db.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone():
         db.execute(
@@ -159,7 +160,7 @@ def index_model(db, version_dir: Path, info: dict | None) -> None:
     run_id = run_id if isinstance(run_id, str) else None  # a number there would go to SQLite as one
     db.execute(
         "INSERT OR REPLACE INTO models (name, version, state, run_id, created, path, info) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (name, version, state, run_id, created, str(version_dir), json.dumps(info) if info is not None else None),
+        (name, version, state, run_id, created, "/".join(version_relative(name, version)), json.dumps(info) if info is not None else None),
     )
 
 
@@ -197,7 +198,7 @@ def rebuild(db, home: Path) -> Rebuilt:
                 problems.append(f"{version_dir}: not a version directory (vN); left alone")
                 continue
             try:
-                info = json_safe(read_record(version_dir / "version.json"), "version.json")
+                info = read_record(version_dir / "version.json")  # runner.history.untrusted: finite, bounded
                 models += 1
             except (OSError, ValueError) as exc:
                 info = None
@@ -210,7 +211,7 @@ def rebuild(db, home: Path) -> Rebuilt:
 def load_run(run_dir: Path) -> RunRecord:
     """run.json made complete for the index: records written before it held everything (no name,
     created or manifest) get them from the run id, the phases and manifest.lock.yml."""
-    record = json_safe(read_record(run_dir / "run.json"), "run.json")
+    record = read_record(run_dir / "run.json")
     phases = record.get("phases") or []
     if not isinstance(phases, list) or not all(is_phase(phase) for phase in phases):
         raise ValueError("run.json: phases are not a list of {phase, started, ended}")
@@ -243,11 +244,9 @@ def _hostname() -> str:
 
 
 def _locked_manifest(run_dir: Path) -> dict | None:
-    import yaml  # only a rebuild reads a run's lock file
-
     try:
-        lock = yaml.safe_load((run_dir / "manifest.lock.yml").read_text(encoding="utf-8"))
-    except (OSError, ValueError, yaml.YAMLError):
+        lock = read_yaml(run_dir / "manifest.lock.yml", "manifest.lock.yml")
+    except (OSError, ValueError):
         return None
     return lock.get("manifest") if isinstance(lock, dict) else None
 
@@ -289,6 +288,19 @@ def json_problems(db, limit: int = 1) -> list[str]:
             (limit,),
         )
         problems += [f"invalid JSON in {table}.{column} of {name}" for (name,) in rows]
+    return problems[:limit]
+
+
+def record_problems(db, limit: int = 10) -> list[str]:
+    """JSON columns SQLite takes but tftrain cannot read back (runner.history.untrusted: nested past
+    its depth, lone surrogates, numbers past 64 bits): doctor's look, row by row."""
+    problems = []
+    for table, key, column in JSON_COLUMNS:
+        for name, text in db.execute(f"SELECT {key}, {column} FROM {table} WHERE {column} IS NOT NULL"):
+            try:
+                load_json(text, f"{table}.{column} of {name}")
+            except ValueError as exc:
+                problems.append(str(exc))
     return problems[:limit]
 
 
@@ -356,10 +368,6 @@ def index_error(path: Path, exc: sqlite3.Error) -> FatalError:
     if code == SQLITE_BUSY:
         return HistoryError(f"{path} stayed locked by another process for {BUSY_SECONDS} s ({exc})")
     return damaged(path, str(exc))
-
-
-def damaged(path: Path, reason: str) -> HistoryError:
-    return HistoryError(f"{path} is damaged ({reason}): {REBUILD_HINT}")
 
 
 def read_only(path: Path, reason: str) -> HistoryError:

@@ -20,7 +20,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from runner.errors import HistoryError
-from runner.history.index import BUSY_SECONDS, damaged, json_problems, schema_problems
+from runner.history.homepaths import path_problems
+from runner.history.index import BUSY_SECONDS, damaged, json_problems, record_problems, schema_problems
 from runner.history.regular import EntryKind, kind_of
 from runner.history.rundir import space_error
 
@@ -114,7 +115,7 @@ def inspect(path: Path) -> list[str]:
             checks = [row[0] for row in db.execute("PRAGMA integrity_check(10)")]
             if checks != ["ok"]:
                 return [f"integrity_check: {check}" for check in checks]
-            return schema_problems(db) or json_problems(db, limit=10)
+            return schema_problems(db) or json_problems(db, limit=10) or record_problems(db) or path_problems(db, path.parent)
         finally:
             db.close()
     except sqlite3.DatabaseError as exc:

@@ -27,7 +27,9 @@ from runner.history.checksums import (
 )
 from runner.errors import NotFoundError, RegistryError
 from runner.history.refs import SHOWN_CHARS, ModelRef, number_left, version_of_dir
+from runner.history.homepaths import located, version_relative
 from runner.history.store import Store
+from runner.history.untrusted import load_json
 
 SUMS = "SHA256SUMS"
 # (the version being made, SHA256SUMS of its model/, its extras' sha256) → what version.json adds
@@ -90,7 +92,7 @@ class Registry:
             raise
         self.store.db.execute(
             "UPDATE models SET state = 'ready', path = ?, info = ? WHERE name = ? AND version = ?",
-            (str(self.root / name / f"v{version}"), json.dumps(record), name, version),
+            ("/".join(version_relative(name, version)), json.dumps(record), name, version),
         )
         return self.get(name, version)
 
@@ -123,7 +125,7 @@ class Registry:
         if name:
             query, args = query + " AND name = ?", (name,)
         rows = self.store.db.execute(query + " ORDER BY name, version", args)
-        return [_version(row) for row in rows]
+        return [self._version(row) for row in rows]
 
     def get(self, name: str, version: int | None = None) -> ModelVersion:
         query = f"SELECT {_COLUMNS} FROM models WHERE state = 'ready' AND name = ?"
@@ -135,7 +137,16 @@ class Registry:
             which = f"{name}@v{version}" if version else name
             which = which if len(which) <= SHOWN_CHARS else which[:SHOWN_CHARS] + "…"  # one line, however long the name
             raise NotFoundError(f"model {which} is not registered (see `tftrain models`)")
-        return _version(row)
+        return self._version(row)
+
+    def _version(self, row) -> ModelVersion:
+        name, version, run_id, created, path, info = row
+        try:
+            info = load_json(info or "{}", f"models.info of {name}@v{version}")
+        except ValueError as exc:
+            raise self.store.damaged(str(exc)) from None
+        path = located(self.store.home, path, version_relative(name, version), f"models.path of {name}@v{version}")
+        return ModelVersion(name, version, run_id, created, path, info)
 
     def resolve(self, ref: str) -> ModelVersion:
         return self.get(*parse_ref(ref))
@@ -252,7 +263,3 @@ def parse_ref(ref: str) -> tuple[str, int | None]:
 
 _COLUMNS = "name, version, run_id, created, path, info"
 
-
-def _version(row) -> ModelVersion:
-    name, version, run_id, created, path, info = row
-    return ModelVersion(name, version, run_id, created, Path(path), json.loads(info or "{}"))

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import runner
+from runner.history import untrusted
+from runner.history.recordchecks import is_time
 from runner.history.regular import open_regular
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -40,6 +42,7 @@ class BuildFacts:
     manifest_sha256: str | None  # of the manifest file, when it is still there to read
     curated: dict | None  # {"release", "file", "sha256"} of the curated TensorFlow set used
     workflow: dict  # the workflow run, when in one: workflow_ref, server_url, repository, run_id, run_attempt
+    left_out: tuple[str, ...] = ()  # records read as absent (runner.history.untrusted refused them), one line each
 
 
 def statement(sums: dict[str, str], extras: dict[str, str], facts: BuildFacts, finished: float) -> dict:
@@ -154,7 +157,7 @@ def _sha256(digest) -> dict:
 
 
 def _rfc3339(seconds) -> str | None:
-    if not isinstance(seconds, (int, float)):
+    if not is_time(seconds):  # 1e300 is a number, and an OverflowError in gmtime
         return None
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{int(seconds % 1 * 1000):03d}Z"
 
@@ -176,8 +179,9 @@ def gather(run_json: Path, lock_file: Path, workflow, manifest_path: Path | None
     """The facts from a run's run.json and manifest.lock.yml (either may be missing: a run that never
     started has no lock), `workflow` (runner.settings.GitHubContext's fields, or a mapping of them), the manifest file's sha256 (`manifest_path`, when the caller loaded it;
     else the one the lock names) and the curated set's."""
-    run = _read_json(run_json)
-    lock = _read_yaml(lock_file)
+    left_out: list[str] = []
+    run = _read_json(run_json, left_out)
+    lock = _read_yaml(lock_file, left_out)
     manifest_path = str(manifest_path) if manifest_path is not None else lock.get("manifest_path")
     manifest = _resolved_manifest(run, lock)
     framework = _dict(lock.get("environment")).get("framework_version") or manifest.get("framework_version")
@@ -187,6 +191,7 @@ def gather(run_json: Path, lock_file: Path, workflow, manifest_path: Path | None
         manifest_sha256=_file_sha256(Path(manifest_path)) if isinstance(manifest_path, str) else None,
         curated=_curated(framework if isinstance(framework, str) else None),
         workflow={key: str(value) for key in WORKFLOW_KEYS if (value := _field(workflow, key))},
+        left_out=tuple(left_out),
     )
 
 
@@ -203,26 +208,26 @@ def _bounded(path: Path) -> bytes | None:
     return data if len(data) <= MAX_RECORD_BYTES else None
 
 
-def _read_json(path: Path) -> dict:
-    data = _bounded(path)
+def _read_json(path: Path, left_out: list[str]) -> dict:
+    """run.json as runner.history.untrusted reads it; a record it refuses reads as absent, and is
+    said in `left_out` (a missing one is not: a run that never started has none)."""
     try:
-        value = json.loads(data) if data else {}
-    except ValueError:
+        value = untrusted.read_json(path)
+    except OSError:
+        return {}
+    except ValueError as exc:
+        left_out.append(str(exc))
         return {}
     return value if isinstance(value, dict) else {}
 
 
-def _read_yaml(path: Path) -> dict:
-    import yaml
-
-    data = _bounded(path)
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's, where PyYAML has it: a lock lists every package
+def _read_yaml(path: Path, left_out: list[str]) -> dict:
     try:
-        # an alias is a reference: a few lines of them expand into gigabytes once written as JSON
-        if not data or any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(data, Loader=loader)):
-            return {}
-        value = yaml.load(data, Loader=loader)
-    except yaml.YAMLError:
+        value = untrusted.read_yaml(path)  # bounded, no aliases, no 5,000-digit numbers
+    except OSError:
+        return {}
+    except ValueError as exc:
+        left_out.append(str(exc))
         return {}
     # as JSON would hold it: YAML's dates and non-string keys (1:, null:) would fail the statement's json.dumps
     return json.loads(json.dumps(value, default=str, skipkeys=True)) if isinstance(value, dict) else {}

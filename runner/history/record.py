@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from runner.history.regular import read_regular
+from runner.history.untrusted import BadRecord, read_json
 from runner.manifest.fields import empty_list
 from runner.telemetry.usage import Usage
 
@@ -236,8 +236,12 @@ class RunRecord(_Model):
 
     @classmethod
     def read(cls, path: Path) -> RunRecord:
-        """OSError or ValueError (json's error and the ValidationError are ones) when missing or unreadable."""
-        return cls.model_validate_json(read_regular(path))  # never blocks on a FIFO put in its place
+        """OSError or ValueError (untrusted.BadRecord and the ValidationError are ones) when missing
+        or unreadable: read by runner.history.untrusted (bounded, never blocking on a FIFO)."""
+        record = read_json(path, path.name)
+        if not isinstance(record, dict):
+            raise BadRecord(f"{path.name}: not a JSON object")
+        return cls.model_validate(record)
 
     def as_dict(self) -> dict:
         unset = {key for key in ("sweep", "attempt", "cause", "usage") if getattr(self, key) is None}  # a trial's, an attempt's, a lost run's only

@@ -5,8 +5,6 @@ line saying which key, like any unreadable record."""
 
 from __future__ import annotations
 
-import json
-
 MAX_TIME = 253402300799  # 9999-12-31 23:59:59 UTC: the last second time.localtime and strftime show
 
 
@@ -46,13 +44,3 @@ def is_phase(phase) -> bool:
         and is_time(phase.get("started"))
         and _optional(is_time)(phase.get("ended"))
     )
-
-
-def json_safe(record: dict, name: str) -> dict:
-    """`record` as read, when the index can store it: Python's json reads NaN and Infinity (and
-    1e999 as Infinity), SQLite's json_valid does not, and the index would be "damaged" at once."""
-    try:
-        json.dumps(record, allow_nan=False)
-    except ValueError:
-        raise ValueError(f"{name}: holds NaN or Infinity, which is not JSON") from None
-    return record

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from runner.errors import DiskFullError, HistoryError
-from runner.history.regular import read_regular
+from runner.history.untrusted import read_json
 from runner.manifest.model import Manifest
 
 # a write refused for want of space: what the one-line error calls it
@@ -181,7 +181,7 @@ def writing(path: Path):
 
 def read_record(path: Path) -> dict:
     """A run.json (or version.json) as a dict; OSError or ValueError when missing or unreadable."""
-    record = json.loads(read_regular(path).decode("utf-8"))  # never blocks on a FIFO put in its place
+    record = read_json(path, path.name)  # runner.history.untrusted: bounded, never a FIFO's endless wait
     if not isinstance(record, dict):
         raise ValueError("not a JSON object")
     return record

@@ -42,6 +42,8 @@ class Seal:
         facts = provenance.gather(self.run_json, self.lock, self.workflow or {}, self.manifest_path)
         document = provenance.statement(sums, extras, facts, time.time())
         info: dict = {"provenance": {"file": provenance.FILE, "sha256": provenance.write(staging / provenance.FILE, document)}}
+        if facts.left_out:  # what the statement could not say, and why (`models register` tells it)
+            info["provenance"]["left_out"] = list(facts.left_out)
         signed = self._sign(staging, staging / SIGNATURE)
         if signed is not None:
             info["signature"] = signed.as_json()

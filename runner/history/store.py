@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import NamedTuple
 
 from runner.errors import HistoryError, NotFoundError
+from runner.history.homepaths import SCHEMA_VERSION, located, migrate, run_relative
 from runner.history.index import BUSY_SECONDS, SCHEMA, Index, Owner, Rebuilt, damaged, index_error, index_run, json_problems, read_only, rebuild, schema_problems, transaction
 from runner.history.indexfile import LOCK_NAME, SUFFIXES, check_record_dirs, locked, make_home, odd, odd_files, refused
 from runner.history.record import TERMINAL, Cause, Phase, RunRecord, RunStatus
 from runner.history.refs import RunRef, number_left, run_number, shown
 from runner.history.regular import kind_of
 from runner.history.rundir import RunPaths, space_error, write_record
+from runner.history.untrusted import load_json
 
 __all__ = ["TERMINAL", "LostRun", "PhaseRow", "RunRow", "RunStatus", "Store"]
 
@@ -101,9 +103,12 @@ class Store:
                     if not db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone():
                         for statement in SCHEMA:
                             db.execute(statement)
+                        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                         self.rebuilt = rebuild(db, self.home)
                     elif problems := schema_problems(db) or json_problems(db):
                         raise self.damaged(problems[0])
+                    else:
+                        migrate(db, self.home)  # paths relative to the home, whichever home it was made in
             except BaseException:
                 db.close()
                 raise
@@ -246,8 +251,8 @@ class Store:
         placeholders = ", ".join("?" for _ in TERMINAL)
         rows = self.db.execute(f"SELECT run_id, run_dir, manifest FROM runs WHERE status NOT IN ({placeholders})", TERMINAL)
         lost = []
-        for run_id, run_dir, manifest in rows:
-            run_dir = Path(run_dir or self._run_dir(run_id))
+        for run_id, stored, manifest in rows:
+            run_dir = self.located_run(run_id, stored)
             owner = _owner(run_dir)
             if owner is None or not owner.gone():
                 continue
@@ -293,11 +298,15 @@ class Store:
     def _run_row(self, row) -> RunRow:
         run_id, name, status, created, ended, exit_code, run_dir, manifest, git, message = row
         try:
-            git = json.loads(git or "{}")
-        except ValueError:
-            raise self.damaged(f"invalid JSON in runs.git of {run_id}") from None
+            git = load_json(git or "{}", f"runs.git of {run_id}")
+        except ValueError as exc:
+            raise self.damaged(str(exc)) from None
         status = self._status(status, f"runs.status of {run_id}")
-        return RunRow(run_id, name, status, created, ended, exit_code, Path(run_dir or "."), manifest or "", git, message)
+        return RunRow(run_id, name, status, created, ended, exit_code, self.located_run(run_id, run_dir), manifest or "", git, message)
+
+    def located_run(self, run_id: str, stored: str | None) -> Path:
+        """The run's directory in this home, whatever home the index was made in (runner.history.index.located)."""
+        return located(self.home, stored, run_relative(run_id), f"runs.run_dir of {run_id}")
 
     def _status(self, value: str, where: str) -> RunStatus:
         try:

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from runner.settings import LoggerSettings
-from runner.telemetry.masking import Masker
+from runner.telemetry.masking import Masker, as_bytes
 
 MAX_QUEUED_BYTES = 8 << 20
 # A message is one styled line or more; only tables need rich, imported when the first is printed
@@ -120,7 +120,7 @@ class Logger:
         if self.color and style:
             start = "\x1b[" + ";".join(SGR[word] for word in style.split()) + "m"
             lines = [f"{start}{line}\x1b[0m" if line else line for line in lines]
-        return ("\n".join(lines) + "\n").encode()
+        return as_bytes("\n".join(lines) + "\n")
 
     def _render_table(self, table) -> bytes:
         from rich.console import Console
@@ -139,7 +139,7 @@ class Logger:
             emoji=False,
         )
         console.print(table)
-        return buffer.getvalue().encode()
+        return as_bytes(buffer.getvalue())
 
     def _text(self, text: str):
         """Masked before rich lays it out (a table may fold a long value over two lines)."""
@@ -175,7 +175,7 @@ class Logger:
         props = ",".join(
             f"{key}={_escape_property(mask(str(value)))}" for key, value in properties.items() if value is not None
         )
-        self.emit(f"::{name}{' ' + props if props else ''}::{_escape_data(mask(message))}\n".encode())
+        self.emit(as_bytes(f"::{name}{' ' + props if props else ''}::{_escape_data(mask(message))}\n"))
 
     def mask_secrets(self, names: Iterable[str], environ: Mapping[str, str]) -> None:
         """Hide the values of the manifest's `secrets:`, variables of tftrain's environment that the
@@ -192,7 +192,7 @@ class Logger:
             self._ensure_thread()
             for line in value.splitlines():
                 if line.strip():  # straight to the queue: emit() would mask the command itself
-                    self.queue.put((f"::add-mask::{_escape_data(line)}\n".encode(), False))
+                    self.queue.put((as_bytes(f"::add-mask::{_escape_data(line)}\n"), False))
 
     def annotate(self, level: str, message: str, file: str | None = None, line: int | None = None) -> None:
         """An error/warning annotation, on a file and line where one is known."""
@@ -261,7 +261,7 @@ class Logger:
 
     def text(self, message: str) -> None:
         """Plain output (listings, logs), written as is."""
-        self.emit(message.encode() if message.endswith("\n") else (message + "\n").encode())
+        self.emit(as_bytes(message if message.endswith("\n") else message + "\n"))
 
 
 LOCATED = re.compile(r"^(?P<file>[^:\s][^:]*):(?P<line>\d+): (?P<message>.*)$")

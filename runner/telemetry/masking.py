@@ -57,7 +57,7 @@ class Masker:
         new = [value for value in dict.fromkeys(values) if value and value not in self.values]
         if new:
             needles = _needles(self.values + tuple(new))
-            encoded = tuple(needle.encode() for needle in needles)
+            encoded = tuple(dict.fromkeys(as_bytes(needle) for needle in needles))
             # readers on other threads take one tuple or the other, never half of each
             self._bytes, self._text, self.longest = encoded, needles, max(map(len, encoded))
             self.values += tuple(new)
@@ -172,9 +172,20 @@ def _word_start(data: bytes, end: int) -> int:
     return 0 if floor == 0 else end
 
 
+def as_bytes(text: str) -> bytes:
+    """The bytes a str stands for: a secret from os.environ may hold bytes that are not UTF-8, which
+    Python decodes as lone surrogates (surrogateescape) and which this gives back as themselves; any
+    other lone surrogate (from JSON's \\udXXX) is written as UTF-8 would if it allowed them."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+
+
 def _needles(values: tuple[str, ...]) -> tuple[str, ...]:
     """What to look for: each value (and line of it), as is, JSON-escaped, and percent-encoded
-    (a password quoted into a URL, %40 for @, is still the password)."""
+    (a password quoted into a URL, %40 for @, is still the password); a value holding bytes that
+    are not UTF-8 also with those bytes as `\\xff` (Python's repr of bytes, backslashreplace)."""
     found: set[str] = set()
     for value in values:
         lines = value.splitlines()
@@ -182,7 +193,9 @@ def _needles(values: tuple[str, ...]) -> tuple[str, ...]:
         if len(lines) > 1:
             parts += [part for line in lines for part in (line, line.strip()) if len(part) >= MIN_LINE]
         for part in parts:
-            found.update((part, json.dumps(part)[1:-1], json.dumps(part, ensure_ascii=False)[1:-1], quote(part, safe=""), quote_plus(part, safe="")))
+            raw = as_bytes(part)  # percent-encoding quotes bytes: those the value stands for
+            found.update((part, json.dumps(part)[1:-1], json.dumps(part, ensure_ascii=False)[1:-1], quote(raw, safe=""), quote_plus(raw, safe="")))
+            found.add(raw.decode("utf-8", "backslashreplace"))  # bytes that are not UTF-8 as Python shows them: b'\\xff'
     return tuple(sorted(found, key=len, reverse=True))
 
 

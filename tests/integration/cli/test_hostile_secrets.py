@@ -63,3 +63,29 @@ def test_an_unreachable_storage_never_shows_its_password(url, project, cli, home
     assert_refused(result, StorageError, "sweep storage", "127.0.0.1:1")
     assert UNREGISTERED not in result.stdout + result.stderr
     assert files_containing(home, [UNREGISTERED.encode()]) == []
+
+
+NOT_UTF8 = b"ab\xffcd-not-utf8-Secret"  # the bytes of an environment variable that is not UTF-8
+
+
+def test_a_secret_that_is_not_utf8_is_masked_as_its_bytes(project, home, tmp_path):
+    """os.environ holds it with a lone surrogate (surrogateescape): every command masks it as the
+    bytes it is, in the console, the logs and the records, and nothing crashes."""
+    import os
+    import subprocess
+
+    from conftest import TFTRAIN
+
+    script = "import os, sys\nsys.stdout.buffer.write(b'got ' + os.environb[b'API_SECRET'] + b'\\n')\nprint(os.environb[b'API_SECRET'])\n"
+    manifest = project(script=script, manifest='secrets: [API_SECRET]\nmodel: {gate: "off"}\n')
+    env = {**os.environb, b"API_SECRET": NOT_UTF8, b"GITHUB_ACTIONS": b"true", b"COLUMNS": b"200"}
+    with nothing_written_outside(tmp_path, home, manifest.parent):
+        results = [subprocess.run([TFTRAIN, *args, "-f", str(manifest)], capture_output=True, env=env, timeout=120)
+                   for args in (["validate"], ["plan"], ["run"])]
+    for result in results:
+        assert result.returncode == 0 and b"Traceback" not in result.stderr, result.stderr[-2000:]
+    ran = results[2].stdout + results[2].stderr
+    assert b"got ***" in ran and b"b'***'" in ran
+    assert ran.count(NOT_UTF8) == 1 and b"::add-mask::" + NOT_UTF8 in ran  # only where GitHub is told to hide it
+    assert b"API_SECRET='***'" in results[1].stdout
+    assert files_containing(home, [NOT_UTF8, repr(NOT_UTF8)[2:-1].encode()]) == []

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import TFTRAIN
-from runner.errors import HistoryError, ManifestError, NotFoundError, UsageError
+from runner.errors import HistoryError, ManifestError, NotFoundError, RegistryError, UsageError
 from runner.history.model_registry import Registry
 from runner.history.store import Store
 from history_damage import digest
@@ -228,7 +228,7 @@ def test_a_limit_past_what_sqlite_holds_lists_every_run(history):
 
 # (id, record, key, value written into it by hand, what doctor's warning says)
 RECORDS = [
-    ("exit-code-huge", "runs/demo-1/run.json", ("exit_code",), int(HUGE), "run.json: exit_code is 9999"),
+    ("exit-code-huge", "runs/demo-1/run.json", ("exit_code",), int(HUGE), "run.json: holds a number past 64 bits"),
     ("created-infinite", "runs/demo-1/run.json", ("created",), float("inf"), "run.json: holds NaN or Infinity"),
     ("created-year-10000", "runs/demo-1/run.json", ("created",), 2.6e11, "run.json: created is 260000000000"),
     ("manifest-nan", "runs/demo-1/run.json", ("manifest", "x"), float("nan"), "run.json: holds NaN or Infinity"),
@@ -301,3 +301,155 @@ def test_a_run_file_that_is_not_a_regular_file_is_never_read(history, tmp_path, 
         result = tftrain(history, *command)
     assert_refused(result, NotFoundError, str(path), says)
     assert_secret_kept(result, tmp_path)
+
+
+# --- records another party can write: one safe reader ---------------------------------------------
+DEEP = "[" * 100_000 + "]" * 100_000  # a RecursionError in json, pydantic and every walk after
+
+
+def _nested_in(path: Path, text: str) -> None:
+    """`text` as the value of a new key of the JSON object in `path`."""
+    path.write_text(path.read_text().rstrip().rstrip("}") + f', "x": {text}}}')
+
+
+# (id, record, how it is damaged, what the one line names)
+DAMAGED_RECORDS = [
+    ("run-deep", "runs/demo-1/run.json", lambda path: path.write_text(DEEP), "run.json: nested deeper than"),
+    ("run-deep-inside", "runs/demo-1/run.json", lambda path: _nested_in(path, DEEP), "run.json: nested deeper than"),
+    ("run-surrogate", "runs/demo-1/run.json", lambda path: _nested_in(path, '"\\ud800"'), "run.json: holds a string that is not Unicode"),
+    ("run-not-utf8", "runs/demo-1/run.json", lambda path: path.write_bytes(path.read_bytes().replace(b"demo", b"d\xffmo", 1)), "run.json: not UTF-8"),
+    ("run-huge-int", "runs/demo-1/run.json", lambda path: _nested_in(path, "9" * 5000), "run.json: holds a number past 64 bits"),
+    ("version-deep", "models/demo/v1/version.json", lambda path: path.write_text(DEEP), "version.json: nested deeper than"),
+    ("version-deep-inside", "models/demo/v1/version.json", lambda path: _nested_in(path, '{"a": ' * 100_000 + "1" + "}" * 100_000),
+     "version.json: nested deeper than"),
+    ("version-surrogate", "models/demo/v1/version.json", lambda path: _nested_in(path, '"\\udcff"'), "version.json: holds a string that is not Unicode"),
+]
+
+
+@pytest.mark.parametrize("case", DAMAGED_RECORDS, ids=[case[0] for case in DAMAGED_RECORDS])
+def test_a_damaged_record_is_one_line_and_the_rest_of_the_history_works(history, tmp_path, case):
+    """With the index lost (every command rebuilds it) and after doctor --rebuild: no command
+    fails; doctor names the record in one line and leaves it out; the other record still serves."""
+    _, relative, damage, says = case
+    damage(history / relative)
+    (history / "tftrain.db").unlink()
+    with nothing_written_outside(tmp_path, history):
+        first = tftrain(history, "runs")  # rebuilds the index: says one was left out
+        assert_clean(first)
+        results = [tftrain(history, *command) for command in (["runs"], ["models"], ["doctor"], ["doctor", "--rebuild"])]
+    for result in results:
+        assert_clean(result)
+        assert_secret_kept(result, tmp_path)
+    assert "left out: see `tftrain doctor`" in first.stdout + first.stderr
+    rebuilt = results[3].stdout + results[3].stderr
+    line = next(line for line in rebuilt.splitlines() if "could not rebuild" in line)
+    assert str(history / relative.rsplit("/", 1)[0]) in line and says in line and len(line) < 400, line
+    if relative.startswith("runs/"):
+        assert "demo" in results[1].stdout and "v1" in results[1].stdout
+        assert_clean(tftrain(history, "models", "pull", "demo@v1", "-o", str(tmp_path / "out")))
+    else:
+        assert "demo-1" in results[0].stdout and "Completed" in results[0].stdout
+        assert_refused(tftrain(history, "serve", "demo@v1", "--port", "0"), NotFoundError, "demo@v1 is not registered")
+
+
+LOCK = "manifest.lock.yml"
+# (id, file in the run directory, how it is changed, what the provenance leaves out, if anything)
+ODD_RUN_RECORDS = [
+    ("phase-1e300", "run.json", lambda record: {**record, "phases": [{"phase": "Running", "started": 1e300, "ended": None}]}, None),
+    ("created-1e300", "run.json", lambda record: {**record, "created": 1e300}, None),
+    ("lock-5000-digits", LOCK, "manifest:\n  name: demo\n  epochs: " + "7" * 5000 + "\n", "manifest.lock.yml: not YAML"),
+    ("lock-4000-digits", LOCK, "manifest:\n  name: demo\n  epochs: " + "7" * 4000 + "\n", "manifest.lock.yml: holds a number past 64 bits"),
+    ("lock-deep", LOCK, "manifest: " + "[" * 100_000 + "]" * 100_000 + "\n", "manifest.lock.yml: not YAML"),  # libyaml bounds it
+    ("lock-nan", LOCK, "manifest: {x: .nan}\n", "manifest.lock.yml: holds NaN or Infinity"),
+    ("run-surrogate", "run.json", '{"run_id": "demo-1", "git": {"commit": "\\ud800"}}', "run.json: holds a string that is not Unicode"),
+    ("run-nan", "run.json", '{"run_id": "demo-1", "created": NaN}', "run.json: holds NaN or Infinity"),
+    ("run-deep", "run.json", DEEP, "run.json: nested deeper than"),
+]
+
+
+@pytest.mark.parametrize("case", ODD_RUN_RECORDS, ids=[case[0] for case in ODD_RUN_RECORDS])
+def test_models_register_takes_odd_run_records(history, tmp_path, case):
+    """The run's records are the training's directory: a provenance is written from what can be
+    read, and what cannot is one warning line naming the file."""
+    _, name, change, left_out = case
+    run_dir = history / "runs" / "demo-1"
+    (run_dir / "workdir" / "outputs" / "model").mkdir(parents=True)
+    (run_dir / "workdir" / "outputs" / "model" / "weights.bin").write_bytes(b"\1" * 32)
+    if callable(change):
+        (run_dir / name).write_text(json.dumps(change(json.loads((run_dir / name).read_text()))))
+    else:
+        (run_dir / name).write_text(change)
+    with nothing_written_outside(tmp_path, history):
+        result = tftrain(history, "models", "register", "demo-1")
+    assert_clean(result)
+    assert "registered model demo@v2" in result.stdout
+    warnings = [line for line in (result.stdout + result.stderr).splitlines() if "provenance leaves it out" in line]
+    if left_out:
+        assert len(warnings) == 1 and str(run_dir / name) in warnings[0] and left_out.split(": ", 1)[1] in warnings[0], result.stderr
+    else:
+        assert not warnings, result.stderr
+    statement = json.loads((history / "models" / "demo" / "v2" / "provenance.intoto.json").read_text())
+    assert statement["subject"] == [{"name": "weights.bin", "digest": {"sha256": __import__("hashlib").sha256(b"\1" * 32).hexdigest()}}]
+    assert_clean(tftrain(history, "models"))
+
+
+# --- a copied home reads its own files ------------------------------------------------------------
+def _absolute_paths(home: Path) -> None:
+    """tftrain.db as tftrain wrote it before its paths were relative: absolute, user_version 0."""
+    import sqlite3
+
+    with sqlite3.connect(home / "tftrain.db") as db:
+        db.execute("UPDATE runs SET run_dir = ? || '/runs/' || run_id", (str(home),))
+        db.execute("UPDATE models SET path = ? || '/models/' || name || '/v' || version", (str(home),))
+        db.execute("PRAGMA user_version = 0")
+    db.close()
+
+
+@pytest.mark.parametrize("old_index", [False, True], ids=["relative", "absolute-paths"])
+def test_a_copied_home_reads_its_own_files_never_the_originals(history, tmp_path, old_index):
+    import shutil
+
+    if old_index:
+        _absolute_paths(history)
+    copy = tmp_path / "restored" / "home"
+    copy.parent.mkdir()
+    subprocess.run(["cp", "-a", str(history), str(copy)], check=True)
+    (copy / "models" / "demo" / "v1" / "model" / "weights.bin").write_bytes(b"\1" * 64)  # the copy's own, changed
+    pulled = tftrain(copy, "models", "pull", "demo@v1", "-o", str(tmp_path / "out"))
+    assert_refused(pulled, RegistryError, "demo@v1 is damaged", "weights.bin")  # never the original's intact file
+    served = tftrain(copy, "serve", "demo@v1", "--port", "0")
+    assert_refused(served, RegistryError, "demo@v1 is damaged", "weights.bin")
+    shown = tftrain(copy, "runs", "show", "demo-1")
+    assert_clean(shown)
+    assert f"directory: {copy / 'runs' / 'demo-1'}" in shown.stdout
+    assert_clean(tftrain(history, "models", "pull", "demo@v1", "-o", str(tmp_path / "from-original")))
+
+    (copy / "models" / "demo" / "v1" / "model" / "weights.bin").write_bytes(b"\0" * 64)  # intact again
+    shutil.rmtree(history)  # the original is gone
+    with nothing_written_outside(tmp_path, copy, tmp_path / "out2"):
+        results = [tftrain(copy, *args) for args in (["models"], ["runs"], ["doctor"], ["models", "pull", "demo@v1", "-o", str(tmp_path / "out2")])]
+    for result in results:
+        assert_clean(result)
+    assert ": ok (1 run, 1 model version)" in results[2].stdout + results[2].stderr
+    assert (tmp_path / "out2" / "weights.bin").read_bytes() == b"\0" * 64
+    assert not history.exists()
+
+
+@pytest.mark.parametrize("column", ["runs.run_dir", "models.path"])
+@pytest.mark.parametrize("stored", ["/etc", "/tmp/elsewhere/runs/demo-2", "../outside/runs/demo-1", "runs/../../x"])
+def test_an_index_naming_a_directory_outside_the_home_is_refused(history, tmp_path, column, stored):
+    import sqlite3
+
+    table, name = column.split(".")
+    with sqlite3.connect(history / "tftrain.db") as db:
+        db.execute(f"UPDATE {table} SET {name} = ?", (stored,))
+        db.execute("PRAGMA user_version = 0")
+    db.close()
+    with nothing_written_outside(tmp_path, history):
+        for command in (["runs"], ["models"], ["models", "pull", "demo@v1", "-o", str(tmp_path / "out")]):
+            assert_refused(tftrain(history, *command), HistoryError, "tftrain.db is damaged", "outside", "tftrain doctor")
+    assert not (tmp_path / "out").exists()
+    doctor = tftrain(history, "doctor")
+    assert_clean(doctor)
+    assert "outside" in doctor.stdout + doctor.stderr
+    assert_clean(tftrain(history, "models", "pull", "demo@v1", "-o", str(tmp_path / "out")))

@@ -232,7 +232,10 @@ def test_models_table_is_rebuilt_from_version_directories(tmp_path):
     (version / "version.json").write_text(json.dumps({"name": "digits", "version": 3, "run_id": "digits-1", "created": 7.0, "files": 2}))
     with Store(home) as store:
         (row,) = store.db.execute("SELECT name, version, state, run_id, created, path, info FROM models").fetchall()
-    assert row[:6] == ("digits", 3, "ready", "digits-1", 7.0, str(version))
+        from runner.history.model_registry import Registry
+
+        assert Registry(store).get("digits", 3).path == version
+    assert row[:6] == ("digits", 3, "ready", "digits-1", 7.0, "models/digits/v3")  # relative to the home: a copied home reads its own
     assert json.loads(row[6])["files"] == 2
 
 
@@ -291,3 +294,33 @@ def test_a_run_queued_again_says_why_until_it_runs(tmp_path):
         assert running["phases"][-2]["reason"] == "Slurm job 7: PENDING (Resources)" and running["phases"][-2]["ended"] is not None
         store.finish(run_id, "Completed", 0, None)
     assert [p["phase"] for p in record(home, run_id)["phases"]] == ["Preparing", "Queued", "Running", "Completed"]
+
+
+def test_an_index_with_absolute_paths_is_migrated_to_the_home_it_is_in(tmp_path):
+    """tftrain.db before paths were relative (user_version 0), copied to another home: its rows
+    are re-rooted there; one naming a directory outside any home is refused in one line."""
+    import shutil
+    import sqlite3
+
+    from runner.errors import HistoryError
+
+    original = tmp_path / "a" / "home"
+    with Store(original) as store:
+        run_id = store.new_run("demo", MANIFEST)
+    with sqlite3.connect(original / "tftrain.db") as db:
+        db.execute("UPDATE runs SET run_dir = ? || '/runs/' || run_id", (str(original),))
+        db.execute("PRAGMA user_version = 0")
+    db.close()
+    copy = tmp_path / "b" / "home"
+    shutil.copytree(original, copy)
+    shutil.rmtree(original)
+    with Store(copy) as store:
+        assert store.run(run_id).run_dir == copy / "runs" / run_id
+        assert store.db.execute("SELECT run_dir FROM runs").fetchall() == [(f"runs/{run_id}",)]
+        assert store.db.execute("PRAGMA user_version").fetchone() == (1,)
+    with sqlite3.connect(copy / "tftrain.db") as db:
+        db.execute("UPDATE runs SET run_dir = '/etc'")
+        db.execute("PRAGMA user_version = 0")
+    db.close()
+    with pytest.raises(HistoryError, match=r"runs.run_dir of demo-1 is '/etc', outside .*: run `tftrain doctor`"):
+        Store(copy)

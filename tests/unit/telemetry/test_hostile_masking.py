@@ -168,3 +168,40 @@ def test_a_registered_password_quoted_into_a_url_is_still_masked():
     masker = Masker([value])
     for form in ("p%40ss%3Aw%2Frd%231%20x%2By", "p%40ss%3Aw%2Frd%231+x%2By", value):
         assert masker.text(f"connect to db as {form} failed") == "connect to db as *** failed", form
+
+
+# --- a secret that is not UTF-8 -----------------------------------------------------------------
+# os.environ decodes bytes that are not UTF-8 as lone surrogates (surrogateescape); JSON's \ud800
+# is a lone surrogate too: neither can be encoded as UTF-8, and the masker matches bytes as bytes.
+RAW_SECRET = b"ab\xffcd-not-utf8-Secret"
+ENVIRON_SECRET = RAW_SECRET.decode("utf-8", "surrogateescape")
+LISTED_NAME = b"f\xe9.txt".decode("utf-8", "surrogateescape")
+
+
+@pytest.mark.parametrize("secret", [ENVIRON_SECRET, "x\ud800y-json-surrogate-Secret", f"line one\n{ENVIRON_SECRET}\n"])
+def test_a_secret_that_is_not_utf8_is_masked_as_bytes(secret):
+    masker = Masker([secret])
+    line = secret.strip().splitlines()[-1]
+    assert masker.text(f"got {line} here") == "got *** here"
+    raw = line.encode("utf-8", "surrogateescape") if "\ud800" not in line else line.encode("utf-8", "surrogatepass")
+    assert masker.chunk(b"got " + raw + b" here") == b"got *** here"
+    assert masker.chunk(repr(raw).encode()) == b"b'***'"  # as Python prints the bytes: b'ab\xffcd…'
+    stream = masker.safe_end(b"x " + raw[:5])  # a stream cut inside it holds it back
+    assert stream <= 2
+
+
+def test_the_logger_takes_a_secret_that_is_not_utf8(tmp_path):
+    stream = io.StringIO()
+    stream.buffer = io.BytesIO()
+    logger = Logger(stream, settings=LoggerSettings(actions=True, step_summary=tmp_path / "summary.md", output=tmp_path / "out"))
+    logger.mask_secrets(["API_SECRET"], {"API_SECRET": ENVIRON_SECRET})
+    logger.info(f"value {ENVIRON_SECRET}")
+    logger.warning(f"{ENVIRON_SECRET} and a file name {LISTED_NAME}")  # as os.listdir gives it: kept as its bytes
+    logger.table("t", ["a"], [[ENVIRON_SECRET]])
+    logger.log_chunk(b"[0] " + RAW_SECRET + b"\n", "0.log")
+    logger.flush()
+    console = stream.buffer.getvalue()
+    mask_command = b"::add-mask::" + RAW_SECRET + b"\n"  # GitHub hides it in its log too
+    assert console.startswith(mask_command)
+    rest = console[len(mask_command):]
+    assert RAW_SECRET not in rest and b"value ***" in rest and b"f\xe9.txt" in rest and b"[0] ***" in rest

@@ -12,6 +12,7 @@ from runner.manifest import load_manifest
 from runner.paths import tftrain_home
 from runner.history.rundir import RunPaths
 from runner.history.store import Store
+from runner.history.untrusted import optional_mapping
 from runner.targets.leftovers import reconcile
 from runner.settings import Settings, resolve
 
@@ -76,9 +77,9 @@ def _comment(settings: Settings, args, logger) -> int:
         reconcile(store)  # the comment states the run's status
         run = store.run(args.run)
     paths = RunPaths.of_run(run)[1]
-    summary = json.loads(paths.metrics_summary.read_text()) if paths.metrics_summary.exists() else {}
-    body = paths.summary.read_text() if paths.summary.exists() else f"run {run.run_id}: {run.status}\n"
-    record = json.loads(paths.record.read_text()) if paths.record.exists() else {}
+    summary = optional_mapping(paths.metrics_summary, logger.warning)  # the run's files: a comment does without a bad one
+    body = paths.summary.read_text(errors="replace") if paths.summary.is_file() else f"run {run.run_id}: {run.status}\n"
+    record = optional_mapping(paths.record, logger.warning)
     if record.get("sweep"):  # the best trial of a sweep: its trials table first
         from runner.sweep.book import sweep_summary
 
@@ -110,7 +111,9 @@ def _signature_note(client, repository: str, model: str, template, baseline, pat
     """The serving signature against the released model's (both through the gate), or nothing."""
     if baseline is None or not (paths.serving / "serving.json").exists():
         return ""
-    serving = json.loads((paths.serving / "serving.json").read_text())
+    serving = optional_mapping(paths.serving / "serving.json", logger.warning)
+    if not serving:
+        return ""
     try:
         released = workflow.release_json(client.get_repo(repository), model, template, baseline[0], "serving.json")
     except ServiceError as exc:

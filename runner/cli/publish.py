@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import fnmatch
-import json
 import os
 
 from runner.github import workflow
@@ -13,6 +12,7 @@ from runner.github.publish import publish
 from runner.history.rundir import RunPaths
 from runner.storage.s3 import S3Target
 from runner.history.store import Store
+from runner.history.untrusted import BadRecord, read_json
 from runner.targets.leftovers import reconcile
 from runner.settings import GitHubContext, resolve
 
@@ -55,7 +55,12 @@ def run(args, logger) -> int:
         reconcile(store)  # the release carries run.json: a lost run's says Failed
         record_row = store.run(args.run)
     manifest, paths = RunPaths.of_run(record_row)
-    record = json.loads(paths.record.read_text())
+    try:
+        record = read_json(paths.record)
+    except (OSError, BadRecord) as exc:
+        raise PublishError(f"run {record_row.run_id} cannot be published: {getattr(exc, 'strerror', None) or exc}") from None
+    if not isinstance(record, dict):
+        raise PublishError(f"run {record_row.run_id} cannot be published: {paths.record} is not a run's record")
     with workflow.github_errors(PublishError):
         repo = workflow.client(context).get_repo(context.repository)
         published = publish(

@@ -8,7 +8,6 @@ import os
 import shutil
 from pathlib import Path
 
-import yaml
 
 import runner
 from runner.history.archive import pack
@@ -19,6 +18,7 @@ from runner.telemetry.point import iter_series
 from runner.telemetry.summary import sampled
 from runner.telemetry.report import metric_rows
 from runner.history.rundir import RunPaths
+from runner.history.untrusted import BadRecord, optional_mapping, read_json, read_yaml
 from runner.storage.s3 import S3Target, pointer_text, upload
 from runner.serving.layout import RELEASE_ASSETS
 from runner.serving.scoring.release import SCORING_ASSET, pack_scoring
@@ -83,7 +83,11 @@ def model_card(
     previous: tuple[str, dict, dict | None] | None = None,
 ) -> str:
     """`previous`: (tag, metrics.json, usage.json) of the last release, to set this one's usage against."""
-    lock = yaml.safe_load(paths.lock.read_text()) if paths.lock.exists() else {}
+    try:
+        lock = read_yaml(paths.lock) if paths.lock.exists() else {}
+    except (OSError, BadRecord) as exc:
+        raise PublishError(f"{paths.lock} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+    lock = lock if isinstance(lock, dict) else {}
     git = record.get("git") or {}
     fetched = lock.get("inputs") or {}  # what this run was handed
     inputs = [
@@ -121,11 +125,10 @@ def _withheld(manifest: Manifest, paths: RunPaths, record: dict, model: Path) ->
     found = set(secret_files(model, secret_values(manifest.secrets)))
     if record.get("model"):
         from runner.history.refs import ModelRef
-        from runner.history.regular import read_regular
 
         ref = ModelRef.parse(record["model"])
         try:
-            info = json.loads(read_regular(paths.root.parent.parent / "models" / ref.name / f"v{ref.version}" / "version.json"))
+            info = read_json(paths.root.parent.parent / "models" / ref.name / f"v{ref.version}" / "version.json")
             skipped = info.get("skipped") if isinstance(info, dict) else None
         except (OSError, ValueError, RecursionError):  # _seal_assets says so, where it matters
             skipped = None
@@ -141,7 +144,6 @@ def _seal_assets(model: Path, paths: RunPaths, record: dict, directory: Path, wi
     published only when those files are still the ones it signed."""
     from runner.history.model_registry import SUMS as VERSION_SUMS
     from runner.history.provenance import FILE as PROVENANCE
-    from runner.history.regular import read_regular
     from runner.history.refs import ModelRef
     from runner.history.signing import SIGNATURE, Coverage, coverage_of
 
@@ -150,7 +152,7 @@ def _seal_assets(model: Path, paths: RunPaths, record: dict, directory: Path, wi
     ref = ModelRef.parse(record["model"])
     version_dir = paths.root.parent.parent / "models" / ref.name / f"v{ref.version}"
     try:
-        info = json.loads(read_regular(version_dir / "version.json"))  # never a FIFO's endless wait
+        info = read_json(version_dir / "version.json")  # never a FIFO's endless wait, nor an endless nesting
     except FileNotFoundError:
         if not os.path.lexists(version_dir / SIGNATURE):
             return {}  # no record of the version here: nothing it says is left out
@@ -218,9 +220,8 @@ def _serving(paths: RunPaths) -> dict | None:
     """What the model gate recorded, as the model card shows it: each signature's inputs and outputs."""
     import json
 
-    try:
-        serving = json.loads((paths.serving / "serving.json").read_text())
-    except (OSError, ValueError):
+    serving = optional_mapping(paths.serving / "serving.json")
+    if not serving:
         return None
     from runner.serving.signature import signatures_from_json
 

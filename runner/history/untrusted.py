@@ -31,6 +31,24 @@ def read_json(path: Path, name: str | None = None) -> object:
     return load_json(_read(path, name or str(path)), name or str(path))
 
 
+def optional_mapping(path: Path, warn=None) -> dict:
+    """The JSON object in `path`, or {} when there is none or it cannot be used (a record another
+    party may have written, that a report can do without); `warn(line)` hears why, once."""
+    try:
+        value = read_json(path)
+    except FileNotFoundError:
+        return {}
+    except (OSError, BadRecord) as exc:
+        if warn is not None:
+            warn(f"{path} left out: {getattr(exc, 'strerror', None) or exc}")
+        return {}
+    if not isinstance(value, dict):
+        if warn is not None:
+            warn(f"{path} left out: not a JSON object")
+        return {}
+    return value
+
+
 def read_yaml(path: Path, name: str | None = None) -> object:
     """The YAML document in the regular file `path`, as read_json holds JSON; no aliases."""
     return load_yaml(_read(path, name or str(path)), name or str(path))

@@ -5,11 +5,11 @@ assets that carry the same files. The standard library only: the model server re
 from __future__ import annotations
 
 import enum
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from runner.serving.signature import Located, candidates, locate
+from runner.history.untrusted import optional_mapping
 
 # a release's asset → where it goes in the version directory (the registry's own layout)
 RELEASE_ASSETS = {
@@ -53,13 +53,7 @@ class VersionDir:
 
     def serving(self) -> dict | None:
         """serving.json, or None for a version registered before the gate wrote one."""
-        if not self.serving_json.is_file():
-            return None
-        try:
-            data = json.loads(self.serving_json.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        return data if isinstance(data, dict) else None
+        return optional_mapping(self.serving_json) or None
 
     def located(self) -> Located | None:
         """The loadable model: the one at the top of model/ that serving.json names (the gate

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from runner.errors import FatalError, NotFoundError
 from runner.history.rundir import writing
 from runner.history.store import Store
+from runner.history.untrusted import read_json
 from runner.sweep.pareto import best_words, front_markdown, objective_metrics, pareto_front, points_of, value_cells
 from runner.sweep.study import WARM, Sweep
 from runner.telemetry.logger import Logger
@@ -279,7 +280,7 @@ def sweep_summary(home: Path, record: dict) -> str | None:
 def read_sweep(home: Path, sweep_id: str) -> dict:
     """sweep.json, each trial's status as its run in this home says (the file may be older than the
     runs: a sweep whose storage went away could not write it again)."""
-    document = json.loads((sweeps_root(home) / sweep_id / "sweep.json").read_text(encoding="utf-8"))
+    document = read_json(sweeps_root(home) / sweep_id / "sweep.json")  # BadRecord is a ValueError
     trials = document.get("trials") if isinstance(document, dict) else None
     if not isinstance(trials, list) or not all(isinstance(t, dict) for t in trials):
         raise ValueError(f"{sweeps_root(home) / sweep_id / 'sweep.json'} is not a sweep's record")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import traceback
+from runner.history.untrusted import optional_mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -85,11 +86,8 @@ def shims(pythonpath_root: Path) -> Path:
 def recorded(root: Path) -> dict | None:
     """serving/serving.json's "scoring" (what the gate checked and registration kept, with its
     sha256 in version.json), or None for a version registered without a scoring script."""
-    try:
-        serving = json.loads((root / "serving" / "serving.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
-    return scoring_of(serving)
+    serving = optional_mapping(root / "serving" / "serving.json")
+    return scoring_of(serving) if serving else None
 
 
 def scoring_of(serving: object) -> dict | None:

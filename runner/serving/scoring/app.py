@@ -8,8 +8,9 @@ Started by runner.serving.scoring.server with the model's variables in its envir
 if any, in TFTRAIN_SERVING_TOKEN (taken out before the script is loaded). The worker loads the
 script and runs init() before it accepts a connection. A worker that ends, for whatever reason,
 while the server is not stopping ends the server with one line saying why (exit 3): while booting
-(the script's import or init() failed, or ended the process), or afterwards (run(), a thread of the
-script, or gunicorn's timeout on a request ended it) — never a re-boot loop, never a half-up server.
+(the script's import or init() failed, or ended the process), or afterwards (run() or a thread of
+the script ended it) — never a re-boot loop, never a half-up server. A request that runs past
+WORKER_TIMEOUT (300 s) is the exception: gunicorn ends that worker and boots another, as on Azure.
 run() raising ValueError, KeyError, IndexError or TypeError (or TensorFlow's InvalidArgumentError)
 is the request's fault (400, one line); anything else 500 (the traceback in the log only).
 """
@@ -132,8 +133,7 @@ def worker_ended(pid: int, status: int, booted: bool) -> str:
     script = os.environ.get("AZUREML_ENTRY_SCRIPT", "score.py")
     if not booted:
         return f"scoring script {script}: its worker ended ({how}) before init() finished: the import or init() ended the process"
-    return (f"scoring script {script}: its worker (pid {pid}) ended ({how}) while serving: run() or the script ended the process"
-            f"{' (or a request ran past WORKER_TIMEOUT)' if how in ('exit 1', 'signal SIGKILL', 'signal SIGABRT') else ''}; the server stops")
+    return f"scoring script {script}: its worker (pid {pid}) ended ({how}) while serving: run() or the script ended the process; the server stops"
 
 
 def arbiter_class():
@@ -154,14 +154,19 @@ def arbiter_class():
                 except ChildProcessError:
                     continue
                 if ended:
-                    self.WORKERS.pop(pid).tmp.close()
-                    self.worker_ended(pid, status)
+                    worker = self.WORKERS.pop(pid)
+                    worker.tmp.close()
+                    self.worker_ended(pid, status, getattr(worker, "aborted", False))
             super().reap_workers()  # anything else (an orphan it adopted)
 
-        def worker_ended(self, pid: int, status: int) -> None:
+        def worker_ended(self, pid: int, status: int, timed_out: bool) -> None:
             self.read_pipe()
             if not self.LISTENERS or (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
                 return  # stopping: gunicorn's own SIGTERM to it
+            if timed_out and pid in self.booted:  # gunicorn's timeout on one request: a new worker, as Azure does
+                print(f"tftrain-serve: warning: a request to the scoring script ran past WORKER_TIMEOUT ({self.timeout} s): "
+                      "its worker was ended; a new one runs init()", file=sys.stderr, flush=True)
+                return
             if pid not in self.told:
                 print(f"tftrain-serve: error: {worker_ended(pid, status, pid in self.booted)}", file=sys.stderr, flush=True)
             self.stop()

@@ -137,6 +137,7 @@ class Front:
         self.booted = False  # the worker ran init() and accepts requests
         self.queue = asyncio.Semaphore(BACKEND_QUEUE)
         self.connections: set[asyncio.Task] = set()
+        self.handed_on: set[asyncio.Task] = set()  # of those, the ones whose request is whole
         self.server: asyncio.Server | None = None
 
     async def start(self, listener: socket.socket) -> None:
@@ -144,10 +145,13 @@ class Front:
         self.server = await asyncio.start_server(self.handle, sock=listener, limit=MAX_HEAD_BYTES, backlog=2048)
 
     async def drain(self, seconds: float) -> None:
-        """Accept no more connections (the port is closed); wait up to `seconds` for those open."""
+        """Accept no more connections (the port is closed), drop those still sending their request,
+        and wait up to `seconds` for the requests handed to the worker to be answered."""
         self.server.close()
-        if self.connections:
-            await asyncio.wait(set(self.connections), timeout=seconds)
+        for task in self.connections - self.handed_on:
+            task.cancel()
+        if self.handed_on:
+            await asyncio.wait(set(self.handed_on), timeout=seconds)
 
     async def close(self) -> None:
         self.server.close()
@@ -166,6 +170,7 @@ class Front:
             pass  # the client left
         finally:
             self.connections.discard(task)
+            self.handed_on.discard(task)
             writer.transport.abort() if writer.transport.get_write_buffer_size() else writer.close()
 
     async def exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -183,6 +188,7 @@ class Front:
         if framing.get(b"expect", b"").lower() == b"100-continue":
             writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         body = await read_chunked(reader, self.max_body) if length is None else await idle(reader.readexactly(length))
+        self.handed_on.add(asyncio.current_task())
         await self.send(writer, await self.forward(request, body))
 
     async def forward(self, request: Request, body: bytes) -> bytes:

@@ -12,7 +12,8 @@ process of its own (its own process group) on a private Unix socket, and the fro
 client's request whole before handing it on, so a slow or silent client never holds the one sync
 worker. The worker loads the script and runs init() before it accepts a connection, so `GET /`
 answers only once init() is done. A script that does not load, whose init() raises, or whose worker
-ends ends the server (exit 3, one line): it is never left half-up, and never re-boots in a loop.
+ends ends the server (exit 3, one line): it is never left half-up, and never re-boots in a loop (a
+request past WORKER_TIMEOUT excepted: gunicorn boots a new worker, as Azure does).
 The key (TFTRAIN_SERVING_TOKEN, never argv) reaches the worker's environment only and is taken out
 before the script is loaded. Nothing the server started outlives it: this process adopts every
 orphan below it and, at its end, kills gunicorn's process group and whatever is left (a daemon the

@@ -30,7 +30,8 @@ SLOW_CLIENTS = 300
 TENSORFLOW = "2.18.1"  # with the packages below: test_scoring.py's environment (examples/azure-keras-scoring's)
 PACKAGES = ["numpy"]
 
-ECHO = "def init():\n    pass\n\n\ndef run(raw_data):\n    return [len(raw_data)]\n"
+ECHO = "import time\n\n\ndef init():\n    pass\n\n\ndef run(raw_data):\n    if 'sleep' in raw_data:\n        time.sleep(30)\n    return [len(raw_data)]\n"
+WORKER_TIMEOUT = 8  # Azure's variable, 300 s by default: shorter, for the request that runs past it
 FORKS = """import os, time
 
 
@@ -71,10 +72,10 @@ def register(home: Path, name: str, script: str) -> None:
 class Serve:
     """`tftrain serve NAME@v1 --port 0`, its output collected."""
 
-    def __init__(self, tmp_path: Path, script: str, name: str = "scored") -> None:
+    def __init__(self, tmp_path: Path, script: str, name: str = "scored", env_extra: dict[str, str] | None = None) -> None:
         self.home = tmp_path / "home"
         register(self.home, name, script)
-        env = {**os.environ, "TFTRAIN_HOME": str(self.home), "TFTRAIN_CACHE_DIR": str(lasting_cache_path()), "COLUMNS": "200"}
+        env = {**os.environ, "TFTRAIN_HOME": str(self.home), "TFTRAIN_CACHE_DIR": str(lasting_cache_path()), "COLUMNS": "200", **(env_extra or {})}
         self.started = time.monotonic()
         self.process = subprocess.Popen([TFTRAIN, "serve", f"{name}@v1", "--port", "0"], stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True, env=env)
@@ -148,7 +149,7 @@ def answered_meanwhile(served: Serve) -> None:
 
 @pytest.fixture(scope="module")
 def echo(tmp_path_factory):
-    served = Serve(tmp_path_factory.mktemp("scoring-echo"), ECHO).ready()
+    served = Serve(tmp_path_factory.mktemp("scoring-echo"), ECHO, env_extra={"WORKER_TIMEOUT": str(WORKER_TIMEOUT)}).ready()
     yield served
     served.stop()
 
@@ -186,6 +187,29 @@ def test_hundreds_of_slow_clients_do_not_stop_the_server(echo):
 def test_a_healthy_start_prints_no_traceback(echo):
     assert echo.request("POST", "/score", b"{}")[0] == 200
     assert "Traceback" not in echo.output and "NotADirectoryError" not in echo.output, echo.output[-3000:]
+
+
+def test_liveness_answers_while_score_is_busy_and_a_request_past_the_timeout_gets_a_new_worker(echo):
+    slow: list[object] = []
+
+    def call() -> None:
+        try:
+            slow.append(echo.request("POST", "/score", b'"sleep"', timeout=90)[0])
+        except (OSError, http.client.HTTPException) as exc:
+            slow.append(exc)
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    time.sleep(1)
+    began = time.monotonic()
+    assert echo.request("GET", "/") == (200, b"Healthy") and time.monotonic() - began < 2  # not queued behind run()
+    caller.join(90)
+    assert slow and slow[0] != 200
+    deadline = time.monotonic() + 60
+    while echo.request("POST", "/score", b"{}", timeout=60) != (200, b"[2]"):  # a new worker ran init()
+        assert time.monotonic() < deadline and echo.process.poll() is None
+        time.sleep(0.5)
+    assert f"ran past WORKER_TIMEOUT ({WORKER_TIMEOUT} s)" in echo.output and "Traceback" not in echo.output, echo.output[-3000:]
 
 
 def test_nothing_of_the_server_outlives_tftrain_killed(tmp_path):

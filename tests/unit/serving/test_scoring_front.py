@@ -156,3 +156,20 @@ def test_no_worker_is_a_503_not_a_hang(tmp_path):
         return await exchange(port, b"POST /score HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
 
     assert run_front(tmp_path, test).startswith(b"HTTP/1.1 503 ")
+
+
+def test_a_drain_drops_requests_still_arriving_and_answers_those_handed_on(tmp_path):
+    async def test(port, worker, serving):
+        stalled_reader, stalled_writer = await asyncio.open_connection("127.0.0.1", port)
+        stalled_writer.write(b"POST /score HTTP/1.1\r\n")
+        await worker.lock.acquire()  # the worker busy with a run()
+        handed = asyncio.create_task(exchange(port, b"POST /score HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}"))
+        await asyncio.sleep(0.3)
+        draining = asyncio.create_task(serving.drain(5))
+        stalled = await asyncio.wait_for(stalled_reader.read(), 2)
+        worker.lock.release()
+        await draining
+        return stalled, await handed
+
+    stalled, handed = run_front(tmp_path, test)
+    assert stalled == b"" and handed.startswith(b"HTTP/1.1 200 ") and handed.endswith(b"[1]")

@@ -9,7 +9,8 @@ never the worker. A client that is too slow is dropped (408). The liveness probe
 answered here once the worker has booted (init() done), never queued behind a /score. A body over
 the limit is 413 before it is read (declared) or once it passes the limit (chunked); a chunked body
 reaches the worker with its Content-Length. The worker's answer is read whole, then written to the
-client at the client's pace. One request per connection, as gunicorn's sync worker does.
+client at the client's pace; an HTTP/1.1 client's connection is kept for its next request (the
+worker's own is not: it serves one request a connection) and closed after KEEP_ALIVE_SECONDS idle.
 Standard library only.
 """
 
@@ -23,7 +24,9 @@ from dataclasses import dataclass
 
 HEADER_SECONDS = 10.0  # the request line and headers, whole
 IDLE_SECONDS = 10.0  # any read of the body, or any write of the answer, that makes no progress
+KEEP_ALIVE_SECONDS = 5.0  # a kept connection's next request, headers whole (uvicorn keeps one 5 s)
 MAX_HEAD_BYTES = 64 * 1024
+READ_BYTES = 1 << 16
 BACKEND_QUEUE = 64  # requests handed to the worker at once (the rest wait here, not in its backlog)
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"})
 TOKEN = re.compile(rb"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
@@ -163,33 +166,47 @@ class Front:
         task = asyncio.current_task()
         self.connections.add(task)
         try:
-            await self.exchange(reader, writer)
-        except Refused as refused:
-            await self.send(writer, answer(refused.status, str(refused)))
-        except (ConnectionError, asyncio.IncompleteReadError, OSError):
-            pass  # the client left
+            try:
+                first = True
+                while await self.exchange(reader, writer, first):
+                    first = False
+                    self.handed_on.discard(task)
+            except Refused as refused:
+                await self.send(writer, answer(refused.status, str(refused)))
+        except (Refused, asyncio.IncompleteReadError, OSError):
+            pass  # the client left, or reads nothing of its answer
         finally:
             self.connections.discard(task)
             self.handed_on.discard(task)
-            writer.transport.abort() if writer.transport.get_write_buffer_size() else writer.close()
+            if writer.transport.get_write_buffer_size():  # an answer it does not read: dropped, not kept
+                writer.transport.abort()
+            else:
+                writer.close()
 
-    async def exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, first: bool) -> bool:
+        """One request and its answer; True when the connection is kept for the next one."""
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEADER_SECONDS)
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEADER_SECONDS if first else KEEP_ALIVE_SECONDS)
         except asyncio.TimeoutError:
+            if not first:
+                return False  # a kept connection without a next request: closed quietly
             raise Refused(408, f"the request's headers did not arrive within {HEADER_SECONDS:g} s") from None
         except asyncio.LimitOverrunError:
             raise Refused(431, f"the request's headers are larger than {MAX_HEAD_BYTES} bytes") from None
         request, framing = parse_head(head[:-4])
         length = body_length(framing, self.max_body)
+        keep = request.version == "HTTP/1.1" and framing.get(b"connection", b"").lower() != b"close"
         if request.path() == "/" and request.method in ("GET", "HEAD") and self.booted and length == 0:
-            await self.send(writer, liveness(request.method))
-            return
+            await self.send(writer, liveness(request.method, keep))
+            return keep
         if framing.get(b"expect", b"").lower() == b"100-continue":
             writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         body = await read_chunked(reader, self.max_body) if length is None else await idle(reader.readexactly(length))
         self.handed_on.add(asyncio.current_task())
-        await self.send(writer, await self.forward(request, body))
+        answered = await self.forward(request, body)
+        kept = kept_alive(answered) if keep and request.method != "HEAD" else None
+        await self.send(writer, kept or answered)
+        return kept is not None
 
     async def forward(self, request: Request, body: bytes) -> bytes:
         """The worker's whole answer to `request`; 503 when the worker is not there (stopping)."""
@@ -197,20 +214,34 @@ class Front:
         head += [name + b": " + value for name, value in request.headers]
         head += [b"Content-Length: " + str(len(body)).encode(), b"Connection: close"]
         async with self.queue:
-            try:
-                backend_reader, backend_writer = await asyncio.open_unix_connection(self.backend)
-            except OSError:
-                return answer(503, "the scoring script's worker is not accepting requests (the server is stopping)")
-            try:
-                backend_writer.write(b"\r\n".join(head) + b"\r\n\r\n" + body)
-                answered = await backend_reader.read()  # to end-of-file: the sync worker closes after each answer
-            finally:
-                backend_writer.close()
+            answered = await self.exchange_with_worker(b"\r\n".join(head) + b"\r\n\r\n" + body)
+        if answered is None:
+            return answer(503, "the scoring script's worker is not accepting requests (the server is stopping)")
         if not answered:
             return answer(502, "the scoring script's worker closed the connection without an answer (it ended, or the server is stopping)")
-        if request.path() == "/" and request.method == "GET" and answered.startswith((b"HTTP/1.1 200 ", b"HTTP/1.0 200 ")):
-            self.booted = True  # init() is done: liveness is answered here from now on
+        self.booted = True  # the worker accepts only once init() is done: liveness is answered here from now on
         return answered
+
+    async def exchange_with_worker(self, request: bytes) -> bytes | None:
+        """The worker's answer, read to end-of-file (the sync worker closes after each); None when
+        it cannot be reached. The request is followed by end-of-file: the worker, lingering for
+        the peer's close after its answer (gunicorn's close_graceful), is never kept waiting on this loop."""
+        loop = asyncio.get_running_loop()
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as worker:
+            worker.setblocking(False)
+            try:
+                await loop.sock_connect(worker, self.backend)
+            except OSError:
+                return None
+            chunks = []
+            try:
+                await loop.sock_sendall(worker, request)
+                worker.shutdown(socket.SHUT_WR)
+                while chunk := await loop.sock_recv(worker, READ_BYTES):
+                    chunks.append(chunk)
+            except OSError:
+                pass
+            return b"".join(chunks)
 
     async def send(self, writer: asyncio.StreamWriter, data: bytes) -> None:
         writer.write(data)
@@ -224,8 +255,25 @@ def answer(status: int, message: str) -> bytes:
             f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
 
 
-def liveness(method: str) -> bytes:
+def liveness(method: str, keep: bool) -> bytes:
     """azmlinfsrv's own answer to GET / ("Healthy")."""
     body = b"Healthy"
-    head = f"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    head = (f"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {len(body)}\r\n"
+            f"Connection: {'keep-alive' if keep else 'close'}\r\n\r\n")
     return head.encode() + (body if method == "GET" else b"")
+
+
+def kept_alive(answer: bytes) -> bytes | None:
+    """The worker's answer (Connection: close: the sync worker serves one request a connection)
+    with the connection kept open for the client's next request; None when its body is not
+    delimited by a Content-Length that it fills (then only the close ends it)."""
+    head, _, body = answer.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    if not lines[0].startswith(b"HTTP/1.1 ") or lines[0][9:12] in (b"100", b"101"):
+        return None
+    fields = [(line.partition(b":")[0].strip().lower(), line.partition(b":")[2].strip()) for line in lines[1:]]
+    lengths = [value for name, value in fields if name == b"content-length"]
+    if any(name == b"transfer-encoding" for name, _ in fields) or len(lengths) != 1 or lengths[0] != str(len(body)).encode():
+        return None
+    kept = [line for line, (name, _) in zip(lines[1:], fields) if name != b"connection"]
+    return b"\r\n".join([lines[0], *kept, b"Connection: keep-alive"]) + b"\r\n\r\n" + body

@@ -65,8 +65,10 @@ class Worker:
 
 
 async def exchange(port: int, data: bytes) -> bytes:
+    """One request on a connection of its own, the answer read to the close."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(data)
+    line, _, rest = data.partition(b"\r\n")
+    writer.write(line + b"\r\nConnection: close\r\n" + rest)
     answer = await asyncio.wait_for(reader.read(), 5)
     writer.close()
     return answer
@@ -173,3 +175,29 @@ def test_a_drain_drops_requests_still_arriving_and_answers_those_handed_on(tmp_p
 
     stalled, handed = run_front(tmp_path, test)
     assert stalled == b"" and handed.startswith(b"HTTP/1.1 200 ") and handed.endswith(b"[1]")
+
+
+def test_a_kept_connection_serves_the_next_request_and_is_closed_when_idle(tmp_path, monkeypatch):
+    monkeypatch.setattr(front, "KEEP_ALIVE_SECONDS", 0.5)
+
+    async def test(port, worker, serving):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        answers = []
+        for _ in range(2):
+            writer.write(b"POST /score HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\n{}")
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+            answers.append((head, await reader.readexactly(3)))
+        closed = await asyncio.wait_for(reader.read(), 5)  # idle past KEEP_ALIVE_SECONDS: closed, nothing sent
+        return answers, closed, len(worker.requests)
+
+    answers, closed, forwarded = run_front(tmp_path, test)
+    assert [body for _, body in answers] == [b"[1]", b"[1]"] and forwarded == 2
+    assert all(b"Connection: keep-alive" in head and b"Connection: close" not in head for head, _ in answers)
+    assert closed == b""
+
+
+def test_an_answer_without_its_length_ends_the_connection():
+    assert front.kept_alive(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nbody") is None
+    assert front.kept_alive(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nshort") is None
+    assert front.kept_alive(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok") == (
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nok")

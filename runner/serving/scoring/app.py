@@ -161,12 +161,14 @@ def arbiter_class():
 
         def worker_ended(self, pid: int, status: int, timed_out: bool) -> None:
             self.read_pipe()
-            if not self.LISTENERS or (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
+            if not self.LISTENERS:
                 return  # stopping: gunicorn's own SIGTERM to it
             if timed_out and pid in self.booted:  # gunicorn's timeout on one request: a new worker, as Azure does
                 print(f"tftrain-serve: warning: a request to the scoring script ran past WORKER_TIMEOUT ({self.timeout} s): "
                       "its worker was ended; a new one runs init()", file=sys.stderr, flush=True)
                 return
+            if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+                return  # gunicorn's own reasons (max_requests): a new one
             if pid not in self.told:
                 print(f"tftrain-serve: error: {worker_ended(pid, status, pid in self.booted)}", file=sys.stderr, flush=True)
             self.stop()
@@ -195,6 +197,8 @@ def run_gunicorn(args: argparse.Namespace) -> int:
         "accesslog": "-", "errorlog": "-", "loglevel": "warning",  # gunicorn's start-up lines name a private socket
         "post_fork": lambda arbiter, worker: (os.close(read_end), _TELL.append(write_end)),
         "post_worker_init": lambda worker: tell(BOOTED),
+        # the timed-out request's SystemExit is azmlinfsrv's 500 with a traceback: the arbiter's one line says it
+        "worker_abort": lambda worker: logging.disable(logging.CRITICAL),
     }
 
     class ScoringApplication(BaseApplication):

@@ -141,8 +141,9 @@ async def run_front(listener: socket.socket, backend: str, app: subprocess.Popen
         app.send_signal(signal.SIGTERM)
         try:
             await asyncio.wait_for(asyncio.shield(ended), args.grace_period + supervision.STOP_GRACE_SECONDS)
-        except asyncio.TimeoutError:
-            pass
+        except asyncio.TimeoutError:  # its clean stop did not finish: ended outright (the wait's thread with it)
+            supervision.end_descendants(app.pid)
+            await ended
     stopping.cancel()
     await front.close()
     code = app.poll()

@@ -212,7 +212,8 @@ def start_server(home: Path, port: int, batch: bool, name: str = NAME) -> subpro
     for line in process.stdout:
         tail = [*tail[-30:], line]
         if "is ready:" in line:
-            threading.Thread(target=lambda: [None for _ in process.stdout], daemon=True).start()  # keep the pipe drained
+            # keep the pipe drained, in large reads: a line at a time would take the GIL from the bench's clients
+            threading.Thread(target=lambda: [None for _ in iter(lambda: process.stdout.buffer.read1(1 << 20), b"")], daemon=True).start()
             return process
     raise SystemExit("tftrain serve stopped before it was ready:\n" + "".join(tail))
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import http.client
 import os
 import signal
@@ -37,7 +38,9 @@ READY_TIMEOUT_SECONDS = 900  # TensorFlow's import plus a large model's load, on
 POLL_SECONDS = 0.2
 MAX_PORT = 65535
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-RELAY_BYTES = 1 << 16
+RELAY_BYTES = 1 << 20
+RELAY_PIPE_BYTES = 1 << 20
+RELAY_PAUSE_SECONDS = 0.05
 
 
 def add_arguments(parser) -> None:
@@ -260,11 +263,16 @@ class ListeningPort:
 
 
 def _pump(process: subprocess.Popen, logger, tail: list[str], port: ListeningPort) -> None:
-    """The server's output, relayed as it comes, whole lines at a time: one write for all the lines
-    one read brings (a scoring server logs two lines per request), not one per line."""
+    """The server's output, relayed whole lines at a time, gathered for RELAY_PAUSE_SECONDS: one
+    wake-up and one write for all the lines that came meanwhile (a scoring server logs two lines
+    per request), not one per line."""
     assert process.stdout is not None
     fd, pending = process.stdout.fileno(), b""
+    with contextlib.suppress(OSError, AttributeError):  # Linux: room for what the server writes while this one waits
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, RELAY_PIPE_BYTES)
     while True:
+        if pending or port.known.is_set():
+            time.sleep(RELAY_PAUSE_SECONDS)  # let the lines gather: one wake-up and one write for many
         data = os.read(fd, RELAY_BYTES)
         pending += data
         whole, newline, rest = pending.rpartition(b"\n")

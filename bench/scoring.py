@@ -69,3 +69,30 @@ def in_process(model, version_dir: Path, name: str, seconds: float) -> list[floa
     done = subprocess.run([python, "-c", IN_PROCESS, str(version_dir / "scoring" / "score.py"), str(seconds), SAMPLE],
                           capture_output=True, text=True, env=env, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def scoring_env(model, version_dir: Path, name: str) -> tuple[str, dict[str, str]]:
+    """The scoring environment's Python and the variables a server of the version runs with."""
+    from runner.environments import scoring_spec
+    from runner.serving.scoring.script import model_variables, shims
+
+    python = scoring_spec(model.tensorflow, tuple(PACKAGES)).python_path()
+    repo = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": f"{shims(repo)}:{repo}", "PYTHONUNBUFFERED": "1",
+           **model_variables(version_dir / "model", name, 1)}
+    return str(python), env
+
+
+def start_plain(model, version_dir: Path, name: str, port: int) -> subprocess.Popen:
+    """Azure's own server on the script, as Azure starts it (`azmlinfsrv --entry_script`): no guard, no front."""
+    python, env = scoring_env(model, version_dir, name)
+    script = version_dir / "scoring" / "score.py"
+    return subprocess.Popen([str(Path(python).parent / "azmlinfsrv"), "--entry_script", str(script), "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**env, "AML_APP_ROOT": str(script.parent)})
+
+
+def start_direct(model, version_dir: Path, name: str, port: int) -> subprocess.Popen:
+    """tftrain's scoring server (runner.serving.scoring.server) alone, its output discarded: no tftrain serve relaying it."""
+    python, env = scoring_env(model, version_dir, name)
+    return subprocess.Popen([python, "-m", "runner.serving.scoring.server", "--model-dir", str(version_dir), "--name", name,
+                             "--version", "1", "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)

@@ -12,6 +12,12 @@ Python) in the same run. Printed as numbers and ratios against the goals, never 
 POST /score {"data": [[64 values]]} at c=1 and c=8, against the same script's run() called in-process
 on the same sample (ratio printed). No goal: Azure's server is gunicorn with one sync worker.
 
+--scoring --pairs N: the three ways of serving the script side by side, all started at once: plain
+azmlinfsrv (as Azure starts it), tftrain's scoring server alone (guard and front; its output
+discarded) and `tftrain serve` (which relays the server's log lines); N rounds of POST /score at c=1
+and c=8, the three interleaved (the order rotated each round); medians and their ratios to plain
+azmlinfsrv. The machine's load is printed beside them: on a shared machine the figures are indicative.
+
 --oversize: the request-size limit instead. A 200 MB body, declared (Content-Length) and chunked,
 is refused (413); a valid 40 MB batch (within the 64 MiB limit) is answered. For each: the
 server's RSS before and after (goal ≤ +50 MB after the refused one) and /v2/health/ready's latency
@@ -206,7 +212,8 @@ def start_server(home: Path, port: int, batch: bool, name: str = NAME) -> subpro
     for line in process.stdout:
         tail = [*tail[-30:], line]
         if "is ready:" in line:
-            threading.Thread(target=lambda: [None for _ in process.stdout], daemon=True).start()  # keep the pipe drained
+            # keep the pipe drained, in large reads: a line at a time would take the GIL from the bench's clients
+            threading.Thread(target=lambda: [None for _ in iter(lambda: process.stdout.buffer.read1(1 << 20), b"")], daemon=True).start()
             return process
     raise SystemExit("tftrain serve stopped before it was ready:\n" + "".join(tail))
 
@@ -240,12 +247,71 @@ def scoring(model, home: Path, seconds: float) -> None:
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (client and server share them)")
 
 
+def ready(port: int, process: subprocess.Popen, seconds: float = 600) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"a server exited ({process.returncode}) before it was ready")
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            connection.request("GET", "/")
+            if connection.getresponse().status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise SystemExit("a server was not ready in time")
+
+
+def scoring_pairs(model, home: Path, seconds: float, rounds: int) -> None:
+    """Plain azmlinfsrv, tftrain's scoring server alone and `tftrain serve`, interleaved; medians, ratios."""
+    from statistics import median
+
+    from scoring import SAMPLE, register_scoring_version, start_direct, start_plain
+
+    name = "bench-scoring"
+    register_scoring_version(home, model, name)
+    version_dir = home / "models" / name / "v1"
+    ports = []
+    for _ in range(3):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            ports.append(probe.getsockname()[1])
+    servers = {"plain azmlinfsrv": (ports[0], start_plain(model, version_dir, name, ports[0]))}
+    servers["scoring server alone"] = (ports[1], start_direct(model, version_dir, name, ports[1]))
+    servers["tftrain serve"] = (ports[2], start_server(home, ports[2], False, name))
+    figures: dict[str, dict[int, list[float]]] = {label: {1: [], 8: []} for label in servers}
+    loads = []
+    try:
+        for port, process in servers.values():
+            ready(port, process)
+            load(port, 1, 1.0, "/score", SAMPLE)  # warm-up
+        labels = list(servers)
+        for number in range(rounds):
+            order = labels[number % 3:] + labels[:number % 3]
+            for concurrency in (1, 8):
+                for label in order:
+                    figures[label][concurrency].append(load(servers[label][0], concurrency, seconds, "/score", SAMPLE)[0])
+            loads.append(os.getloadavg()[0])
+    finally:
+        for _, process in servers.values():
+            process.terminate()
+            process.wait(60)
+    base = {c: median(figures["plain azmlinfsrv"][c]) for c in (1, 8)}
+    for label, by_concurrency in figures.items():
+        print(f"{label:22s} " + "; ".join(
+            f"c={c}: median {median(values):6.0f} req/s ({median(values) / base[c]:.2f}× plain) of {', '.join(f'{v:.0f}' for v in values)}"
+            for c, values in by_concurrency.items()))
+    print(f"machine: {os.cpu_count()} cores, load average {min(loads):.1f}–{max(loads):.1f} over the rounds (client and servers share them)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=8.0, help="each measurement (default 8)")
     parser.add_argument("--batch", action="store_true", help="serve with --batch (requests that meet are one model call)")
     parser.add_argument("--oversize", action="store_true", help="measure the request-size limit (RSS, health latency) instead")
     parser.add_argument("--scoring", action="store_true", help="a scoring script on azmlinfsrv (POST /score) instead of KServe")
+    parser.add_argument("--pairs", type=int, default=0, help="with --scoring: N interleaved rounds of plain azmlinfsrv, the server alone, tftrain serve")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tftrain-bench-serve-") as tmp:
         root = Path(tmp) / "model"
@@ -254,6 +320,9 @@ def main() -> None:
         if built.returncode != 0:
             raise SystemExit(built.stderr[-2000:])
         model = BuiltModel(root, json.loads(built.stdout.strip().splitlines()[-1])["tensorflow"])
+        if args.scoring and args.pairs:
+            scoring_pairs(model, Path(tmp) / "home", args.seconds, args.pairs)
+            return
         if args.scoring:
             scoring(model, Path(tmp) / "home", args.seconds)
             return

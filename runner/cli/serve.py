@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import http.client
 import os
 import signal
@@ -37,6 +38,9 @@ READY_TIMEOUT_SECONDS = 900  # TensorFlow's import plus a large model's load, on
 POLL_SECONDS = 0.2
 MAX_PORT = 65535
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+RELAY_BYTES = 1 << 20
+RELAY_PIPE_BYTES = 1 << 20
+RELAY_PAUSE_SECONDS = 0.05
 
 
 def add_arguments(parser) -> None:
@@ -197,8 +201,7 @@ def _supervise(argv: list[str], pythonpath, served: Served, args, token: str | N
         env[guard.TOKEN_VARIABLE] = token
     # its own session: a terminal's Ctrl-C reaches the server once, through us, not twice
     process = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", env=env,
-        start_new_session=True, pass_fds=(lifeline_fd,),
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True, pass_fds=(lifeline_fd,),
     )
     received: list[int] = []
 
@@ -221,18 +224,26 @@ def _supervise(argv: list[str], pythonpath, served: Served, args, token: str | N
                 logger.text(f"  {ready.keyed.format(name=served.name)} 'Authorization: Bearer ${args.auth_token_env}'")
         elif not received:
             pump.join(timeout=5)
-            told = [line for line in tail if line.startswith("tftrain-serve: error:")]  # the server's own line, before gunicorn's
-            last = (told or [line for line in tail if line.strip()] or ["no output"])[-1]
-            raise ServingError(f"the model server stopped before it was ready (exit {process.returncode}): {last.strip()}")
+            raise ServingError(f"the model server stopped before it was ready (exit {process.returncode}): {_told(tail)}")
         code = process.wait()
         pump.join(timeout=5)
+        if code != 0 and not received:  # it ended on its own (a scoring script's worker that ended, a crash): say why
+            raise ServingError(f"the model server stopped (exit {code if code >= 0 else signal.Signals(-code).name}): {_told(tail)}")
     finally:
         if process.poll() is None:  # tftrain itself failing: never leave the server behind
             process.terminate()
             process.wait()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)  # whatever the server left in its process group
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return code if code >= 0 else 128 - code
+
+
+def _told(tail: list[str]) -> str:
+    """The server's own last error line (before gunicorn's), else its last line."""
+    told = [line for line in tail if line.startswith("tftrain-serve: error:")]
+    return (told or [line for line in tail if line.strip()] or ["no output"])[-1].strip()
 
 
 class ListeningPort:
@@ -252,11 +263,36 @@ class ListeningPort:
 
 
 def _pump(process: subprocess.Popen, logger, tail: list[str], port: ListeningPort) -> None:
+    """The server's output, relayed whole lines at a time, gathered for RELAY_PAUSE_SECONDS: one
+    wake-up and one write for all the lines that came meanwhile (a scoring server logs two lines
+    per request), not one per line."""
     assert process.stdout is not None
-    for line in process.stdout:
-        tail[:] = [*tail[-19:], line]
-        port.read(line)
-        logger.text(line.rstrip("\n"))
+    fd, pending = process.stdout.fileno(), b""
+    with contextlib.suppress(OSError, AttributeError):  # Linux: room for what the server writes while this one waits
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, RELAY_PIPE_BYTES)
+    while True:
+        if pending or port.known.is_set():
+            time.sleep(RELAY_PAUSE_SECONDS)  # let the lines gather: one wake-up and one write for many
+        data = os.read(fd, RELAY_BYTES)
+        pending += data
+        whole, newline, rest = pending.rpartition(b"\n")
+        if not data:
+            whole, rest = pending, b""
+        elif not newline:
+            if len(pending) < RELAY_BYTES:
+                continue
+            whole, rest = pending, b""  # a line longer than a read: relayed in pieces
+        pending = rest
+        if whole:
+            text = whole.decode("utf-8", "replace")
+            lines = text.split("\n")
+            tail[:] = [*tail, *lines[-20:]][-20:]
+            if not port.known.is_set():
+                for line in lines:
+                    port.read(line)
+            logger.text(text)
+        if not data:
+            return
 
 
 def _wait_ready(process: subprocess.Popen, host: str, port: ListeningPort, path: str = KSERVE.path) -> bool:

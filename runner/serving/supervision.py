@@ -8,6 +8,7 @@ it is gone. Standard library only: both sides import it.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import signal
@@ -52,8 +53,8 @@ class Lifeline:
     """The server's side: watch the pipe; at end-of-file stop this process (SIGTERM to itself,
     the server's own clean stop) and, past the drain's grace period, end it outright."""
 
-    def __init__(self, fd: int | None, grace_seconds: float) -> None:
-        self.fd, self.grace_seconds = fd, grace_seconds
+    def __init__(self, fd: int | None, grace_seconds: float, give_up=None) -> None:
+        self.fd, self.grace_seconds, self.give_up = fd, grace_seconds, give_up
 
     def watch(self) -> None:
         if self.fd is not None:
@@ -67,14 +68,16 @@ class Lifeline:
             pass
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(self.grace_seconds + STOP_GRACE_SECONDS)
+        if self.give_up is not None:
+            self.give_up()
         os._exit(1)  # the clean stop did not finish
 
 
-def supervised(lifeline_fd: int | None, grace_period: float) -> None:
+def supervised(lifeline_fd: int | None, grace_period: float, give_up=None) -> None:
     """How a model server tftrain started begins: SIGTERM ends its start-up cleanly, and it ends
-    when tftrain's lifeline does."""
+    when tftrain's lifeline does (`give_up`, if any, runs before it is ended outright)."""
     stop_on_sigterm()
-    Lifeline(lifeline_fd, grace_period).watch()
+    Lifeline(lifeline_fd, grace_period, give_up).watch()
 
 
 def stop_on_sigterm() -> None:
@@ -102,3 +105,69 @@ def listen(host: str, port: int):
         raise ValueError(f"cannot listen on {host}:{port}: {getattr(exc, 'strerror', None) or exc}") from None
     print(PORT_LINE.format(port=listener.getsockname()[1], host=host), flush=True)
     return listener
+
+
+# --- Processes a server starts (a scoring script may fork, daemonize, setsid): none outlives it.
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _prctl(option: int, value: int) -> bool:
+    """Linux's prctl(2); False where there is none (the guarantees below are Linux's)."""
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def adopt_orphans() -> None:
+    """Become the reaper of every process started below this one: a descendant whose parent ends
+    (a daemon's double fork, setsid included) becomes this process's child, for end_descendants."""
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def end_with_parent() -> None:
+    """SIGTERM to this process when its parent ends (SIGKILL included)."""
+    parent = os.getppid()
+    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:  # it ended before prctl took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def children() -> list[int]:
+    """This process's children, from /proc."""
+    me, found = os.getpid(), []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                    if int(stat.read().rsplit(b")", 1)[1].split()[1]) == me:
+                        found.append(int(entry.name))
+            except (OSError, IndexError, ValueError):
+                continue
+    return found
+
+
+def end_descendants(group: int | None = None, seconds: float = 5.0) -> None:
+    """SIGKILL `group` (a process group), then every child of this process, and again for those
+    that become its children as their parents end (adopt_orphans), until none is left."""
+    if group is not None:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = children()
+        if not found:
+            return
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in found:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:  # reaped already (a Popen's wait)
+                time.sleep(0.01)

@@ -20,7 +20,7 @@ def version(tmp_path, scoring: dict, model: bool):
 
 
 def test_a_registered_file_without_model_dir_is_one_line_before_binding(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(supervision, "supervised", lambda fd, grace: None)
+    monkeypatch.setattr(supervision, "supervised", lambda fd, grace, give_up=None: None)
     monkeypatch.setattr(supervision, "listen", lambda host, port: (_ for _ in ()).throw(AssertionError("bound a port")))
     monkeypatch.delenv("TFTRAIN_SERVING_TOKEN", raising=False)
     root = version(tmp_path, {"script": "score.py", "layout": "file"}, model=False)
@@ -30,7 +30,7 @@ def test_a_registered_file_without_model_dir_is_one_line_before_binding(tmp_path
 
 
 def test_auth_without_a_key_is_refused_before_binding(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(supervision, "supervised", lambda fd, grace: None)
+    monkeypatch.setattr(supervision, "supervised", lambda fd, grace, give_up=None: None)
     monkeypatch.setattr(supervision, "listen", lambda host, port: (_ for _ in ()).throw(AssertionError("bound a port")))
     monkeypatch.delenv("TFTRAIN_SERVING_TOKEN", raising=False)
     root = version(tmp_path, {"script": "score.py", "auth": True}, model=True)

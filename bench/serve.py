@@ -277,9 +277,10 @@ def scoring_pairs(model, home: Path, seconds: float, rounds: int) -> None:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             ports.append(probe.getsockname()[1])
+    served = (ports[2], start_server(home, ports[2], False, name))  # first: it builds the scoring environment the others use
     servers = {"plain azmlinfsrv": (ports[0], start_plain(model, version_dir, name, ports[0]))}
     servers["scoring server alone"] = (ports[1], start_direct(model, version_dir, name, ports[1]))
-    servers["tftrain serve"] = (ports[2], start_server(home, ports[2], False, name))
+    servers["tftrain serve"] = served
     figures: dict[str, dict[int, list[float]]] = {label: {1: [], 8: []} for label in servers}
     loads = []
     try:

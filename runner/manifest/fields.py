@@ -76,3 +76,10 @@ ParamValue = _tagged(
     {**_SCALARS, "list": list[Scalar], "input": InputRef, "resume_from": ResumeRef, "null": None},
     "must be a string, number, boolean, null, a list of those, {input: NAME} or {resume_from: true}",
 )
+
+
+def env_text(value) -> str:
+    """An environment_variables value as the tasks' environment holds it: booleans as true/false."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

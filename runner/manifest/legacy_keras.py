@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from runner.manifest.fields import env_text
 from runner.manifest.frameworks import tf_keras_requirement, uses_keras3
 from runner.manifest.model import Manifest
 
@@ -44,12 +45,6 @@ class KerasChoice(NamedTuple):
         return f"tf-keras ({self.requirement}, {VARIABLE}=1 for every task): {self.reason}"
 
 
-def _text(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
 def keras_choice(manifest: Manifest, version: str | None = None) -> KerasChoice:
     """The choice for `manifest` on TensorFlow `version` (default: its framework_version, else the default release)."""
     version = version or manifest.framework_version
@@ -59,7 +54,7 @@ def keras_choice(manifest: Manifest, version: str | None = None) -> KerasChoice:
     by_backend = backend in REASONS
     if not uses_keras3(version):
         return KerasChoice(False, None, None, False)
-    if wanted is not None and _text(wanted) not in TRUE:
+    if wanted is not None and env_text(wanted) not in TRUE:
         return KerasChoice(False, None, None, by_backend)
     if wanted is not None:
         reason = f"environment_variables.{VARIABLE} asks for it"

@@ -15,6 +15,7 @@ from runner.training.inputs import fetch_inputs
 from runner.plan.launchers.capacity import check_capacity
 from runner.telemetry.logger import Logger
 from runner.manifest import LoadedManifest
+from runner.manifest.fields import env_text
 from runner.manifest.legacy_keras import keras_choice
 from runner.plan.model import LaunchPlan, PlanContext
 from runner.plan.launchers import build_plan
@@ -156,12 +157,5 @@ def task_env(loaded: LoadedManifest, run_id: str, runtime: RuntimePaths, env: En
         # The virtualenv or image has no tftrain: `import runner` (log_metric, MetricsCallback) comes from here.
         values["PYTHONPATH"] = runtime.pythonpath
     for key, value in manifest.environment_variables.items():
-        values[key] = _env_text(value)
+        values[key] = env_text(value)
     return values
-
-
-def _env_text(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-

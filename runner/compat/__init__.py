@@ -1,5 +1,9 @@
 """Compatibility layers for scripts written for another platform: Azure ML's Run API.
 
+The seeding layer (runner/compat/seeding) goes first on the same path for an `evaluation:` with
+TFTRAIN_SEED set, unless `evaluation.set_seed: false`: Python's, NumPy's and the frameworks' seeds
+are set before the script's first line.
+
 The azureml layer is a small `azureml` package (runner/compat/shims) put first on the
 training's PYTHONPATH — in a virtualenv, an image or the current interpreter alike, for every
 rank — when the manifest says `compat: azureml`, or when the entry script imports azureml
@@ -14,6 +18,7 @@ import subprocess
 from pathlib import Path
 
 SHIMS = "runner/compat/shims"  # below the directory on PYTHONPATH that holds `runner`
+SEEDING = "runner/compat/seeding"  # its sitecustomize seeds the frameworks from TFTRAIN_SEED
 SDK_PACKAGES = {"azureml-core", "azureml-sdk", "azureml-defaults", "azureml-train-core", "azureml-mlflow"}
 PROBE = "import importlib.util as u, sys; sys.exit(0 if u.find_spec('azureml') and u.find_spec('azureml.core') else 1)"
 
@@ -75,3 +80,13 @@ def azureml_env(loaded, runtime, pythonpath: str | None) -> dict[str, str]:
         "TFTRAIN_EXPERIMENT": loaded.manifest.name,
         "TFTRAIN_INPUTS": json.dumps(dict(runtime.inputs), sort_keys=True),
     }
+
+
+def seeding_env(loaded, runtime, pythonpath: str | None) -> dict[str, str]:
+    """The seeding layer first on the training's PYTHONPATH, when the run is one of an evaluation's
+    seeds and the manifest lets tftrain set the frameworks' seeds; else nothing."""
+    manifest = loaded.manifest
+    if manifest.evaluation is None or not manifest.evaluation.set_seed or "TFTRAIN_SEED" not in manifest.environment_variables:
+        return {}
+    layer = f"{runtime.pythonpath}/{SEEDING}"
+    return {"PYTHONPATH": f"{layer}:{pythonpath}" if pythonpath else f"{layer}:{runtime.pythonpath}"}

@@ -197,6 +197,8 @@ class RunRecord(_Model):
     attempt: Attempt | None = None  # a run of a manifest with `retry:`
     cause: Cause | None = None  # why it ended from outside (lost: its tftrain was gone), when it did
     usage: Usage | None = None  # what its training used and cost (runner.telemetry.usage), once it ran
+    seed: dict | None = None  # {"seed": N, "of": RUN_ID}: one of the seeds an `evaluation:` trains (runner.verdict.seeds)
+    evaluation: dict | None = None  # the evidence kept and the verdict, on the run whose model is registered (seed 0's)
 
     def add_phase(self, name: RunStatus, ended: bool, now: float | None = None) -> float:
         """End the open phase and start `name` (ended at once for the final status); returns the time."""
@@ -244,7 +246,7 @@ class RunRecord(_Model):
         return cls.model_validate(record)
 
     def as_dict(self) -> dict:
-        unset = {key for key in ("sweep", "attempt", "cause", "usage") if getattr(self, key) is None}  # a trial's, an attempt's, a lost run's only
+        unset = {key for key in ("sweep", "attempt", "cause", "usage", "seed", "evaluation") if getattr(self, key) is None}  # a trial's, an attempt's, a lost run's, a seed's only
         data = self.model_dump(mode="json", exclude={"metrics", "attempt", "usage"} | unset)
         if self.usage is not None:
             data["usage"] = self.usage.as_dict()

@@ -24,6 +24,12 @@ EXPRESSIONS = ("choice", "randint", "uniform", "quniform", "loguniform", "qlogun
 POLICIES = ("bandit", "median_stopping", "truncation_selection", "asha", "hyperband")
 
 
+def goal_of_name(name: str) -> str:
+    """A metric's goal from its name: minimize for losses and errors, else maximize."""
+    lowered = name.lower()
+    return "minimize" if any(word in lowered for word in ("loss", "error", "mse", "mae")) else "maximize"
+
+
 def empty_list() -> list:
     """A list field's default_factory. pydantic reads a factory's signature (does it take the
     validated data?): `list`'s is parsed from its text signature by tokenize, whose pattern compiles

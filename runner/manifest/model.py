@@ -26,9 +26,11 @@ from runner.manifest.fields import (
     ParamValue,
     Scalar,
     empty_list,
+    goal_of_name,
 )
 from runner.manifest.checkpoints import CheckpointsSpec
 from runner.manifest.cost import CostSpec
+from runner.manifest.evaluation import EvaluationSpec
 from runner.manifest.images import ImageRegistry
 from runner.targets.catalog import TargetName
 from runner.manifest.retry import RetrySpec
@@ -222,8 +224,7 @@ class MetricsSpec(Model):
     def goal_for(self, name: str) -> str:
         if self.goal and name == self.primary:
             return self.goal
-        lowered = name.lower()
-        return "minimize" if any(w in lowered for w in ("loss", "error", "mse", "mae")) else "maximize"
+        return goal_of_name(name)
 
 
 class Manifest(Model):
@@ -293,6 +294,9 @@ class Manifest(Model):
     logs_dir: str = "logs"
     model: ModelSpec = Field(default_factory=ModelSpec)
     metrics: MetricsSpec = Field(default_factory=MetricsSpec)
+    evaluation: EvaluationSpec | None = Field(
+        default=None, description="Judge the model against the last release on per-example evidence from several seeds (the verdict)"
+    )
     # a manifest with a `sweep:` section is a SweptManifest (runner/manifest/sweep.py): the sweep's
     # twenty models are defined and built only for one (~13 ms of every other run's start)
     sweep: None = None

@@ -15,6 +15,7 @@ from runner.manifest.frameworks import HOROVOD_FRAMEWORKS, horovod_compatible
 from runner.manifest.image_rules import check_images
 from runner.manifest.signing import check_signing
 from runner.manifest.scoring_rules import check_scoring
+from runner.manifest.evaluation import check_evaluation
 from runner.manifest.sourcepaths import regular_file_problem, text_file_problem, through_link
 from runner.manifest.document import Location
 from runner.history.refs import resume_ref_problem
@@ -316,7 +317,7 @@ def _files(manifest: Manifest, base_dir: Path) -> list[Problem]:
         return [(("source_directory",), f"{manifest.source_directory!r} cannot be resolved ({exc})")]
     if not is_dir:
         return [(("source_directory",), f"directory {source} does not exist")]
-    problems = []
+    problems = check_evaluation(manifest.evaluation, manifest.outputs_dir, source)
     script = regular_file_problem(source, manifest.entry_script)
     if script:
         problems.append((("entry_script",), script))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import threading
 import time
 from enum import Enum
@@ -14,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from runner.errors import FatalError, NotFoundError
+from runner.errors import FatalError
 from runner.history.rundir import writing
 from runner.history.store import Store
 from runner.history.untrusted import read_json
@@ -224,42 +223,15 @@ class SweepBook:
 
     def _register(self, best: dict, trials: list[dict]) -> str | None:
         """The best trial's model, the next version of the model, with its params in the version's info."""
-        from runner.history.record import RunRecord
-        from runner.history.model_registry import Registry
-        from runner.history.sealing import seal_for
-        from runner.settings import resolve
+        from runner.history.registration import register_finished
 
-        if not self.register:
+        if not self.register or not best.get("run_id"):
             return None
-        store = Store(self.home)
-        try:
-            try:
-                run_dir = store.run(best["run_id"] or "").run_dir
-            except NotFoundError:
-                return None  # the best trial ran on another runner of a shared study: its home has its model
-            record = RunRecord.read(run_dir / "run.json")
-            spec = record.manifest.get("model", {})
-            model_path = run_dir / "workdir" / spec.get("path", "outputs/model")
-            if not model_path.exists():
-                return None
-            params = next(t["params"] for t in trials if t["number"] == best["number"])
-            info = {
-                "run_id": best["run_id"],
-                "metrics": record.metrics.as_dict() if record.metrics else {},
-                "framework": spec.get("framework"),
-                "framework_version": spec.get("framework_version") or record.manifest.get("framework_version"),
-                "git": record.git,
-                "sweep": {"id": self.sweep.sweep_id, "trial": best["number"], "params": params, "value": best["value"]},
-            }
-            if self.sweep.multi:  # the front's trial best on the first objective: every objective's value, and why it is the one
-                info["sweep"].update(values=best["values"], chosen=f"on the Pareto front, the best on {self.sweep.metrics[0]}")
-            gate = self.gate(best["run_id"]) if self.gate else None
-            if gate is not None:
-                info["serving"] = gate.serving.as_json()
-            seal = seal_for(run_dir, record.manifest, resolve(os.environ), os.environ)
-            return Registry(store).register(record.name, model_path, best["run_id"], info, gate.files() if gate else None, seal).label
-        finally:
-            store.close()
+        params = next(t["params"] for t in trials if t["number"] == best["number"])
+        sweep = {"id": self.sweep.sweep_id, "trial": best["number"], "params": params, "value": best["value"]}
+        if self.sweep.multi:  # the front's trial best on the first objective: every objective's value, and why it is the one
+            sweep.update(values=best["values"], chosen=f"on the Pareto front, the best on {self.sweep.metrics[0]}")
+        return register_finished(self.home, best["run_id"], {"sweep": sweep}, self.gate)
 
 
 def _last(values: dict) -> float | None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from runner.plan.argv import script_args
-from runner.compat import azureml_env, azureml_reason
+from runner.compat import azureml_env, azureml_reason, seeding_env
 from runner.errors import PreparingError
 from runner.training.inputs import fetch_inputs
 from runner.plan.launchers.capacity import check_capacity
@@ -78,7 +78,9 @@ def prepare(
     if compat:
         logger.info(f"azureml compatibility: on ({compat}): Run.get_context() and run.log reach this run")
         variables.update(azureml_env(loaded, runtime, variables.get("PYTHONPATH")))
-    if (env.isolated or compat) and not dry_run:
+    seeding = seeding_env(loaded, runtime, variables.get("PYTHONPATH"))
+    variables.update(seeding)
+    if (env.isolated or compat or seeding) and not dry_run:
         paths.link_runner()
     ctx = PlanContext(
         manifest=manifest,

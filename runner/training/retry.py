@@ -34,6 +34,7 @@ from runner.history.rundir import RunPaths
 from runner.history.store import RunRow, Store
 from runner.manifest import LoadedManifest
 from runner.manifest.retry import RetrySpec
+from runner.training.context import RunWatch
 from runner.training.pipeline import RunResult, run_manifest
 from runner.settings import Settings
 from runner.targets.base import RunControl
@@ -59,24 +60,25 @@ class Ending(NamedTuple):
         return f"{self.cause} {self.exit_code}" if self.cause == Cause.EXIT_CODE else str(self.cause)
 
 
-def run_with_retry(loaded: LoadedManifest, logger: Logger, settings: Settings, home: Path) -> RunResult:
-    """run_manifest, attempt after attempt while each ends for a cause `retry:` names."""
+def run_with_retry(loaded: LoadedManifest, logger: Logger, settings: Settings, home: Path, watch: RunWatch | None = None) -> RunResult:
+    """run_manifest, attempt after attempt while each ends for a cause `retry:` names; `watch`
+    (an evaluation's seed) follows every attempt."""
     spec = loaded.manifest.retry
     if spec is None:
-        return run_manifest(loaded, logger, settings, home)
+        return run_manifest(loaded, logger, settings, home, watch=watch)
     with ExitStack() as claim:  # a lost run's claim, until this attempt is linked to it
         attempt = _continued(loaded, spec, home, logger, claim)
         if attempt is None:
             claim.close()
             attempt = Attempt(number=1, max_attempts=spec.max_attempts)
-        return _attempts(loaded, spec, attempt, logger, settings, home, claim.close)
+        return _attempts(loaded, spec, attempt, logger, settings, home, claim.close, watch)
 
 
 def _attempts(loaded: LoadedManifest, spec: RetrySpec, attempt: Attempt, logger: Logger, settings: Settings, home: Path,
-              linked: Callable[[], None]) -> RunResult:
+              linked: Callable[[], None], watch: RunWatch | None = None) -> RunResult:
     results = []
     while True:
-        result = run_manifest(_resuming(loaded, attempt), logger, settings, home, watch=_AttemptWatch(attempt, linked))
+        result = run_manifest(_resuming(loaded, attempt), logger, settings, home, watch=_AttemptWatch(attempt, linked, watch))
         results.append(result)
         cause = ending_cause(result, spec)
         if cause is not None:
@@ -204,10 +206,12 @@ def _resuming(loaded: LoadedManifest, attempt: Attempt) -> LoadedManifest:
 class _AttemptWatch:
     """Writes the attempt into the run's record as soon as the run exists, and links the previous one to it."""
 
-    def __init__(self, attempt: Attempt, linked: Callable[[], None]) -> None:
-        self.attempt, self.linked = attempt, linked
+    def __init__(self, attempt: Attempt, linked: Callable[[], None], outer: RunWatch | None = None) -> None:
+        self.attempt, self.linked, self.outer = attempt, linked, outer
 
     def started(self, run_id: str, control: RunControl, store: Store) -> None:
+        if self.outer is not None:
+            self.outer.started(run_id, control, store)
         store.update_run(run_id, attempt=self.attempt)
         if self.attempt.previous is not None:
             previous = _record(store.run(self.attempt.previous))
@@ -218,7 +222,8 @@ class _AttemptWatch:
         self.linked()  # the previous run's claim: another tftrain now finds it continued
 
     def points(self, points: list[MetricPoint]) -> None:
-        pass
+        if self.outer is not None:
+            self.outer.points(points)
 
 
 def _update(home: Path, run_id: str, spec: RetrySpec, **changes) -> None:

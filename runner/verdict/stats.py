@@ -18,8 +18,9 @@ Its variance has three parts, estimated by the method of moments of a crossed ra
 The interval is Δ ± t·SE with Student's t at the Welch–Satterthwaite degrees of freedom of the
 three parts, so that 3 seeds widen it as 2 degrees of freedom must (a bootstrap over 3 seeds alone
 is too narrow). P(better) is the t distribution's mass above 0. A side with one seed has no seed
-part: its seed variance is unknown and the method says so. bench/verdict.py measures the
-calibration (false alarms and power) by simulation.
+part of its own: it borrows the other side's (the same training on another commit); with one seed
+on both sides the seeds' variance is not estimated at all, which the method says. bench/verdict.py
+measures the calibration (false alarms and power) by simulation.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ class Verdict(str, Enum):
 
 
 METHOD = "paired variance components (seeds and examples), Welch-Satterthwaite t interval"
-SEEDLESS = "one seed on a side: its seed variance is not estimated (examples only)"
+SEEDLESS = "one seed on each side: the seeds' variance is not estimated (examples only)"
+BORROWED = "one seed on the {side}: its seed variance is the {other}'s"
 
 
 @dataclass(frozen=True)
@@ -120,17 +122,25 @@ def _side(scores: np.ndarray) -> tuple[np.ndarray, float | None, float | None]:
 
 
 def components(candidate: np.ndarray, baseline: np.ndarray) -> tuple[np.ndarray, Components]:
-    """The per-example differences and the variance components of their grand mean."""
+    """The per-example differences and the variance components of their grand mean. A side with
+    one seed borrows the other side's seed variance (the same training, another commit): its one
+    run's draw is as uncertain as any of the other's."""
     cand_examples, cand_seeds, cand_residual = _side(candidate)
     base_examples, base_seeds, base_residual = _side(baseline)
+    counts = [candidate.shape[0], baseline.shape[0]]
+    dofs = [counts[0] - 1, counts[1] - 1]
+    if cand_seeds is None and base_seeds is not None:
+        cand_seeds, cand_residual, dofs[0] = base_seeds * counts[1] / counts[0], base_residual, dofs[1]
+    elif base_seeds is None and cand_seeds is not None:
+        base_seeds, base_residual, dofs[1] = cand_seeds * counts[0] / counts[1], cand_residual, dofs[0]
     differences = cand_examples - base_examples
     examples = differences.size
     example_var = float(differences.var(ddof=1)) if examples > 1 else 0.0
-    for residual, seeds in ((cand_residual, candidate.shape[0]), (base_residual, baseline.shape[0])):
+    for residual, seeds in ((cand_residual, counts[0]), (base_residual, counts[1])):
         if residual is not None:
             example_var -= residual / seeds  # the interaction the seed parts already count
     example_part = max(example_var, 0.0) / examples
-    parts = [(cand_seeds, candidate.shape[0] - 1), (base_seeds, baseline.shape[0] - 1), (example_part, examples - 1)]
+    parts = [(cand_seeds, dofs[0]), (base_seeds, dofs[1]), (example_part, examples - 1)]
     total = sum(value for value, _ in parts if value is not None)
     denominator = sum(value * value / dof for value, dof in parts if value is not None and dof > 0 and value > 0)
     df = total * total / denominator if denominator > 0 else float(max(examples - 1, 1))
@@ -166,7 +176,12 @@ def compare(
     verdict = _verdict(lo, hi, margin)
     ci = (delta - half, delta + half)
     seeds = (candidate.shape[0], baseline.shape[0])
-    method = METHOD + ("; " + SEEDLESS if min(seeds) < 2 else "")
+    method = METHOD
+    if max(seeds) < 2:
+        method += "; " + SEEDLESS
+    elif min(seeds) < 2:
+        sides = ("candidate", "baseline") if seeds[0] < 2 else ("baseline", "candidate")
+        method += "; " + BORROWED.format(side=sides[0], other=sides[1])
     return Comparison(
         verdict=verdict,
         goal=goal,
@@ -212,5 +227,5 @@ def _what_decides(improvement: float, half: float, margin: float, parts: Compone
     if seed_share >= 0.5 and min(seeds) >= 2:
         return f"about {factor:.1f}× the seeds on both sides (the seeds' spread dominates the interval)"
     if min(seeds) < 2:
-        return f"more seeds, since with one seed on a side its seed variance is unknown; or about {factor:.1f}× the examples"
+        return f"more seeds (with one seed on a side its seed variance is borrowed or unknown), or about {factor:.1f}× the examples"
     return f"about {factor:.1f}× the evaluation examples (the examples dominate the interval)"

@@ -26,7 +26,12 @@ def run(args, logger) -> int:
             run_sweep(loaded, logger, settings, home, os.environ)
             return 0
         loaded = loaded._replace(manifest=loaded.manifest.model_copy(update={"sweep": None}))
-    result = run_with_retry(loaded, logger, settings, home)
+    if loaded.manifest.evaluation is not None:  # several seeds, their evidence and the verdict
+        from runner.verdict.driver import run_evaluated
+
+        result = run_evaluated(loaded, logger, settings, home, os.environ)
+    else:
+        result = run_with_retry(loaded, logger, settings, home)
     if result.exit_code:
         error = error_class(result.exit_code)(f"run {result.run_id} {result.status}: {result.message}")
         error.annotated = True

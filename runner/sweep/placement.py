@@ -1,4 +1,4 @@
-"""Where a sweep's concurrent trials run on this machine (the local and docker targets): checked
+"""Where a sweep's concurrent trials (and an evaluation's seeds) run on this machine (the local and docker targets): checked
 before any trial runs (slots and GPUs are hard limits, CPUs a warning), and the GPUs split between
 them, so that two trials never share one. Pool leases, Slurm's GRES and Kubernetes place the trials
 of the other targets themselves."""
@@ -24,12 +24,21 @@ def check_concurrency(
     Returns the GPUs the trials may use, as CUDA_VISIBLE_DEVICES names them (its own, else every one
     nvidia-smi lists: asked once), for gpu_shares; [] where none are split: no use_gpu, a target that
     places its own trials, GPUs unknown."""
+    limit = manifest.sweep.limits.max_concurrent_trials
+    return check_runs(manifest, limit, f"sweep.limits.max_concurrent_trials: {limit} trials", logger, cuda_visible_devices, count)
+
+
+def check_runs(
+    manifest: Manifest, limit: int, where: str, logger: Logger, cuda_visible_devices: str | None,
+    count: Callable[[str | None], int | None] = gpu_count,
+) -> list[str]:
+    """check_concurrency for `limit` runs of the manifest at once (a sweep's trials, an evaluation's
+    seeds); `where` names the setting that asks for them."""
     if effective_target(manifest) not in ON_THIS_MACHINE:
         return []
-    limit = manifest.sweep.limits.max_concurrent_trials
     per = process_count(manifest)
     wanted = per * limit
-    where = f"sweep.limits.max_concurrent_trials: {limit} trials of {per} process{'es' if per > 1 else ''}"
+    where = f"{where} of {per} process{'es' if per > 1 else ''}"
     slots = manifest.compute.slots_per_node
     if slots and wanted > slots:
         raise UnsupportedError(f"{where} need {wanted} slots; compute.slots_per_node is {slots}")
@@ -39,6 +48,23 @@ def check_concurrency(
     if wanted > cpu_count():
         logger.warning(f"{where} on this machine's {cpu_count()} CPUs: they will share them")
     return usable_gpus(cuda_visible_devices, gpus)
+
+
+def runs_that_fit(
+    manifest: Manifest, wanted: int, cuda_visible_devices: str | None, count: Callable[[str | None], int | None] = gpu_count
+) -> int:
+    """How many of `wanted` runs of the manifest this machine holds at once, at least one: each its
+    own GPUs (use_gpu), slots (compute.slots_per_node) and a CPU per process. Other targets: all."""
+    if effective_target(manifest) not in ON_THIS_MACHINE:
+        return wanted
+    per = process_count(manifest)
+    fits = [wanted, cpu_count() // per]
+    if manifest.compute.slots_per_node:
+        fits.append(manifest.compute.slots_per_node // per)
+    gpus = count(cuda_visible_devices) if manifest.use_gpu else None
+    if gpus is not None:
+        fits.append(gpus // per)
+    return max(1, min(fits))
 
 
 def gpu_shares(gpus: list[str], concurrent: int) -> list[str | None]:

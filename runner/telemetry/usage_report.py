@@ -146,11 +146,12 @@ def sweep_costs(trials: list[tuple[int, str | None, Usage | None]]) -> tuple[lis
     return rows, total
 
 
-def sweep_costs_markdown(trials: list[tuple[int, str | None, Usage | None]]) -> str:
+def sweep_costs_markdown(trials: list[tuple[int, str | None, Usage | None]], noun: str = "trial") -> str:
+    """`noun`: what the numbered runs are (a sweep's trials, an evaluation's seeds)."""
     if not trials:
         return ""
     rows, total = sweep_costs(trials)
-    lines = ["| trial | run | GPU-hours | CPU-hours | cost |", "|---|---|---|---|---|"]
+    lines = [f"| {noun} | run | GPU-hours | CPU-hours | cost |", "|---|---|---|---|---|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     lines.append("| " + " | ".join(["**total**", *total[1:]]) + " |")
     return "\n".join(lines) + "\n"

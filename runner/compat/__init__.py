@@ -85,8 +85,10 @@ def azureml_env(loaded, runtime, pythonpath: str | None) -> dict[str, str]:
 def seeding_env(loaded, runtime, pythonpath: str | None) -> dict[str, str]:
     """The seeding layer first on the training's PYTHONPATH, when the run is one of an evaluation's
     seeds and the manifest lets tftrain set the frameworks' seeds; else nothing."""
+    from runner.manifest.evaluation import SEED_VARIABLE
+
     manifest = loaded.manifest
-    if manifest.evaluation is None or not manifest.evaluation.set_seed or "TFTRAIN_SEED" not in manifest.environment_variables:
+    if manifest.evaluation is None or not manifest.evaluation.set_seed or SEED_VARIABLE not in manifest.environment_variables:
         return {}
     layer = f"{runtime.pythonpath}/{SEEDING}"
     return {"PYTHONPATH": f"{layer}:{pythonpath}" if pythonpath else f"{layer}:{runtime.pythonpath}"}

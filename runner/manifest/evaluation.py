@@ -19,6 +19,7 @@ from runner.manifest.sourcepaths import regular_file_problem
 
 MAX_SEEDS = 100  # the layout's limit (runner.verdict.layout): beyond it a verdict's cost is a mistake
 PER_EXAMPLE_SUFFIXES = (".jsonl", ".csv", ".npz")
+SEED_VARIABLE = "TFTRAIN_SEED"
 
 
 class EvaluationSpec(Model):
@@ -71,12 +72,16 @@ class EvaluationSpec(Model):
         return self.goal or goal_of_name(self.metric)
 
 
-def check_evaluation(spec: EvaluationSpec | None, outputs_dir: str, source: Path | None) -> list[tuple[tuple, str]]:
+def check_evaluation(spec: EvaluationSpec | None, outputs_dir: str, source: Path | None,
+                     variables: dict | None = None) -> list[tuple[tuple, str]]:
     """The section's cross-field rules: per_example inside outputs_dir (what a run keeps), the
-    evaluation script a regular file of the source directory (`source`, when it could be resolved)."""
+    evaluation script a regular file of the source directory (`source`, when it could be resolved),
+    TFTRAIN_SEED left to tftrain (`variables`: environment_variables)."""
     if spec is None:
         return []
     problems: list[tuple[tuple, str]] = []
+    if SEED_VARIABLE in (variables or {}):
+        problems.append((("environment_variables", SEED_VARIABLE), f"{SEED_VARIABLE} is set by tftrain for each seed of `evaluation:`; remove it"))
     if not (spec.per_example == outputs_dir or spec.per_example.startswith(outputs_dir + "/")):
         problems.append((("evaluation", "per_example"), f"{spec.per_example!r} must stay inside outputs_dir {outputs_dir!r}"))
     if spec.script is not None and source is not None:

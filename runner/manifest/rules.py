@@ -317,7 +317,7 @@ def _files(manifest: Manifest, base_dir: Path) -> list[Problem]:
         return [(("source_directory",), f"{manifest.source_directory!r} cannot be resolved ({exc})")]
     if not is_dir:
         return [(("source_directory",), f"directory {source} does not exist")]
-    problems = check_evaluation(manifest.evaluation, manifest.outputs_dir, source)
+    problems = check_evaluation(manifest.evaluation, manifest.outputs_dir, source, manifest.environment_variables)
     script = regular_file_problem(source, manifest.entry_script)
     if script:
         problems.append((("entry_script",), script))

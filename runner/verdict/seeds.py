@@ -22,6 +22,7 @@ from runner.errors import FatalError
 from runner.history.record import RunStatus
 from runner.history.store import Store
 from runner.manifest import LoadedManifest
+from runner.manifest.evaluation import SEED_VARIABLE
 from runner.settings import LoggerSettings, Settings
 from runner.targets.base import RunControl
 from runner.telemetry.logger import Logger
@@ -30,7 +31,7 @@ from runner.training.pipeline import RunResult
 from runner.training.retry import run_with_retry
 from runner.training.signals import on_stop_signals
 
-VARIABLE = "TFTRAIN_SEED"
+VARIABLE = SEED_VARIABLE
 CONSOLE = "tftrain.log"  # a seed's own console, in its run directory
 CONSOLES = "seeds"  # in the home: a seed's console until its run directory takes it
 TICK_SECONDS = 0.5

@@ -124,15 +124,16 @@ def _side(scores: np.ndarray) -> tuple[np.ndarray, float | None, float | None]:
 def components(candidate: np.ndarray, baseline: np.ndarray) -> tuple[np.ndarray, Components]:
     """The per-example differences and the variance components of their grand mean. A side with
     one seed borrows the other side's seed variance (the same training, another commit): its one
-    run's draw is as uncertain as any of the other's."""
+    run's draw is as uncertain as any of the other's. Its interaction with the examples stays in
+    the example part (it is not estimated on that side): counted twice, on the safe side."""
     cand_examples, cand_seeds, cand_residual = _side(candidate)
     base_examples, base_seeds, base_residual = _side(baseline)
     counts = [candidate.shape[0], baseline.shape[0]]
     dofs = [counts[0] - 1, counts[1] - 1]
     if cand_seeds is None and base_seeds is not None:
-        cand_seeds, cand_residual, dofs[0] = base_seeds * counts[1] / counts[0], base_residual, dofs[1]
+        cand_seeds, dofs[0] = base_seeds * counts[1] / counts[0], dofs[1]
     elif base_seeds is None and cand_seeds is not None:
-        base_seeds, base_residual, dofs[1] = cand_seeds * counts[0] / counts[1], cand_residual, dofs[0]
+        base_seeds, dofs[1] = cand_seeds * counts[0] / counts[1], dofs[0]
     differences = cand_examples - base_examples
     examples = differences.size
     example_var = float(differences.var(ddof=1)) if examples > 1 else 0.0
@@ -140,10 +141,15 @@ def components(candidate: np.ndarray, baseline: np.ndarray) -> tuple[np.ndarray,
         if residual is not None:
             example_var -= residual / seeds  # the interaction the seed parts already count
     example_part = max(example_var, 0.0) / examples
-    parts = [(cand_seeds, dofs[0]), (base_seeds, dofs[1]), (example_part, examples - 1)]
+    if dofs[0] == dofs[1] and (counts[0] < 2) != (counts[1] < 2):  # borrowed: one estimate, counted once in the degrees of freedom
+        parts = [((cand_seeds or 0.0) + (base_seeds or 0.0), dofs[0]), (example_part, examples - 1)]
+    else:
+        parts = [(cand_seeds, dofs[0]), (base_seeds, dofs[1]), (example_part, examples - 1)]
     total = sum(value for value, _ in parts if value is not None)
     denominator = sum(value * value / dof for value, dof in parts if value is not None and dof > 0 and value > 0)
     df = total * total / denominator if denominator > 0 else float(max(examples - 1, 1))
+    if len(parts) == 2:  # a borrowed seed part: its one estimate's degrees of freedom, not more (Welch–Satterthwaite overstates them here)
+        df = min(df, float(parts[0][1])) if parts[0][1] > 0 else df
     return differences, Components(cand_seeds or 0.0, base_seeds or 0.0, example_part, max(df, 1.0))
 
 

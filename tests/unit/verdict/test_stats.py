@@ -64,11 +64,21 @@ def test_three_seeds_widen_the_interval_as_two_degrees_of_freedom_must():
     assert half > 1.96 * result.components.se * 1.2  # t with few degrees of freedom, not the normal's 1.96
 
 
-def test_one_seed_on_a_side_says_its_seed_variance_is_unknown():
+def test_one_seed_on_a_side_borrows_the_other_sides_seed_variance():
     rng = np.random.default_rng(5)
-    result = compare(evidence(0.9, 1, 2000, rng), evidence(0.9, 3, 2000, rng))
-    assert SEEDLESS in result.method and result.seeds == (1, 3)
+    candidate, baseline = evidence(0.9, 1, 2000, rng, spread=0.01), evidence(0.9, 3, 2000, rng, spread=0.01)
+    result = compare(candidate, baseline)
+    assert "one seed on the candidate: its seed variance is the baseline's" in result.method and result.seeds == (1, 3)
     assert result.as_json()["seeds"] == {"candidate": 1, "baseline": 3}
+    # the one run's draw is as uncertain as one of the baseline's runs: 3× the baseline's seed part
+    assert result.components.candidate_seeds == pytest.approx(3 * result.components.baseline_seeds)
+    assert "its seed variance is the candidate's" in compare(baseline, candidate).method
+
+
+def test_one_seed_on_each_side_says_the_seeds_variance_is_not_estimated():
+    rng = np.random.default_rng(5)
+    result = compare(evidence(0.9, 1, 2000, rng), evidence(0.9, 1, 2000, rng))
+    assert SEEDLESS in result.method and result.components.candidate_seeds == result.components.baseline_seeds == 0
 
 
 def test_an_inconclusive_verdict_says_what_would_decide_it():

@@ -105,7 +105,8 @@ class ActionInputs(_Resolved):
     allow_forks: bool = False
     fork_label: str = "safe-to-train"
     comment: bool = True
-    fail_on_regression: float | None = None
+    fail_on_regression: float | None = None  # with `evaluation:`, the verdict's margin (it fails on worse alone)
+    verdict_confidence: float | None = None  # the verdict's confidence (default: evaluation.confidence)
     tag_pattern: str = "*"
     tag_template: str = DEFAULT_TAG_TEMPLATE
     runners_token: str | None = None
@@ -236,6 +237,14 @@ def _tolerance(text: str) -> float:
     return value
 
 
+def _confidence(text: str) -> float:
+    """A verdict's confidence: 0.5 ≤ c < 1 (0.95 is a 95 % interval)."""
+    value = _number(text)
+    if not (0.5 <= value < 1):
+        raise ValueError("is not a confidence between 0.5 and 1 (e.g. 0.95)")
+    return value
+
+
 def _bytes(text: str) -> int:
     if not text.strip().isdigit():
         raise ValueError("is not a whole number of bytes")
@@ -288,6 +297,7 @@ INPUTS = (
     Option("fork-label", _text, flag="fork_label"),
     Option("comment", _boolean, flag="post"),
     Option("fail-on-regression", _tolerance, flag="fail_on_regression"),
+    Option("verdict-confidence", _confidence, flag="verdict_confidence"),
     Option("tag-pattern", _text, flag="tag_pattern"),
     Option("tag-template", _tag_template),
     Option("runners-token", _text, tftrain=False),  # tokens come from the action, nowhere else

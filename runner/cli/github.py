@@ -38,8 +38,10 @@ def add_arguments(parser) -> None:
     )
     comment.add_argument(
         "--fail-on-regression",
-        help="fail when the primary metric is worse than the released model's by more than this",
+        help="with evaluation: the verdict's margin, failing on the verdict worse; else fail when the primary metric is "
+        "worse than the released model's by more than this",
     )
+    comment.add_argument("--verdict-confidence", help="the verdict's confidence (default: the manifest's evaluation.confidence)")
 
 
 def run(args, logger) -> int:
@@ -89,6 +91,13 @@ def _comment(settings: Settings, args, logger) -> int:
     template = workflow.TagTemplate(settings.inputs.tag_template)
     baseline, missing = _baseline(client, context.repository, run.name, template, limit, logger)
     table, worse_by = workflow.comparison(summary, baseline, missing)
+    judgement = None
+    if record.get("evaluation") is not None:  # the verdict replaces the point comparison, and decides fail-on-regression
+        from runner.github.verdict import release_verdict
+
+        released = f"{run.name}@v{template.version(run.name, baseline[0])}" if baseline else None
+        table, judgement = release_verdict(record, paths.root, released, missing, settings, logger)
+        worse_by = None
     table += _signature_note(client, context.repository, run.name, template, baseline, paths, logger)
     table += _usage_note(client, context.repository, run.name, template, baseline, record, summary, logger)
     pr = context.pull_request
@@ -99,6 +108,10 @@ def _comment(settings: Settings, args, logger) -> int:
     else:
         logger.info("no comment: " + ("not a pull request" if not pr else "comment: false"))
     logger.step_summary(f"### Compared with the last released model\n\n{table}")
+    if judgement is not None:
+        logger.outputs({"verdict": judgement.verdict.value})
+        if limit is not None and judgement.verdict.value == "worse":
+            raise Regression(f"the verdict is worse: {judgement.line()}")
     if limit is not None and worse_by is not None and worse_by > limit:
         primary = summary.get("primary")
         raise Regression(

@@ -51,10 +51,12 @@ def sweeps_root(home: Path) -> Path:
 
 
 class SweepBook:
-    def __init__(self, home: Path, sweep: Sweep, register: bool = True, gate: Callable[[str], GateResult | None] | None = None) -> None:
-        """`gate`: the model gate for a trial's run (its id), before the best trial's model is registered."""
-        """`register`: the manifest's model.register (the best trial's model becomes a version)."""
-        self.home, self.sweep, self.register, self.gate = home, sweep, register, gate
+    def __init__(self, home: Path, sweep: Sweep, register: bool = True, gate: Callable[[str], GateResult | None] | None = None,
+                 evidence: Callable[[str], dict[str, Path] | None] | None = None) -> None:
+        """`register`: the manifest's model.register (the best trial's model becomes a version);
+        `gate`: the model gate for a trial's run (its id), before the best trial's model is registered;
+        `evidence`: the files an `evaluation:` keeps beside the best trial's model (its per-example file)."""
+        self.home, self.sweep, self.register, self.gate, self.evidence = home, sweep, register, gate, evidence
         self.refused: FatalError | None = None  # the best trial's model failed the gate: nothing registered
         self.root = sweeps_root(home) / sweep.sweep_id
         self.root.mkdir(parents=True, exist_ok=True)
@@ -231,7 +233,8 @@ class SweepBook:
         sweep = {"id": self.sweep.sweep_id, "trial": best["number"], "params": params, "value": best["value"]}
         if self.sweep.multi:  # the front's trial best on the first objective: every objective's value, and why it is the one
             sweep.update(values=best["values"], chosen=f"on the Pareto front, the best on {self.sweep.metrics[0]}")
-        return register_finished(self.home, best["run_id"], {"sweep": sweep}, self.gate)
+        extras = self.evidence(best["run_id"]) if self.evidence else None
+        return register_finished(self.home, best["run_id"], {"sweep": sweep}, self.gate, extras)
 
 
 def _last(values: dict) -> float | None:

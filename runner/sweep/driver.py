@@ -36,7 +36,8 @@ class SweepRunner:
         self.gpus = gpus or []
         self.environ = environ
         self.spec = loaded.manifest.sweep
-        self.book = SweepBook(home, sweep, register=loaded.manifest.model.register_model, gate=self._gate)
+        evidence = self._evidence if loaded.manifest.evaluation is not None else None
+        self.book = SweepBook(home, sweep, register=loaded.manifest.model.register_model, gate=self._gate, evidence=evidence)
         self.lock = threading.Lock()  # one ask at a time: the limit is checked and the trial made together
         self.turn = threading.Condition(self.lock)  # a worker the budget keeps waiting is woken when a trial ends
         self.deadline: float | None = None  # limits.timeout: no trial starts after it
@@ -56,6 +57,12 @@ class SweepRunner:
         from runner.serving.gate import gate_finished
 
         return gate_finished(self.loaded, self.home, run_id, self.logger)
+
+    def _evidence(self, run_id: str):
+        """The best trial's per-example file kept in its run and beside its model (one seed: TFTRAIN_SEED 0)."""
+        from runner.verdict.sweeps import keep_best_evidence
+
+        return keep_best_evidence(self.loaded, self.home, run_id, self.logger)
 
     def run(self) -> SweepStatus:
         self.logger.info(f"sweep {self.sweep.sweep_id}: up to {self.sweep.limit} trials, {self.spec.limits.max_concurrent_trials} at once", style="bold")

@@ -111,3 +111,19 @@ def test_the_seeding_layer_is_on_unless_set_seed_is_false(project, cli, home, se
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     seeded = "draw 0 0.8444218515250481" in result.stdout  # random.seed(0)'s first draw
     assert seeded is set_seed
+
+
+def test_a_sweeps_best_trial_keeps_its_evidence_beside_its_model(project, cli, home):
+    from sweeping import SCRIPT as SWEPT, sweep_manifest
+
+    script = SWEPT + ("import json, random\nwith open('outputs/eval.jsonl', 'w') as out:\n"
+                      "    for i in range(500): out.write(json.dumps({'id': i, 'correct': int(random.random() < 0.9)}) + '\\n')\n")
+    extra = 'model: {gate: "off"}\n' + EVALUATION.replace('model: {gate: "off"}\n', "").replace("seeds: 3", "seeds: 1")
+    result = cli("run", "-f", str(sweep_manifest(project, trials=2, extra=extra, script=script)), timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    trials = [json.loads(p.read_text()) for p in sorted((home / "runs").glob("*/run.json"))]
+    assert {t["manifest"]["environment_variables"].get("TFTRAIN_SEED") for t in trials} == {"0"}  # every trial seeded alike
+    info = json.loads((home / "models" / "demo" / "v1" / "version.json").read_text())
+    best = _record(home, info["run_id"])
+    assert best["model"] == "demo@v1" and [s["seed"] for s in best["evaluation"]["seeds"]] == [0]
+    assert "evaluation/seed-0.jsonl" in info["extras"] and (home / "models" / "demo" / "v1" / "evaluation" / "seed-0.jsonl").is_file()

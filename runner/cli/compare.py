@@ -72,6 +72,12 @@ def run(args, logger) -> int:
     from runner.verdict.refs import check_evidence, side_of
 
     check_options(args.margin, args.confidence)
+    if args.json:  # stdout holds the JSON alone: what is done on the way (a pull, a re-evaluation) is said on stderr
+        import sys
+
+        from runner.telemetry.logger import Logger
+
+        logger = Logger(sys.stderr, settings=logger.settings)
     home = tftrain_home()
     settings = resolve(os.environ, args)
     with side_of(args.candidate, home, logger, settings) as candidate:
@@ -83,6 +89,7 @@ def run(args, logger) -> int:
             raise EvidenceError(f"{candidate.label}'s evidence scores {evidence.metric!r}, not {rules.metric!r} (evaluation.metric)")
         with side_of(args.baseline, home, logger, settings, evidence.metric) as baseline:
             judgement = verdict_between(evidence, baseline, rules, candidate.run_dir, candidate.point, logger)
+    logger.flush()
     if args.json:
         print(json.dumps(judgement.as_json(), indent=2))
     else:

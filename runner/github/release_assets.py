@@ -66,6 +66,7 @@ def build_assets(
             shutil.copy(paths.serving / source, directory / asset)
     if (scoring := pack_scoring(paths.serving, directory / SCORING_ASSET)) is not None:  # the scoring script, as registered
         digests[SCORING_ASSET] = scoring
+    digests.update(_evaluation_assets(paths, directory))
     sealed = _seal_assets(model, paths, record, directory, withheld)
     _loss_curve(paths, directory / "loss-curve.png")
     _sweep_curves(paths, record, directory / "sweep-trials.png")
@@ -182,13 +183,39 @@ def _seal_assets(model: Path, paths: RunPaths, record: dict, directory: Path, wi
     return {**sealed, "label": record["model"]}
 
 
+def _evaluation_assets(paths: RunPaths, directory: Path) -> dict[str, str]:
+    """The run's kept evidence (evaluation/evaluation.json and seed-N.jsonl, as its version keeps
+    them) as the assets evaluation.json and evaluation-seed-N.jsonl; a link or anything but a regular
+    file is not published. The baseline's re-evaluation kept there (baseline-*.jsonl, its log) is not."""
+    from runner.verdict.layout import DIRECTORY, release_asset, relative_of_asset
+
+    kept = paths.root / DIRECTORY
+    if not kept.is_dir() or kept.is_symlink():
+        return {}
+    digests = {}
+    for source in sorted(kept.iterdir()):
+        asset = release_asset(f"{DIRECTORY}/{source.name}")
+        if relative_of_asset(asset) is None:
+            continue
+        copied = copy_file(source, directory / asset)  # never a link followed
+        if not isinstance(copied, tuple):
+            raise PublishError(f"{source}: {copied.described}: the run's evidence cannot be published")
+        digests[asset] = copied[0]
+    return digests
+
+
 def _served_files(paths: RunPaths, directory: Path) -> dict[str, str]:
-    """What the release publishes beside the model (serving assets, the scoring files), by its path in
-    a version directory → sha256: as `tftrain serve release:` and `models verify --from github` lay it out."""
+    """What the release publishes beside the model (serving assets, the scoring files, the evaluation's
+    evidence), by its path in a version directory → sha256: as `tftrain serve release:` and
+    `models verify --from github` lay it out."""
     from runner.serving.scoring.release import SCORING_DIR, kept_files
     from runner.serving.scoring.script import recorded
+    from runner.verdict.layout import relative_of_asset
 
     found = {inside: sha256_file(directory / asset) for asset, inside in RELEASE_ASSETS.items() if (directory / asset).is_file()}
+    for asset in sorted(directory.iterdir()):
+        if (inside := relative_of_asset(asset.name)) is not None and asset.is_file():
+            found[inside] = sha256_file(asset)
     scoring = recorded(paths.serving.parent)
     for name in kept_files(scoring) if scoring is not None else ():  # pack_scoring checked the names
         found[f"{SCORING_DIR}/{name}"] = sha256_file(paths.serving / SCORING_DIR / name)

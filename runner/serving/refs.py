@@ -107,37 +107,29 @@ def _from_release(ref: str, root: Path, logger, repo, settings) -> Served:
 
 
 def fetch_serving_assets(release, root: Path, limits: ArchiveLimits) -> None:
-    """serving.json, the sample, the predictions and model.onnx where the release has them, and
-    the scoring script (scoring.tar.gz) when serving.json names one, each verified against the
-    release's SHA256SUMS (pull_release checked the model itself)."""
+    """serving.json, the sample, the predictions and model.onnx where the release has them, the
+    evaluation's evidence (evaluation.json, evaluation-seed-N.jsonl → evaluation/) and the scoring
+    script (scoring.tar.gz) when serving.json names one, each verified against the release's
+    SHA256SUMS (pull_release checked the model itself): the version's layout, as registered."""
     from runner.errors import PublishError
-    from runner.github.release_assets import SUMS
-    from runner.history.checksums import read_sums, sha256_file
     from runner.serving.scoring.release import SCORING_ASSET, unpack_scoring
     from runner.serving.scoring.script import recorded
+    from runner.verdict.evidence import MAX_BYTES
+    from runner.verdict.layout import DIRECTORY, MAX_SEEDS, SUMMARY, relative_of_asset
 
     assets = {asset.name: asset for asset in release.get_assets()}
-    wanted = [name for name in RELEASE_ASSETS if name in assets]
-    if not wanted:
+    wanted = {name: RELEASE_ASSETS[name] for name in RELEASE_ASSETS if name in assets}
+    evidence = {name: inside for name in sorted(assets) if (inside := relative_of_asset(name)) is not None}
+    seeds = sum(1 for inside in evidence.values() if inside != f"{DIRECTORY}/{SUMMARY}")
+    if seeds > MAX_SEEDS:
+        raise PublishError(f"release {release.tag_name}: {seeds} evaluation-seed-N.jsonl assets, over the {MAX_SEEDS} seeds a set may hold")
+    if not wanted and not evidence:
         return
-    sums_path = root / SUMS
-    assets[SUMS].download_asset(str(sums_path))
-    try:
-        sums = read_sums(sums_path)
-    except ValueError as exc:
-        raise PublishError(f"release {release.tag_name}: {exc}") from None
-    finally:
-        sums_path.unlink(missing_ok=True)
-
-    def fetched(name: str, target: Path) -> Path:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        assets[name].download_asset(str(target))
-        if sums.get(name) != sha256_file(target):
-            raise PublishError(f"{name} of {release.tag_name} does not match its SHA256SUMS")
-        return target
-
-    for name in wanted:
-        fetched(name, root / RELEASE_ASSETS[name])
+    fetched = VerifiedAssets(release, assets, root)
+    for name, inside in wanted.items():
+        fetched(name, root / inside)
+    for name, inside in evidence.items():
+        fetched(name, root / inside, MAX_BYTES)
     scoring = recorded(root)
     if scoring is None:  # no scoring script: scoring.tar.gz, if any, is not read
         return
@@ -148,3 +140,44 @@ def fetch_serving_assets(release, root: Path, limits: ArchiveLimits) -> None:
         unpack_scoring(fetched(SCORING_ASSET, archive), root, scoring, f"{SCORING_ASSET} of {release.tag_name}", limits)
     finally:
         archive.unlink(missing_ok=True)
+
+
+class VerifiedAssets:
+    """A release's assets downloaded one by one, each checked against the release's SHA256SUMS (read
+    once, here): a release's files are another party's. An asset the sums do not name, or that does
+    not match them, is a PublishError and is not left behind."""
+
+    def __init__(self, release, assets: dict, scratch: Path) -> None:
+        from runner.errors import PublishError
+        from runner.github.release_assets import SUMS
+        from runner.history.checksums import read_sums
+
+        self.release, self.assets = release, assets
+        if SUMS not in assets:
+            raise PublishError(f"release {release.tag_name} has no {SUMS}")
+        scratch.mkdir(parents=True, exist_ok=True)
+        sums_path = scratch / SUMS
+        assets[SUMS].download_asset(str(sums_path))
+        try:
+            self.sums = read_sums(sums_path)
+        except ValueError as exc:
+            raise PublishError(f"release {release.tag_name}: {exc}") from None
+        finally:
+            sums_path.unlink(missing_ok=True)
+
+    def __call__(self, name: str, target: Path, max_bytes: int | None = None) -> Path:
+        """`max_bytes`: a larger asset (as the release lists it) is refused before it is downloaded."""
+        from runner.errors import PublishError
+        from runner.history.checksums import sha256_file
+
+        if name not in self.sums:
+            raise PublishError(f"{name} of {self.release.tag_name} is not in its SHA256SUMS")
+        size = getattr(self.assets[name], "size", None)
+        if max_bytes is not None and isinstance(size, int) and size > max_bytes:
+            raise PublishError(f"{name} of {self.release.tag_name} is {size >> 20} MB, over the {max_bytes >> 20} MB limit")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        self.assets[name].download_asset(str(target))
+        if self.sums[name] != sha256_file(target):
+            target.unlink(missing_ok=True)
+            raise PublishError(f"{name} of {self.release.tag_name} does not match its SHA256SUMS")
+        return target

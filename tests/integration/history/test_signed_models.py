@@ -209,3 +209,29 @@ def test_a_key_kept_in_the_source_directory_is_named_and_never_registered_or_pub
     for path in home.rglob("*"):  # the run's snapshot holds it (the source did); no version or release asset does
         if path.is_file() and not path.is_symlink() and "workdir" not in path.parts:
             assert body not in path.read_bytes(), path
+
+
+def test_a_version_signed_with_its_evidence_publishes_and_verifies_from_the_release(project, home, keys, github_api, monkeypatch, tmp_path):
+    """The evaluation's evidence is kept in the version (evaluation/), inside the signature: the release
+    carries it (evaluation.json, evaluation-seed-N.jsonl) and `models verify --from github` lays it back
+    where model.sig signed it."""
+    from runner.history.registration import register_finished
+    from verdicts import keep_evidence, scores
+
+    private, public = keys
+    env = {**os.environ, KEY_VARIABLE: private, "GITHUB_REPOSITORY": "octo/models", "GITHUB_API_URL": github_api.url, "GITHUB_TOKEN": "ghs_test"}
+    manifest = MANIFEST.replace("gate: 'off'", "gate: 'off', register: false")  # registered below, with its evidence, as the seeds driver does
+    assert tftrain("run", "-f", str(project(script=SCRIPT, manifest=manifest)), env=env).returncode == 0
+    extras = keep_evidence(home / "runs" / "demo-1", scores(0.9, 100, 2, 1))
+    monkeypatch.setenv(KEY_VARIABLE, private)
+    assert register_finished(home, "demo-1", {}, extras=extras) == "demo@v1"
+    assert {"evaluation/evaluation.json", "evaluation/seed-1.jsonl"} <= set(json.loads((home / "models" / "demo" / "v1" / "version.json").read_text())["extras"])
+
+    result = tftrain("publish", "--run", "demo-1", env=env)
+    assert result.returncode == 0, result.stderr
+    (release,) = github_api.releases
+    assert {"model.sig", "evaluation.json", "evaluation-seed-0.jsonl", "evaluation-seed-1.jsonl"} <= {asset["name"] for asset in release["assets"]}
+    result = tftrain("models", "verify", "demo@v1", "--from", "github", "--public-key", str(public), env=env)
+    assert result.returncode == 0, result.stderr
+    result = tftrain("models", "pull", "demo@v1", "--from", "github", "-o", str(tmp_path / "pulled"), "--verify-key", str(public), env=env)
+    assert result.returncode == 0, result.stderr

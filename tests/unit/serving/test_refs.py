@@ -147,3 +147,54 @@ def test_a_release_asset_that_does_not_match_sha256sums_is_refused(tmp_path):
     release.assets[0].content = b"swapped"
     with pytest.raises(PublishError, match="model.onnx of digits-v2 does not match its SHA256SUMS"):
         fetch_serving_assets(release, tmp_path, ArchiveLimits())
+
+
+def test_a_releases_evidence_lands_in_evaluation_as_the_version_keeps_it(tmp_path):
+    from runner.serving.refs import fetch_serving_assets
+
+    assets = {"evaluation.json": b'{"metric": "correct"}', "evaluation-seed-0.jsonl": b'{"id": "a", "correct": 1}\n',
+              "evaluation-seed-1.jsonl": b'{"id": "a", "correct": 0}\n', "evaluation-seed-x.jsonl": b"not a seed", "metrics.json": b"{}"}
+    fetch_serving_assets(Release(assets), tmp_path, ArchiveLimits())
+    kept = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
+    assert kept == ["evaluation/evaluation.json", "evaluation/seed-0.jsonl", "evaluation/seed-1.jsonl"]
+    assert (tmp_path / "evaluation" / "seed-1.jsonl").read_bytes() == assets["evaluation-seed-1.jsonl"]
+
+
+@pytest.mark.parametrize("damage, words", [
+    ("swapped", "evaluation-seed-0.jsonl of digits-v2 does not match its SHA256SUMS"),
+    ("unlisted", "evaluation-seed-0.jsonl of digits-v2 is not in its SHA256SUMS"),
+    ("huge", "evaluation-seed-0.jsonl of digits-v2 is 2048 MB, over the 1024 MB limit"),
+    ("no sums", "release digits-v2 has no SHA256SUMS"),
+])
+def test_a_releases_damaged_evidence_is_refused_and_not_kept(tmp_path, damage, words):
+    from runner.errors import PublishError
+    from runner.serving.refs import fetch_serving_assets
+
+    release = Release({"evaluation.json": b"{}", "evaluation-seed-0.jsonl": b'{"id": "a", "correct": 1}\n'})
+    seed = next(asset for asset in release.assets if asset.name == "evaluation-seed-0.jsonl")
+    if damage == "swapped":
+        seed.content = b'{"id": "a", "correct": 0}\n'
+    elif damage == "unlisted":
+        release.assets.append(Asset("evaluation-seed-0.jsonl", b"x"))
+        release.assets.remove(seed)
+        sums = next(asset for asset in release.assets if asset.name == "SHA256SUMS")
+        sums.content = b"".join(line + b"\n" for line in sums.content.splitlines() if b"seed-0" not in line)
+    elif damage == "huge":
+        seed.size = 2 << 30
+        seed.download_asset = lambda path: pytest.fail("a 2 GB asset was downloaded")
+    else:
+        release.assets = [asset for asset in release.assets if asset.name != "SHA256SUMS"]
+    with pytest.raises(PublishError, match=f"^{words}$"):
+        fetch_serving_assets(release, tmp_path, ArchiveLimits())
+    assert not (tmp_path / "evaluation" / "seed-0.jsonl").exists()
+
+
+def test_a_release_with_more_seed_assets_than_a_set_holds_is_refused_before_any_download(tmp_path):
+    from runner.errors import PublishError
+    from runner.serving.refs import fetch_serving_assets
+
+    release = Release({f"evaluation-seed-{n}.jsonl": b"x" for n in range(102)})
+    for asset in release.assets:
+        asset.download_asset = lambda path: pytest.fail("downloaded")
+    with pytest.raises(PublishError, match="102 evaluation-seed-N.jsonl assets, over the 100 seeds"):
+        fetch_serving_assets(release, tmp_path, ArchiveLimits())

@@ -23,6 +23,9 @@ from runner.verdict.seeds import SeedOutcome, SeedRunner
 
 
 def run_evaluated(loaded: LoadedManifest, logger: Logger, settings: Settings, home: Path, environ: Mapping[str, str]) -> RunResult:
+    from runner.verdict.stats import require
+
+    require()  # before anything trains
     spec = loaded.manifest.evaluation
     shares = _shares(loaded, logger, settings)
     logger.info(

@@ -153,10 +153,22 @@ def components(candidate: np.ndarray, baseline: np.ndarray) -> tuple[np.ndarray,
     return differences, Components(cand_seeds or 0.0, base_seeds or 0.0, example_part, max(df, 1.0))
 
 
+def require() -> None:
+    """UnsupportedError, before anything trains, where the verdict's one dependency is missing."""
+    import importlib.util
+
+    from runner.errors import UnsupportedError
+
+    if importlib.util.find_spec("scipy") is None:
+        raise UnsupportedError("evaluation: needs SciPy (the verdict's t distribution): pip install 'tf-train-action[verdict]' "
+                               "(the action adds it by itself when the manifest has an evaluation: section)")
+
+
 def compare(
     candidate: np.ndarray, baseline: np.ndarray, goal: Goal = Goal.MAXIMIZE, margin: float = 0.0, confidence: float = 0.95
 ) -> Comparison:
     """The verdict for two S×N matrices of per-example scores over the same N examples."""
+    require()
     from scipy.special import stdtr, stdtrit  # Student's t: ~0.3 s to import, only when comparing
 
     candidate = np.asarray(candidate, dtype=np.float64)

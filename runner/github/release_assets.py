@@ -115,7 +115,21 @@ def model_card(
         sealed=sealed or {},
         download_url=download_url.rstrip("/") + "/" if download_url else "",
         usage=usage_section(record, previous),
+        evaluation=_evaluation(record),
     )
+
+
+def _evaluation(record: dict) -> str:
+    """The card's evaluation section: the seeds' evidence and the verdict the run reached, if any."""
+    block = record.get("evaluation")
+    if not isinstance(block, dict) or not isinstance(block.get("seeds"), list):
+        return ""
+    from runner.verdict.markdown import evaluation_markdown
+
+    try:
+        return evaluation_markdown(block, heading="## Evaluation").rstrip("\n")
+    except (KeyError, TypeError, ValueError):  # a record another party wrote: the card goes without it
+        return ""
 
 
 def _withheld(manifest: Manifest, paths: RunPaths, record: dict, model: Path) -> frozenset[str]:

@@ -238,6 +238,8 @@ def _what_decides(improvement: float, half: float, margin: float, parts: Compone
     needed = max(abs(improvement - margin), abs(improvement + margin)) if margin > 0 else abs(improvement)
     if margin > 0 and abs(improvement) < margin:  # equivalence is nearest when Δ lies inside the margin
         needed = margin - abs(improvement)
+    if needed <= 0 and margin == 0:
+        return "no difference at all, and with margin 0 only better or worse can be called: set evaluation.margin to what counts as no worse"
     if needed <= 0:
         return "the difference is on the margin itself: no amount of evidence decides it"
     factor = (half / needed) ** 2  # SE² shrinks with the evidence

@@ -3,12 +3,11 @@ a lost machine loses at most `every_seconds` of work (runner.training.checkpoint
 
 from __future__ import annotations
 
-import posixpath
 import re
 
 from pydantic import Field, field_validator
 
-from runner.manifest.fields import Model
+from runner.manifest.fields import Model, inside_path
 
 BUCKET_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
 
@@ -24,10 +23,7 @@ class CheckpointsSpec(Model):
     @field_validator("dir")
     @classmethod
     def _relative(cls, value: str) -> str:
-        normal = posixpath.normpath(value)
-        if posixpath.isabs(normal) or normal in (".", "..") or normal.startswith("../"):
-            raise ValueError(f"{value!r} must be a relative path below the source directory")
-        return normal
+        return inside_path(value, "a relative path below the source directory")
 
     @field_validator("sync_to")
     @classmethod

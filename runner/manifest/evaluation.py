@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from runner.manifest.fields import Model, goal_of_name
+from runner.manifest.fields import Model, goal_of_name, inside_path
 from runner.manifest.sourcepaths import regular_file_problem
 
 MAX_SEEDS = 100  # the layout's limit (runner.verdict.layout): beyond it a verdict's cost is a mistake
@@ -47,12 +47,7 @@ class EvaluationSpec(Model):
     @field_validator("per_example", "script", "data")
     @classmethod
     def _relative(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        normal = posixpath.normpath(value)
-        if posixpath.isabs(normal) or normal in (".", "..") or normal.startswith("../"):
-            raise ValueError(f"{value!r} must be a relative path that stays inside its directory")
-        return normal
+        return None if value is None else inside_path(value)
 
     @field_validator("per_example")
     @classmethod

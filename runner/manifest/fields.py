@@ -24,6 +24,16 @@ EXPRESSIONS = ("choice", "randint", "uniform", "quniform", "loguniform", "qlogun
 POLICIES = ("bandit", "median_stopping", "truncation_selection", "asha", "hyperband")
 
 
+def inside_path(value: str, what: str = "a relative path that stays inside its directory") -> str:
+    """`value` normalised, ValueError unless it is relative and stays below its directory."""
+    import posixpath
+
+    normal = posixpath.normpath(value)
+    if posixpath.isabs(normal) or normal in (".", "..") or normal.startswith("../"):
+        raise ValueError(f"{value!r} must be {what}")
+    return normal
+
+
 def goal_of_name(name: str) -> str:
     """A metric's goal from its name: minimize for losses and errors, else maximize."""
     lowered = name.lower()

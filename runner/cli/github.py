@@ -93,7 +93,7 @@ def _comment(settings: Settings, args, logger) -> int:
     table, worse_by = workflow.comparison(summary, baseline, missing)
     judgement = None
     if record.get("evaluation") is not None:  # the verdict replaces the point comparison, and decides fail-on-regression
-        from runner.github.verdict import release_verdict
+        from runner.verdict.pull_request import release_verdict
 
         released = f"{run.name}@v{template.version(run.name, baseline[0])}" if baseline else None
         table, judgement = release_verdict(record, paths.root, released, missing, settings, logger)

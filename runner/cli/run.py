@@ -23,7 +23,9 @@ def run(args, logger) -> int:
         if not args.no_sweep:
             from runner.sweep.driver import run_sweep
 
-            run_sweep(loaded, logger, settings, home, os.environ)
+            from runner.verdict.sweeps import best_evidence
+
+            run_sweep(loaded, logger, settings, home, os.environ, evidence=best_evidence(loaded, home, logger))
             return 0
         loaded = loaded._replace(manifest=loaded.manifest.model_copy(update={"sweep": None}))
     if loaded.manifest.evaluation is not None:  # several seeds, their evidence and the verdict

@@ -29,5 +29,9 @@ def run(args, logger) -> int:
     loaded = load(args, logger)
     if loaded.manifest.sweep is None:
         raise ManifestError(f"{loaded.path}: sweep: the manifest has no sweep section to {args.action}")
-    run_sweep(loaded, logger, settings, tftrain_home(), os.environ, sweep_id=args.sweep_id, resume=args.action == "resume")
+    from runner.verdict.sweeps import best_evidence
+
+    home = tftrain_home()
+    run_sweep(loaded, logger, settings, home, os.environ, sweep_id=args.sweep_id, resume=args.action == "resume",
+              evidence=best_evidence(loaded, home, logger))
     return 0

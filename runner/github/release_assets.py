@@ -124,7 +124,7 @@ def _evaluation(record: dict) -> str:
     block = record.get("evaluation")
     if not isinstance(block, dict) or not isinstance(block.get("seeds"), list):
         return ""
-    from runner.verdict.markdown import evaluation_markdown
+    from runner.telemetry.evaluation_report import evaluation_markdown
 
     try:
         return evaluation_markdown(block, heading="## Evaluation").rstrip("\n")
@@ -201,7 +201,7 @@ def _evaluation_assets(paths: RunPaths, directory: Path) -> dict[str, str]:
     """The run's kept evidence (evaluation/evaluation.json and seed-N.jsonl, as its version keeps
     them) as the assets evaluation.json and evaluation-seed-N.jsonl; a link or anything but a regular
     file is not published. The baseline's re-evaluation kept there (baseline-*.jsonl, its log) is not."""
-    from runner.verdict.layout import DIRECTORY, release_asset, relative_of_asset
+    from runner.serving.layout import EVALUATION_DIR as DIRECTORY, evaluation_asset as release_asset, evaluation_relative as relative_of_asset
 
     kept = paths.root / DIRECTORY
     if not kept.is_dir() or kept.is_symlink():
@@ -224,7 +224,7 @@ def _served_files(paths: RunPaths, directory: Path) -> dict[str, str]:
     `models verify --from github` lay it out."""
     from runner.serving.scoring.release import SCORING_DIR, kept_files
     from runner.serving.scoring.script import recorded
-    from runner.verdict.layout import relative_of_asset
+    from runner.serving.layout import evaluation_relative as relative_of_asset
 
     found = {inside: sha256_file(directory / asset) for asset, inside in RELEASE_ASSETS.items() if (directory / asset).is_file()}
     for asset in sorted(directory.iterdir()):

@@ -5,6 +5,7 @@ assets that carry the same files. The standard library only: the model server re
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,32 @@ RELEASE_ASSETS = {
     "serving-predictions.npz": "serving/predictions.npz",
     "model.onnx": "model.onnx",
 }
+
+
+# an evaluation's evidence (runner.verdict.layout reads it): evaluation/evaluation.json and
+# evaluation/seed-N.jsonl in a version, the assets evaluation.json and evaluation-seed-N.jsonl in a release
+EVALUATION_DIR = "evaluation"
+EVALUATION_SUMMARY = "evaluation.json"
+SEED_FILE = re.compile(r"seed-(0|[1-9][0-9]{0,3})\.jsonl")
+MAX_SEEDS = 100  # seeds one evidence set holds at most
+MAX_EVIDENCE_BYTES = 1 << 30  # one seed's file at most: a million rows of JSON are ~50 MB
+
+
+def evaluation_asset(relative: str) -> str:
+    """A file of the version's evaluation/ as a release asset (assets have no folders):
+    evaluation/seed-0.jsonl → evaluation-seed-0.jsonl, evaluation/evaluation.json → evaluation.json."""
+    name = Path(relative).name
+    return name if name == EVALUATION_SUMMARY else f"{EVALUATION_DIR}-{name}"
+
+
+def evaluation_relative(asset: str) -> str | None:
+    """The inverse of evaluation_asset, None for any other asset."""
+    if asset == EVALUATION_SUMMARY:
+        return f"{EVALUATION_DIR}/{EVALUATION_SUMMARY}"
+    prefix = f"{EVALUATION_DIR}-"
+    if asset.startswith(prefix) and SEED_FILE.fullmatch(asset[len(prefix):]):
+        return f"{EVALUATION_DIR}/{asset[len(prefix):]}"
+    return None
 
 
 class Runtime(str, enum.Enum):

@@ -114,8 +114,8 @@ def fetch_serving_assets(release, root: Path, limits: ArchiveLimits) -> None:
     from runner.errors import PublishError
     from runner.serving.scoring.release import SCORING_ASSET, unpack_scoring
     from runner.serving.scoring.script import recorded
-    from runner.verdict.evidence import MAX_BYTES
-    from runner.verdict.layout import DIRECTORY, MAX_SEEDS, SUMMARY, relative_of_asset
+    from runner.serving.layout import EVALUATION_DIR as DIRECTORY, EVALUATION_SUMMARY as SUMMARY, MAX_EVIDENCE_BYTES as MAX_BYTES
+    from runner.serving.layout import MAX_SEEDS, evaluation_relative as relative_of_asset
 
     assets = {asset.name: asset for asset in release.get_assets()}
     wanted = {name: RELEASE_ASSETS[name] for name in RELEASE_ASSETS if name in assets}

@@ -8,7 +8,7 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from runner.errors import BudgetPassed, BudgetReached, FatalError, StorageError, SweepError
@@ -25,18 +25,19 @@ from runner.telemetry.logger import Logger
 from runner.telemetry.usage_budget import Go, SweepBudget, report_sweep_costs, seed, usage_of_run
 
 TICK_SECONDS = 0.5
+Evidence = Callable[[str], "dict[str, Path] | None"]  # a run id → the files kept beside its model
 LIVE_SECONDS = 2.0  # the live table's steps and values are redrawn this often
 
 
 class SweepRunner:
     def __init__(self, loaded: LoadedManifest, sweep: Sweep, logger: Logger, settings: Settings, home: Path,
-                 environ: Mapping[str, str], gpus: list[str] | None = None) -> None:
-        """`gpus`: those the trials may use, split between them (runner.sweep.placement)."""
+                 environ: Mapping[str, str], gpus: list[str] | None = None, evidence: Evidence | None = None) -> None:
+        """`gpus`: those the trials may use, split between them (runner.sweep.placement); `evidence`:
+        the files an `evaluation:` keeps beside the best trial's model (runner.verdict.sweeps)."""
         self.loaded, self.sweep, self.logger, self.settings, self.home = loaded, sweep, logger, settings, home
         self.gpus = gpus or []
         self.environ = environ
         self.spec = loaded.manifest.sweep
-        evidence = self._evidence if loaded.manifest.evaluation is not None else None
         self.book = SweepBook(home, sweep, register=loaded.manifest.model.register_model, gate=self._gate, evidence=evidence)
         self.lock = threading.Lock()  # one ask at a time: the limit is checked and the trial made together
         self.turn = threading.Condition(self.lock)  # a worker the budget keeps waiting is woken when a trial ends
@@ -57,12 +58,6 @@ class SweepRunner:
         from runner.serving.gate import gate_finished
 
         return gate_finished(self.loaded, self.home, run_id, self.logger)
-
-    def _evidence(self, run_id: str):
-        """The best trial's per-example file kept in its run and beside its model (one seed: TFTRAIN_SEED 0)."""
-        from runner.verdict.sweeps import keep_best_evidence
-
-        return keep_best_evidence(self.loaded, self.home, run_id, self.logger)
 
     def run(self) -> SweepStatus:
         self.logger.info(f"sweep {self.sweep.sweep_id}: up to {self.sweep.limit} trials, {self.spec.limits.max_concurrent_trials} at once", style="bold")
@@ -257,7 +252,7 @@ def check_prices(loaded: LoadedManifest) -> None:
 
 
 def run_sweep(loaded: LoadedManifest, logger: Logger, settings: Settings, home: Path, environ: Mapping[str, str],
-              sweep_id: str | None = None, resume: bool = False) -> dict:
+              sweep_id: str | None = None, resume: bool = False, evidence: Evidence | None = None) -> dict:
     """A new sweep, or (sweep_id) joining one; `resume`: first queue again the trials a signal stopped,
     each from its run's last checkpoint. Returns the sweep's record (`tftrain sweeps show --json`).
     `environ`: tftrain's environment, read by the CLI: sweep.storage's $NAMEs, the secrets' values."""
@@ -275,7 +270,7 @@ def run_sweep(loaded: LoadedManifest, logger: Logger, settings: Settings, home: 
         if resume:
             for number, run_id in queue_stopped_trials(sweep, home):
                 logger.info(f"trial {number} ({run_id}) runs again from its last checkpoint" if run_id else f"trial {number} runs again")
-        runner = SweepRunner(loaded, sweep, logger, settings, home, environ, gpus)
+        runner = SweepRunner(loaded, sweep, logger, settings, home, environ, gpus, evidence)
         status = runner.run()
         record = runner.book.document()
         runner.book.report(logger)

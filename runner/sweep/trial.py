@@ -87,9 +87,9 @@ def trial_manifest(loaded: LoadedManifest, values: dict[str, Any], objective: Ob
         "model": manifest.model.model_copy(update={"register_model": False}),
     }
     if manifest.evaluation is not None:  # every trial seeded alike: their evidence differs by the values alone
-        from runner.verdict.seeds import VARIABLE
+        from runner.manifest.evaluation import SEED_VARIABLE
 
-        update["environment_variables"] = {**manifest.environment_variables, VARIABLE: "0"}
+        update["environment_variables"] = {**manifest.environment_variables, SEED_VARIABLE: "0"}
     if trial_timeout is not None:
         update["max_run_duration_seconds"] = min(trial_timeout, manifest.max_run_duration_seconds or trial_timeout)
     return loaded._replace(manifest=manifest.model_copy(update=update))

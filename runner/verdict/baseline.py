@@ -1,7 +1,7 @@
 """The baseline `tftrain run` judges a candidate against at its end: the version of the model this
 home registered last before the run's own (on a runner that keeps its home, the last merge's),
 re-evaluated by `evaluation.script` when it kept no evidence for this run's set. A pull request is
-judged against the last release by its comment (runner.github.verdict)."""
+judged against the last release by its comment (runner.verdict.pull_request)."""
 
 from __future__ import annotations
 

@@ -154,7 +154,7 @@ def _report(logger: Logger, run_dir: Path, block: dict, home: Path, outcomes: li
     from runner.history.rundir import writing
     from runner.telemetry.usage_budget import usages_of_runs
     from runner.telemetry.usage_report import sweep_costs, sweep_costs_markdown
-    from runner.verdict.markdown import evaluation_markdown, model_rows
+    from runner.telemetry.evaluation_report import evaluation_markdown, model_rows
 
     logger.table(f"evaluation: {block['metric']} ({block['goal']}) over {len(block['seeds'])} of {block['asked']} seeds",
                  ["model", "seeds", "mean", "spread over seeds"], model_rows(block))

@@ -26,8 +26,9 @@ from pathlib import Path
 import numpy as np
 
 from runner.errors import EvidenceError
+from runner.serving.layout import MAX_EVIDENCE_BYTES
 
-MAX_BYTES = 1 << 30  # a million rows of JSON are ~50 MB; ten times the largest evaluation sets we know of
+MAX_BYTES = MAX_EVIDENCE_BYTES  # a million rows of JSON are ~50 MB; ten times the largest evaluation sets we know of
 MAX_ROWS = 5_000_000
 MAX_ID = 256  # characters of one id
 FORMATS = (".jsonl", ".csv", ".npz")

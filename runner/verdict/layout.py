@@ -15,39 +15,24 @@ summary is read bounded, the seed files only by the names it may hold, each thro
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from runner.errors import EvidenceError
+from runner.serving.layout import (  # the names a release and a version share
+    EVALUATION_DIR, EVALUATION_SUMMARY, MAX_SEEDS, SEED_FILE, evaluation_asset, evaluation_relative,
+)
 from runner.verdict.evidence import Evidence, read_evidence
 from runner.verdict.stats import Goal
 
-DIRECTORY = "evaluation"
-SUMMARY = "evaluation.json"
-SEED_FILE = re.compile(r"seed-(0|[1-9][0-9]{0,3})\.jsonl")
-MAX_SEEDS = 100
+DIRECTORY = EVALUATION_DIR
+SUMMARY = EVALUATION_SUMMARY
+release_asset = evaluation_asset
+relative_of_asset = evaluation_relative
 
 
 def seed_file(seed: int) -> str:
     return f"seed-{seed}.jsonl"
-
-
-def release_asset(relative: str) -> str:
-    """A file of the version's evaluation/ as a release asset (assets have no folders):
-    evaluation/seed-0.jsonl → evaluation-seed-0.jsonl, evaluation/evaluation.json → evaluation.json."""
-    name = Path(relative).name
-    return name if name == SUMMARY else f"{DIRECTORY}-{name}"
-
-
-def relative_of_asset(asset: str) -> str | None:
-    """The inverse of release_asset, None for any other asset."""
-    if asset == SUMMARY:
-        return f"{DIRECTORY}/{SUMMARY}"
-    prefix = f"{DIRECTORY}-"
-    if asset.startswith(prefix) and SEED_FILE.fullmatch(asset[len(prefix):]):
-        return f"{DIRECTORY}/{asset[len(prefix):]}"
-    return None
 
 
 def write_seed(path: Path, evidence: Evidence) -> None:

@@ -23,3 +23,10 @@ def keep_best_evidence(loaded: LoadedManifest, home: Path, run_id: str, logger: 
     if spec.seeds > 1:
         logger.warning(f"evaluation.seeds: {spec.seeds} with a sweep: the best trial's one seed is the evidence (its trials are the budget)")
     return version_extras(run_dir, summary) if summary["seeds"] else None
+
+
+def best_evidence(loaded: LoadedManifest, home: Path, logger: Logger):
+    """What a sweep keeps beside its best trial's model (run_sweep's `evidence`), None without `evaluation:`."""
+    if loaded.manifest.evaluation is None:
+        return None
+    return lambda run_id: keep_best_evidence(loaded, home, run_id, logger)

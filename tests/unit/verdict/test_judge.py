@@ -10,7 +10,7 @@ from runner.errors import EvidenceError
 from runner.verdict.evidence import Evidence
 from runner.verdict.judge import Point, judge
 from runner.verdict.layout import EvidenceSet
-from runner.verdict.markdown import evaluation_markdown, strip_plot
+from runner.telemetry.evaluation_report import evaluation_markdown, strip_plot
 from runner.verdict.stats import Goal, Verdict
 
 

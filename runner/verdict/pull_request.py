@@ -14,7 +14,7 @@ from runner.paths import tftrain_home
 from runner.settings import Settings
 from runner.verdict.judge import Judgement, judge
 from runner.verdict.layout import read_set
-from runner.verdict.markdown import evaluation_markdown
+from runner.telemetry.evaluation_report import evaluation_markdown
 
 
 def rules_of(record: dict, settings: Settings) -> EvaluationSpec:

@@ -86,7 +86,10 @@ def _conclude(loaded: LoadedManifest, logger: Logger, home: Path, outcomes: list
                     logger.warning("seed 0 gave no evidence: the version is registered without its own per-example file")
             else:
                 logger.warning(f"model.path {loaded.manifest.model.path} was not written by seed 0; no model registered")
-    block["verdict"], block["no_verdict"] = _judged(loaded, home, run_dir, result.run_id, model, logger)
+    if summary["seeds"]:
+        block["verdict"], block["no_verdict"] = _judged(loaded, home, run_dir, result.run_id, model, logger)
+    else:
+        block["verdict"], block["no_verdict"] = None, "No verdict: no seed gave per-example evidence."
     with Store(home) as store:
         store.update_run(result.run_id, evaluation=block)
     _report(logger, run_dir, block, home, outcomes)

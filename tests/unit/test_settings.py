@@ -47,6 +47,11 @@ def test_flags_that_are_not_text_are_taken_as_parsed():
     assert (inputs.comment, inputs.fail_on_regression, inputs.allow_forks) == (False, 0.25, True)
 
 
+def test_the_verdicts_confidence_is_an_input():
+    assert resolve({"INPUT_VERDICT_CONFIDENCE": "0.9"}).inputs.verdict_confidence == 0.9
+    assert resolve({}).inputs.verdict_confidence is None
+
+
 def test_inputs_are_parsed():
     environ = {
         "INPUT_ALLOW_FORKS": "True", "INPUT_COMMENT": "false", "INPUT_FAIL_ON_REGRESSION": "0.05",
@@ -69,6 +74,8 @@ def test_inputs_are_parsed():
         ({"INPUT_FAIL_ON_REGRESSION": "-1"}, None, "input fail-on-regression: '-1' is not a finite number ≥ 0"),
         ({"INPUT_FAIL_ON_REGRESSION": "1e400"}, None, "input fail-on-regression: '1e400' is not a finite number ≥ 0"),
         ({}, Namespace(fail_on_regression="inf"), "--fail-on-regression: 'inf' is not a finite number ≥ 0"),
+        ({"INPUT_VERDICT_CONFIDENCE": "95"}, None, "input verdict-confidence: '95' is not a confidence between 0.5 and 1 (e.g. 0.95)"),
+        ({"INPUT_VERDICT_CONFIDENCE": "nan"}, None, "input verdict-confidence: 'nan' is not a confidence between 0.5 and 1 (e.g. 0.95)"),
         ({"INPUT_ALLOW_FORKS": "yes"}, None, "input allow-forks: 'yes' is not true or false"),
         ({"INPUT_COMMENT": "no"}, None, "input comment: 'no' is not true or false"),
         ({"TFTRAIN_COMMENT": "1"}, None, "TFTRAIN_COMMENT: '1' is not true or false"),

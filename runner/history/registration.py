@@ -7,17 +7,22 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from runner.errors import NotFoundError
 from runner.history.store import Store
 
-if TYPE_CHECKING:
-    from runner.serving.gate import GateResult
+
+class Gated(Protocol):
+    """What the model gate's result gives registration (runner.serving.gate.GateResult)."""
+
+    serving: object
+
+    def files(self) -> dict[str, Path]: ...
 
 
 def register_finished(
-    home: Path, run_id: str, extra_info: dict, gate: Callable[[str], GateResult | None] | None = None,
+    home: Path, run_id: str, extra_info: dict, gate: Callable[[str], Gated | None] | None = None,
     extras: dict[str, Path] | None = None, warn: Callable[[str], None] | None = None,
 ) -> str | None:
     """The run's model as the next version of its model (NAME@vN), or None: no such run here (a

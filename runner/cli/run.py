@@ -22,7 +22,6 @@ def run(args, logger) -> int:
     if loaded.manifest.sweep is not None:
         if not args.no_sweep:
             from runner.sweep.driver import run_sweep
-
             from runner.verdict.sweeps import best_evidence
 
             run_sweep(loaded, logger, settings, home, os.environ, evidence=best_evidence(loaded, home, logger))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from runner.errors import NotFoundError
 from runner.history.store import Store
 from runner.manifest import LoadedManifest
 from runner.telemetry.logger import Logger
@@ -16,7 +17,10 @@ from runner.verdict.keeping import keep_evidence, version_extras
 def keep_best_evidence(loaded: LoadedManifest, home: Path, run_id: str, logger: Logger) -> dict[str, Path] | None:
     spec = loaded.manifest.evaluation
     with Store(home) as store:
-        run_dir = Path(store.run(run_id).run_dir)
+        try:
+            run_dir = Path(store.run(run_id).run_dir)
+        except NotFoundError:  # the best trial ran on another runner of a shared study: its home keeps its evidence
+            return None
         summary = keep_evidence(spec, run_dir, [(0, run_id, run_dir / "workdir", "Completed")], logger.warning)
         store.update_run(run_id, evaluation={**summary, "runs": [run_id], "verdict": None,
                                               "no_verdict": "A sweep's best trial: judged against the last release by the pull request's comment."})

@@ -11,10 +11,12 @@ jobs by free GPUs)."""
 from __future__ import annotations
 
 from runner.errors import PlacementError
+from runner.manifest.model import effective_target
+from runner.targets.catalog import TARGETS, docker_here
 from runner.github.workflow import failure
 
-POOL_LABEL = "tftrain-pool"
-SLURM_LABEL = "slurm"  # a runner on a login node: the GPUs are the cluster's
+POOL_LABEL = TARGETS["pool"].runner_label
+SLURM_LABEL = TARGETS["slurm"].runner_label  # a runner on a login node: the GPUs are the cluster's
 SHOWN_RUNNERS = 10
 SCOPE_NOTE = "this check sees the repository's own runners, not its organization's"
 
@@ -22,16 +24,15 @@ SCOPE_NOTE = "this check sees the repository's own runners, not its organization
 def runs_on(manifest) -> list[str]:
     """The labels a self-hosted runner needs to train this manifest (for `runs-on:`)."""
     compute = manifest.compute
+    target = effective_target(manifest)
     labels = ["self-hosted", "linux"]
-    if compute.target == "pool":
-        # The runner only dispatches to the pool's hosts: GPUs and Docker are theirs, not its.
-        labels.append(POOL_LABEL)
-    elif compute.target == "slurm":
-        labels.append(SLURM_LABEL)
+    dispatcher = TARGETS[target].runner_label
+    if dispatcher:  # the runner only dispatches to the target's hosts: GPUs and Docker are theirs, not its
+        labels.append(dispatcher)
     else:
         if manifest.use_gpu:
             labels += ["gpu", compute.gpu_type] if compute.gpu_type else ["gpu"]
-        if manifest.use_docker or compute.target == "docker":
+        if manifest.use_docker or docker_here(target):
             labels.append("docker")
     return unique(labels + compute.runner_labels)
 

@@ -19,7 +19,7 @@ from runner.manifest.evaluation import check_evaluation
 from runner.manifest.sourcepaths import regular_file_problem, text_file_problem, through_link
 from runner.manifest.document import Location
 from runner.history.refs import resume_ref_problem
-from runner.targets.catalog import ON_THIS_MACHINE, TARGETS
+from runner.targets.catalog import ON_THIS_MACHINE, TARGETS, bare_here
 
 Problem = tuple[Location, str]
 MAX_ARGUMENT = 128 << 10  # Linux's MAX_ARG_STRLEN: one argv or environment string
@@ -288,7 +288,7 @@ def _docker(manifest: Manifest) -> list[Problem]:
     target = manifest.compute.target
     if manifest.use_docker and target is not None and not TARGETS[target].containers:
         return [(("use_docker",), f"use_docker: true conflicts with compute.target: {target}")]
-    if manifest.custom_docker_image and effective_target(manifest) == "local":
+    if manifest.custom_docker_image and bare_here(effective_target(manifest)):
         return [(("custom_docker_image",), "needs use_docker: true (or compute.target: docker)")]
     return []
 

@@ -18,15 +18,16 @@ class TargetRow(NamedTuple):
     on_this_machine: bool  # the training uses this machine's CPUs, GPUs and run directory (checkpoint sync reads it)
     command: str | None = None  # the module in runner/targets/NAME/ behind `tftrain NAME` (factory.target_command), if any
     own_prices: bool = False  # it may know its prices without compute.cost (the pool file's cost:): Target.listed_prices
+    runner_label: str | None = None  # the GitHub runner only dispatches (its hosts or cluster train): the label such a runner has
 
 
 # The order is the manifest schema's and --target's
 TARGETS: dict[str, TargetRow] = {
     "local": TargetRow("LocalTarget", containers=False, on_this_machine=True),
     "docker": TargetRow("DockerTarget", containers=True, on_this_machine=True),
-    "pool": TargetRow("PoolTarget", containers=True, on_this_machine=False, command="survey", own_prices=True),
+    "pool": TargetRow("PoolTarget", containers=True, on_this_machine=False, command="survey", own_prices=True, runner_label="tftrain-pool"),
     "kubernetes": TargetRow("KubernetesTarget", containers=True, on_this_machine=False),
-    "slurm": TargetRow("SlurmTarget", containers=False, on_this_machine=False),
+    "slurm": TargetRow("SlurmTarget", containers=False, on_this_machine=False, runner_label="slurm"),  # a login node
 }
 NAMES = tuple(TARGETS)
 TargetName = Literal[NAMES]  # the manifest's compute.target
@@ -37,3 +38,16 @@ def module_of(name: str) -> str:
 
 
 ON_THIS_MACHINE = tuple(name for name, row in TARGETS.items() if row.on_this_machine)
+
+
+def bare_here(name: str) -> bool:
+    """The training is a process of an interpreter on this machine, in no container: tftrain can run
+    that interpreter itself (probe it, give it an image-less environment)."""
+    row = TARGETS[name]
+    return row.on_this_machine and not row.containers
+
+
+def docker_here(name: str) -> bool:
+    """The training runs in a container of this machine's Docker daemon."""
+    row = TARGETS[name]
+    return row.on_this_machine and row.containers

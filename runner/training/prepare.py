@@ -24,6 +24,7 @@ from runner.training.snapshot import LARGE_SNAPSHOT, take_snapshot
 from runner.history.store import Store
 from runner.settings import Settings
 from runner.targets.base import Environment, Target, TargetState
+from runner.targets.catalog import bare_here
 
 
 class Prepared(NamedTuple):
@@ -74,7 +75,7 @@ def prepare(
         _warn_secret_files(loaded, paths, logger)
     runtime, container = target.runtime(loaded, env, paths, inputs, resume)
     variables = task_env(loaded, run_id, runtime, env)
-    compat = azureml_reason(loaded, env.python if target.name == "local" and not dry_run else None)
+    compat = azureml_reason(loaded, env.python if bare_here(target.name) and not dry_run else None)
     if compat:
         logger.info(f"azureml compatibility: on ({compat}): Run.get_context() and run.log reach this run")
         variables.update(azureml_env(loaded, runtime, variables.get("PYTHONPATH")))

@@ -8,6 +8,8 @@ and ≤ 1 s added (the gate's load of the model included).
 
     .venv/bin/python bench/overhead.py             # ~60 s job, 5 rounds (about 12 minutes)
     .venv/bin/python bench/overhead.py --quick     # ~8 s job, 5 rounds
+    .venv/bin/python bench/overhead.py --quick --evaluation   # the same under `evaluation:` (seeds: 1): the
+                                                   # seeds' driver, the gate after the run, the evidence kept
 """
 
 from __future__ import annotations
@@ -35,11 +37,11 @@ def run(argv: list[str], env: dict, cwd: Path) -> None:
         raise SystemExit(f"{' '.join(argv)}: exit {result.returncode}: {result.stderr[-2000:]}")
 
 
-def bare(root: Path, epochs: str, env: dict) -> None:
+def bare(root: Path, epochs: str, env: dict, extra: tuple[str, ...] = ()) -> None:
     """`python train.py` in a fresh copy of the source, exporting its model as the run does."""
     scratch = Path(tempfile.mkdtemp(dir=root, prefix="bare-"))
     shutil.copy(root / "src" / "cpu_train.py", scratch / "cpu_train.py")
-    run([sys.executable, "cpu_train.py", "--epochs", epochs, "--model-dir", "outputs/model"], env, scratch)
+    run([sys.executable, "cpu_train.py", "--epochs", epochs, "--model-dir", "outputs/model", *extra], env, scratch)
     shutil.rmtree(scratch)
 
 
@@ -47,6 +49,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=at_least, default=MIN_ROUNDS, help=f"pairs timed (at least {MIN_ROUNDS})")
     parser.add_argument("--quick", action="store_true", help="a ~8 s job instead of ~60 s")
+    parser.add_argument("--evaluation", action="store_true", help="tftrain run with evaluation: (one seed), the per-example file written by both")
     args = parser.parse_args()
     epochs = "12" if args.quick else "165"
     with tempfile.TemporaryDirectory(prefix="tftrain-overhead-bench-") as tmp:
@@ -54,15 +57,17 @@ def main() -> None:
         (root / "src").mkdir()
         shutil.copy(HERE / "workloads" / "cpu_train.py", root / "src" / "cpu_train.py")
         manifest = root / "tftrain.yml"
+        extra = ("--per-example", "outputs/eval.jsonl") if args.evaluation else ()
         manifest.write_text(
             f"name: {NAME}\nsource_directory: src\nentry_script: cpu_train.py\n"
             f"script_params:\n  --epochs: {epochs}\n  --model-dir: outputs/model\n"
-            "model: {path: outputs/model, gate: required}\n"
+            + ("  --per-example: outputs/eval.jsonl\nevaluation: {per_example: outputs/eval.jsonl, metric: correct}\n" if args.evaluation else "")
+            + "model: {path: outputs/model, gate: required}\n"
         )
         env = {**os.environ, "TFTRAIN_HOME": str(root / "home"), "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)}
         env.pop("GITHUB_ACTIONS", None)
         variants = {
-            "python train.py": lambda: bare(root, epochs, env),
+            "python train.py": lambda: bare(root, epochs, env, extra),
             "tftrain run": lambda: run([TFTRAIN, "run", "-f", str(manifest)], env, root),
         }
         print(f"load before: {load()}", flush=True)

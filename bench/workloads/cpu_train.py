@@ -11,6 +11,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--epochs", type=int, default=10)
 parser.add_argument("--samples", type=int, default=20000)
 parser.add_argument("--model-dir", help="export the trained model here as a SavedModel (bench/overhead.py: gated and registered)")
+parser.add_argument("--per-example", help="write each training example's correctness here, JSON Lines (bench/overhead.py --evaluation)")
 args = parser.parse_args()
 
 keras.utils.set_random_seed(0)
@@ -24,3 +25,9 @@ model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=Tru
 model.fit(x, y, epochs=args.epochs, batch_size=128, verbose=2)
 if args.model_dir:
     model.export(args.model_dir, verbose=False)
+if args.per_example:
+    import json
+
+    correct = (np.argmax(model.predict(x, batch_size=1024, verbose=0), axis=1) == y).astype(int)
+    with open(args.per_example, "w") as out:
+        out.writelines(json.dumps({"id": i, "correct": int(c)}) + "\n" for i, c in enumerate(correct))

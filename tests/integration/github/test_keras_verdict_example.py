@@ -1,6 +1,6 @@
 """examples/keras-verdict for real: a Keras classifier trained with three seeds, released, and the
 pull request's comment against that release — the same code is never called better or worse, a
-candidate trained on 40 % wrong labels is worse and fails fail-on-regression."""
+candidate trained on half wrong labels is worse and fails fail-on-regression."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def test_the_keras_example_is_judged_honestly_against_its_release(repo, home, tm
     verdict = json.loads((home / "runs" / "keras-verdict-4" / "run.json").read_text())["evaluation"]["verdict"]
     assert verdict["verdict"] in ("equivalent", "inconclusive")  # the same code: never better or worse
 
-    manifest.write_text(manifest.read_text().replace("  --epochs: 4\n", "  --epochs: 4\n  --label-noise: 0.4\n"))
+    manifest.write_text(manifest.read_text().replace("  --epochs: 4\n", "  --epochs: 4\n  --label-noise: 0.5\n"))
     noisy = _tftrain("run", "-f", str(manifest), env=env)
     assert noisy.returncode == 0, noisy.stderr
     failed = _tftrain("github", "comment", "--run", "keras-verdict-7", "--fail-on-regression", "0.005", env=env)

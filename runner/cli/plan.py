@@ -35,6 +35,11 @@ def _machine() -> Settings:
 
 def run(args, logger: Logger) -> int:
     loaded = load(args, logger)
+    evaluation = _evaluation_note(loaded.manifest)
+    if evaluation:  # every seed runs this plan, with its own TFTRAIN_SEED: seed 0's is shown
+        from runner.verdict.seeds import seed_manifest
+
+        loaded = seed_manifest(loaded, 0)
     manifest = loaded.manifest
     paths = RunPaths(RUN_DIR, manifest.outputs_dir, manifest.logs_dir)
     with open("/dev/null", "w") as discarded:
@@ -50,6 +55,8 @@ def run(args, logger: Logger) -> int:
     keras = keras_choice(manifest).note
     if keras:
         document = {**document, "keras": keras}
+    if evaluation:
+        document = {**document, "evaluation": evaluation}
     dockerfile = prepared.env.details.get("dockerfile")
     if prepared.env.image:
         document["image"] = prepared.env.image
@@ -67,6 +74,15 @@ def run(args, logger: Logger) -> int:
         if batch:  # the slurm target's batch script, as sbatch gets it
             logger.text("batch script (sbatch):\n" + "\n".join("  " + line for line in batch.rstrip("\n").splitlines()))
     return 0
+
+
+def _evaluation_note(manifest) -> str | None:
+    spec = manifest.evaluation
+    if spec is None:
+        return None
+    seeded = "the frameworks seeded from it" if spec.set_seed else "evaluation.set_seed: false"
+    return (f"{spec.seeds} run{'s' if spec.seeds > 1 else ''} of this plan (TFTRAIN_SEED 0…{spec.seeds - 1}, {seeded}; "
+            f"seed 0's shown), {spec.per_example} kept as evidence, seed 0's model registered")
 
 
 def write_plan(prepared: Prepared, document: dict, directory: Path) -> None:
@@ -104,6 +120,8 @@ def _describe(document: dict, plan: LaunchPlan, dockerfile: str | None) -> str:
     ]
     if document.get("keras"):
         lines.append(f"keras:       {document['keras']}")
+    if document.get("evaluation"):
+        lines.append(f"evaluation:  {document['evaluation']}")
     if plan.container is not None:
         spec = plan.container
         pool = spec.network_mode == NetworkMode.POOL  # nothing is mounted on a pool's hosts: files are copied

@@ -69,3 +69,12 @@ def test_the_script_must_be_a_file_of_the_source_directory(project):
     path = project(manifest=SECTION + "  script: eval.py\n")
     (path.parent / "src" / "eval.py").write_text("print('eval')\n")
     assert load_manifest(path).manifest.evaluation.script == "eval.py"
+
+
+def test_the_plan_says_the_seeds_and_shows_seed_zeros_environment(project, cli):
+    result = cli("plan", "-f", str(project(manifest=SECTION + "  seeds: 3\n")))
+    assert result.returncode == 0, result.stderr
+    assert "evaluation:  3 runs of this plan (TFTRAIN_SEED 0…2, the frameworks seeded from it; seed 0's shown)" in result.stdout
+    assert "env TFTRAIN_SEED=0" in result.stdout and "runner/compat/seeding" in result.stdout
+    unseeded = cli("plan", "-f", str(project(manifest=SECTION + "  set_seed: false\n")))
+    assert "evaluation.set_seed: false" in unseeded.stdout and "runner/compat/seeding" not in unseeded.stdout

@@ -74,6 +74,9 @@ def _run(ref: str, scratch: Path, home: Path, metric: str | None) -> Side:
     except (OSError, ValueError) as exc:
         raise NotFoundError(f"run {run.run_id}: run.json cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
     evidence, missing = _evidence(run.run_dir, run.run_id, metric)
+    of = (record.seed or {}).get("of") if isinstance(record.seed, dict) else None
+    if evidence is None and isinstance(of, str):  # one of an evaluation's other seeds: its run holds the evidence
+        missing = f"{run.run_id} is seed {record.seed.get('seed')} of run {of}, which keeps every seed's evidence: compare {of}"
     if record.model:  # the registered copy, verified, is what the verdict speaks of
         model = _checkout(record.model, scratch, home).path / "model"
     else:
@@ -187,5 +190,6 @@ def point_of(summary: dict | None, manifest: dict | None) -> PointValue | None:
 def check_evidence(side: Side, role: str) -> EvidenceSet:
     """The side's evidence, or EvidenceError naming why it has none (the candidate must have some)."""
     if side.evidence is None:
-        raise EvidenceError(f"the {role} {side.missing or side.label + ' kept no per-example evidence'} (evaluation: keeps it)")
+        why = side.missing or f"{side.label} kept no per-example evidence"
+        raise EvidenceError(f"the {role} {why}" + ("" if "compare " in why else " (evaluation: keeps it)"))
     return side.evidence

@@ -127,3 +127,12 @@ def test_a_sweeps_best_trial_keeps_its_evidence_beside_its_model(project, cli, h
     best = _record(home, info["run_id"])
     assert best["model"] == "demo@v1" and [s["seed"] for s in best["evaluation"]["seeds"]] == [0]
     assert "evaluation/seed-0.jsonl" in info["extras"] and (home / "models" / "demo" / "v1" / "evaluation" / "seed-0.jsonl").is_file()
+
+
+def test_comparing_another_seeds_run_points_at_the_run_that_keeps_the_evidence(project, cli, home):
+    path = project(SCRIPT, EVALUATION.replace("seeds: 3", "seeds: 2"), name="pointer")
+    assert cli("run", "-f", str(path), timeout=300).returncode == 0
+    assert cli("run", "-f", str(path), timeout=300).returncode == 0
+    result = cli("compare", "pointer-2", "pointer@v1")
+    assert result.returncode == 32 and "Traceback" not in result.stderr
+    assert "the candidate pointer-2 is seed 1 of run pointer-1, which keeps every seed's evidence: compare pointer-1" in result.stderr

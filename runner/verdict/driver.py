@@ -107,6 +107,7 @@ def _failed(home: Path, result: RunResult, exc: FatalError, logger: Logger) -> R
     logger.error(str(exc))
     with Store(home) as store:
         store.finish(result.run_id, RunStatus.FAILED, exc.exit_code, logger.masker.text(str(exc)))
+    logger.outputs({"status": RunStatus.FAILED.value})  # seed 0's run said Completed before its model was refused
     return result._replace(status=RunStatus.FAILED, exit_code=exc.exit_code, message=str(exc))
 
 

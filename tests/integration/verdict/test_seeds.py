@@ -136,3 +136,17 @@ def test_comparing_another_seeds_run_points_at_the_run_that_keeps_the_evidence(p
     result = cli("compare", "pointer-2", "pointer@v1")
     assert result.returncode == 32 and "Traceback" not in result.stderr
     assert "the candidate pointer-2 is seed 1 of run pointer-1, which keeps every seed's evidence: compare pointer-1" in result.stderr
+
+
+def test_seed_zeros_model_refused_by_the_gate_fails_the_run_and_keeps_the_evidence(project, cli, home, tmp_path, monkeypatch):
+    script = SCRIPT.replace('open("outputs/model/weights.bin", "w")', 'open("outputs/model/saved_model.pb", "w")')
+    outputs = tmp_path / "github-output"
+    monkeypatch.setenv("GITHUB_OUTPUT", str(outputs))
+    path = project(script, EVALUATION.replace('model: {gate: "off"}', "model: {gate: required}").replace("seeds: 3", "seeds: 2"), name="refused")
+    result = cli("run", "-f", str(path), timeout=300)
+    assert result.returncode == 28 and "Traceback" not in result.stdout + result.stderr  # the gate's exit code
+    record = _record(home, "refused-1")
+    assert record["status"] == "Failed" and record["model"] is None and len(record["evaluation"]["seeds"]) == 2
+    assert not (home / "models" / "refused").exists()
+    statuses = [line for line in outputs.read_text().splitlines() if line in ("Completed", "Failed")]
+    assert statuses[-1] == "Failed"  # the step's output: the last value written wins

@@ -201,15 +201,15 @@ def _evaluation_assets(paths: RunPaths, directory: Path) -> dict[str, str]:
     """The run's kept evidence (evaluation/evaluation.json and seed-N.jsonl, as its version keeps
     them) as the assets evaluation.json and evaluation-seed-N.jsonl; a link or anything but a regular
     file is not published. The baseline's re-evaluation kept there (baseline-*.jsonl, its log) is not."""
-    from runner.serving.layout import EVALUATION_DIR as DIRECTORY, evaluation_asset as release_asset, evaluation_relative as relative_of_asset
+    from runner.serving.layout import EVALUATION_DIR, evaluation_asset, evaluation_relative
 
-    kept = paths.root / DIRECTORY
+    kept = paths.root / EVALUATION_DIR
     if not kept.is_dir() or kept.is_symlink():
         return {}
     digests = {}
     for source in sorted(kept.iterdir()):
-        asset = release_asset(f"{DIRECTORY}/{source.name}")
-        if relative_of_asset(asset) is None:
+        asset = evaluation_asset(f"{EVALUATION_DIR}/{source.name}")
+        if evaluation_relative(asset) is None:
             continue
         copied = copy_file(source, directory / asset)  # never a link followed
         if not isinstance(copied, tuple):
@@ -224,11 +224,11 @@ def _served_files(paths: RunPaths, directory: Path) -> dict[str, str]:
     `models verify --from github` lay it out."""
     from runner.serving.scoring.release import SCORING_DIR, kept_files
     from runner.serving.scoring.script import recorded
-    from runner.serving.layout import evaluation_relative as relative_of_asset
+    from runner.serving.layout import evaluation_relative
 
     found = {inside: sha256_file(directory / asset) for asset, inside in RELEASE_ASSETS.items() if (directory / asset).is_file()}
     for asset in sorted(directory.iterdir()):
-        if (inside := relative_of_asset(asset.name)) is not None and asset.is_file():
+        if (inside := evaluation_relative(asset.name)) is not None and asset.is_file():
             found[inside] = sha256_file(asset)
     scoring = recorded(paths.serving.parent)
     for name in kept_files(scoring) if scoring is not None else ():  # pack_scoring checked the names

@@ -115,11 +115,11 @@ def fetch_serving_assets(release, root: Path, limits: ArchiveLimits) -> None:
     from runner.serving.scoring.release import SCORING_ASSET, unpack_scoring
     from runner.serving.scoring.script import recorded
     from runner.serving.layout import EVALUATION_DIR as DIRECTORY, EVALUATION_SUMMARY as SUMMARY, MAX_EVIDENCE_BYTES as MAX_BYTES
-    from runner.serving.layout import MAX_SEEDS, evaluation_relative as relative_of_asset
+    from runner.serving.layout import MAX_SEEDS, evaluation_relative
 
     assets = {asset.name: asset for asset in release.get_assets()}
     wanted = {name: RELEASE_ASSETS[name] for name in RELEASE_ASSETS if name in assets}
-    evidence = {name: inside for name in sorted(assets) if (inside := relative_of_asset(name)) is not None}
+    evidence = {name: inside for name in sorted(assets) if (inside := evaluation_relative(name)) is not None}
     seeds = sum(1 for inside in evidence.values() if inside != f"{DIRECTORY}/{SUMMARY}")
     if seeds > MAX_SEEDS:
         raise PublishError(f"release {release.tag_name}: {seeds} evaluation-seed-N.jsonl assets, over the {MAX_SEEDS} seeds a set may hold")

@@ -20,15 +20,13 @@ from pathlib import Path
 
 from runner.errors import EvidenceError
 from runner.serving.layout import (  # the names a release and a version share
-    EVALUATION_DIR, EVALUATION_SUMMARY, MAX_SEEDS, SEED_FILE, evaluation_asset, evaluation_relative,
+    EVALUATION_DIR, EVALUATION_SUMMARY, MAX_SEEDS, SEED_FILE,
 )
 from runner.verdict.evidence import Evidence, read_evidence
 from runner.verdict.stats import Goal
 
 DIRECTORY = EVALUATION_DIR
 SUMMARY = EVALUATION_SUMMARY
-release_asset = evaluation_asset
-relative_of_asset = evaluation_relative
 
 
 def seed_file(seed: int) -> str:

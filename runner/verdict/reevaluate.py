@@ -17,12 +17,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from runner.errors import EvidenceError
+from runner.serving.check_process import stop  # the script and whatever it started, gone
 from runner.manifest.evaluation import EvaluationSpec
 from runner.verdict.evidence import read_evidence
 from runner.verdict.judge import Judgement, Point, judge
@@ -205,16 +205,8 @@ def _run(argv: list[str], cwd: Path, env: dict, log: Path) -> int | None:
         try:
             return process.wait(timeout=REEVALUATION_TIMEOUT_SECONDS)
         except subprocess.TimeoutExpired:
-            _kill(process)
+            stop(process)
             return None
         except BaseException:
-            _kill(process)
+            stop(process)
             raise
-
-
-def _kill(process: subprocess.Popen) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait()

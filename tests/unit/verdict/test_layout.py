@@ -13,7 +13,8 @@ from runner.errors import EvidenceError
 from runner.manifest.evaluation import EvaluationSpec
 from runner.verdict.evidence import Evidence
 from runner.verdict.keeping import data_fingerprint, keep_evidence, version_extras
-from runner.verdict.layout import read_set, relative_of_asset, release_asset, summary_of
+from runner.serving.layout import evaluation_asset as release_asset, evaluation_relative as relative_of_asset
+from runner.verdict.layout import read_set, summary_of
 
 
 def _workdir(tmp_path, name: str, rows: list[dict] | str) -> os.PathLike:

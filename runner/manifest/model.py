@@ -31,6 +31,7 @@ from runner.manifest.fields import (
 from runner.manifest.checkpoints import CheckpointsSpec
 from runner.manifest.cost import CostSpec
 from runner.manifest.evaluation import EvaluationSpec
+from runner.manifest.replay import ReplaySpec
 from runner.manifest.images import ImageRegistry
 from runner.targets.catalog import TargetName
 from runner.manifest.retry import RetrySpec
@@ -181,6 +182,9 @@ class ModelSpec(Model):
     serving: ServingResources = Field(default_factory=ServingResources)
     signing: SigningSpec | None = Field(
         default=None, description="Sign the registered model (OpenSSF model signing: model.sig) with the key a secrets: entry holds"
+    )
+    replay: ReplaySpec | None = Field(
+        default=None, description="Before registering, replay real requests against the model and the last release; refuse it when their answers disagree"
     )
 
     @property

@@ -16,6 +16,7 @@ from runner.manifest.image_rules import check_images
 from runner.manifest.signing import check_signing
 from runner.manifest.scoring_rules import check_scoring
 from runner.manifest.evaluation import check_evaluation
+from runner.manifest.replay import check_replay
 from runner.manifest.sourcepaths import regular_file_problem, text_file_problem, through_link
 from runner.manifest.document import Location
 from runner.history.refs import resume_ref_problem
@@ -318,6 +319,8 @@ def _files(manifest: Manifest, base_dir: Path) -> list[Problem]:
     if not is_dir:
         return [(("source_directory",), f"directory {source} does not exist")]
     problems = check_evaluation(manifest.evaluation, manifest.outputs_dir, source, manifest.environment_variables)
+    model = manifest.model
+    problems += check_replay(model.replay, source, model.register_model, model.gate)
     script = regular_file_problem(source, manifest.entry_script)
     if script:
         problems.append((("entry_script",), script))

@@ -210,6 +210,14 @@ class EvidenceError(FatalError):
     exit_code = 32
 
 
+class ReplayError(FatalError):
+    """The replay (model.replay, `tftrain replay`) refused the candidate or could not run: its answers
+    to the replayed requests disagree with the baseline's more than allowed, it is slower than allowed,
+    the requests cannot be read, or a side cannot start or has another signature."""
+
+    exit_code = 33
+
+
 def extra_module(name: str, extra: str, feature: str):
     """`import name` for a feature that needs the pip extra `extra`: the top-level package, as
     the import statement binds it, or one line naming the extra to install."""

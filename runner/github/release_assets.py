@@ -116,7 +116,15 @@ def model_card(
         download_url=download_url.rstrip("/") + "/" if download_url else "",
         usage=usage_section(record, previous),
         evaluation=_evaluation(record),
+        replay=_replay(paths),
     )
+
+
+def _replay(paths: RunPaths) -> str:
+    """The card's replay section: the line and the table of serving/replay.json, if the run replayed."""
+    from runner.replay.promotion import replay_markdown
+
+    return replay_markdown(paths.serving).strip("\n").replace("### Replay", "## Replay", 1)
 
 
 def _evaluation(record: dict) -> str:

@@ -18,6 +18,8 @@ RELEASE_ASSETS = {
     "serving-sample.npz": "serving/sample.npz",
     "serving-predictions.npz": "serving/predictions.npz",
     "model.onnx": "model.onnx",
+    "replay.json": "serving/replay.json",  # runner.replay.promotion: the replay's report and the requests replayed
+    "replay-requests.jsonl": "serving/replay-requests.jsonl",
 }
 
 

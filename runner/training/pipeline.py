@@ -301,11 +301,14 @@ def _register(ctx: RunContext, training: Training, summary: dict) -> ModelVersio
             }
             if gate is not None:
                 info["serving"] = gate.serving.as_json()
+            kept = gate.files() if gate else None
+            if spec.replay is not None:  # ReplayError: the candidate answers unlike its baseline, nothing is registered
+                kept = {**(kept or {}), **_replayed(ctx, gate, model_path, info["framework_version"])}
             seal = seal_for(ctx.paths.root, ctx.manifest.model_dump(mode="json", by_alias=True), ctx.settings, os.environ, ctx.loaded.path)
             withheld = secret_files(model_path, secret_values(ctx.manifest.secrets))
             for relative, secret in withheld.items():
                 logger.warning(warning(str(spec.path), relative, secret))
-            model = Registry(ctx.store).register(ctx.manifest.name, model_path, ctx.run_id, info, gate.files() if gate else None, seal,
+            model = Registry(ctx.store).register(ctx.manifest.name, model_path, ctx.run_id, info, kept, seal,
                                                  frozenset(withheld))
             logger.info(f"registered model {model.label} ({model.info['files']} files)", style="bold green")
             if model.skipped:
@@ -315,6 +318,17 @@ def _register(ctx: RunContext, training: Training, summary: dict) -> ModelVersio
     elif model_path.exists() and spec.register_model:
         logger.info(f"model not registered (run {outcome.status}); it is kept at {model_path}")
     return model
+
+
+def _replayed(ctx: RunContext, gate, model_path: Path, framework: str | None) -> dict[str, Path]:
+    """model.replay after the gate: the files the version keeps, or ReplayError."""
+    from runner.errors import ReplayError
+    from runner.replay.promotion import replay_before_registering
+
+    if gate is None:
+        raise ReplayError(f"model.replay: the gate found no model it can serve at model.path {ctx.manifest.model.path}, so it cannot be replayed")
+    return replay_before_registering(ctx.loaded, ctx.paths.root, gate.directory, model_path, gate.files(), framework, ctx.settings,
+                                     ctx.store.home, ctx.logger)
 
 
 def _explain(outcome: Outcome, paths: RunPaths, prepared: Prepared | None) -> tuple[str | None, ScriptError | None]:
@@ -367,6 +381,10 @@ def _write_record(ctx: RunContext, result: RunResult, git: dict, points: list[Me
     store.update_run(result.run_id, model=model, metrics=result.metrics, git=git, **({"usage": usage} if usage else {}))
     phases = store.phases(result.run_id)
     markdown = summary_markdown(result.run_id, result.status, result.message, phases, result.metrics, model, git, points, usage)
+    if ctx.manifest.model.replay is not None:
+        from runner.replay.promotion import replay_markdown
+
+        markdown += replay_markdown(paths.serving)
     with writing(paths.summary):
         paths.summary.write_text(markdown)
     return markdown

@@ -36,10 +36,14 @@ class Prepared(NamedTuple):
 
 def check_runnable(loaded: LoadedManifest, target: Target, dry_run: bool = False) -> TargetState:
     """What can be refused before a run is even recorded: unsupported backends, a GPU asked for
-    where there is none, conda on the local target."""
+    where there is none, conda on the local target, model.replay's requests that cannot be read."""
     from runner.plan.launchers import launcher_for
 
     launcher_for(loaded.manifest)
+    if loaded.manifest.model.replay is not None:  # a request file that cannot be replayed is said now, not after the training
+        from runner.replay.promotion import check_requests
+
+        check_requests(loaded.manifest.model.replay, loaded.source_dir)
     return target.check(loaded, dry_run)
 
 

@@ -1,0 +1,167 @@
+"""`model.replay:` at registration: after the gate, the candidate answers the replayed requests beside
+the baseline (the last release, or the version `against` names); below min_agreement, or slower than
+max_latency_ratio, it is not registered (ReplayError, one line naming what disagreed and where the
+report is). What the version keeps (and its release publishes): serving/replay.json, the report, and
+serving/replay-requests.jsonl, the requests replayed — the next release's replay can take them
+(`requests: release:TAG`).
+
+The candidate is served from the run's own files: a version directory under the run's replay/ whose
+model/ is a link to model.path (never copied: a model may be gigabytes) and whose serving/ holds the
+gate's files, removed when the replay ends."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+from runner.errors import NotFoundError, ReplayError
+from runner.manifest import LoadedManifest
+from runner.manifest.replay import LAST_RELEASE, ReplaySpec
+from runner.replay.records import Request, RequestsError, read_requests, write_requests
+from runner.serving.layout import VersionDir
+from runner.serving.refs import RELEASE_PREFIX, Served
+from runner.telemetry.logger import Logger
+
+REPORT = "replay.json"  # in the run's and the version's serving/, and the release's assets
+REQUESTS = "replay-requests.jsonl"
+WORK_DIR = "replay"  # the run directory's scratch for the candidate's version directory
+
+
+def load_requests(spec: ReplaySpec, source_dir: Path, settings, scratch: Path, logger: Logger) -> tuple[list[Request], str]:
+    """The first max_requests requests `requests:` names, and where they came from (for the report's
+    line); ReplayError naming model.replay.requests, the file and the line when they cannot be read."""
+    tag = spec.from_release
+    try:
+        if tag is None:
+            path = source_dir / spec.requests
+            requests = read_requests(path)
+            origin = spec.requests
+        else:
+            path = _release_requests(tag, settings, scratch)
+            requests = read_requests(path)
+            origin = f"the requests {tag} kept"
+    except RequestsError as exc:
+        raise ReplayError(f"model.replay.requests: {exc}") from None
+    if len(requests) > spec.max_requests:
+        logger.info(f"replay: the first {spec.max_requests} of {len(requests)} requests in {origin} (model.replay.max_requests)")
+    return requests[: spec.max_requests], origin
+
+
+def check_requests(spec: ReplaySpec, source_dir: Path) -> None:
+    """The committed requests read before anything trains (a release's are fetched at registration);
+    ReplayError naming model.replay.requests, the file and the line."""
+    if spec.from_release is None:
+        try:
+            read_requests(source_dir / spec.requests)
+        except RequestsError as exc:
+            raise ReplayError(f"model.replay.requests: {exc}") from None
+
+
+def _release_requests(tag: str, settings, scratch: Path) -> Path:
+    """The release's replay-requests.jsonl, verified against its SHA256SUMS."""
+    from runner.github import workflow
+    from runner.replay.records import MAX_FILE_BYTES
+    from runner.serving.refs import VerifiedAssets
+
+    with workflow.github_errors():
+        repo = workflow.client(settings.github).get_repo(settings.github.repository)
+        release = repo.get_release(tag)
+        assets = {asset.name: asset for asset in release.get_assets()}
+        if REQUESTS not in assets:
+            raise ReplayError(f"model.replay.requests: release {tag} kept no {REQUESTS} (it was registered without model.replay)")
+        return VerifiedAssets(release, assets, scratch)(REQUESTS, scratch / REQUESTS, MAX_FILE_BYTES)
+
+
+def baseline_ref(spec: ReplaySpec, name: str, settings, home: Path) -> str | None:
+    """The reference `against:` names, as `tftrain serve` takes it; None when there is no version yet
+    (the first release: the candidate is replayed alone). last-release: the last GitHub release where
+    the run knows its repository and has a token, else the version this home registered last."""
+    if spec.against != LAST_RELEASE:
+        return spec.against
+    github = getattr(settings, "github", None)
+    if github is not None and github.repository and github.token:
+        return f"{RELEASE_PREFIX}{name}@latest"
+    from runner.history.model_registry import Registry
+    from runner.history.store import Store
+
+    with Store(home) as store:
+        versions = Registry(store).versions(name)
+    return versions[-1].label if versions else None
+
+
+@contextlib.contextmanager
+def candidate_version(run_root: Path, model_path: Path, kept: dict[str, Path], name: str, framework: str | None) -> Iterator[Served]:
+    """The candidate as a version directory `tftrain serve` could serve: model/ a link to the run's
+    model (the gate checked it stays inside outputs/), the gate's files copied; removed after."""
+    root = run_root / WORK_DIR / "candidate"
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    try:
+        (root / "model").symlink_to(model_path.resolve(), target_is_directory=model_path.is_dir())
+        for relative, source in kept.items():
+            target = root / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+        yield Served(name, f"{name} (this run)", None, framework, VersionDir(root))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def replay_before_registering(loaded: LoadedManifest, run_root: Path, serving_dir: Path, model_path: Path, kept: dict[str, Path],
+                              framework: str | None, settings, home: Path, logger: Logger) -> dict[str, Path]:
+    """Replay the candidate against its baseline; the files the version keeps (by their path in the
+    version), or ReplayError when the candidate is refused."""
+    from runner.replay.engine import ReplayOptions, replay
+    from runner.serving.refs import checked_out
+
+    spec, name = loaded.manifest.model.replay, loaded.manifest.name
+    scratch = run_root / WORK_DIR
+    scratch.mkdir(exist_ok=True)
+    requests, origin = load_requests(spec, loaded.source_dir, settings, scratch, logger)
+    ref = baseline_ref(spec, name, settings, home)
+    options = ReplayOptions(concurrency=spec.concurrency, tolerance=spec.tolerance, timeout_seconds=spec.timeout_seconds)
+    with contextlib.ExitStack() as stack:
+        baseline = None
+        if ref is not None:
+            try:
+                baseline = stack.enter_context(checked_out(ref, logger, lambda: _github_repo(settings), scratch / "baseline", home))
+            except NotFoundError as exc:
+                if spec.against != LAST_RELEASE:
+                    raise ReplayError(f"model.replay.against: {exc}") from None
+                logger.info(f"replay: no release of {name} yet ({exc}): the candidate is replayed alone")
+        candidate = stack.enter_context(candidate_version(run_root, model_path, kept, name, framework))
+        logger.info(f"replay: {len(requests)} requests from {origin} against "
+                    f"{baseline.label if baseline else 'no baseline (the first version): the candidate alone'}")
+        report = replay(requests, candidate, baseline, options, logger)
+    report_path = serving_dir / REPORT
+    report_path.write_text(report.to_text())
+    requests_path = serving_dir / REQUESTS
+    requests_path.unlink(missing_ok=True)
+    write_requests(requests_path, requests)
+    logger.info(report.line())
+    problems = report.problems(spec.min_agreement, spec.max_latency_ratio)
+    if problems:
+        raise ReplayError(f"model not registered: the replay refused it: {'; '.join(problems)} (report: {report_path})")
+    return {f"serving/{REPORT}": report_path, f"serving/{REQUESTS}": requests_path}
+
+
+def _github_repo(settings):
+    from runner.github import workflow
+
+    return workflow.client(settings.github).get_repo(settings.github.repository), settings
+
+
+def replay_markdown(serving_dir: Path) -> str:
+    """summary.md's and the model card's replay section: the line and the table, or nothing."""
+    from runner.replay.report import ReplayReport
+
+    path = serving_dir / REPORT
+    if not path.is_file():
+        return ""
+    try:
+        report = ReplayReport.read(path)
+    except (OSError, ValueError):  # the run's file: a summary does without a bad one
+        return ""
+    return f"\n### Replay\n\n{report.line()}\n\n{report.markdown()}\n"

@@ -57,6 +57,8 @@ def run(args, logger: Logger) -> int:
         document = {**document, "keras": keras}
     if evaluation:
         document = {**document, "evaluation": evaluation}
+    if manifest.model.replay is not None:
+        document = {**document, "replay": _replay_note(manifest.model.replay)}
     dockerfile = prepared.env.details.get("dockerfile")
     if prepared.env.image:
         document["image"] = prepared.env.image
@@ -83,6 +85,12 @@ def _evaluation_note(manifest) -> str | None:
     seeded = "the frameworks seeded from it" if spec.set_seed else "evaluation.set_seed: false"
     return (f"{spec.seeds} run{'s' if spec.seeds > 1 else ''} of this plan (TFTRAIN_SEED 0…{spec.seeds - 1}, {seeded}; "
             f"seed 0's shown), {spec.per_example} kept as evidence, seed 0's model registered")
+
+
+def _replay_note(spec) -> str:
+    latency = f", p99 ≤ {spec.max_latency_ratio:g}× the baseline's" if spec.max_latency_ratio is not None else ""
+    return (f"after the gate, up to {spec.max_requests} requests of {spec.requests} replayed against {spec.against}; "
+            f"registered only with ≥ {spec.min_agreement:.1%} the same answers (|Δ| ≤ {spec.tolerance:g}){latency}")
 
 
 def write_plan(prepared: Prepared, document: dict, directory: Path) -> None:
@@ -122,6 +130,8 @@ def _describe(document: dict, plan: LaunchPlan, dockerfile: str | None) -> str:
         lines.append(f"keras:       {document['keras']}")
     if document.get("evaluation"):
         lines.append(f"evaluation:  {document['evaluation']}")
+    if document.get("replay"):
+        lines.append(f"replay:      {document['replay']}")
     if plan.container is not None:
         spec = plan.container
         pool = spec.network_mode == NetworkMode.POOL  # nothing is mounted on a pool's hosts: files are copied

@@ -198,3 +198,10 @@ def test_a_release_with_more_seed_assets_than_a_set_holds_is_refused_before_any_
         asset.download_asset = lambda path: pytest.fail("downloaded")
     with pytest.raises(PublishError, match="102 evaluation-seed-N.jsonl assets, over the 100 seeds"):
         fetch_serving_assets(release, tmp_path, ArchiveLimits())
+
+
+def test_a_releases_replay_report_and_requests_land_in_serving_as_the_version_keeps_them(tmp_path):
+    from runner.serving.refs import fetch_serving_assets
+
+    fetch_serving_assets(Release({"replay.json": b"{}", "replay-requests.jsonl": b'{"body": 1}\n'}), tmp_path, ArchiveLimits())
+    assert sorted(p.name for p in (tmp_path / "serving").iterdir()) == ["replay-requests.jsonl", "replay.json"]

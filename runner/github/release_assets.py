@@ -122,9 +122,9 @@ def model_card(
 
 def _replay(paths: RunPaths) -> str:
     """The card's replay section: the line and the table of serving/replay.json, if the run replayed."""
-    from runner.replay.promotion import replay_markdown
+    from runner.replay.section import replay_markdown
 
-    return replay_markdown(paths.serving).strip("\n").replace("### Replay", "## Replay", 1)
+    return replay_markdown(paths.serving, heading="##").strip("\n")
 
 
 def _evaluation(record: dict) -> str:

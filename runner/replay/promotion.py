@@ -20,12 +20,10 @@ from runner.errors import NotFoundError, ReplayError
 from runner.manifest import LoadedManifest
 from runner.manifest.replay import LAST_RELEASE, ReplaySpec
 from runner.replay.records import Request, RequestsError, read_requests, write_requests
-from runner.serving.layout import VersionDir
+from runner.serving.layout import REPLAY_REPORT, REPLAY_REQUESTS, VersionDir
 from runner.serving.refs import RELEASE_PREFIX, Served
 from runner.telemetry.logger import Logger
 
-REPORT = "replay.json"  # in the run's and the version's serving/, and the release's assets
-REQUESTS = "replay-requests.jsonl"
 WORK_DIR = "replay"  # the run directory's scratch for the candidate's version directory
 
 
@@ -69,9 +67,9 @@ def _release_requests(tag: str, settings, scratch: Path) -> Path:
         repo = workflow.client(settings.github).get_repo(settings.github.repository)
         release = repo.get_release(tag)
         assets = {asset.name: asset for asset in release.get_assets()}
-        if REQUESTS not in assets:
-            raise ReplayError(f"model.replay.requests: release {tag} kept no {REQUESTS} (it was registered without model.replay)")
-        return VerifiedAssets(release, assets, scratch)(REQUESTS, scratch / REQUESTS, MAX_FILE_BYTES)
+        if REPLAY_REQUESTS not in assets:
+            raise ReplayError(f"model.replay.requests: release {tag} kept no {REPLAY_REQUESTS} (it was registered without model.replay)")
+        return VerifiedAssets(release, assets, scratch)(REPLAY_REQUESTS, scratch / REPLAY_REQUESTS, MAX_FILE_BYTES)
 
 
 def baseline_ref(spec: ReplaySpec, name: str, settings, home: Path) -> str | None:
@@ -135,33 +133,19 @@ def replay_before_registering(loaded: LoadedManifest, run_root: Path, serving_di
         logger.info(f"replay: {len(requests)} requests from {origin} against "
                     f"{baseline.label if baseline else 'no baseline (the first version): the candidate alone'}")
         report = replay(requests, candidate, baseline, options, logger)
-    report_path = serving_dir / REPORT
+    report_path = serving_dir / REPLAY_REPORT
     report_path.write_text(report.to_text())
-    requests_path = serving_dir / REQUESTS
+    requests_path = serving_dir / REPLAY_REQUESTS
     requests_path.unlink(missing_ok=True)
     write_requests(requests_path, requests)
     logger.info(report.line())
     problems = report.problems(spec.min_agreement, spec.max_latency_ratio)
     if problems:
         raise ReplayError(f"model not registered: the replay refused it: {'; '.join(problems)} (report: {report_path})")
-    return {f"serving/{REPORT}": report_path, f"serving/{REQUESTS}": requests_path}
+    return {f"serving/{REPLAY_REPORT}": report_path, f"serving/{REPLAY_REQUESTS}": requests_path}
 
 
 def _github_repo(settings):
     from runner.github import workflow
 
     return workflow.client(settings.github).get_repo(settings.github.repository), settings
-
-
-def replay_markdown(serving_dir: Path) -> str:
-    """summary.md's and the model card's replay section: the line and the table, or nothing."""
-    from runner.replay.report import ReplayReport
-
-    path = serving_dir / REPORT
-    if not path.is_file():
-        return ""
-    try:
-        report = ReplayReport.read(path)
-    except (OSError, ValueError):  # the run's file: a summary does without a bad one
-        return ""
-    return f"\n### Replay\n\n{report.line()}\n\n{report.markdown()}\n"

@@ -18,9 +18,11 @@ RELEASE_ASSETS = {
     "serving-sample.npz": "serving/sample.npz",
     "serving-predictions.npz": "serving/predictions.npz",
     "model.onnx": "model.onnx",
-    "replay.json": "serving/replay.json",  # runner.replay.promotion: the replay's report and the requests replayed
-    "replay-requests.jsonl": "serving/replay-requests.jsonl",
 }
+# model.replay's report and the requests it replayed (runner.replay.promotion), in a version's serving/
+REPLAY_REPORT = "replay.json"
+REPLAY_REQUESTS = "replay-requests.jsonl"
+RELEASE_ASSETS.update({name: f"serving/{name}" for name in (REPLAY_REPORT, REPLAY_REQUESTS)})
 
 
 # an evaluation's evidence (runner.verdict.layout reads it): evaluation/evaluation.json and

@@ -2,7 +2,7 @@
 
 Allocated, not used: a run holds its processes' CPUs and GPUs for as long as it trains whether it
 keeps them busy or not, which is what a cloud or a cluster bills. Each training process counts as
-one CPU; with use_gpu each process of a GPU role (runner.plan.launchers.capacity.GPU_ROLES) as one
+one CPU; with use_gpu each process of a GPU role (runner.plan.layout.GPU_ROLES) as one
 GPU. CPU-seconds = processes × wall, GPU-seconds = GPU processes × wall, the wall being how long
 Running took in this attempt (each attempt of `retry:` is a run of its own, with its own usage).
 What was measured beside it: the CPU time the run's processes used (the local target's cgroup),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 
-from runner.plan.launchers.capacity import GPU_ROLES
+from runner.plan.layout import GPU_ROLES
 from runner.targets.catalog import ON_THIS_MACHINE
 from runner.telemetry.usage_sampler import GpuMonitor, UsageSampler
 

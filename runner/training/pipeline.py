@@ -382,7 +382,7 @@ def _write_record(ctx: RunContext, result: RunResult, git: dict, points: list[Me
     phases = store.phases(result.run_id)
     markdown = summary_markdown(result.run_id, result.status, result.message, phases, result.metrics, model, git, points, usage)
     if ctx.manifest.model.replay is not None:
-        from runner.replay.promotion import replay_markdown
+        from runner.replay.section import replay_markdown
 
         markdown += replay_markdown(paths.serving)
     with writing(paths.summary):

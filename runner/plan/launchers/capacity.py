@@ -10,10 +10,10 @@ import subprocess
 from runner.errors import UnsupportedError
 from runner.telemetry.logger import Logger
 from runner.manifest.model import Manifest
-from runner.plan.model import LaunchPlan, Role
+from runner.plan.layout import GPU_ROLES
+from runner.plan.model import LaunchPlan
 from runner.targets.catalog import ON_THIS_MACHINE
 
-GPU_ROLES = (Role.MAIN, Role.RANK, Role.WORKER)  # a chief, parameter servers and an evaluator need no GPU of their own
 
 
 def check_capacity(plan: LaunchPlan, manifest: Manifest, logger: Logger, *, cuda_visible_devices: str | None) -> None:

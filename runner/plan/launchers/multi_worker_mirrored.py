@@ -4,6 +4,7 @@ The job succeeds when every worker has ended well."""
 from __future__ import annotations
 
 from runner.plan.launchers.tfconfig import tasks_for
+from runner.plan.layout import task_layout
 from runner.plan.model import LaunchPlan, PlanContext, SuccessPolicy, check_metrics_ranks
 
 name = "multi_worker_mirrored"
@@ -11,7 +12,7 @@ name = "multi_worker_mirrored"
 
 def plan(ctx: PlanContext) -> LaunchPlan:
     training = ctx.manifest.distributed_training
-    tasks = tasks_for(ctx, [("worker", i) for i in range(training.worker_count)], {"worker"}, training.base_port)
+    tasks = tasks_for(ctx, [(slot.role.value, slot.index) for slot in task_layout(ctx.manifest)], {"worker"}, training.base_port)
     return LaunchPlan(
         launcher=name,
         target=ctx.target,

@@ -5,6 +5,7 @@ with the chief (or all workers), and the rest is stopped."""
 from __future__ import annotations
 
 from runner.plan.launchers.tfconfig import tasks_for
+from runner.plan.layout import task_layout
 from runner.plan.model import LaunchPlan, PlanContext, SuccessPolicy, check_metrics_ranks
 
 name = "parameter_server"
@@ -12,11 +13,7 @@ name = "parameter_server"
 
 def plan(ctx: PlanContext) -> LaunchPlan:
     training = ctx.manifest.distributed_training
-    roles = [("chief", 0)] if training.chief else []
-    roles += [("worker", i) for i in range(training.worker_count)]
-    roles += [("ps", i) for i in range(training.parameter_server_count)]
-    if training.evaluator:
-        roles.append(("evaluator", 0))
+    roles = [(slot.role.value, slot.index) for slot in task_layout(ctx.manifest)]
     in_cluster = {"chief", "worker", "ps"} | ({"evaluator"} if training.evaluator_in_cluster else set())
     tasks = tasks_for(ctx, roles, in_cluster, training.base_port)
     return LaunchPlan(

@@ -2,41 +2,29 @@
 
 from __future__ import annotations
 
-from runner.manifest.model import Manifest, MpiTraining, MultiWorkerMirroredTraining, ParameterServerTraining
+from runner.manifest.model import Manifest, MpiTraining
+from runner.plan.layout import task_layout
 from runner.plan.model import DEFAULT_SSH_PORT, HostMap
 from runner.targets.pool.inventory import Pool
 from runner.targets.pool.schedule import Capacity, Demand, Placement, Request
 
 
 def request_for(manifest: Manifest) -> Request:
-    training = manifest.distributed_training
-    gpu = manifest.use_gpu
-    if isinstance(training, MpiTraining):
-        per_node = training.process_count_per_node
-        demands = [_demand(f"node {i}", per_node, gpu) for i in range(manifest.node_count)]
-    elif isinstance(training, ParameterServerTraining):
-        demands = [_demand("chief 0", 1, gpu)] if training.chief else []
-        demands += [_demand(f"worker {i}", 1, gpu) for i in range(training.worker_count)]
-        demands += [Demand(f"ps {i}", cpus=1) for i in range(training.parameter_server_count)]
-        if training.evaluator:
-            demands.append(_demand("evaluator 0", 1, gpu))
-    elif isinstance(training, MultiWorkerMirroredTraining):
-        demands = [_demand(f"worker {i}", 1, gpu) for i in range(training.worker_count)]
-    else:
-        demands = [_demand("main 0", 1, gpu)]
+    """One demand per slot of the job's layout (runner.plan.layout): an MPI node asks for its ranks
+    together, every other task for one GPU when its role computes on one, else one CPU slot."""
+    demands: dict[str, Demand] = {}
+    for slot in task_layout(manifest):
+        held = demands.get(slot.key)
+        gpus, cpus = (held.gpus, held.cpus) if held else (0, 0)
+        demands[slot.key] = Demand(slot.key, gpus=gpus + slot.gpus, cpus=cpus + (0 if slot.gpus else 1))
     compute = manifest.compute
     return Request(
-        demands=tuple(demands),
-        distinct_hosts=isinstance(training, MpiTraining),
+        demands=tuple(demands.values()),
+        distinct_hosts=isinstance(manifest.distributed_training, MpiTraining),
         hosts=frozenset(compute.hosts),
         labels=frozenset(compute.host_labels),
         gpu_type=compute.gpu_type,
     )
-
-
-def _demand(key: str, count: int, gpu: bool) -> Demand:
-    """`count` processes: one GPU each, or one CPU slot each."""
-    return Demand(key, gpus=count) if gpu else Demand(key, cpus=count)
 
 
 def capacities(pool: Pool) -> list[Capacity]:

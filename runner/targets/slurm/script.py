@@ -12,7 +12,7 @@ from enum import Enum
 from pathlib import Path
 
 from runner.manifest.model import Manifest
-from runner.plan.launchers.capacity import GPU_ROLES
+from runner.plan.layout import task_layout
 from runner.plan.launchers.mpi import OPEN_MPI_FLAGS
 from runner.plan.model import LaunchPlan, Role
 from runner.templates import render
@@ -63,24 +63,16 @@ class Launch:
 
 
 def roles_of(manifest: Manifest) -> list[Role]:
-    """One role per task, in rank order, as the launchers plan them."""
-    training = manifest.distributed_training
-    if training is None:
-        return [Role.MAIN]
-    if training.backend == "mpi":
-        return [Role.RANK] * (manifest.node_count * training.process_count_per_node)
-    if training.backend == "multi_worker_mirrored":
-        return [Role.WORKER] * training.worker_count
-    roles = [Role.CHIEF] if training.chief else []
-    roles += [Role.WORKER] * training.worker_count + [Role.PS] * training.parameter_server_count
-    return roles + ([Role.EVALUATOR] if training.evaluator else [])
+    """One role per task, in rank order, as the launchers plan them (runner.plan.layout)."""
+    return [slot.role for slot in task_layout(manifest)]
 
 
 def batch_request(manifest: Manifest, run_id: str, comment: str, grace: float) -> BatchRequest:
-    roles = roles_of(manifest)
+    layout = task_layout(manifest)
+    roles = [slot.role for slot in layout]
     nodes = min(manifest.node_count, len(roles))
     per_node = math.ceil(len(roles) / nodes)
-    gpus = per_node if manifest.use_gpu and any(role in GPU_ROLES for role in roles) else 0  # as capacity.py counts them
+    gpus = per_node if any(slot.gpus for slot in layout) else 0  # Slurm places tasks by block: any node may hold a GPU task
     limit = manifest.max_run_duration_seconds
     # Slurm's limit comes after tftrain's own (which stops the job with its grace): a backstop
     minutes = math.ceil((limit + grace + 60) / 60) if limit else 0

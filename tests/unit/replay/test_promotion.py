@@ -11,7 +11,8 @@ from runner.errors import ReplayError
 from runner.history.model_registry import Registry
 from runner.history.store import Store
 from runner.manifest.replay import ReplaySpec
-from runner.replay.promotion import baseline_ref, candidate_version, check_requests, load_requests, replay_markdown
+from runner.replay.promotion import baseline_ref, candidate_version, check_requests, load_requests
+from runner.replay.section import replay_markdown
 
 
 class Quiet:

@@ -168,6 +168,13 @@ class Target:
         the target knows (the pool file's `cost:`); the manifest's compute.cost comes first. By default: unknown."""
         return None
 
+    def reap_lost(self, run_id: str, home: Path) -> str | None:
+        """Remove what a run whose tftrain is gone left running outside this machine's processes (its
+        containers, its cluster jobs), as runner.targets.leftovers asks after marking it lost; a note of
+        what that was, None for nothing. Never raises: a daemon or scheduler that does not answer leaves
+        the next command to try again. By default: nothing (the run's processes are reaped for every target)."""
+        return None
+
     @contextmanager
     def probing(self, env: Environment, paths: RunPaths, warm: bool) -> Iterator[Probe]:
         """How the model gate runs `python -m runner.serving.model_check ARGS` in the run's environment, with

@@ -224,3 +224,23 @@ def missing_tail(seen: bytes, tail: bytes) -> bytes:
         if end <= len(seen) and copied[len(seen) - end :] == lines[:end]:
             return tail[end:]
     return tail
+
+
+def remove_run_containers(run_id: str) -> int:
+    """Force-remove a lost run's containers (SIGKILL: a lost run has no grace to give); how many. 0
+    when no daemon answers (docker not here, or another machine's)."""
+    from runner.environments import docker_client
+
+    try:
+        client = docker_client()
+        containers = client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"})
+    except Exception:  # DockerError (no daemon), ImportError (no docker SDK), the daemon's errors
+        return 0
+    removed = 0
+    for container in containers:
+        try:
+            container.remove(force=True)
+            removed += 1
+        except Exception:  # gone meanwhile
+            pass
+    return removed

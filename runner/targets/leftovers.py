@@ -1,7 +1,6 @@
 """Runs whose tftrain is gone: `reconcile` marks them lost in the history (Store.mark_lost) and
-removes what they left running: the local target's processes (the run's cgroup) and the docker
-target's containers on this machine's daemon, which outlive tftrain by design (a container is not
-its child). A retry's next attempt must not train beside them: both would write the one checkpoint
+removes what they left running: the run's processes (its cgroup) and what its target says it left
+(Target.reap_lost: the docker target's containers, which outlive tftrain by design, a Slurm job). A retry's next attempt must not train beside them: both would write the one checkpoint
 directory. Opening the history never does this (storage does not act): the commands that judge a
 run's state call `reconcile` first — run (and a retry's next attempt), runs, logs, metrics, doctor,
 models register, publish and the PR comment."""
@@ -10,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from runner.errors import FatalError
 
 if TYPE_CHECKING:
     from runner.history.store import Store
@@ -26,19 +27,23 @@ def reconcile(store: Store) -> list[str]:
 
 
 def reap_lost_run(run_id: str, home: Path, manifest_json: str | None) -> str | None:
-    """Kill and remove what is left; a note of what that was (None: nothing)."""
+    """Kill and remove what is left: the run's processes on this machine, then what its target left
+    (Target.reap_lost); a note of what that was (None: nothing)."""
+    from runner.targets.factory import target_for
+
     notes = []
     killed = _processes(run_id, home)
     if killed:
         notes.append(f"killed {killed} leftover processes")
-    if manifest_json and _target(manifest_json) == "docker":
-        removed = _containers(run_id)
-        if removed:
-            notes.append(f"removed {removed} container" + ("s" if removed > 1 else "") + " it left running")
-    if manifest_json and _target(manifest_json) == "slurm":
-        canceled = _slurm_jobs(run_id, home)
-        if canceled:
-            notes.append(f"canceled Slurm job {', '.join(canceled)}")
+    name = _target(manifest_json) if manifest_json else None
+    if name is not None:
+        try:
+            target = target_for(name)
+        except FatalError:  # a target this version of tftrain does not have
+            target = None
+        reaped = target.reap_lost(run_id, home) if target is not None else None
+        if reaped:
+            notes.append(reaped)
     return "; ".join(notes) or None
 
 
@@ -48,21 +53,6 @@ def _processes(run_id: str, home: Path) -> int:
     return reap_run(run_id, home) or 0
 
 
-def _slurm_jobs(run_id: str, home: Path) -> list[str]:
-    """scancel the run's jobs still in Slurm's queue: its name and this home's comment (never another's)."""
-    from runner.errors import FatalError
-    from runner.targets.slurm import jobs
-    from runner.targets.slurm.target import home_comment
-
-    try:
-        found = jobs.jobs_named(f"tftrain-{run_id}", home_comment(home))
-        for job_id in found:
-            jobs.cancel(job_id)
-    except FatalError:  # slurmctld not answering: the next command tries again
-        return []
-    return found
-
-
 def _target(manifest_json: str) -> str | None:
     from runner.manifest import effective_target, stored_manifest
 
@@ -70,24 +60,3 @@ def _target(manifest_json: str) -> str | None:
         return effective_target(stored_manifest(manifest_json))
     except ValueError:  # a manifest the history cannot read: nothing to judge by
         return None
-
-
-def _containers(run_id: str) -> int:
-    """Force-remove the run's containers (SIGKILL: a lost run has no grace to give); 0 when no
-    daemon answers (docker not here, or another machine's)."""
-    from runner.environments import docker_client
-    from runner.targets.container import LABEL_RUN
-
-    try:
-        client = docker_client()
-        containers = client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"})
-    except Exception:  # DockerError (no daemon), ImportError (no docker SDK), the daemon's errors
-        return 0
-    removed = 0
-    for container in containers:
-        try:
-            container.remove(force=True)
-            removed += 1
-        except Exception:  # gone meanwhile
-            pass
-    return removed

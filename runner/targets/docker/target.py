@@ -20,7 +20,7 @@ from runner.manifest import LoadedManifest
 from runner.plan.launchers.capacity import named_gpus
 from runner.plan.model import ContainerSpec, LaunchPlan, TaskSpec
 from runner.targets.base import Environment, Outcome, Probe, RunControl, Target, follow
-from runner.targets.container import LABEL_RUN, Container, stop_all
+from runner.targets.container import LABEL_RUN, Container, remove_run_containers, stop_all
 from runner.targets.containerized import ImageState, container_view, image_environment, image_state, probe_in_container
 from runner.targets.supervise import by_policy, supervise
 from runner.telemetry.logger import Logger
@@ -29,6 +29,10 @@ from runner.telemetry.logpump import LineSink, LogPump
 
 class DockerTarget(Target):
     name = "docker"
+
+    def reap_lost(self, run_id: str, home: Path) -> str | None:
+        removed = remove_run_containers(run_id)
+        return f"removed {removed} container{'s' if removed > 1 else ''} it left running" if removed else None
 
     def check(self, loaded: LoadedManifest, dry_run: bool = False) -> ImageState:
         return image_state(loaded)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from runner.environments import env_spec
-from runner.errors import ManifestError, UnsupportedError, Vanished
+from runner.errors import FatalError, ManifestError, UnsupportedError, Vanished
 from runner.history.rundir import RunPaths, RuntimePaths
 from runner.manifest import LoadedManifest
 from runner.paths import cache_dir, tftrain_home
@@ -89,6 +89,16 @@ class SlurmTarget(Target):
     def __init__(self, settings: Settings | None = None) -> None:
         super().__init__(settings)
         self.local = LocalTarget(settings)  # its environment and gate: the virtualenv is on the shared filesystem
+
+    def reap_lost(self, run_id: str, home: Path) -> str | None:
+        """scancel the run's jobs still in Slurm's queue: its name and this home's comment (never another's)."""
+        try:
+            found = jobs.jobs_named(f"tftrain-{run_id}", home_comment(home))
+            for job_id in found:
+                jobs.cancel(job_id)
+        except FatalError:  # slurmctld not answering: the next command tries again
+            return None
+        return f"canceled Slurm job {', '.join(found)}" if found else None
         self.paths: RunPaths | None = None
         self.state: SlurmState | None = None
         self.launch: Launch | None = None

@@ -13,6 +13,7 @@ from runner.manifest.legacy_keras import keras_choice
 from runner.telemetry.logger import Logger
 from runner.plan.model import LaunchPlan, NetworkMode
 from runner.training.prepare import Prepared, check_runnable, prepare
+from runner.targets.catalog import TARGETS
 from runner.targets.factory import target_for
 from runner.history.rundir import RunPaths
 from runner.settings import MachineClients, Settings
@@ -62,19 +63,19 @@ def run(args, logger: Logger) -> int:
     dockerfile = prepared.env.details.get("dockerfile")
     if prepared.env.image:
         document["image"] = prepared.env.image
-    resources = prepared.plan.files.get("kubernetes.yaml")
+    row = TARGETS[prepared.plan.target]
+    submitted = prepared.plan.files.get(row.plan_file) if row.plan_file else None  # what the target hands its cluster
     if args.output_dir:
         write_plan(prepared, document, args.output_dir)
-    if resources and not args.json:
-        logger.text(resources.rstrip("\n"))
+    if submitted and row.plan_file_caption is None and not args.json:
+        logger.text(submitted.rstrip("\n"))
         return 0
     if args.json:
         logger.text(json.dumps({**document, "dockerfile": dockerfile} if dockerfile else document, indent=2))
     else:
         logger.text(_describe(document, prepared.plan, dockerfile))
-        batch = prepared.plan.files.get("slurm.sh")
-        if batch:  # the slurm target's batch script, as sbatch gets it
-            logger.text("batch script (sbatch):\n" + "\n".join("  " + line for line in batch.rstrip("\n").splitlines()))
+        if submitted:  # the slurm target's batch script, as sbatch gets it
+            logger.text(f"{row.plan_file_caption}:\n" + "\n".join("  " + line for line in submitted.rstrip("\n").splitlines()))
     return 0
 
 

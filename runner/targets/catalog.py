@@ -19,6 +19,8 @@ class TargetRow(NamedTuple):
     command: str | None = None  # the module in runner/targets/NAME/ behind `tftrain NAME` (factory.target_command), if any
     own_prices: bool = False  # it may know its prices without compute.cost (the pool file's cost:): Target.listed_prices
     runner_label: str | None = None  # the GitHub runner only dispatches (its hosts or cluster train): the label such a runner has
+    plan_file: str | None = None  # the file of its plan `tftrain plan` prints (what the target submits)
+    plan_file_caption: str | None = None  # printed under the plan's description with this caption; None: it is the plan, printed alone
 
 
 # The order is the manifest schema's and --target's
@@ -26,8 +28,9 @@ TARGETS: dict[str, TargetRow] = {
     "local": TargetRow("LocalTarget", containers=False, on_this_machine=True),
     "docker": TargetRow("DockerTarget", containers=True, on_this_machine=True),
     "pool": TargetRow("PoolTarget", containers=True, on_this_machine=False, command="survey", own_prices=True, runner_label="tftrain-pool"),
-    "kubernetes": TargetRow("KubernetesTarget", containers=True, on_this_machine=False),
-    "slurm": TargetRow("SlurmTarget", containers=False, on_this_machine=False, runner_label="slurm"),  # a login node
+    "kubernetes": TargetRow("KubernetesTarget", containers=True, on_this_machine=False, plan_file="kubernetes.yaml"),
+    "slurm": TargetRow("SlurmTarget", containers=False, on_this_machine=False, runner_label="slurm",  # a login node
+                       plan_file="slurm.sh", plan_file_caption="batch script (sbatch)"),
 }
 NAMES = tuple(TARGETS)
 TargetName = Literal[NAMES]  # the manifest's compute.target

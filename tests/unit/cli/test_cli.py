@@ -30,6 +30,15 @@ def test_plan_prints_the_commands_without_running(project, cli, home):
     assert not (home / "runs").exists()
 
 
+def test_plan_prints_what_a_cluster_target_submits_as_its_catalog_row_says(project, cli, home):
+    slurm = cli("plan", "-f", str(project(manifest="compute:\n  target: slurm\n  slurm:\n    partition: debug\n")))
+    assert slurm.returncode == 0, slurm.stderr
+    assert "launcher:    single" in slurm.stdout and "batch script (sbatch):\n  #!/bin/bash" in slurm.stdout
+    kubernetes = cli("plan", "-f", str(project(manifest="use_docker: true\ncompute:\n  target: kubernetes\n  kubernetes:\n    image: registry.example/train:1\n")))
+    assert kubernetes.returncode == 0, kubernetes.stderr
+    assert kubernetes.stdout.startswith("apiVersion:") and "launcher:" not in kubernetes.stdout  # the resources are the plan
+
+
 def test_unknown_run_and_model(cli, home):
     result = cli("runs", "show", "nope-3")
     assert result.returncode == 5 and "run 'nope-3' not found" in result.stderr

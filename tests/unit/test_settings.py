@@ -217,7 +217,7 @@ def test_pydantic_plugins_are_off_for_tftrain_alone():
 
 def test_the_training_gets_the_environment_as_the_user_set_it(monkeypatch):
     from runner.settings import own_process
-    from runner.targets.local.target import task_environment
+    from runner.targets.interpreter import task_environment
 
     monkeypatch.delenv("PYDANTIC_DISABLE_PLUGINS", raising=False)
     with own_process(os.environ):

@@ -25,9 +25,8 @@ from runner.history.rundir import RunPaths, RuntimePaths
 from runner.manifest import LoadedManifest
 from runner.paths import cache_dir, tftrain_home
 from runner.plan.model import ContainerSpec, LaunchPlan
-from runner.settings import Settings
 from runner.targets.base import Environment, Outcome, Probe, RunControl, Target, TargetState
-from runner.targets.local.target import LocalState, LocalTarget, task_environment, user_managed_state
+from runner.targets.interpreter import InterpreterState, interpreter_environment, interpreter_probing, task_environment, user_managed_state
 from runner.targets.slurm import jobs
 from runner.targets.slurm.gpus import gpus_allocated
 from runner.targets.slurm.script import BatchRequest, Launch, LaunchMode, batch_request, batch_script, launch_for, shared_env, tasks_document
@@ -49,7 +48,7 @@ NO_CONTAINERS = (
 
 @dataclass(frozen=True, slots=True)
 class SlurmState(TargetState):
-    local: LocalState  # the environment, as the local target makes it
+    local: InterpreterState  # the environment on the shared filesystem (runner.targets.interpreter)
     request: BatchRequest
     pmix: bool  # MPI ranks start through srun --mpi=pmix (else mpirun in the allocation)
     queue_timeout: int  # compute.queue_timeout_seconds: how long the job may stay PENDING
@@ -86,10 +85,6 @@ def _pmix_wanted(loaded: LoadedManifest) -> bool:
 class SlurmTarget(Target):
     name = "slurm"
 
-    def __init__(self, settings: Settings | None = None) -> None:
-        super().__init__(settings)
-        self.local = LocalTarget(settings)  # its environment and gate: the virtualenv is on the shared filesystem
-
     def reap_lost(self, run_id: str, home: Path) -> str | None:
         """scancel the run's jobs still in Slurm's queue: its name and this home's comment (never another's)."""
         try:
@@ -115,12 +110,12 @@ class SlurmTarget(Target):
         if manifest.user_managed:
             local = user_managed_state(loaded, dry_run)
         else:
-            local = LocalState(env_spec(manifest, loaded.source_dir, own_interpreter=False))  # the nodes may lack tftrain's
+            local = InterpreterState(env_spec(manifest, loaded.source_dir, own_interpreter=False))  # the nodes may lack tftrain's
         self.state = SlurmState(local, request, _pmix_wanted(loaded), manifest.compute.queue_timeout_seconds)
         return self.state
 
     def environment(self, loaded: LoadedManifest, state: SlurmState, paths: RunPaths, logger: Logger, dry_run: bool) -> Environment:
-        env = self.local.environment(loaded, state.local, paths, logger, dry_run)
+        env = interpreter_environment(loaded, state.local, paths, logger, dry_run)
         return replace(env, description=env.description + " (on the shared filesystem)")
 
     def runtime(
@@ -148,7 +143,7 @@ class SlurmTarget(Target):
 
     @contextmanager
     def probing(self, env: Environment, paths: RunPaths, warm: bool) -> Iterator[Probe]:
-        with self.local.probing(env, paths, warm) as probe:
+        with interpreter_probing(env, paths, warm, self.settings) as probe:
             yield probe
 
     def execute(self, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:

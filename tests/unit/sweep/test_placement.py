@@ -14,7 +14,8 @@ from runner.settings import Settings
 from builders import Notes
 from runner.errors import UnsupportedError
 from runner.sweep.placement import check_concurrency, gpu_shares, usable_gpus
-from runner.targets.local.target import LocalTarget, task_environment
+from runner.targets.interpreter import task_environment
+from runner.targets.local.target import LocalTarget
 
 SWEEP = {"sampling_algorithm": {"type": "random"}, "search_space": {"--lr": {"type": "choice", "values": [1, 2]}},
          "objective": {"primary_metric": "loss", "goal": "minimize"}}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from runner.errors import NotFoundError, ReplayError
@@ -24,21 +24,21 @@ from runner.serving.layout import REPLAY_REPORT, REPLAY_REQUESTS, VersionDir
 from runner.serving.refs import RELEASE_PREFIX, Served
 from runner.telemetry.logger import Logger
 
+GitHubRepo = Callable[[], tuple[object, object]]  # () → (PyGithub repository, settings), as runner.serving.refs takes it
+
 WORK_DIR = "replay"  # the run directory's scratch for the candidate's version directory
 
 
-def load_requests(spec: ReplaySpec, source_dir: Path, settings, scratch: Path, logger: Logger) -> tuple[list[Request], str]:
+def load_requests(spec: ReplaySpec, source_dir: Path, github_repo: GitHubRepo | None, scratch: Path, logger: Logger) -> tuple[list[Request], str]:
     """The first max_requests requests `requests:` names, and where they came from (for the report's
     line); ReplayError naming model.replay.requests, the file and the line when they cannot be read."""
     tag = spec.from_release
     try:
         if tag is None:
-            path = source_dir / spec.requests
-            requests = read_requests(path)
+            requests = read_requests(source_dir / spec.requests)
             origin = spec.requests
         else:
-            path = _release_requests(tag, settings, scratch)
-            requests = read_requests(path)
+            requests = read_requests(_release_requests(tag, github_repo, scratch))
             origin = f"the requests {tag} kept"
     except RequestsError as exc:
         raise ReplayError(f"model.replay.requests: {exc}") from None
@@ -57,29 +57,27 @@ def check_requests(spec: ReplaySpec, source_dir: Path) -> None:
             raise ReplayError(f"model.replay.requests: {exc}") from None
 
 
-def _release_requests(tag: str, settings, scratch: Path) -> Path:
+def _release_requests(tag: str, github_repo: GitHubRepo | None, scratch: Path) -> Path:
     """The release's replay-requests.jsonl, verified against its SHA256SUMS."""
-    from runner.github import workflow
     from runner.replay.records import MAX_FILE_BYTES
     from runner.serving.refs import VerifiedAssets
 
-    with workflow.github_errors():
-        repo = workflow.client(settings.github).get_repo(settings.github.repository)
-        release = repo.get_release(tag)
-        assets = {asset.name: asset for asset in release.get_assets()}
-        if REPLAY_REQUESTS not in assets:
-            raise ReplayError(f"model.replay.requests: release {tag} kept no {REPLAY_REQUESTS} (it was registered without model.replay)")
-        return VerifiedAssets(release, assets, scratch)(REPLAY_REQUESTS, scratch / REPLAY_REQUESTS, MAX_FILE_BYTES)
+    if github_repo is None:
+        raise ReplayError(f"model.replay.requests: release:{tag} needs the GitHub repository (GITHUB_REPOSITORY and a token)")
+    release = github_repo()[0].get_release(tag)
+    assets = {asset.name: asset for asset in release.get_assets()}
+    if REPLAY_REQUESTS not in assets:
+        raise ReplayError(f"model.replay.requests: release {tag} kept no {REPLAY_REQUESTS} (it was registered without model.replay)")
+    return VerifiedAssets(release, assets, scratch)(REPLAY_REQUESTS, scratch / REPLAY_REQUESTS, MAX_FILE_BYTES)
 
 
-def baseline_ref(spec: ReplaySpec, name: str, settings, home: Path) -> str | None:
+def baseline_ref(spec: ReplaySpec, name: str, github_repo: GitHubRepo | None, home: Path) -> str | None:
     """The reference `against:` names, as `tftrain serve` takes it; None when there is no version yet
     (the first release: the candidate is replayed alone). last-release: the last GitHub release where
     the run knows its repository and has a token, else the version this home registered last."""
     if spec.against != LAST_RELEASE:
         return spec.against
-    github = getattr(settings, "github", None)
-    if github is not None and github.repository and github.token:
+    if github_repo is not None:
         return f"{RELEASE_PREFIX}{name}@latest"
     from runner.history.model_registry import Registry
     from runner.history.store import Store
@@ -108,23 +106,24 @@ def candidate_version(run_root: Path, model_path: Path, kept: dict[str, Path], n
 
 
 def replay_before_registering(loaded: LoadedManifest, run_root: Path, serving_dir: Path, model_path: Path, kept: dict[str, Path],
-                              framework: str | None, settings, home: Path, logger: Logger) -> dict[str, Path]:
+                              framework: str | None, github_repo: GitHubRepo | None, home: Path, logger: Logger) -> dict[str, Path]:
     """Replay the candidate against its baseline; the files the version keeps (by their path in the
-    version), or ReplayError when the candidate is refused."""
+    version), or ReplayError when the candidate is refused. `github_repo`: () → (the repository,
+    settings), where the run knows its GitHub repository and has a token (else None: no releases)."""
     from runner.replay.engine import ReplayOptions, replay
     from runner.serving.refs import checked_out
 
     spec, name = loaded.manifest.model.replay, loaded.manifest.name
     scratch = run_root / WORK_DIR
     scratch.mkdir(exist_ok=True)
-    requests, origin = load_requests(spec, loaded.source_dir, settings, scratch, logger)
-    ref = baseline_ref(spec, name, settings, home)
+    requests, origin = load_requests(spec, loaded.source_dir, github_repo, scratch, logger)
+    ref = baseline_ref(spec, name, github_repo, home)
     options = ReplayOptions(concurrency=spec.concurrency, tolerance=spec.tolerance, timeout_seconds=spec.timeout_seconds)
     with contextlib.ExitStack() as stack:
         baseline = None
         if ref is not None:
             try:
-                baseline = stack.enter_context(checked_out(ref, logger, lambda: _github_repo(settings), scratch / "baseline", home))
+                baseline = stack.enter_context(checked_out(ref, logger, github_repo, scratch / "baseline", home))
             except NotFoundError as exc:
                 if spec.against != LAST_RELEASE:
                     raise ReplayError(f"model.replay.against: {exc}") from None
@@ -143,9 +142,3 @@ def replay_before_registering(loaded: LoadedManifest, run_root: Path, serving_di
     if problems:
         raise ReplayError(f"model not registered: the replay refused it: {'; '.join(problems)} (report: {report_path})")
     return {f"serving/{REPLAY_REPORT}": report_path, f"serving/{REPLAY_REQUESTS}": requests_path}
-
-
-def _github_repo(settings):
-    from runner.github import workflow
-
-    return workflow.client(settings.github).get_repo(settings.github.repository), settings

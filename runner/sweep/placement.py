@@ -11,8 +11,8 @@ from runner.errors import UnsupportedError
 from runner.manifest import effective_target
 from runner.manifest.model import Manifest
 from runner.manifest.rules import process_count
-from runner.plan.launchers.capacity import cpu_count, gpu_count, named_gpus
-from runner.targets.catalog import ON_THIS_MACHINE
+from runner.machine import cpu_count, gpu_count, named_gpus
+from runner.catalog import ON_THIS_MACHINE
 from runner.telemetry.logger import Logger
 
 

@@ -72,7 +72,7 @@ class Training:
     syncing: AbstractContextManager = field(default_factory=nullcontext)  # the checkpoint sync around Running
     probe: Probe | None = None  # the gate's process, once Running started
     recorder: MetricsRecorder | None = None
-    usage: Usage | None = None  # what Running used (runner.telemetry.usage_meter), once it ran
+    usage: Usage | None = None  # what Running used (runner.training.metering), once it ran
 
     def failed(self, exc: FatalError, status: RunStatus) -> None:
         self.failure, self.outcome = exc, Outcome(status, None, str(exc))

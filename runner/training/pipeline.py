@@ -25,7 +25,7 @@ from runner.telemetry.parsers import LogMetricParser
 from runner.telemetry.point import MetricPoint
 from runner.telemetry.recorder import MetricsRecorder
 from runner.telemetry.summary import primary_metric
-from runner.telemetry.usage_meter import metering
+from runner.training.metering import metering
 from runner.training.lineage import Lineage
 from runner.training.prepare import Prepared, check_runnable, prepare
 from runner.training.registering import register_model

@@ -8,7 +8,8 @@ from pathlib import Path
 from conftest import REPO
 
 PACKAGE = REPO / "runner"
-TOP_LEVEL = {"__init__", "__main__", "errors", "paths", "settings", "templates", "api", "keras"}
+TOP_LEVEL = {"__init__", "__main__", "errors", "paths", "settings", "templates", "api", "keras",
+             "catalog", "machine"}  # shared facts every wing may import: the targets named once, this machine's CPUs and GPUs
 
 
 def module_name(path: Path) -> str:

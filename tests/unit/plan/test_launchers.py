@@ -7,7 +7,8 @@ import socket
 import pytest
 
 from runner.errors import ManifestError, PlanError
-from runner.plan.launchers.capacity import check_capacity, cpu_count
+from runner.machine import cpu_count
+from runner.plan.launchers.capacity import check_capacity
 from runner.telemetry.logger import Logger
 from runner.plan.argv import script_args
 from runner.manifest import load_manifest

@@ -1,6 +1,6 @@
 """The gate between a trained model and the registry: the model is loaded in a fresh process of the
 run's own environment, its serving signatures are read, it predicts on a sample; with
-`model.export: [onnx]` it is then exported (runner.export.onnx). A model that fails is not
+`model.export: [onnx]` it is then exported (runner.serving.onnx_export). A model that fails is not
 registered. Each step runs in a process of its own (runner.serving.steps).
 
 The gate reads only what registration will hold: links that lead out of outputs/, or into the
@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from runner.errors import ModelGateError
-from runner.export.onnx import export_onnx
+from runner.serving.onnx_export import export_onnx
 from runner.history.rundir import RunPaths
 from runner.manifest import LoadedManifest
 from runner.manifest.model import ModelSpec

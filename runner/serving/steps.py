@@ -1,7 +1,7 @@
 """A step of the model gate (`check`, or the ONNX export) as runner.serving.model_check runs it in a
 process of its own: where no environment of the run's is at hand, in a cached virtualenv of the
 requirements the step names; bounded by PROBE_SECONDS; its verdict read from STEP-result.json.
-The gate (runner.serving.gate) and the export (runner.export.onnx) share these, so neither
+The gate (runner.serving.gate) and the export (runner.serving.onnx_export) share these, so neither
 imports the other."""
 
 from __future__ import annotations

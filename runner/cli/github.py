@@ -137,7 +137,7 @@ def _signature_note(client, repository: str, model: str, template, baseline, pat
 
 def _usage_note(client, repository: str, model: str, template, baseline, record: dict, summary: dict, logger) -> str:
     """This run's GPU-hours and cost against the last release's usage.json ("+12 % GPU-hours for +0.4 % accuracy")."""
-    from runner.telemetry.usage import usage_from, usage_of
+    from runner.history.usage import usage_from, usage_of
     from runner.telemetry.usage_report import brief, change_line
 
     usage = usage_of(record)

@@ -23,7 +23,7 @@ from runner.storage.s3 import S3Target, pointer_text, upload
 from runner.serving.layout import RELEASE_ASSETS
 from runner.serving.scoring.release import SCORING_ASSET, pack_scoring
 from runner.templates import render
-from runner.telemetry.usage import usage_from, usage_of
+from runner.history.usage import usage_from, usage_of
 from runner.telemetry.usage_report import change_line, usage_markdown
 
 SUMS = "SHA256SUMS"

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from runner.history.untrusted import BadRecord, read_json
 from runner.manifest.fields import empty_list
-from runner.telemetry.usage import Usage
+from runner.history.usage import Usage
 
 LOST_MESSAGE = "lost:"  # how records written before `cause` began a lost run's message: read once, in RunRecord
 EARLY_TERMINATION_MESSAGE = "early termination"  # how records written before its cause began a pruned trial's message: read once, in RunRecord
@@ -196,7 +196,7 @@ class RunRecord(_Model):
     sweep: dict | None = None  # {"id": SWEEP_ID, "trial": N} for a sweep's trial
     attempt: Attempt | None = None  # a run of a manifest with `retry:`
     cause: Cause | None = None  # why it ended from outside (lost: its tftrain was gone), when it did
-    usage: Usage | None = None  # what its training used and cost (runner.telemetry.usage), once it ran
+    usage: Usage | None = None  # what its training used and cost (runner.history.usage), once it ran
     seed: dict | None = None  # {"seed": N, "of": RUN_ID}: one of the seeds an `evaluation:` trains (runner.verdict.seeds)
     evaluation: dict | None = None  # the evidence kept and the verdict, on the run whose model is registered (seed 0's)
 

@@ -1,6 +1,6 @@
 """What compute costs: `compute.cost: {gpu_hour, cpu_hour, currency}` in the manifest, or `cost:` in
 the pool file (any target may hand prices to the run: runner.targets.base.Target.prices). A run's
-cost is its allocated GPU-hours and CPU-hours at these prices (runner.telemetry.usage)."""
+cost is its allocated GPU-hours and CPU-hours at these prices (runner.history.usage)."""
 
 from __future__ import annotations
 

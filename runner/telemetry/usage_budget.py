@@ -12,7 +12,7 @@ from enum import Enum
 from pathlib import Path
 from typing import NamedTuple
 
-from runner.telemetry.usage import Usage
+from runner.history.usage import Usage
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from runner.telemetry.usage import Usage
+from runner.history.usage import Usage
 
 
 def hours(value: float) -> str:

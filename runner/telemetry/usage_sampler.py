@@ -21,7 +21,7 @@ from runner.machine import named_gpus
 from runner.telemetry.point import TELEMETRY, MetricPoint
 
 if TYPE_CHECKING:  # the record's model: built once the training has ended
-    from runner.telemetry.usage import GpuStats
+    from runner.history.usage import GpuStats
 
 GPU_INTERVAL = 5.0
 # NVML's utilisation is the share of its last sample period (up to 1 s) the GPU was busy: a reading
@@ -109,7 +109,7 @@ class GpuMonitor:
         return _bytes(memory.used), _bytes(memory.total)
 
     def stats(self) -> list[GpuStats]:
-        from runner.telemetry.usage import GpuStats
+        from runner.history.usage import GpuStats
 
         if not self.samples:
             return []

@@ -22,7 +22,7 @@ from runner.targets.base import Outcome, Probe, RunControl, Target, TargetState
 from runner.telemetry.logger import Logger
 from runner.telemetry.point import MetricPoint
 from runner.telemetry.recorder import MetricsRecorder
-from runner.telemetry.usage import Usage
+from runner.history.usage import Usage
 
 if TYPE_CHECKING:  # the registry is imported only once a model is registered
     from runner.history.model_registry import ModelVersion

@@ -31,7 +31,7 @@ def metering(ctx, training):
         with sampler:
             yield sampler
     finally:  # the record's model and its words are imported here, off the script's start path
-        from runner.telemetry.usage import account, prices_of
+        from runner.history.usage import account, prices_of
         from runner.telemetry.usage_report import brief
 
         training.usage = account(

@@ -3,7 +3,7 @@ trial holds the finished trials' mean, and a budget the trials passed is said.""
 
 from __future__ import annotations
 
-from runner.telemetry.usage import Prices, account
+from runner.history.usage import Prices, account
 from runner.telemetry.usage_budget import Go, NextTrial, SweepBudget
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from runner.history.record import RunRecord
 from runner.manifest.cost import CostSpec
-from runner.telemetry.usage import GpuStats, Prices, account, prices_of, usage_from, usage_of
+from runner.history.usage import GpuStats, Prices, account, prices_of, usage_from, usage_of
 from runner.telemetry.usage_report import brief, change_line, sweep_costs, sweep_costs_markdown, usage_markdown
 
 PRICES = Prices(gpu_hour=2.5, cpu_hour=0.05)

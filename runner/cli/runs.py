@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import os
 import time
+from typing import TYPE_CHECKING
 
-from runner.manifest.model import Manifest
 from runner.telemetry.point import iter_series
 from runner.telemetry.summary import SummaryBuilder
 from runner.paths import tftrain_home
@@ -18,6 +18,8 @@ from runner.targets.leftovers import reconcile
 from runner.errors import HistoryError
 from runner.telemetry.usage_report import usage_rows
 
+if TYPE_CHECKING:  # the manifest's pydantic models: ~90 ms that `tftrain runs` does without
+    from runner.manifest.model import Manifest
 
 def add_arguments(parser) -> None:
     sub = parser.add_subparsers(dest="runs_command")

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from runner.history.record import MetricsSummary, MetricStats
-from runner.manifest.model import MetricsSpec
 from runner.telemetry.point import MetricPoint
+
+if TYPE_CHECKING:  # a spec is handed in: `tftrain runs` reads summaries without the manifest's models
+    from runner.manifest.model import MetricsSpec
 
 DEFAULT_PRIMARY = ("val_accuracy", "accuracy", "val_loss", "loss")
 MAX_METRICS = 1000

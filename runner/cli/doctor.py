@@ -10,7 +10,7 @@ from runner.history.indexfile import inspect
 from runner.history.refs import run_number
 from runner.paths import tftrain_home
 from runner.history.store import DB_NAME, Store
-from runner.targets.leftovers import reconcile
+from runner.targets.leftovers import open_history
 
 
 def add_arguments(parser) -> None:
@@ -24,8 +24,7 @@ def run(args, logger) -> int:
     for problem in problems:
         logger.warning(f"{path}: {problem}")
     label = "damaged" if problems else "old" if args.rebuild else None
-    with Store(home, notify=logger.warning, set_aside=label) as store:
-        reconcile(store)
+    with open_history(home, logger.warning, set_aside=label) as store:
         if store.set_aside_as:  # the index first, then its -wal, -shm and an odd history.lock
             more = [moved.name for moved in store.set_aside_as[1:]]
             logger.info(f"kept the old index as {store.set_aside_as[0]}" + (f" (and {', '.join(more)})" if more else ""))

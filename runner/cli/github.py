@@ -11,9 +11,8 @@ from runner.errors import ForkRefused, Regression, ServiceError, UnsupportedErro
 from runner.manifest import load_manifest
 from runner.paths import tftrain_home
 from runner.history.rundir import RunPaths
-from runner.history.store import Store
 from runner.history.untrusted import optional_mapping
-from runner.targets.leftovers import reconcile
+from runner.targets.leftovers import open_history
 from runner.settings import Settings, resolve
 
 
@@ -75,8 +74,7 @@ def _runs_on(args, settings: Settings, logger) -> int:
 
 
 def _comment(settings: Settings, args, logger) -> int:
-    with Store(tftrain_home()) as store:
-        reconcile(store)  # the comment states the run's status
+    with open_history(tftrain_home(), logger.warning) as store:  # the comment states the run's status
         run = store.run(args.run)
     paths = RunPaths.of_run(run)[1]
     summary = optional_mapping(paths.metrics_summary, logger.warning)  # the run's files: a comment does without a bad one

@@ -9,8 +9,7 @@ from runner.errors import NotFoundError
 from runner.paths import tftrain_home
 from runner.history.regular import open_regular
 from runner.history.rundir import RunPaths
-from runner.history.store import Store
-from runner.targets.leftovers import reconcile
+from runner.targets.leftovers import open_history, reconcile
 
 FOLLOW_POLL = 0.2
 LOST_CHECK_POLLS = 10
@@ -23,8 +22,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args, logger) -> int:
-    with Store(tftrain_home(), notify=logger.warning) as store:
-        reconcile(store)
+    with open_history(tftrain_home(), logger.warning) as store:
         record = store.run(args.run)
         path = RunPaths.of_run(record)[1].rank_log(args.rank)
         logger.flush()

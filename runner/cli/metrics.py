@@ -9,8 +9,7 @@ from runner.history.regular import open_regular
 from runner.telemetry.point import read_series
 from runner.paths import tftrain_home
 from runner.history.rundir import RunPaths
-from runner.history.store import Store
-from runner.targets.leftovers import reconcile
+from runner.targets.leftovers import open_history
 
 
 def add_arguments(parser) -> None:
@@ -19,8 +18,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args, logger) -> int:
-    with Store(tftrain_home(), notify=logger.warning) as store:
-        reconcile(store)
+    with open_history(tftrain_home(), logger.warning) as store:
         record = store.run(args.run)
     points = read_series(_regular_or_none(RunPaths.of_run(record)[1].metrics))
     if args.json:

@@ -42,7 +42,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args, logger) -> int:
-    with Store(tftrain_home()) as store:
+    with Store(tftrain_home(), notify=logger.warning) as store:  # `register` reconciles: a lost run it finds is told
         registry = Registry(store)
         if args.models_command in ("pull", "verify") and args.source == "github":
             _from_github(args, logger)

@@ -11,9 +11,8 @@ from runner.paths import tftrain_home
 from runner.github.publish import publish
 from runner.history.rundir import RunPaths
 from runner.storage.s3 import S3Target
-from runner.history.store import Store
 from runner.history.untrusted import BadRecord, read_json
-from runner.targets.leftovers import reconcile
+from runner.targets.leftovers import open_history
 from runner.settings import GitHubContext, resolve
 
 
@@ -51,8 +50,7 @@ def run(args, logger) -> int:
         logger.info(f"not publishing (publish: {args.when}; not a pushed tag matching {tag_pattern!r} or a published release)")
         return 0
     logger.info(f"publishing: {reason}")
-    with Store(tftrain_home()) as store:
-        reconcile(store)  # the release carries run.json: a lost run's says Failed
+    with open_history(tftrain_home(), logger.warning) as store:  # the release carries run.json: a lost run's says Failed
         record_row = store.run(args.run)
     manifest, paths = RunPaths.of_run(record_row)
     try:

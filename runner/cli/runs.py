@@ -14,7 +14,7 @@ from runner.telemetry.report import show_metrics, summary_markdown
 from runner.history.record import MetricsSummary, RunRecord
 from runner.history.rundir import RunPaths
 from runner.history.store import Store
-from runner.targets.leftovers import reconcile
+from runner.targets.leftovers import open_history
 from runner.errors import HistoryError
 from runner.telemetry.usage_report import usage_rows
 
@@ -31,8 +31,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args, logger) -> int:
-    with Store(tftrain_home(), notify=logger.warning) as store:
-        reconcile(store)  # a run whose tftrain is gone is listed Failed, not Running forever
+    with open_history(tftrain_home(), logger.warning) as store:  # a run whose tftrain is gone is listed Failed, not Running forever
         if args.runs_command == "show":
             _show(store, args.run, args.markdown, logger, as_json=args.json)
         else:

@@ -10,11 +10,11 @@ from runner.serving.layout import REPLAY_REPORT
 
 def replay_markdown(serving_dir: Path, heading: str = "###") -> str:
     """The section, or nothing when the run did not replay (or its report cannot be read)."""
-    from runner.replay.report import ReplayReport
-
     path = serving_dir / REPLAY_REPORT
     if not path.is_file():
         return ""
+    from runner.replay.report import ReplayReport
+
     try:
         report = ReplayReport.read(path)
     except (OSError, ValueError):  # the run's file: a summary does without a bad one

@@ -3,10 +3,12 @@ removes what they left running: the run's processes (its cgroup) and what its ta
 (Target.reap_lost: the docker target's containers, which outlive tftrain by design, a Slurm job). A retry's next attempt must not train beside them: both would write the one checkpoint
 directory. Opening the history never does this (storage does not act): the commands that judge a
 run's state call `reconcile` first — run (and a retry's next attempt), runs, logs, metrics, doctor,
-models register, publish and the PR comment."""
+models register, publish and the PR comment — through open_history, which always tells the user."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,6 +16,18 @@ from runner.errors import FatalError
 
 if TYPE_CHECKING:
     from runner.history.store import Store
+
+
+@contextmanager
+def open_history(home: Path, notify: Callable[[str], None], set_aside: str | None = None) -> Iterator[Store]:
+    """The one door to the history for a command that judges a run's state: `home`'s Store, its lost
+    runs reconciled first, each told to `notify` in one line (the run marked Failed, what it left
+    removed). `set_aside`: doctor's (runner.history.store.Store)."""
+    from runner.history.store import Store
+
+    with Store(home, notify=notify, set_aside=set_aside) as store:
+        reconcile(store)
+        yield store
 
 
 def reconcile(store: Store) -> list[str]:

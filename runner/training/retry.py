@@ -38,7 +38,7 @@ from runner.training.context import RunWatch
 from runner.training.pipeline import RunResult, run_manifest
 from runner.settings import Settings
 from runner.targets.base import RunControl
-from runner.targets.leftovers import reconcile
+from runner.targets.leftovers import open_history
 from runner.telemetry.logger import Logger
 from runner.telemetry.point import MetricPoint
 
@@ -122,8 +122,7 @@ def _follows_here(result: RunResult) -> bool:
 def _continued(loaded: LoadedManifest, spec: RetrySpec, home: Path, logger: Logger, claim: ExitStack) -> Attempt | None:
     """The next attempt of this manifest's last run, when that one was lost, or preempted while
     its tftrain was stopped, and not followed yet; its claim is entered on `claim`."""
-    with Store(home, notify=logger.warning) as store:
-        reconcile(store)  # the last run, if its tftrain is gone, is marked lost (and what it left, removed)
+    with open_history(home, logger.warning) as store:  # the last run, if its tftrain is gone, is marked lost (and what it left, removed)
         last = next((run for run in store.runs(CHAIN_LOOKBACK) if run.name == loaded.manifest.name), None)
     if last is None or not last.finished:
         return None

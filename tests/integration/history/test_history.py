@@ -269,3 +269,23 @@ def test_full_disk_fails_the_run_and_keeps_what_was_written(project, cli, small_
     assert listed.returncode == 0 and re.search(r"filler-1\s.*Failed", listed.stdout), listed.stdout + listed.stderr
     shutil.rmtree(run_dir / "workdir" / "outputs")
     assert cli("run", "-f", str(project(script=TRAIN, name="filler"))).returncode == 0  # and it goes on once there is room
+
+
+def test_every_command_that_reconciles_says_what_it_marked(project, cli, home):
+    """`models register` (like publish and the PR comment) judges the run's state: the lost run it
+    finds is marked Failed and the user is told so, as `tftrain runs` tells it."""
+    manifest = project(script=SLEEPER, name="sleeper")
+    run = subprocess.Popen([TFTRAIN, "run", "-f", str(manifest)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = home / "runs" / "sleeper-1" / "workdir" / "logs" / "0.log"
+    try:
+        deadline = time.monotonic() + 60
+        while not (log.exists() and "started" in log.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        run.send_signal(signal.SIGKILL)
+        run.wait()
+        registered = cli("models", "register", "sleeper-1")
+        assert registered.returncode == 6 and "wrote no model" in registered.stderr
+        assert f"run sleeper-1 marked Failed (lost: tftrain process {run.pid} ended)" in registered.stdout
+    finally:
+        if run.poll() is None:
+            run.kill()

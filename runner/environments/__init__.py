@@ -5,8 +5,8 @@ serving.py (the model server's virtualenv and variables),
 user_managed.py (an interpreter or image tftrain did not build: does TensorFlow import there?),
 images.py (the training image's Dockerfile and content tag), image_build.py (pull, build, push),
 daemon.py (reaching the Docker daemon, a private registry's login), training_image.py (the
-steps every container target takes on a daemon), curated.py + constraints/ (TensorFlow's tested
-sets) with refresh.py and smoke.py (scripts/refresh-frameworks remakes them).
+steps every container target takes on a daemon), refresh.py and smoke.py (scripts/refresh-frameworks
+remakes TensorFlow's tested sets, which live in runner/frameworks/).
 
 The API is the names below, importable from `runner.environments`: targets, serving, the gate,
 export and the importer ask for an environment here and never reach into a backend for one. Each
@@ -41,10 +41,6 @@ _API = {
     "require_tf_keras": "user_managed",
     "tf_keras_in": "user_managed",
     "image_python": "user_managed",
-    # TensorFlow's tested sets
-    "constraint_set": "curated",
-    "constraints_for": "curated",
-    "major_minor": "curated",
     # images
     "ImageSpec": "images",
     "image_spec": "images",

@@ -16,8 +16,8 @@ from pathlib import Path
 import runner
 from runner.environments.virtualenv import framework_packages
 from runner.errors import UnsupportedError
-from runner.environments.curated import constraint_set
-from runner.manifest.frameworks import HOROVOD, default_base_image, tf_keras_requirement
+from runner.frameworks.curated import constraint_set
+from runner.frameworks.releases import HOROVOD, default_base_image, tf_keras_requirement
 from runner.manifest.legacy_keras import keras_choice
 from runner.manifest import LoadedManifest
 from runner.manifest.model import Manifest, MpiTraining

@@ -2,7 +2,7 @@
 
 For each release: a fresh virtualenv with this Python, `pip install tensorflow-cpu==X.* tensorboard`
 (and `tf-keras==X.*` without its dependencies where Keras 3 ships, for Horovod's Keras API), the
-smoke test, and only if it passes, runner/environments/constraints/tensorflow-X.txt from `pip freeze`
+smoke test, and only if it passes, runner/frameworks/constraints/tensorflow-X.txt from `pip freeze`
 filtered to the set's packages. A release that fails keeps its old file, if any.
 
     python -m runner.environments.refresh [RELEASE ...] [--workdir DIR]
@@ -21,8 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from runner.environments.curated import SET_PACKAGES, normalise, parse_set, set_path
-from runner.manifest.frameworks import FRAMEWORKS, uses_keras3
+from runner.frameworks.curated import SET_PACKAGES, normalise, parse_set, set_path
+from runner.frameworks.releases import FRAMEWORKS, uses_keras3
 
 SMOKE = Path(__file__).with_name("smoke.py")
 

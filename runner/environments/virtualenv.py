@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from runner.errors import PreparingError, UnsupportedError
-from runner.environments.curated import constraints_for, requirement_names
-from runner.manifest.frameworks import DEFAULT_VERSION, HOROVOD, requirement, tf_keras_requirement
+from runner.frameworks.curated import constraints_for, requirement_names
+from runner.frameworks.releases import DEFAULT_VERSION, HOROVOD, requirement, tf_keras_requirement
 from runner.manifest.legacy_keras import keras_choice, may_choose_legacy
 from runner.telemetry.logger import Logger
 from runner.manifest.model import Manifest, MpiTraining
@@ -57,7 +57,7 @@ class EnvSpec(NamedTuple):
     requirements_text: str | None
     key: str | None
     steps: tuple[PipStep, ...] = ()
-    constraints: str | None = None  # the tested set's pins (runner/environments/constraints), for every pip install
+    constraints: str | None = None  # the tested set's pins (runner/frameworks/constraints), for every pip install
 
     def python_path(self) -> str:
         return sys.executable if self.key is None else str(cache_dir() / "envs" / self.key / "bin" / "python")

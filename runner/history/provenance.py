@@ -239,7 +239,7 @@ def _file_sha256(path: Path) -> str | None:
 
 
 def _curated(framework_version: str | None) -> dict | None:
-    from runner.environments.curated import constraint_set
+    from runner.frameworks.curated import constraint_set
 
     try:
         found = constraint_set(framework_version) if framework_version else None

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.manifest.frameworks import DEFAULT_VERSION, FRAMEWORKS, HOROVOD, HOROVOD_FRAMEWORKS, framework, horovod_compatible
+from runner.frameworks.releases import DEFAULT_VERSION, FRAMEWORKS, HOROVOD, HOROVOD_FRAMEWORKS, framework, horovod_compatible
 from runner.manifest.fields import NAME_PATTERN, VERSION_PATTERN
 
 TODO = "TODO(tftrain import)"

@@ -1,6 +1,6 @@
 """Warnings about how TensorFlow gets into the environment (load_manifest's warnings).
 
-tftrain installs TensorFlow from framework_version with the release's tested set (curated.py).
+tftrain installs TensorFlow from framework_version with the release's tested set (runner/frameworks/curated.py).
 A TensorFlow the user lists in pip_packages replaces it (the set is left out, so an unpinned one
 is a warning); a patch other than the set's, or a release without a set, installs without it.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from runner.manifest.frameworks import DEFAULT_VERSION, FRAMEWORKS
+from runner.frameworks.releases import DEFAULT_VERSION, FRAMEWORKS
 from runner.manifest.model import Manifest
 from runner.manifest.document import Location
 
@@ -40,7 +40,7 @@ def _listed_tensorflow(packages: list[str]) -> list[tuple[int, str, str]]:
 
 def _unpinned(manifest: Manifest, listed: list[tuple[int, str, str]]) -> list[Problem]:
     release = manifest.framework_version or DEFAULT_VERSION
-    from runner.environments import constraint_set  # here: the wing's curated sets import this package
+    from runner.frameworks.curated import constraint_set  # here: read from disk, only for a framework_version
 
     found = constraint_set(release)
     tested = ", its tested set" if found is not None and found.covers(release) else ""
@@ -60,7 +60,7 @@ def _without_set(manifest: Manifest) -> list[Problem]:
     version = manifest.framework_version
     if version is None or (manifest.use_docker and not manifest.custom_docker_image):
         return []  # the default release's set; an official image brings its own TensorFlow
-    from runner.environments import constraint_set, major_minor  # here: see _unpinned
+    from runner.frameworks.curated import constraint_set, major_minor  # here: see _unpinned
 
     release, found = major_minor(version), constraint_set(version)
     if found is None:

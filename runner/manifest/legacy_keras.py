@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from runner.manifest.fields import env_text
-from runner.manifest.frameworks import tf_keras_requirement, uses_keras3
+from runner.frameworks.releases import tf_keras_requirement, uses_keras3
 from runner.manifest.model import Manifest
 
 VARIABLE = "TF_USE_LEGACY_KERAS"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from runner.manifest.fields import ENV_NAME_PATTERN, INPUT_NAME_PATTERN, MAX_TASKS, InputRef, ResumeRef
 from runner.manifest.model import Manifest, MpiTraining, MultiWorkerMirroredTraining, ParameterServerTraining, effective_target
-from runner.manifest.frameworks import HOROVOD_FRAMEWORKS, horovod_compatible
+from runner.frameworks.releases import HOROVOD_FRAMEWORKS, horovod_compatible
 from runner.manifest.image_rules import check_images
 from runner.manifest.signing import check_signing
 from runner.manifest.scoring_rules import check_scoring

@@ -11,7 +11,8 @@ from runner.errors import FatalError, ModelGateError
 from runner.history.rundir import RunPaths
 from runner.manifest import LoadedManifest
 from runner.serving.gate_report import OnnxExport
-from runner.serving.requirements import ONNX_OPSET, export_constraints, export_requirements, major_minor
+from runner.frameworks.curated import major_minor
+from runner.serving.requirements import ONNX_OPSET, export_constraints, export_requirements
 from runner.serving.steps import PROBE_SECONDS, cached_env, ran, verdict
 from runner.telemetry.logger import Logger
 

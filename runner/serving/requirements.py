@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from runner.environments import constraints_for, major_minor
-from runner.manifest.frameworks import DEFAULT_VERSION, requirement
+from runner.frameworks.curated import constraints_for, major_minor
+from runner.frameworks.releases import DEFAULT_VERSION, requirement
 
 KSERVE = "kserve==0.16.0"
 # KServe 0.16.0 needs protobuf < 6, TensorFlow 2.21 ≥ 6.31: a 2.21 model is served by KServe 0.21.0

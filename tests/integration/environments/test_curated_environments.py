@@ -14,8 +14,8 @@ import subprocess
 import pytest
 
 from runner.manifest import load_manifest
-from runner.environments.curated import constraint_set
-from runner.manifest.frameworks import DEFAULT_VERSION, FRAMEWORKS
+from runner.frameworks.curated import constraint_set
+from runner.frameworks.releases import DEFAULT_VERSION, FRAMEWORKS
 from runner.environments.virtualenv import CONSTRAINTS, env_spec, packages_in, prepare_env
 from runner.telemetry.logger import Logger
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from runner.manifest import load_manifest
-from runner.environments.curated import (
+from runner.frameworks.curated import (
     CONSTRAINTS_DIR, constraint_set, constraints_for, parse_set, released_sets, requirement_names, set_path,
 )
-from runner.manifest.frameworks import DEFAULT_VERSION, FRAMEWORKS, uses_keras3
+from runner.frameworks.releases import DEFAULT_VERSION, FRAMEWORKS, uses_keras3
 
 RELEASES = [f"2.{minor}" for minor in range(12, 22)]
 

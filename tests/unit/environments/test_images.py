@@ -123,7 +123,7 @@ def test_a_failed_build_names_its_step_and_cause(tmp_path):
 
 
 def test_a_custom_image_installs_everything_with_the_tested_set(project, tmp_path):
-    from runner.environments.curated import constraint_set
+    from runner.frameworks.curated import constraint_set
 
     (tmp_path / "project" / "src").mkdir(parents=True)
     (tmp_path / "project" / "src" / "requirements.txt").write_text("numpy<2\n")  # the user's numpy wins
@@ -136,7 +136,7 @@ def test_a_custom_image_installs_everything_with_the_tested_set(project, tmp_pat
 
 
 def test_an_official_image_keeps_its_tensorflow_and_gets_tensorboard_where_it_lacks_it(project):
-    from runner.environments.curated import constraint_set
+    from runner.frameworks.curated import constraint_set
 
     loaded = load_manifest(project(manifest="use_docker: true\nframework_version: '2.21'\npip_packages: [six]\n"))
     image = image_spec(loaded)

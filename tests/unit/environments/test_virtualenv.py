@@ -77,7 +77,7 @@ def test_the_framework_version_comes_from_the_package_list():
 
 
 def test_the_tested_set_goes_into_the_environment_and_its_key(project, tmp_path, monkeypatch):
-    from runner.environments import curated
+    from runner.frameworks import curated
 
     spec = spec_for(project, "framework_version: '2.21'\npip_packages: [six, 'numpy<3']\n")
     assert spec.constraints == curated.constraint_set("2.21").constraints(frozenset({"six", "numpy"}))

@@ -173,7 +173,7 @@ def test_the_nodes_get_the_cached_virtualenv_even_where_tftrains_interpreter_wou
     have it, so on Slurm it is the default release's curated virtualenv in the (shared) cache."""
     from runner.environments.virtualenv import env_spec
     from runner.manifest import load_manifest
-    from runner.manifest.frameworks import DEFAULT_VERSION
+    from runner.frameworks.releases import DEFAULT_VERSION
     from runner.targets.slurm.target import SlurmTarget
 
     for text, version in (("", DEFAULT_VERSION), (f"framework_version: '{DEFAULT_VERSION}'\n", DEFAULT_VERSION), ("framework_version: '2.21'\n", "2.21")):

@@ -1,5 +1,5 @@
 """The curated TensorFlow sets: per release, pip constraints tested together on this project's
-Python (runner/environments/constraints/tensorflow-2.18.txt …), written by scripts/refresh-frameworks
+Python (runner/frameworks/constraints/tensorflow-2.18.txt …), written by scripts/refresh-frameworks
 (refresh.py).
 
 Environments install TensorFlow with `-c` the release's set, so a run resolves the packages that
@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-from runner.manifest.frameworks import DEFAULT_VERSION
+from runner.frameworks.releases import DEFAULT_VERSION
 
 CONSTRAINTS_DIR = Path(__file__).with_name("constraints")
 # What a set pins: TensorFlow (both names, one version), its Keras, and the packages whose drift

@@ -1,7 +1,8 @@
 """S3 (or an S3-compatible store) through boto3's multipart transfers, every failure one line.
 Large models go here instead of into a release, which then carries `model.s3.json`: where the
 object is, its size and its sha256 (runner.github.release_assets); checkpoint buckets
-(runner.training.checkpoints) and s3:// inputs (runner.training.downloads) use the same client and errors."""
+(runner.training.checkpoints) and s3:// inputs (runner.training.downloads) reach their buckets
+only through Bucket, here: one client, one way of saying what failed."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from runner.history.checksums import sha256_file
@@ -43,6 +45,67 @@ def s3_client(endpoint_url: str | None):
     boto3 = extra_module("boto3", "s3", "S3 storage")
 
     return boto3.client("s3", endpoint_url=endpoint_url)
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """One bucket (of an S3-compatible store at `endpoint_url`), through the calls tftrain makes of
+    it: every failure is one StorageError naming the call, the object and S3's answer."""
+
+    name: str
+    endpoint_url: str | None = None
+
+    def uri(self, key: str = "") -> str:
+        return f"s3://{self.name}/{key}" if key else f"s3://{self.name}"
+
+    @cached_property
+    def _client_of(self):
+        return s3_client(self.endpoint_url)  # one client per bucket: making one costs tens of milliseconds
+
+    def _client(self):
+        return self._client_of
+
+    def check(self, where: str | None = None) -> None:
+        """That it exists and answers: no such bucket, refused, or no answer; the error names `where`
+        (the prefix the caller will use, say) or the bucket."""
+        at = f" (endpoint {self.endpoint_url})" if self.endpoint_url else ""
+        with s3_errors("checking", (where or self.uri()) + at):
+            self._client().head_bucket(Bucket=self.name)
+
+    def put(self, key: str, body: bytes, content_type: str = "application/octet-stream") -> None:
+        with s3_errors("writing", self.uri(key)):
+            self._client().put_object(Bucket=self.name, Key=key, Body=body, ContentType=content_type)
+
+    def read(self, key: str, max_bytes: int) -> bytes | None:
+        """The object `key` (at most max_bytes + 1 bytes are read: one more than allowed tells the
+        caller it is too long), or None when there is no such object."""
+        botocore = extra_module("botocore.exceptions", "s3", "S3 storage")
+        with s3_errors("reading", self.uri(key)):
+            try:
+                answer = self._client().get_object(Bucket=self.name, Key=key)
+            except botocore.exceptions.ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") not in ("NoSuchKey", "404"):
+                    raise
+                return None
+            try:
+                return answer["Body"].read(max_bytes + 1)
+            finally:
+                answer["Body"].close()
+
+    def delete(self, key: str) -> None:
+        with s3_errors("deleting", self.uri(key)):
+            self._client().delete_object(Bucket=self.name, Key=key)
+
+    def listing(self, prefix: str) -> list[dict]:
+        """Every object under `prefix` (Key, Size, ETag), all pages."""
+        with s3_errors("listing", self.uri(prefix)):
+            pages = self._client().get_paginator("list_objects_v2").paginate(Bucket=self.name, Prefix=prefix)
+            return [item for page in pages for item in page.get("Contents", [])]
+
+    def fetch(self, key: str, target: Path, progress=None) -> None:
+        """The object `key` into the file `target` (boto3's multipart transfer; `progress(bytes)` as it goes)."""
+        with s3_errors("downloading", self.uri(key)):
+            self._client().download_file(self.name, key, str(target), Callback=progress, Config=_transfer())
 
 
 def _transfer():

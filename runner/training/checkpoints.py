@@ -29,8 +29,8 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.errors import DiskFullError, FatalError, PreparingError, StorageError, extra_module
-from runner.storage.s3 import S3Target, download, s3_client, s3_errors, upload
+from runner.errors import DiskFullError, FatalError, PreparingError, StorageError
+from runner.storage.s3 import Bucket, S3Target, download, upload
 from runner.history.checksums import fresh_dir, sha256_file, writing
 from runner.history.rundir import RunPaths
 from runner.manifest import LoadedManifest
@@ -71,6 +71,9 @@ class Location:
 
     def key(self, name: str) -> str:
         return f"{self.prefix}/{name}"
+
+    def bucket_of(self) -> Bucket:
+        return Bucket(self.bucket, self.endpoint_url)
 
 
 def find_checkpoints(root: Path) -> list[Checkpoint]:
@@ -135,9 +138,7 @@ class CheckpointSync:
 
     def check(self) -> None:
         """One line before the training starts: no such bucket, refused, or no answer."""
-        at = f" (endpoint {self.location.endpoint_url})" if self.location.endpoint_url else ""
-        with s3_errors("checking", self.location.uri + at):
-            s3_client(self.location.endpoint_url).head_bucket(Bucket=self.location.bucket)
+        self.location.bucket_of().check(self.location.uri)
 
     def __enter__(self) -> CheckpointSync:
         if self.seed is not None and self.seed.is_dir():  # resume_from: checkpoint:… continues in the same directory
@@ -183,10 +184,7 @@ class CheckpointSync:
         listed, body = _fitting(listed)
         if not listed or listed == self._listed:  # a directory emptied at the end (delete_checkpoint) keeps the last list
             return False
-        with s3_errors("writing", self.location.uri + "/" + MANIFEST):
-            s3_client(self.location.endpoint_url).put_object(
-                Bucket=self.location.bucket, Key=self.location.key(MANIFEST), Body=body, ContentType="application/json"
-            )
+        self.location.bucket_of().put(self.location.key(MANIFEST), body, "application/json")
         named = {entry["sha256"] for item in listed for entry in item["files"].values()}
         self._prune(self._uploaded - named - self._kept)
         self._kept, self._listed = named, listed
@@ -230,11 +228,10 @@ class CheckpointSync:
     def _prune(self, digests: set[str]) -> None:
         if not digests:
             return
-        client = s3_client(self.location.endpoint_url)
-        with s3_errors("deleting old checkpoint files under", self.location.uri):
-            for digest in digests:
-                client.delete_object(Bucket=self.location.bucket, Key=self.location.key(f"blobs/{digest}"))
-                self._uploaded.discard(digest)
+        bucket = self.location.bucket_of()
+        for digest in digests:
+            bucket.delete(self.location.key(f"blobs/{digest}"))
+            self._uploaded.discard(digest)
 
 
 def _fitting(listed: list[dict]) -> tuple[list[dict], bytes]:
@@ -301,19 +298,10 @@ def synced_checkpoints(source: str, store=None, endpoint_url: str | None = None)
 def _listed(location: Location) -> tuple[ListedCheckpoint, ...]:
     """The listing read bounded (MAX_BYTES) and checked by checkpoint_listing.parse_listing: the
     bucket is not trusted, so anything wrong with it is one StorageError naming it."""
-    botocore = extra_module("botocore.exceptions", "s3", "resuming from a synced checkpoint")
     where = f"{location.uri}/{MANIFEST}"
-    with s3_errors("reading", where):
-        try:
-            answer = s3_client(location.endpoint_url).get_object(Bucket=location.bucket, Key=location.key(MANIFEST))
-        except botocore.exceptions.ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") not in ("NoSuchKey", "404"):
-                raise
-            return ()  # the run never finished a checkpoint
-        try:
-            body = answer["Body"].read(MAX_BYTES + 1)  # one byte more than allowed tells it is too long
-        finally:
-            answer["Body"].close()
+    body = location.bucket_of().read(location.key(MANIFEST), MAX_BYTES)
+    if body is None:
+        return ()  # the run never finished a checkpoint
     return parse_listing(body, where)
 
 

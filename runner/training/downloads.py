@@ -13,15 +13,15 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from runner.history.checksums import CHUNK, format_sums, sha256_file, sums_of
-from runner.errors import PreparingError, extra_module
+from runner.errors import PreparingError, StorageError
 from runner.telemetry.logger import Logger
 from runner.manifest.model import InputSpec
 from runner.manifest.sources import url_file_name
 from runner.paths import data_cache
-from runner.storage.s3 import s3_client
+from runner.storage.s3 import Bucket
 
 PROGRESS_SECONDS = 1.0
 
@@ -184,27 +184,21 @@ def _download_http(spec: InputSpec, staging: Path, where: str, logger: Logger) -
 
 
 class _S3Listing(NamedTuple):
-    client: Any
-    bucket: str
+    bucket: Bucket
     prefix: str
     objects: list[dict]
 
 
 def _s3_listing(spec: InputSpec, where: str) -> _S3Listing:
-    botocore = extra_module("botocore.exceptions", "s3", f"{where}: an s3:// input")
     parsed = urllib.parse.urlparse(spec.source)
-    bucket, prefix = parsed.netloc, parsed.path.lstrip("/")
-    client = s3_client(spec.endpoint_url)
+    bucket, prefix = Bucket(parsed.netloc, spec.endpoint_url), parsed.path.lstrip("/")
     try:
-        pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
-        objects = [item for page in pages for item in page.get("Contents", [])]
-    except botocore.exceptions.BotoCoreError as exc:
+        objects = bucket.listing(prefix)
+    except StorageError as exc:
         raise PreparingError(f"{where}: {spec.source}: {exc}") from None
-    except botocore.exceptions.ClientError as exc:
-        raise PreparingError(f"{where}: {spec.source}: {exc.response['Error'].get('Message') or exc}") from None
     if not objects:
         raise PreparingError(f"{where}: {spec.source}: no such object or prefix")
-    return _S3Listing(client, bucket, prefix, objects)
+    return _S3Listing(bucket, prefix, objects)
 
 
 def _fingerprint(objects: list[dict]) -> dict:
@@ -212,7 +206,7 @@ def _fingerprint(objects: list[dict]) -> dict:
 
 
 def _download_s3(spec: InputSpec, listed: _S3Listing, staging: Path, where: str, logger: Logger) -> tuple[str, dict]:
-    client, bucket, prefix, objects = listed
+    bucket, prefix, objects = listed
     progress = _Progress(logger, spec.source, sum(item["Size"] for item in objects))
     single = len(objects) == 1 and objects[0]["Key"] == prefix
     for item in objects:
@@ -224,7 +218,10 @@ def _download_s3(spec: InputSpec, listed: _S3Listing, staging: Path, where: str,
         if not target.is_relative_to(staging.resolve()):
             raise PreparingError(f"{where}: object key {key!r} leaves the download directory")
         target.parent.mkdir(parents=True, exist_ok=True)
-        client.download_file(bucket, key, str(target), Callback=progress.add)
+        try:
+            bucket.fetch(key, target, progress.add)
+        except StorageError as exc:
+            raise PreparingError(f"{where}: {spec.source}: {exc}") from None
     return (Path(prefix).name if single else ""), _fingerprint(objects)
 
 

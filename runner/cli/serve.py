@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import http.client
 import os
 import signal
 import socket
@@ -23,19 +22,15 @@ import subprocess
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from runner.errors import PlanError, ServingError, UsageError
 from runner.paths import tftrain_home
 from runner.serving import guard, supervision
+from runner.serving.launch import ListeningPort, ServerCommand, ServerOptions, scoring_of, server_command, server_environ, told, wait_ready
 from runner.serving.layout import Runtime
 from runner.serving.refs import COPY_PREFIX, RELEASE_PREFIX, Served, checked_out
-from runner.serving.scoring.script import packages_of, recorded
 
-READY_TIMEOUT_SECONDS = 900  # TensorFlow's import plus a large model's load, on a slow machine
-POLL_SECONDS = 0.2
 MAX_PORT = 65535
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 RELAY_BYTES = 1 << 20
@@ -65,33 +60,19 @@ def run(args, logger) -> int:
     # the copy's directory and its lifeline first: from here on, whatever ends tftrain, the copy goes
     with tempfile.TemporaryDirectory(prefix=COPY_PREFIX) as workspace, supervision.lifeline(Path(workspace)) as lifeline_fd, \
             _github_errors(args.ref), checked_out(args.ref, logger, lambda: _github_repo(args), Path(workspace), tftrain_home()) as served:
-        from runner.environments import link_runner, prepare_serving_env, serving_spec
-
-        scoring = recorded(served.directory.root)
-        if scoring is not None:  # Azure's entry script on Azure's server (runner.serving.scoring.server)
-            return _serve_scoring(args, served, scoring, token, lifeline_fd, logger)
-        check_servable(served, runtime)
-
-        env = prepare_serving_env(serving_spec(served.framework_version, onnx=runtime is Runtime.ONNX), logger)
+        scoring = scoring_of(served)
+        if scoring is not None:  # Azure's entry script on Azure's server: its own rules
+            _check_scoring(args, served, scoring, token)
+        options = ServerOptions(args.host, args.port, runtime, args.batch, args.openapi, args.max_body_bytes, token)
+        command = server_command(served, options, lifeline_fd, logger)
         check_port_free(args.host, args.port)  # again: building the environment can take minutes
-        argv = [
-            env.python, "-m", "runner.serving.server", "--model-dir", str(served.directory.root), "--name", served.name,
-            "--runtime", runtime.value, "--host", args.host, "--port", str(args.port),
-        ]
-        if served.version is not None:
-            argv += ["--version", str(served.version)]
-        argv += ["--max-body-bytes", str(args.max_body_bytes), "--lifeline-fd", str(lifeline_fd)]
-        argv += [flag for flag, on in (("--batch", args.batch), ("--openapi", args.openapi)) if on]
-        pythonpath = link_runner(served.directory.root.parent / "pythonpath")
-        logger.info(f"serving {served.label} ({runtime.value}) in {env.python}")
-        return _supervise(argv, pythonpath, served, args, token, lifeline_fd, logger)
+        logger.info(f"serving {served.label}{command.described}")
+        return _supervise(command, served, args, token, lifeline_fd, logger)
 
 
-def _serve_scoring(args, served: Served, scoring: dict, token: str | None, lifeline_fd: int, logger) -> int:
-    """The version's scoring script on azmlinfsrv, in a cached environment of the model's TensorFlow
-    set, the server and the script's packages; `auth: true` needs the key."""
-    from runner.environments import link_runner, prepare_serving_env, scoring_spec
-
+def _check_scoring(args, served: Served, scoring: dict, token: str | None) -> None:
+    """A scoring script's version is served on azmlinfsrv: the KServe flags do not apply, and
+    `auth: true` needs the key."""
     refused = [flag for flag, used in (("--runtime onnx", args.runtime != Runtime.TENSORFLOW.value), ("--batch", args.batch),
                                        ("--openapi", args.openapi)) if used]
     if refused:
@@ -99,21 +80,6 @@ def _serve_scoring(args, served: Served, scoring: dict, token: str | None, lifel
                          "(azmlinfsrv serves /score and /swagger.json)")
     if scoring.get("auth") and token is None:
         raise UsageError(f"{served.label} was registered with model.serving.auth: true: give the key with --auth-token-env NAME")
-    try:
-        packages = packages_of(scoring)
-    except ValueError as exc:
-        raise ServingError(f"{served.label}: {exc}") from None
-    env = prepare_serving_env(scoring_spec(served.framework_version, packages), logger)
-    check_port_free(args.host, args.port)
-    argv = [
-        env.python, "-m", "runner.serving.scoring.server", "--model-dir", str(served.directory.root), "--name", served.name,
-        "--host", args.host, "--port", str(args.port), "--max-body-bytes", str(args.max_body_bytes), "--lifeline-fd", str(lifeline_fd),
-    ]
-    if served.version is not None:
-        argv += ["--version", str(served.version)]
-    pythonpath = link_runner(served.directory.root.parent / "pythonpath")
-    logger.info(f"serving {served.label}: scoring script {scoring['script']} on azmlinfsrv in {env.python}")
-    return _supervise(argv, pythonpath, served, args, token, lifeline_fd, logger, SCORING)
 
 
 def check_options(args, logger) -> str | None:
@@ -150,58 +116,12 @@ def check_port_free(host: str, port: int) -> None:
             raise PlanError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
 
 
-def check_servable(served: Served, runtime: Runtime) -> None:
-    if runtime is Runtime.ONNX and not served.directory.onnx.is_file():
-        raise ServingError(f"{served.label} has no model.onnx: serve it with --runtime tensorflow, or register it with ONNX export on")
-    if runtime is Runtime.TENSORFLOW and served.directory.located() is None:
-        raise ServingError(f"{served.label} has no loadable model: its model/ holds no SavedModel directory, .keras or .h5 file")
-
-
-def base_url(host: str, port: int) -> str:
-    shown = "127.0.0.1" if host in ("0.0.0.0", "") else (f"[{host}]" if ":" in host else host)
-    return f"http://{shown}:{port}"
-
-
-def endpoints(host: str, port: int, name: str) -> list[str]:
-    base = base_url(host, port)
-    return [
-        f"POST {base}/v1/models/{name}:predict  (TensorFlow Serving REST: instances or inputs)",
-        f"GET  {base}/v1/models/{name}  and  {base}/v1/models/{name}/metadata",
-        f"POST {base}/v2/models/{name}/infer  (Open Inference Protocol)",
-        f"GET  {base}/v2/models/{name}  and  {base}/v2/health/ready",
-    ]
-
-
-@dataclass(frozen=True)
-class Readiness:
-    """How `tftrain serve` knows the server is up, and what it then prints."""
-
-    path: str
-    lines: Callable[[str, int, str], list[str]]
-    keyed: str  # which routes the key guards (with the verb), for the ready message
-
-
-def scoring_endpoints(host: str, port: int, name: str) -> list[str]:
-    base = base_url(host, port)
-    return [f"POST {base}/score  (Azure's scoring contract: the script's run(raw_data))", f"GET  {base}/  (liveness)  and  {base}/swagger.json"]
-
-
-KSERVE = Readiness("/v2/health/ready", endpoints, "every route but health (/, /v2/health/*, /v1/models/{name}) needs")
-SCORING = Readiness("/", scoring_endpoints, "/score and /swagger.json need")
-
-
-def _supervise(argv: list[str], pythonpath, served: Served, args, token: str | None, lifeline_fd: int, logger,
-               ready: Readiness = KSERVE) -> int:
-    from runner.environments import server_env
-
-    env = server_env(pythonpath)
-    env.pop(guard.TOKEN_VARIABLE, None)  # the server is open unless --auth-token-env asks otherwise
-    if token is not None:
-        env.pop(args.auth_token_env, None)  # one copy of the key in its environment, under the name it reads
-        env[guard.TOKEN_VARIABLE] = token
+def _supervise(command: ServerCommand, served: Served, args, token: str | None, lifeline_fd: int, logger) -> int:
+    env = server_environ(command, token, args.auth_token_env)
+    ready = command.readiness
     # its own session: a terminal's Ctrl-C reaches the server once, through us, not twice
     process = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True, pass_fds=(lifeline_fd,),
+        command.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True, pass_fds=(lifeline_fd,),
     )
     received: list[int] = []
 
@@ -216,7 +136,7 @@ def _supervise(argv: list[str], pythonpath, served: Served, args, token: str | N
     pump = threading.Thread(target=_pump, args=(process, logger, tail, port), daemon=True)
     pump.start()
     try:
-        if _wait_ready(process, args.host, port, ready.path):
+        if wait_ready(process, args.host, port, ready.path):
             logger.info(f"{served.label} is ready:", style="bold green")
             for line in ready.lines(args.host, port.value, served.name):
                 logger.text(f"  {line}")
@@ -224,11 +144,11 @@ def _supervise(argv: list[str], pythonpath, served: Served, args, token: str | N
                 logger.text(f"  {ready.keyed.format(name=served.name)} 'Authorization: Bearer ${args.auth_token_env}'")
         elif not received:
             pump.join(timeout=5)
-            raise ServingError(f"the model server stopped before it was ready (exit {process.returncode}): {_told(tail)}")
+            raise ServingError(f"the model server stopped before it was ready (exit {process.returncode}): {told(tail)}")
         code = process.wait()
         pump.join(timeout=5)
         if code != 0 and not received:  # it ended on its own (a scoring script's worker that ended, a crash): say why
-            raise ServingError(f"the model server stopped (exit {code if code >= 0 else signal.Signals(-code).name}): {_told(tail)}")
+            raise ServingError(f"the model server stopped (exit {code if code >= 0 else signal.Signals(-code).name}): {told(tail)}")
     finally:
         if process.poll() is None:  # tftrain itself failing: never leave the server behind
             process.terminate()
@@ -238,28 +158,6 @@ def _supervise(argv: list[str], pythonpath, served: Served, args, token: str | N
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return code if code >= 0 else 128 - code
-
-
-def _told(tail: list[str]) -> str:
-    """The server's own last error line (before gunicorn's), else its last line."""
-    told = [line for line in tail if line.startswith("tftrain-serve: error:")]
-    return (told or [line for line in tail if line.strip()] or ["no output"])[-1].strip()
-
-
-class ListeningPort:
-    """The server's port: the one asked for, or (--port 0) the one its first line names."""
-
-    def __init__(self, asked: int) -> None:
-        self.value = asked
-        self.known = threading.Event()
-        if asked:
-            self.known.set()
-
-    def read(self, line: str) -> None:
-        got = supervision.port_from_line(line)
-        if got is not None and not self.known.is_set():
-            self.value = got
-            self.known.set()
 
 
 def _pump(process: subprocess.Popen, logger, tail: list[str], port: ListeningPort) -> None:
@@ -293,28 +191,6 @@ def _pump(process: subprocess.Popen, logger, tail: list[str], port: ListeningPor
             logger.text(text)
         if not data:
             return
-
-
-def _wait_ready(process: subprocess.Popen, host: str, port: ListeningPort, path: str = KSERVE.path) -> bool:
-    """True once `path` (/v2/health/ready; a scoring server's /) answers 200; False when the server exits first."""
-    target = "127.0.0.1" if host in ("0.0.0.0", "") else ("::1" if host == "::" else host)
-    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
-    while process.poll() is None:
-        if time.monotonic() > deadline:
-            raise ServingError(f"the model server did not become ready in {READY_TIMEOUT_SECONDS} s")
-        if not port.known.wait(POLL_SECONDS):
-            continue
-        connection = http.client.HTTPConnection(target, port.value, timeout=2)
-        try:
-            connection.request("GET", path)
-            if connection.getresponse().status == 200:
-                return True
-        except OSError:
-            pass
-        finally:
-            connection.close()
-        time.sleep(POLL_SECONDS)
-    return False
 
 
 def _github_errors(ref: str):

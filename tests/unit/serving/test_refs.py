@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.cli.serve import check_port_free, check_servable, endpoints
+from runner.cli.serve import check_port_free
+from runner.serving.launch import check_servable, endpoints
 from runner.errors import NotFoundError, PlanError, RegistryError, ServingError
 from runner.history.checksums import sha256_file
 from runner.history.model_registry import Registry

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from runner.errors import NotFoundError, ReplayError
@@ -24,12 +25,19 @@ from runner.serving.layout import REPLAY_REPORT, REPLAY_REQUESTS, VersionDir
 from runner.serving.refs import RELEASE_PREFIX, Served
 from runner.telemetry.logger import Logger
 
-GitHubRepo = Callable[[], tuple[object, object]]  # () → (PyGithub repository, settings), as runner.serving.refs takes it
+
+
+@dataclass(frozen=True)
+class GitHub:
+    """The run's GitHub repository, as the pipeline reaches it (replay/ imports nothing of github/)."""
+
+    repo: Callable[[], tuple[object, object]]  # () → (PyGithub repository, settings), as runner.serving.refs takes it
+    last_release: Callable[[str], int | None]  # a model's newest published release's version, None: none yet
 
 WORK_DIR = "replay"  # the run directory's scratch for the candidate's version directory
 
 
-def load_requests(spec: ReplaySpec, source_dir: Path, github_repo: GitHubRepo | None, scratch: Path, logger: Logger) -> tuple[list[Request], str]:
+def load_requests(spec: ReplaySpec, source_dir: Path, github: GitHub | None, scratch: Path, logger: Logger) -> tuple[list[Request], str]:
     """The first max_requests requests `requests:` names, and where they came from (for the report's
     line); ReplayError naming model.replay.requests, the file and the line when they cannot be read."""
     tag = spec.from_release
@@ -57,28 +65,29 @@ def check_requests(spec: ReplaySpec, source_dir: Path) -> None:
             raise ReplayError(f"model.replay.requests: {exc}") from None
 
 
-def _release_requests(tag: str, github_repo: GitHubRepo | None, scratch: Path) -> Path:
+def _release_requests(tag: str, github: GitHub | None, scratch: Path) -> Path:
     """The release's replay-requests.jsonl, verified against its SHA256SUMS."""
     from runner.replay.records import MAX_FILE_BYTES
     from runner.serving.refs import VerifiedAssets
 
-    if github_repo is None:
+    if github is None:
         raise ReplayError(f"model.replay.requests: release:{tag} needs the GitHub repository (GITHUB_REPOSITORY and a token)")
-    release = github_repo()[0].get_release(tag)
+    release = github.repo()[0].get_release(tag)
     assets = {asset.name: asset for asset in release.get_assets()}
     if REPLAY_REQUESTS not in assets:
         raise ReplayError(f"model.replay.requests: release {tag} kept no {REPLAY_REQUESTS} (it was registered without model.replay)")
     return VerifiedAssets(release, assets, scratch)(REPLAY_REQUESTS, scratch / REPLAY_REQUESTS, MAX_FILE_BYTES)
 
 
-def baseline_ref(spec: ReplaySpec, name: str, github_repo: GitHubRepo | None, home: Path) -> str | None:
+def baseline_ref(spec: ReplaySpec, name: str, github: GitHub | None, home: Path) -> str | None:
     """The reference `against:` names, as `tftrain serve` takes it; None when there is no version yet
-    (the first release: the candidate is replayed alone). last-release: the last GitHub release where
-    the run knows its repository and has a token, else the version this home registered last."""
+    (the first release: the candidate is replayed alone). last-release: the newest published release
+    where the run knows its GitHub repository and has a token, else the version this home registered last."""
     if spec.against != LAST_RELEASE:
         return spec.against
-    if github_repo is not None:
-        return f"{RELEASE_PREFIX}{name}@latest"
+    if github is not None:
+        version = github.last_release(name)
+        return f"{RELEASE_PREFIX}{name}@v{version}" if version is not None else None
     from runner.history.model_registry import Registry
     from runner.history.store import Store
 
@@ -106,32 +115,31 @@ def candidate_version(run_root: Path, model_path: Path, kept: dict[str, Path], n
 
 
 def replay_before_registering(loaded: LoadedManifest, run_root: Path, serving_dir: Path, model_path: Path, kept: dict[str, Path],
-                              framework: str | None, github_repo: GitHubRepo | None, home: Path, logger: Logger) -> dict[str, Path]:
+                              framework: str | None, github: GitHub | None, home: Path, logger: Logger) -> dict[str, Path]:
     """Replay the candidate against its baseline; the files the version keeps (by their path in the
-    version), or ReplayError when the candidate is refused. `github_repo`: () → (the repository,
-    settings), where the run knows its GitHub repository and has a token (else None: no releases)."""
+    version), or ReplayError when the candidate is refused. `github`: where the run knows its GitHub
+    repository and has a token (else None: no releases)."""
     from runner.replay.engine import ReplayOptions, replay
     from runner.serving.refs import checked_out
 
     spec, name = loaded.manifest.model.replay, loaded.manifest.name
     scratch = run_root / WORK_DIR
     scratch.mkdir(exist_ok=True)
-    requests, origin = load_requests(spec, loaded.source_dir, github_repo, scratch, logger)
-    ref = baseline_ref(spec, name, github_repo, home)
-    options = ReplayOptions(concurrency=spec.concurrency, tolerance=spec.tolerance, timeout_seconds=spec.timeout_seconds)
+    requests, origin = load_requests(spec, loaded.source_dir, github, scratch, logger)
+    ref = baseline_ref(spec, name, github, home)
+    options = ReplayOptions(spec.concurrency, spec.tolerance, spec.timeout_seconds, origin=origin)
     with contextlib.ExitStack() as stack:
         baseline = None
         if ref is not None:
             try:
-                baseline = stack.enter_context(checked_out(ref, logger, github_repo, scratch / "baseline", home))
+                baseline = stack.enter_context(checked_out(ref, logger, github.repo if github else None, scratch / "baseline", home))
             except NotFoundError as exc:
-                if spec.against != LAST_RELEASE:
-                    raise ReplayError(f"model.replay.against: {exc}") from None
-                logger.info(f"replay: no release of {name} yet ({exc}): the candidate is replayed alone")
+                raise ReplayError(f"model.replay.against: {exc}") from None
+            stack.callback(shutil.rmtree, scratch / "baseline", True)
         candidate = stack.enter_context(candidate_version(run_root, model_path, kept, name, framework))
         logger.info(f"replay: {len(requests)} requests from {origin} against "
                     f"{baseline.label if baseline else 'no baseline (the first version): the candidate alone'}")
-        report = replay(requests, candidate, baseline, options, logger)
+        report = replay(requests, candidate, baseline, options, logger, scratch)
     report_path = serving_dir / REPLAY_REPORT
     report_path.write_text(report.to_text())
     requests_path = serving_dir / REPLAY_REQUESTS

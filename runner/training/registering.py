@@ -65,8 +65,28 @@ def _replayed(ctx: RunContext, gate, model_path: Path, framework: str | None) ->
 
     if gate is None:
         raise ReplayError(f"model.replay: the gate found no model it can serve at model.path {ctx.manifest.model.path}, so it cannot be replayed")
-    github = ctx.settings.github
-    repo = (lambda: (workflow.client(github).get_repo(github.repository), ctx.settings)) if github.repository and github.token else None
+    github = _github(ctx)
     with workflow.github_errors():
-        return replay_before_registering(ctx.loaded, ctx.paths.root, gate.directory, model_path, gate.files(), framework, repo,
+        return replay_before_registering(ctx.loaded, ctx.paths.root, gate.directory, model_path, gate.files(), framework, github,
                                          ctx.store.home, ctx.logger)
+
+
+def _github(ctx: RunContext):
+    """The run's GitHub repository for the replay (its last release, a release's requests), where the
+    run knows it and has a token; None otherwise."""
+    from runner.github import workflow
+    from runner.replay.promotion import GitHub
+
+    context = ctx.settings.github
+    if not (context.repository and context.token):
+        return None
+    template = workflow.TagTemplate(ctx.settings.inputs.tag_template)
+
+    def repo():
+        return workflow.client(context).get_repo(context.repository), ctx.settings
+
+    def last_release(name: str) -> int | None:
+        found = workflow.releases_of(repo()[0], name, template)
+        return found[0][0] if found else None
+
+    return GitHub(repo, last_release)

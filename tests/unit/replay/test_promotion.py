@@ -11,7 +11,7 @@ from runner.errors import ReplayError
 from runner.history.model_registry import Registry
 from runner.history.store import Store
 from runner.manifest.replay import ReplaySpec
-from runner.replay.promotion import baseline_ref, candidate_version, check_requests, load_requests
+from runner.replay.promotion import GitHub, baseline_ref, candidate_version, check_requests, load_requests
 from runner.replay.section import replay_markdown
 
 
@@ -20,8 +20,8 @@ class Quiet:
         self.said = args
 
 
-def github():
-    return lambda: (SimpleNamespace(), SimpleNamespace())
+def github(last: int | None = 3):
+    return GitHub(lambda: (SimpleNamespace(), SimpleNamespace()), lambda name: last)
 
 
 def register(home, name: str, times: int) -> None:
@@ -34,7 +34,8 @@ def register(home, name: str, times: int) -> None:
 
 def test_last_release_is_the_release_with_github_else_this_homes_last_version(tmp_path):
     spec = ReplaySpec(requests="r.jsonl")
-    assert baseline_ref(spec, "m", github(), tmp_path) == "release:m@latest"
+    assert baseline_ref(spec, "m", github(), tmp_path) == "release:m@v3"
+    assert baseline_ref(spec, "m", github(last=None), tmp_path) is None  # no release yet: the candidate alone
     assert baseline_ref(spec, "m", None, tmp_path) is None  # the first version: the candidate alone
     register(tmp_path, "m", 2)
     assert baseline_ref(spec, "m", None, tmp_path) == "m@v2"

@@ -1,0 +1,270 @@
+"""The replay: the same requests sent to a candidate and to its baseline, each served the way
+`tftrain serve` serves it (runner.serving.launch: its own process and serving environment, on a
+free port of 127.0.0.1, behind a key made for the replay), and their answers compared
+(runner.replay.compare) into a ReplayReport.
+
+Both servers start at once and are warmed (the server checks its sample before it opens its port;
+the first requests are sent once more, not counted). Then each side gets the requests from
+`concurrency` workers of its own, both sides at the same time, so that each sees the same requests
+at the same concurrency on the same machine, and the replay takes about as long as one side alone.
+Every request has a time limit, the whole replay a deadline; a request that gets no answer is
+status 0 (no answer), never an exception.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import secrets
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from runner.errors import FatalError, ReplayError
+from runner.replay.compare import Agreement, Difference, compare, is_classifier, read_answer
+from runner.replay.records import Request, Route
+from runner.replay.report import SHOWN_IDS, Disagreement, Latency, OutputDelta, ReplayReport, StatusDifference
+from runner.serving.launch import BackgroundServer, ServerOptions, scoring_of
+from runner.serving.refs import Served
+
+MAX_ANSWER_BYTES = 64 << 20  # an answer read at most (a larger one is no answer)
+WARM_REQUESTS = 3
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    concurrency: int = 4
+    tolerance: float = 1e-3
+    timeout_seconds: float = 30.0  # one request
+    deadline_seconds: float = 3600.0  # the whole replay, once both servers are ready
+    origin: str = ""  # where the requests came from, for the report's line
+
+
+@dataclass(frozen=True)
+class Sent:
+    status: int  # 0: no answer (refused, reset, timed out, past the deadline)
+    body: Any  # the answer's JSON, its text when it is not JSON, None without an answer
+    seconds: float
+
+
+class Side:
+    """One served version and how requests reach it: its routes, its key, a connection per worker."""
+
+    def __init__(self, server: BackgroundServer, token: str, timeout: float) -> None:
+        self.server, self.token, self.timeout = server, token, timeout
+        self.scoring = scoring_of(server.served) is not None
+        self._local = threading.local()
+
+    def path(self, request: Request) -> str:
+        route = request.route or (Route.SCORE if self.scoring else Route.V1)
+        return route.path(self.server.served.name)
+
+    def _connection(self) -> http.client.HTTPConnection:
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = self._local.connection = http.client.HTTPConnection("127.0.0.1", self.server.port.value, timeout=self.timeout)
+        return connection
+
+    def send(self, method: str, path: str, body: bytes | None = None) -> Sent:
+        headers = {"Authorization": f"Bearer {self.token}", **({"Content-Type": "application/json"} if body is not None else {})}
+        started = time.perf_counter()
+        for attempt in (0, 1):  # a keep-alive connection the server closed meanwhile: once more on a new one
+            connection = self._connection()
+            try:
+                connection.request(method, path, body=body, headers=headers)
+                answer = connection.getresponse()
+                data = answer.read(MAX_ANSWER_BYTES + 1)
+                seconds = time.perf_counter() - started
+                if len(data) > MAX_ANSWER_BYTES:
+                    connection.close()
+                    return Sent(0, None, seconds)
+                return Sent(answer.status, _decoded(data), seconds)
+            except (OSError, http.client.HTTPException):
+                connection.close()
+                self._local.connection = None
+                if attempt or time.perf_counter() - started >= self.timeout:
+                    return Sent(0, None, time.perf_counter() - started)
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        connection = getattr(self._local, "connection", None)
+        if connection is not None:
+            connection.close()
+
+
+def _decoded(data: bytes) -> Any:
+    text = data.decode("utf-8", "replace")
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def replay(requests: list[Request], candidate: Served, baseline: Served | None, options: ReplayOptions, logger,
+           log_dir: Path) -> ReplayReport:
+    """Send `requests` to `candidate` and `baseline` (None: the candidate alone) and compare; the
+    servers' logs go to `log_dir` (candidate.log, baseline.log). ReplayError (one line) when a side
+    cannot start, or the two take different inputs."""
+    with contextlib.ExitStack() as stack:
+        sides = _start(stack, [candidate] + ([baseline] if baseline is not None else []), options, logger, log_dir)
+        if len(sides) == 2:
+            _check_same_inputs(*sides)
+        for side in sides:  # warmed on real requests, not counted
+            for request in requests[:WARM_REQUESTS]:
+                side.send("POST", side.path(request), request.encoded())
+        logger.info(f"replay: {len(requests)} requests to {' and '.join(side.server.served.label for side in sides)}, "
+                    f"{options.concurrency} at a time each")
+        answers = _send_all(sides, requests, options)
+        for side in sides:
+            side.close()
+    return _report(requests, candidate, baseline, answers, options)
+
+
+def _start(stack: contextlib.ExitStack, served: list[Served], options: ReplayOptions, logger, log_dir: Path) -> list[Side]:
+    """Every side's server, started at once; all stopped (by `stack`) when one cannot start."""
+    tokens = [secrets.token_urlsafe(24) for _ in served]
+    servers = [BackgroundServer(item, log_dir / f"{role}.log", logger, ServerOptions(token=token))
+               for item, role, token in zip(served, ("candidate", "baseline"), tokens)]
+    with ThreadPoolExecutor(len(servers)) as pool:
+        futures = [pool.submit(server.__enter__) for server in servers]
+    failures = []
+    for server, future in zip(servers, futures):
+        try:
+            future.result()
+            stack.push(server.__exit__)
+        except FatalError as exc:
+            failures.append(f"{server.served.label}: {exc}" if server.served.label not in str(exc) else str(exc))
+    if failures:
+        raise ReplayError(f"the replay cannot start: {'; '.join(failures)}")
+    return [Side(server, token, options.timeout_seconds) for server, token in zip(servers, tokens)]
+
+
+def _check_same_inputs(candidate: Side, baseline: Side) -> None:
+    """Both sides take the same inputs (the default signature's names and dtypes), or both are
+    scoring scripts: replaying one side's requests against another API says nothing."""
+    if candidate.scoring != baseline.scoring:
+        which = candidate if candidate.scoring else baseline
+        raise ReplayError(f"{which.server.served.label} is served by its scoring script (/score) and the other by "
+                          "TensorFlow Serving's API: their answers cannot be compared")
+    if candidate.scoring:
+        return
+    signatures = [_inputs(side) for side in (candidate, baseline)]
+    if signatures[0] != signatures[1]:
+        shown = [", ".join(f"{name} {dtype}" for name, dtype in sorted(found.items())) or "unknown" for found in signatures]
+        raise ReplayError(f"the two versions take different inputs: {candidate.server.served.label} ({shown[0]}), "
+                          f"{baseline.server.served.label} ({shown[1]}): replay requests of the new signature with `tftrain replay`")
+
+
+def _inputs(side: Side) -> dict[str, str]:
+    name = side.server.served.name
+    sent = side.send("GET", f"/v1/models/{name}/metadata")
+    try:
+        defs = sent.body["metadata"]["signature_def"]["signature_def"]
+        chosen = defs.get("serving_default") or next(iter(defs.values()))
+        return {str(key): str(value.get("dtype")) for key, value in chosen["inputs"].items()}
+    except (TypeError, KeyError, AttributeError, StopIteration):
+        return {}
+
+
+def _send_all(sides: list[Side], requests: list[Request], options: ReplayOptions) -> list[list[Sent]]:
+    """Each side's answers, in the requests' order: both sides at once, `concurrency` each."""
+    deadline = time.monotonic() + options.deadline_seconds
+    bodies = [request.encoded() for request in requests]
+
+    def one(side: Side, index: int) -> Sent:
+        if time.monotonic() > deadline:
+            return Sent(0, None, 0.0)
+        return side.send("POST", side.path(requests[index]), bodies[index])
+
+    pools = [ThreadPoolExecutor(options.concurrency, thread_name_prefix=f"replay-{i}") for i in range(len(sides))]
+    try:
+        futures = [[pool.submit(one, side, index) for index in range(len(requests))] for side, pool in zip(sides, pools)]
+        return [[future.result() for future in side_futures] for side_futures in futures]
+    finally:
+        for pool in pools:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _report(requests: list[Request], candidate: Served, baseline: Served | None, answers: list[list[Sent]],
+            options: ReplayOptions) -> ReplayReport:
+    mine = answers[0]
+    theirs = answers[1] if baseline is not None else None
+    common = dict(candidate=candidate.label, baseline=baseline.label if baseline else None, origin=options.origin, requests=len(requests),
+                  tolerance=options.tolerance, concurrency=options.concurrency, candidate_latency=_latency(mine))
+    if theirs is None:
+        answered = sum(1 for sent in mine if sent.status == 200)
+        return ReplayReport(**common, answered=answered, agreed=answered)
+    tally = _Tally(options.tolerance)
+    for request, a, b in zip(requests, mine, theirs):
+        tally.add(request.id, a, b)
+    return ReplayReport(
+        **common, answered=tally.answered, agreed=tally.agreed, by=tally.by or Agreement.VALUES, outputs=tally.outputs(),
+        disagreeing=len(tally.disagreeing), worst=tally.worst(), status_differences=len(tally.statuses),
+        statuses=tally.statuses[:SHOWN_IDS], baseline_latency=_latency(theirs),
+    )
+
+
+class _Tally:
+    """The comparison of every request answered by both, as it goes."""
+
+    def __init__(self, tolerance: float) -> None:
+        self.tolerance = tolerance
+        self.by: Agreement | None = None
+        self.answered = self.agreed = 0
+        self.max_abs: dict[str, float] = {}
+        self.mean_sum: dict[str, float] = {}
+        self.counted: dict[str, int] = {}
+        self.disagreeing: list[tuple[float, str]] = []
+        self.statuses: list[StatusDifference] = []
+
+    def add(self, request_id: str, a: Sent, b: Sent) -> None:
+        if a.status != b.status:
+            self.statuses.append(StatusDifference(id=request_id, candidate=a.status, baseline=b.status))
+            return
+        if a.status != 200:
+            return
+        self.answered += 1
+        mine, theirs = read_answer(a.body), read_answer(b.body)
+        if mine is None or theirs is None:  # answers tftrain cannot read as outputs: the same bytes or not
+            same, difference = a.body == b.body, None
+        else:
+            if self.by is None:
+                self.by = Agreement.TOP_CLASS if is_classifier(mine) and is_classifier(theirs) else Agreement.VALUES
+            difference = compare(mine, theirs, self.tolerance, self.by)
+            same = difference.same
+            self._measure(difference)
+        if same:
+            self.agreed += 1
+        else:
+            self.disagreeing.append((difference.largest if difference else float("inf"), request_id))
+
+    def _measure(self, difference: Difference) -> None:
+        for name, largest in difference.max_abs.items():
+            self.max_abs[name] = max(self.max_abs.get(name, 0.0), largest)
+            self.mean_sum[name] = self.mean_sum.get(name, 0.0) + difference.mean_abs[name]
+            self.counted[name] = self.counted.get(name, 0) + 1
+
+    def outputs(self) -> dict[str, OutputDelta]:
+        def finite(value: float) -> float | None:
+            return None if value == float("inf") else value
+
+        return {name: OutputDelta(max_abs=finite(self.max_abs[name]), mean_abs=finite(self.mean_sum[name] / self.counted[name]))
+                for name in self.max_abs}
+
+    def worst(self) -> list[Disagreement]:
+        ranked = sorted(self.disagreeing, key=lambda item: (-item[0], item[1]))[:SHOWN_IDS]
+        return [Disagreement(id=request_id, max_abs=None if largest == float("inf") else largest) for largest, request_id in ranked]
+
+
+def _latency(sent: list[Sent]) -> Latency | None:
+    seconds = [item.seconds for item in sent if item.status == 200]
+    if not seconds:
+        return None
+    return Latency(p50_ms=float(np.percentile(seconds, 50)) * 1000, p99_ms=float(np.percentile(seconds, 99)) * 1000)
+

@@ -25,11 +25,12 @@ import time
 from pathlib import Path
 
 from runner.errors import PlanError, ServingError, UsageError
+from runner.cli.releases import github_repo, release_errors
 from runner.paths import tftrain_home
 from runner.serving import guard, supervision
 from runner.serving.launch import ListeningPort, ServerCommand, ServerOptions, scoring_of, server_command, server_environ, told, wait_ready
 from runner.serving.layout import Runtime
-from runner.serving.refs import COPY_PREFIX, RELEASE_PREFIX, Served, checked_out
+from runner.serving.refs import COPY_PREFIX, Served, checked_out
 
 MAX_PORT = 65535
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -59,7 +60,7 @@ def run(args, logger) -> int:
     check_port_free(args.host, args.port)
     # the copy's directory and its lifeline first: from here on, whatever ends tftrain, the copy goes
     with tempfile.TemporaryDirectory(prefix=COPY_PREFIX) as workspace, supervision.lifeline(Path(workspace)) as lifeline_fd, \
-            _github_errors(args.ref), checked_out(args.ref, logger, lambda: _github_repo(args), Path(workspace), tftrain_home()) as served:
+            release_errors(args.ref), checked_out(args.ref, logger, lambda: github_repo(args), Path(workspace), tftrain_home()) as served:
         scoring = scoring_of(served)
         if scoring is not None:  # Azure's entry script on Azure's server: its own rules
             _check_scoring(args, served, scoring, token)
@@ -191,19 +192,3 @@ def _pump(process: subprocess.Popen, logger, tail: list[str], port: ListeningPor
             logger.text(text)
         if not data:
             return
-
-
-def _github_errors(ref: str):
-    if not ref.startswith(RELEASE_PREFIX):
-        return contextlib.nullcontext()
-    from runner.github import workflow
-
-    return workflow.github_errors()
-
-
-def _github_repo(args):
-    from runner.github import workflow
-    from runner.settings import resolve
-
-    settings = resolve(os.environ, args)
-    return workflow.client(settings.github).get_repo(settings.github.repository), settings

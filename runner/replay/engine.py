@@ -146,7 +146,7 @@ def _start(stack: contextlib.ExitStack, served: list[Served], options: ReplayOpt
 
 
 def _check_same_inputs(candidate: Side, baseline: Side) -> None:
-    """Both sides take the same inputs (the default signature's names and dtypes), or both are
+    """Both sides take the same inputs (the default signature's names, dtypes and shapes), or both are
     scoring scripts: replaying one side's requests against another API says nothing."""
     if candidate.scoring != baseline.scoring:
         which = candidate if candidate.scoring else baseline
@@ -167,9 +167,16 @@ def _inputs(side: Side) -> dict[str, str]:
     try:
         defs = sent.body["metadata"]["signature_def"]["signature_def"]
         chosen = defs.get("serving_default") or next(iter(defs.values()))
-        return {str(key): str(value.get("dtype")) for key, value in chosen["inputs"].items()}
+        return {str(key): _described(value) for key, value in chosen["inputs"].items()}
     except (TypeError, KeyError, AttributeError, StopIteration):
         return {}
+
+
+def _described(tensor: dict) -> str:
+    """An input as metadata says it: its dtype and shape, "DT_FLOAT (-1, 64)"."""
+    shape = tensor.get("tensor_shape") or {}
+    dims = "unknown rank" if shape.get("unknown_rank") else ", ".join(str(dim.get("size")) for dim in shape.get("dim") or [])
+    return f"{tensor.get('dtype')} ({dims})"
 
 
 def _send_all(sides: list[Side], requests: list[Request], options: ReplayOptions) -> list[list[Sent]]:

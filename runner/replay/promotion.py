@@ -20,7 +20,8 @@ from pathlib import Path
 from runner.errors import NotFoundError, ReplayError
 from runner.manifest import LoadedManifest
 from runner.manifest.replay import LAST_RELEASE, ReplaySpec
-from runner.replay.records import Request, RequestsError, read_requests, write_requests
+from runner.replay.records import Request, RequestsError, load_requests, write_requests
+from runner.replay.warmup import is_warmup
 from runner.serving.layout import REPLAY_REPORT, REPLAY_REQUESTS, VersionDir
 from runner.serving.refs import RELEASE_PREFIX, Served
 from runner.telemetry.logger import Logger
@@ -37,16 +38,16 @@ class GitHub:
 WORK_DIR = "replay"  # the run directory's scratch for the candidate's version directory
 
 
-def load_requests(spec: ReplaySpec, source_dir: Path, github: GitHub | None, scratch: Path, logger: Logger) -> tuple[list[Request], str]:
+def requests_of(spec: ReplaySpec, source_dir: Path, github: GitHub | None, scratch: Path, logger: Logger) -> tuple[list[Request], str]:
     """The first max_requests requests `requests:` names, and where they came from (for the report's
     line); ReplayError naming model.replay.requests, the file and the line when they cannot be read."""
     tag = spec.from_release
     try:
         if tag is None:
-            requests = read_requests(source_dir / spec.requests)
+            requests = load_requests(source_dir / spec.requests)
             origin = spec.requests
         else:
-            requests = read_requests(_release_requests(tag, github_repo, scratch))
+            requests = load_requests(_release_requests(tag, github, scratch))
             origin = f"the requests {tag} kept"
     except RequestsError as exc:
         raise ReplayError(f"model.replay.requests: {exc}") from None
@@ -58,9 +59,10 @@ def load_requests(spec: ReplaySpec, source_dir: Path, github: GitHub | None, scr
 def check_requests(spec: ReplaySpec, source_dir: Path) -> None:
     """The committed requests read before anything trains (a release's are fetched at registration);
     ReplayError naming model.replay.requests, the file and the line."""
-    if spec.from_release is None:
+    path = source_dir / spec.requests
+    if spec.from_release is None and not (path.is_file() and is_warmup(path)):  # a warmup file needs TensorFlow: read at registration
         try:
-            read_requests(source_dir / spec.requests)
+            load_requests(path)
         except RequestsError as exc:
             raise ReplayError(f"model.replay.requests: {exc}") from None
 
@@ -125,7 +127,7 @@ def replay_before_registering(loaded: LoadedManifest, run_root: Path, serving_di
     spec, name = loaded.manifest.model.replay, loaded.manifest.name
     scratch = run_root / WORK_DIR
     scratch.mkdir(exist_ok=True)
-    requests, origin = load_requests(spec, loaded.source_dir, github, scratch, logger)
+    requests, origin = requests_of(spec, loaded.source_dir, github, scratch, logger)
     ref = baseline_ref(spec, name, github, home)
     options = ReplayOptions(spec.concurrency, spec.tolerance, spec.timeout_seconds, origin=origin)
     with contextlib.ExitStack() as stack:

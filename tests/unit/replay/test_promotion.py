@@ -11,7 +11,7 @@ from runner.errors import ReplayError
 from runner.history.model_registry import Registry
 from runner.history.store import Store
 from runner.manifest.replay import ReplaySpec
-from runner.replay.promotion import GitHub, baseline_ref, candidate_version, check_requests, load_requests
+from runner.replay.promotion import GitHub, baseline_ref, candidate_version, check_requests, requests_of
 from runner.replay.section import replay_markdown
 
 
@@ -67,7 +67,7 @@ def test_requests_that_cannot_be_replayed_are_said_before_training_naming_the_fi
 def test_only_the_first_max_requests_are_replayed_and_that_is_said(tmp_path):
     (tmp_path / "r.jsonl").write_text("".join(f'{{"id": "r{i}", "body": {i}}}\n' for i in range(5)))
     logger = Quiet()
-    requests, origin = load_requests(ReplaySpec(requests="r.jsonl", max_requests=3), tmp_path, github(), tmp_path, logger)
+    requests, origin = requests_of(ReplaySpec(requests="r.jsonl", max_requests=3), tmp_path, github(), tmp_path, logger)
     assert [r.id for r in requests] == ["r0", "r1", "r2"] and origin == "r.jsonl"
     assert "the first 3 of 5 requests" in logger.said[0]
 

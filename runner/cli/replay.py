@@ -1,0 +1,132 @@
+"""tftrain replay REQUESTS --candidate REF [--baseline REF] [--concurrency N] [--tolerance X] [--timeout S]
+[--min-agreement A] [--max-latency-ratio R] [--json] [-o replay.json]: the same requests sent to two
+versions (runner.replay.engine), their answers and latencies compared.
+
+    tftrain replay export DIR --warmup FILE --model REF
+
+writes the requests recorded in DIR (or a request file) as TensorFlow Serving's warmup file for REF's
+signature (runner.replay.warmup). A request file literally named `export` is given as ./export.
+
+REQUESTS is a JSON Lines request file, a `tftrain serve --record` directory or a TF Serving warmup
+file; REF is what `tftrain serve` takes (NAME@vN, NAME@latest, a run id, release:NAME@vN). Without
+--baseline the candidate is replayed alone. With --min-agreement or --max-latency-ratio, a candidate
+that fails them ends with exit 33 (the report is printed first).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import tempfile
+from pathlib import Path
+
+from runner.cli.releases import github_repo, release_errors
+from runner.errors import ReplayError, UsageError
+from runner.paths import tftrain_home
+
+EXPORT = "export"
+
+
+def add_arguments(parser) -> None:
+    refs = "NAME@vN, NAME@latest, a run id, or release:NAME@vN|@latest"
+    parser.add_argument("requests", metavar="REQUESTS", help="a request file (JSON Lines), a recording directory or a warmup file; "
+                        "or `export`: see below")
+    parser.add_argument("directory", nargs="?", metavar="DIR", help="replay export: the recording directory or request file")
+    parser.add_argument("--candidate", metavar="REF", help=refs)
+    parser.add_argument("--baseline", metavar="REF", help=f"{refs} (default: none, the candidate alone)")
+    parser.add_argument("--concurrency", type=int, default=4, help="requests in flight to each version at once (default 4)")
+    parser.add_argument("--tolerance", type=float, default=1e-3, help="largest |Δ| of one value counted as the same answer (default 0.001)")
+    parser.add_argument("--timeout", type=float, default=30.0, help="one request's limit in seconds (default 30)")
+    parser.add_argument("--max-requests", type=int, help="replay only the first N")
+    parser.add_argument("--min-agreement", type=float, help=f"exit {ReplayError.exit_code} below this share of requests answered alike")
+    parser.add_argument("--max-latency-ratio", type=float, help=f"exit {ReplayError.exit_code} when the candidate's p99 passes this × the baseline's")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("-o", "--output", type=Path, help="also write the report (replay.json) there")
+    parser.add_argument("--warmup", type=Path, metavar="FILE", help="replay export: the warmup file to write (tf_serving_warmup_requests)")
+    parser.add_argument("--model", metavar="REF", help="replay export: the version whose signature the warmup requests follow")
+
+
+def run(args, logger) -> int:
+    if args.requests == EXPORT:
+        return _export(args, logger)
+    check_options(args)
+    from runner.replay.engine import ReplayOptions, replay
+    from runner.replay.records import RequestsError, load_requests
+    from runner.serving.refs import checked_out
+
+    try:
+        requests = load_requests(Path(args.requests))
+    except RequestsError as exc:
+        raise ReplayError(str(exc)) from None
+    if args.max_requests is not None:
+        requests = requests[: args.max_requests]
+    options = ReplayOptions(args.concurrency, args.tolerance, args.timeout, origin=str(args.requests))
+    home = tftrain_home()
+    with tempfile.TemporaryDirectory(prefix="tftrain-replay-") as scratch, contextlib.ExitStack() as stack:
+        root = Path(scratch)
+        sides = []
+        for role, ref in (("candidate", args.candidate), ("baseline", args.baseline)):
+            if ref is None:
+                continue
+            (root / role).mkdir()
+            stack.enter_context(release_errors(ref))
+            sides.append(stack.enter_context(checked_out(ref, logger, lambda: github_repo(args), root / role, home)))
+        report = replay(requests, sides[0], sides[1] if len(sides) > 1 else None, options, logger, root / "logs")
+    if args.output is not None:
+        args.output.write_text(report.to_text())
+    if args.json:
+        logger.text(report.to_text().rstrip("\n"))
+    else:
+        logger.text(report.line())
+        logger.text(report.markdown())
+    problems = report.problems(args.min_agreement, args.max_latency_ratio)
+    if problems and (args.min_agreement is not None or args.max_latency_ratio is not None or args.baseline is None):
+        raise ReplayError("; ".join(problems))
+    return 0
+
+
+def check_options(args) -> None:
+    """UsageError (one line, exit 2) for what cannot be replayed as asked."""
+    if args.directory is not None or args.warmup is not None or args.model is not None:
+        raise UsageError("DIR, --warmup and --model are replay export's: tftrain replay export DIR --warmup FILE --model REF")
+    if args.candidate is None:
+        raise UsageError("give the version to replay with --candidate REF (and --baseline REF to compare with)")
+    if not 1 <= args.concurrency <= 64:
+        raise UsageError(f"--concurrency {args.concurrency}: 1 to 64")
+    for flag, value, low, high in (("--tolerance", args.tolerance, 0, 1e6), ("--timeout", args.timeout, 1e-3, 3600),
+                                   ("--min-agreement", args.min_agreement, 0, 1), ("--max-latency-ratio", args.max_latency_ratio, 1e-3, 1000)):
+        if value is not None and (not math.isfinite(value) or not low <= value <= high):
+            raise UsageError(f"{flag} {value:g}: a number from {low:g} to {high:g}")
+    if args.max_requests is not None and args.max_requests < 1:
+        raise UsageError(f"--max-requests {args.max_requests}: at least 1")
+
+
+def _export(args, logger) -> int:
+    """`tftrain replay export DIR --warmup FILE --model REF`."""
+    from runner.replay.records import RequestsError, load_requests
+    from runner.replay.warmup import write_warmup
+    from runner.serving.refs import checked_out
+    from runner.serving.signature import signatures_from_json
+
+    if args.directory is None or args.warmup is None or args.model is None:
+        raise UsageError("tftrain replay export DIR --warmup FILE --model REF: DIR, --warmup and --model are all needed")
+    out = Path(args.warmup)
+    if out.exists() or out.is_symlink():
+        raise UsageError(f"--warmup {out}: exists already: give a new file")
+    try:
+        requests = load_requests(Path(args.directory))
+    except RequestsError as exc:
+        raise ReplayError(str(exc)) from None
+    with release_errors(args.model), checked_out(args.model, logger, lambda: github_repo(args), None, tftrain_home()) as served:
+        serving = served.directory.serving() or {}
+        try:
+            signature = signatures_from_json(serving["signatures"])[serving.get("signature") or "serving_default"]
+        except (KeyError, TypeError, ValueError):
+            raise ReplayError(f"{served.label}: its serving.json names no signature (registered before the gate recorded one)") from None
+        written, left_out = write_warmup(requests, out, signature, served.name)
+    note = f" ({left_out} left out: /score requests or requests that do not fit {signature.name})" if left_out else ""
+    logger.info(f"{out}: {written} warmup request{'s' * (written != 1)} for {served.label}{note}")
+    if not written:
+        out.unlink(missing_ok=True)
+        raise ReplayError(f"none of the {len(requests)} requests fits {served.label}'s signature {signature.name}: no warmup file written")
+    return 0

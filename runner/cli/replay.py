@@ -51,7 +51,8 @@ def run(args, logger) -> int:
         return _export(args, logger)
     check_options(args)
     from runner.replay.engine import ReplayOptions, replay
-    from runner.replay.records import RequestsError, load_requests
+    from runner.replay.records import RequestsError
+    from runner.replay.sources import load_requests
     from runner.serving.refs import checked_out
 
     try:
@@ -103,7 +104,8 @@ def check_options(args) -> None:
 
 def _export(args, logger) -> int:
     """`tftrain replay export DIR --warmup FILE --model REF`."""
-    from runner.replay.records import RequestsError, load_requests
+    from runner.replay.records import RequestsError
+    from runner.replay.sources import load_requests
     from runner.replay.warmup import write_warmup
     from runner.serving.refs import checked_out
     from runner.serving.signature import signatures_from_json

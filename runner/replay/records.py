@@ -75,19 +75,6 @@ class Request:
         return json.dumps(record, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def load_requests(path: Path) -> list[Request]:
-    """The requests in `path` whatever it is: a request file, a recording directory, or TF Serving's
-    warmup file (runner.replay.warmup, which needs TensorFlow: imported only for one)."""
-    if path.is_file() and not path.is_symlink():
-        from runner.replay.warmup import is_warmup
-
-        if is_warmup(path):
-            from runner.replay.warmup import read_warmup
-
-            return read_warmup(path)
-    return read_requests(path)
-
-
 def read_requests(path: Path, limit: int = MAX_REQUESTS) -> list[Request]:
     """The requests in `path`: a JSON Lines file, or a recording directory (its requests-NNNNNN.jsonl
     files in order). RequestsError when there are none, too many, or a line is not a request."""

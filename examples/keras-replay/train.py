@@ -2,9 +2,9 @@
 
 --normalize inside (the default): the model starts with a Normalization layer adapted to the
 training data, so the served model takes raw readings, as production sends them.
---normalize outside: the script scales the readings itself before training and the saved model has
-no such layer — the classic training/serving skew: the model now expects scaled readings, production
-still sends raw ones. The gate cannot see it (the model loads and predicts); a replay of recorded
+--normalize outside: the script standardises the readings itself before training and the saved model
+has no such layer — the classic training/serving skew: the model now expects standardised readings,
+production still sends raw ones. The gate cannot see it (the model loads and predicts); a replay of recorded
 requests does (tftrain.yml's model.replay).
 --style functional: the same model written with Keras's functional API (a refactor).
 
@@ -54,8 +54,8 @@ def main():
     keras.utils.set_random_seed(0)
     x, y = data.training_split()
     inside = args.normalize == "inside"
-    if not inside:  # scaled here, and only here: the served model never learns of it
-        x = (x / data.SCALE).astype(np.float32)
+    if not inside:  # standardised here, and only here: the served model never learns of it
+        x = ((x - x.mean(axis=0)) / x.std(axis=0)).astype(np.float32)
     model = build(x, inside, args.style)
     model.fit(x, y, epochs=args.epochs, batch_size=64, validation_split=0.1, verbose=2)
     _, accuracy = model.evaluate(x, y, verbose=0)

@@ -4,9 +4,9 @@ free port of 127.0.0.1, behind a key made for the replay), and their answers com
 (runner.replay.compare) into a ReplayReport.
 
 Both servers start at once and are warmed (the server checks its sample before it opens its port;
-the first requests are sent once more, not counted). Then each side gets the requests from
-`concurrency` workers of its own, both sides at the same time, so that each sees the same requests
-at the same concurrency on the same machine, and the replay takes about as long as one side alone.
+the first requests are sent once more, not counted). Then `concurrency` workers send each request to
+both sides at the same instant, so that each side sees the same requests at the same concurrency
+under the same load, and the replay takes about as long as one side alone.
 Every request has a time limit, the whole replay a deadline; a request that gets no answer is
 status 0 (no answer), never an exception.
 """
@@ -28,13 +28,14 @@ import numpy as np
 
 from runner.errors import FatalError, ReplayError
 from runner.replay.compare import Agreement, Difference, compare, is_classifier, read_answer
+from runner.replay.latency import p99, p99_ratio
 from runner.replay.records import Request, Route
 from runner.replay.report import SHOWN_IDS, Disagreement, Latency, OutputDelta, ReplayReport, StatusDifference
 from runner.serving.launch import BackgroundServer, ServerOptions, scoring_of
 from runner.serving.refs import Served
 
 MAX_ANSWER_BYTES = 64 << 20  # an answer read at most (a larger one is no answer)
-WARM_REQUESTS = 3
+WARM_REQUESTS = 20  # TensorFlow traces and the server's first calls: never in the latencies compared
 
 
 @dataclass(frozen=True)
@@ -180,22 +181,29 @@ def _described(tensor: dict) -> str:
 
 
 def _send_all(sides: list[Side], requests: list[Request], options: ReplayOptions) -> list[list[Sent]]:
-    """Each side's answers, in the requests' order: both sides at once, `concurrency` each."""
+    """Each side's answers, in the requests' order. `concurrency` workers; each sends its request to
+    every side at the same instant (the baseline's from a thread of its own), so that both answer
+    each request under the same load: a latency ratio then compares like with like."""
     deadline = time.monotonic() + options.deadline_seconds
     bodies = [request.encoded() for request in requests]
+    answers: list[list[Sent | None]] = [[None] * len(requests) for _ in sides]
 
-    def one(side: Side, index: int) -> Sent:
-        if time.monotonic() > deadline:
-            return Sent(0, None, 0.0)
-        return side.send("POST", side.path(requests[index]), bodies[index])
+    def one(side_index: int, index: int) -> None:
+        side = sides[side_index]
+        late = time.monotonic() > deadline
+        answers[side_index][index] = Sent(0, None, 0.0) if late else side.send("POST", side.path(requests[index]), bodies[index])
 
-    pools = [ThreadPoolExecutor(options.concurrency, thread_name_prefix=f"replay-{i}") for i in range(len(sides))]
-    try:
-        futures = [[pool.submit(one, side, index) for index in range(len(requests))] for side, pool in zip(sides, pools)]
-        return [[future.result() for future in side_futures] for side_futures in futures]
-    finally:
-        for pool in pools:
-            pool.shutdown(wait=True, cancel_futures=True)
+    def pair(index: int, beside: ThreadPoolExecutor | None) -> None:
+        others = [beside.submit(one, side_index, index) for side_index in range(1, len(sides))] if beside else []
+        one(0, index)
+        for other in others:
+            other.result()
+
+    with ThreadPoolExecutor(options.concurrency, thread_name_prefix="replay") as workers, \
+            ThreadPoolExecutor(options.concurrency, thread_name_prefix="replay-beside") as beside:
+        for done in [workers.submit(pair, index, beside if len(sides) > 1 else None) for index in range(len(requests))]:
+            done.result()
+    return [[sent for sent in side_answers if sent is not None] for side_answers in answers]
 
 
 def _report(requests: list[Request], candidate: Served, baseline: Served | None, answers: list[list[Sent]],
@@ -210,10 +218,13 @@ def _report(requests: list[Request], candidate: Served, baseline: Served | None,
     tally = _Tally(options.tolerance)
     for request, a, b in zip(requests, mine, theirs):
         tally.add(request.id, a, b)
+    paired = [(a.seconds, b.seconds) for a, b in zip(mine, theirs) if a.status == 200 and b.status == 200]
+    ratio = p99_ratio([a for a, _ in paired], [b for _, b in paired])
     return ReplayReport(
         **common, answered=tally.answered, agreed=tally.agreed, by=tally.by or Agreement.VALUES, outputs=tally.outputs(),
         disagreeing=len(tally.disagreeing), worst=tally.worst(), status_differences=len(tally.statuses),
         statuses=tally.statuses[:SHOWN_IDS], baseline_latency=_latency(theirs),
+        latency_ratio_low=ratio.low if ratio else None, latency_ratio_high=ratio.high if ratio else None,
     )
 
 
@@ -273,5 +284,5 @@ def _latency(sent: list[Sent]) -> Latency | None:
     seconds = [item.seconds for item in sent if item.status == 200]
     if not seconds:
         return None
-    return Latency(p50_ms=float(np.percentile(seconds, 50)) * 1000, p99_ms=float(np.percentile(seconds, 99)) * 1000)
+    return Latency(p50_ms=float(np.percentile(seconds, 50)) * 1000, p99_ms=p99(seconds) * 1000)
 

@@ -6,12 +6,13 @@ serving/replay-requests.jsonl, the requests replayed — the next release's repl
 (`requests: release:TAG`).
 
 The candidate is served from the run's own files: a version directory under the run's replay/ whose
-model/ is a link to model.path (never copied: a model may be gigabytes) and whose serving/ holds the
-gate's files, removed when the replay ends."""
+model/ holds hard links to model.path's files (copies only across filesystems: a model may be
+gigabytes) and whose serving/ holds the gate's files, removed when the replay ends."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -103,18 +104,32 @@ def baseline_ref(spec: ReplaySpec, name: str, github: GitHub | None, home: Path)
 def candidate_version(run_root: Path, model_path: Path, kept: dict[str, Path], name: str, framework: str | None) -> Iterator[Served]:
     """The candidate as a version directory `tftrain serve` could serve: model/ a link to the run's
     model (the gate checked it stays inside outputs/), the gate's files copied; removed after."""
-    root = run_root / WORK_DIR / "candidate"
-    shutil.rmtree(root, ignore_errors=True)
+    scratch = run_root / WORK_DIR / "candidate"  # the server's pythonpath link goes beside the version: both removed after
+    shutil.rmtree(scratch, ignore_errors=True)
+    root = scratch / "version"
     root.mkdir(parents=True)
     try:
-        (root / "model").symlink_to(model_path.resolve(), target_is_directory=model_path.is_dir())
+        if model_path.is_dir():
+            shutil.copytree(model_path, root / "model", symlinks=True, copy_function=_link_or_copy)
+        else:
+            (root / "model").mkdir()
+            _link_or_copy(model_path, root / "model" / model_path.name)
         for relative, source in kept.items():
             target = root / relative
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, target)
         yield Served(name, f"{name} (this run)", None, framework, VersionDir(root))
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _link_or_copy(source, target) -> None:
+    """A hard link where the run's directory and the scratch share a filesystem (no model copied
+    twice), else a copy; the server reads links as the registry's copy would never have them."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
 
 
 def replay_before_registering(loaded: LoadedManifest, run_root: Path, serving_dir: Path, model_path: Path, kept: dict[str, Path],

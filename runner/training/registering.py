@@ -40,7 +40,7 @@ def register_model(ctx: RunContext, training: Training, summary: dict) -> ModelV
                 info["serving"] = gate.serving.as_json()
             kept = gate.files() if gate else None
             if spec.replay is not None:  # ReplayError: the candidate answers unlike its baseline, nothing is registered
-                kept = {**(kept or {}), **_replayed(ctx, gate, model_path, info["framework_version"])}
+                kept = {**(kept or {}), **_replayed(ctx, gate, model_path, gate.serving.tensorflow if gate else None)}
             seal = seal_for(ctx.paths.root, ctx.manifest.model_dump(mode="json", by_alias=True), ctx.settings, os.environ, ctx.loaded.path)
             withheld = secret_files(model_path, secret_values(ctx.manifest.secrets))
             for relative, secret in withheld.items():

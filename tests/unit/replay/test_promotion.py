@@ -42,7 +42,7 @@ def test_last_release_is_the_release_with_github_else_this_homes_last_version(tm
     assert baseline_ref(ReplaySpec(requests="r.jsonl", against="m@v1"), "m", github(), tmp_path) == "m@v1"
 
 
-def test_the_candidate_is_served_from_a_link_to_the_runs_model_and_copies_of_the_gates_files(tmp_path):
+def test_the_candidate_is_served_from_links_to_the_runs_model_and_copies_of_the_gates_files(tmp_path):
     model = tmp_path / "outputs" / "model"
     model.mkdir(parents=True)
     (model / "saved_model.pb").write_bytes(b"pb")
@@ -50,7 +50,8 @@ def test_the_candidate_is_served_from_a_link_to_the_runs_model_and_copies_of_the
     gate.write_text("{}")
     with candidate_version(tmp_path / "run", model, {"serving/serving.json": gate}, "m", "2.18") as served:
         root = served.directory.root
-        assert (root / "model").is_symlink() and (root / "model" / "saved_model.pb").read_bytes() == b"pb"
+        assert (root / "model" / "saved_model.pb").read_bytes() == b"pb"
+        assert (root / "model" / "saved_model.pb").stat().st_ino == (model / "saved_model.pb").stat().st_ino  # linked, not copied
         assert (root / "serving" / "serving.json").read_text() == "{}"
         assert (served.name, served.framework_version, served.version) == ("m", "2.18", None)
     assert not root.exists() and model.is_dir()  # the scratch goes, the run's model stays

@@ -33,6 +33,8 @@ COMMANDS = {
     "deploy": ("runner.cli.deploy", "build a serving image of a registered model, smoke-test it, push it (or render a KServe InferenceService)"),
     "import": ("runner.cli.importing", "write a tftrain.yml from another system's job definition"),
     "doctor": ("runner.cli.doctor", "check the run history; rebuild it from the run directories if damaged"),
+    # temporary: `tftrain replay export` once runner/cli/replay.py routes to it
+    "replay-export": ("runner.cli.replay_export", "write requests as TensorFlow Serving's warmup file (tf_serving_warmup_requests)"),
 }
 
 

@@ -25,13 +25,14 @@ def add_arguments(parser) -> None:
 
 
 def run(args, logger) -> int:
-    from runner.replay.records import RequestsError, read_requests
+    from runner.replay.records import RequestsError
+    from runner.replay.sources import load_requests
     from runner.replay.warmup import tensorflow_modules, write_warmup
 
     check_target(args.warmup)
     tensorflow_modules()  # MissingExtra before anything is read or checked out
     try:
-        requests = read_requests(args.requests)
+        requests = load_requests(args.requests)
     except RequestsError as exc:
         raise UsageError(str(exc)) from None
     signature, name = model_signature(args.model, logger)

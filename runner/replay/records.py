@@ -16,8 +16,8 @@ MAX_LINE_BYTES each and MAX_FILE_BYTES in all, checked before more is read. A ba
 RequestsError naming the file and line. Standard library only: the model server writes these.
 
 TensorFlow Serving's warmup file (a SavedModel's assets.extra/tf_serving_warmup_requests: TFRecords
-of PredictionLog) is read too, wherever requests are: `read_requests` knows one by its name or its
-first record's framing and hands it to runner.replay.warmup (TensorFlow, imported only then).
+of PredictionLog) is known here by its name or its first record's framing (`is_warmup`), and read by
+runner.replay.warmup (TensorFlow): runner.replay.sources.load_requests takes either.
 """
 
 from __future__ import annotations
@@ -83,16 +83,11 @@ class Request:
 
 def read_requests(path: Path, limit: int = MAX_REQUESTS) -> list[Request]:
     """The requests in `path`: a JSON Lines file, or a recording directory (its requests-NNNNNN.jsonl
-    files in order), or a TensorFlow Serving warmup file (runner.replay.warmup.read_warmup).
-    RequestsError when there are none, too many, or a line is not a request."""
+    files in order). RequestsError when there are none, too many, or a line is not a request.
+    runner.replay.sources.load_requests reads a TensorFlow Serving warmup file as well."""
     files = _files(path)
     if len(files) == 1 and files[0] is path and is_warmup(path):
-        from runner.replay.warmup import read_warmup  # TensorFlow: only for a warmup file
-
-        requests = read_warmup(path)
-        if len(requests) > limit:
-            raise RequestsError(f"{path}: more than {limit} requests: replay a sample of them")
-        return requests
+        raise RequestsError(f"{path}: a TensorFlow Serving warmup file (TFRecords), not JSON Lines: read with runner.replay.sources.load_requests")
     requests: list[Request] = []
     seen: set[str] = set()
     total = 0

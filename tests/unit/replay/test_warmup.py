@@ -13,6 +13,7 @@ import pytest
 from runner.cli.replay_export import check_target
 from runner.errors import UsageError
 from runner.replay.records import WARMUP_FILE, Request, RequestsError, Route, is_warmup, masked_crc32c, read_requests
+from runner.replay.sources import load_requests
 from runner.replay.warmup import MAX_RECORDS, check_expressible, read_warmup, select, write_warmup
 from runner.serving.signature import Signature, TensorSpec
 
@@ -91,7 +92,9 @@ def test_a_warmup_file_is_known_by_its_name_or_its_framing_a_request_file_is_not
     named.write_text("not even TFRecords")
     assert (is_warmup(lines), is_warmup(framed), is_warmup(named)) == (False, True, True)
     assert is_warmup(tmp_path / "missing") is False
-    assert read_requests(lines)[0].body == {"instances": [[1, 2]]}  # no TensorFlow imported on the way (tests/purity.py)
+    assert load_requests(lines)[0].body == {"instances": [[1, 2]]}  # no TensorFlow imported on the way (tests/purity.py)
+    with pytest.raises(RequestsError, match="a TensorFlow Serving warmup file .*: read with runner.replay.sources.load_requests"):
+        read_requests(framed)  # the JSON Lines reader never reads TFRecords as lines
 
 
 @pytest.mark.parametrize(
@@ -111,7 +114,7 @@ def test_a_file_that_is_not_a_warmup_file_is_refused_before_tensorflow(tmp_path,
     path = tmp_path / WARMUP_FILE
     path.write_bytes(content)
     with pytest.raises(RequestsError, match=message) as caught:
-        read_requests(path)  # read_warmup, through the request file's reader; TensorFlow never imported (purity)
+        load_requests(path)  # read_warmup, through the requests' one reader; TensorFlow never imported (purity)
     assert str(caught.value).startswith(f"{path}: ") and "\n" not in str(caught.value)
 
 
@@ -120,7 +123,7 @@ def test_a_length_larger_than_the_file_is_never_read(tmp_path):
     path = tmp_path / "huge-length"
     path.write_bytes(length + masked_crc32c(length).to_bytes(4, "little") + b"x" * 100)
     with pytest.raises(RequestsError, match=f"record 1: truncated \\(it says {1 << 62} bytes"):
-        read_requests(path)
+        load_requests(path)
 
 
 def test_a_1_gb_file_is_refused_unread_and_a_link_or_a_fifo_is_not_followed(tmp_path):

@@ -20,7 +20,8 @@ from tensorflow_serving.apis import classification_pb2, predict_pb2, prediction_
 
 from conftest import TFTRAIN  # noqa: E402
 from runner.errors import NotFoundError, UsageError  # noqa: E402
-from runner.replay.records import WARMUP_FILE, Request, RequestsError, Route, read_requests  # noqa: E402
+from runner.replay.records import WARMUP_FILE, Request, RequestsError, Route  # noqa: E402
+from runner.replay.sources import load_requests  # noqa: E402
 from runner.replay.warmup import put_into_saved_model, write_warmup  # noqa: E402
 from runner.serving.inputs import v1_values  # noqa: E402
 from runner.serving.signature import Signature, TensorSpec  # noqa: E402
@@ -83,7 +84,7 @@ def test_written_records_are_prediction_logs_whose_tensors_equal_the_requests(tm
 
 def test_a_warmup_file_reads_back_as_v1_column_requests_with_the_same_values(tmp_path):
     write_warmup(REQUESTS, tmp_path / WARMUP_FILE, SIGNATURE, "digits")
-    back = read_requests(tmp_path / WARMUP_FILE)
+    back = load_requests(tmp_path / WARMUP_FILE)
     assert [(r.id, r.route) for r in back] == [("warmup-1", Route.V1), ("warmup-2", Route.V1), ("warmup-3", Route.V1)]
     assert back[0].body == {"inputs": {"features": [[1, 2, 3], [4, 5, 6.5]], "ids": [7, 8], "words": ["hello", "wörld"]}}
     for request in back:
@@ -141,7 +142,7 @@ def test_hostile_records_are_refused_one_line_naming_the_file_and_record(tmp_pat
     for name, (record, message) in cases.items():
         path = write_records(tmp_path / name, good, record)
         with pytest.raises(RequestsError, match=message) as caught:
-            read_requests(path)
+            load_requests(path)
             pytest.fail(f"{name}: read")
         assert str(caught.value).startswith(f"{path}: record 2") and "\n" not in str(caught.value), name
 
@@ -152,7 +153,7 @@ def test_a_record_whose_data_checksum_is_wrong_is_refused_by_tensorflows_reader(
     data[20] ^= 0xFF  # inside the data: the framing still holds, the data's CRC does not
     path.write_bytes(bytes(data))
     with pytest.raises(RequestsError, match=r"record 1: TensorFlow cannot read it \(.*corrupted record"):
-        read_requests(path)
+        load_requests(path)
 
 
 def test_into_a_saved_model_the_file_replaces_only_a_regular_file_and_no_link_is_followed(tmp_path):

@@ -35,6 +35,9 @@ from runner.serving.signature import Signature
 
 MAX_RECORDS = 1000  # TensorFlow Serving's cap (servables/tensorflow/saved_model_warmup_util.cc)
 MAX_VALUES = 1 << 20  # values in one record's tensors: a request line holds ~800,000 numbers at most
+# values in the whole file: a TensorProto may give one value for a shape of many (repeated by
+# make_ndarray), so 1,000 tiny records could stand for 10**9 numbers (~30 GB as JSON lists)
+MAX_TOTAL_VALUES = 1 << 23  # 8 M: 1,000 requests of a batch of 8 rows × 1,000 features
 ASSETS_EXTRA = "assets.extra"
 PACKAGE = "tensorflow-serving-api"
 
@@ -140,7 +143,7 @@ def read_warmup(path: Path) -> list[Request]:
     if not count:
         raise RequestsError(f"{path}: no requests in it (an empty warmup file)")
     tf, protos = tensorflow_modules()
-    requests = []
+    requests, total = [], 0
     iterator = iter(tf.data.TFRecordDataset(str(path)).as_numpy_iterator())
     for number in range(1, count + 1):
         where = f"{path}: record {number}"
@@ -150,7 +153,9 @@ def read_warmup(path: Path) -> list[Request]:
             raise RequestsError(f"{where}: missing (the file changed while it was read)") from None
         except tf.errors.OpError as exc:
             raise RequestsError(f"{where}: TensorFlow cannot read it ({(exc.message or type(exc).__name__).splitlines()[0][:200]})") from None
-        requests.append(Request(f"warmup-{number}", {"inputs": _inputs(tf, protos, raw, where)}, Route.V1))
+        inputs, values = _inputs(tf, protos, raw, where, MAX_TOTAL_VALUES - total)
+        total += values
+        requests.append(Request(f"warmup-{number}", {"inputs": inputs}, Route.V1))
     return requests
 
 
@@ -176,8 +181,9 @@ def frames(handle: BinaryIO, size: int, where: Path) -> int:
     return number
 
 
-def _inputs(tf, protos, raw: bytes, where: str) -> dict[str, Any]:
-    """A PredictionLog's request inputs as JSON columns; RequestsError for anything else."""
+def _inputs(tf, protos, raw: bytes, where: str, budget: int) -> tuple[dict[str, Any], int]:
+    """A PredictionLog's request inputs as JSON columns, and how many values they hold (counted
+    before any is made: more than MAX_VALUES or `budget` is refused); RequestsError for anything else."""
     from google.protobuf.message import DecodeError
 
     _, prediction_log_pb2 = protos
@@ -196,7 +202,9 @@ def _inputs(tf, protos, raw: bytes, where: str) -> dict[str, Any]:
         total += _values(tensors[name], f"{where}: input {name!r}")
         if total > MAX_VALUES:
             raise RequestsError(f"{where}: more than {MAX_VALUES} values in its inputs: a warmup request is far smaller")
-    return {name: _json(tf, tensors[name], f"{where}: input {name!r}") for name in sorted(tensors)}
+    if total > budget:
+        raise RequestsError(f"{where}: more than {MAX_TOTAL_VALUES} values in the file up to here: replay a sample")
+    return {name: _json(tf, tensors[name], f"{where}: input {name!r}") for name in sorted(tensors)}, total
 
 
 def _values(tensor, where: str) -> int:
@@ -302,7 +310,10 @@ def tensorflow_modules():
     try:
         import tensorflow as tf
     except ImportError:
-        raise MissingExtra("the warmup file needs TensorFlow: pip install 'tf-train-action[replay]' (in the action: extras: replay)") from None
+        raise MissingExtra(
+            f"the warmup file needs TensorFlow and {PACKAGE}: pip install 'tf-train-action[replay]', then pip install --no-deps "
+            f"'{PACKAGE}==X.Y.*' of TensorFlow's X.Y (in the action: extras: replay)"
+        ) from None
     release = ".".join(tf.__version__.split(".")[:2])
     try:
         from tensorflow_serving.apis import predict_pb2, prediction_log_pb2

@@ -147,6 +147,15 @@ def test_hostile_records_are_refused_one_line_naming_the_file_and_record(tmp_pat
         assert str(caught.value).startswith(f"{path}: record 2") and "\n" not in str(caught.value), name
 
 
+def test_small_records_standing_for_many_values_are_refused_before_they_are_expanded(tmp_path):
+    many = tf.make_tensor_proto([1.0], dtype=tf.float32)
+    many.tensor_shape.dim[0].size = 1 << 20  # one value given, a million meant: 20 bytes in the file
+    path = write_records(tmp_path / "amplified", *[predict_log(x=many)] * 9)
+    assert path.stat().st_size < 1000
+    with pytest.raises(RequestsError, match=f"{path}: record 9: more than {1 << 23} values in the file up to here"):
+        load_requests(path)
+
+
 def test_a_record_whose_data_checksum_is_wrong_is_refused_by_tensorflows_reader(tmp_path):
     path = write_records(tmp_path / "damaged", predict_log(x=tf.make_tensor_proto([[1.0, 2.0]], dtype=tf.float32)))
     data = bytearray(path.read_bytes())

@@ -199,12 +199,12 @@ def _inputs(tf, protos, raw: bytes, where: str, budget: int) -> tuple[dict[str, 
         raise RequestsError(f"{where}: a PredictRequest with no inputs")
     total = 0
     for name in tensors:
-        total += _values(tensors[name], f"{where}: input {name!r}")
+        total += _values(tensors[name], f"{where}: input {name[:80]!r}")
         if total > MAX_VALUES:
             raise RequestsError(f"{where}: more than {MAX_VALUES} values in its inputs: a warmup request is far smaller")
     if total > budget:
         raise RequestsError(f"{where}: more than {MAX_TOTAL_VALUES} values in the file up to here: replay a sample")
-    return {name: _json(tf, tensors[name], f"{where}: input {name!r}") for name in sorted(tensors)}, total
+    return {name: _json(tf, tensors[name], f"{where}: input {name[:80]!r}") for name in sorted(tensors)}, total
 
 
 def _values(tensor, where: str) -> int:

@@ -5,7 +5,7 @@ versions (runner.replay.engine), their answers and latencies compared.
     tftrain replay export DIR --warmup FILE --model REF
 
 writes the requests recorded in DIR (or a request file) as TensorFlow Serving's warmup file for REF's
-signature (runner.replay.warmup). A request file literally named `export` is given as ./export.
+signature (runner.cli.replay_export, runner.replay.warmup). A request file literally named `export` is given as ./export.
 
 REQUESTS is a JSON Lines request file, a `tftrain serve --record` directory or a TF Serving warmup
 file; REF is what `tftrain serve` takes (NAME@vN, NAME@latest, a run id, release:NAME@vN). Without
@@ -48,7 +48,11 @@ def add_arguments(parser) -> None:
 
 def run(args, logger) -> int:
     if args.requests == EXPORT:
-        return _export(args, logger)
+        from runner.cli import replay_export
+
+        if args.directory is None or args.warmup is None or args.model is None:
+            raise UsageError("tftrain replay export DIR --warmup FILE --model REF: DIR, --warmup and --model are all needed")
+        return replay_export.run(Path(args.directory), args.warmup, args.model, logger)
     check_options(args)
     from runner.replay.engine import ReplayOptions, replay
     from runner.replay.records import RequestsError
@@ -100,35 +104,3 @@ def check_options(args) -> None:
             raise UsageError(f"{flag} {value:g}: a number from {low:g} to {high:g}")
     if args.max_requests is not None and args.max_requests < 1:
         raise UsageError(f"--max-requests {args.max_requests}: at least 1")
-
-
-def _export(args, logger) -> int:
-    """`tftrain replay export DIR --warmup FILE --model REF`."""
-    from runner.replay.records import RequestsError
-    from runner.replay.sources import load_requests
-    from runner.replay.warmup import write_warmup
-    from runner.serving.refs import checked_out
-    from runner.serving.signature import signatures_from_json
-
-    if args.directory is None or args.warmup is None or args.model is None:
-        raise UsageError("tftrain replay export DIR --warmup FILE --model REF: DIR, --warmup and --model are all needed")
-    out = Path(args.warmup)
-    if out.exists() or out.is_symlink():
-        raise UsageError(f"--warmup {out}: exists already: give a new file")
-    try:
-        requests = load_requests(Path(args.directory))
-    except RequestsError as exc:
-        raise ReplayError(str(exc)) from None
-    with release_errors(args.model), checked_out(args.model, logger, lambda: github_repo(args), None, tftrain_home()) as served:
-        serving = served.directory.serving() or {}
-        try:
-            signature = signatures_from_json(serving["signatures"])[serving.get("signature") or "serving_default"]
-        except (KeyError, TypeError, ValueError):
-            raise ReplayError(f"{served.label}: its serving.json names no signature (registered before the gate recorded one)") from None
-        written, left_out = write_warmup(requests, out, signature, served.name)
-    note = f" ({left_out} left out: /score requests or requests that do not fit {signature.name})" if left_out else ""
-    logger.info(f"{out}: {written} warmup request{'s' * (written != 1)} for {served.label}{note}")
-    if not written:
-        out.unlink(missing_ok=True)
-        raise ReplayError(f"none of the {len(requests)} requests fits {served.label}'s signature {signature.name}: no warmup file written")
-    return 0

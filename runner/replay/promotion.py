@@ -21,9 +21,8 @@ from pathlib import Path
 from runner.errors import NotFoundError, ReplayError
 from runner.manifest import LoadedManifest
 from runner.manifest.replay import LAST_RELEASE, ReplaySpec
-from runner.replay.records import Request, RequestsError, write_requests
+from runner.replay.records import Request, RequestsError, is_warmup, write_requests
 from runner.replay.sources import load_requests
-from runner.replay.warmup import is_warmup
 from runner.serving.layout import REPLAY_REPORT, REPLAY_REQUESTS, VersionDir
 from runner.serving.refs import RELEASE_PREFIX, Served
 from runner.telemetry.logger import Logger

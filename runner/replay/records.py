@@ -14,6 +14,10 @@ A request file is hostile input (committed by anyone with a pull request, record
 read with runner.history.untrusted's limits, at most MAX_REQUESTS lines of at most
 MAX_LINE_BYTES each and MAX_FILE_BYTES in all, checked before more is read. A bad line is
 RequestsError naming the file and line. Standard library only: the model server writes these.
+
+TensorFlow Serving's warmup file (a SavedModel's assets.extra/tf_serving_warmup_requests: TFRecords
+of PredictionLog) is known here by its name or its first record's framing (`is_warmup`), and read by
+runner.replay.warmup (TensorFlow): runner.replay.sources.load_requests takes either.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ MAX_FILE_BYTES = 256 << 20  # a request file at most (a 1 GB file is refused bef
 MAX_ID_CHARS = 200
 ID_PATTERN = re.compile(r"[A-Za-z0-9._:@/+=-]{1,200}")  # printable in a report and a PR comment as it is
 RECORD_FILE = re.compile(r"requests-[0-9]{6}\.jsonl")  # what a recording directory holds (runner.serving.recording)
+WARMUP_FILE = "tf_serving_warmup_requests"  # TensorFlow Serving's name for it, in a SavedModel's assets.extra/
+TFRECORD_HEADER = 12  # a TFRecord: uint64 length, uint32 masked CRC-32C of the length, data, its masked CRC
 
 
 class Route(str, enum.Enum):
@@ -77,8 +83,11 @@ class Request:
 
 def read_requests(path: Path, limit: int = MAX_REQUESTS) -> list[Request]:
     """The requests in `path`: a JSON Lines file, or a recording directory (its requests-NNNNNN.jsonl
-    files in order). RequestsError when there are none, too many, or a line is not a request."""
+    files in order). RequestsError when there are none, too many, or a line is not a request.
+    runner.replay.sources.load_requests reads a TensorFlow Serving warmup file as well."""
     files = _files(path)
+    if len(files) == 1 and files[0] is path and is_warmup(path):
+        raise RequestsError(f"{path}: a TensorFlow Serving warmup file (TFRecords), not JSON Lines: read with runner.replay.sources.load_requests")
     requests: list[Request] = []
     seen: set[str] = set()
     total = 0
@@ -131,6 +140,31 @@ def write_requests(path: Path, requests: Iterable[Request]) -> int:
             out.write(request.line() + "\n")
             count += 1
     return count
+
+
+def is_warmup(path: Path) -> bool:
+    """Whether `path` is (meant as) a TensorFlow Serving warmup file: named as TF Serving names
+    one, or starting with a TFRecord header (a JSON Lines file's first 8 bytes matching their own
+    CRC-32C is a 1 in 2**32 chance)."""
+    if path.name == WARMUP_FILE:
+        return True
+    try:
+        with open_regular(path) as handle:
+            head = handle.read(TFRECORD_HEADER)
+    except OSError:
+        return False  # read_requests says what is wrong with it
+    return len(head) == TFRECORD_HEADER and masked_crc32c(head[:8]) == int.from_bytes(head[8:], "little")
+
+
+def masked_crc32c(data: bytes) -> int:
+    """TFRecord's checksum: CRC-32C (Castagnoli), rotated and offset (tensorflow/core/lib/hash/crc32c.h)."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
+    crc ^= 0xFFFFFFFF
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
 def _files(path: Path) -> list[Path]:

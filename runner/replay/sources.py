@@ -1,19 +1,24 @@
-"""Where the requests a replay sends come from, whatever the file: a request file or a recording
-directory (runner.replay.records), or TF Serving's warmup file (runner.replay.warmup, which needs
-TensorFlow: imported only for one)."""
+"""Where a replay's requests come from: a request file or a recording directory (JSON Lines,
+runner.replay.records), or TensorFlow Serving's warmup file (TFRecords of PredictionLog,
+runner.replay.warmup: TensorFlow is imported only for one). Wherever requests are given
+(`model.replay.requests`, `tftrain replay REQUESTS`), this is the reader."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from runner.replay.records import Request, read_requests
-from runner.replay.warmup import is_warmup
+from runner.replay.records import MAX_REQUESTS, Request, RequestsError, is_warmup, read_requests
 
 
-def load_requests(path: Path) -> list[Request]:
-    """The requests in `path`; RequestsError (one line: the file, the line or record) otherwise."""
-    if path.is_file() and not path.is_symlink() and is_warmup(path):
-        from runner.replay.warmup import read_warmup
+def load_requests(path: Path, limit: int = MAX_REQUESTS) -> list[Request]:
+    """The requests at `path`: a warmup file's (known by its name or its TFRecord framing), else
+    read_requests'. RequestsError naming the file and line or record; MissingExtra for a warmup
+    file without TensorFlow or tensorflow-serving-api."""
+    if path.is_symlink() or not path.is_file() or not is_warmup(path):
+        return read_requests(path, limit)
+    from runner.replay.warmup import read_warmup
 
-        return read_warmup(path)
-    return read_requests(path)
+    requests = read_warmup(path)
+    if len(requests) > limit:
+        raise RequestsError(f"{path}: more than {limit} requests: replay a sample of them")
+    return requests

@@ -166,4 +166,31 @@ def replay_before_registering(loaded: LoadedManifest, run_root: Path, serving_di
     problems = report.problems(spec.min_agreement, spec.max_latency_ratio)
     if problems:
         raise ReplayError(f"model not registered: the replay refused it: {'; '.join(problems)} (report: {report_path})")
+    if spec.warmup:
+        write_warmup_into(model_path, serving_dir, requests, name, logger)
     return {f"serving/{REPLAY_REPORT}": report_path, f"serving/{REPLAY_REQUESTS}": requests_path}
+
+
+def write_warmup_into(model_path: Path, serving_dir: Path, requests: list[Request], name: str, logger: Logger) -> None:
+    """The replayed requests as TF Serving's warmup file in the SavedModel the gate checked (before the
+    version is registered and signed: it is part of model/). A Keras file has no assets.extra/: nothing
+    written; without TensorFlow here (the `replay` extra) a warning, never a refusal."""
+    from runner.errors import FatalError
+    from runner.history.untrusted import optional_mapping
+    from runner.replay.warmup import put_into_saved_model
+    from runner.serving.signature import signatures_from_json
+
+    serving = optional_mapping(serving_dir / "serving.json")
+    if serving.get("format") != "saved_model" or not isinstance(serving.get("path"), str):
+        return
+    try:
+        signature = signatures_from_json(serving["signatures"])[serving["signature"]]
+    except (KeyError, TypeError, ValueError, AttributeError):
+        logger.warning("replay: no warmup file written: the gate recorded no serving signature")
+        return
+    try:
+        written = put_into_saved_model(model_path / serving["path"], requests, signature, name, logger)
+    except (FatalError, RequestsError) as exc:  # MissingExtra, or no request fits: the model is still registered
+        logger.warning(f"replay: no warmup file written into the SavedModel: {exc}")
+        return
+    logger.info(f"replay: {written} of the replayed requests written as assets.extra/tf_serving_warmup_requests (TF Serving warms up on them)")

@@ -1,6 +1,7 @@
 """examples/keras-replay end to end: the first version replayed alone and registered; a pull request
 that moves preprocessing out of the model refused by the replay (exit 33, the flipped request ids);
-a refactor of the same model registered, its replay.json and requests kept in the version."""
+a refactor of the same model registered, its replay.json and requests kept in the version and the
+requests written into its SavedModel as TF Serving's warmup file."""
 
 from __future__ import annotations
 
@@ -42,4 +43,6 @@ def test_a_preprocessing_change_is_refused_and_a_refactor_passes(repo, tmp_path)
     kept = home / "models" / "keras-replay" / "v2" / "serving"
     assert json.loads((kept / "replay.json").read_text())["baseline"] == "keras-replay@v1"
     assert len((kept / "replay-requests.jsonl").read_text().splitlines()) == 200
+    warmup = home / "models" / "keras-replay" / "v2" / "model" / "assets.extra" / "tf_serving_warmup_requests"
+    assert warmup.is_file() and "assets.extra/tf_serving_warmup_requests" in (warmup.parents[2] / "SHA256SUMS").read_text()
     assert not (home / "runs" / "keras-replay-3" / "replay" / "candidate").exists()  # the candidate's scratch is gone

@@ -7,7 +7,8 @@ and exits 0), and tftrain exits with its status. The URL is printed once the ser
 (with --port 0, on the port the server got). The temporary copy's directory is made first, with a
 lifeline to tftrain (runner.serving.supervision): if tftrain dies, SIGKILL included, the server
 stops and a watcher removes the copy. `--auth-token-env NAME`: the key in $NAME reaches the server in its
-environment, never in argv, and is masked in everything printed.
+environment, never in argv, and is masked in everything printed. `--verify-key PUBKEY`: the copy is
+served only if the version's model.sig verifies it (before any environment is built or port bound).
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-body-bytes", type=int, default=guard.DEFAULT_MAX_BODY_BYTES,
                         help=f"larger request bodies are answered 413 (default {guard.DEFAULT_MAX_BODY_BYTES})")
     parser.add_argument("--openapi", action="store_true", help="serve /openapi.json and /docs too (behind the key, if any)")
+    parser.add_argument("--verify-key", type=Path, metavar="PUBKEY",
+                        help="serve only if the version's model.sig verifies with this public key (PEM); checked before any environment or port")
 
 
 def run(args, logger) -> int:
@@ -61,6 +64,8 @@ def run(args, logger) -> int:
     # the copy's directory and its lifeline first: from here on, whatever ends tftrain, the copy goes
     with tempfile.TemporaryDirectory(prefix=COPY_PREFIX) as workspace, supervision.lifeline(Path(workspace)) as lifeline_fd, \
             release_errors(args.ref), checked_out(args.ref, logger, lambda: github_repo(args), Path(workspace), tftrain_home()) as served:
+        if args.verify_key is not None:  # what is served is what was signed: checked before any environment is built or port bound
+            _verify(served, args.verify_key, Path(workspace), logger)
         scoring = scoring_of(served)
         if scoring is not None:  # Azure's entry script on Azure's server: its own rules
             _check_scoring(args, served, scoring, token)
@@ -69,6 +74,21 @@ def run(args, logger) -> int:
         check_port_free(args.host, args.port)  # again: building the environment can take minutes
         logger.info(f"serving {served.label}{command.described}")
         return _supervise(command, served, args, token, lifeline_fd, logger)
+
+
+def _verify(served: Served, key: Path, workspace: Path, logger) -> None:
+    """The copy about to be served against a copy of its version's model.sig (OpenSSF model signing);
+    SignatureError (exit 29, one line: what differs) otherwise."""
+    from runner.history.model_registry import Registry
+    from runner.history.sealing import copy_signature
+    from runner.history.signing import SIGNATURE, verify
+    from runner.history.store import Store
+
+    with Store(tftrain_home()) as store:
+        model = Registry(store).resolve(served.label)
+    signature = copy_signature(model, workspace / SIGNATURE)
+    verify(served.directory.root, signature, key, served.label)
+    logger.info(f"{served.label}: {SIGNATURE} verified with {key}", style="green")
 
 
 def _check_scoring(args, served: Served, scoring: dict, token: str | None) -> None:
@@ -90,6 +110,14 @@ def check_options(args, logger) -> str | None:
         raise UsageError(f"--port {args.port}: a port is 0 to {MAX_PORT} (0: a free one)")
     if args.max_body_bytes < 1:
         raise UsageError(f"--max-body-bytes {args.max_body_bytes}: give a number of bytes ≥ 1")
+    if args.verify_key is not None:
+        from runner.history.signing import read_public_key
+        from runner.serving.refs import RELEASE_PREFIX
+
+        read_public_key(args.verify_key, "--verify-key")  # said before anything is copied
+        if args.ref.startswith(RELEASE_PREFIX):
+            raise UsageError(f"--verify-key checks a version of this home's registry: pull {args.ref} verified first "
+                             "(tftrain models pull NAME@vN --from github --verify-key KEY -o DIR, then tftrain models register)")
     if args.auth_token_env is None:
         return None
     token = os.environ.get(args.auth_token_env)

@@ -53,6 +53,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-body-bytes", type=int, default=guard.DEFAULT_MAX_BODY_BYTES,
                         help=f"larger request bodies are answered 413 (default {guard.DEFAULT_MAX_BODY_BYTES})")
     parser.add_argument("--openapi", action="store_true", help="serve /openapi.json and /docs too (behind the key, if any)")
+    parser.add_argument("--record", type=Path, metavar="DIR",
+                        help="record the requests answered (route, body, answer, latency) as DIR/requests-NNNNNN.jsonl, for tftrain replay")
+    parser.add_argument("--record-sample", type=float, default=1.0, help="with --record: the share of requests recorded (default 1)")
+    parser.add_argument("--record-max-mb", type=int, default=200, help="with --record: recordings on disk at most, oldest dropped (default 200)")
     parser.add_argument("--verify-key", type=Path, metavar="PUBKEY",
                         help="serve only if the version's model.sig verifies with this public key (PEM); checked before any environment or port")
 
@@ -69,11 +73,29 @@ def run(args, logger) -> int:
         scoring = scoring_of(served)
         if scoring is not None:  # Azure's entry script on Azure's server: its own rules
             _check_scoring(args, served, scoring, token)
-        options = ServerOptions(args.host, args.port, runtime, args.batch, args.openapi, args.max_body_bytes, token)
+        options = ServerOptions(args.host, args.port, runtime, args.batch, args.openapi, args.max_body_bytes, token, recording_flags(args))
         command = server_command(served, options, lifeline_fd, logger)
         check_port_free(args.host, args.port)  # again: building the environment can take minutes
         logger.info(f"serving {served.label}{command.described}")
         return _supervise(command, served, args, token, lifeline_fd, logger)
+
+
+def recording_flags(args) -> tuple[str, ...]:
+    """--record's for the server: DIR checked here first (made when missing; a link, a file, a directory
+    that cannot be written: one line before anything starts), then by the server itself."""
+    if args.record is None:
+        return ()
+    from runner.serving.recording import open_directory
+
+    if not 0 < args.record_sample <= 1:
+        raise UsageError(f"--record-sample {args.record_sample:g}: a share in (0, 1]")
+    if args.record_max_mb < 1:
+        raise UsageError(f"--record-max-mb {args.record_max_mb}: at least 1")
+    try:
+        os.close(open_directory(args.record))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return ("--record-dir", str(args.record.resolve()), "--record-sample", repr(args.record_sample), "--record-max-mb", str(args.record_max_mb))
 
 
 def _verify(served: Served, key: Path, workspace: Path, logger) -> None:

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from runner.serving import guard, inputs, modelio, supervision
+from runner.serving.recording import Recorder, RecordingLayer, recorder_of, recording_arguments
 from runner.serving.fastpath import FastPredict, PredictRequest, Protocol
 from runner.serving.modelio import InputError, LoadError
 from runner.serving.layout import Runtime, VersionDir
@@ -207,6 +208,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--max-body-bytes", type=int, default=guard.DEFAULT_MAX_BODY_BYTES, help="larger request bodies are answered 413")
     parser.add_argument("--openapi", action="store_true", help="serve /openapi.json and /docs (behind the token, if any)")
     parser.add_argument("--lifeline-fd", type=int, default=None, help="a pipe from `tftrain serve`: its end-of-file stops the server")
+    recording_arguments(parser)
     return parser.parse_args(argv)
 
 
@@ -218,7 +220,7 @@ def listen(host: str, port: int):
         raise LoadError(str(exc)) from None
 
 
-def serve(endpoint: Endpoint, listener, args: argparse.Namespace, token: bytes | None) -> int:
+def serve(endpoint: Endpoint, listener, args: argparse.Namespace, token: bytes | None, recorder: Recorder | None = None) -> int:
     """KServe with `endpoint` as its one model, on `listener`, behind the guard, until SIGTERM or SIGINT."""
     import warnings
 
@@ -297,6 +299,8 @@ def serve(endpoint: Endpoint, listener, args: argparse.Namespace, token: bytes |
     model_server.app.add_api_route("/v2/health/ready", v2_ready, methods=["GET"])
     model_server.app.add_exception_handler(RequestValidationError, bad_request)
     model_server.app.add_middleware(FastPredict, endpoint=endpoint, ready=lambda: served.ready, batch=args.batch)
+    if recorder is not None:  # between the guard and the answers: what it lets through, answered
+        model_server.app.add_middleware(RecordingLayer, recorder=recorder, name=endpoint.name)
     if args.openapi:
         from fastapi.openapi.docs import get_swagger_ui_html
 
@@ -363,7 +367,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"tftrain-serve: {args.name}: {checked}", flush=True)
     print(f"tftrain-serve: {'every route but health needs the bearer token' if token else 'no token: every route is open'};"
           f" bodies up to {args.max_body_bytes} bytes", flush=True)
-    return serve(endpoint, listener, args, token)
+    try:
+        recorder = recorder_of(args)
+    except ValueError as exc:
+        print(f"tftrain-serve: error: {exc}", file=sys.stderr, flush=True)
+        return BAD_SETTING
+    try:
+        return serve(endpoint, listener, args, token, recorder)
+    finally:
+        if recorder is not None:
+            recorder.close()
 
 
 if __name__ == "__main__":

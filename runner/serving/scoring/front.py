@@ -20,7 +20,10 @@ import asyncio
 import json
 import re
 import socket
+import time
 from dataclasses import dataclass
+from runner.replay.records import Route
+from runner.serving.recording import http_answer
 
 HEADER_SECONDS = 10.0  # the request line and headers, whole
 IDLE_SECONDS = 10.0  # any read of the body, or any write of the answer, that makes no progress
@@ -135,8 +138,8 @@ async def read_chunked(reader: asyncio.StreamReader, limit: int) -> bytes:
 class Front:
     """The public port's server: reads requests whole, answers liveness, hands the rest to the worker."""
 
-    def __init__(self, backend: str, max_body: int) -> None:
-        self.backend, self.max_body = backend, max_body
+    def __init__(self, backend: str, max_body: int, recorder=None) -> None:
+        self.backend, self.max_body, self.recorder = backend, max_body, recorder  # recorder: runner.serving.recording's
         self.booted = False  # the worker ran init() and accepts requests
         self.queue = asyncio.Semaphore(BACKEND_QUEUE)
         self.connections: set[asyncio.Task] = set()
@@ -203,7 +206,10 @@ class Front:
             writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         body = await read_chunked(reader, self.max_body) if length is None else await idle(reader.readexactly(length))
         self.handed_on.add(asyncio.current_task())
+        started = time.perf_counter()
         answered = await self.forward(request, body)
+        if self.recorder is not None and request.method == "POST" and request.path() == "/score":
+            self.recorder.record(Route.SCORE, body, *http_answer(answered), time.perf_counter() - started)
         kept = kept_alive(answered) if keep and request.method != "HEAD" else None
         await self.send(writer, kept or answered)
         return kept is not None

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import runner
 from runner.serving import guard, supervision
+from runner.serving.recording import Recorder, recorder_of, recording_arguments
 from runner.serving.scoring import front as scoring_front, script as scoring_script
 
 LOAD_FAILED = 3  # gunicorn's own exit status when its worker fails to boot
@@ -50,6 +51,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--max-body-bytes", type=int, default=guard.DEFAULT_MAX_BODY_BYTES)
     parser.add_argument("--lifeline-fd", type=int, default=None)
     parser.add_argument("--grace-period", type=int, default=30)
+    recording_arguments(parser)
     return parser.parse_args(argv)
 
 
@@ -86,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         if token is None and scoring.get("auth"):
             raise ValueError(f"the version was registered with model.serving.auth: true: set {guard.TOKEN_VARIABLE} to the key clients send")
         model = registered_model(root, scoring)
+        recorder = recorder_of(args)
     except (ValueError, OSError) as exc:
         print(f"tftrain-serve: error: {exc}", file=sys.stderr, flush=True)
         return BAD_SETTING
@@ -107,12 +110,15 @@ def main(argv: list[str] | None = None) -> int:
     supervision.adopt_orphans()
     with tempfile.TemporaryDirectory(prefix="tftrain-scoring-") as private:
         try:
-            return serve(listener, Path(private) / "worker.sock", env, args, app)
+            return serve(listener, Path(private) / "worker.sock", env, args, app, recorder)
         finally:
             supervision.end_descendants(app[0].pid if app else None)
+            if recorder is not None:
+                recorder.close()
 
 
-def serve(listener: socket.socket, backend: Path, env: dict[str, str], args: argparse.Namespace, app: list[subprocess.Popen]) -> int:
+def serve(listener: socket.socket, backend: Path, env: dict[str, str], args: argparse.Namespace, app: list[subprocess.Popen],
+          recorder: Recorder | None = None) -> int:
     """gunicorn (runner.serving.scoring.app) on `backend`, the front on `listener`, until SIGTERM or
     SIGINT (a drain: the front stops accepting, then gunicorn stops) or gunicorn's own end."""
     worker_socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -123,15 +129,15 @@ def serve(listener: socket.socket, backend: Path, env: dict[str, str], args: arg
     # its own process group: ended as one (end_descendants), and a terminal's signals reach it through here
     app.append(subprocess.Popen(argv, env=env, pass_fds=(worker_socket.fileno(),), start_new_session=True))
     worker_socket.close()
-    return asyncio.run(run_front(listener, str(backend), app[0], args))
+    return asyncio.run(run_front(listener, str(backend), app[0], args, recorder))
 
 
-async def run_front(listener: socket.socket, backend: str, app: subprocess.Popen, args: argparse.Namespace) -> int:
+async def run_front(listener: socket.socket, backend: str, app: subprocess.Popen, args: argparse.Namespace, recorder: Recorder | None = None) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    front = scoring_front.Front(backend, args.max_body_bytes)
+    front = scoring_front.Front(backend, args.max_body_bytes, recorder)
     await front.start(listener)
     ended = loop.run_in_executor(None, app.wait)
     stopping = asyncio.create_task(stop.wait())

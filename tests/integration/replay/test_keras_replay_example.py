@@ -32,7 +32,7 @@ def test_a_preprocessing_change_is_refused_and_a_refactor_passes(repo, tmp_path)
     skewed = run(home, manifest, "--normalize: outside")
     assert skewed.returncode == 33, skewed.stdout[-3000:] + skewed.stderr
     [line] = [line for line in skewed.stderr.splitlines() if line.startswith("tftrain: error:")]
-    assert "model not registered: the replay refused it:" in line and "below min_agreement 99.0% (e.g. p-" in line
+    assert "model not registered: the replay refused it:" in line and "below min_agreement 99.0% (e.g. rec-" in line
     report = json.loads((home / "runs" / "keras-replay-2" / "serving" / "replay.json").read_text())
     assert report["agreed"] < 190 and report["worst"] and not (home / "models" / "keras-replay" / "v2").exists()
     assert "### Replay" in (home / "runs" / "keras-replay-2" / "summary.md").read_text()

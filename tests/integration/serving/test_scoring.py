@@ -174,3 +174,24 @@ def test_a_published_scoring_version_is_served_from_its_release(trained, github_
     finally:
         assert running.stop() == 0, "".join(running.lines[-20:])
     assert not (tmp_path / "elsewhere" / "models").exists()  # served from the release, not a registry
+
+
+def test_score_requests_are_recorded_and_replayed_on_score(trained, tmp_path):
+    """--record on Azure's /score, and the recording replayed against the version itself: the same answers."""
+    from runner.replay.records import Route, read_requests
+
+    recorded = tmp_path / "recorded"
+    running = Served(trained[0], "--auth-token-env", "SCORE_KEY", "--record", str(recorded))
+    sample = (trained[1] / "sample-request.json").read_bytes()
+    try:
+        assert running.post(sample, KEY) == (200, [0, 1])
+        assert running.post(sample)[0] == 401  # refused: never recorded
+        assert running.post(json.dumps({"data": [[0.0] * 64]}).encode(), KEY)[0] == 200
+    finally:
+        assert running.stop() == 0
+    requests = read_requests(recorded)
+    assert [(r.route, r.recorded["answer"]) for r in requests][0] == (Route.SCORE, [0, 1]) and len(requests) == 2
+    done = subprocess.run([TFTRAIN, "replay", str(recorded), "--candidate", f"{NAME}@v1", "--baseline", f"{NAME}@v1", "--min-agreement", "1"],
+                          capture_output=True, text=True, env=environ(trained[0]), timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "replayed 2 requests" in done.stdout and "100.0% same answer" in done.stdout

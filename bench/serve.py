@@ -7,6 +7,7 @@ Python) in the same run. Printed as numbers and ratios against the goals, never 
     .venv/bin/python bench/serve.py [--seconds S] [--batch]
     .venv/bin/python bench/serve.py --oversize
     .venv/bin/python bench/serve.py --scoring
+    .venv/bin/python bench/serve.py --record [--rounds 5] [--seconds S]   (bench/serve_record.py)
 
 --scoring: a scoring script (Azure's init/run, bench/scoring.py) on azmlinfsrv instead of KServe:
 POST /score {"data": [[64 values]]} at c=1 and c=8, against the same script's run() called in-process
@@ -202,9 +203,9 @@ def oversize(port: int, pid: int) -> None:
               f"health max {worst:.1f} ms over {len(latencies)} probes (goal ≤ {GOAL_HEALTH_MS:g})")
 
 
-def start_server(home: Path, port: int, batch: bool, name: str = NAME) -> subprocess.Popen:
+def start_server(home: Path, port: int, batch: bool, name: str = NAME, extra: tuple[str, ...] = ()) -> subprocess.Popen:
     process = subprocess.Popen(
-        [TFTRAIN, "serve", f"{name}@v1", "--port", str(port), *(["--batch"] if batch else [])],
+        [TFTRAIN, "serve", f"{name}@v1", "--port", str(port), *(["--batch"] if batch else []), *extra],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "TFTRAIN_HOME": str(home)},
     )
     assert process.stdout is not None
@@ -313,6 +314,8 @@ def main() -> None:
     parser.add_argument("--oversize", action="store_true", help="measure the request-size limit (RSS, health latency) instead")
     parser.add_argument("--scoring", action="store_true", help="a scoring script on azmlinfsrv (POST /score) instead of KServe")
     parser.add_argument("--pairs", type=int, default=0, help="with --scoring: N interleaved rounds of plain azmlinfsrv, the server alone, tftrain serve")
+    parser.add_argument("--record", action="store_true", help="req/s at c=8 recording every request (--record) against not recording")
+    parser.add_argument("--rounds", type=int, default=5, help="with --record: interleaved rounds (at least 5)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tftrain-bench-serve-") as tmp:
         root = Path(tmp) / "model"
@@ -328,6 +331,11 @@ def main() -> None:
             scoring(model, Path(tmp) / "home", args.seconds)
             return
         register_version(Path(tmp) / "home", model)
+        if args.record:
+            from serve_record import recording
+
+            recording(Path(tmp), args.seconds, args.rounds)
+            return
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]

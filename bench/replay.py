@@ -77,7 +77,7 @@ def cost(rounds: int, count: int, concurrency: int) -> None:
     from contextlib import ExitStack
 
     from runner.replay.engine import ReplayOptions, _send_all, _start
-    from runner.replay.records import read_requests
+    from runner.serving.records import read_requests
     from runner.serving.refs import checked_out
     from runner.telemetry.logger import Logger
 

@@ -46,8 +46,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "bench")]
 
 from serving_models import BUILD, NAME, BuiltModel, register_version  # noqa: E402  (tests/ holds the model)
+from served import TFTRAIN, load, percentile, start_server  # noqa: E402
 
-TFTRAIN = str(Path(sys.executable).parent / "tftrain")
 GOAL_RPS_C8 = 1000
 GOAL_P99_MS = 25.0
 GOAL_ADDED_P50_MS = 2.0
@@ -66,49 +66,6 @@ while time.perf_counter() < end:
     started = time.perf_counter(); fn(features=row)["output_0"].numpy(); times.append(time.perf_counter() - started)
 print(json.dumps(times))
 """
-
-
-def percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
-
-
-def load(port: int, concurrency: int, seconds: float, path: str = f"/v1/models/{NAME}:predict",
-         body: str = json.dumps({"instances": [[0.5] * 64]})) -> tuple[float, list[float]]:
-    """(requests/s, latencies) of `concurrency` keep-alive clients sending one-row predicts."""
-    headers = {"Content-Type": "application/json"}
-    latencies: list[list[float]] = [[] for _ in range(concurrency)]
-    errors: list[str] = []
-    start = threading.Barrier(concurrency + 1)
-
-    def client(mine: list[float]) -> None:
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        connection.connect()
-        connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        start.wait()
-        end = time.perf_counter() + seconds
-        while time.perf_counter() < end:
-            started = time.perf_counter()
-            connection.request("POST", path, body, headers)
-            response = connection.getresponse()
-            response.read()
-            if response.status != 200:
-                errors.append(str(response.status))
-            mine.append(time.perf_counter() - started)
-        connection.close()
-
-    threads = [threading.Thread(target=client, args=(mine,)) for mine in latencies]
-    for thread in threads:
-        thread.start()
-    start.wait()
-    began = time.perf_counter()
-    for thread in threads:
-        thread.join()
-    elapsed = time.perf_counter() - began
-    if errors:
-        raise SystemExit(f"{len(errors)} requests failed (HTTP {errors[0]})")
-    every = [value for mine in latencies for value in mine]
-    return len(every) / elapsed, every
 
 
 def rss_mb(pid: int) -> float:
@@ -201,22 +158,6 @@ def oversize(port: int, pid: int) -> None:
         worst = max(latencies) * 1000 if latencies else float("nan")
         print(f"{label}: {status}; RSS {before:.0f} → {after:.0f} MB ({after - before:+.0f}, goal ≤ +{GOAL_RSS_GROWTH_MB}); "
               f"health max {worst:.1f} ms over {len(latencies)} probes (goal ≤ {GOAL_HEALTH_MS:g})")
-
-
-def start_server(home: Path, port: int, batch: bool, name: str = NAME, extra: tuple[str, ...] = ()) -> subprocess.Popen:
-    process = subprocess.Popen(
-        [TFTRAIN, "serve", f"{name}@v1", "--port", str(port), *(["--batch"] if batch else []), *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "TFTRAIN_HOME": str(home)},
-    )
-    assert process.stdout is not None
-    tail: list[str] = []
-    for line in process.stdout:
-        tail = [*tail[-30:], line]
-        if "is ready:" in line:
-            # keep the pipe drained, in large reads: a line at a time would take the GIL from the bench's clients
-            threading.Thread(target=lambda: [None for _ in iter(lambda: process.stdout.buffer.read1(1 << 20), b"")], daemon=True).start()
-            return process
-    raise SystemExit("tftrain serve stopped before it was ready:\n" + "".join(tail))
 
 
 def scoring(model, home: Path, seconds: float) -> None:

@@ -12,7 +12,7 @@ import statistics
 from pathlib import Path
 
 from paired import load as machine_load
-from serve import load, percentile, start_server
+from served import load, percentile, start_server
 
 
 def free_port() -> int:

@@ -55,7 +55,7 @@ def run(args, logger) -> int:
         return replay_export.run(Path(args.directory), args.warmup, args.model, logger)
     check_options(args)
     from runner.replay.engine import ReplayOptions, replay
-    from runner.replay.records import RequestsError
+    from runner.serving.records import RequestsError
     from runner.replay.sources import load_requests
     from runner.serving.refs import checked_out
 

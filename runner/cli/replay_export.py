@@ -17,7 +17,7 @@ from runner.errors import ServingError, UsageError
 
 
 def run(requests: Path, warmup: Path, model: str, logger) -> int:
-    from runner.replay.records import RequestsError
+    from runner.serving.records import RequestsError
     from runner.replay.sources import load_requests
     from runner.replay.warmup import tensorflow_modules, write_warmup
 

@@ -29,7 +29,7 @@ import numpy as np
 from runner.errors import FatalError, ReplayError
 from runner.replay.compare import Agreement, Difference, compare, is_classifier, read_answer
 from runner.replay.latency import p99, p99_ratio
-from runner.replay.records import Request, Route
+from runner.serving.records import Request, Route
 from runner.replay.report import SHOWN_IDS, Disagreement, Latency, OutputDelta, ReplayReport, StatusDifference
 from runner.serving.launch import BackgroundServer, ServerOptions, scoring_of
 from runner.serving.refs import Served

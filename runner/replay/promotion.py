@@ -21,7 +21,7 @@ from pathlib import Path
 from runner.errors import NotFoundError, ReplayError
 from runner.manifest import LoadedManifest
 from runner.manifest.replay import LAST_RELEASE, ReplaySpec
-from runner.replay.records import Request, RequestsError, is_warmup, write_requests
+from runner.serving.records import Request, RequestsError, is_warmup, write_requests
 from runner.replay.sources import load_requests
 from runner.serving.layout import REPLAY_REPORT, REPLAY_REQUESTS, VersionDir
 from runner.serving.refs import RELEASE_PREFIX, Served
@@ -70,7 +70,7 @@ def check_requests(spec: ReplaySpec, source_dir: Path) -> None:
 
 def _release_requests(tag: str, github: GitHub | None, scratch: Path) -> Path:
     """The release's replay-requests.jsonl, verified against its SHA256SUMS."""
-    from runner.replay.records import MAX_FILE_BYTES
+    from runner.serving.records import MAX_FILE_BYTES
     from runner.serving.refs import VerifiedAssets
 
     if github is None:

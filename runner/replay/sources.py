@@ -1,5 +1,5 @@
 """Where a replay's requests come from: a request file or a recording directory (JSON Lines,
-runner.replay.records), or TensorFlow Serving's warmup file (TFRecords of PredictionLog,
+runner.serving.records), or TensorFlow Serving's warmup file (TFRecords of PredictionLog,
 runner.replay.warmup: TensorFlow is imported only for one). Wherever requests are given
 (`model.replay.requests`, `tftrain replay REQUESTS`), this is the reader."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runner.replay.records import MAX_REQUESTS, Request, RequestsError, is_warmup, read_requests
+from runner.serving.records import MAX_REQUESTS, Request, RequestsError, is_warmup, read_requests
 
 
 def load_requests(path: Path, limit: int = MAX_REQUESTS) -> list[Request]:

@@ -2,7 +2,7 @@
 of tensorflow_serving.apis.prediction_log_pb2.PredictionLog (predict_log.request: a PredictRequest,
 model_spec and the inputs as TensorProtos), at most MAX_RECORDS of them (TF Serving reads no more).
 
-`write_warmup` turns requests (runner.replay.records) into one: those sent to :predict (V1: rows or
+`write_warmup` turns requests (runner.serving.records) into one: those sent to :predict (V1: rows or
 columns, read by runner.serving.inputs.v1_values) or infer (V2: v2_values), checked against the
 signature serving.json records, in its dtypes. A request that does not fit is left out and counted;
 /score requests carry no tensors and are left out. `read_warmup` is the inverse, for a warmup file
@@ -28,7 +28,7 @@ from typing import Any, BinaryIO, Iterable
 import numpy as np
 
 from runner.history.regular import open_regular
-from runner.replay.records import MAX_FILE_BYTES, TFRECORD_HEADER, WARMUP_FILE, Request, RequestsError, Route, masked_crc32c
+from runner.serving.records import MAX_FILE_BYTES, TFRECORD_HEADER, WARMUP_FILE, Request, RequestsError, Route, masked_crc32c
 from runner.serving.inputs import V2_DTYPES, v1_values, v2_values
 from runner.serving.modelio import InputError
 from runner.serving.signature import Signature

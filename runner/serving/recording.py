@@ -1,5 +1,5 @@
 """`tftrain serve --record DIR`: the requests a served model answered (200), written as a replay's
-request file (runner.replay.records: route, JSON body, status, answer, latency, time; never a header,
+request file (runner.serving.records: route, JSON body, status, answer, latency, time; never a header,
 the key or a query string) into DIR/requests-NNNNNN.jsonl — sampled, rotated, and never more than
 the cap on disk: the oldest file goes first.
 
@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from runner.replay.records import RECORD_FILE, Route
+from runner.serving.records import RECORD_FILE, Route
 
 FILES_PER_CAP = 4  # the cap is kept by rotating through about this many files
 MIN_FILE_BYTES = 64 << 10
@@ -116,7 +116,7 @@ class Recorder:
         """The record as one line, assembled from the bytes as they came: the server answered 200, so
         the body parsed as JSON (a binary tensor request, which is no JSON, is skipped); JSON's own
         line breaks are whitespace (inside a string they are escaped), so they become spaces. The
-        replay reads every line back as hostile input all the same (runner.replay.records)."""
+        replay reads every line back as hostile input all the same (runner.serving.records)."""
         if body.lstrip()[:1] != b"{" or answer.lstrip()[:1] not in (b"{", b"["):
             return None
         self.counter += 1

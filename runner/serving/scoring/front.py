@@ -22,7 +22,7 @@ import re
 import socket
 import time
 from dataclasses import dataclass
-from runner.replay.records import Route
+from runner.serving.records import Route
 from runner.serving.recording import http_answer
 
 HEADER_SECONDS = 10.0  # the request line and headers, whole

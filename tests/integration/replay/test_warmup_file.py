@@ -20,7 +20,7 @@ from tensorflow_serving.apis import classification_pb2, predict_pb2, prediction_
 
 from conftest import TFTRAIN  # noqa: E402
 from runner.errors import NotFoundError, UsageError  # noqa: E402
-from runner.replay.records import WARMUP_FILE, Request, RequestsError, Route  # noqa: E402
+from runner.serving.records import WARMUP_FILE, Request, RequestsError, Route  # noqa: E402
 from runner.replay.sources import load_requests  # noqa: E402
 from runner.replay.warmup import put_into_saved_model, write_warmup  # noqa: E402
 from runner.serving.inputs import v1_values  # noqa: E402

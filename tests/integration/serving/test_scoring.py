@@ -178,7 +178,7 @@ def test_a_published_scoring_version_is_served_from_its_release(trained, github_
 
 def test_score_requests_are_recorded_and_replayed_on_score(trained, tmp_path):
     """--record on Azure's /score, and the recording replayed against the version itself: the same answers."""
-    from runner.replay.records import Route, read_requests
+    from runner.serving.records import Route, read_requests
 
     recorded = tmp_path / "recorded"
     running = Served(trained[0], "--auth-token-env", "SCORE_KEY", "--record", str(recorded))

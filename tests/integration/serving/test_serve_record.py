@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import serving_models
-from runner.replay.records import read_requests
+from runner.serving.records import read_requests
 from serving_models import INPUT, NAME, WIDTH
 from test_serve import started
 

@@ -12,7 +12,7 @@ import pytest
 
 from runner.cli.replay_export import check_target
 from runner.errors import UsageError
-from runner.replay.records import WARMUP_FILE, Request, RequestsError, Route, is_warmup, masked_crc32c, read_requests
+from runner.serving.records import WARMUP_FILE, Request, RequestsError, Route, is_warmup, masked_crc32c, read_requests
 from runner.replay.sources import load_requests
 from runner.replay.warmup import MAX_RECORDS, check_expressible, read_warmup, select, write_warmup
 from runner.serving.signature import Signature, TensorSpec

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from runner.replay.records import Route, read_requests
+from runner.serving.records import Route, read_requests
 from runner.serving import recording
 from runner.serving.recording import Recorder, http_answer, open_directory
 

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from runner.replay import records
-from runner.replay.records import Request, RequestsError, Route, read_requests, write_requests
+from runner.serving import records
+from runner.serving.records import Request, RequestsError, Route, read_requests, write_requests
 
 
 def write(path, *lines: str | bytes):

@@ -24,9 +24,10 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from runner.serving.records import RECORD_FILE, Route
+from runner.serving.records import MAX_LINE_BYTES, MAX_REQUESTS, RECORD_FILE, Route
 
 FILES_PER_CAP = 4  # the cap is kept by rotating through about this many files
+LINES_PER_FILE = MAX_REQUESTS // FILES_PER_CAP  # a directory never holds more requests than a replay reads
 MIN_FILE_BYTES = 64 << 10
 QUEUE_SIZE = 10_000
 FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -63,6 +64,7 @@ class Recorder:
         self.fd = open_directory(directory)
         self.files: list[tuple[str, int]] = self._existing()  # (name, bytes), oldest first
         self.current: int | None = None
+        self.lines = 0  # in the current file
         self.queue: queue.Queue = queue.Queue(QUEUE_SIZE)
         self.dropped = self.skipped = self.written = self.counter = 0
         self.prefix = uuid.uuid4().hex[:8].encode()  # ids unique across restarts: rec-PREFIX-N
@@ -117,8 +119,8 @@ class Recorder:
         the body parsed as JSON (a binary tensor request, which is no JSON, is skipped); JSON's own
         line breaks are whitespace (inside a string they are escaped), so they become spaces. The
         replay reads every line back as hostile input all the same (runner.serving.records)."""
-        if body.lstrip()[:1] != b"{" or answer.lstrip()[:1] not in (b"{", b"["):
-            return None
+        if body.lstrip()[:1] != b"{" or answer.lstrip()[:1] not in (b"{", b"[") or len(body) + len(answer) > MAX_LINE_BYTES - 512:
+            return None  # not JSON, or a line the replay's reader would refuse
         self.counter += 1
         second = int(when)
         if second != self._second:
@@ -128,8 +130,9 @@ class Recorder:
         return head + _flat(body) + tail
 
     def _write(self, line: bytes) -> None:
-        if self.current is None or self.files[-1][1] + len(line) > self.file_bytes:
+        if self.current is None or self.files[-1][1] + len(line) > self.file_bytes or self.lines >= LINES_PER_FILE:
             self._rotate()
+        self.lines += 1
         while sum(size for _, size in self.files) + len(line) > self.max_bytes and len(self.files) > 1:
             name, _ = self.files.pop(0)  # the oldest goes: never more than the cap on disk
             os.unlink(name, dir_fd=self.fd)
@@ -145,6 +148,9 @@ class Recorder:
         name = f"requests-{(max(numbers) + 1 if numbers else 1):06d}.jsonl"
         self.current = os.open(name, FLAGS, 0o644, dir_fd=self.fd)
         self.files.append((name, 0))
+        self.lines = 0
+        while len(self.files) > FILES_PER_CAP:  # never more requests than a replay reads (MAX_REQUESTS)
+            os.unlink(self.files.pop(0)[0], dir_fd=self.fd)
 
 
 class RecordingLayer:

@@ -103,3 +103,15 @@ def test_an_http_answer_is_read_only_when_whole():
     assert http_answer(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n{}") == (0, b"")
     assert http_answer(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}") == (0, b"")
     assert http_answer(b"garbage") == (0, b"")
+
+
+def test_a_recording_never_holds_a_line_or_more_requests_than_a_replay_reads(tmp_path, monkeypatch):
+    monkeypatch.setattr(recording, "LINES_PER_FILE", 10)
+    rec = recorder(tmp_path, [])
+    for i in range(100):
+        rec.record(Route.V1, body(i), 200, b"{}", 0.001)
+    huge = b'{"instances": [["' + b"x" * (9 << 20) + b'"]]}'
+    rec.record(Route.V1, huge, 200, b"{}", 0.001)  # over the reader's line limit: skipped
+    rec.close()
+    kept = read_requests(tmp_path / "rec")
+    assert len(kept) <= 40 and kept[-1].body == json.loads(body(99)) and rec.skipped == 1

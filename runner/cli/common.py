@@ -10,7 +10,7 @@ from runner.errors import ManifestError
 from runner.telemetry.logger import Logger
 from runner.manifest.fields import NAME_PATTERN
 from runner.manifest import DEFAULT_NAME, LoadedManifest, load_manifest
-from runner.catalog import NAMES
+from runner.shared.catalog import NAMES
 
 
 def add_manifest_arg(parser: argparse.ArgumentParser, target: bool = False) -> None:

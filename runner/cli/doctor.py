@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from runner.history.index import plural
 from runner.history.indexfile import inspect
-from runner.refs import run_number
+from runner.shared.refs import run_number
 from runner.paths import tftrain_home
 from runner.history.store import DB_NAME, Store
 from runner.targets.leftovers import open_history

@@ -13,7 +13,7 @@ from runner.manifest.legacy_keras import keras_choice
 from runner.telemetry.logger import Logger
 from runner.plan.model import LaunchPlan, NetworkMode
 from runner.training.prepare import Prepared, check_runnable, prepare
-from runner.catalog import TARGETS
+from runner.shared.catalog import TARGETS
 from runner.targets.factory import target_for
 from runner.history.rundir import RunPaths
 from runner.settings import MachineClients, Settings

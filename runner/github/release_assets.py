@@ -147,7 +147,7 @@ def _withheld(manifest: Manifest, paths: RunPaths, record: dict, model: Path) ->
 
     found = set(secret_files(model, secret_values(manifest.secrets)))
     if record.get("model"):
-        from runner.refs import ModelRef
+        from runner.shared.refs import ModelRef
 
         ref = ModelRef.parse(record["model"])
         try:
@@ -167,7 +167,7 @@ def _seal_assets(model: Path, paths: RunPaths, record: dict, directory: Path, wi
     published only when those files are still the ones it signed."""
     from runner.history.model_registry import SUMS as VERSION_SUMS
     from runner.history.provenance import FILE as PROVENANCE
-    from runner.refs import ModelRef
+    from runner.shared.refs import ModelRef
     from runner.history.signing import SIGNATURE, Coverage, coverage_of
 
     if not record.get("model"):

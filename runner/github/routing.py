@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from runner.errors import PlacementError
 from runner.manifest.model import effective_target
-from runner.catalog import TARGETS, docker_here
+from runner.shared.catalog import TARGETS, docker_here
 from runner.github.workflow import failure
 
 POOL_LABEL = TARGETS["pool"].runner_label

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.errors import FatalError, ServiceError, UnsupportedError, answered, path_of, unreachable
-from runner.refs import number
+from runner.shared.refs import number
 from runner.settings import DEFAULT_TAG_TEMPLATE, GitHubContext
 from runner.telemetry.point import TELEMETRY
 
@@ -108,7 +108,7 @@ class TagTemplate:
     def version(self, name: str, tag: str) -> int | None:
         before, _, after = self.text.format(name=name, version="\0").partition("\0")
         match = re.fullmatch(re.escape(before) + r"([0-9]+)" + re.escape(after), tag)
-        return number(match[1]) if match else None  # runner.refs: v01 or 30 digits is no version
+        return number(match[1]) if match else None  # runner.shared.refs: v01 or 30 digits is no version
 
 
 def releases_of(repo, name: str, template: TagTemplate, drafts: bool = False) -> list[tuple[int, object]]:

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from runner.errors import DiskFullError, FatalError, HistoryError
 from runner.history.record import TERMINAL, RunRecord
 from runner.history.recordchecks import RECORD_CHECKS, is_phase, is_time
-from runner.refs import run_number, version_of_dir
+from runner.shared.refs import run_number, version_of_dir
 from runner.history.rundir import read_record
 from runner.history.homepaths import REBUILD_HINT, damaged, run_relative, version_relative
 from runner.history.untrusted import load_json, read_yaml

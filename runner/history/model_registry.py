@@ -26,7 +26,7 @@ from runner.history.checksums import (
     Copied, EntryKind, Skipped, copy_file, copy_tree, fresh_dir, kind_of, mismatches, read_sums, skipped_note, write_sums, writing,
 )
 from runner.errors import NotFoundError, RegistryError
-from runner.refs import SHOWN_CHARS, ModelRef, number_left, version_of_dir
+from runner.shared.refs import SHOWN_CHARS, ModelRef, number_left, version_of_dir
 from runner.history.homepaths import located, version_relative
 from runner.history.store import Store
 from runner.history.untrusted import load_json
@@ -255,7 +255,7 @@ def damaged(model: ModelVersion, problem: str) -> RegistryError:
 
 
 def parse_ref(ref: str) -> tuple[str, int | None]:
-    """NAME, NAME@vN or NAME@latest → (name, N or None for the latest), as runner.refs
+    """NAME, NAME@vN or NAME@latest → (name, N or None for the latest), as runner.shared.refs
     parses every reference: NotFoundError for one that names no version there can be."""
     parsed = ModelRef.parse(ref)
     return parsed.name, parsed.version

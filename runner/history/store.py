@@ -21,7 +21,7 @@ from runner.history.homepaths import SCHEMA_VERSION, located, migrate, run_relat
 from runner.history.index import BUSY_SECONDS, SCHEMA, Index, Owner, Rebuilt, damaged, index_error, index_run, json_problems, read_only, rebuild, schema_problems, transaction
 from runner.history.indexfile import LOCK_NAME, SUFFIXES, check_record_dirs, locked, make_home, odd, odd_files, refused
 from runner.history.record import TERMINAL, Cause, Phase, RunRecord, RunStatus
-from runner.refs import RunRef, number_left, run_number, shown
+from runner.shared.refs import RunRef, number_left, run_number, shown
 from runner.history.regular import kind_of
 from runner.history.rundir import RunPaths, space_error, write_record
 from runner.history.untrusted import load_json
@@ -277,7 +277,7 @@ class Store:
 
     def run(self, ref: str) -> RunRow:
         """A run by id, by its number, or `latest`."""
-        parsed = RunRef.parse(ref)  # runner.refs: a number no run can have names nothing
+        parsed = RunRef.parse(ref)  # runner.shared.refs: a number no run can have names nothing
         if parsed.latest:
             query, args = f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY seq DESC LIMIT 1", ()
         elif parsed.number is not None:

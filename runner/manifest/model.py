@@ -33,7 +33,7 @@ from runner.manifest.cost import CostSpec
 from runner.manifest.evaluation import EvaluationSpec
 from runner.manifest.replay import ReplaySpec
 from runner.manifest.images import ImageRegistry
-from runner.catalog import TargetName
+from runner.shared.catalog import TargetName
 from runner.manifest.retry import RetrySpec
 from runner.manifest.slurm import SlurmSpec
 from runner.manifest.sources import check_sources

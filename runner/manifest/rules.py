@@ -19,8 +19,8 @@ from runner.manifest.evaluation import check_evaluation
 from runner.manifest.replay import check_replay
 from runner.manifest.sourcepaths import regular_file_problem, text_file_problem, through_link
 from runner.manifest.document import Location
-from runner.refs import resume_ref_problem
-from runner.catalog import ON_THIS_MACHINE, TARGETS, bare_here
+from runner.shared.refs import resume_ref_problem
+from runner.shared.catalog import ON_THIS_MACHINE, TARGETS, bare_here
 
 Problem = tuple[Location, str]
 MAX_ARGUMENT = 128 << 10  # Linux's MAX_ARG_STRLEN: one argv or environment string

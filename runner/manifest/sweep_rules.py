@@ -10,7 +10,7 @@ from runner.manifest.fields import InputRef, ResumeRef
 from runner.manifest.model import Manifest, effective_target
 from runner.manifest.sweep import MAX_TRIALS, Objective, SweepSpec, grid_size, trial_limit
 from runner.manifest.document import Location
-from runner.catalog import TARGETS
+from runner.shared.catalog import TARGETS
 
 Problem = tuple[Location, str]
 MAX_EXPONENT = 700  # exp(709.8) overflows a float; exp(-745) is 0, whose log Optuna cannot sample

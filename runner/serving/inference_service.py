@@ -15,7 +15,7 @@ import yaml
 from runner.errors import DeployError
 from runner.serving.guard import TOKEN_VARIABLE
 from runner.serving.image import PORT, ServingResources
-from runner.kube_api import KubeObject
+from runner.shared.kube_api import KubeObject
 
 GROUP, VERSION, PLURAL, KIND = "serving.kserve.io", "v1beta1", "inferenceservices", "InferenceService"
 CONTAINER = "kserve-container"  # KServe treats a container of any other name as a sidecar

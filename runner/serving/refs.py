@@ -95,7 +95,7 @@ def _run_model(store, ref: str) -> str:
 
 def _from_release(ref: str, root: Path, logger, repo, settings) -> Served:
     from runner.github.publish import pull_release
-    from runner.refs import number
+    from runner.shared.refs import number
     from runner.history.model_registry import parse_ref
 
     name, _ = parse_ref(ref)

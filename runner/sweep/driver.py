@@ -240,7 +240,7 @@ def check_prices(loaded: LoadedManifest) -> None:
     if manifest.sweep.limits.max_cost is None or manifest.compute.cost is not None:
         return
     from runner.manifest import effective_target
-    from runner.catalog import TARGETS
+    from runner.shared.catalog import TARGETS
     from runner.targets.factory import target_for
 
     where = f"{loaded.path}: sweep.limits.max_cost: a cost budget needs prices"

@@ -11,8 +11,8 @@ from runner.errors import UnsupportedError
 from runner.manifest import effective_target
 from runner.manifest.model import Manifest
 from runner.manifest.rules import process_count
-from runner.machine import cpu_count, gpu_count, named_gpus
-from runner.catalog import ON_THIS_MACHINE
+from runner.shared.machine import cpu_count, gpu_count, named_gpus
+from runner.shared.catalog import ON_THIS_MACHINE
 from runner.telemetry.logger import Logger
 
 

@@ -8,7 +8,7 @@ image), `runtime` says where the run's directories are as the training sees them
 adds the target's own files to the plan, `execute` runs it. `Target` gives the defaults; a
 backend overrides what it does differently; no backend inherits from another, each is composed
 of the parts it uses (an environment from runner.environments, the container runtime in
-container.py and containerized.py, a launcher, supervise's clock). runner.catalog names
+container.py and containerized.py, a launcher, supervise's clock). runner.shared.catalog names
 the backends, runner.targets.factory makes one.
 """
 

@@ -1,4 +1,4 @@
-"""A fresh target by name (runner.catalog lists them). Its backend is imported only when a
+"""A fresh target by name (runner.shared.catalog lists them). Its backend is imported only when a
 run asks for it: `tftrain --version` and a local run never load the docker or Kubernetes clients."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from runner.errors import UnsupportedError
 from runner.targets.base import Target
-from runner.catalog import TARGETS, module_of
+from runner.shared.catalog import TARGETS, module_of
 
 if TYPE_CHECKING:
     from runner.settings import Settings

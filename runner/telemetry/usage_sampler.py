@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from runner.machine import named_gpus
+from runner.shared.machine import named_gpus
 from runner.telemetry.point import TELEMETRY, MetricPoint
 
 if TYPE_CHECKING:  # the record's model: built once the training has ended

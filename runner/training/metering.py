@@ -7,7 +7,7 @@ import time
 from contextlib import contextmanager
 
 from runner.plan.layout import GPU_ROLES
-from runner.catalog import ON_THIS_MACHINE
+from runner.shared.catalog import ON_THIS_MACHINE
 from runner.telemetry.usage_sampler import GpuMonitor, UsageSampler
 
 

@@ -24,7 +24,7 @@ from runner.training.snapshot import LARGE_SNAPSHOT, take_snapshot
 from runner.history.store import Store
 from runner.settings import Settings
 from runner.targets.base import Environment, Target, TargetState
-from runner.catalog import bare_here
+from runner.shared.catalog import bare_here
 
 
 class Prepared(NamedTuple):

@@ -8,9 +8,7 @@ from pathlib import Path
 from conftest import REPO
 
 PACKAGE = REPO / "runner"
-TOP_LEVEL = {"__init__", "__main__", "errors", "paths", "settings", "templates", "api", "keras",
-             "catalog", "machine", "refs", "kube_api"}  # shared facts every wing may import: the targets named once, this machine's
-# CPUs and GPUs, references to runs and versions parsed once, the Kubernetes API (the kubernetes target and deploy)
+TOP_LEVEL = {"__init__", "__main__", "errors", "paths", "settings", "templates", "api", "keras"}  # shared facts: runner/shared/
 
 
 def module_name(path: Path) -> str:

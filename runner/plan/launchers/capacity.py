@@ -9,8 +9,8 @@ from runner.telemetry.logger import Logger
 from runner.manifest.model import Manifest
 from runner.plan.layout import GPU_ROLES
 from runner.plan.model import LaunchPlan
-from runner.catalog import ON_THIS_MACHINE
-from runner.machine import cpu_count, gpu_count
+from runner.shared.catalog import ON_THIS_MACHINE
+from runner.shared.machine import cpu_count, gpu_count
 
 
 

@@ -17,7 +17,7 @@ from runner.errors import Vanished
 from runner.history.record import RunStatus
 from runner.history.rundir import RunPaths, RuntimePaths
 from runner.manifest import LoadedManifest
-from runner.machine import named_gpus
+from runner.shared.machine import named_gpus
 from runner.plan.model import ContainerSpec, LaunchPlan, TaskSpec
 from runner.targets.base import Environment, Outcome, Probe, RunControl, Target, follow
 from runner.targets.container import LABEL_RUN, Container, remove_run_containers, stop_all

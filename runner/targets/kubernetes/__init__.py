@@ -1,1 +1,1 @@
-"""The kubernetes target: Kubeflow TFJob/MPIJob resources and their job client (over runner.kube_api)."""
+"""The kubernetes target: Kubeflow TFJob/MPIJob resources and their job client (over runner.shared.kube_api)."""

@@ -1,4 +1,4 @@
-"""A Kubeflow job on a cluster, through the official kubernetes client (runner.kube_api):
+"""A Kubeflow job on a cluster, through the official kubernetes client (runner.shared.kube_api):
 create, watch, stream pod logs, delete. The training-operator labels every pod with its job,
 replica type and index."""
 
@@ -9,7 +9,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.kube_api import KubeObject, kubernetes_module
+from runner.shared.kube_api import KubeObject, kubernetes_module
 
 GROUP, VERSION = "kubeflow.org", "v1"
 PLURALS = {"TFJob": "tfjobs", "MPIJob": "mpijobs"}

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from runner.errors import UnsupportedError
-from runner.machine import gpu_count
+from runner.shared.machine import gpu_count
 from runner.plan.launchers.capacity import check_capacity
 from runner.telemetry.logger import Logger
 from runner.manifest import load_manifest

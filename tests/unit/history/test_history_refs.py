@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from runner.errors import NotFoundError
-from runner.refs import MAX_DIGITS, ModelRef, RunRef, number, resume_ref_problem, run_number, shown, version_of_dir
+from runner.shared.refs import MAX_DIGITS, ModelRef, RunRef, number, resume_ref_problem, run_number, shown, version_of_dir
 
 LARGEST = "9" * MAX_DIGITS
 HUGE = "9" * 23
@@ -112,7 +112,7 @@ def test_no_run_or_version_is_numbered_past_what_a_reference_can_name(tmp_path):
 
 @pytest.mark.parametrize("tag", ["demo-v01", "demo-v١٢", "demo-v²", f"demo-v{'9' * 23}", "demo-v0"])
 def test_a_tag_whose_version_no_reference_can_name_is_no_release_of_the_model(tag):
-    """Tags are read by the one number rule (runner.refs): `demo-v١٢` is not v12."""
+    """Tags are read by the one number rule (runner.shared.refs): `demo-v١٢` is not v12."""
     from runner.github.workflow import TagTemplate
 
     assert TagTemplate().version("demo", tag) is None

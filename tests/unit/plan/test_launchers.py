@@ -7,7 +7,7 @@ import socket
 import pytest
 
 from runner.errors import ManifestError, PlanError
-from runner.machine import cpu_count
+from runner.shared.machine import cpu_count
 from runner.plan.launchers.capacity import check_capacity
 from runner.telemetry.logger import Logger
 from runner.plan.argv import script_args

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from runner.manifest.sweep import SweptManifest
-from runner.machine import named_gpus
+from runner.shared.machine import named_gpus
 from runner.settings import Settings
 from builders import Notes
 from runner.errors import UnsupportedError

@@ -12,7 +12,7 @@ import pytest
 import runner.targets.base as base
 from runner.errors import UnsupportedError
 from runner.targets.base import RunControl, Target, TargetState
-from runner.catalog import NAMES
+from runner.shared.catalog import NAMES
 from runner.targets.factory import target_for
 
 
@@ -91,7 +91,7 @@ def test_the_manifest_the_cli_and_the_factory_take_their_names_from_the_catalog(
 
     from runner.cli.common import add_manifest_arg
     from runner.manifest.model import ComputeSpec
-    from runner.catalog import TARGETS
+    from runner.shared.catalog import TARGETS
 
     parser = argparse.ArgumentParser()
     add_manifest_arg(parser, target=True)
@@ -102,7 +102,7 @@ def test_the_manifest_the_cli_and_the_factory_take_their_names_from_the_catalog(
 
 
 def test_the_catalog_imports_nothing_of_tftrain():
-    import runner.catalog as catalog
+    import runner.shared.catalog as catalog
 
     tree = ast.parse(Path(catalog.__file__).read_text())
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}

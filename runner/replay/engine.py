@@ -222,7 +222,7 @@ def _report(requests: list[Request], candidate: Served, baseline: Served | None,
     ratio = p99_ratio([a for a, _ in paired], [b for _, b in paired])
     return ReplayReport(
         **common, answered=tally.answered, agreed=tally.agreed, by=tally.by or Agreement.VALUES, outputs=tally.outputs(),
-        disagreeing=len(tally.disagreeing), worst=tally.worst(), status_differences=len(tally.statuses),
+        disagreeing=len(tally.disagreeing), worst=tally.worst(), status_differences=len(tally.statuses), candidate_failed=tally.failed,
         statuses=tally.statuses[:SHOWN_IDS], baseline_latency=_latency(theirs),
         latency_ratio_low=ratio.low if ratio else None, latency_ratio_high=ratio.high if ratio else None,
     )
@@ -234,7 +234,7 @@ class _Tally:
     def __init__(self, tolerance: float) -> None:
         self.tolerance = tolerance
         self.by: Agreement | None = None
-        self.answered = self.agreed = 0
+        self.answered = self.agreed = self.failed = 0
         self.max_abs: dict[str, float] = {}
         self.mean_sum: dict[str, float] = {}
         self.counted: dict[str, int] = {}
@@ -244,6 +244,9 @@ class _Tally:
     def add(self, request_id: str, a: Sent, b: Sent) -> None:
         if a.status != b.status:
             self.statuses.append(StatusDifference(id=request_id, candidate=a.status, baseline=b.status))
+            if b.status == 200:  # the baseline answered it: the candidate's failure counts against its agreement
+                self.failed += 1
+                self.disagreeing.append((float("inf"), request_id))
             return
         if a.status != 200:
             return

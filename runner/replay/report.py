@@ -56,6 +56,7 @@ class ReplayReport(_Model):
     disagreeing: int = Field(default=0, ge=0)
     worst: list[Disagreement] = Field(default_factory=list, max_length=SHOWN_IDS)
     status_differences: int = Field(default=0, ge=0)
+    candidate_failed: int = Field(default=0, ge=0)  # requests the baseline answered 200 and the candidate did not
     statuses: list[StatusDifference] = Field(default_factory=list, max_length=SHOWN_IDS)
     candidate_latency: Latency | None = None
     baseline_latency: Latency | None = None
@@ -64,8 +65,10 @@ class ReplayReport(_Model):
 
     @property
     def agreement(self) -> float | None:
-        """The share of requests answered by both that were answered alike; None: none was."""
-        return self.agreed / self.answered if self.answered and self.baseline is not None else None
+        """The share of the requests the baseline answered (200) that the candidate answered alike: one
+        it failed to answer counts against it. None: the baseline answered none."""
+        judged = self.answered + self.candidate_failed
+        return self.agreed / judged if judged and self.baseline is not None else None
 
     @property
     def latency_ratio(self) -> float | None:
@@ -149,7 +152,7 @@ class ReplayReport(_Model):
 
 
 def _number(value: float | None) -> str:
-    return "∞ (another shape)" if value is None or math.isinf(value) else f"{value:.3g}"
+    return "∞ (another shape, or no answer)" if value is None or math.isinf(value) else f"{value:.3g}"
 
 
 def _cell(text: str) -> str:

@@ -38,7 +38,7 @@ def test_thresholds_name_the_disagreeing_requests():
 def test_the_table_escapes_what_another_party_named():
     table = report(worst=[Disagreement(id="a|b`c", max_abs=None)], statuses=[StatusDifference(id="s", candidate=400, baseline=200)],
                    status_differences=1, outputs={"x|y": OutputDelta(max_abs=None, mean_abs=None)}).markdown()
-    assert "`a\\|b'c` (∞ (another shape))" in table and "| x\\|y | ∞ (another shape) |" in table and "`s` 400 vs 200" in table
+    assert "`a\\|b'c` (∞ (another shape, or no answer))" in table and "| x\\|y | ∞ (another shape, or no answer) |" in table and "`s` 400 vs 200" in table
 
 
 def test_written_and_read_back(tmp_path):
@@ -55,3 +55,11 @@ def test_a_bad_report_is_one_line_naming_the_file(tmp_path, text):
     with pytest.raises(ValueError) as caught:
         ReplayReport.read(path)
     assert str(path) in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_request_only_the_baseline_answered_counts_against_the_candidate():
+    failing = report(answered=700, agreed=700, candidate_failed=300, statuses=[StatusDifference(id="r-1", candidate=400, baseline=200)],
+                     status_differences=300)
+    assert failing.agreement == 0.7
+    [problem] = failing.problems(0.99, None)
+    assert problem.startswith("70.0% answered alike, below min_agreement 99.0%")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import runner
 from runner.paths import cache_dir
-from runner.serving.requirements import framework_constraints, scoring_requirements, serving_constraints, serving_requirements
+from runner.frameworks.serving import framework_constraints, scoring_requirements, serving_constraints, serving_requirements
 from runner.environments.virtualenv import EnvSpec, PythonEnv, prepare_env
 from runner.telemetry.logger import Logger
 

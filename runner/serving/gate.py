@@ -27,7 +27,7 @@ from runner.manifest import LoadedManifest
 from runner.manifest.model import ModelSpec
 from runner.serving.gate_report import ServingReport
 from runner.serving.contained import model_links, printable, refuse_leaving, refuse_read_through
-from runner.serving.requirements import framework_constraints, serving_requirements
+from runner.frameworks.serving import framework_constraints, serving_requirements
 from runner.serving.signature import locate
 from runner.serving.steps import PROBE_SECONDS, cached_env, ran, verdict
 from runner.targets.base import Environment, Probe

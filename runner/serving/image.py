@@ -30,7 +30,7 @@ from runner.history.model_registry import SUMS, ModelVersion, checkout_version, 
 from runner.serving.imageref import TAG, ImageReference
 from runner.serving.layout import VersionDir
 from runner.serving.scoring.script import packages_of, scoring_of
-from runner.serving.requirements import framework_constraints, scoring_requirements, serving_constraints, serving_requirements
+from runner.frameworks.serving import framework_constraints, scoring_requirements, serving_constraints, serving_requirements
 from runner.environments import CA_NAME, CONSTRAINTS_NAME, ImageSpec
 from runner.templates import render
 

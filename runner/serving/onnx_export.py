@@ -1,6 +1,6 @@
 """`model.export: [onnx]`: once the gate has loaded the model, tf2onnx converts it in an export
 environment of its own (a cached virtualenv of tf2onnx's TensorFlow range,
-runner.serving.requirements), and ONNX Runtime's outputs on the gate's sample are compared with
+runner.frameworks.serving), and ONNX Runtime's outputs on the gate's sample are compared with
 TensorFlow's within model.export_tolerance. It leaves model.onnx, export.json and export.log in
 the run's serving/; a model that cannot be exported is registered without model.onnx (a
 warning), unless `export_required: true` makes that the gate's failure."""
@@ -12,7 +12,7 @@ from runner.history.rundir import RunPaths
 from runner.manifest import LoadedManifest
 from runner.serving.gate_report import OnnxExport
 from runner.frameworks.curated import major_minor
-from runner.serving.requirements import ONNX_OPSET, export_constraints, export_requirements
+from runner.frameworks.serving import ONNX_OPSET, export_constraints, export_requirements
 from runner.serving.steps import PROBE_SECONDS, cached_env, ran, verdict
 from runner.telemetry.logger import Logger
 

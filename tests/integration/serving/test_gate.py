@@ -125,7 +125,7 @@ def test_onnx_export_is_verified_by_onnx_runtime(project, tmp_path, home, lastin
     root = home / "models" / "gated" / "v1"
     assert "model.onnx" in _version(home)["extras"] and (root / "model.onnx").stat().st_size > 0
     # ONNX Runtime (in the export environment the gate built) on the kept sample, against TensorFlow's kept outputs
-    from runner.serving.requirements import export_constraints, export_requirements
+    from runner.frameworks.serving import export_constraints, export_requirements
     from runner.environments.virtualenv import requirements_spec
 
     # the environment as the gate names it: the requirements and the release's tested set

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runner.serving.requirements import framework_constraints, serving_constraints, serving_requirements
+from runner.frameworks.serving import framework_constraints, serving_constraints, serving_requirements
 
 
 def _pins(text: str) -> dict[str, str]:

@@ -19,9 +19,11 @@ latest checkpoint's files only, each checked against its size and sha256.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
+import tempfile
 import threading
 import time
 import zipfile
@@ -125,8 +127,11 @@ class CheckpointSync:
     """Copies the complete checkpoints of `root` to `location` every `every` seconds on its own
     thread while used as a context manager, and once more when the block ends."""
 
-    def __init__(self, root: Path, location: Location, every: float, logger, seed: Path | None = None) -> None:
+    def __init__(
+        self, root: Path, location: Location, every: float, logger, seed: Path | None = None, staging: Path | None = None
+    ) -> None:
         self.root, self.location, self.every, self.logger, self.seed = root, location, every, logger, seed
+        self.staging = staging  # where the copy of a file being uploaded lies (the system's temporary directory by default)
         self._digests: dict[str, tuple[tuple[int, int], str]] = {}  # path → (size, mtime) it had, sha256
         self._uploaded: set[str] = set()
         self._listed: list[dict] = []
@@ -204,24 +209,26 @@ class CheckpointSync:
         return kept
 
     def _send(self, name: str) -> dict | None:
-        """Upload one file under its digest; None when it changed meanwhile (still being written)."""
+        """Upload one file under its digest; None when it changed while it was copied (still being
+        written). The upload reads a copy taken in one pass with the digest: a training rewriting
+        the file each epoch (Keras' BackupAndRestore, in place) only has to stay still for the
+        copy, not for the whole upload, which on a loaded machine may take longer than an epoch."""
         path = self.root / name
         try:
             before = _stamp(path)
             known = self._digests.get(name)
-            digest = known[1] if known and known[0] == before else sha256_file(path)
-            if digest not in self._uploaded:
-                upload(S3Target(self.location.bucket, self.location.prefix, self.location.endpoint_url), path, f"blobs/{digest}", digest)
-                self._uploaded.add(digest)
-            if _stamp(path) != before:
-                self._prune({digest} - self._kept)  # what landed may not be what the digest says
-                return None
+            if known and known[0] == before and known[1] in self._uploaded:
+                digest = known[1]
+            else:
+                with tempfile.NamedTemporaryFile(prefix=".checkpoint-sync-", dir=self.staging) as copy:
+                    digest = _copy_hashing(path, copy)
+                    if _stamp(path) != before:
+                        return None
+                    if digest not in self._uploaded:
+                        upload(S3Target(self.location.bucket, self.location.prefix, self.location.endpoint_url), Path(copy.name), f"blobs/{digest}", digest)
+                        self._uploaded.add(digest)
         except FileNotFoundError:  # replaced or removed between listing and reading
             return None
-        except StorageError:
-            if _stamp_or_none(path) != before:  # a file that grew under the upload: not a failure
-                return None
-            raise
         self._digests[name] = (before, digest)
         return {"sha256": digest, "size": before[0]}
 
@@ -244,16 +251,20 @@ def _fitting(listed: list[dict]) -> tuple[list[dict], bytes]:
         listed = listed[len(listed) // 2 :]
 
 
+def _copy_hashing(path: Path, copy) -> str:
+    """Copy `path` into the open file `copy` and return the sha256 of what was copied."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+            copy.write(chunk)
+    copy.flush()
+    return digest.hexdigest()
+
+
 def _stamp(path: Path) -> tuple[int, int]:
     stat = path.stat()
     return stat.st_size, stat.st_mtime_ns
-
-
-def _stamp_or_none(path: Path) -> tuple[int, int] | None:
-    try:
-        return _stamp(path)
-    except OSError:
-        return None
 
 
 def checkpoint_sync(loaded: LoadedManifest, paths: RunPaths, run_id: str, logger) -> AbstractContextManager:
@@ -262,7 +273,7 @@ def checkpoint_sync(loaded: LoadedManifest, paths: RunPaths, run_id: str, logger
     if spec is None:
         return nullcontext()
     location = location_of(spec, run_id)
-    sync = CheckpointSync(paths.workdir / spec.dir, location, spec.every_seconds, logger, _seed(loaded, paths))
+    sync = CheckpointSync(paths.workdir / spec.dir, location, spec.every_seconds, logger, _seed(loaded, paths), staging=paths.root)
     try:
         sync.check()
     except StorageError as exc:

@@ -29,7 +29,7 @@ class Steps(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         print("initial epoch", self.model._initial_epoch, flush=True)
     def on_train_batch_end(self, batch, logs=None):
-        time.sleep(0.04)
+        time.sleep(0.1)
         print("step", self.epoch * {STEPS} + batch + 1, flush=True)
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch = epoch
@@ -74,6 +74,8 @@ def test_a_killed_run_resumes_from_its_last_synced_checkpoint(project, home, s3_
     done = max(steps_in(log))
     listed = json.loads(s3.get_object(Bucket="ckpt-resume", Key="team/demo-1/tftrain-checkpoints.json")["Body"].read())
     assert [item["kind"] for item in listed["checkpoints"]] == ["keras-backup"]
+    state = listed["checkpoints"][0]["files"]["training_metadata.json"]["sha256"]
+    synced = json.loads(s3.get_object(Bucket="ckpt-resume", Key=f"team/demo-1/blobs/{state}")["Body"].read())
 
     second = subprocess.run(
         [TFTRAIN, "run", "-f", str(project(SCRIPT, manifest("ckpt-resume", s3_server, "resume_from: checkpoint:demo-1\n")))],
@@ -82,7 +84,8 @@ def test_a_killed_run_resumes_from_its_last_synced_checkpoint(project, home, s3_
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr
     resumed = (home / "runs/demo-2/workdir/logs/0.log").read_text()
     epoch = int(re.search(r"^initial epoch (\d+)$", resumed, re.M)[1])
-    assert epoch >= 2, resumed[:2000]  # at most the epoch under way and one second of syncing are lost
+    assert epoch == synced["epoch"], (synced, resumed[:2000])  # from the last checkpoint synced (Keras names the epoch to run next)
+    assert epoch >= 2, resumed[:2000]  # 2 s epochs: at most the epoch under way and a round of syncing are lost
     redone = done - epoch * STEPS
     print(f"killed at step {done}; resumed at epoch {epoch} (step {epoch * STEPS}): {redone} steps redone, {done} without the sync")
     assert 0 <= redone <= 2 * STEPS

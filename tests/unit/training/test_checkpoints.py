@@ -1,8 +1,9 @@
 """The checkpoint sync against a real S3 API (moto's server, in this process): only complete
-checkpoints are named, the manifest comes last, and a file that changes under the upload waits."""
+checkpoints are named, the manifest comes last, and a file that changes while it is copied waits."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
 import zipfile
@@ -88,31 +89,50 @@ def test_blobs_no_manifest_names_are_removed(tmp_path, bucket, s3_server):
     assert len(blobs) == 4  # this manifest's two files, and the previous one's (a reader may be fetching them)
 
 
-def test_a_file_that_changes_under_the_upload_waits_for_the_next_round(tmp_path, bucket, s3_server, monkeypatch):
+def test_a_file_that_changes_while_it_is_copied_waits_for_the_next_round(tmp_path, bucket, s3_server, monkeypatch):
+    s3, name = bucket
+    root = tmp_path / "ckpt"
+    tf_checkpoint(root, "ckpt-1", b"first")
+    sync = CheckpointSync(root, Location(name, "runs/demo-1", s3_server), 60, Notes(), staging=tmp_path)
+    sync.sync()
+    tf_checkpoint(root, "ckpt-2", b"second")
+    real_copy = checkpoints._copy_hashing
+
+    def growing(path, copy):
+        digest = real_copy(path, copy)
+        if path.name.startswith("ckpt-2.data"):
+            with path.open("ab") as handle:  # the trainer still writing
+                handle.write(b"more")
+        return digest
+
+    monkeypatch.setattr(checkpoints, "_copy_hashing", growing)
+    assert sync.sync() is False
+    assert [item["name"] for item in listed(s3, name)["checkpoints"]] == ["ckpt-1"]
+    monkeypatch.setattr(checkpoints, "_copy_hashing", real_copy)
+    assert sync.sync() is True
+    latest = listed(s3, name)["checkpoints"][-1]
+    assert latest["files"]["ckpt-2.data-00000-of-00001"]["size"] == len(b"second\x00more")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]  # no copy left beside
+
+
+def test_a_file_rewritten_during_its_upload_is_listed_as_it_was_copied(tmp_path, bucket, s3_server, monkeypatch):
+    """The upload reads the copy: a training that rewrites its checkpoint each epoch faster than an
+    upload takes (a loaded machine, a slow bucket) still gets every round synced."""
     s3, name = bucket
     root = tmp_path / "ckpt"
     tf_checkpoint(root, "ckpt-1", b"first")
     sync = CheckpointSync(root, Location(name, "runs/demo-1", s3_server), 60, Notes())
-    sync.sync()
-    tf_checkpoint(root, "ckpt-2", b"second")
     real_upload = checkpoints.upload
 
-    def growing(target, path, key, digest):
+    def rewriting(target, path, key, digest):
+        (root / "ckpt-1.data-00000-of-00001").write_bytes(b"the next epoch, longer")
         real_upload(target, path, key, digest)
-        if path.name.startswith("ckpt-2.data"):
-            with path.open("ab") as handle:  # the trainer still writing
-                handle.write(b"more")
 
-    monkeypatch.setattr(checkpoints, "upload", growing)
-    assert sync.sync() is False
-    assert [item["name"] for item in listed(s3, name)["checkpoints"]] == ["ckpt-1"]
-    keys = {item["Key"] for item in s3.list_objects_v2(Bucket=name, Prefix="runs/demo-1/blobs/")["Contents"]}
-    named = {entry["sha256"] for item in listed(s3, name)["checkpoints"] for entry in item["files"].values()}
-    assert {key.rsplit("/", 1)[1] for key in keys} == named  # what landed under a wrong digest is gone
-    monkeypatch.setattr(checkpoints, "upload", real_upload)
+    monkeypatch.setattr(checkpoints, "upload", rewriting)
     assert sync.sync() is True
-    latest = listed(s3, name)["checkpoints"][-1]
-    assert latest["files"]["ckpt-2.data-00000-of-00001"]["size"] == len(b"second\x00more")
+    entry = listed(s3, name)["checkpoints"][-1]["files"]["ckpt-1.data-00000-of-00001"]
+    body = s3.get_object(Bucket=name, Key=f"runs/demo-1/blobs/{entry['sha256']}")["Body"].read()
+    assert body == b"first\x00" and entry["size"] == len(body) and hashlib.sha256(body).hexdigest() == entry["sha256"]
 
 
 def test_an_unusable_bucket_is_one_line_before_the_training(tmp_path, s3_server, aws_env):

@@ -27,7 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from runner.cli.verifying import add_verify_arguments, trusted, verify_copy
 from runner.errors import PlanError, ServingError, UsageError
+from runner.history.signing import SIGNATURE
 from runner.paths import tftrain_home
 from runner.serving import guard, supervision
 from runner.serving.layout import Runtime
@@ -56,16 +58,22 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-body-bytes", type=int, default=guard.DEFAULT_MAX_BODY_BYTES,
                         help=f"larger request bodies are answered 413 (default {guard.DEFAULT_MAX_BODY_BYTES})")
     parser.add_argument("--openapi", action="store_true", help="serve /openapi.json and /docs too (behind the key, if any)")
+    add_verify_arguments(parser, "serve")
 
 
 def run(args, logger) -> int:
+    trusted_by = trusted(args)  # the key is read and checked before anything else
     runtime = Runtime(args.runtime)
     token = check_options(args, logger)
     check_port_free(args.host, args.port)
     # the copy's directory and its lifeline first: from here on, whatever ends tftrain, the copy goes
     with tempfile.TemporaryDirectory(prefix=COPY_PREFIX) as workspace, supervision.lifeline(Path(workspace)) as lifeline_fd, \
-            _github_errors(args.ref), checked_out(args.ref, logger, lambda: _github_repo(args), Path(workspace), tftrain_home()) as served:
+            _github_errors(args.ref), checked_out(args.ref, logger, lambda: _github_repo(args), Path(workspace), tftrain_home(),
+                                                  signature=(signature := Path(workspace) / SIGNATURE) if trusted_by else None) as served:
         from runner.environments import link_runner, prepare_serving_env, serving_spec
+
+        if trusted_by is not None:  # before anything of the version is read, built or started
+            verify_copy(served.directory.root, signature, trusted_by, served.label, logger)
 
         scoring = recorded(served.directory.root)
         if scoring is not None:  # Azure's entry script on Azure's server (runner.serving.scoring.server)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from runner.errors import SignatureError, UsageError, answered, cause, extra_module, path_of, unreachable
+from runner.errors import SignatureError, answered, cause, extra_module, path_of, unreachable
 from runner.history.checksums import EntryKind, kind_of, sums_of, walk
 from runner.history.regular import open_regular
 from runner.history.trust import MAX_KEY_BYTES, Trusted, method_problem, read_public_key, signer_key  # noqa: F401 (read_public_key: callers import it from here)

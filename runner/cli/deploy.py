@@ -10,7 +10,9 @@ InferenceService that runs the image by digest, and applies it with --kubeconfig
 Every image reference is parsed (runner.serving.imageref) before anything is looked up, built or
 rendered: a bad one is one UsageError line. The image holds no key: with --auth-secret the
 InferenceService hands the server TFTRAIN_SERVING_TOKEN from a Kubernetes secret, and the smoke
-test proves the image refuses a request without it.
+test proves the image refuses a request without it. With --verify-key, nothing is built unless the
+copy verifies against model.sig; the image then holds model.sig and OpenSSF model signing, and the
+InferenceService gains an init container that verifies /models/NAME before the server starts.
 """
 
 from __future__ import annotations

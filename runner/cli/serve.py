@@ -7,7 +7,10 @@ and exits 0), and tftrain exits with its status. The URL is printed once the ser
 (with --port 0, on the port the server got). The temporary copy's directory is made first, with a
 lifeline to tftrain (runner.serving.supervision): if tftrain dies, SIGKILL included, the server
 stops and a watcher removes the copy. `--auth-token-env NAME`: the key in $NAME reaches the server in its
-environment, never in argv, and is masked in everything printed.
+environment, never in argv, and is masked in everything printed. `--verify-key FILE` (or, keyless,
+`--verify-identity ID --verify-issuer URL`): the copy is checked against a copy of the version's
+model.sig (a release's: its asset) before anything of it is read, built or started; a version
+that does not verify is SignatureError, exit 29, and nothing starts.
 """
 
 from __future__ import annotations

@@ -81,9 +81,10 @@ def lasting_cache_path() -> Path:
 
 
 def register_version(home: Path, built: BuiltModel, name: str = NAME, serving: bool = True, source: Path | None = None,
-                     tensorflow: str | None = None):
+                     tensorflow: str | None = None, seal=None):
     """Register `source` (default: the SavedModel) as the next version of `name`; with `serving`,
-    add the gate's files and version.json's "serving" as the contract describes."""
+    add the gate's files and version.json's "serving" as the contract describes; `seal`: signed
+    (runner.history.sealing.Seal) as registration signs."""
     from runner.history.model_registry import Registry
     from runner.history.store import Store
 
@@ -104,7 +105,7 @@ def register_version(home: Path, built: BuiltModel, name: str = NAME, serving: b
         for file in ("sample.npz", "predictions.npz"):
             extras[f"serving/{file}"] = built.root / file
         info = {"framework_version": "2.18", "serving": document}
-        return Registry(store).register(name, source or built.saved_model, None, info, extras)
+        return Registry(store).register(name, source or built.saved_model, None, info, extras, seal=seal)
 
 
 def _signature_json() -> dict:

@@ -10,7 +10,9 @@ InferenceService that runs the image by digest, and applies it with --kubeconfig
 Every image reference is parsed (runner.serving.imageref) before anything is looked up, built or
 rendered: a bad one is one UsageError line. The image holds no key: with --auth-secret the
 InferenceService hands the server TFTRAIN_SERVING_TOKEN from a Kubernetes secret, and the smoke
-test proves the image refuses a request without it.
+test proves the image refuses a request without it. With --verify-key, nothing is built unless the
+copy verifies against model.sig; the image then holds model.sig and OpenSSF model signing, and the
+InferenceService gains an init container that verifies /models/NAME before the server starts.
 """
 
 from __future__ import annotations
@@ -26,8 +28,11 @@ from pathlib import Path
 
 from runner.errors import DeployError, DockerError, UsageError
 from runner.history.model_registry import Registry
+from runner.cli.verifying import add_verify_arguments, trusted, verify_copy
+from runner.history.checksums import copy_file
 from runner.history.sealing import copy_signature
-from runner.history.signing import SIGNATURE, read_public_key, verify
+from runner.history.signing import SIGNATURE
+from runner.history.trust import Trusted
 from runner.history.store import Store
 from runner.paths import tftrain_home
 from runner.settings import MachineClients
@@ -57,8 +62,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--auth-secret", metavar="SECRET",
                         help=f"with --target kubernetes: the server requires `Authorization: Bearer KEY`, KEY from the key `token` of "
                              f"this Kubernetes secret (as {TOKEN_VARIABLE}); the smoke test proves the image refuses requests without it")
-    parser.add_argument("--verify-key", type=Path, metavar="FILE",
-                        help="build nothing unless the version's model.sig verifies with this public key (PEM)")
+    add_verify_arguments(parser, "build, and with --target kubernetes start the server (an init container verifies it),")
 
 
 def run(args, logger) -> int:
@@ -73,8 +77,7 @@ def run(args, logger) -> int:
         raise UsageError("--kubeconfig applies an InferenceService: add --target kubernetes")
     if args.service_name is not None and args.target != "kubernetes":
         raise UsageError("--service-name names an InferenceService: add --target kubernetes")
-    if args.verify_key is not None:
-        read_public_key(args.verify_key, "--verify-key")  # said before the registry or the daemon is asked anything
+    trusted_by = trusted(args)  # said before the registry or the daemon is asked anything
     if args.release and not args.push:
         raise UsageError("--release links the pushed image: add --push")
     if args.target == "kubernetes" and not args.push:
@@ -82,10 +85,10 @@ def run(args, logger) -> int:
     if args.target == "kubernetes":  # stdout is the InferenceService's YAML
         progress = Logger(sys.stderr, settings=logger.settings)
         try:
-            return deploy(args, repository, base, progress)
+            return deploy(args, repository, base, progress, trusted_by)
         finally:
             progress.flush()
-    return deploy(args, repository, base, logger)
+    return deploy(args, repository, base, logger, trusted_by)
 
 
 def _check_kubernetes_names(args) -> None:
@@ -107,7 +110,7 @@ def _shown(value: str) -> str:
     return repr(value if len(value) <= 80 else value[:80] + "…")
 
 
-def deploy(args, repository: str, base: ImageReference, logger: Logger) -> int:
+def deploy(args, repository: str, base: ImageReference, logger: Logger, trusted_by: Trusted | None = None) -> int:
     with Store(tftrain_home()) as store:
         model = Registry(store).resolve(args.ref)
     resources = ServingResources.of(model.info)
@@ -120,14 +123,15 @@ def deploy(args, repository: str, base: ImageReference, logger: Logger) -> int:
     log_path = tftrain_home() / "deploys" / f"{model.name}-v{model.version}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="tftrain-deploy-") as scratch:
-        if args.verify_key is not None:  # the copy is checked against a copy of model.sig: what is built is what was signed
+        if trusted_by is not None:  # the copy is checked against a copy of model.sig: what is built is what was signed
             signature = copy_signature(model, Path(scratch) / SIGNATURE)
         files = copy_version(model, Path(scratch) / "version")
-        if args.verify_key is not None:
-            verify(files.root, signature, args.verify_key, model.label)  # model/ and all that is built with it
-            logger.info(f"{model.label}: {SIGNATURE} verified with {args.verify_key}", style="green")
+        if trusted_by is not None:
+            verify_copy(files.root, signature, trusted_by, model.label, logger)  # model/ and all that is built with it
+            # the image holds the signature beside the version (as the registry does): its init container verifies them
+            copy_file(signature, files.root / SIGNATURE)
         client = docker_client()  # the daemon is asked for nothing before the files are known good
-        image = build(client, files, repository, base, logger, log_path)
+        image = build(client, files, repository, base, logger, log_path, verifier=trusted_by is not None)
         smoke_test(client, image, files, resources, args.ready_timeout, logger, auth=bool(args.auth_secret))
     outputs = {"image": image.tags[1]}
     if args.push:
@@ -138,18 +142,21 @@ def deploy(args, repository: str, base: ImageReference, logger: Logger) -> int:
             link_release(args.release, image, digest, logger)
     logger.outputs(outputs)
     if args.target == "kubernetes":
-        _kubernetes(args, model, resources, outputs["image"], logger)
+        _kubernetes(args, model, resources, outputs["image"], logger, trusted_by)
     return 0
 
 
-def build(client, files: VersionFiles, repository: str, base: ImageReference, logger: Logger, log_path: Path) -> ModelImage:
+def build(client, files: VersionFiles, repository: str, base: ImageReference, logger: Logger, log_path: Path,
+          verifier: bool = False) -> ModelImage:
     """The model image (its environment built first when this machine has none with its tag),
-    tagged with both tags. `base` is parsed: only a reference of Docker's grammar is rendered."""
+    tagged with both tags. `base` is parsed: only a reference of Docker's grammar is rendered.
+    `verifier`: the environment holds OpenSSF model signing, for the init container that verifies
+    the version's files against its model.sig (runner.serving.verify_model)."""
     from runner.serving.image import environment_spec, model_image_spec
     from runner.environments import base_image_id, build_image, docker_errors, existing_image, host_ca_bundle
 
     environment = environment_spec(base, base_image_id(client, str(base), logger), files.tensorflow, files.onnx,
-                                   host_ca_bundle(MachineClients.from_environment(os.environ).ca_bundles), files.scoring_packages)
+                                   host_ca_bundle(MachineClients.from_environment(os.environ).ca_bundles), files.scoring_packages, verifier)
     environment_id = existing_image(client, environment.tag)
     if environment_id is None:
         logger.info("building the serving environment (once per base image and package set: TensorFlow downloads now)")
@@ -375,11 +382,13 @@ def link_release(tag: str, image: ModelImage, digest: str, logger: Logger) -> No
     logger.info(f"release {tag} links {image.repository}@{digest}")
 
 
-def _kubernetes(args, model, resources: ServingResources, image: str, logger: Logger) -> None:
+def _kubernetes(args, model, resources: ServingResources, image: str, logger: Logger, trusted_by: Trusted | None = None) -> None:
     from runner.serving.inference_service import ServiceClient, ServiceSpec, service_name, to_yaml
+    from runner.serving.verify_model import Verifier
 
     labels = {"tftrain/model": service_name(model.name), "tftrain/version": f"v{model.version}"}
-    spec = ServiceSpec(service_name(args.service_name or model.name), args.namespace, image, resources, labels, args.auth_secret)
+    verifier = Verifier.of(trusted_by, model.name) if trusted_by is not None else None
+    spec = ServiceSpec(service_name(args.service_name or model.name), args.namespace, image, resources, labels, args.auth_secret, verifier)
     document = spec.document()
     logger.flush()
     # stdout is the YAML alone (progress goes to stderr), through the same masking as every sink

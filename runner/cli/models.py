@@ -7,7 +7,8 @@ import time
 from pathlib import Path
 
 from runner.github import workflow
-from runner.errors import RegistryError
+from runner.cli.verifying import add_keyless_arguments, signer_named, trusted
+from runner.errors import RegistryError, UsageError
 from runner.telemetry.summary import primary_metric
 from runner.paths import tftrain_home
 from runner.github.publish import pull_release
@@ -34,7 +35,8 @@ def add_arguments(parser) -> None:
                       help="keep nothing unless the version's model.sig verifies with this public key (PEM)")
     verify = sub.add_parser("verify", help="check a version's files against its signature, model.sig (OpenSSF model signing)")
     verify.add_argument("ref", help="NAME, NAME@vN or NAME@latest")
-    verify.add_argument("--public-key", type=Path, required=True, metavar="FILE", help="the signer's public key (PEM)")
+    verify.add_argument("--public-key", type=Path, metavar="FILE", help="the signer's public key (PEM)")
+    add_keyless_arguments(verify)
     verify.add_argument("--from", dest="source", choices=("local", "github"), default="local",
                         help="this machine's registry (default) or the repository's GitHub Releases")
     register = sub.add_parser("register", help="register the model a run wrote (e.g. of a canceled run)")
@@ -42,6 +44,10 @@ def add_arguments(parser) -> None:
 
 
 def run(args, logger) -> int:
+    if args.models_command == "verify":  # whom to trust, checked before anything is looked up
+        args.trusted = trusted(args, "--public-key", args.public_key)
+        if args.trusted is None:
+            raise UsageError("models verify: give the signer's --public-key FILE, or --verify-identity and --verify-issuer (keyless)")
     with Store(tftrain_home(), notify=logger.warning) as store:  # `register` reconciles: a lost run it finds is told
         registry = Registry(store)
         if args.models_command in ("pull", "verify") and args.source == "github":
@@ -55,8 +61,9 @@ def run(args, logger) -> int:
             logger.info(f"{model.label} → {args.output} (checksums verified)", style="green")
         elif args.models_command == "verify":
             model = registry.resolve(args.ref)
-            verify_version(model, args.public_key)
-            logger.info(f"{model.label}: {SIGNATURE} verified with {args.public_key} ({model.info.get('files', '?')} files)", style="green")
+            verify_version(model, args.trusted)
+            logger.info(f"{model.label}: {SIGNATURE} verified with {signer_named(args.trusted)} ({model.info.get('files', '?')} files)",
+                        style="green")
         elif args.models_command == "register":
             _register(store, registry, args.run, logger)
         else:
@@ -70,9 +77,9 @@ def _from_github(args, logger) -> None:
 
     from runner.serving.refs import fetch_serving_assets
 
-    key = args.public_key if args.models_command == "verify" else args.verify_key
-    if key is not None:
-        read_public_key(key, "--public-key" if args.models_command == "verify" else "--verify-key")
+    key = args.trusted if args.models_command == "verify" else args.verify_key
+    if key is not None and args.models_command == "pull":
+        read_public_key(key, "--verify-key")
     settings = resolve(os.environ, args)
     with workflow.github_errors():
         repo = workflow.client(settings.github).get_repo(settings.github.repository)
@@ -90,7 +97,7 @@ def _from_github(args, logger) -> None:
                 fetch_serving_assets(repo.get_release(tag), root, settings.archive_limits)
             verify(root, signature, key, tag, served=args.models_command == "verify")
             if args.models_command == "verify":
-                logger.info(f"{tag}: {SIGNATURE} verified with {key}", style="green")
+                logger.info(f"{tag}: {SIGNATURE} verified with {signer_named(key)}", style="green")
                 return
             with fresh_dir(args.output) as staging:
                 copy_tree(root / "model", staging)

@@ -7,8 +7,10 @@ and exits 0), and tftrain exits with its status. The URL is printed once the ser
 (with --port 0, on the port the server got). The temporary copy's directory is made first, with a
 lifeline to tftrain (runner.serving.supervision): if tftrain dies, SIGKILL included, the server
 stops and a watcher removes the copy. `--auth-token-env NAME`: the key in $NAME reaches the server in its
-environment, never in argv, and is masked in everything printed. `--verify-key PUBKEY`: the copy is
-served only if the version's model.sig verifies it (before any environment is built or port bound).
+environment, never in argv, and is masked in everything printed. `--verify-key FILE` (or, keyless,
+`--verify-identity ID --verify-issuer URL`): the copy is checked against a copy of the version's
+model.sig (a release's: its asset) before anything of it is read, built or started; a version
+that does not verify is SignatureError, exit 29, and nothing starts.
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ import threading
 import time
 from pathlib import Path
 
+from runner.cli.verifying import add_verify_arguments, trusted, verify_copy
 from runner.errors import PlanError, ServingError, UsageError
 from runner.cli.releases import github_repo, release_errors
+from runner.history.signing import SIGNATURE
 from runner.paths import tftrain_home
 from runner.serving import guard, supervision
 from runner.serving.launch import ListeningPort, ServerCommand, ServerOptions, scoring_of, server_command, server_environ, told, wait_ready
@@ -57,19 +61,20 @@ def add_arguments(parser) -> None:
                         help="record the requests answered (route, body, answer, latency) as DIR/requests-NNNNNN.jsonl, for tftrain replay")
     parser.add_argument("--record-sample", type=float, default=1.0, help="with --record: the share of requests recorded (default 1)")
     parser.add_argument("--record-max-mb", type=int, default=200, help="with --record: recordings on disk at most, oldest dropped (default 200)")
-    parser.add_argument("--verify-key", type=Path, metavar="PUBKEY",
-                        help="serve only if the version's model.sig verifies with this public key (PEM); checked before any environment or port")
+    add_verify_arguments(parser, "serve")
 
 
 def run(args, logger) -> int:
+    trusted_by = trusted(args)  # the key is read and checked before anything else
     runtime = Runtime(args.runtime)
     token = check_options(args, logger)
     check_port_free(args.host, args.port)
     # the copy's directory and its lifeline first: from here on, whatever ends tftrain, the copy goes
     with tempfile.TemporaryDirectory(prefix=COPY_PREFIX) as workspace, supervision.lifeline(Path(workspace)) as lifeline_fd, \
-            release_errors(args.ref), checked_out(args.ref, logger, lambda: github_repo(args), Path(workspace), tftrain_home()) as served:
-        if args.verify_key is not None:  # what is served is what was signed: checked before any environment is built or port bound
-            _verify(served, args.verify_key, Path(workspace), logger)
+            release_errors(args.ref), checked_out(args.ref, logger, lambda: github_repo(args), Path(workspace), tftrain_home(),
+                                                  signature=(signature := Path(workspace) / SIGNATURE) if trusted_by else None) as served:
+        if trusted_by is not None:  # what is served is what was signed: before anything of it is read, built or started
+            verify_copy(served.directory.root, signature, trusted_by, served.label, logger)
         scoring = scoring_of(served)
         if scoring is not None:  # Azure's entry script on Azure's server: its own rules
             _check_scoring(args, served, scoring, token)
@@ -98,21 +103,6 @@ def recording_flags(args) -> tuple[str, ...]:
     return ("--record-dir", str(args.record.resolve()), "--record-sample", repr(args.record_sample), "--record-max-mb", str(args.record_max_mb))
 
 
-def _verify(served: Served, key: Path, workspace: Path, logger) -> None:
-    """The copy about to be served against a copy of its version's model.sig (OpenSSF model signing);
-    SignatureError (exit 29, one line: what differs) otherwise."""
-    from runner.history.model_registry import Registry
-    from runner.history.sealing import copy_signature
-    from runner.history.signing import SIGNATURE, verify
-    from runner.history.store import Store
-
-    with Store(tftrain_home()) as store:
-        model = Registry(store).resolve(served.label)
-    signature = copy_signature(model, workspace / SIGNATURE)
-    verify(served.directory.root, signature, key, served.label)
-    logger.info(f"{served.label}: {SIGNATURE} verified with {key}", style="green")
-
-
 def _check_scoring(args, served: Served, scoring: dict, token: str | None) -> None:
     """A scoring script's version is served on azmlinfsrv: the KServe flags do not apply, and
     `auth: true` needs the key."""
@@ -132,14 +122,6 @@ def check_options(args, logger) -> str | None:
         raise UsageError(f"--port {args.port}: a port is 0 to {MAX_PORT} (0: a free one)")
     if args.max_body_bytes < 1:
         raise UsageError(f"--max-body-bytes {args.max_body_bytes}: give a number of bytes ≥ 1")
-    if args.verify_key is not None:
-        from runner.history.signing import read_public_key
-        from runner.serving.refs import RELEASE_PREFIX
-
-        read_public_key(args.verify_key, "--verify-key")  # said before anything is copied
-        if args.ref.startswith(RELEASE_PREFIX):
-            raise UsageError(f"--verify-key checks a version of this home's registry: pull {args.ref} verified first "
-                             "(tftrain models pull NAME@vN --from github --verify-key KEY -o DIR, then tftrain models register)")
     if args.auth_token_env is None:
         return None
     token = os.environ.get(args.auth_token_env)

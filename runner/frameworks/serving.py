@@ -20,6 +20,9 @@ ONNX_OPSET = 15  # tf2onnx 1.17's default; 18 is its newest
 # (checked: 2.18.1 and 2.21.0); a run on another release converts in an environment of this one.
 TF2ONNX_TENSORFLOW = ("2.13", "2.14", "2.15", "2.16", "2.17", "2.18", "2.19", "2.20", "2.21")
 EXPORT_FALLBACK = "2.18"
+# The image's init container verifies the version against its model.sig (runner.serving.verify_model):
+# OpenSSF model signing, and pyOpenSSL, which model-signing 1.1.1 imports without declaring it.
+VERIFIER = ("model-signing==1.1.1", "pyopenssl>=24")
 
 
 def serving_requirements(framework_version: str | None, onnx: bool = False) -> tuple[str, ...]:

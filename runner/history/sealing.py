@@ -18,6 +18,7 @@ from runner.history import provenance
 from runner.history.checksums import copy_file, fresh_dir
 from runner.history.model_registry import ModelVersion, checkout_version, refuse_filled
 from runner.history.signing import SIGNATURE, Signed, held_key, read_public_key, sign_keyless, sign_with_key, signature_problem, verify
+from runner.history.trust import Trusted
 from runner.manifest.signing import signing_secret
 from runner.settings import Settings
 
@@ -70,9 +71,9 @@ def seal_for(run_dir: Path, manifest: dict, settings: Settings, environ: Mapping
 # --- reading a signed version back --------------------------------------------------------------
 
 
-def verify_version(model: ModelVersion, public_key: Path) -> None:
+def verify_version(model: ModelVersion, public_key: Path | Trusted) -> None:
     """The registered version (model/ and every file served with it) is what its model.sig signed
-    with `public_key`'s key; SignatureError otherwise."""
+    with `public_key`'s key (or as the Sigstore identity given); SignatureError otherwise."""
     verify(model.path, model.path / SIGNATURE, public_key, model.label)
 
 

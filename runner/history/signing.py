@@ -29,16 +29,16 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from runner.errors import SignatureError, UsageError, answered, cause, extra_module, path_of, unreachable
+from runner.errors import SignatureError, answered, cause, extra_module, path_of, unreachable
 from runner.history.checksums import EntryKind, kind_of, sums_of, walk
 from runner.history.regular import open_regular
+from runner.history.trust import MAX_KEY_BYTES, Trusted, method_problem, read_public_key, signer_key  # noqa: F401 (read_public_key: callers import it from here)
 
 SIGNATURE = "model.sig"
 # What a version's signature leaves out, at the version's top: what registration writes about the
 # signed files (version.json after signing, the signature itself) and what is derived from them
 # (SHA256SUMS of model/, the provenance statement). Everything else in the version is signed.
 UNSIGNED = ("version.json", SIGNATURE, "SHA256SUMS", "provenance.intoto.json")
-MAX_KEY_BYTES = 64 << 10  # a PEM key is a few hundred bytes
 MAX_SIGNATURE_BYTES = 256 << 20  # a line per file of the model: a million files take about 150 MB
 OIDC_AUDIENCE = "sigstore"
 
@@ -239,48 +239,27 @@ def _sign(config, files_dir: Path, signature: Path) -> None:
 # --- verifying -------------------------------------------------------------------------------
 
 
-def read_public_key(path: Path, flag: str = "--public-key") -> bytes:
-    """The PEM public key file given on the command line (by `flag`); UsageError when it is not one."""
-    try:
-        with open_regular(path) as handle:
-            data = handle.read(MAX_KEY_BYTES + 1)
-    except OSError as exc:
-        raise UsageError(f"{flag} {path}: cannot read: {exc.strerror or exc}") from None
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-
-    try:
-        key = serialization.load_pem_public_key(data) if len(data) <= MAX_KEY_BYTES else None
-    except Exception:  # ValueError, and the backend's own on odd input
-        key = None
-    if not isinstance(key, ec.EllipticCurvePublicKey):
-        raise UsageError(f"{flag} {path}: not a PEM EC public key (-----BEGIN PUBLIC KEY-----)")
-    return data
-
-
-def verify(root: Path, signature: Path, public_key: Path, label: str, served: bool = True) -> Coverage:
-    """`root` (a version directory, or a copy of one) is exactly what `signature` signed with the key
-    whose public half is the file `public_key`; SignatureError "model LABEL: …" saying what differs
-    otherwise. A signature that covers model/ alone verifies model/; with `served` (the version is to
-    be served, built or called verified as a whole) it is refused when `root` holds more than model/."""
-    key = read_public_key(public_key)
+def verify(root: Path, signature: Path, trusted: Path | Trusted, label: str, served: bool = True) -> Coverage:
+    """`root` (a version directory, or a copy of one) is exactly what `signature` signed as `trusted`
+    says (a public key: the file's path, or a SignerKey; a Sigstore identity: keyless);
+    SignatureError "model LABEL: …" saying what differs otherwise. A signature that covers model/
+    alone verifies model/; with `served` (the version is to be served, built or called verified as
+    a whole) it is refused when `root` holds more than model/."""
+    if isinstance(trusted, Path):
+        trusted = signer_key(trusted, "--public-key")
     problem = signature_problem(signature)
     coverage = coverage_of(signature) if problem is None else Coverage.VERSION
     files_dir = root if coverage is Coverage.VERSION else root / "model"
-    problem = problem or _entries_problem(root) or _entries_problem(files_dir)
+    problem = problem or method_problem(signature, trusted) or _entries_problem(root) or _entries_problem(files_dir)
     if problem:
         raise SignatureError(f"model {label}: {problem}")
     model_signing = _library()
-    fd = os.memfd_create("tftrain-public-key", os.MFD_CLOEXEC)  # read once: the file may change under us
-    try:
-        os.write(fd, key)
-        config = model_signing.verifying.Config().set_hashing_config(_hashing(model_signing))
-        config.use_elliptic_key_verifier(public_key=f"/proc/self/fd/{fd}")
-        config.verify(files_dir, signature)
-    except Exception as exc:  # the library says "Signature mismatch: [...]", or fails on a bad bundle
-        raise SignatureError(f"model {label}: {_described(exc, files_dir, signature, public_key, coverage)}") from None
-    finally:
-        os.close(fd)
+    config = model_signing.verifying.Config().set_hashing_config(_hashing(model_signing))
+    with trusted.configured(model_signing, config):
+        try:
+            config.verify(files_dir, signature)
+        except Exception as exc:  # the library says "Signature mismatch: [...]", or fails on a bad bundle
+            raise SignatureError(f"model {label}: {_described(exc, files_dir, signature, trusted.described, coverage)}") from None
     unsigned = served_beside_model(root) if coverage is Coverage.MODEL and served else []
     if unsigned:
         raise SignatureError(
@@ -343,16 +322,16 @@ def _payload(signature: Path) -> dict:
     return json.loads(base64.b64decode(bundle["dsseEnvelope"]["payload"]))
 
 
-def _described(exc: Exception, files_dir: Path, signature: Path, public_key: Path, coverage: Coverage) -> str:
+def _described(exc: Exception, files_dir: Path, signature: Path, signer: str, coverage: Coverage) -> str:
     from cryptography.exceptions import InvalidSignature
 
     text = str(exc)
     if isinstance(exc, InvalidSignature) or text.startswith(("Key mismatch", "Signature verification failed")):
-        return f"{SIGNATURE} was not made with the key {public_key} (or it was altered since)"
+        return f"{SIGNATURE} was not made with {signer} (or it was altered since)"
     if isinstance(exc, (UnicodeError, LookupError, TypeError, AttributeError)) or type(exc).__name__ == "JSONDecodeError":
         return f"{SIGNATURE} is not a model signature ({type(exc).__name__})"
     if not text.startswith("Signature mismatch"):
-        return f"{SIGNATURE} does not verify with {public_key}: {cause(exc)[:300] or type(exc).__name__}"
+        return f"{SIGNATURE} does not verify with {signer}: {cause(exc)[:300] or type(exc).__name__}"
     try:
         expected = signed_files(signature)
     except (OSError, ValueError, KeyError, TypeError):  # changed since the library read it

@@ -30,7 +30,7 @@ from runner.history.model_registry import SUMS, ModelVersion, checkout_version, 
 from runner.serving.imageref import TAG, ImageReference
 from runner.serving.layout import VersionDir
 from runner.serving.scoring.script import packages_of, scoring_of
-from runner.frameworks.serving import framework_constraints, scoring_requirements, serving_constraints, serving_requirements
+from runner.frameworks.serving import VERIFIER, framework_constraints, scoring_requirements, serving_constraints, serving_requirements
 from runner.environments import CA_NAME, CONSTRAINTS_NAME, ImageSpec
 from runner.templates import render
 
@@ -147,9 +147,10 @@ def model_sha256(model: ModelVersion) -> str:
 
 
 def environment_spec(base: ImageReference, base_image_id: str | None, tensorflow: str | None, onnx: bool, ca_bundle: Path | None,
-                     scoring: tuple[str, ...] | None = None) -> ImageSpec:
+                     scoring: tuple[str, ...] | None = None, verifier: bool = False) -> ImageSpec:
     """`base` is a parsed reference (imageref): what goes into FROM is one word of Docker's grammar.
-    `scoring`: the packages of a scoring script's environment (azmlinfsrv instead of KServe)."""
+    `scoring`: the packages of a scoring script's environment (azmlinfsrv instead of KServe);
+    `verifier`: OpenSSF model signing too, for the init container (runner.serving.verify_model)."""
     if not isinstance(base, ImageReference):  # text never reaches the template unparsed
         raise TypeError(f"environment_spec takes an ImageReference, not {type(base).__name__}")
     base_image = str(base)
@@ -157,6 +158,8 @@ def environment_spec(base: ImageReference, base_image_id: str | None, tensorflow
         packages, constraints = scoring_requirements(tensorflow, scoring), framework_constraints(tensorflow)
     else:
         packages, constraints = serving_requirements(tensorflow, onnx=onnx), serving_constraints(tensorflow)
+    if verifier:
+        packages = (*packages, *VERIFIER)
     files = {CONSTRAINTS_NAME: constraints.encode()} if constraints else {}
     dockerfile = render(
         "Dockerfile.serve.j2",

@@ -3,7 +3,9 @@ by `tftrain deploy --target kubernetes`), and applied (created, or replaced when
 through the Kubernetes API of a kubeconfig, as the kubernetes target talks to it.
 
 With an auth secret, the container's TFTRAIN_SERVING_TOKEN comes from that secret's key `token`
-(env valueFrom secretKeyRef): the rendered document names the secret, never holds the key."""
+(env valueFrom secretKeyRef): the rendered document names the secret, never holds the key. With a
+verifier (deploy --verify-key), an init container of the same image checks the version's files
+against their model.sig before the server starts (runner.serving.verify_model)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import yaml
 from runner.errors import DeployError
 from runner.serving.guard import TOKEN_VARIABLE
 from runner.serving.image import PORT, ServingResources
+from runner.serving.verify_model import Verifier
 from runner.shared.kube_api import KubeObject
 
 GROUP, VERSION, PLURAL, KIND = "serving.kserve.io", "v1beta1", "inferenceservices", "InferenceService"
@@ -39,6 +42,7 @@ class ServiceSpec:
     resources: ServingResources
     labels: dict  # model name, version, commit
     auth_secret: str | None = None  # the Kubernetes secret whose key `token` the server requires
+    verifier: Verifier | None = None  # an init container verifies the version against its model.sig first
 
     def document(self) -> dict:
         amounts = {"cpu": self.resources.cpu, "memory": self.resources.memory}
@@ -52,11 +56,14 @@ class ServiceSpec:
         if self.auth_secret:
             reference = {"secretKeyRef": {"name": self.auth_secret, "key": SECRET_KEY}}
             container["env"] = [{"name": TOKEN_VARIABLE, "valueFrom": reference}]
+        predictor = {"minReplicas": 1, "containers": [container]}
+        if self.verifier is not None:  # the same image by digest: the files it verifies are the server's
+            predictor["initContainers"] = [self.verifier.container(self.image, {"requests": dict(amounts), "limits": dict(amounts)})]
         return {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": KIND,
             "metadata": {"name": self.name, "namespace": self.namespace, "labels": dict(self.labels)},
-            "spec": {"predictor": {"minReplicas": 1, "containers": [container]}},
+            "spec": {"predictor": predictor},
         }
 
 

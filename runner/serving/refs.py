@@ -36,24 +36,26 @@ COPY_PREFIX = "tftrain-serve-"
 
 @contextmanager
 def checked_out(ref: str, logger, github_repo: Callable[[], tuple[object, object]] | None = None,
-                workspace: Path | None = None, home: Path | None = None) -> Iterator[Served]:
+                workspace: Path | None = None, home: Path | None = None, signature: Path | None = None) -> Iterator[Served]:
     """REF copied into a temporary directory (checksums verified), removed on the way out; into
     `workspace` (an empty directory the caller owns and removes) when one is given.
     `github_repo`: () → (PyGithub repository, settings), called only for a release: REF;
-    `home`: the TFTRAIN_HOME whose registry any other REF is looked up in."""
+    `home`: the TFTRAIN_HOME whose registry any other REF is looked up in; `signature`: where to put
+    a copy of the version's model.sig (outside the copy), taken before its files: SignatureError
+    when it has none."""
     with (nullcontext(str(workspace)) if workspace is not None else tempfile.TemporaryDirectory(prefix=COPY_PREFIX)) as tmp:
         root = Path(tmp) / "version"
         if ref.startswith(RELEASE_PREFIX):
             if github_repo is None:
                 raise AssertionError("a release: REF needs the GitHub repository")
-            yield _from_release(ref[len(RELEASE_PREFIX):], root, logger, *github_repo())
+            yield _from_release(ref[len(RELEASE_PREFIX):], root, logger, *github_repo(), signature)
         else:
             if home is None:
                 raise AssertionError("a registry REF needs the TFTRAIN_HOME")
-            yield _from_registry(ref, root, home)
+            yield _from_registry(ref, root, home, signature)
 
 
-def _from_registry(ref: str, root: Path, home: Path) -> Served:
+def _from_registry(ref: str, root: Path, home: Path, signature: Path | None = None) -> Served:
     from runner.errors import NotFoundError
     from runner.history.model_registry import Registry, checkout_version
     from runner.history.store import Store
@@ -73,6 +75,10 @@ def _from_registry(ref: str, root: Path, home: Path) -> Served:
                         f"{ref!r} is neither a run nor a registered model: use NAME@vN, NAME@latest, a run id "
                         "or release:NAME@vN (see `tftrain models` and `tftrain runs`)"
                     ) from None
+        if signature is not None:  # first: the files copied next are checked against this copy of it
+            from runner.history.sealing import copy_signature
+
+            copy_signature(model, signature)
         root.mkdir(parents=True)
         checkout_version(model, root)
     recorded = (model.info.get("serving") or {}).get("tensorflow") or (VersionDir(root).serving() or {}).get("tensorflow")
@@ -93,13 +99,13 @@ def _run_model(store, ref: str) -> str:
     return label
 
 
-def _from_release(ref: str, root: Path, logger, repo, settings) -> Served:
+def _from_release(ref: str, root: Path, logger, repo, settings, signature: Path | None = None) -> Served:
     from runner.github.publish import pull_release
     from runner.shared.refs import number
     from runner.history.model_registry import parse_ref
 
     name, _ = parse_ref(ref)
-    tag = pull_release(repo, ref, root / "model", logger, settings)
+    tag = pull_release(repo, ref, root / "model", logger, settings, signature)
     fetch_serving_assets(repo.get_release(tag), root, settings.archive_limits)
     serving = VersionDir(root).serving() or {}
     version = tag.rsplit("-v", 1)[-1]

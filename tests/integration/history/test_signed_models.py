@@ -157,6 +157,10 @@ def test_the_release_carries_the_signature_and_the_provenance(project, home, key
     result = tftrain("models", "pull", "demo@v1", "--from", "github", "-o", str(tmp_path / "refused"), "--verify-key", str(other), env=env)
     assert result.returncode == 29 and "was not made with the key" in result.stderr
     assert not (tmp_path / "refused").exists()
+    # served from the release: its model.sig (an asset, checked against SHA256SUMS) verifies the copy first
+    result = tftrain("serve", "release:demo@v1", "--port", "0", "--verify-key", str(other), env=env)
+    assert result.returncode == 29 and "model demo-v1: model.sig was not made with the key" in result.stderr, result.stderr
+    assert "serving " not in result.stdout and "is ready" not in result.stdout
 
 
 def test_a_model_changed_after_registration_is_not_published_with_its_signature(project, home, keys, github_api):

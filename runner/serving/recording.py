@@ -92,12 +92,19 @@ class Recorder:
             self.dropped += 1
 
     def close(self, seconds: float = 10.0) -> None:
+        """Write what is queued (for `seconds` at most), close the files and say what was kept."""
         self.queue.put(None)
         self.thread.join(seconds)
         if self.current is not None:
             os.close(self.current)
             self.current = None
         os.close(self.fd)
+        self.say(self.summary())
+
+    def summary(self) -> str:
+        left = [f"{count:,} {why}" for count, why in ((self.skipped, "not kept (not JSON, or a line too large to replay)"),
+                                                       (self.dropped, "dropped (the writer fell behind)")) if count]
+        return f"tftrain-serve: recorded {self.written:,} requests in {self.directory}" + (f"; {', '.join(left)}" if left else "")
 
     def _write_all(self) -> None:
         while (item := self.queue.get()) is not None:
@@ -146,7 +153,7 @@ class Recorder:
             self.current = None
         numbers = [int(match[1]) for name, _ in self.files if (match := _NUMBER.fullmatch(name))]
         name = f"requests-{(max(numbers) + 1 if numbers else 1):06d}.jsonl"
-        self.current = os.open(name, FLAGS, 0o644, dir_fd=self.fd)
+        self.current = os.open(name, FLAGS, 0o600, dir_fd=self.fd)  # request bodies: the owner's only
         self.files.append((name, 0))
         self.lines = 0
         while len(self.files) > FILES_PER_CAP:  # never more requests than a replay reads (MAX_REQUESTS)

@@ -33,7 +33,9 @@ def test_answered_requests_become_a_request_file_the_replay_reads(tmp_path):
     requests = read_requests(tmp_path / "rec")
     assert [r.body for r in requests] == [json.loads(body(i)) for i in range(5)]
     assert requests[0].route is Route.V1 and requests[0].recorded["latency_ms"] == 4.2 and requests[0].recorded["status"] == 200
-    assert rec.skipped == 1 and said == []
+    assert rec.skipped == 1 and said == [
+        f"tftrain-serve: recorded 5 requests in {tmp_path / 'rec'}; 1 not kept (not JSON, or a line too large to replay)"]
+    assert {oct(f.stat().st_mode & 0o777) for f in (tmp_path / "rec").iterdir()} == {"0o600"}  # request bodies: the owner's only
 
 
 def test_files_rotate_and_the_cap_is_never_passed(tmp_path, monkeypatch):
@@ -69,7 +71,8 @@ def test_a_full_disk_stops_the_recording_with_one_line(tmp_path, monkeypatch):
         rec.record(Route.V1, body(i), 200, b"{}", 0.001)  # never raises on the server's side
     rec.close()
     monkeypatch.setattr(recording.os, "write", real)
-    assert len(said) == 1 and said[0].startswith("tftrain-serve: recording stopped: No space left on device")
+    assert len(said) == 2 and said[0].startswith("tftrain-serve: recording stopped: No space left on device")
+    assert said[1] == f"tftrain-serve: recorded 0 requests in {tmp_path / 'rec'}"
     assert rec.stopped
 
 

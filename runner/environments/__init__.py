@@ -20,6 +20,9 @@ from __future__ import annotations
 import importlib
 
 _API = {
+    # what a target prepared, for the gate and the lineage
+    "Environment": "prepared",
+    "Probe": "prepared",
     # virtualenvs on this machine
     "EnvSpec": "virtualenv",
     "PythonEnv": "virtualenv",

@@ -30,7 +30,7 @@ from runner.serving.contained import model_links, printable, refuse_leaving, ref
 from runner.frameworks.serving import framework_constraints, serving_requirements
 from runner.serving.signature import locate
 from runner.serving.steps import PROBE_SECONDS, cached_env, ran, verdict
-from runner.targets.base import Environment, Probe
+from runner.environments.prepared import Environment, Probe
 from runner.telemetry.logger import Logger
 
 GATE_FILES = ("serving.json", "sample.npz", "predictions.npz")

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, NamedTuple
 
+from runner.environments.prepared import Environment, Probe
 from runner.history.rundir import RunPaths, RuntimePaths
 from runner.manifest import LoadedManifest
 from runner.plan.model import ContainerSpec, HostMap, LaunchPlan
@@ -42,22 +43,6 @@ class Outcome(NamedTuple):
     message: str | None
     rank: int | None = None  # the task that decided it, when one did
     taken: bool = False  # its process or container was taken away (Vanished): no end of the script's own
-
-
-@dataclass(frozen=True, slots=True)
-class Environment:
-    python: str  # the interpreter, as the training sees it
-    description: str
-    reused: bool
-    isolated: bool  # a virtualenv or image without tftrain: `import runner` needs a path
-    image: str | None = None
-    details: dict = field(default_factory=dict, hash=False)
-    placement: HostMap | None = None  # the pool target's hosts for the launchers
-    inventory: Callable[[], dict] | None = field(default=None, compare=False)  # more details, asked for once the training runs
-
-    def described(self) -> dict:
-        """Everything known of the environment, for manifest.lock.yml."""
-        return {**self.details, **(self.inventory() if self.inventory else {})}
 
 
 @dataclass(slots=True)
@@ -87,9 +72,6 @@ class RunControl:
             self.deadline = self.running_since + self.limit_seconds
 
 
-# (argv of the probe, its log, a time limit) → its exit status, None past the limit, or False where
-# the run's environment is not on this machine
-Probe = Callable[[list[str], Path, float], "int | None | bool"]
 
 
 @dataclass(frozen=True, slots=True)

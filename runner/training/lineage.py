@@ -15,7 +15,7 @@ from runner.manifest import LoadedManifest
 from runner.plan.model import LaunchPlan
 from runner.training.gitinfo import git_info
 from runner.training.inputs import digest_of
-from runner.targets.base import Environment
+from runner.environments.prepared import Environment
 
 
 class Lineage:

@@ -23,7 +23,8 @@ from runner.history.rundir import RunPaths, RuntimePaths
 from runner.training.snapshot import LARGE_SNAPSHOT, take_snapshot
 from runner.history.store import Store
 from runner.settings import Settings
-from runner.targets.base import Environment, Target, TargetState
+from runner.environments.prepared import Environment
+from runner.targets.base import Target, TargetState
 from runner.shared.catalog import bare_here
 
 

@@ -12,7 +12,7 @@ from runner.history.rundir import RunPaths
 from runner.manifest import load_manifest
 from runner.training.gitinfo import git_info
 from runner.training.lineage import Lineage
-from runner.targets.base import Environment
+from runner.environments.prepared import Environment
 
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
 

@@ -13,7 +13,7 @@ from runner.manifest.legacy_keras import keras_choice
 from runner.telemetry.logger import Logger
 from runner.plan.model import LaunchPlan, NetworkMode
 from runner.training.prepare import Prepared, check_runnable, prepare
-from runner.shared.catalog import TARGETS
+from runner.shared.catalog import row_of
 from runner.targets.factory import target_for
 from runner.history.rundir import RunPaths
 from runner.settings import MachineClients, Settings
@@ -63,7 +63,7 @@ def run(args, logger: Logger) -> int:
     dockerfile = prepared.env.details.get("dockerfile")
     if prepared.env.image:
         document["image"] = prepared.env.image
-    row = TARGETS[prepared.plan.target]
+    row = row_of(prepared.plan.target)
     submitted = prepared.plan.files.get(row.plan_file) if row.plan_file else None  # what the target hands its cluster
     if args.output_dir:
         write_plan(prepared, document, args.output_dir)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from runner.errors import PlacementError
 from runner.manifest.model import effective_target
-from runner.shared.catalog import TARGETS, docker_here
+from runner.shared.catalog import TARGETS, docker_here, row_of
 from runner.github.workflow import failure
 
 POOL_LABEL = TARGETS["pool"].runner_label
@@ -26,7 +26,7 @@ def runs_on(manifest) -> list[str]:
     compute = manifest.compute
     target = effective_target(manifest)
     labels = ["self-hosted", "linux"]
-    dispatcher = TARGETS[target].runner_label
+    dispatcher = row_of(target).runner_label
     if dispatcher:  # the runner only dispatches to the target's hosts: GPUs and Docker are theirs, not its
         labels.append(dispatcher)
     else:

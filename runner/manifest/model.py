@@ -11,7 +11,8 @@ import re
 import warnings
 from typing import Annotated, Literal, Union
 
-from pydantic import Field, field_validator
+from pydantic import Field, PlainValidator, WithJsonSchema, field_validator
+from pydantic_core import PydanticCustomError
 
 from runner.manifest.fields import (
     MAX_NODES,
@@ -33,7 +34,7 @@ from runner.manifest.cost import CostSpec
 from runner.manifest.evaluation import EvaluationSpec
 from runner.manifest.replay import ReplaySpec
 from runner.manifest.images import ImageRegistry
-from runner.shared.catalog import TargetName
+from runner.shared import catalog
 from runner.manifest.retry import RetrySpec
 from runner.manifest.slurm import SlurmSpec
 from runner.manifest.sources import check_sources
@@ -107,9 +108,22 @@ KILL_GRACE_SECONDS = 10.0
 MAX_GRACE_SECONDS = 3600
 
 
+def _target_name(name: object) -> str:
+    """`name` when the catalog has the target (a plugin's too); pydantic's literal_error otherwise, so
+    the manifest's line is "'x' is not one of … (did you mean …)" (runner.manifest.validate)."""
+    if isinstance(name, str) and catalog.row_of(name) is not None:
+        return name
+    known = catalog.names()
+    raise PydanticCustomError("literal_error", "Input should be {expected}",
+                              {"expected": ", ".join(repr(n) for n in known[:-1]) + f" or {known[-1]!r}"})
+
+
+TargetName = Annotated[str, PlainValidator(_target_name), WithJsonSchema({"type": "string", "enum": list(catalog.BUILT_IN)})]
+
+
 class ComputeSpec(Model):
     target: TargetName | None = Field(
-        default=None, description="Where the job runs; default: docker when use_docker is true, else local"
+        default=None, description="Where the job runs; default: docker when use_docker is true, else local (or a plugin's target)"
     )
     slots_per_node: int | None = Field(
         default=None, ge=1, le=1 << 20,

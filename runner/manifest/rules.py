@@ -20,7 +20,7 @@ from runner.manifest.replay import check_replay
 from runner.manifest.sourcepaths import regular_file_problem, text_file_problem, through_link
 from runner.manifest.document import Location
 from runner.shared.refs import resume_ref_problem
-from runner.shared.catalog import ON_THIS_MACHINE, TARGETS, bare_here
+from runner.shared.catalog import bare_here, on_this_machine, on_this_machine_names, row_of
 
 Problem = tuple[Location, str]
 MAX_ARGUMENT = 128 << 10  # Linux's MAX_ARG_STRLEN: one argv or environment string
@@ -287,7 +287,7 @@ def _metrics(manifest: Manifest) -> list[Problem]:
 
 def _docker(manifest: Manifest) -> list[Problem]:
     target = manifest.compute.target
-    if manifest.use_docker and target is not None and not TARGETS[target].containers:
+    if manifest.use_docker and target is not None and not row_of(target).containers:
         return [(("use_docker",), f"use_docker: true conflicts with compute.target: {target}")]
     if manifest.custom_docker_image and bare_here(effective_target(manifest)):
         return [(("custom_docker_image",), "needs use_docker: true (or compute.target: docker)")]
@@ -303,8 +303,8 @@ def _checkpoints(manifest: Manifest) -> list[Problem]:
     if not checkpoints.dir.startswith(outputs + "/"):
         problems.append((("checkpoints", "dir"), f"{checkpoints.dir!r} must be a directory inside outputs_dir {outputs!r}"))
     target = effective_target(manifest)
-    if target not in ON_THIS_MACHINE:  # the sync reads the run's workdir on this machine
-        problems.append((("checkpoints",), f"checkpoint sync needs the {' or '.join(ON_THIS_MACHINE)} target, not {target}"))
+    if not on_this_machine(target):  # the sync reads the run's workdir on this machine
+        problems.append((("checkpoints",), f"checkpoint sync needs the {' or '.join(on_this_machine_names())} target, not {target}"))
     return problems
 
 

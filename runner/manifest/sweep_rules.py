@@ -10,7 +10,7 @@ from runner.manifest.fields import InputRef, ResumeRef
 from runner.manifest.model import Manifest, effective_target
 from runner.manifest.sweep import MAX_TRIALS, Objective, SweepSpec, grid_size, trial_limit
 from runner.manifest.document import Location
-from runner.shared.catalog import TARGETS
+from runner.shared.catalog import row_of
 
 Problem = tuple[Location, str]
 MAX_EXPONENT = 700  # exp(709.8) overflows a float; exp(-745) is 0, whose log Optuna cannot sample
@@ -215,7 +215,7 @@ def _limits(sweep: SweepSpec) -> list[Problem]:
 def _prices(manifest: Manifest, sweep: SweepSpec) -> list[Problem]:
     """A cost budget needs prices: compute.cost, or the pool file's `cost:` (checked when the sweep
     starts, runner.sweep.driver). Without them no trial has a cost, and nothing keeps the budget."""
-    if sweep.limits.max_cost is None or manifest.compute.cost is not None or TARGETS[effective_target(manifest)].own_prices:
+    if sweep.limits.max_cost is None or manifest.compute.cost is not None or row_of(effective_target(manifest)).own_prices:
         return []
     return [((*_LIMITS, "max_cost"), "a cost budget needs prices: set compute.cost (or, with compute.target: pool, cost: in the pool file)")]
 

@@ -240,12 +240,12 @@ def check_prices(loaded: LoadedManifest) -> None:
     if manifest.sweep.limits.max_cost is None or manifest.compute.cost is not None:
         return
     from runner.manifest import effective_target
-    from runner.shared.catalog import TARGETS
+    from runner.shared.catalog import row_of
     from runner.targets.factory import target_for
 
     where = f"{loaded.path}: sweep.limits.max_cost: a cost budget needs prices"
     target = effective_target(manifest)
-    if not TARGETS[target].own_prices:
+    if not row_of(target).own_prices:
         raise ManifestError(f"{where}: set compute.cost (or, with compute.target: pool, cost: in the pool file)")
     if target_for(target).listed_prices(loaded) is None:
         raise ManifestError(f"{where}: compute.cost is not set, and the {target} target lists none (cost: in the pool file)")

@@ -12,7 +12,7 @@ from runner.manifest import effective_target
 from runner.manifest.model import Manifest
 from runner.manifest.rules import process_count
 from runner.shared.machine import cpu_count, gpu_count, named_gpus
-from runner.shared.catalog import ON_THIS_MACHINE
+from runner.shared.catalog import on_this_machine
 from runner.telemetry.logger import Logger
 
 
@@ -34,7 +34,7 @@ def check_runs(
 ) -> list[str]:
     """check_concurrency for `limit` runs of the manifest at once (a sweep's trials, an evaluation's
     seeds); `where` names the setting that asks for them."""
-    if effective_target(manifest) not in ON_THIS_MACHINE:
+    if not on_this_machine(effective_target(manifest)):
         return []
     per = process_count(manifest)
     wanted = per * limit
@@ -55,7 +55,7 @@ def runs_that_fit(
 ) -> int:
     """How many of `wanted` runs of the manifest this machine holds at once, at least one: each its
     own GPUs (use_gpu), slots (compute.slots_per_node) and a CPU per process. Other targets: all."""
-    if effective_target(manifest) not in ON_THIS_MACHINE:
+    if not on_this_machine(effective_target(manifest)):
         return wanted
     per = process_count(manifest)
     fits = [wanted, cpu_count() // per]

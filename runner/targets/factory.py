@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from runner.errors import UnsupportedError
 from runner.targets.base import Target
-from runner.shared.catalog import TARGETS, module_of
+from runner.shared.catalog import module_of, row_of
 
 if TYPE_CHECKING:
     from runner.settings import Settings
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 def target_for(name: str, settings: Settings | None = None) -> Target:
     """A fresh target for one run: what it reserves lives as long as the run. `settings`: the
     command's (what the machine's environment says, read once by runner.settings)."""
-    row = TARGETS.get(name)
+    row = row_of(name)
     if row is None:
         raise UnsupportedError(f"compute.target: {name!r} is not available in this version of tftrain")
     return getattr(importlib.import_module(module_of(name)), row.cls)(settings)
@@ -27,7 +27,7 @@ def target_for(name: str, settings: Settings | None = None) -> Target:
 def target_command(name: str) -> ModuleType:
     """The module behind a backend's own command (`tftrain pool`: runner/targets/pool/survey.py),
     named in its catalog row; imported when that command runs."""
-    row = TARGETS.get(name)
+    row = row_of(name)
     if row is None or row.command is None:
         raise UnsupportedError(f"target {name!r} has no command of its own")
     return importlib.import_module(f"{module_of(name).rpartition('.')[0]}.{row.command}")

@@ -7,7 +7,7 @@ import time
 from contextlib import contextmanager
 
 from runner.plan.layout import GPU_ROLES
-from runner.shared.catalog import ON_THIS_MACHINE
+from runner.shared.catalog import on_this_machine
 from runner.telemetry.usage_sampler import GpuMonitor, UsageSampler
 
 
@@ -21,7 +21,7 @@ def metering(ctx, training):
     if gpu_processes is None:
         gpu_processes = sum(1 for task in plan.tasks if task.role in GPU_ROLES) if manifest.use_gpu else 0
     gpus = None
-    if manifest.use_gpu and plan.target in ON_THIS_MACHINE:
+    if manifest.use_gpu and on_this_machine(plan.target):
         gpus = GpuMonitor.open(visible=ctx.settings.cuda_visible_devices, warn=ctx.logger.warning)
     group = ctx.target.process_group(ctx.control)  # the local target's cgroup; elsewhere none
     sampler = UsageSampler(training.recorder.record, gpus, group, ctx.logger.warning)

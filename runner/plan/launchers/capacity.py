@@ -9,7 +9,7 @@ from runner.telemetry.logger import Logger
 from runner.manifest.model import Manifest
 from runner.plan.layout import GPU_ROLES
 from runner.plan.model import LaunchPlan
-from runner.shared.catalog import ON_THIS_MACHINE
+from runner.shared.catalog import on_this_machine
 from runner.shared.machine import cpu_count, gpu_count
 
 
@@ -17,7 +17,7 @@ from runner.shared.machine import cpu_count, gpu_count
 def check_capacity(plan: LaunchPlan, manifest: Manifest, logger: Logger, *, cuda_visible_devices: str | None) -> None:
     """More processes than CPUs: a warning (they share them). More GPU processes than GPUs: an error.
     `cuda_visible_devices`: tftrain's CUDA_VISIBLE_DEVICES (runner.settings), None when unset."""
-    if plan.target not in ON_THIS_MACHINE:
+    if not on_this_machine(plan.target):
         return
     cpus = cpu_count()
     if len(plan.tasks) > cpus:

@@ -12,7 +12,7 @@ import pytest
 import runner.targets.base as base
 from runner.errors import UnsupportedError
 from runner.targets.base import RunControl, Target, TargetState
-from runner.shared.catalog import NAMES
+from runner.shared.catalog import BUILT_IN as NAMES
 from runner.targets.factory import target_for
 
 
@@ -85,20 +85,30 @@ def test_the_pool_keeps_its_placed_job_on_the_target_not_in_its_module(monkeypat
         other.execute(None, None, {}, control, None)
 
 
-def test_the_manifest_the_cli_and_the_factory_take_their_names_from_the_catalog():
+def test_the_manifest_the_cli_and_the_factory_take_their_names_from_the_catalog(capsys, tmp_path):
     import argparse
-    import typing
 
     from runner.cli.common import add_manifest_arg
     from runner.manifest.model import ComputeSpec
+    from runner.errors import ManifestError
+    from runner.manifest import load_manifest
     from runner.shared.catalog import TARGETS
 
     parser = argparse.ArgumentParser()
     add_manifest_arg(parser, target=True)
-    choices = next(action.choices for action in parser._actions if action.dest == "target")
-    assert tuple(choices) == NAMES == tuple(TARGETS)
-    literal = next(arg for arg in typing.get_args(ComputeSpec.model_fields["target"].annotation) if arg is not type(None))
-    assert typing.get_args(literal) == NAMES
+    assert NAMES == tuple(TARGETS)
+    for name in NAMES:
+        assert parser.parse_args(["--target", name]).target == name
+        assert ComputeSpec(target=name).target == name
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--target", "slurn"])
+    assert "'slurn' is not a target: one of local, docker, pool, kubernetes, slurm; did you mean 'slurm'?" in capsys.readouterr().err
+    assert ComputeSpec.model_json_schema()["properties"]["target"]["anyOf"][0]["enum"] == list(NAMES)  # the schema: the built-in ones
+    (tmp_path / "train.py").write_text("")
+    (tmp_path / "tftrain.yml").write_text("name: m\nentry_script: train.py\ncompute:\n  target: slurn\n")
+    with pytest.raises(ManifestError) as refused:
+        load_manifest(tmp_path / "tftrain.yml")
+    assert "compute.target: 'slurn' is not one of 'local', 'docker', 'pool', 'kubernetes' or 'slurm'; did you mean 'slurm'?" in str(refused.value)
 
 
 def test_the_catalog_imports_nothing_of_tftrain():
@@ -107,7 +117,7 @@ def test_the_catalog_imports_nothing_of_tftrain():
     tree = ast.parse(Path(catalog.__file__).read_text())
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    assert not [module for module in imported if module and module.startswith("runner")]
+    assert not [module for module in imported if module and module.startswith("runner") and module != "runner.errors"]
 
 
 def test_a_backends_own_command_is_reached_through_the_factory():

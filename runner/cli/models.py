@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from runner.github import workflow
-from runner.cli.verifying import add_keyless_arguments, signer_named, trusted
+from runner.cli.verifying import add_keyless_arguments, trusted
 from runner.errors import RegistryError, UsageError
 from runner.telemetry.summary import primary_metric
 from runner.paths import tftrain_home
@@ -15,7 +15,7 @@ from runner.github.publish import pull_release
 from runner.history.model_registry import Registry, refuse_filled
 from runner.history.checksums import copy_tree, fresh_dir
 from runner.history.sealing import pull_verified, seal_for, verify_version
-from runner.history.signing import SIGNATURE, Coverage, coverage_of, read_public_key, verify
+from runner.history.signing import SIGNATURE, Coverage, coverage_of, read_public_key, signer_named, verify
 from runner.history.rundir import RunPaths
 from runner.history.store import Store
 from runner.targets.leftovers import reconcile

@@ -27,10 +27,10 @@ import threading
 import time
 from pathlib import Path
 
-from runner.cli.verifying import add_verify_arguments, trusted, verify_copy
+from runner.cli.verifying import add_verify_arguments, trusted
 from runner.errors import PlanError, ServingError, UsageError
 from runner.cli.releases import github_repo, release_errors
-from runner.history.signing import SIGNATURE
+from runner.history.signing import SIGNATURE, verify_copy
 from runner.paths import tftrain_home
 from runner.serving import guard, supervision
 from runner.serving.launch import ListeningPort, ServerCommand, ServerOptions, scoring_of, server_command, server_environ, told, wait_ready

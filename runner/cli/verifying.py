@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runner.history.signing import SIGNATURE, verify
+from runner.history.signing import SIGNATURE
 from runner.history.trust import GITHUB_ISSUER, Trusted, trusted_from
 
 
@@ -29,14 +29,3 @@ def trusted(args, key_flag: str = "--verify-key", key: Path | None = None) -> Tr
     is not a public key or the keyless pair is half given."""
     return trusted_from(key if key is not None else getattr(args, "verify_key", None),
                         getattr(args, "verify_identity", None), getattr(args, "verify_issuer", None), key_flag)
-
-
-def signer_named(trusted_by: Trusted) -> str:
-    return trusted_by.shown if not trusted_by.keyless else f"Sigstore identity {trusted_by.identity!r}"
-
-
-def verify_copy(root: Path, signature: Path, trusted_by: Trusted, label: str, logger) -> None:
-    """The checked-out copy `root` is what `signature` (a copy of the version's model.sig) signed:
-    model/ and everything served with it; SignatureError (exit 29) otherwise."""
-    verify(root, signature, trusted_by, label, served=True)
-    logger.info(f"{label}: {SIGNATURE} verified with {signer_named(trusted_by)}", style="green")

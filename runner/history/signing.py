@@ -350,3 +350,14 @@ def _described(exc: Exception, files_dir: Path, signature: Path, signer: str, co
 
 def _names(names: list[str], shown: int = 5) -> str:
     return ", ".join(map(repr, names[:shown])) + (f" (and {len(names) - shown} more)" if len(names) > shown else "")
+
+
+def signer_named(trusted_by: Trusted) -> str:
+    return trusted_by.shown if not trusted_by.keyless else f"Sigstore identity {trusted_by.identity!r}"
+
+
+def verify_copy(root: Path, signature: Path, trusted_by: Trusted, label: str, logger) -> None:
+    """The checked-out copy `root` is what `signature` (a copy of the version's model.sig) signed:
+    model/ and everything served with it; SignatureError (exit 29) otherwise."""
+    verify(root, signature, trusted_by, label, served=True)
+    logger.info(f"{label}: {SIGNATURE} verified with {signer_named(trusted_by)}", style="green")

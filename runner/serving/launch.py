@@ -14,13 +14,14 @@ import os
 import signal
 import subprocess
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from runner.errors import ServingError, UsageError
 from runner.serving import guard, supervision
+from runner.serving.readiness import Waited
+from runner.serving.readiness import wait_ready as wait_ready_until
 from runner.serving.layout import Runtime
 from runner.serving.refs import Served
 from runner.serving.scoring.script import packages_of, recorded
@@ -155,23 +156,21 @@ def wait_ready(process: subprocess.Popen, host: str, port: ListeningPort, path: 
                timeout: float = READY_TIMEOUT_SECONDS) -> bool:
     """True once `path` (/v2/health/ready; a scoring server's /) answers 200; False when the server exits first."""
     target = "127.0.0.1" if host in ("0.0.0.0", "") else ("::1" if host == "::" else host)
-    deadline = time.monotonic() + timeout
-    while process.poll() is None:
-        if time.monotonic() > deadline:
-            raise ServingError(f"the model server did not become ready in {timeout:g} s")
-        if not port.known.wait(POLL_SECONDS):
-            continue
+
+    def ready() -> bool:
         connection = http.client.HTTPConnection(target, port.value, timeout=2)
         try:
             connection.request("GET", path)
-            if connection.getresponse().status == 200:
-                return True
+            return connection.getresponse().status == 200
         except OSError:
-            pass
+            return False
         finally:
             connection.close()
-        time.sleep(POLL_SECONDS)
-    return False
+
+    outcome = wait_ready_until(ready, lambda: process.poll() is not None, timeout, POLL_SECONDS, port.known.wait)
+    if outcome is Waited.TIMED_OUT:
+        raise ServingError(f"the model server did not become ready in {timeout:g} s")
+    return outcome is Waited.READY
 
 
 def told(tail: list[str]) -> str:

@@ -123,7 +123,7 @@ def manifest_digest(registry: str, repository: str, tag: str) -> str:
 
 
 def test_image_is_built_once_proven_and_pushed(home, tmp_path, exported, docker_client, registry):
-    from runner.cli import deploy
+    from runner.deploy import build as deploy, smoke
     from runner.serving.image import ServingResources, copy_version
     from runner.telemetry.logger import Logger
 
@@ -150,7 +150,7 @@ def test_image_is_built_once_proven_and_pushed(home, tmp_path, exported, docker_
     assert {"model", "serving", "sample.npz", "predictions.npz", "serving.json"} <= set(listing.split())
 
     stub = _with_stub_server(docker_client, image, tmp_path)
-    deploy.smoke_test(docker_client, stub, files, ServingResources.of(model.info), 120, logger)
+    smoke.smoke_test(docker_client, stub, files, ServingResources.of(model.info), 120, logger)
     logger.flush()
     assert "the sample's predictions match the gate's" in lines.getvalue()
 
@@ -170,7 +170,7 @@ def test_image_is_built_once_proven_and_pushed(home, tmp_path, exported, docker_
 
 
 def test_smoke_test_fails_when_predictions_differ(home, tmp_path, exported, docker_client):
-    from runner.cli import deploy
+    from runner.deploy import build as deploy, smoke
     from runner.serving.image import ServingResources, copy_version
     from runner.telemetry.logger import Logger
     import numpy as np
@@ -184,7 +184,7 @@ def test_smoke_test_fails_when_predictions_differ(home, tmp_path, exported, dock
         wrong = {key: archive[key] + 0.01 for key in archive.files}
     np.savez(files.predictions, **wrong)
     with pytest.raises(DeployError, match=r"differs from the gate's predictions by 0\.01"):
-        deploy.smoke_test(docker_client, stub, files, ServingResources.of(model.info), 120, logger)
+        smoke.smoke_test(docker_client, stub, files, ServingResources.of(model.info), 120, logger)
     assert not docker_client.containers.list(all=True, filters={"label": "tftrain.deploy=digits@v1"})
 
 
@@ -316,7 +316,7 @@ def test_inference_service_is_created_then_replaced(tmp_path):
 
 
 def test_release_body_links_the_image_by_digest(github_api, monkeypatch):
-    from runner.cli.deploy import link_release
+    from runner.deploy.release import link_release
     from runner.serving.image import ModelImage
     from runner.telemetry.logger import Logger
 
@@ -337,7 +337,7 @@ def test_kubernetes_target_prints_and_applies(tmp_path, capsys):
 
     import yaml
 
-    from runner.cli import deploy
+    from runner.deploy.kubernetes import render_service
     from runner.serving.image import ServingResources
     from runner.telemetry.logger import Logger
 
@@ -346,8 +346,7 @@ def test_kubernetes_target_prints_and_applies(tmp_path, capsys):
     image = "r.example/team/digits@sha256:" + "d" * 64
     with ServingAPI() as api:
         config.write_text(api.kubeconfig())
-        args = types.SimpleNamespace(service_name=None, namespace="serving", kubeconfig=config, auth_secret="serving-key")
-        deploy._kubernetes(args, model, ServingResources(), image, Logger(io.StringIO()))
+        render_service(model, ServingResources(), image, Logger(io.StringIO()), "serving", None, "serving-key", config)
         printed = yaml.safe_load(capsys.readouterr().out)
         # the server's key comes from the secret when the pod starts; the document only names it
         assert printed["spec"]["predictor"]["containers"][0]["env"] == [

@@ -31,7 +31,7 @@ def run_init(client, image: str, container: dict, volume: Path | None = None, en
 
 
 def test_the_init_container_verifies_the_image_and_refuses_a_tampered_volume(home, tmp_path, exported, docker_client):  # noqa: F811
-    from runner.cli import deploy
+    from runner.deploy import build as deploy
     from runner.history.checksums import copy_file
     from runner.history.signing import SIGNATURE, sign_with_key, verify
     from runner.history.trust import SignerKey

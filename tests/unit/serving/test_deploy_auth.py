@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
-from runner.cli import deploy
+from runner.deploy import smoke as deploy
 from runner.errors import DeployError
 from runner.serving.guard import TOKEN_VARIABLE
 

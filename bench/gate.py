@@ -45,7 +45,8 @@ x = np.random.default_rng(0).random((8192, 64)).astype("float32")
 y = (x[:, :32].sum(axis=1) > x[:, 32:].sum(axis=1)).astype("int32")
 inputs = keras.Input((64,), name="features")
 hidden = keras.layers.Dense(128, activation="relu")(inputs)
-model = keras.Model(inputs, keras.layers.Dense(2, activation="softmax")(keras.layers.Dense(64, activation="relu")(hidden)))
+hidden = keras.layers.Dense(64, activation="relu")(hidden)
+model = keras.Model(inputs, keras.layers.Dense(2, activation="softmax")(hidden))
 model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
 history = model.fit(x, y, epochs=int(os.environ["EPOCHS"]), batch_size=64, verbose=0)
 print(f"accuracy={history.history['accuracy'][-1]:.4f}")
@@ -70,7 +71,7 @@ def project(root: Path, epochs: int) -> Path:
     (root / "src").mkdir(parents=True)
     (root / "src" / "train.py").write_text(SCRIPT)
     (root / "tftrain.yml").write_text(
-        f"name: bench-gate\nsource_directory: src\nentry_script: train.py\n"
+        "name: bench-gate\nsource_directory: src\nentry_script: train.py\n"
         f"environment_variables: {{EPOCHS: '{epochs}'}}\nmodel:\n  path: outputs/model\n"
     )
     return root / "tftrain.yml"
@@ -85,7 +86,14 @@ def script_seconds(output: str) -> tuple[float, float]:
 
 def bare(manifest: Path, env: dict[str, str], epochs: int) -> Sample:
     src = manifest.parent / "src"
-    done = subprocess.run([sys.executable, "train.py"], cwd=src, env={**env, "EPOCHS": str(epochs)}, capture_output=True, text=True, timeout=1800)
+    done = subprocess.run(
+        [sys.executable, "train.py"],
+        cwd=src,
+        env={**env, "EPOCHS": str(epochs)},
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     if done.returncode != 0:
         raise SystemExit(f"bare python: exit {done.returncode}\n{done.stderr[-2000:]}")
     first, last = script_seconds(done.stdout)
@@ -107,7 +115,9 @@ def tftrain(manifest: Path, env: dict[str, str]) -> Sample:
 def _said(name: str, sample: Sample) -> str:
     if sample.after is None:
         return f"{name} {sample.script:.2f} s"
-    return f"{name} {sample.script:.2f} s (+{sample.after:.2f} s after, {'ahead' if sample.ahead else 'after the script'})"
+    return (
+        f"{name} {sample.script:.2f} s (+{sample.after:.2f} s after, {'ahead' if sample.ahead else 'after the script'})"
+    )
 
 
 def main() -> int:
@@ -123,7 +133,9 @@ def main() -> int:
         root = Path(tmp)
         manifest = project(root / "project", args.epochs)
         base = {k: v for k, v in os.environ.items() if k not in ("GITHUB_ACTIONS", "TFTRAIN_GATE_PRESTART")}
-        base.update(TFTRAIN_HOME=str(root / "home"), PYTHONPYCACHEPREFIX=str(root / "pycache"), TF_CPP_MIN_LOG_LEVEL="2")
+        base.update(
+            TFTRAIN_HOME=str(root / "home"), PYTHONPYCACHEPREFIX=str(root / "pycache"), TF_CPP_MIN_LOG_LEVEL="2"
+        )
         modes = {
             "bare": lambda: bare(manifest, base, args.epochs),
             "auto": lambda: tftrain(manifest, {**base, "PYTHONPATH": str(REPO)}),
@@ -135,7 +147,7 @@ def main() -> int:
         modes["bare"]()  # warm the page cache and the bytecode cache, outside the timing
         samples: dict[str, list[Sample]] = {name: [] for name in names}
         for round_ in range(args.pairs):
-            order = names[round_ % len(names):] + names[: round_ % len(names)]
+            order = names[round_ % len(names) :] + names[: round_ % len(names)]
             for name in order:
                 samples[name].append(modes[name]())
             print(f"round {round_ + 1}: " + "  ".join(_said(name, samples[name][-1]) for name in names), flush=True)
@@ -145,7 +157,10 @@ def main() -> int:
     for name in names:
         times = [sample.script for sample in samples[name]]
         ratio = statistics.median(value / ref for value, ref in zip(times, reference))
-        line = f"  {name:6} {statistics.median(times):6.2f} s  ×{ratio:.3f} of bare (paired median; rounds {min(times):.2f}–{max(times):.2f} s)"
+        line = (
+            f"  {name:6} {statistics.median(times):6.2f} s  ×{ratio:.3f} of bare (paired median; rounds"
+            f" {min(times):.2f}–{max(times):.2f} s)"
+        )
         if name != "bare":
             after = statistics.median(sample.after for sample in samples[name])
             ahead = sum(bool(sample.ahead) for sample in samples[name])

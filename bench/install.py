@@ -40,14 +40,23 @@ def main() -> None:
         spec = f"{REPO}[{args.extras}]" if args.extras else str(REPO)
         started = time.monotonic()
         subprocess.run([args.python, "-m", "venv", str(old_venv)], check=True)
-        subprocess.run([str(old_venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", "-q", spec],
-                       env=env, check=True, capture_output=True)
+        subprocess.run(
+            [str(old_venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", "-q", spec],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
         old = time.monotonic() - started
         print(f"old way (venv + pip install, every job): {old:6.1f} s  {size_mb(old_venv):5.0f} MB")
 
         (scratch / "temp").mkdir()
-        env.update(GITHUB_ACTION_PATH=str(REPO), INPUT_PYTHON=args.python, INPUT_EXTRAS=args.extras,
-                   RUNNER_TOOL_CACHE=str(scratch / "tool-cache"), RUNNER_TEMP=str(scratch / "temp"))
+        env.update(
+            GITHUB_ACTION_PATH=str(REPO),
+            INPUT_PYTHON=args.python,
+            INPUT_EXTRAS=args.extras,
+            RUNNER_TOOL_CACHE=str(scratch / "tool-cache"),
+            RUNNER_TEMP=str(scratch / "temp"),
+        )
         command = [str(REPO / "scripts" / "install-action")]
         cold, line = timed(command, env)
         venv = (scratch / "temp" / "tftrain-venv").resolve()

@@ -24,9 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from runner.manifest.model import MetricsSpec
 from runner.telemetry.logger import Logger
 from runner.telemetry.logpump import LogPump
-from runner.manifest.model import MetricsSpec
 from runner.telemetry.parsers import LogMetricParser
 from runner.telemetry.recorder import MetricsRecorder
 from runner.telemetry.report import curves
@@ -141,13 +141,18 @@ def main() -> None:
         plain = measure("plain", args.lines, 1, Path(tmp))
         regex = measure("regex", args.lines, 1, Path(tmp))
     print(f"baseline (producers → files): {args.lines / base:,.0f} lines/s ({base:.2f}s)")
-    print(f"through the log pump:         {pump['lines'] / pump['elapsed']:,.0f} lines/s ({pump['elapsed']:.2f}s)  (goal ≥ 200,000)")
+    print(
+        f"through the log pump:         {pump['lines'] / pump['elapsed']:,.0f} lines/s ({pump['elapsed']:.2f}s)  (goal"
+        " ≥ 200,000)"
+    )
     print(f"ratio pump/baseline: {base / pump['elapsed']:.3f}")
     print(f"peak RSS of the pump process: {pump['rss_mb']:.1f} MB  (goal ≤ 100; {imports:.1f} MB after imports)")
     lines = f"{args.lines:,} lines, 1 process"
     print(f"{lines}, no metrics regex:          {plain['elapsed']:.2f}s, peak RSS {plain['rss_mb']:.1f} MB")
-    print(f"{lines}, a regex matching every line: {regex['elapsed']:.2f}s, peak RSS {regex['rss_mb']:.1f} MB"
-          f"  ({regex['points']:,} points; goal ≤ 100 MB)")
+    print(
+        f"{lines}, a regex matching every line: {regex['elapsed']:.2f}s, peak RSS {regex['rss_mb']:.1f} MB"
+        f"  ({regex['points']:,} points; goal ≤ 100 MB)"
+    )
     time_ratio, rss_ratio = regex["elapsed"] / plain["elapsed"], regex["rss_mb"] / plain["rss_mb"]
     print(f"ratio regex/no regex: time {time_ratio:.2f}, RSS {rss_ratio:.2f}")
 

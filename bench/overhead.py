@@ -49,7 +49,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=at_least, default=MIN_ROUNDS, help=f"pairs timed (at least {MIN_ROUNDS})")
     parser.add_argument("--quick", action="store_true", help="a ~8 s job instead of ~60 s")
-    parser.add_argument("--evaluation", action="store_true", help="tftrain run with evaluation: (one seed), the per-example file written by both")
+    parser.add_argument(
+        "--evaluation",
+        action="store_true",
+        help="tftrain run with evaluation: (one seed), the per-example file written by both",
+    )
     args = parser.parse_args()
     epochs = "12" if args.quick else "165"
     with tempfile.TemporaryDirectory(prefix="tftrain-overhead-bench-") as tmp:
@@ -61,7 +65,11 @@ def main() -> None:
         manifest.write_text(
             f"name: {NAME}\nsource_directory: src\nentry_script: cpu_train.py\n"
             f"script_params:\n  --epochs: {epochs}\n  --model-dir: outputs/model\n"
-            + ("  --per-example: outputs/eval.jsonl\nevaluation: {per_example: outputs/eval.jsonl, metric: correct}\n" if args.evaluation else "")
+            + (
+                "  --per-example: outputs/eval.jsonl\nevaluation: {per_example: outputs/eval.jsonl, metric: correct}\n"
+                if args.evaluation
+                else ""
+            )
             + "model: {path: outputs/model, gate: required}\n"
         )
         env = {**os.environ, "TFTRAIN_HOME": str(root / "home"), "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)}
@@ -77,7 +85,10 @@ def main() -> None:
         versions = sorted((root / "home" / "models" / NAME).glob("v*/version.json"))
         gated = [json.loads(path.read_text()).get("serving") for path in versions]
         if len(versions) != args.rounds + 1 or not all(gated):
-            raise SystemExit(f"expected {args.rounds + 1} gated, registered versions; found {len(versions)} ({sum(map(bool, gated))} gated)")
+            raise SystemExit(
+                f"expected {args.rounds + 1} gated, registered versions; found {len(versions)} ({sum(map(bool, gated))}"
+                " gated)"
+            )
     print(f"load after: {load()}; every tftrain run gated and registered its model ({len(versions)} versions)")
     report(seconds, reference="python train.py")
     print("goal: ratio ≤ 1.02 on the ~60 s job, added ≤ 1 s")

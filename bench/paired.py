@@ -37,7 +37,7 @@ def interleaved(variants: dict[str, Callable[[], object]], rounds: int) -> dict[
     names = list(variants)
     seconds: dict[str, list[float]] = {name: [] for name in names}
     for number in range(rounds):
-        order = names[number % len(names):] + names[: number % len(names)]
+        order = names[number % len(names) :] + names[: number % len(names)]
         for name in order:
             seconds[name].append(timed(variants[name]))
         shown = "  ".join(f"{name} {seconds[name][-1]:.2f}s" for name in names)
@@ -56,4 +56,7 @@ def report(seconds: dict[str, list[float]], reference: str, per: int = 1, unit: 
         ratio = statistics.median(t / b for t, b in zip(times, base))
         added = statistics.median(t - b for t, b in zip(times, base))
         each = f", {added / per:+.3f}s per {unit}" if per > 1 else ""
-        print(f"median {name}: {statistics.median(times):.2f}s; paired against {reference}: ratio {ratio:.3f}, added {added:+.2f}s{each}")
+        print(
+            f"median {name}: {statistics.median(times):.2f}s; paired against {reference}: ratio {ratio:.3f}, added"
+            f" {added:+.2f}s{each}"
+        )

@@ -77,8 +77,10 @@ def main() -> None:
         bare = statistics.median(bare_docker(image) for _ in range(args.rounds))
     print(f"baseline: bare container start to first line {bare:.2f}s (image {image})")
     for case, (median, builds) in results.items():
-        print(f"{case}: tftrain run → first line {median:.2f}s median of {args.rounds}, {builds} builds"
-              f"  (goal ≤ 2 s, 0 builds; ratio to bare container {median / bare:.2f})")
+        print(
+            f"{case}: tftrain run → first line {median:.2f}s median of {args.rounds}, {builds} builds"
+            f"  (goal ≤ 2 s, 0 builds; ratio to bare container {median / bare:.2f})"
+        )
 
 
 if __name__ == "__main__":

@@ -60,18 +60,46 @@ def main() -> None:
         baseline = time.perf_counter() - started
 
         port = free_port()
-        moto = subprocess.Popen([str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        moto = subprocess.Popen(
+            [str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         api = GitHubAPI().start()
-        env = {**os.environ, "TFTRAIN_HOME": str(root / "home"), "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x",
-               "AWS_DEFAULT_REGION": "us-east-1", "GITHUB_REPOSITORY": "octo/models", "GITHUB_API_URL": api.url,
-               "GITHUB_TOKEN": "ghs_test", "INPUT_S3_BUCKET": "models", "INPUT_S3_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
+        env = {
+            **os.environ,
+            "TFTRAIN_HOME": str(root / "home"),
+            "AWS_ACCESS_KEY_ID": "x",
+            "AWS_SECRET_ACCESS_KEY": "x",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "GITHUB_REPOSITORY": "octo/models",
+            "GITHUB_API_URL": api.url,
+            "GITHUB_TOKEN": "ghs_test",
+            "INPUT_S3_BUCKET": "models",
+            "INPUT_S3_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+        }
         try:
             time.sleep(1.5)
             data_path, raw = _data_path(source / "outputs" / "model", root, port, env)
-            subprocess.run([str(BIN / "python"), "-c", f"import boto3; boto3.client('s3', endpoint_url='http://127.0.0.1:{port}').create_bucket(Bucket='models')"],
-                           env=env, check=True)
+            subprocess.run(
+                [
+                    str(BIN / "python"),
+                    "-c",
+                    (
+                        "import boto3; boto3.client('s3',"
+                        f" endpoint_url='http://127.0.0.1:{port}').create_bucket(Bucket='models')"
+                    ),
+                ],
+                env=env,
+                check=True,
+            )
             # the run copies the model (the snapshot keeps outputs out; write it where the script would)
-            subprocess.run([str(BIN / "tftrain"), "run", "-f", str(root / "project" / "tftrain.yml")], env=env, check=True, capture_output=True)
+            subprocess.run(
+                [str(BIN / "tftrain"), "run", "-f", str(root / "project" / "tftrain.yml")],
+                env=env,
+                check=True,
+                capture_output=True,
+            )
             run_outputs = root / "home" / "runs" / "big-1" / "workdir" / "outputs"
             shutil.rmtree(run_outputs)
             shutil.move(str(source / "outputs"), str(run_outputs))
@@ -91,10 +119,14 @@ def main() -> None:
         rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", timed.stderr)[1]) / 1024
     mib = size / (1 << 20)
     print(f"baseline tar cf + sha256sum: {mib / baseline:,.0f} MiB/s ({baseline:.1f}s for {mib:,.0f} MiB)")
-    print(f"data path (tar.gz + sha256 + multipart S3 upload to moto): {mib / data_path:,.0f} MiB/s ({data_path:.1f}s), "
-          f"ratio {baseline / data_path:.2f} (goal ≥ 0.8)")
-    print(f"moto alone takes the same bytes at {mib / raw:,.0f} MiB/s: against this server no data path can beat "
-          f"ratio {baseline / raw:.2f}; tftrain's path reaches {raw / data_path:.0%} of that ceiling")
+    print(
+        f"data path (tar.gz + sha256 + multipart S3 upload to moto): {mib / data_path:,.0f} MiB/s ({data_path:.1f}s), "
+        f"ratio {baseline / data_path:.2f} (goal ≥ 0.8)"
+    )
+    print(
+        f"moto alone takes the same bytes at {mib / raw:,.0f} MiB/s: against this server no data path can beat "
+        f"ratio {baseline / raw:.2f}; tftrain's path reaches {raw / data_path:.0%} of that ceiling"
+    )
     print(f"whole tftrain publish, release API calls included: {elapsed:.1f}s; peak RSS {rss:.0f} MB (goal ≤ 150)")
 
 

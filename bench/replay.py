@@ -48,11 +48,18 @@ def calibrate(trials: int) -> None:
         stalled = rng.random(n) < 0.02  # a request the machine stalls: the tail a p99 reads
         return (seconds + stalled * rng.exponential(0.02, n)) * slower
 
-    print(f"calibration: {trials} simulated replays per row (lognormal latencies, 2 % of requests stalled on each side)")
-    print(f"{'requests':>9} {'true ratio':>10} {'threshold':>9} {'refused':>8}   (false alarm when the true ratio ≤ threshold)")
+    print(
+        f"calibration: {trials} simulated replays per row (lognormal latencies, 2 % of requests stalled on each side)"
+    )
+    print(
+        f"{'requests':>9} {'true ratio':>10} {'threshold':>9} {'refused':>8}   (false alarm when the true ratio ≤"
+        " threshold)"
+    )
     for n in (200, 1000):
         for true, threshold in ((1.0, 1.5), (1.0, 1.2), (1.5, 1.5), (2.0, 1.5), (3.0, 1.5)):
-            refused = sum((r := p99_ratio(side(n, true), side(n, 1.0))) is not None and r.low > threshold for _ in range(trials))
+            refused = sum(
+                (r := p99_ratio(side(n, true), side(n, 1.0))) is not None and r.low > threshold for _ in range(trials)
+            )
             share = refused / trials
             error = (share * (1 - share) / trials) ** 0.5
             print(f"{n:>9} {true:>10.1f} {threshold:>9.1f} {share:>8.3f} ± {error:.3f}")
@@ -62,12 +69,18 @@ def registered_home(scratch: Path) -> Path:
     """examples/keras-replay trained, gated, replayed and registered twice (v1 alone, v2 against v1)
     in a home of its own."""
     example = scratch / "example"
-    shutil.copytree(REPO / "examples" / "keras-replay", example, ignore=shutil.ignore_patterns("outputs", "__pycache__"))
+    shutil.copytree(
+        REPO / "examples" / "keras-replay", example, ignore=shutil.ignore_patterns("outputs", "__pycache__")
+    )
     home = scratch / "home"
     env = {**os.environ, "TFTRAIN_HOME": str(home)}
     for _ in range(2):
-        done = subprocess.run([str(REPO / ".venv" / "bin" / "tftrain"), "run", "-f", str(example / "tftrain.yml")], capture_output=True,
-                              text=True, env=env)
+        done = subprocess.run(
+            [str(REPO / ".venv" / "bin" / "tftrain"), "run", "-f", str(example / "tftrain.yml")],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         if done.returncode != 0:
             raise SystemExit(done.stdout[-2000:] + done.stderr)
     return home
@@ -81,8 +94,12 @@ def cost(rounds: int, count: int, concurrency: int) -> None:
     from runner.serving.refs import checked_out
     from runner.telemetry.logger import Logger
 
-    requests = (read_requests(REPO / "examples" / "keras-replay" / "replay" / "requests.jsonl") * (count // 200 + 1))[:count]
-    requests = [request.__class__(f"{request.id}-{i}", request.body, request.route) for i, request in enumerate(requests)]
+    requests = (read_requests(REPO / "examples" / "keras-replay" / "replay" / "requests.jsonl") * (count // 200 + 1))[
+        :count
+    ]
+    requests = [
+        request.__class__(f"{request.id}-{i}", request.body, request.route) for i, request in enumerate(requests)
+    ]
     with tempfile.TemporaryDirectory(prefix="tftrain-bench-replay-") as tmp, ExitStack() as stack:
         scratch = Path(tmp)
         home = registered_home(scratch)
@@ -90,18 +107,27 @@ def cost(rounds: int, count: int, concurrency: int) -> None:
         served = []
         for version in ("v1", "v2"):
             (scratch / version).mkdir()
-            served.append(stack.enter_context(checked_out(f"keras-replay@{version}", logger, None, scratch / version, home)))
+            served.append(
+                stack.enter_context(checked_out(f"keras-replay@{version}", logger, None, scratch / version, home))
+            )
         options = ReplayOptions(concurrency=concurrency)
         sides = _start(stack, served, options, logger, scratch / "logs")
         for side in sides:
             _send_all([side], requests[:50], options)  # warmed, not timed
-        seconds = interleaved({"one server alone": lambda: _send_all(sides[:1], requests, options),
-                               "replay (both)": lambda: _send_all(sides, requests, options)}, rounds)
+        seconds = interleaved(
+            {
+                "one server alone": lambda: _send_all(sides[:1], requests, options),
+                "replay (both)": lambda: _send_all(sides, requests, options),
+            },
+            rounds,
+        )
     alone, both = (float(np.median(seconds[name])) for name in ("one server alone", "replay (both)"))
     ratios = [b / a for a, b in zip(seconds["one server alone"], seconds["replay (both)"])]
     print(json.dumps({"requests": count, "concurrency": concurrency, "rounds": rounds, "load": load()}))
-    print(f"one server alone: {alone:.3f} s (median); replay to both: {both:.3f} s; "
-          f"ratio {float(np.median(ratios)):.2f} (median of paired ratios; goal ≤ 1.10)")
+    print(
+        f"one server alone: {alone:.3f} s (median); replay to both: {both:.3f} s; "
+        f"ratio {float(np.median(ratios)):.2f} (median of paired ratios; goal ≤ 1.10)"
+    )
 
 
 def main() -> None:

@@ -27,7 +27,7 @@ from runner.targets.pool.schedule import Capacity, Demand, Placement, Request, p
 
 def make_jobs(count: int, gpus_per_host: int, rng: random.Random) -> list[tuple[float, float, Request]]:
     jobs, now = [], 0.0
-    for index in range(count):
+    for _ in range(count):
         now += rng.expovariate(1 / 1.5)  # a job every ~1.5 minutes: more than the pool can take, so a queue forms
         kind = rng.random()
         if kind < 0.5:
@@ -37,7 +37,9 @@ def make_jobs(count: int, gpus_per_host: int, rng: random.Random) -> list[tuple[
             request = Request(tuple(Demand(f"node {i}", gpus=ranks) for i in range(nodes)), distinct_hosts=True)
         else:
             workers = rng.randint(2, 8)
-            demands = [Demand(f"worker {i}", gpus=1) for i in range(workers)] + [Demand(f"ps {i}", cpus=1) for i in range(2)]
+            demands = [Demand(f"worker {i}", gpus=1) for i in range(workers)] + [
+                Demand(f"ps {i}", cpus=1) for i in range(2)
+            ]
             request = Request(tuple(demands))
         jobs.append((now, rng.uniform(30, 600), request))
     return jobs
@@ -50,8 +52,16 @@ def first_fit(request: Request, hosts: list[Capacity]) -> Placement:
     free = {h.name: h for h in hosts}
     out, used = [], set()
     for demand in request.demands:
-        host = next((h for h in free.values() if h.free_gpus >= demand.gpus and h.free_cpus >= demand.cpus
-                     and not (request.distinct_hosts and h.name in used)), None)
+        host = next(
+            (
+                h
+                for h in free.values()
+                if h.free_gpus >= demand.gpus
+                and h.free_cpus >= demand.cpus
+                and not (request.distinct_hosts and h.name in used)
+            ),
+            None,
+        )
         if host is None:
             return Placement(reason="no room")
         ids = tuple(sorted(set(range(host.gpus)) - host.used_gpus))[: demand.gpus]
@@ -77,7 +87,13 @@ def simulate(decide, hosts: int, gpus: int, jobs: list) -> dict:
                     del ledger[(host, gpu)]
             for item in running.pop(index):
                 h = pool[item.host]
-                pool[item.host] = Capacity(h.name, h.gpus, h.cpu_slots, used_gpus=h.used_gpus - set(item.gpu_ids), used_cpus=h.used_cpus - item.cpus)
+                pool[item.host] = Capacity(
+                    h.name,
+                    h.gpus,
+                    h.cpu_slots,
+                    used_gpus=h.used_gpus - set(item.gpu_ids),
+                    used_cpus=h.used_cpus - item.cpus,
+                )
         else:
             waiting.append(index)
         still = []
@@ -94,7 +110,10 @@ def simulate(decide, hosts: int, gpus: int, jobs: list) -> dict:
             for item in placement.assignments:
                 for gpu in item.gpu_ids:
                     if (item.host, gpu) in ledger:
-                        raise SystemExit(f"OVERSUBSCRIBED: GPU {gpu} of {item.host} given to job {job} while job {ledger[(item.host, gpu)]} holds it")
+                        raise SystemExit(
+                            f"OVERSUBSCRIBED: GPU {gpu} of {item.host} given to job {job} while job"
+                            f" {ledger[(item.host, gpu)]} holds it"
+                        )
                     ledger[(item.host, gpu)] = job
                 pool[item.host] = pool[item.host].take(item.gpu_ids, item.cpus)
             running[job] = placement.assignments
@@ -102,7 +121,13 @@ def simulate(decide, hosts: int, gpus: int, jobs: list) -> dict:
             started += 1
             heapq.heappush(events, (now + duration, 1, job))
         waiting = still
-    return {"timings": timings, "placed": placed_timings, "utilisation": busy / (hosts * gpus * now), "makespan": now, "started": started}
+    return {
+        "timings": timings,
+        "placed": placed_timings,
+        "utilisation": busy / (hosts * gpus * now),
+        "makespan": now,
+        "started": started,
+    }
 
 
 def with_leases(hosts: int, gpus: int, jobs: list) -> float:
@@ -128,8 +153,11 @@ def report(name: str, result: dict) -> float:
     median = statistics.median(timings) * 1e3
     p99 = timings[int(len(timings) * 0.99)] * 1e3
     placed = statistics.median(result["placed"]) * 1e3
-    print(f"{name:>10}: {len(timings):6d} decisions, median {median:.3f} ms (of those that placed a job {placed:.3f} ms), p99 {p99:.3f} ms, "
-          f"GPU utilisation {result['utilisation']:.1%}, makespan {result['makespan']:.0f} min, {result['started']} jobs ran")
+    print(
+        f"{name:>10}: {len(timings):6d} decisions, median {median:.3f} ms (of those that placed a job {placed:.3f} ms),"
+        f" p99 {p99:.3f} ms, GPU utilisation {result['utilisation']:.1%}, makespan {result['makespan']:.0f} min,"
+        f" {result['started']} jobs ran"
+    )
     return median
 
 
@@ -141,13 +169,21 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     jobs = make_jobs(args.jobs, args.gpus, random.Random(args.seed))
-    print(f"{args.hosts} hosts × {args.gpus} GPUs, {args.jobs} jobs ({sum(r.gpus for _, _, r in jobs)} GPUs asked in all)")
+    print(
+        f"{args.hosts} hosts × {args.gpus} GPUs, {args.jobs} jobs ({sum(r.gpus for _, _, r in jobs)} GPUs asked in all)"
+    )
     baseline = report("first fit", simulate(first_fit, args.hosts, args.gpus, jobs))
     ours = report("tftrain", simulate(place, args.hosts, args.gpus, jobs))
     leased = with_leases(args.hosts, args.gpus, jobs[:200])
-    print(f"   + lease: median {leased:.3f} ms per decision inside tftrain's SQLite transaction (200 jobs placed and held)")
+    print(
+        f"   + lease: median {leased:.3f} ms per decision inside tftrain's SQLite transaction (200 jobs placed and"
+        " held)"
+    )
     print("no GPU was ever held by two jobs (checked on every placement)")
-    print(f"decision time: median {ours:.3f} ms (goal ≤ 1 ms: {'met' if ours <= 1 else 'MISSED'}); ratio to first fit {ours / baseline:.2f}")
+    print(
+        f"decision time: median {ours:.3f} ms (goal ≤ 1 ms: {'met' if ours <= 1 else 'MISSED'}); ratio to first fit"
+        f" {ours / baseline:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -50,11 +50,19 @@ def register_scoring_version(home: Path, model, name: str) -> None:
 
     scratch = Path(tempfile.mkdtemp(prefix="tftrain-bench-scoring-"))
     (scratch / "score.py").write_text(SCRIPT.replace("{name}", name))
-    serving = {"tensorflow": model.tensorflow, "scoring": {"script": "score.py", "packages": PACKAGES, "auth": False, "layout": "directory"}}
+    serving = {
+        "tensorflow": model.tensorflow,
+        "scoring": {"script": "score.py", "packages": PACKAGES, "auth": False, "layout": "directory"},
+    }
     (scratch / "serving.json").write_text(json.dumps(serving))
     with Store(home) as store:
-        Registry(store).register(name, model.saved_model, None, {"framework_version": model.tensorflow, "serving": serving},
-                                 {"scoring/score.py": scratch / "score.py", "serving/serving.json": scratch / "serving.json"})
+        Registry(store).register(
+            name,
+            model.saved_model,
+            None,
+            {"framework_version": model.tensorflow, "serving": serving},
+            {"scoring/score.py": scratch / "score.py", "serving/serving.json": scratch / "serving.json"},
+        )
 
 
 def in_process(model, version_dir: Path, name: str, seconds: float) -> list[float]:
@@ -64,10 +72,19 @@ def in_process(model, version_dir: Path, name: str, seconds: float) -> list[floa
 
     python = scoring_spec(model.tensorflow, tuple(PACKAGES)).python_path()
     repo = Path(__file__).resolve().parent.parent
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": f"{shims(repo)}:{repo}",
-           **model_variables(version_dir / "model", name, 1)}
-    done = subprocess.run([python, "-c", IN_PROCESS, str(version_dir / "scoring" / "score.py"), str(seconds), SAMPLE],
-                          capture_output=True, text=True, env=env, check=True)
+    env = {
+        **os.environ,
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "PYTHONPATH": f"{shims(repo)}:{repo}",
+        **model_variables(version_dir / "model", name, 1),
+    }
+    done = subprocess.run(
+        [python, "-c", IN_PROCESS, str(version_dir / "scoring" / "score.py"), str(seconds), SAMPLE],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -78,8 +95,13 @@ def scoring_env(model, version_dir: Path, name: str) -> tuple[str, dict[str, str
 
     python = scoring_spec(model.tensorflow, tuple(PACKAGES)).python_path()
     repo = Path(__file__).resolve().parent.parent
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": f"{shims(repo)}:{repo}", "PYTHONUNBUFFERED": "1",
-           **model_variables(version_dir / "model", name, 1)}
+    env = {
+        **os.environ,
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "PYTHONPATH": f"{shims(repo)}:{repo}",
+        "PYTHONUNBUFFERED": "1",
+        **model_variables(version_dir / "model", name, 1),
+    }
     return str(python), env
 
 
@@ -87,12 +109,33 @@ def start_plain(model, version_dir: Path, name: str, port: int) -> subprocess.Po
     """Azure's own server on the script, as Azure starts it (`azmlinfsrv --entry_script`): no guard, no front."""
     python, env = scoring_env(model, version_dir, name)
     script = version_dir / "scoring" / "score.py"
-    return subprocess.Popen([str(Path(python).parent / "azmlinfsrv"), "--entry_script", str(script), "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**env, "AML_APP_ROOT": str(script.parent)})
+    return subprocess.Popen(
+        [str(Path(python).parent / "azmlinfsrv"), "--entry_script", str(script), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**env, "AML_APP_ROOT": str(script.parent)},
+    )
 
 
 def start_direct(model, version_dir: Path, name: str, port: int) -> subprocess.Popen:
-    """tftrain's scoring server (runner.serving.scoring.server) alone, its output discarded: no tftrain serve relaying it."""
+    """tftrain's scoring server (runner.serving.scoring.server) alone, its output discarded: no tftrain serve relaying
+    it."""
     python, env = scoring_env(model, version_dir, name)
-    return subprocess.Popen([python, "-m", "runner.serving.scoring.server", "--model-dir", str(version_dir), "--name", name,
-                             "--version", "1", "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    return subprocess.Popen(
+        [
+            python,
+            "-m",
+            "runner.serving.scoring.server",
+            "--model-dir",
+            str(version_dir),
+            "--name",
+            name,
+            "--version",
+            "1",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )

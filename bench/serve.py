@@ -45,8 +45,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "bench")]
 
+from served import load, percentile, start_server  # noqa: E402
 from serving_models import BUILD, NAME, BuiltModel, register_version  # noqa: E402  (tests/ holds the model)
-from served import TFTRAIN, load, percentile, start_server  # noqa: E402
 
 GOAL_RPS_C8 = 1000
 GOAL_P99_MS = 25.0
@@ -81,8 +81,10 @@ def server_pid(tftrain: subprocess.Popen) -> int:
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == tftrain.pid \
-                        and b"runner.serving.server" in (entry / "cmdline").read_bytes():  # not the lifeline's watcher
+                if (
+                    int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == tftrain.pid
+                    and b"runner.serving.server" in (entry / "cmdline").read_bytes()
+                ):  # not the lifeline's watcher
                     return int(entry.name)
             except (OSError, IndexError, ValueError):
                 continue
@@ -119,7 +121,10 @@ def send_huge(port: int, chunked: bool) -> str:
     chunked (sent until the server answers or closes)."""
     client = socket.create_connection(("127.0.0.1", port), timeout=60)
     framing = "Transfer-Encoding: chunked" if chunked else f"Content-Length: {HUGE_BODY}"
-    client.sendall(f"POST /v1/models/{NAME}:predict HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n{framing}\r\n\r\n".encode())
+    client.sendall(
+        f"POST /v1/models/{NAME}:predict HTTP/1.1\r\nHost: bench\r\n"
+        f"Content-Type: application/json\r\n{framing}\r\n\r\n".encode()
+    )
     answer: list[bytes] = []
     reader = threading.Thread(target=lambda: answer.append(client.recv(4096)))
     reader.start()
@@ -147,17 +152,25 @@ def send_valid_batch(port: int, body: str) -> str:
 
 def oversize(port: int, pid: int) -> None:
     """Print RSS and health latency around each large body."""
-    body = json.dumps({"instances": [[0.123456789] * 64] * VALID_ROWS})  # made before the clock: dumps holds the bench's GIL
-    cases = (("200 MB declared", lambda: send_huge(port, False)), ("200 MB chunked", lambda: send_huge(port, True)),
-             ("valid batch", lambda: send_valid_batch(port, body)))
+    body = json.dumps(
+        {"instances": [[0.123456789] * 64] * VALID_ROWS}
+    )  # made before the clock: dumps holds the bench's GIL
+    cases = (
+        ("200 MB declared", lambda: send_huge(port, False)),
+        ("200 MB chunked", lambda: send_huge(port, True)),
+        ("valid batch", lambda: send_valid_batch(port, body)),
+    )
     for label, work in cases:
         before = rss_mb(pid)
         status, latencies = health_during(port, work)
         time.sleep(1.0)
         after = rss_mb(pid)
         worst = max(latencies) * 1000 if latencies else float("nan")
-        print(f"{label}: {status}; RSS {before:.0f} → {after:.0f} MB ({after - before:+.0f}, goal ≤ +{GOAL_RSS_GROWTH_MB}); "
-              f"health max {worst:.1f} ms over {len(latencies)} probes (goal ≤ {GOAL_HEALTH_MS:g})")
+        print(
+            f"{label}: {status}; RSS {before:.0f} → {after:.0f} MB ({after - before:+.0f}, goal ≤"
+            f" +{GOAL_RSS_GROWTH_MB}); health max {worst:.1f} ms over {len(latencies)} probes (goal ≤"
+            f" {GOAL_HEALTH_MS:g})"
+        )
 
 
 def scoring(model, home: Path, seconds: float) -> None:
@@ -180,12 +193,17 @@ def scoring(model, home: Path, seconds: float) -> None:
         server.wait(60)
     ms = 1000.0
     direct_p50 = percentile(direct, 0.5) * ms
-    print(f"in-process run() of the scoring script: p50 {direct_p50:.2f} ms, p99 {percentile(direct, 0.99) * ms:.2f} ms "
-          f"({len(direct)} calls, {len(direct) / sum(direct):.0f} calls/s)")
+    print(
+        f"in-process run() of the scoring script: p50 {direct_p50:.2f} ms, p99 {percentile(direct, 0.99) * ms:.2f} ms "
+        f"({len(direct)} calls, {len(direct) / sum(direct):.0f} calls/s)"
+    )
     for label, rps, latencies in (("c=1", single_rps, single), ("c=8", eight_rps, eight)):
         p50 = percentile(latencies, 0.5) * ms
-        print(f"tftrain serve (azmlinfsrv) {label}: {rps:7.0f} req/s, p50 {p50:.2f} ms ({p50 / direct_p50:.1f}× in-process), "
-              f"p99 {percentile(latencies, 0.99) * ms:.2f} ms; {rps / (len(direct) / sum(direct)):.2f}× in-process calls/s")
+        print(
+            f"tftrain serve (azmlinfsrv) {label}: {rps:7.0f} req/s, p50 {p50:.2f} ms ({p50 / direct_p50:.1f}×"
+            f" in-process), p99 {percentile(latencies, 0.99) * ms:.2f} ms; {rps / (len(direct) / sum(direct)):.2f}×"
+            " in-process calls/s"
+        )
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (client and server share them)")
 
 
@@ -219,7 +237,10 @@ def scoring_pairs(model, home: Path, seconds: float, rounds: int) -> None:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             ports.append(probe.getsockname()[1])
-    served = (ports[2], start_server(home, ports[2], False, name))  # first: it builds the scoring environment the others use
+    served = (
+        ports[2],
+        start_server(home, ports[2], False, name),
+    )  # first: it builds the scoring environment the others use
     servers = {"plain azmlinfsrv": (ports[0], start_plain(model, version_dir, name, ports[0]))}
     servers["scoring server alone"] = (ports[1], start_direct(model, version_dir, name, ports[1]))
     servers["tftrain serve"] = served
@@ -231,10 +252,12 @@ def scoring_pairs(model, home: Path, seconds: float, rounds: int) -> None:
             load(port, 1, 1.0, "/score", SAMPLE)  # warm-up
         labels = list(servers)
         for number in range(rounds):
-            order = labels[number % 3:] + labels[:number % 3]
+            order = labels[number % 3 :] + labels[: number % 3]
             for concurrency in (1, 8):
                 for label in order:
-                    figures[label][concurrency].append(load(servers[label][0], concurrency, seconds, "/score", SAMPLE)[0])
+                    figures[label][concurrency].append(
+                        load(servers[label][0], concurrency, seconds, "/score", SAMPLE)[0]
+                    )
             loads.append(os.getloadavg()[0])
     finally:
         for _, process in servers.values():
@@ -242,26 +265,52 @@ def scoring_pairs(model, home: Path, seconds: float, rounds: int) -> None:
             process.wait(60)
     base = {c: median(figures["plain azmlinfsrv"][c]) for c in (1, 8)}
     for label, by_concurrency in figures.items():
-        print(f"{label:22s} " + "; ".join(
-            f"c={c}: median {median(values):6.0f} req/s ({median(values) / base[c]:.2f}× plain) of {', '.join(f'{v:.0f}' for v in values)}"
-            for c, values in by_concurrency.items()))
-    print(f"machine: {os.cpu_count()} cores, load average {min(loads):.1f}–{max(loads):.1f} over the rounds (client and servers share them)")
+        print(
+            f"{label:22s} "
+            + "; ".join(
+                f"c={c}: median {median(values):6.0f} req/s ({median(values) / base[c]:.2f}× plain) of"
+                f" {', '.join(f'{v:.0f}' for v in values)}"
+                for c, values in by_concurrency.items()
+            )
+        )
+    print(
+        f"machine: {os.cpu_count()} cores, load average {min(loads):.1f}–{max(loads):.1f} over the rounds (client and"
+        " servers share them)"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=8.0, help="each measurement (default 8)")
-    parser.add_argument("--batch", action="store_true", help="serve with --batch (requests that meet are one model call)")
-    parser.add_argument("--oversize", action="store_true", help="measure the request-size limit (RSS, health latency) instead")
-    parser.add_argument("--scoring", action="store_true", help="a scoring script on azmlinfsrv (POST /score) instead of KServe")
-    parser.add_argument("--pairs", type=int, default=0, help="with --scoring: N interleaved rounds of plain azmlinfsrv, the server alone, tftrain serve")
-    parser.add_argument("--record", action="store_true", help="req/s at c=8 recording every request (--record) against not recording")
+    parser.add_argument(
+        "--batch", action="store_true", help="serve with --batch (requests that meet are one model call)"
+    )
+    parser.add_argument(
+        "--oversize", action="store_true", help="measure the request-size limit (RSS, health latency) instead"
+    )
+    parser.add_argument(
+        "--scoring", action="store_true", help="a scoring script on azmlinfsrv (POST /score) instead of KServe"
+    )
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        default=0,
+        help="with --scoring: N interleaved rounds of plain azmlinfsrv, the server alone, tftrain serve",
+    )
+    parser.add_argument(
+        "--record", action="store_true", help="req/s at c=8 recording every request (--record) against not recording"
+    )
     parser.add_argument("--rounds", type=int, default=5, help="with --record: interleaved rounds (at least 5)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tftrain-bench-serve-") as tmp:
         root = Path(tmp) / "model"
         root.mkdir()
-        built = subprocess.run([sys.executable, "-c", BUILD, str(root)], capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+        built = subprocess.run(
+            [sys.executable, "-c", BUILD, str(root)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+        )
         if built.returncode != 0:
             raise SystemExit(built.stderr[-2000:])
         model = BuiltModel(root, json.loads(built.stdout.strip().splitlines()[-1])["tensorflow"])
@@ -293,8 +342,11 @@ def main() -> None:
 
             python = serving_spec(model.tensorflow, onnx=False).python_path()
             inproc = subprocess.run(
-                [python, "-c", IN_PROCESS, str(model.saved_model), str(args.seconds / 2)], capture_output=True, text=True,
-                env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, check=True,
+                [python, "-c", IN_PROCESS, str(model.saved_model), str(args.seconds / 2)],
+                capture_output=True,
+                text=True,
+                env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+                check=True,
             )
             direct = json.loads(inproc.stdout.strip().splitlines()[-1])
             load(port, 1, 1.0)  # warm-up
@@ -305,14 +357,23 @@ def main() -> None:
             server.wait(60)
     ms = 1000.0
     direct_p50 = percentile(direct, 0.5) * ms
-    print(f"in-process SavedModel call: p50 {direct_p50:.2f} ms, p99 {percentile(direct, 0.99) * ms:.2f} ms ({len(direct)} calls)")
+    print(
+        f"in-process SavedModel call: p50 {direct_p50:.2f} ms, p99 {percentile(direct, 0.99) * ms:.2f} ms"
+        f" ({len(direct)} calls)"
+    )
     for label, rps, latencies in (("c=1", single_rps, single), ("c=8", eight_rps, eight)):
-        print(f"tftrain serve{' --batch' if args.batch else ''} {label}: {rps:7.0f} req/s, p50 {percentile(latencies, 0.5) * ms:.2f} ms, p99 {percentile(latencies, 0.99) * ms:.2f} ms")
+        print(
+            f"tftrain serve{' --batch' if args.batch else ''} {label}: {rps:7.0f} req/s, p50"
+            f" {percentile(latencies, 0.5) * ms:.2f} ms, p99 {percentile(latencies, 0.99) * ms:.2f} ms"
+        )
     added = percentile(single, 0.5) * ms - direct_p50
     p99 = percentile(eight, 0.99) * ms
     print(f"goal ≥ {GOAL_RPS_C8} req/s at c=8: {eight_rps:.0f} ({eight_rps / GOAL_RPS_C8:.2f}× the goal)")
     print(f"goal p99 ≤ {GOAL_P99_MS:g} ms at c=8: {p99:.1f} ms ({p99 / GOAL_P99_MS:.2f}× the limit)")
-    print(f"goal server adds ≤ {GOAL_ADDED_P50_MS:g} ms to p50 (c=1 over in-process): {added:.2f} ms ({added / GOAL_ADDED_P50_MS:.2f}× the limit)")
+    print(
+        f"goal server adds ≤ {GOAL_ADDED_P50_MS:g} ms to p50 (c=1 over in-process): {added:.2f} ms"
+        f" ({added / GOAL_ADDED_P50_MS:.2f}× the limit)"
+    )
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (client and server share them)")
 
 

@@ -23,8 +23,13 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-def load(port: int, concurrency: int, seconds: float, path: str = f"/v1/models/{NAME}:predict",
-         body: str = json.dumps({"instances": [[0.5] * 64]})) -> tuple[float, list[float]]:
+def load(
+    port: int,
+    concurrency: int,
+    seconds: float,
+    path: str = f"/v1/models/{NAME}:predict",
+    body: str = json.dumps({"instances": [[0.5] * 64]}),
+) -> tuple[float, list[float]]:
     """(requests/s, latencies) of `concurrency` keep-alive clients sending one-row predicts."""
     headers = {"Content-Type": "application/json"}
     latencies: list[list[float]] = [[] for _ in range(concurrency)]
@@ -64,7 +69,10 @@ def load(port: int, concurrency: int, seconds: float, path: str = f"/v1/models/{
 def start_server(home: Path, port: int, batch: bool, name: str = NAME, extra: tuple[str, ...] = ()) -> subprocess.Popen:
     process = subprocess.Popen(
         [TFTRAIN, "serve", f"{name}@v1", "--port", str(port), *(["--batch"] if batch else []), *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "TFTRAIN_HOME": str(home)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "TFTRAIN_HOME": str(home)},
     )
     assert process.stdout is not None
     tail: list[str] = []
@@ -72,8 +80,8 @@ def start_server(home: Path, port: int, batch: bool, name: str = NAME, extra: tu
         tail = [*tail[-30:], line]
         if "is ready:" in line:
             # keep the pipe drained, in large reads: a line at a time would take the GIL from the bench's clients
-            threading.Thread(target=lambda: [None for _ in iter(lambda: process.stdout.buffer.read1(1 << 20), b"")], daemon=True).start()
+            threading.Thread(
+                target=lambda: [None for _ in iter(lambda: process.stdout.buffer.read1(1 << 20), b"")], daemon=True
+            ).start()
             return process
     raise SystemExit("tftrain serve stopped before it was ready:\n" + "".join(tail))
-
-

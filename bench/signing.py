@@ -34,8 +34,12 @@ def example_model(root: Path, hidden_units: int) -> Path:
     import keras
 
     model = keras.Sequential(
-        [keras.Input(shape=(64,)), keras.layers.Dense(hidden_units, activation="relu"), keras.layers.Dropout(0.1),
-         keras.layers.Dense(10, activation="softmax")]
+        [
+            keras.Input(shape=(64,)),
+            keras.layers.Dense(hidden_units, activation="relu"),
+            keras.layers.Dropout(0.1),
+            keras.layers.Dense(10, activation="softmax"),
+        ]
     )
     model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     (root / "model").mkdir(parents=True)
@@ -58,7 +62,9 @@ def private_key() -> str:
     from cryptography.hazmat.primitives.asymmetric import ec
 
     key = ec.generate_private_key(ec.SECP256R1())
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
 
 
 def run_dir(root: Path) -> Path:
@@ -67,11 +73,23 @@ def run_dir(root: Path) -> Path:
 
     folder = root / "run"
     folder.mkdir()
-    (folder / "run.json").write_text(json.dumps({"run_id": "digits-1", "git": {"commit": "0" * 40, "dirty": False},
-                                                  "phases": [{"phase": "Running", "started": time.time()}]}))
-    lock = {"tftrain_version": "bench", "manifest": yaml.safe_load((REPO / "examples" / "mnist-keras" / "tftrain.yml").read_text()),
-            "manifest_path": str(REPO / "examples" / "mnist-keras" / "tftrain.yml"),
-            "environment": {"framework_version": "2.18.1"}, "inputs": {}, "plan": {"target": "local", "launcher": "single", "tasks": [{}]}}
+    (folder / "run.json").write_text(
+        json.dumps(
+            {
+                "run_id": "digits-1",
+                "git": {"commit": "0" * 40, "dirty": False},
+                "phases": [{"phase": "Running", "started": time.time()}],
+            }
+        )
+    )
+    lock = {
+        "tftrain_version": "bench",
+        "manifest": yaml.safe_load((REPO / "examples" / "mnist-keras" / "tftrain.yml").read_text()),
+        "manifest_path": str(REPO / "examples" / "mnist-keras" / "tftrain.yml"),
+        "environment": {"framework_version": "2.18.1"},
+        "inputs": {},
+        "plan": {"target": "local", "launcher": "single", "tasks": [{}]},
+    }
     (folder / "manifest.lock.yml").write_text(yaml.safe_dump(lock))
     return folder
 
@@ -105,18 +123,24 @@ def main() -> int:
         seals = {
             "plain": None,
             "provenance": Seal(records / "run.json", records / "manifest.lock.yml"),
-            "provenance + model.sig": Seal(records / "run.json", records / "manifest.lock.yml", SECRET, environ={SECRET: private_key()}),
+            "provenance + model.sig": Seal(
+                records / "run.json", records / "manifest.lock.yml", SECRET, environ={SECRET: private_key()}
+            ),
         }
         registry = Registry(Store(root / "home"))
         model = example_model(root / "example", args.hidden_units)
         size = sum(p.stat().st_size for p in model.rglob("*") if p.is_file())
         measure(registry, model, seals, 1)  # imports (model_signing, cryptography, PyYAML) and first writes: not timed
-        report(f"examples/mnist-keras model ({size / 1024:.0f} KiB, 1 file), medians of {args.rounds}:",
-               measure(registry, model, seals, args.rounds))
+        report(
+            f"examples/mnist-keras model ({size / 1024:.0f} KiB, 1 file), medians of {args.rounds}:",
+            measure(registry, model, seals, args.rounds),
+        )
         if args.mib:
             large = large_model(root, args.mib)
-            report(f"{args.mib} MiB model (17 files), medians of {max(3, args.rounds // 5)}:",
-                   measure(registry, large, seals, max(3, args.rounds // 5)))
+            report(
+                f"{args.mib} MiB model (17 files), medians of {max(3, args.rounds // 5)}:",
+                measure(registry, large, seals, max(3, args.rounds // 5)),
+            )
     return 0
 
 

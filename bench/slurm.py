@@ -59,7 +59,8 @@ def project(root: Path, name: str, manifest: str, script: str) -> Path:
 
 
 def first_line(where: Path, pattern: str, timeout: float = 120) -> float:
-    """The time rank 0 printed first, in the one file `pattern` finds under `where` (run ids are numbered across names)."""
+    """The time rank 0 printed first, in the one file `pattern` finds under `where` (run ids are
+    numbered across names)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         paths = list(where.glob(pattern))
@@ -75,8 +76,10 @@ def by_hand(root: Path, round_: int) -> float:
     out.mkdir()
     (out / "train.py").write_text(FIRST)
     script = out / "job.sh"
-    script.write_text(f"#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n#SBATCH --output={out}/batch.log\n"
-                      f"srun --output={out}/rank-%t.log {sys.executable} {out}/train.py\n")
+    script.write_text(
+        f"#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n#SBATCH --output={out}/batch.log\n"
+        f"srun --output={out}/rank-%t.log {sys.executable} {out}/train.py\n"
+    )
     started = time.time()
     subprocess.run(["sbatch", "--parsable", str(script)], check=True, capture_output=True)
     seconds = first_line(out, "rank-0.log") - started
@@ -89,7 +92,9 @@ def by_tftrain(root: Path, env: dict, round_: int) -> tuple[float, float, float]
     user_managed TensorFlow probe included, and from the record to sbatch's answer)."""
     path = project(root, f"job{round_}", JOB.format(name=f"job{round_}", target="slurm"), FIRST)
     started = time.time()
-    process = subprocess.Popen([TFTRAIN, "run", "-f", str(path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        [TFTRAIN, "run", "-f", str(path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     marks = {}
     for line in process.stdout:
         for mark, words in (("recorded", "(queued)"), ("submitted", " submitted: ")):
@@ -131,14 +136,25 @@ def main() -> int:
         h = statistics.median(hand)
         t, checks, submit = (statistics.median(item[i] for item in ours) for i in range(3))
         job = t - checks  # from the run's record on: what tftrain adds to the job itself
-        print(f"first line of rank 0, 2-node job: by hand (sbatch) {h:.2f} s; tftrain {t:.2f} s in all, ratio {t / h:.2f}, added {t - h:.2f} s")
-        print(f"  of tftrain's: {checks:.2f} s before the run is recorded (start-up, sbatch --test-only, the user_managed "
-              f"TensorFlow import probe), {submit:.2f} s from the record to sbatch's answer, {t - checks - submit:.2f} s from there to the line")
-        print(f"  from the record on: {job:.2f} s, ratio {job / h:.2f}, added {job - h:.2f} s "
-              f"(goal <= {GOAL_SECONDS:g} s: {'met' if job - h <= GOAL_SECONDS else 'NOT met'}; in all: {'met' if t - h <= GOAL_SECONDS else 'NOT met'})")
+        print(
+            f"first line of rank 0, 2-node job: by hand (sbatch) {h:.2f} s; tftrain {t:.2f} s in all, ratio"
+            f" {t / h:.2f}, added {t - h:.2f} s"
+        )
+        print(
+            f"  of tftrain's: {checks:.2f} s before the run is recorded (start-up, sbatch --test-only, the user_managed"
+            f" TensorFlow import probe), {submit:.2f} s from the record to sbatch's answer, {t - checks - submit:.2f} s"
+            " from there to the line"
+        )
+        print(
+            f"  from the record on: {job:.2f} s, ratio {job / h:.2f}, added {job - h:.2f} s (goal <= {GOAL_SECONDS:g}"
+            f" s: {'met' if job - h <= GOAL_SECONDS else 'NOT met'}; in all:"
+            f" {'met' if t - h <= GOAL_SECONDS else 'NOT met'})"
+        )
         local, slurm = sweep(root, env, "local"), sweep(root, env, "slurm")
-        print(f"4-trial sweep, 2 at once: local {local:.1f} s, slurm {slurm:.1f} s; ratio {slurm / local:.2f}, "
-              f"scheduling overhead per trial {(slurm - local) / 4:.2f} s")
+        print(
+            f"4-trial sweep, 2 at once: local {local:.1f} s, slurm {slurm:.1f} s; ratio {slurm / local:.2f}, "
+            f"scheduling overhead per trial {(slurm - local) / 4:.2f} s"
+        )
     return 0
 
 

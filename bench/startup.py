@@ -117,8 +117,13 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="tftrain-startup-") as tmp:
         root = args.keep or Path(tmp)
         folder = project(Path(tmp))
-        env = {**os.environ, "TFTRAIN_HOME": str(Path(tmp) / "home"), "TFTRAIN_CACHE_DIR": str(Path(tmp) / "cache"), "PYTHONPATH": str(REPO),
-               "PYTHONPYCACHEPREFIX": str(Path(tmp) / "pycache")}  # bytecode of the measured tree kept outside it
+        env = {
+            **os.environ,
+            "TFTRAIN_HOME": str(Path(tmp) / "home"),
+            "TFTRAIN_CACHE_DIR": str(Path(tmp) / "cache"),
+            "PYTHONPATH": str(REPO),
+            "PYTHONPYCACHEPREFIX": str(Path(tmp) / "pycache"),
+        }  # bytecode of the measured tree kept outside it
         fresh = itertools.count()
 
         def new_cache() -> dict[str, str]:  # the manifest is parsed, as the first time tftrain reads it
@@ -142,7 +147,9 @@ def main() -> int:
             cases["tftrain run (--against)"] = lambda: first_line([TFTRAIN, "run"], folder, other)
             cases["tftrain run (--against)"]()
         if mlflow is not None:
-            cases["mlflow run: first line"] = lambda: first_line([str(mlflow), "run", ".", "--env-manager", "local"], folder, mlflow_env)
+            cases["mlflow run: first line"] = lambda: first_line(
+                [str(mlflow), "run", ".", "--env-manager", "local"], folder, mlflow_env
+            )
         samples: dict[str, list[float]] = {name: [] for name in cases}
         cases["tftrain run: first line"]()  # the store, its schema and the manifest's parse exist before timing starts
         for _ in range(args.rounds):  # alternating: a burst of load hits every case alike
@@ -150,21 +157,33 @@ def main() -> int:
                 samples[name].append(case())
 
     medians = {name: median(values) for name, values in samples.items()}
-    print(f"load average (1, 5, 15 min): {' '.join(f'{x:.2f}' for x in load_before)} before, {' '.join(f'{x:.2f}' for x in os.getloadavg())} after; {os.cpu_count()} CPUs")
+    print(
+        f"load average (1, 5, 15 min): {' '.join(f'{x:.2f}' for x in load_before)} before,"
+        f" {' '.join(f'{x:.2f}' for x in os.getloadavg())} after; {os.cpu_count()} CPUs"
+    )
     for name, value in medians.items():
         print(f"{name:32} {value * 1000:8.1f} ms  (median of {args.rounds}; least {min(samples[name]) * 1000:.1f})")
     base, script = medians["python -c pass"], medians["python train.py: first line"]
     print(f"tftrain --version / python -c pass:        {medians['tftrain --version'] / base:5.1f}x")
-    print(f"tftrain run / python train.py, first line: {medians['tftrain run: first line'] / script:5.1f}x"
-          f"  ({(medians['tftrain run: first line'] - script) * 1000:.0f} ms after; goal ≤ 250)")
+    print(
+        f"tftrain run / python train.py, first line: {medians['tftrain run: first line'] / script:5.1f}x"
+        f"  ({(medians['tftrain run: first line'] - script) * 1000:.0f} ms after; goal ≤ 250)"
+    )
     print(f"  the same, manifest not read before:      {medians['  manifest not read before'] / script:5.1f}x")
     if "tftrain run (--against)" in medians:
         against = medians["tftrain run (--against)"]
-        print(f"  --against {args.against}: {against / script:5.1f}x ({(against - script) * 1000:.0f} ms after);"
-              f" least: {(min(samples['tftrain run: first line']) - min(samples['python train.py: first line'])) * 1000:.0f} ms after here,"
-              f" {(min(samples['tftrain run (--against)']) - min(samples['python train.py: first line'])) * 1000:.0f} there")
+        print(
+            f"  --against {args.against}: {against / script:5.1f}x ({(against - script) * 1000:.0f} ms after); least:"
+            f" {(min(samples['tftrain run: first line']) - min(samples['python train.py: first line'])) * 1000:.0f} ms"
+            " after here,"
+            f" {(min(samples['tftrain run (--against)']) - min(samples['python train.py: first line'])) * 1000:.0f}"
+            " there"
+        )
     if "mlflow run: first line" in medians:
-        print(f"mlflow run / tftrain run, first line:      {medians['mlflow run: first line'] / medians['tftrain run: first line']:5.1f}x")
+        print(
+            "mlflow run / tftrain run, first line:     "
+            f" {medians['mlflow run: first line'] / medians['tftrain run: first line']:5.1f}x"
+        )
     return 0
 
 

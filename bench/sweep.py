@@ -14,7 +14,8 @@
 
 Everything is written under a temporary directory, never into this tree.
 
-    .venv/bin/python bench/sweep.py [--trials 16] [--epochs 40] [--overhead-trials 4] [--rounds 5] [--overhead-only | --policies-only]
+    .venv/bin/python bench/sweep.py [--trials 16] [--epochs 40] [--overhead-trials 4] [--rounds 5] [--overhead-only |
+    --policies-only]
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ parser.add_argument("--x", type=float, default=1.0)
 args = parser.parse_args()
 keras.utils.set_random_seed(0)
 data = np.random.default_rng(0).random((512, 16), dtype=np.float32)
-model = keras.Sequential([keras.Input((16,), name="features"), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(1)])
+layers = [keras.Input((16,), name="features"), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(1)]
+model = keras.Sequential(layers)
 model.compile("sgd", "mse")
 model.fit(data, data.sum(axis=1) * args.x, epochs=2, verbose=0)
 model.export("outputs/model", verbose=False)
@@ -124,18 +126,21 @@ def keras_sweeps(root: Path, trials: int, epochs: int) -> None:
         stopped = sum(1 for t in done if t["early_terminated"])
         results[label] = (seconds, best)
         print(
-            f"early termination {label:10} trial-seconds {seconds:7.1f}  wall {wall:6.1f} s  best val_accuracy {best:.4f}  "
-            f"stopped early {stopped}/{len(done)}"
+            f"early termination {label:10} trial-seconds {seconds:7.1f}  wall {wall:6.1f} s  best val_accuracy"
+            f" {best:.4f}  stopped early {stopped}/{len(done)}"
         )
     base_seconds, base_best = results["none"]
     for label, (seconds, best) in results.items():
         if label != "none":
             print(
-                f"{label:10} vs none: trial-seconds x{seconds / base_seconds:.2f} ({100 * (1 - seconds / base_seconds):.0f} % saved, goal >= 40 %), "
-                f"best value x{best / base_best:.3f}"
+                f"{label:10} vs none: trial-seconds x{seconds / base_seconds:.2f}"
+                f" ({100 * (1 - seconds / base_seconds):.0f} % saved, goal >= 40 %), best value x{best / base_best:.3f}"
             )
     (band_seconds, band_best), (bandit_seconds, bandit_best) = results["hyperband"], results["bandit"]
-    print(f"hyperband vs bandit: trial-seconds x{band_seconds / bandit_seconds:.2f}, best value x{band_best / bandit_best:.3f}")
+    print(
+        f"hyperband vs bandit: trial-seconds x{band_seconds / bandit_seconds:.2f}, best value"
+        f" x{band_best / bandit_best:.3f}"
+    )
 
 
 def overhead(root: Path, trials: int, rounds: int) -> None:
@@ -161,7 +166,9 @@ def overhead(root: Path, trials: int, rounds: int) -> None:
         for value in values:
             scratch = Path(tempfile.mkdtemp(dir=folder, prefix="bare-"))
             shutil.copy(folder / "src" / "train.py", scratch / "train.py")
-            result = subprocess.run([sys.executable, "train.py", "--x", repr(value)], cwd=scratch, env=env, capture_output=True, text=True)
+            result = subprocess.run(
+                [sys.executable, "train.py", "--x", repr(value)], cwd=scratch, env=env, capture_output=True, text=True
+            )
             if result.returncode != 0:
                 raise SystemExit(f"python train.py --x {value}: exit {result.returncode}: {result.stderr[-2000:]}")
             shutil.rmtree(scratch)
@@ -171,17 +178,33 @@ def overhead(root: Path, trials: int, rounds: int) -> None:
         "tftrain run": by_hand,
         "sweep": lambda: tftrain("run", home=folder / "sweep-home", cwd=folder),
     }
-    print(f"{trials} trials of a small Keras script (gated; each run and the sweep's best registered); load before: {load()}", flush=True)
+    print(
+        f"{trials} trials of a small Keras script (gated; each run and the sweep's best registered); load before:"
+        f" {load()}",
+        flush=True,
+    )
     seconds = interleaved(variants, rounds)
     versions = len(list((folder / "hand-home" / "models" / "quick").glob("v*/version.json")))
     swept = len(list((folder / "sweep-home" / "models" / "quick").glob("v*/version.json")))
     if versions != rounds * trials or swept != rounds + 1:
-        raise SystemExit(f"expected {rounds * trials} versions by hand and {rounds + 1} by the sweeps; found {versions} and {swept}")
+        raise SystemExit(
+            f"expected {rounds * trials} versions by hand and {rounds + 1} by the sweeps; found {versions} and {swept}"
+        )
     print(f"load after: {load()}")
     print(f"times are for all {trials} trials of a round; against bare Python, the reference:")
-    report({name: seconds[name] for name in ("python train.py", "tftrain run", "sweep")}, reference="python train.py", per=trials, unit="trial")
-    print("the sweep against the same trials as `tftrain run`s (goal: <= +0.3 s per trial; by hand every run is gated, the sweep gates its best):")
-    report({name: seconds[name] for name in ("tftrain run", "sweep")}, reference="tftrain run", per=trials, unit="trial")
+    report(
+        {name: seconds[name] for name in ("python train.py", "tftrain run", "sweep")},
+        reference="python train.py",
+        per=trials,
+        unit="trial",
+    )
+    print(
+        "the sweep against the same trials as `tftrain run`s (goal: <= +0.3 s per trial; by hand every run is gated,"
+        " the sweep gates its best):"
+    )
+    report(
+        {name: seconds[name] for name in ("tftrain run", "sweep")}, reference="tftrain run", per=trials, unit="trial"
+    )
 
 
 def main() -> int:
@@ -189,9 +212,16 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=16)
     parser.add_argument("--epochs", type=int, default=40)
     parser.add_argument("--overhead-trials", type=int, default=4)
-    parser.add_argument("--rounds", type=at_least, default=MIN_ROUNDS, help=f"rounds of the overhead's comparison (at least {MIN_ROUNDS})")
+    parser.add_argument(
+        "--rounds",
+        type=at_least,
+        default=MIN_ROUNDS,
+        help=f"rounds of the overhead's comparison (at least {MIN_ROUNDS})",
+    )
     only = parser.add_mutually_exclusive_group()
-    only.add_argument("--policies-only", action="store_true", help="only the sweeps of the Keras example (none, bandit, hyperband)")
+    only.add_argument(
+        "--policies-only", action="store_true", help="only the sweeps of the Keras example (none, bandit, hyperband)"
+    )
     only.add_argument("--overhead-only", action="store_true", help="only the scheduling overhead")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tftrain-sweep-bench-") as tmp:

@@ -42,7 +42,9 @@ def train(argv: list[str], sample: tuple[float, float] | None, fake) -> tuple[fl
     """Seconds the training took, and how many points the sampler recorded."""
     points: list = []
     env = {**os.environ, "TFTRAIN_RANK": "0"}  # as the launchers hand it: the sampler tells ranks by it
-    child = subprocess.Popen(argv, cwd=HERE / "workloads", env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    child = subprocess.Popen(
+        argv, cwd=HERE / "workloads", env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     started = time.perf_counter()
     cgroup, _ = cgroups.create(f"usage-bench.{child.pid}") if sample else (None, "")
     try:
@@ -52,7 +54,13 @@ def train(argv: list[str], sample: tuple[float, float] | None, fake) -> tuple[fl
             child.wait()
         else:
             gpus = GpuMonitor.open(fake)
-            sampler = UsageSampler(points.extend, gpus, (lambda: cgroup) if cgroup else None, gpu_interval=sample[0], memory_interval=sample[1])
+            sampler = UsageSampler(
+                points.extend,
+                gpus,
+                (lambda: cgroup) if cgroup else None,
+                gpu_interval=sample[0],
+                memory_interval=sample[1],
+            )
             with sampler:
                 child.wait()
             assert cgroup is None or sampler.memory.peaks, "the sampler saw the training"
@@ -110,11 +118,17 @@ def main() -> None:
     print(f"{env_note}; median bare {bare:.2f}s")
     memory, gpu = tick_costs(fake)
     share = memory / 1.0 + gpu / 5.0  # CPU seconds per second of training at the real rates
-    print(f"one memory tick {memory * 1e6:.0f} µs, one GPU tick {gpu * 1e6:.0f} µs of CPU: {share * 100:.4f} % of one core "
-          f"at the real rates (ratio {1 + share / (os.cpu_count() or 1):.5f} on a training using all {os.cpu_count()} CPUs)")
+    print(
+        f"one memory tick {memory * 1e6:.0f} µs, one GPU tick {gpu * 1e6:.0f} µs of CPU: {share * 100:.4f} % of one"
+        f" core at the real rates (ratio {1 + share / (os.cpu_count() or 1):.5f} on a training using all"
+        f" {os.cpu_count()} CPUs)"
+    )
     for name in list(modes)[1:]:
         median = statistics.median(times[name])
-        print(f"{name}: median {median:.2f}s, ratio {median / bare:.3f}" + (" (goal ≤ 1.01)" if "×100" not in name else ""))
+        print(
+            f"{name}: median {median:.2f}s, ratio {median / bare:.3f}"
+            + (" (goal ≤ 1.01)" if "×100" not in name else "")
+        )
 
 
 if __name__ == "__main__":

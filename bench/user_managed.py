@@ -43,7 +43,10 @@ def main() -> None:
     print(f"interpreter: {python}; medians of {args.rounds} rounds")
     print(f"baseline: the bare import check (every run before the cache) {b:.3f}s")
     print(f"cold check (import + key + keep): {c:.3f}s ({c / b:.2f}x the baseline)")
-    print(f"cached check (key + read): {h:.3f}s ({h / b:.4f}x the baseline, {b / h:.0f}x faster); of which the key's process {k:.3f}s")
+    print(
+        f"cached check (key + read): {h:.3f}s ({h / b:.4f}x the baseline, {b / h:.0f}x faster); of which the key's"
+        f" process {k:.3f}s"
+    )
 
 
 if __name__ == "__main__":

@@ -43,15 +43,26 @@ def logit_for(accuracy: float, difficulty_sd: float, sigma: float, rng: np.rando
     return (lo + hi) / 2
 
 
-def runs(theta: float, difficulty: np.ndarray, seeds: int, tau: float, sigma: float, rng: np.random.Generator) -> np.ndarray:
+def runs(
+    theta: float, difficulty: np.ndarray, seeds: int, tau: float, sigma: float, rng: np.random.Generator
+) -> np.ndarray:
     effect = rng.normal(0, tau, (seeds, 1))
     disagreement = rng.normal(0, sigma, (seeds, difficulty.size))
     p = 1 / (1 + np.exp(-(theta + effect - difficulty[None, :] + disagreement)))
     return (rng.random(p.shape) < p).astype(np.float64)
 
 
-def rate(args, accuracy_c: float, accuracy_b: float, seeds: int, examples: int, margin: float, wanted: set[Verdict], rng,
-         baseline_seeds: int | None = None) -> tuple[float, float]:
+def rate(
+    args,
+    accuracy_c: float,
+    accuracy_b: float,
+    seeds: int,
+    examples: int,
+    margin: float,
+    wanted: set[Verdict],
+    rng,
+    baseline_seeds: int | None = None,
+) -> tuple[float, float]:
     """`baseline_seeds`: the baseline's, when it has fewer (a release made before evidence, evaluated once)."""
     theta_c = logit_for(accuracy_c, args.difficulty, args.sigma, rng)
     theta_b = logit_for(accuracy_b, args.difficulty, args.sigma, rng)
@@ -93,23 +104,37 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=20261128)
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
-    print(f"world: difficulty sd {args.difficulty}, seed effect sd {args.tau}, per-example disagreement sd {args.sigma}; "
-          f"one run's accuracy spreads by {100 * seed_spread(args, rng):.2f} points over seeds (10,000 examples)")
+    print(
+        f"world: difficulty sd {args.difficulty}, seed effect sd {args.tau}, per-example disagreement sd {args.sigma}; "
+        f"one run's accuracy spreads by {100 * seed_spread(args, rng):.2f} points over seeds (10,000 examples)"
+    )
     print(f"{args.trials} comparisons per row, confidence 0.95")
     print("\nfalse alarms (two models of one distribution, accuracy 0.97; called better or worse; goal ≤ 0.05):")
     alarms = {Verdict.BETTER, Verdict.WORSE}
-    for seeds, examples, margin in ((1, 10_000, 0.0), (2, 10_000, 0.0), (3, 10_000, 0.0), (5, 10_000, 0.0), (3, 1_000, 0.0), (3, 10_000, 0.005)):
+    for seeds, examples, margin in (
+        (1, 10_000, 0.0),
+        (2, 10_000, 0.0),
+        (3, 10_000, 0.0),
+        (5, 10_000, 0.0),
+        (3, 1_000, 0.0),
+        (3, 10_000, 0.005),
+    ):
         share, se = rate(args, 0.97, 0.97, seeds, examples, margin, alarms, rng)
         print(f"  {seeds} seeds × {examples:>6,} examples, margin {margin:<5}: {share:.3f} ± {se:.3f}")
     share, se = rate(args, 0.97, 0.97, 3, 10_000, 0.0, alarms, rng, baseline_seeds=1)
     print(f"  3 seeds against 1 (a release re-evaluated) × 10,000 examples: {share:.3f} ± {se:.3f}")
-    print("\npower (candidate 0.96 against baseline 0.97, a real 1-point drop; called worse; goal ≥ 0.8 at 3 × 10,000):")
+    print(
+        "\npower (candidate 0.96 against baseline 0.97, a real 1-point drop; called worse; goal ≥ 0.8 at 3 × 10,000):"
+    )
     for seeds, examples, margin in ((3, 10_000, 0.0), (3, 10_000, 0.005), (5, 10_000, 0.0), (3, 1_000, 0.0)):
         share, se = rate(args, 0.96, 0.97, seeds, examples, margin, {Verdict.WORSE}, rng)
         print(f"  {seeds} seeds × {examples:>6,} examples, margin {margin:<5}: {share:.3f} ± {se:.3f}")
     share, se = rate(args, 0.96, 0.97, 3, 10_000, 0.0, {Verdict.WORSE}, rng, baseline_seeds=1)
     print(f"  3 seeds against 1 (a release re-evaluated) × 10,000 examples: {share:.3f} ± {se:.3f}")
-    print(f"\none verdict, 5 seeds × 100,000 examples (no resampling: the interval is analytic): {1000 * timing(rng):.1f} ms (goal ≤ 1000 ms)")
+    print(
+        f"\none verdict, 5 seeds × 100,000 examples (no resampling: the interval is analytic): {1000 * timing(rng):.1f}"
+        " ms (goal ≤ 1000 ms)"
+    )
     return 0
 
 

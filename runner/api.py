@@ -7,7 +7,6 @@ import math
 import os
 import time
 
-
 RANK_VARIABLES = ("TFTRAIN_RANK", "OMPI_COMM_WORLD_RANK", "HOROVOD_RANK", "PMIX_RANK", "PMI_RANK")
 
 

@@ -228,7 +228,8 @@ def extra_module(name: str, extra: str, feature: str):
         importlib.import_module(name)
     except ImportError:
         raise MissingExtra(
-            f"{feature} needs {name.partition('.')[0]}: pip install 'tf-train-action[{extra}]' (in the action: extras: {extra})"
+            f"{feature} needs {name.partition('.')[0]}: pip install 'tf-train-action[{extra}]' (in the action: extras:"
+            f" {extra})"
         ) from None
     return sys.modules[name.partition(".")[0]]
 
@@ -264,8 +265,11 @@ def cause(exc: BaseException) -> str:
     innermost, todo, seen = None, [exc], {id(exc)}
     while todo and innermost is None:  # breadth first through what each wraps, to the first that wraps nothing
         current = todo.pop(0)
-        inner = [e for e in (getattr(current, "reason", None), current.__cause__, current.__context__, *current.args)
-                 if isinstance(e, BaseException)]
+        inner = [
+            e
+            for e in (getattr(current, "reason", None), current.__cause__, current.__context__, *current.args)
+            if isinstance(e, BaseException)
+        ]
         if not inner:
             innermost = current
         todo += [e for e in inner if id(e) not in seen]

@@ -147,7 +147,9 @@ class MachineClients:
     @classmethod
     def from_environment(cls, environ: Mapping[str, str]) -> MachineClients:
         first = (environ.get("KUBECONFIG") or "").split(os.pathsep)[0]
-        return cls(kubeconfig=first or None, ca_bundles=tuple(environ[name] for name in CA_VARIABLES if environ.get(name)))
+        return cls(
+            kubeconfig=first or None, ca_bundles=tuple(environ[name] for name in CA_VARIABLES if environ.get(name))
+        )
 
 
 def _positive(environ: Mapping[str, str], variable: str, default: int) -> int:
@@ -257,10 +259,16 @@ def _tag_template(text: str) -> str:
     import string  # its Template pattern compiles on import: only when a template is given
 
     try:
-        fields = [(field, spec, conversion) for _, field, spec, conversion in string.Formatter().parse(text) if field is not None]
+        fields = [
+            (field, spec, conversion)
+            for _, field, spec, conversion in string.Formatter().parse(text)
+            if field is not None
+        ]
     except ValueError as exc:
         raise UnsupportedError(f"tag-template {text!r}: {exc}") from None
-    odd = next((field for field, spec, conversion in fields if field not in ("name", "version") or spec or conversion), None)
+    odd = next(
+        (field for field, spec, conversion in fields if field not in ("name", "version") or spec or conversion), None
+    )
     if odd is not None:
         raise UnsupportedError(f"tag-template {text!r}: only {{name}} and {{version}} are filled in, not {{{odd}}}")
     if [field for field, _, _ in fields].count("version") != 1:

@@ -12,7 +12,9 @@ from runner.manifest.model import Manifest
 from runner.targets.pool.leases import Leases
 from runner.targets.pool.schedule import Capacity
 
-RUNTIME = RuntimePaths("/run/workdir", "/run/workdir/outputs", "/run/workdir/logs", "/run/metrics.d", "/run/py", {}, None, "/run/launch")
+RUNTIME = RuntimePaths(
+    "/run/workdir", "/run/workdir/outputs", "/run/workdir/logs", "/run/metrics.d", "/run/py", {}, None, "/run/launch"
+)
 
 
 PYTHON = "/venv/bin/python"

@@ -10,9 +10,9 @@ import textwrap
 import uuid
 from pathlib import Path
 
+import purity
 import pytest
 
-import purity
 pure = purity.pure  # the fixture every unit test gets (pytest_collection_modifyitems)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -75,7 +75,9 @@ def stand_in_project(project):
 def tftrain(*args: str, timeout: float = 600, cwd: Path | None = None, **kwargs) -> subprocess.CompletedProcess:
     """The CLI as a user runs it: a process; under tests/unit, in this process (purity.in_process)."""
     if purity.holding():
-        return purity.in_process([TFTRAIN, *args], cwd=cwd, env={**kwargs.pop("env", os.environ), "COLUMNS": "200"}, **kwargs)
+        return purity.in_process(
+            [TFTRAIN, *args], cwd=cwd, env={**kwargs.pop("env", os.environ), "COLUMNS": "200"}, **kwargs
+        )
     return subprocess.run(
         [TFTRAIN, *args],
         capture_output=True,
@@ -132,7 +134,11 @@ def s3_server():
 
 @pytest.fixture
 def aws_env(monkeypatch):
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}.items():
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
         monkeypatch.setenv(key, value)
 
 
@@ -187,7 +193,9 @@ def registry(tmp_path_factory):
         port = sock.getsockname()[1]
     root = tmp_path_factory.mktemp("registry")
     config = root / "config.yml"
-    config.write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {root / 'data'}\nhttp:\n  addr: 127.0.0.1:{port}\n")
+    config.write_text(
+        f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {root / 'data'}\nhttp:\n  addr: 127.0.0.1:{port}\n"
+    )
     process = subprocess.Popen([binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
     while True:
@@ -251,7 +259,10 @@ def pool_rig(docker_client, rig_keys, monkeypatch):
 
 
 CLUSTER_LOGS = {  # what the stand-in cluster's replicas print (kube_api.logs)
-    ("chief", 0): "task chief:0 in cluster\nchief: coordinating 2 workers\nepoch 1: loss=0.5000\nepoch 2: loss=0.2500\n",
+    (
+        "chief",
+        0,
+    ): "task chief:0 in cluster\nchief: coordinating 2 workers\nepoch 1: loss=0.5000\nepoch 2: loss=0.2500\n",
     ("worker", 0): "task worker:0 in cluster\n",
     ("worker", 1): "task worker:1 in cluster\n",
     ("ps", 0): "task ps:0 in cluster\n",
@@ -265,8 +276,14 @@ def cluster_manifest(repo, tmp_path, kube_api, registry, monkeypatch, docker_cli
     source = tmp_path / "ps"
     shutil.copytree(repo / "examples" / "parameter-server", source)
     manifest = source / "tftrain.yml"
-    text = manifest.read_text().replace("compute:\n", f"compute:\n  target: kubernetes\n  kubernetes:\n    namespace: training\n    registry: {registry}/team\n")
-    manifest.write_text(text + f"custom_docker_image: {BASE_IMAGE}\nframework_version: '2.18'\npip_packages: [scikit-learn]\nsecrets: [TFTRAIN_K8S_TOKEN]\n")
+    text = manifest.read_text().replace(
+        "compute:\n",
+        f"compute:\n  target: kubernetes\n  kubernetes:\n    namespace: training\n    registry: {registry}/team\n",
+    )
+    manifest.write_text(
+        text + f"custom_docker_image: {BASE_IMAGE}\nframework_version: '2.18'\npip_packages: [scikit-learn]\nsecrets:"
+        " [TFTRAIN_K8S_TOKEN]\n"
+    )
     config = tmp_path / "kubeconfig"
     config.write_text(kube_api.kubeconfig())
     monkeypatch.setenv("KUBECONFIG", str(config))
@@ -299,10 +316,18 @@ def slurm_cluster() -> Path:
     """The real two-node Slurm cluster scripts/slurm-up starts (scripts/test does), with SLURM_CONF
     set for the session's tftrain processes. No skipping: without it the Slurm tests fail, saying why."""
     if not SLURM_CONF.is_file() or shutil.which("sinfo") is None:
-        pytest.fail(f"no Slurm cluster ({SLURM_CONF} or sinfo is missing); run scripts/slurm-up (scripts/test does)", pytrace=False)
+        pytest.fail(
+            f"no Slurm cluster ({SLURM_CONF} or sinfo is missing); run scripts/slurm-up (scripts/test does)",
+            pytrace=False,
+        )
     os.environ["SLURM_CONF"] = str(SLURM_CONF)
     nodes = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], capture_output=True, text=True, timeout=30)
-    up = [line for line in nodes.stdout.splitlines() if line.split()[-1:] and line.split()[-1] in ("idle", "mix", "alloc")]
+    up = [
+        line for line in nodes.stdout.splitlines() if line.split()[-1:] and line.split()[-1] in ("idle", "mix", "alloc")
+    ]
     if nodes.returncode != 0 or len(up) < 2:
-        pytest.fail(f"the Slurm cluster is not up ({nodes.stderr.strip() or nodes.stdout.strip()}); run scripts/slurm-up", pytrace=False)
+        pytest.fail(
+            f"the Slurm cluster is not up ({nodes.stderr.strip() or nodes.stdout.strip()}); run scripts/slurm-up",
+            pytrace=False,
+        )
     return SLURM_CONF

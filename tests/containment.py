@@ -9,8 +9,9 @@ import time
 from pathlib import Path
 
 from conftest import TFTRAIN
-from runner.targets.local.cgroup import Cgroup
 from watching import alive
+
+from runner.targets.local.cgroup import Cgroup
 
 ENTER_CGROUP = 'echo 0 > "$0/cgroup.procs" && exec "$@"'
 

@@ -17,8 +17,13 @@ class c_nvmlMemory_t(ctypes.Structure):
 
 
 class c_nvmlMemory_v2_t(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint), ("total", ctypes.c_ulonglong), ("reserved", ctypes.c_ulonglong),
-                ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+    _fields_ = [
+        ("version", ctypes.c_uint),
+        ("total", ctypes.c_ulonglong),
+        ("reserved", ctypes.c_ulonglong),
+        ("free", ctypes.c_ulonglong),
+        ("used", ctypes.c_ulonglong),
+    ]
 
 
 class NVMLError(Exception):
@@ -26,14 +31,23 @@ class NVMLError(Exception):
         self.value = value
 
     def __str__(self) -> str:
-        return {12: "NVML Shared Library Not Found", 13: "Function Not Found", 15: "GPU is lost"}.get(self.value, f"NVML error {self.value}")
+        return {12: "NVML Shared Library Not Found", 13: "Function Not Found", 15: "GPU is lost"}.get(
+            self.value, f"NVML error {self.value}"
+        )
 
 
 GIB = 1 << 30
 
 
-def fake_nvml(utilization=(90, 10), used=(3 * GIB, 1 * GIB), total=16 * GIB, init_error=None, fail_after=None,
-              reserved=0, memory_v2=True):
+def fake_nvml(
+    utilization=(90, 10),
+    used=(3 * GIB, 1 * GIB),
+    total=16 * GIB,
+    init_error=None,
+    fail_after=None,
+    reserved=0,
+    memory_v2=True,
+):
     """A pynvml as nvidia-ml-py 12/13 has it: init, count, handles, utilisation, memory, name, shutdown.
     `reserved`: what the driver keeps for itself, counted as used by the first memory reading and not
     by v2's (`used` is what the processes hold); `memory_v2`: True, a binding and driver with v2;
@@ -79,10 +93,19 @@ def fake_nvml(utilization=(90, 10), used=(3 * GIB, 1 * GIB), total=16 * GIB, ini
             return c_nvmlMemory_t(total=total, free=total - used[index] - reserved, used=used[index] + reserved)
         if memory_v2 == "refused":
             raise NVMLError(13)  # NVML_ERROR_FUNCTION_NOT_FOUND
-        return c_nvmlMemory_v2_t(version=version, total=total, reserved=reserved, free=total - used[index] - reserved, used=used[index])
+        return c_nvmlMemory_v2_t(
+            version=version, total=total, reserved=reserved, free=total - used[index] - reserved, used=used[index]
+        )
 
-    for function in (nvmlInit, nvmlShutdown, nvmlDeviceGetCount, nvmlDeviceGetHandleByIndex, nvmlDeviceGetName,
-                     nvmlDeviceGetUtilizationRates, nvmlDeviceGetMemoryInfo):
+    for function in (
+        nvmlInit,
+        nvmlShutdown,
+        nvmlDeviceGetCount,
+        nvmlDeviceGetHandleByIndex,
+        nvmlDeviceGetName,
+        nvmlDeviceGetUtilizationRates,
+        nvmlDeviceGetMemoryInfo,
+    ):
         setattr(nvml, function.__name__, function)
     nvml.calls = calls
     return nvml

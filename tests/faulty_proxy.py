@@ -43,23 +43,44 @@ class FaultyProxy(LocalServer):
             def _relay(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 path = urlsplit(self.path).path
-                answer = next((a for (m, glob), a in proxy.failing.items() if m == self.command and fnmatchcase(path, glob)), None)
+                answer = next(
+                    (a for (m, glob), a in proxy.failing.items() if m == self.command and fnmatchcase(path, glob)), None
+                )
                 if answer is not None:
                     proxy.failed.append((self.command, path))
                     status, text, content_type = answer
                     return self._send(status, [("Content-Type", content_type)], text.encode())
                 connection = http.client.HTTPConnection(*proxy.upstream, timeout=60)
                 try:
-                    headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection", "transfer-encoding")}
-                    connection.request(self.command, self.path, body=body if body or "Content-Length" in self.headers else None, headers=headers)
+                    headers = {
+                        k: v for k, v in self.headers.items() if k.lower() not in ("connection", "transfer-encoding")
+                    }
+                    connection.request(
+                        self.command,
+                        self.path,
+                        body=body if body or "Content-Length" in self.headers else None,
+                        headers=headers,
+                    )
                     response = connection.getresponse()
                     data = response.read()
-                    kept = [(k, v) for k, v in response.getheaders() if k.lower() not in ("connection", "transfer-encoding", "content-length")]
-                    self._send(response.status, kept, data, head=self.command == "HEAD", length=response.getheader("Content-Length"))
+                    kept = [
+                        (k, v)
+                        for k, v in response.getheaders()
+                        if k.lower() not in ("connection", "transfer-encoding", "content-length")
+                    ]
+                    self._send(
+                        response.status,
+                        kept,
+                        data,
+                        head=self.command == "HEAD",
+                        length=response.getheader("Content-Length"),
+                    )
                 finally:
                     connection.close()
 
-            def _send(self, status: int, headers: list, data: bytes, head: bool = False, length: str | None = None) -> None:
+            def _send(
+                self, status: int, headers: list, data: bytes, head: bool = False, length: str | None = None
+            ) -> None:
                 self.send_response(status)
                 for key, value in headers:
                     self.send_header(key, value)

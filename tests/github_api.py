@@ -61,7 +61,9 @@ class GitHubAPI(LocalServer):
         self.next_id += 1
         return self.next_id
 
-    def add_release(self, owner: str, repo: str, tag: str, assets: dict[str, bytes], draft: bool = False, body: str = "") -> dict:
+    def add_release(
+        self, owner: str, repo: str, tag: str, assets: dict[str, bytes], draft: bool = False, body: str = ""
+    ) -> dict:
         """A release, as POST /releases makes it (tests also seed them directly)."""
         release_id = self._id()
         release = {
@@ -90,13 +92,26 @@ class GitHubAPI(LocalServer):
         self.failing[(method, path)] = status
 
     def failure(self, method: str, path: str) -> int | None:
-        return next((status for (verb, glob), status in self.failing.items() if verb == method and fnmatchcase(path, glob)), None)
+        return next(
+            (status for (verb, glob), status in self.failing.items() if verb == method and fnmatchcase(path, glob)),
+            None,
+        )
 
-    def add_runner(self, owner: str, repo: str, name: str, labels: list[str], status: str = "online", busy: bool = False) -> dict:
+    def add_runner(
+        self, owner: str, repo: str, name: str, labels: list[str], status: str = "online", busy: bool = False
+    ) -> dict:
         runner = {
-            "id": self._id(), "name": name, "os": "Linux", "status": status, "busy": busy, "ephemeral": False, "runner_group_id": 1,
-            "labels": [{"id": self._id(), "name": label, "type": "read-only" if label.lower() in DEFAULT_LABELS else "custom"}
-                       for label in labels],
+            "id": self._id(),
+            "name": name,
+            "os": "Linux",
+            "status": status,
+            "busy": busy,
+            "ephemeral": False,
+            "runner_group_id": 1,
+            "labels": [
+                {"id": self._id(), "name": label, "type": "read-only" if label.lower() in DEFAULT_LABELS else "custom"}
+                for label in labels
+            ],
         }
         self.runners.setdefault(f"{owner}/{repo}", []).append(runner)
         return runner
@@ -129,7 +144,13 @@ class GitHubAPI(LocalServer):
             def log_message(self, *args):
                 pass
 
-            def _send(self, code: int, body, content_type: str = "application/json; charset=utf-8", headers: dict | None = None) -> None:
+            def _send(
+                self,
+                code: int,
+                body,
+                content_type: str = "application/json; charset=utf-8",
+                headers: dict | None = None,
+            ) -> None:
                 data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", content_type)
@@ -176,13 +197,32 @@ class GitHubAPI(LocalServer):
                 return json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
 
             def repo(self, owner, repo):
-                self._send(200, {"id": 1, "name": repo, "full_name": f"{owner}/{repo}", "url": f"{api.url}/repos/{owner}/{repo}",
-                                 "owner": {"login": owner}, "private": False, "default_branch": "main"})
+                self._send(
+                    200,
+                    {
+                        "id": 1,
+                        "name": repo,
+                        "full_name": f"{owner}/{repo}",
+                        "url": f"{api.url}/repos/{owner}/{repo}",
+                        "owner": {"login": owner},
+                        "private": False,
+                        "default_branch": "main",
+                    },
+                )
 
             def issue(self, owner, repo, number):
                 base = f"{api.url}/repos/{owner}/{repo}"
-                self._send(200, {"number": int(number), "title": "PR", "state": "open", "url": f"{base}/issues/{number}",
-                                 "comments_url": f"{base}/issues/{number}/comments", "pull_request": {"url": f"{base}/pulls/{number}"}})
+                self._send(
+                    200,
+                    {
+                        "number": int(number),
+                        "title": "PR",
+                        "state": "open",
+                        "url": f"{base}/issues/{number}",
+                        "comments_url": f"{base}/issues/{number}/comments",
+                        "pull_request": {"url": f"{base}/pulls/{number}"},
+                    },
+                )
 
             def list_comments(self, owner, repo, number):
                 self._send(200, [c for c in api.comments.values() if c["issue"] == int(number)])
@@ -191,10 +231,16 @@ class GitHubAPI(LocalServer):
                 if api.read_only:
                     return self._error(403, "Resource not accessible by integration")
                 comment_id = api._id()
-                comment = {"id": comment_id, "issue": int(number), "body": self._body()["body"], "user": {"login": "github-actions[bot]"},
-                           "url": f"{api.url}/repos/{owner}/{repo}/issues/comments/{comment_id}",
-                           "html_url": f"https://github.example/{owner}/{repo}/pull/{number}#issuecomment-{comment_id}",
-                           "created_at": _now(), "updated_at": _now()}
+                comment = {
+                    "id": comment_id,
+                    "issue": int(number),
+                    "body": self._body()["body"],
+                    "user": {"login": "github-actions[bot]"},
+                    "url": f"{api.url}/repos/{owner}/{repo}/issues/comments/{comment_id}",
+                    "html_url": f"https://github.example/{owner}/{repo}/pull/{number}#issuecomment-{comment_id}",
+                    "created_at": _now(),
+                    "updated_at": _now(),
+                }
                 api.comments[comment_id] = comment
                 self._send(201, comment)
 
@@ -215,11 +261,20 @@ class GitHubAPI(LocalServer):
                 body = self._body()
                 with api.lock:
                     if any(r["tag_name"] == body["tag_name"] for r in api.releases):
-                        return self._send(422, {"message": "Validation Failed", "errors": [
-                            {"resource": "Release", "code": "already_exists", "field": "tag_name"}],
-                            "documentation_url": "https://docs.github.com/rest/releases/releases#create-a-release"})
-                    release = api.add_release(owner, repo, body["tag_name"], {}, draft=body.get("draft", False), body=body.get("body", ""))
-                    release.update(name=body.get("name") or body["tag_name"], target_commitish=body.get("target_commitish", "main"))
+                        return self._send(
+                            422,
+                            {
+                                "message": "Validation Failed",
+                                "errors": [{"resource": "Release", "code": "already_exists", "field": "tag_name"}],
+                                "documentation_url": "https://docs.github.com/rest/releases/releases#create-a-release",
+                            },
+                        )
+                    release = api.add_release(
+                        owner, repo, body["tag_name"], {}, draft=body.get("draft", False), body=body.get("body", "")
+                    )
+                    release.update(
+                        name=body.get("name") or body["tag_name"], target_commitish=body.get("target_commitish", "main")
+                    )
                 self._send(201, release)
 
             def release_by_tag(self, owner, repo, tag):
@@ -253,10 +308,17 @@ class GitHubAPI(LocalServer):
                 name = parse_qs(urlparse(self.path).query)["name"][0]
                 if any(a["name"] == name for a in release["assets"]):
                     self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                    return self._send(422, {"message": "Validation Failed", "errors": [
-                        {"resource": "ReleaseAsset", "code": "already_exists", "field": "name"}]})
+                    return self._send(
+                        422,
+                        {
+                            "message": "Validation Failed",
+                            "errors": [{"resource": "ReleaseAsset", "code": "already_exists", "field": "name"}],
+                        },
+                    )
                 data = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                asset = api._add_asset(release, owner, repo, name, data, self.headers.get("Content-Type", "application/octet-stream"))
+                asset = api._add_asset(
+                    release, owner, repo, name, data, self.headers.get("Content-Type", "application/octet-stream")
+                )
                 self._send(201, asset)
 
             def list_assets(self, owner, repo, id):
@@ -273,8 +335,14 @@ class GitHubAPI(LocalServer):
 
             def list_runners(self, owner, repo):
                 if api.runners_forbidden:
-                    return self._send(403, {"message": "Resource not accessible by integration", "status": "403",
-                                            "documentation_url": "https://docs.github.com/rest/actions/self-hosted-runners"})
+                    return self._send(
+                        403,
+                        {
+                            "message": "Resource not accessible by integration",
+                            "status": "403",
+                            "documentation_url": "https://docs.github.com/rest/actions/self-hosted-runners",
+                        },
+                    )
                 runners = api.runners.get(f"{owner}/{repo}", [])
                 query = parse_qs(urlparse(self.path).query)
                 per_page = min(int(query.get("per_page", ["30"])[0]), 100)
@@ -288,7 +356,9 @@ class GitHubAPI(LocalServer):
                 base = f"{api.url}/repos/{owner}/{repo}/actions/runners?per_page={per_page}&page="
                 link = ", ".join(f'<{base}{number}>; rel="{rel}"' for rel, number in rels.items())
                 chunk = runners[(page - 1) * per_page : page * per_page]
-                self._send(200, {"total_count": len(runners), "runners": chunk}, headers={"Link": link} if link else None)
+                self._send(
+                    200, {"total_count": len(runners), "runners": chunk}, headers={"Link": link} if link else None
+                )
 
         return Handler
 

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from runner.errors import FatalError
 
-
 # a frame of tftrain's own code: the user's script may print tracebacks of its own (on stdout)
 _OWN_FRAME = re.compile(r'File "[^"]*/runner/[^"]*\.py", line \d+')
 

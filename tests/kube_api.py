@@ -63,8 +63,16 @@ class KubeAPI(LocalServer):
                     }
                     pods.append(
                         {
-                            "metadata": {"name": f"{name}-{kind.lower()}-{index}", "namespace": job["metadata"]["namespace"], "labels": labels},
-                            "spec": {"containers": [{"name": container, "image": spec["template"]["spec"]["containers"][0]["image"]}]},
+                            "metadata": {
+                                "name": f"{name}-{kind.lower()}-{index}",
+                                "namespace": job["metadata"]["namespace"],
+                                "labels": labels,
+                            },
+                            "spec": {
+                                "containers": [
+                                    {"name": container, "image": spec["template"]["spec"]["containers"][0]["image"]}
+                                ]
+                            },
                             "status": {"phase": "Running" if self.polls < self.running_polls else "Succeeded"},
                         }
                     )
@@ -90,18 +98,32 @@ class KubeAPI(LocalServer):
 
             def _injected(self, method: str, path: str) -> bool:
                 """Answer with the failure fail() set for this request, if any."""
-                status = next((s for (m, glob), s in api.failing.items() if m == method and fnmatchcase(path, glob)), None)
+                status = next(
+                    (s for (m, glob), s in api.failing.items() if m == method and fnmatchcase(path, glob)), None
+                )
                 if status is None:
                     return False
                 self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 if status == 0:
                     self.close_connection = True
                 else:
-                    self._status(status, HTTPStatus(status).phrase.replace(" ", ""), f"injected failure of {method} {path}")
+                    self._status(
+                        status, HTTPStatus(status).phrase.replace(" ", ""), f"injected failure of {method} {path}"
+                    )
                 return True
 
             def _status(self, code: int, reason: str, message: str) -> None:
-                self._send(code, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "reason": reason, "code": code})
+                self._send(
+                    code,
+                    {
+                        "kind": "Status",
+                        "apiVersion": "v1",
+                        "status": "Failure",
+                        "message": message,
+                        "reason": reason,
+                        "code": code,
+                    },
+                )
 
             def do_POST(self):
                 path = urlparse(self.path).path
@@ -158,11 +180,16 @@ class KubeAPI(LocalServer):
                         if pod is None:
                             return self._status(404, "NotFound", match["name"])
                         labels = pod["metadata"]["labels"]
-                        key = (labels["training.kubeflow.org/replica-type"], int(labels["training.kubeflow.org/replica-index"]))
+                        key = (
+                            labels["training.kubeflow.org/replica-type"],
+                            int(labels["training.kubeflow.org/replica-index"]),
+                        )
                         return self._send(200, api.logs.get(key, ""), "text/plain")
                     selector = parse_qs(url.query).get("labelSelector", [""])[0]
                     wanted = dict(part.split("=", 1) for part in selector.split(",") if "=" in part)
-                    items = [p for p in api.pods() if all(p["metadata"]["labels"].get(k) == v for k, v in wanted.items())]
+                    items = [
+                        p for p in api.pods() if all(p["metadata"]["labels"].get(k) == v for k, v in wanted.items())
+                    ]
                     return self._send(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items})
                 return self._status(404, "NotFound", url.path)
 

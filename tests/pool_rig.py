@@ -58,8 +58,13 @@ class Rig:
         if self.network is None:
             self.network = self.client.networks.create(self.prefix, driver="bridge")
         container = self.client.containers.create(
-            HOST_IMAGE, ["sh", "-c", SSHD], name=f"{self.prefix}-{name}", hostname=name,
-            network=self.network.name, labels={"tftrain.test-rig": self.prefix}, detach=True,
+            HOST_IMAGE,
+            ["sh", "-c", SSHD],
+            name=f"{self.prefix}-{name}",
+            hostname=name,
+            network=self.network.name,
+            labels={"tftrain.test-rig": self.prefix},
+            detach=True,
         )
         container.put_archive("/root", _ssh_dir(self.public_key))
         container.start()
@@ -68,8 +73,14 @@ class Rig:
         _wait_for_port(address, 22)
         self.hosts.append(container)
         return {
-            "name": name, "address": address, "ssh_port": 22, "docker": "unix:///var/run/docker.sock",
-            "network": f"container:{container.name}", "gpus": gpus, "cpu_slots": cpu_slots, "labels": list(labels),
+            "name": name,
+            "address": address,
+            "ssh_port": 22,
+            "docker": "unix:///var/run/docker.sock",
+            "network": f"container:{container.name}",
+            "gpus": gpus,
+            "cpu_slots": cpu_slots,
+            "labels": list(labels),
         }
 
     def container(self, name: str):

@@ -67,8 +67,14 @@ class PostgresServer:
             os.chown(self.root, entry.pw_uid, entry.pw_gid)
         (self.root / "pwfile").write_text(self.password + "\n")
         self._run(
-            str(self.bin / "initdb"), "--no-sync", "--auth-local=trust", "--auth-host=scram-sha-256",
-            f"--username={USER}", f"--pwfile={self.root / 'pwfile'}", "--encoding=UTF8", "--locale=C",
+            str(self.bin / "initdb"),
+            "--no-sync",
+            "--auth-local=trust",
+            "--auth-host=scram-sha-256",
+            f"--username={USER}",
+            f"--pwfile={self.root / 'pwfile'}",
+            "--encoding=UTF8",
+            "--locale=C",
             f"--pgdata={self.root / 'data'}",
         )
         for _ in range(3):  # another process may take the free port before postgres binds it
@@ -104,11 +110,26 @@ class PostgresServer:
         with open(self.root / "server.log", "wb") as log:
             self.process = subprocess.Popen(
                 [
-                    str(self.bin / "postgres"), "-D", str(self.root / "data"), "-p", str(self.port),
-                    "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={self.root}",
-                    "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+                    str(self.bin / "postgres"),
+                    "-D",
+                    str(self.root / "data"),
+                    "-p",
+                    str(self.port),
+                    "-c",
+                    "listen_addresses=127.0.0.1",
+                    "-c",
+                    f"unix_socket_directories={self.root}",
+                    "-c",
+                    "fsync=off",
+                    "-c",
+                    "synchronous_commit=off",
+                    "-c",
+                    "full_page_writes=off",
                 ],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, user=self.as_user,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                user=self.as_user,
                 start_new_session=True,
             )
 
@@ -145,8 +166,21 @@ class PostgresServer:
     def _sql(self, statement: str) -> str:
         # psql over the Unix socket (trusted): the test server's own setup, apart from the code under test
         return self._run(
-            str(self.bin / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", str(self.root), "-p", str(self.port),
-            "-U", USER, "-d", "postgres", "-c", statement,
+            str(self.bin / "psql"),
+            "-X",
+            "-q",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-h",
+            str(self.root),
+            "-p",
+            str(self.port),
+            "-U",
+            USER,
+            "-d",
+            "postgres",
+            "-c",
+            statement,
         )
 
     def _wait_ready(self) -> bool:
@@ -157,7 +191,8 @@ class PostgresServer:
                 return False
             ready = subprocess.run(
                 [str(self.bin / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(self.port), "-t", "1"],
-                stdin=subprocess.DEVNULL, capture_output=True,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
             )
             if ready.returncode == 0:
                 return True

@@ -70,9 +70,12 @@ def _refuse(what: str):
 
 def _loopback_only(original):
     def connect(sock, address, *args, **kwargs):
-        if sock.family in (socket.AF_INET, socket.AF_INET6) and not ipaddress.ip_address(
-            socket.gethostbyname(address[0]) if sock.family == socket.AF_INET else address[0]
-        ).is_loopback:
+        if (
+            sock.family in (socket.AF_INET, socket.AF_INET6)
+            and not ipaddress.ip_address(
+                socket.gethostbyname(address[0]) if sock.family == socket.AF_INET else address[0]
+            ).is_loopback
+        ):
             raise Impure(f"a unit test connected to {address[0]}: move it to tests/integration")
         return original(sock, address, *args, **kwargs)
 
@@ -82,7 +85,9 @@ def _loopback_only(original):
 @pytest.fixture
 def pure(monkeypatch, tmp_path_factory):
     """Applied to every unit test by tests/conftest.py."""
-    monkeypatch.setenv("TFTRAIN_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "unit-cache"))  # never the user's cache
+    monkeypatch.setenv(
+        "TFTRAIN_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "unit-cache")
+    )  # never the user's cache
     monkeypatch.setattr(subprocess.Popen, "__init__", _refuse("started a process"))
     for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system", "execv", "execve"):
         if hasattr(os, name):

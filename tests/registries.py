@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from conftest import untag_pushed
 
 CERTS_D = Path("/etc/docker/certs.d")

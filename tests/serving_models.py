@@ -23,8 +23,7 @@ OUTPUT = "output_0"
 WIDTH = 64
 CLASSES = 10
 
-BUILD = textwrap.dedent(
-    """
+BUILD = textwrap.dedent("""
     import json, sys
     from pathlib import Path
     import numpy as np
@@ -43,8 +42,7 @@ BUILD = textwrap.dedent(
     np.savez(out / "predictions.npz", **{k: v.numpy() for k, v in loaded(features=tf.constant(sample)).items()})
     np.savez(out / "probe.npz", features=probe, **{k: v.numpy() for k, v in loaded(features=tf.constant(probe)).items()})
     print(json.dumps({"tensorflow": tf.__version__}))
-    """
-)
+    """)
 
 
 @dataclass(frozen=True)
@@ -68,7 +66,10 @@ class BuiltModel:
 def saved_model(tmp_path_factory) -> BuiltModel:
     root = tmp_path_factory.mktemp("served-model")
     done = subprocess.run(
-        [sys.executable, "-c", BUILD, str(root)], capture_output=True, text=True, timeout=300,
+        [sys.executable, "-c", BUILD, str(root)],
+        capture_output=True,
+        text=True,
+        timeout=300,
         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
     )
     assert done.returncode == 0, done.stderr[-3000:]
@@ -80,8 +81,15 @@ def lasting_cache_path() -> Path:
     return Path(os.environ.get("TFTRAIN_TEST_LASTING_CACHE", Path.home() / ".cache" / "tftrain-test"))
 
 
-def register_version(home: Path, built: BuiltModel, name: str = NAME, serving: bool = True, source: Path | None = None,
-                     tensorflow: str | None = None, seal=None):
+def register_version(
+    home: Path,
+    built: BuiltModel,
+    name: str = NAME,
+    serving: bool = True,
+    source: Path | None = None,
+    tensorflow: str | None = None,
+    seal=None,
+):
     """Register `source` (default: the SavedModel) as the next version of `name`; with `serving`,
     add the gate's files and version.json's "serving" as the contract describes; `seal`: signed
     (runner.history.sealing.Seal) as registration signs."""
@@ -91,12 +99,14 @@ def register_version(home: Path, built: BuiltModel, name: str = NAME, serving: b
     with Store(home) as store:
         if not serving:
             return Registry(store).register(name, source or built.saved_model, None, {"framework_version": "2.18"})
-        signatures = {
-            "serve": _signature_json(), "serving_default": _signature_json(),
-        }
+        signatures = {"serve": _signature_json(), "serving_default": _signature_json()}
         document = {
-            "format": "saved_model", "path": ".", "signatures": signatures, "signature": "serving_default",
-            "tensorflow": tensorflow or built.tensorflow, "onnx": None,
+            "format": "saved_model",
+            "path": ".",
+            "signatures": signatures,
+            "signature": "serving_default",
+            "tensorflow": tensorflow or built.tensorflow,
+            "onnx": None,
         }
         files = home / "gate-files"
         files.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,6 @@ def slurm_manifest(project, script: str, extra: str = "", slurm: str = "", name:
     return project(script, text, name)
 
 
-
 def queued(name_prefix: str = "tftrain-") -> list[str]:
     """Every job of ours still in squeue (pending, running, completing)."""
     out = subprocess.run(["squeue", "-h", "--me", "-o", "%j %T"], capture_output=True, text=True, timeout=30).stdout

@@ -52,8 +52,20 @@ sweep:
 {extra}"""
 
 
-def sweep_manifest(project, steps=6, pause=0.05, sampling="{type: random, seed: 3}", metric="score", trials=4, concurrent=2, extra="", script=SCRIPT):
-    text = MANIFEST.format(steps=steps, pause=pause, sampling=sampling, metric=metric, trials=trials, concurrent=concurrent, extra=extra)
+def sweep_manifest(
+    project,
+    steps=6,
+    pause=0.05,
+    sampling="{type: random, seed: 3}",
+    metric="score",
+    trials=4,
+    concurrent=2,
+    extra="",
+    script=SCRIPT,
+):
+    text = MANIFEST.format(
+        steps=steps, pause=pause, sampling=sampling, metric=metric, trials=trials, concurrent=concurrent, extra=extra
+    )
     return project(script=script, manifest=text)
 
 
@@ -64,6 +76,11 @@ def show(cli, ref="latest") -> dict:
 
 
 def show_in(home) -> dict:
-    result = subprocess.run([TFTRAIN, "sweeps", "show", "latest", "--json"], env={**os.environ, "TFTRAIN_HOME": str(home)}, capture_output=True, text=True)
+    result = subprocess.run(
+        [TFTRAIN, "sweeps", "show", "latest", "--json"],
+        env={**os.environ, "TFTRAIN_HOME": str(home)},
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)

@@ -23,8 +23,13 @@ def scores(rate: float, examples: int, seeds: int, seed: int, prefix: str = "x")
     return [{f"{prefix}{i}": float(v) for i, v in enumerate(rng.random(examples) < rate)} for _ in range(seeds)]
 
 
-def keep_evidence(directory: Path, seeds: list[dict[str, float]], metric: str = "correct", goal: str = "maximize",
-                  data_fingerprint: str | None = None) -> dict[str, Path]:
+def keep_evidence(
+    directory: Path,
+    seeds: list[dict[str, float]],
+    metric: str = "correct",
+    goal: str = "maximize",
+    data_fingerprint: str | None = None,
+) -> dict[str, Path]:
     """evaluation/ under `directory`; returns its files by their path in a version (registration's extras)."""
     kept = directory / DIRECTORY
     kept.mkdir(parents=True, exist_ok=True)
@@ -32,18 +37,35 @@ def keep_evidence(directory: Path, seeds: list[dict[str, float]], metric: str = 
     for number, rows in enumerate(seeds):
         evidence = Evidence(seed_file(number), metric, tuple(rows), np.array(list(rows.values()), dtype=float))
         write_seed(kept / seed_file(number), evidence)
-        entries.append({"seed": number, "run_id": f"r{number}", "file": seed_file(number), "mean": float(evidence.values.mean())})
+        entries.append(
+            {"seed": number, "run_id": f"r{number}", "file": seed_file(number), "mean": float(evidence.values.mean())}
+        )
         files[f"{DIRECTORY}/{seed_file(number)}"] = kept / seed_file(number)
     ids = sorted(seeds[0]) if seeds else []
-    summary = {"metric": metric, "goal": goal, "fingerprint": hashlib.sha256("\n".join(ids).encode()).hexdigest(),
-               "data_fingerprint": data_fingerprint, "examples": len(ids), "asked": len(seeds), "seeds": entries, "failed": []}
+    summary = {
+        "metric": metric,
+        "goal": goal,
+        "fingerprint": hashlib.sha256("\n".join(ids).encode()).hexdigest(),
+        "data_fingerprint": data_fingerprint,
+        "examples": len(ids),
+        "asked": len(seeds),
+        "seeds": entries,
+        "failed": [],
+    }
     (kept / SUMMARY).write_text(json.dumps(summary))
     files[f"{DIRECTORY}/{SUMMARY}"] = kept / SUMMARY
     return files
 
 
-def finished_run(home: Path, name: str = "demo", manifest: dict | None = None, seeds: list[dict[str, float]] | None = None,
-                 primary: float | None = None, register: bool = False, **evidence) -> str:
+def finished_run(
+    home: Path,
+    name: str = "demo",
+    manifest: dict | None = None,
+    seeds: list[dict[str, float]] | None = None,
+    primary: float | None = None,
+    register: bool = False,
+    **evidence,
+) -> str:
     """A completed run of `name` with a model in workdir/outputs/model, metrics.json (primary `accuracy`),
     its evidence (when `seeds`), and, with `register`, its model registered with the evidence as extras."""
     manifest = {"name": name, "entry_script": "train.py", "model": {"path": "outputs/model"}, **(manifest or {})}
@@ -53,7 +75,11 @@ def finished_run(home: Path, name: str = "demo", manifest: dict | None = None, s
         model = run_dir / "workdir" / "outputs" / "model"
         model.mkdir(parents=True)
         (model / "saved_model.pb").write_bytes(f"graph of {run_id}".encode())
-        metrics = {"primary": "accuracy", "metrics": {"accuracy": {"last": primary, "best": primary}}} if primary is not None else {}
+        metrics = (
+            {"primary": "accuracy", "metrics": {"accuracy": {"last": primary, "best": primary}}}
+            if primary is not None
+            else {}
+        )
         (run_dir / "metrics.json").write_text(json.dumps(metrics))
         extras = keep_evidence(run_dir, seeds, **evidence) if seeds else None
         store.finish(run_id, RunStatus.COMPLETED, 0, None)

@@ -19,11 +19,13 @@ digits = load_digits()
 x = (digits.data / 16.0).astype(np.float32)
 x_train, x_test, y_train, y_test = train_test_split(x, digits.target, test_size=0.2, random_state=0)
 
-model = tf.keras.Sequential([
-    tf.keras.Input(shape=(64,)),
-    tf.keras.layers.Dense(64, activation="relu"),
-    tf.keras.layers.Dense(10, activation="softmax"),
-])
+model = tf.keras.Sequential(
+    [
+        tf.keras.Input(shape=(64,)),
+        tf.keras.layers.Dense(64, activation="relu"),
+        tf.keras.layers.Dense(10, activation="softmax"),
+    ]
+)
 model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
 model.fit(x_train, y_train, epochs=args.epochs, batch_size=args.batch_size, verbose=2)
 loss, accuracy = model.evaluate(x_test, y_test, verbose=0)

@@ -4,9 +4,9 @@ broadcast callback, rank 0 writes the checkpoint. Synthetic data, so it runs off
 import argparse
 import os
 
+import horovod.tensorflow.keras as hvd
 import numpy as np
 import tensorflow as tf
-import horovod.tensorflow.keras as hvd
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--epochs", type=int, default=4)
@@ -21,7 +21,11 @@ x = rng.random((2048, 16)).astype("float32")
 y = (x[:, :8].sum(axis=1) > x[:, 8:].sum(axis=1)).astype("int32")
 
 model = tf.keras.Sequential(
-    [tf.keras.layers.Input((16,)), tf.keras.layers.Dense(32, activation="relu"), tf.keras.layers.Dense(2, activation="softmax")]
+    [
+        tf.keras.layers.Input((16,)),
+        tf.keras.layers.Dense(32, activation="relu"),
+        tf.keras.layers.Dense(2, activation="softmax"),
+    ]
 )
 optimizer = hvd.DistributedOptimizer(tf.keras.optimizers.Adam(args.learning_rate * hvd.size()))
 model.compile(loss="sparse_categorical_crossentropy", optimizer=optimizer, metrics=["accuracy"])

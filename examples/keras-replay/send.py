@@ -20,7 +20,9 @@ def main():
     answered = 0
     for reading in data.production(args.requests):
         body = json.dumps({"instances": [[round(float(v), 3) for v in reading]]}).encode()
-        request = urllib.request.Request(f"{args.url}/v1/models/{args.name}:predict", body, {"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"{args.url}/v1/models/{args.name}:predict", body, {"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(request, timeout=30) as answer:
             answered += answer.status == 200
     print(f"{answered} of {args.requests} requests answered")

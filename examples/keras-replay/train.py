@@ -15,10 +15,9 @@ import argparse
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import data  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-
-import data  # noqa: E402
 
 
 def parse_args():
@@ -33,7 +32,10 @@ def layers(x_train, inside: bool):
     normalization = [keras.layers.Normalization()] if inside else []
     for layer in normalization:
         layer.adapt(x_train)
-    return normalization + [keras.layers.Dense(16, activation="relu"), keras.layers.Dense(data.CLASSES, activation="softmax")]
+    return normalization + [
+        keras.layers.Dense(16, activation="relu"),
+        keras.layers.Dense(data.CLASSES, activation="softmax"),
+    ]
 
 
 def build(x_train, inside: bool, style: str):

@@ -42,13 +42,18 @@ def load(path: Path):
         raise NotThisModel(f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}") from None
     inputs, outputs = tuple(model.input_shape), tuple(model.output_shape)
     if inputs != (None, data.FEATURES) or outputs != (None, data.CLASSES):
-        raise NotThisModel(f"takes {inputs} and gives {outputs}; this example's models take (None, {data.FEATURES}) and give (None, {data.CLASSES})")
+        raise NotThisModel(
+            f"takes {inputs} and gives {outputs}; this example's models take (None, {data.FEATURES}) and give (None,"
+            f" {data.CLASSES})"
+        )
     return model
 
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--model", required=True, type=Path, help="a model directory (or .keras file) this example saved")
+    parser.add_argument(
+        "--model", required=True, type=Path, help="a model directory (or .keras file) this example saved"
+    )
     parser.add_argument("--out", required=True, help="the per-example JSON Lines file to write")
     args = parser.parse_args()
     try:

@@ -13,9 +13,8 @@ import argparse
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-import keras  # noqa: E402
-
 import data  # noqa: E402
+import keras  # noqa: E402
 
 
 def parse_args():
@@ -24,7 +23,12 @@ def parse_args():
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--learning-rate", type=float, default=0.002)
     parser.add_argument("--hidden", type=int, default=64)
-    parser.add_argument("--label-noise", type=float, default=0.0, help="the fraction of training labels made wrong (a degraded candidate)")
+    parser.add_argument(
+        "--label-noise",
+        type=float,
+        default=0.0,
+        help="the fraction of training labels made wrong (a degraded candidate)",
+    )
     args = parser.parse_args()
     if not 0.0 <= args.label_noise < 1.0:
         parser.error("--label-noise must be a fraction in [0, 1)")
@@ -41,7 +45,9 @@ def build(hidden, learning_rate):
             keras.layers.Dense(data.CLASSES, activation="softmax"),
         ]
     )
-    model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    model.compile(
+        optimizer=keras.optimizers.Adam(learning_rate), loss="sparse_categorical_crossentropy", metrics=["accuracy"]
+    )
     return model
 
 

@@ -22,7 +22,9 @@ dataset = strategy.experimental_distribute_dataset(
 )
 
 with strategy.scope():
-    model = tf.keras.Sequential([tf.keras.Input((8,)), tf.keras.layers.Dense(16, activation="relu"), tf.keras.layers.Dense(1)])
+    model = tf.keras.Sequential(
+        [tf.keras.Input((8,)), tf.keras.layers.Dense(16, activation="relu"), tf.keras.layers.Dense(1)]
+    )
     optimizer = tf.keras.optimizers.SGD(0.1)
 
 

@@ -15,7 +15,10 @@ args = parser.parse_args()
 
 resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
 task = json.loads(os.environ["TF_CONFIG"])["task"]
-print(f"task {task['type']}:{task['index']} in cluster {json.dumps(resolver.cluster_spec().as_dict(), sort_keys=True)}", flush=True)
+print(
+    f"task {task['type']}:{task['index']} in cluster {json.dumps(resolver.cluster_spec().as_dict(), sort_keys=True)}",
+    flush=True,
+)
 
 if resolver.task_type in ("worker", "ps"):
     server = tf.distribute.Server(
@@ -33,7 +36,9 @@ features = rng.random((1024, 8)).astype("float32")
 labels = (features @ np.arange(1, 9, dtype="float32") > 18).astype("float32")[:, None]
 
 with strategy.scope():
-    model = tf.keras.Sequential([tf.keras.Input((8,)), tf.keras.layers.Dense(16, activation="relu"), tf.keras.layers.Dense(1)])
+    model = tf.keras.Sequential(
+        [tf.keras.Input((8,)), tf.keras.layers.Dense(16, activation="relu"), tf.keras.layers.Dense(1)]
+    )
     optimizer = tf.keras.optimizers.SGD(0.1)
     loss_metric = tf.keras.metrics.Mean()
 

@@ -92,14 +92,21 @@ def main():
             keras.layers.Dense(10, activation="softmax"),
         ]
     )
-    model.compile(optimizer=keras.optimizers.Adam(args.learning_rate), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    model.compile(
+        optimizer=keras.optimizers.Adam(args.learning_rate),
+        loss="sparse_categorical_crossentropy",
+        metrics=["accuracy"],
+    )
     steps_per_epoch = -(-len(x_train) // args.batch_size)
     model.fit(
         x_train,
         y_train,
         epochs=args.epochs,
         batch_size=args.batch_size,
-        callbacks=[keras.callbacks.BackupAndRestore(BACKUP_DIR, delete_checkpoint=False), Progress(steps_per_epoch, args.step_seconds)],
+        callbacks=[
+            keras.callbacks.BackupAndRestore(BACKUP_DIR, delete_checkpoint=False),
+            Progress(steps_per_epoch, args.step_seconds),
+        ],
         verbose=0,
     )
     loss, accuracy = model.evaluate(x_test, y_test, verbose=0)

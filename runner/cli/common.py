@@ -1,4 +1,5 @@
-"""One module per `tftrain` subcommand (listed in runner.cli.main); each has `add_arguments(parser)` and `run(args, logger)`."""
+"""One module per `tftrain` subcommand (listed in runner.cli.main); each has `add_arguments(parser)` and `run(args,
+logger)`."""
 
 from __future__ import annotations
 
@@ -7,17 +8,21 @@ import os
 import re
 
 from runner.errors import ManifestError
-from runner.telemetry.logger import Logger
-from runner.manifest.fields import NAME_PATTERN
 from runner.manifest import DEFAULT_NAME, LoadedManifest, load_manifest
+from runner.manifest.fields import NAME_PATTERN
 from runner.shared import catalog
+from runner.telemetry.logger import Logger
 
 
 def add_manifest_arg(parser: argparse.ArgumentParser, target: bool = False) -> None:
     parser.add_argument("-f", "--file", default=DEFAULT_NAME, help=f"the manifest (default: {DEFAULT_NAME})")
     if target:
-        parser.add_argument("--target", type=target_name, metavar="{" + ",".join(catalog.BUILT_IN) + "}",
-                            help="run on this target instead of the manifest's compute.target (or a plugin's target)")
+        parser.add_argument(
+            "--target",
+            type=target_name,
+            metavar="{" + ",".join(catalog.BUILT_IN) + "}",
+            help="run on this target instead of the manifest's compute.target (or a plugin's target)",
+        )
         parser.add_argument("--model-name", help="the model's name instead of the manifest's name")
 
 
@@ -29,7 +34,9 @@ def target_name(value: str) -> str:
 
     known = catalog.names()
     close = difflib.get_close_matches(value, known, n=1, cutoff=0.6)
-    raise argparse.ArgumentTypeError(f"{value!r} is not a target: one of {', '.join(known)}" + (f"; did you mean {close[0]!r}?" if close else ""))
+    raise argparse.ArgumentTypeError(
+        f"{value!r} is not a target: one of {', '.join(known)}" + (f"; did you mean {close[0]!r}?" if close else "")
+    )
 
 
 def load(args: argparse.Namespace, logger: Logger) -> LoadedManifest:

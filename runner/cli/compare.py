@@ -23,11 +23,27 @@ def add_arguments(parser) -> None:
     parser.add_argument("candidate", help=refs)
     parser.add_argument("baseline", help=refs)
     parser.add_argument("--json", action="store_true", help="print the judgement as JSON")
-    parser.add_argument("--fail-on-regression", action="store_true", help=f"exit {Regression.exit_code} when the verdict is worse")
-    parser.add_argument("--margin", type=float, help="what counts as no worse, in the metric's units (default: evaluation.margin, else 0)")
-    parser.add_argument("--confidence", type=float, help="the interval's confidence (default: evaluation.confidence, else 0.95)")
-    parser.add_argument("-f", "--file", type=Path, metavar="MANIFEST",
-                        help="the manifest whose evaluation: section gives the metric, margin, confidence and script (default: the candidate run's)")
+    parser.add_argument(
+        "--fail-on-regression", action="store_true", help=f"exit {Regression.exit_code} when the verdict is worse"
+    )
+    parser.add_argument(
+        "--margin",
+        type=float,
+        help="what counts as no worse, in the metric's units (default: evaluation.margin, else 0)",
+    )
+    parser.add_argument(
+        "--confidence", type=float, help="the interval's confidence (default: evaluation.confidence, else 0.95)"
+    )
+    parser.add_argument(
+        "-f",
+        "--file",
+        type=Path,
+        metavar="MANIFEST",
+        help=(
+            "the manifest whose evaluation: section gives the metric, margin, confidence and script (default: the"
+            " candidate run's)"
+        ),
+    )
 
 
 def check_options(margin: float | None, confidence: float | None) -> None:
@@ -86,7 +102,9 @@ def run(args, logger) -> int:
         if rules.metric is not None and rules.metric != evidence.metric:
             from runner.errors import EvidenceError
 
-            raise EvidenceError(f"{candidate.label}'s evidence scores {evidence.metric!r}, not {rules.metric!r} (evaluation.metric)")
+            raise EvidenceError(
+                f"{candidate.label}'s evidence scores {evidence.metric!r}, not {rules.metric!r} (evaluation.metric)"
+            )
         with side_of(args.baseline, home, logger, settings, evidence.metric) as baseline:
             judgement = verdict_between(evidence, baseline, rules, candidate.run_dir, candidate.point, logger)
     logger.flush()
@@ -96,7 +114,9 @@ def run(args, logger) -> int:
         for line in report_lines(judgement):
             print(line)
     if args.fail_on_regression and judgement.verdict.value == "worse":
-        raise Regression(f"{judgement.candidate} is worse than {judgement.baseline} on {judgement.metric} (--fail-on-regression)")
+        raise Regression(
+            f"{judgement.candidate} is worse than {judgement.baseline} on {judgement.metric} (--fail-on-regression)"
+        )
     return 0
 
 
@@ -108,11 +128,16 @@ def report_lines(judgement) -> list[str]:
     comparison = judgement.comparison
     if comparison is None:
         return lines
-    for role, label, means in (("candidate", judgement.candidate, comparison.candidate_seed_means),
-                               ("baseline", judgement.baseline, comparison.baseline_seed_means)):
+    for role, label, means in (
+        ("candidate", judgement.candidate, comparison.candidate_seed_means),
+        ("baseline", judgement.baseline, comparison.baseline_seed_means),
+    ):
         lines.append(f"  {role:9} {label}: {judgement.metric} {_spread(means)}")
     delta, interval, margin = delta_text(comparison)
-    lines.append(f"  Δ {delta}, {comparison.confidence * 100:g} % CI {interval}, margin {margin}, over {comparison.examples} examples")
+    lines.append(
+        f"  Δ {delta}, {comparison.confidence * 100:g} % CI {interval}, margin {margin}, over {comparison.examples}"
+        " examples"
+    )
     lines.append(f"  P(better) {comparison.p_better:.3f}")
     lines.append(f"  method: {comparison.method}")
     return lines

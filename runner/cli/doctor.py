@@ -7,14 +7,16 @@ from __future__ import annotations
 
 from runner.history.index import plural
 from runner.history.indexfile import inspect
-from runner.shared.refs import run_number
-from runner.paths import tftrain_home
 from runner.history.store import DB_NAME, Store
+from runner.paths import tftrain_home
+from runner.shared.refs import run_number
 from runner.targets.leftovers import open_history
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--rebuild", action="store_true", help="rebuild it even when it looks healthy (the old one is kept)")
+    parser.add_argument(
+        "--rebuild", action="store_true", help="rebuild it even when it looks healthy (the old one is kept)"
+    )
 
 
 def run(args, logger) -> int:
@@ -27,7 +29,9 @@ def run(args, logger) -> int:
     with open_history(home, logger.warning, set_aside=label) as store:
         if store.set_aside_as:  # the index first, then its -wal, -shm and an odd history.lock
             more = [moved.name for moved in store.set_aside_as[1:]]
-            logger.info(f"kept the old index as {store.set_aside_as[0]}" + (f" (and {', '.join(more)})" if more else ""))
+            logger.info(
+                f"kept the old index as {store.set_aside_as[0]}" + (f" (and {', '.join(more)})" if more else "")
+            )
         if store.rebuilt:
             if label:  # a missing index: opening it said so already
                 logger.info(f"rebuilt {path} from {store.rebuilt.summary()} in {home}", style="bold green")
@@ -48,5 +52,7 @@ def _check_coverage(store: Store, logger) -> None:
     counts = f"{plural(len(indexed), 'run')}, {plural(models, 'model version')}"
     logger.info(f"{store.path}: ok ({counts})", style="bold green")
     if missing:
-        logger.warning(f"{len(missing)} run directories are not in the index ({', '.join(missing[:5])}"
-                       f"{', …' if len(missing) > 5 else ''}): `tftrain doctor --rebuild` adds them")
+        logger.warning(
+            f"{len(missing)} run directories are not in the index ({', '.join(missing[:5])}"
+            f"{', …' if len(missing) > 5 else ''}): `tftrain doctor --rebuild` adds them"
+        )

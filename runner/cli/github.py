@@ -6,14 +6,14 @@ import argparse
 import json
 import os
 
-from runner.github import routing, workflow
 from runner.errors import ForkRefused, Regression, ServiceError, UnsupportedError
-from runner.manifest import load_manifest
-from runner.paths import tftrain_home
+from runner.github import routing, workflow
 from runner.history.rundir import RunPaths
 from runner.history.untrusted import optional_mapping
-from runner.targets.leftovers import open_history
+from runner.manifest import load_manifest
+from runner.paths import tftrain_home
 from runner.settings import Settings, resolve
+from runner.targets.leftovers import open_history
 
 
 def add_arguments(parser) -> None:
@@ -22,25 +22,38 @@ def add_arguments(parser) -> None:
     # a flag left out is None: the input ($INPUT_*) or the default holds (runner.settings)
     check.add_argument("--allow-forks")
     check.add_argument("--fork-label")
-    labels = sub.add_parser("runs-on", help="the runner labels the manifest needs, as JSON (and the step output runs-on)")
+    labels = sub.add_parser(
+        "runs-on", help="the runner labels the manifest needs, as JSON (and the step output runs-on)"
+    )
     labels.add_argument("-f", "--file", default="tftrain.yml", help="the manifest")
     labels.add_argument(
-        "--check-runners", action=argparse.BooleanOptionalAction, default=None,
-        help="fail unless an online self-hosted runner of the repository has the labels "
-        "(default: when a token is set: $INPUT_RUNNERS_TOKEN, else $INPUT_GITHUB_TOKEN or $GITHUB_TOKEN)",
+        "--check-runners",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help=(
+            "fail unless an online self-hosted runner of the repository has the labels "
+            "(default: when a token is set: $INPUT_RUNNERS_TOKEN, else $INPUT_GITHUB_TOKEN or $GITHUB_TOKEN)"
+        ),
     )
     comment = sub.add_parser("comment", help="post or update the run's comment on the pull request")
     comment.add_argument("--run", default="latest", help="run id (default: latest)")
     comment.add_argument(
-        "--no-comment", dest="post", action="store_false", default=None,
+        "--no-comment",
+        dest="post",
+        action="store_false",
+        default=None,
         help="only compare (and check fail-on-regression); post nothing",
     )
     comment.add_argument(
         "--fail-on-regression",
-        help="with evaluation: the verdict's margin, failing on the verdict worse; else fail when the primary metric is "
-        "worse than the released model's by more than this",
+        help=(
+            "with evaluation: the verdict's margin, failing on the verdict worse; else fail when the primary metric is "
+            "worse than the released model's by more than this"
+        ),
     )
-    comment.add_argument("--verdict-confidence", help="the verdict's confidence (default: the manifest's evaluation.confidence)")
+    comment.add_argument(
+        "--verdict-confidence", help="the verdict's confidence (default: the manifest's evaluation.confidence)"
+    )
 
 
 def run(args, logger) -> int:
@@ -66,9 +79,15 @@ def _runs_on(args, settings: Settings, logger) -> int:
     if context.token and context.repository:
         routing.check_runners(workflow.client(context), context.repository, labels, logger)
     elif args.check_runners:
-        raise UnsupportedError("--check-runners needs a token (INPUT_RUNNERS_TOKEN or GITHUB_TOKEN) and GITHUB_REPOSITORY")
+        raise UnsupportedError(
+            "--check-runners needs a token (INPUT_RUNNERS_TOKEN or GITHUB_TOKEN) and GITHUB_REPOSITORY"
+        )
     else:
-        missing = "no GITHUB_REPOSITORY" if context.token else "no token (give one with Administration: read as the action input runners-token)"
+        missing = (
+            "no GITHUB_REPOSITORY"
+            if context.token
+            else "no token (give one with Administration: read as the action input runners-token)"
+        )
         logger.info(f"runner check skipped: {missing}")
     return 0
 
@@ -77,7 +96,9 @@ def _comment(settings: Settings, args, logger) -> int:
     with open_history(tftrain_home(), logger.warning) as store:  # the comment states the run's status
         run = store.run(args.run)
     paths = RunPaths.of_run(run)[1]
-    summary = optional_mapping(paths.metrics_summary, logger.warning)  # the run's files: a comment does without a bad one
+    summary = optional_mapping(
+        paths.metrics_summary, logger.warning
+    )  # the run's files: a comment does without a bad one
     body = paths.summary.read_text(errors="replace") if paths.summary.is_file() else f"run {run.run_id}: {run.status}\n"
     record = optional_mapping(paths.record, logger.warning)
     if record.get("sweep"):  # the best trial of a sweep: its trials table first
@@ -90,7 +111,9 @@ def _comment(settings: Settings, args, logger) -> int:
     baseline, missing = _baseline(client, context.repository, run.name, template, limit, logger)
     table, worse_by = workflow.comparison(summary, baseline, missing)
     judgement = None
-    if record.get("evaluation") is not None:  # the verdict replaces the point comparison, and decides fail-on-regression
+    if (
+        record.get("evaluation") is not None
+    ):  # the verdict replaces the point comparison, and decides fail-on-regression
         from runner.verdict.pull_request import release_verdict
 
         released = f"{run.name}@v{template.version(run.name, baseline[0])}" if baseline else None
@@ -102,7 +125,13 @@ def _comment(settings: Settings, args, logger) -> int:
     if pr and settings.inputs.comment:
         with workflow.github_errors():  # only a comment that cannot be posted fails the step
             repo = client.get_repo(context.repository)
-            _post(repo, int(pr["number"]), run.name, f"{body}\n### Compared with the last released model\n\n{table}", logger)
+            _post(
+                repo,
+                int(pr["number"]),
+                run.name,
+                f"{body}\n### Compared with the last released model\n\n{table}",
+                logger,
+            )
     else:
         logger.info("no comment: " + ("not a pull request" if not pr else "comment: false"))
     logger.step_summary(f"### Compared with the last released model\n\n{table}")
@@ -176,7 +205,11 @@ def _post(repo, number: int, model: str, text: str, logger) -> None:
     except GithubException as exc:
         if exc.status != 403:
             raise
-        logger.annotate("notice", "not commenting: this token cannot write to the pull request (a fork's pull request gets a read-only token)")
+        logger.annotate(
+            "notice",
+            "not commenting: this token cannot write to the pull request (a fork's pull request gets a read-only"
+            " token)",
+        )
         logger.info("not commenting: the token is read-only")
         return
     logger.info(f"pull request comment: {url}")

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import time
 
-from runner.errors import UsageError
 from runner.environments import LABEL, docker_client
+from runner.errors import UsageError
 from runner.serving.image import LABEL as SERVING
 
 HASH_LABEL = f"{LABEL}.content-hash"
@@ -19,14 +19,23 @@ SERVING_ENVIRONMENT = "serving environment"
 def add_arguments(parser) -> None:
     sub = parser.add_subparsers(dest="images_command")
     prune = sub.add_parser("prune", help="remove all but the newest images of each model (and serving environments)")
-    prune.add_argument("--keep", type=int, default=1, help="newest images to keep per model and kind, and serving environments (default 1)")
+    prune.add_argument(
+        "--keep",
+        type=int,
+        default=1,
+        help="newest images to keep per model and kind, and serving environments (default 1)",
+    )
     prune.add_argument("--model", help="only this model's images")
     prune.add_argument("--dry-run", action="store_true", help="only say what would be removed")
 
 
 def run(args, logger) -> int:
     client = docker_client()
-    found = {image.id: image for label in (HASH_LABEL, SERVING_HASH_LABEL, ENVIRONMENT_LABEL) for image in client.images.list(filters={"label": label})}
+    found = {
+        image.id: image
+        for label in (HASH_LABEL, SERVING_HASH_LABEL, ENVIRONMENT_LABEL)
+        for image in client.images.list(filters={"label": label})
+    }
     images = sorted(found.values(), key=_created, reverse=True)
     if args.images_command == "prune":
         if args.keep < 1:
@@ -89,7 +98,9 @@ def _prune(client, images, keep: int, dry_run: bool, logger) -> None:
             continue
         logger.info(f"removed {label}")
         removed += 1
-    logger.info(f"{removed} image(s) {'to remove' if dry_run else 'removed'}; kept the newest {keep} per model and kind")
+    logger.info(
+        f"{removed} image(s) {'to remove' if dry_run else 'removed'}; kept the newest {keep} per model and kind"
+    )
 
 
 def _created(image) -> float:

@@ -25,8 +25,11 @@ def add_arguments(parser) -> None:
         "-o", "--output", default=DEFAULT_NAME, help=f"the manifest to write (default: ./{DEFAULT_NAME})"
     )
     azureml.add_argument("--force", action="store_true", help="overwrite the manifest if it exists")
-    azureml.add_argument("--deployment", metavar="YAML",
-                         help="a v2 managed online deployment (code_configuration, environment, instance_type) → model.serving")
+    azureml.add_argument(
+        "--deployment",
+        metavar="YAML",
+        help="a v2 managed online deployment (code_configuration, environment, instance_type) → model.serving",
+    )
 
 
 def run(args, logger) -> int:

@@ -6,9 +6,9 @@ import sys
 import time
 
 from runner.errors import NotFoundError
-from runner.paths import tftrain_home
 from runner.history.regular import open_regular
 from runner.history.rundir import RunPaths
+from runner.paths import tftrain_home
 from runner.targets.leftovers import open_history, reconcile
 
 FOLLOW_POLL = 0.2
@@ -55,4 +55,3 @@ def _copy_from(path, offset: int, may_be_missing: bool) -> int:
         raise NotFoundError(f"{path} is no log tftrain wrote ({exc.strerror})") from None
     sys.stdout.buffer.flush()
     return offset
-

@@ -28,10 +28,22 @@ COMMANDS = {
     "pool": ("runner.cli.pool", "the runner pool (compute.target: pool): status, preflight, schema"),
     "github": ("runner.cli.github", "GitHub steps of the action: fork policy, pull-request comment"),
     "publish": ("runner.cli.publish", "publish a run's model to GitHub Releases (resumes a stopped publish)"),
-    "compare": ("runner.cli.compare", "is a run or version better than another? (a verdict on kept per-example evidence)"),
-    "replay": ("runner.cli.replay", "send recorded requests to a candidate and a baseline version; compare their answers and latency"),
-    "serve": ("runner.cli.serve", "serve a registered model over HTTP (TensorFlow Serving's REST API and the Open Inference Protocol)"),
-    "deploy": ("runner.cli.deploy", "build a serving image of a registered model, smoke-test it, push it (or render a KServe InferenceService)"),
+    "compare": (
+        "runner.cli.compare",
+        "is a run or version better than another? (a verdict on kept per-example evidence)",
+    ),
+    "replay": (
+        "runner.cli.replay",
+        "send recorded requests to a candidate and a baseline version; compare their answers and latency",
+    ),
+    "serve": (
+        "runner.cli.serve",
+        "serve a registered model over HTTP (TensorFlow Serving's REST API and the Open Inference Protocol)",
+    ),
+    "deploy": (
+        "runner.cli.deploy",
+        "build a serving image of a registered model, smoke-test it, push it (or render a KServe InferenceService)",
+    ),
     "import": ("runner.cli.importing", "write a tftrain.yml from another system's job definition"),
     "doctor": ("runner.cli.doctor", "check the run history; rebuild it from the run directories if damaged"),
 }

@@ -6,10 +6,10 @@ from pathlib import Path
 
 from runner.errors import NotFoundError
 from runner.history.regular import open_regular
-from runner.telemetry.point import read_series
-from runner.paths import tftrain_home
 from runner.history.rundir import RunPaths
+from runner.paths import tftrain_home
 from runner.targets.leftovers import open_history
+from runner.telemetry.point import read_series
 
 
 def add_arguments(parser) -> None:

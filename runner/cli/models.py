@@ -1,4 +1,5 @@
-"""tftrain models [NAME] | models pull REF -o DIR | models verify REF --public-key FILE | models register RUN: the model registry."""
+"""tftrain models [NAME] | models pull REF -o DIR | models verify REF --public-key FILE | models register RUN: the model
+registry."""
 
 from __future__ import annotations
 
@@ -6,20 +7,20 @@ import os
 import time
 from pathlib import Path
 
-from runner.github import workflow
 from runner.cli.verifying import add_keyless_arguments, trusted
 from runner.errors import RegistryError, UsageError
-from runner.telemetry.summary import primary_metric
-from runner.paths import tftrain_home
+from runner.github import workflow
 from runner.github.publish import pull_release
-from runner.history.model_registry import Registry, refuse_filled
 from runner.history.checksums import copy_tree, fresh_dir
+from runner.history.model_registry import Registry, refuse_filled
+from runner.history.rundir import RunPaths
 from runner.history.sealing import pull_verified, seal_for, verify_version
 from runner.history.signing import SIGNATURE, Coverage, coverage_of, read_public_key, signer_named, verify
-from runner.history.rundir import RunPaths
 from runner.history.store import Store
-from runner.targets.leftovers import reconcile
+from runner.paths import tftrain_home
 from runner.settings import resolve
+from runner.targets.leftovers import reconcile
+from runner.telemetry.summary import primary_metric
 
 
 def add_arguments(parser) -> None:
@@ -29,16 +30,32 @@ def add_arguments(parser) -> None:
     pull = sub.add_parser("pull", help="copy a model version out of the registry, verifying checksums")
     pull.add_argument("ref", help="NAME, NAME@vN or NAME@latest")
     pull.add_argument("-o", "--output", type=Path, required=True, help="an empty or new directory")
-    pull.add_argument("--from", dest="source", choices=("local", "github"), default="local",
-                      help="this machine's registry (default) or the repository's GitHub Releases")
-    pull.add_argument("--verify-key", type=Path, metavar="FILE",
-                      help="keep nothing unless the version's model.sig verifies with this public key (PEM)")
-    verify = sub.add_parser("verify", help="check a version's files against its signature, model.sig (OpenSSF model signing)")
+    pull.add_argument(
+        "--from",
+        dest="source",
+        choices=("local", "github"),
+        default="local",
+        help="this machine's registry (default) or the repository's GitHub Releases",
+    )
+    pull.add_argument(
+        "--verify-key",
+        type=Path,
+        metavar="FILE",
+        help="keep nothing unless the version's model.sig verifies with this public key (PEM)",
+    )
+    verify = sub.add_parser(
+        "verify", help="check a version's files against its signature, model.sig (OpenSSF model signing)"
+    )
     verify.add_argument("ref", help="NAME, NAME@vN or NAME@latest")
     verify.add_argument("--public-key", type=Path, metavar="FILE", help="the signer's public key (PEM)")
     add_keyless_arguments(verify)
-    verify.add_argument("--from", dest="source", choices=("local", "github"), default="local",
-                        help="this machine's registry (default) or the repository's GitHub Releases")
+    verify.add_argument(
+        "--from",
+        dest="source",
+        choices=("local", "github"),
+        default="local",
+        help="this machine's registry (default) or the repository's GitHub Releases",
+    )
     register = sub.add_parser("register", help="register the model a run wrote (e.g. of a canceled run)")
     register.add_argument("run", help="run id, run number, or latest")
 
@@ -47,7 +64,9 @@ def run(args, logger) -> int:
     if args.models_command == "verify":  # whom to trust, checked before anything is looked up
         args.trusted = trusted(args, "--public-key", args.public_key)
         if args.trusted is None:
-            raise UsageError("models verify: give the signer's --public-key FILE, or --verify-identity and --verify-issuer (keyless)")
+            raise UsageError(
+                "models verify: give the signer's --public-key FILE, or --verify-identity and --verify-issuer (keyless)"
+            )
     with Store(tftrain_home(), notify=logger.warning) as store:  # `register` reconciles: a lost run it finds is told
         registry = Registry(store)
         if args.models_command in ("pull", "verify") and args.source == "github":
@@ -62,8 +81,11 @@ def run(args, logger) -> int:
         elif args.models_command == "verify":
             model = registry.resolve(args.ref)
             verify_version(model, args.trusted)
-            logger.info(f"{model.label}: {SIGNATURE} verified with {signer_named(args.trusted)} ({model.info.get('files', '?')} files)",
-                        style="green")
+            logger.info(
+                f"{model.label}: {SIGNATURE} verified with {signer_named(args.trusted)} ({model.info.get('files', '?')}"
+                " files)",
+                style="green",
+            )
         elif args.models_command == "register":
             _register(store, registry, args.run, logger)
         else:
@@ -111,7 +133,17 @@ def _list(registry: Registry, name: str | None, logger) -> None:
         metric = f"{primary}={value:.4g}" if isinstance(value, float) else ""
         commit = (model.info.get("git") or {}).get("commit") or ""
         created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(model.created))
-        rows.append([model.name, f"v{model.version}", created, model.run_id or "", metric, commit[:10], str(model.info.get("bytes", ""))])
+        rows.append(
+            [
+                model.name,
+                f"v{model.version}",
+                created,
+                model.run_id or "",
+                metric,
+                commit[:10],
+                str(model.info.get("bytes", "")),
+            ]
+        )
     if not rows:
         logger.info("no models registered yet" + (f" under the name {name}" if name else ""))
         return
@@ -125,7 +157,12 @@ def _register(store: Store, registry: Registry, ref: str, logger) -> None:
     path = paths.workdir / manifest.model.path
     if not path.exists():
         raise RegistryError(f"run {run.run_id} wrote no model at {manifest.model.path}")
-    info = {"run_id": run.run_id, "git": run.git, "framework": manifest.model.framework, "registered_from_status": run.status}
+    info = {
+        "run_id": run.run_id,
+        "git": run.git,
+        "framework": manifest.model.framework,
+        "registered_from_status": run.status,
+    }
     seal = seal_for(paths.root, manifest.model_dump(mode="json", by_alias=True), resolve(os.environ), os.environ)
     model = registry.register(manifest.name, path, run.run_id, info, seal=seal)
     logger.info(f"registered model {model.label} from run {run.run_id} ({run.status})", style="green")

@@ -8,16 +8,16 @@ import shlex
 from pathlib import Path
 
 from runner.cli.common import add_manifest_arg, load
+from runner.history.rundir import RunPaths
 from runner.manifest import effective_target
 from runner.manifest.legacy_keras import keras_choice
-from runner.telemetry.logger import Logger
 from runner.plan.model import LaunchPlan, NetworkMode
-from runner.training.prepare import Prepared, check_runnable, prepare
+from runner.settings import MachineClients, Settings
 from runner.shared.catalog import row_of
 from runner.targets.factory import target_for
-from runner.history.rundir import RunPaths
-from runner.settings import MachineClients, Settings
+from runner.telemetry.logger import Logger
 from runner.templates import render
+from runner.training.prepare import Prepared, check_runnable, prepare
 
 RUN_DIR = Path("$RUN_DIR")
 
@@ -25,13 +25,17 @@ RUN_DIR = Path("$RUN_DIR")
 def add_arguments(parser) -> None:
     add_manifest_arg(parser, target=True)
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
-    parser.add_argument("--output-dir", type=Path, help="also write plan.json, the Dockerfile and one launch script per task")
+    parser.add_argument(
+        "--output-dir", type=Path, help="also write plan.json, the Dockerfile and one launch script per task"
+    )
 
 
 def _machine() -> Settings:
     """What a dry run needs of the settings: the machine's GPUs (the capacity check), not the
     action's inputs or the workflow (a plan publishes nothing and fetches nothing)."""
-    return Settings(cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"), machine=MachineClients.from_environment(os.environ))
+    return Settings(
+        cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"), machine=MachineClients.from_environment(os.environ)
+    )
 
 
 def run(args, logger: Logger) -> int:
@@ -75,7 +79,9 @@ def run(args, logger: Logger) -> int:
     else:
         logger.text(_describe(document, prepared.plan, dockerfile))
         if submitted:  # the slurm target's batch script, as sbatch gets it
-            logger.text(f"{row.plan_file_caption}:\n" + "\n".join("  " + line for line in submitted.rstrip("\n").splitlines()))
+            logger.text(
+                f"{row.plan_file_caption}:\n" + "\n".join("  " + line for line in submitted.rstrip("\n").splitlines())
+            )
     return 0
 
 
@@ -84,14 +90,18 @@ def _evaluation_note(manifest) -> str | None:
     if spec is None:
         return None
     seeded = "the frameworks seeded from it" if spec.set_seed else "evaluation.set_seed: false"
-    return (f"{spec.seeds} run{'s' if spec.seeds > 1 else ''} of this plan (TFTRAIN_SEED 0…{spec.seeds - 1}, {seeded}; "
-            f"seed 0's shown), {spec.per_example} kept as evidence, seed 0's model registered")
+    return (
+        f"{spec.seeds} run{'s' if spec.seeds > 1 else ''} of this plan (TFTRAIN_SEED 0…{spec.seeds - 1}, {seeded}; "
+        f"seed 0's shown), {spec.per_example} kept as evidence, seed 0's model registered"
+    )
 
 
 def _replay_note(spec) -> str:
     latency = f", p99 ≤ {spec.max_latency_ratio:g}× the baseline's" if spec.max_latency_ratio is not None else ""
-    return (f"after the gate, up to {spec.max_requests} requests of {spec.requests} replayed against {spec.against}; "
-            f"registered only with ≥ {spec.min_agreement:.1%} the same answers (|Δ| ≤ {spec.tolerance:g}){latency}")
+    return (
+        f"after the gate, up to {spec.max_requests} requests of {spec.requests} replayed against {spec.against}; "
+        f"registered only with ≥ {spec.min_agreement:.1%} the same answers (|Δ| ≤ {spec.tolerance:g}){latency}"
+    )
 
 
 def write_plan(prepared: Prepared, document: dict, directory: Path) -> None:
@@ -136,11 +146,14 @@ def _describe(document: dict, plan: LaunchPlan, dockerfile: str | None) -> str:
     if plan.container is not None:
         spec = plan.container
         pool = spec.network_mode == NetworkMode.POOL  # nothing is mounted on a pool's hosts: files are copied
-        lines.append(f"container:   image {spec.image}, user {spec.user or 'root'}, "
-                     + ("network of each task's host" if pool else f"network {spec.network_mode}")
-                     + (f", shm {spec.shm_size}" if spec.shm_size else "") + (f", memory {spec.memory}" if spec.memory else "")
-                     + (", the placed GPUs" if spec.gpus and pool else ", all GPUs" if spec.gpus else "")
-                     + (", stderr joined to stdout" if spec.one_stream else ""))
+        lines.append(
+            f"container:   image {spec.image}, user {spec.user or 'root'}, "
+            + ("network of each task's host" if pool else f"network {spec.network_mode}")
+            + (f", shm {spec.shm_size}" if spec.shm_size else "")
+            + (f", memory {spec.memory}" if spec.memory else "")
+            + (", the placed GPUs" if spec.gpus and pool else ", all GPUs" if spec.gpus else "")
+            + (", stderr joined to stdout" if spec.one_stream else "")
+        )
         for mount in spec.mounts:
             if pool:
                 lines.append(f"  {'copy in' if mount.read_only else 'copy back'} {mount.source} → {mount.target}")

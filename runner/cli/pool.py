@@ -14,11 +14,17 @@ from runner.targets.factory import target_command
 def add_arguments(parser) -> None:
     default = target_command("pool").DEFAULT_POOL_FILE
     sub = parser.add_subparsers(dest="pool_command", required=True)
-    for name, text in (("status", "every host: ssh, docker, NVIDIA runtime, driver, GPUs free, jobs"),
-                       ("check", "preflight: fail naming the first host that cannot run (the manifest's) jobs")):
+    for name, text in (
+        ("status", "every host: ssh, docker, NVIDIA runtime, driver, GPUs free, jobs"),
+        ("check", "preflight: fail naming the first host that cannot run (the manifest's) jobs"),
+    ):
         command = sub.add_parser(name, help=text)
-        command.add_argument("--pool", help=f"the pool file (default: the manifest's compute.pool_file, else {default})")
-        command.add_argument("-f", "--file", help="a manifest: only its eligible hosts, checked for its needs (GPU, driver)")
+        command.add_argument(
+            "--pool", help=f"the pool file (default: the manifest's compute.pool_file, else {default})"
+        )
+        command.add_argument(
+            "-f", "--file", help="a manifest: only its eligible hosts, checked for its needs (GPU, driver)"
+        )
         command.add_argument("--json", action="store_true", help="print JSON")
     sub.add_parser("schema", help="print the pool file's JSON Schema")
 

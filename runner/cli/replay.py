@@ -5,7 +5,8 @@ versions (runner.replay.engine), their answers and latencies compared.
     tftrain replay export DIR --warmup FILE --model REF
 
 writes the requests recorded in DIR (or a request file) as TensorFlow Serving's warmup file for REF's
-signature (runner.cli.replay_export, runner.replay.warmup). A request file literally named `export` is given as ./export.
+signature (runner.cli.replay_export, runner.replay.warmup). A request file literally named `export` is given as
+./export.
 
 REQUESTS is a JSON Lines request file, a `tftrain serve --record` directory or a TF Serving warmup
 file; REF is what `tftrain serve` takes (NAME@vN, NAME@latest, a run id, release:NAME@vN). Without
@@ -29,21 +30,46 @@ EXPORT = "export"
 
 def add_arguments(parser) -> None:
     refs = "NAME@vN, NAME@latest, a run id, or release:NAME@vN|@latest"
-    parser.add_argument("requests", metavar="REQUESTS", help="a request file (JSON Lines), a recording directory or a warmup file; "
-                        "or `export`: see below")
-    parser.add_argument("directory", nargs="?", metavar="DIR", help="replay export: the recording directory or request file")
+    parser.add_argument(
+        "requests",
+        metavar="REQUESTS",
+        help="a request file (JSON Lines), a recording directory or a warmup file; or `export`: see below",
+    )
+    parser.add_argument(
+        "directory", nargs="?", metavar="DIR", help="replay export: the recording directory or request file"
+    )
     parser.add_argument("--candidate", metavar="REF", help=refs)
     parser.add_argument("--baseline", metavar="REF", help=f"{refs} (default: none, the candidate alone)")
-    parser.add_argument("--concurrency", type=int, default=4, help="requests in flight to each version at once (default 4)")
-    parser.add_argument("--tolerance", type=float, default=1e-3, help="largest |Δ| of one value counted as the same answer (default 0.001)")
+    parser.add_argument(
+        "--concurrency", type=int, default=4, help="requests in flight to each version at once (default 4)"
+    )
+    parser.add_argument(
+        "--tolerance",
+        type=float,
+        default=1e-3,
+        help="largest |Δ| of one value counted as the same answer (default 0.001)",
+    )
     parser.add_argument("--timeout", type=float, default=30.0, help="one request's limit in seconds (default 30)")
     parser.add_argument("--max-requests", type=int, help="replay only the first N")
-    parser.add_argument("--min-agreement", type=float, help=f"exit {ReplayError.exit_code} below this share of requests answered alike")
-    parser.add_argument("--max-latency-ratio", type=float, help=f"exit {ReplayError.exit_code} when the candidate's p99 passes this × the baseline's")
+    parser.add_argument(
+        "--min-agreement", type=float, help=f"exit {ReplayError.exit_code} below this share of requests answered alike"
+    )
+    parser.add_argument(
+        "--max-latency-ratio",
+        type=float,
+        help=f"exit {ReplayError.exit_code} when the candidate's p99 passes this × the baseline's",
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("-o", "--output", type=Path, help="also write the report (replay.json) there")
-    parser.add_argument("--warmup", type=Path, metavar="FILE", help="replay export: the warmup file to write (tf_serving_warmup_requests)")
-    parser.add_argument("--model", metavar="REF", help="replay export: the version whose signature the warmup requests follow")
+    parser.add_argument(
+        "--warmup",
+        type=Path,
+        metavar="FILE",
+        help="replay export: the warmup file to write (tf_serving_warmup_requests)",
+    )
+    parser.add_argument(
+        "--model", metavar="REF", help="replay export: the version whose signature the warmup requests follow"
+    )
 
 
 def run(args, logger) -> int:
@@ -51,12 +77,14 @@ def run(args, logger) -> int:
         from runner.cli import replay_export
 
         if args.directory is None or args.warmup is None or args.model is None:
-            raise UsageError("tftrain replay export DIR --warmup FILE --model REF: DIR, --warmup and --model are all needed")
+            raise UsageError(
+                "tftrain replay export DIR --warmup FILE --model REF: DIR, --warmup and --model are all needed"
+            )
         return replay_export.run(Path(args.directory), args.warmup, args.model, logger)
     check_options(args)
     from runner.replay.engine import ReplayOptions, replay
-    from runner.serving.records import RequestsError
     from runner.replay.sources import load_requests
+    from runner.serving.records import RequestsError
     from runner.serving.refs import checked_out
 
     try:
@@ -93,13 +121,19 @@ def run(args, logger) -> int:
 def check_options(args) -> None:
     """UsageError (one line, exit 2) for what cannot be replayed as asked."""
     if args.directory is not None or args.warmup is not None or args.model is not None:
-        raise UsageError("DIR, --warmup and --model are replay export's: tftrain replay export DIR --warmup FILE --model REF")
+        raise UsageError(
+            "DIR, --warmup and --model are replay export's: tftrain replay export DIR --warmup FILE --model REF"
+        )
     if args.candidate is None:
         raise UsageError("give the version to replay with --candidate REF (and --baseline REF to compare with)")
     if not 1 <= args.concurrency <= 64:
         raise UsageError(f"--concurrency {args.concurrency}: 1 to 64")
-    for flag, value, low, high in (("--tolerance", args.tolerance, 0, 1e6), ("--timeout", args.timeout, 1e-3, 3600),
-                                   ("--min-agreement", args.min_agreement, 0, 1), ("--max-latency-ratio", args.max_latency_ratio, 1e-3, 1000)):
+    for flag, value, low, high in (
+        ("--tolerance", args.tolerance, 0, 1e6),
+        ("--timeout", args.timeout, 1e-3, 3600),
+        ("--min-agreement", args.min_agreement, 0, 1),
+        ("--max-latency-ratio", args.max_latency_ratio, 1e-3, 1000),
+    ):
         if value is not None and (not math.isfinite(value) or not low <= value <= high):
             raise UsageError(f"{flag} {value:g}: a number from {low:g} to {high:g}")
     if args.max_requests is not None and args.max_requests < 1:

@@ -17,9 +17,9 @@ from runner.errors import ServingError, UsageError
 
 
 def run(requests: Path, warmup: Path, model: str, logger) -> int:
-    from runner.serving.records import RequestsError
     from runner.replay.sources import load_requests
     from runner.replay.warmup import tensorflow_modules, write_warmup
+    from runner.serving.records import RequestsError
 
     check_target(warmup)
     tensorflow_modules()  # MissingExtra before anything is read or checked out
@@ -31,7 +31,9 @@ def run(requests: Path, warmup: Path, model: str, logger) -> int:
     try:
         write_warmup(loaded, warmup, signature, name, logger)
     except FileExistsError:
-        raise UsageError(f"{warmup}: already there (made while the requests were converted): nothing overwritten") from None
+        raise UsageError(
+            f"{warmup}: already there (made while the requests were converted): nothing overwritten"
+        ) from None
     except RequestsError as exc:
         raise UsageError(str(exc)) from None
     return 0
@@ -40,7 +42,10 @@ def run(requests: Path, warmup: Path, model: str, logger) -> int:
 def check_target(path: Path) -> None:
     """UsageError unless `path` is a new file's name in an existing directory."""
     if path.is_symlink() or path.exists():
-        raise UsageError(f"--warmup {path}: already there{' (a link)' if path.is_symlink() else ''}: give a new file's name, nothing is overwritten")
+        raise UsageError(
+            f"--warmup {path}: already there{' (a link)' if path.is_symlink() else ''}: give a new file's name, nothing"
+            " is overwritten"
+        )
     if not path.parent.is_dir():
         raise UsageError(f"--warmup {path}: {path.parent} is not a directory")
 
@@ -56,16 +61,26 @@ def model_signature(ref: str, logger):
     class Options:  # what github_repo's settings read from the command line: nothing here
         pass
 
-    with tempfile.TemporaryDirectory(prefix=COPY_PREFIX) as workspace, release_errors(ref), \
-            checked_out(ref, logger, lambda: github_repo(Options()), Path(workspace), tftrain_home()) as served:
+    with (
+        tempfile.TemporaryDirectory(prefix=COPY_PREFIX) as workspace,
+        release_errors(ref),
+        checked_out(ref, logger, lambda: github_repo(Options()), Path(workspace), tftrain_home()) as served,
+    ):
         serving = served.directory.serving()
         if not serving:
-            raise ServingError(f"{served.label}: no serving/serving.json (registered before the gate wrote one): its signature is unknown")
+            raise ServingError(
+                f"{served.label}: no serving/serving.json (registered before the gate wrote one): its signature is"
+                " unknown"
+            )
         chosen = serving.get("signature")
         try:
             signatures = signatures_from_json(serving.get("signatures") or {})
         except (KeyError, TypeError, AttributeError, ValueError):
-            raise ServingError(f"{served.label}: serving/serving.json's signatures are not as the gate writes them") from None
+            raise ServingError(
+                f"{served.label}: serving/serving.json's signatures are not as the gate writes them"
+            ) from None
         if not isinstance(chosen, str) or chosen not in signatures:
-            raise ServingError(f"{served.label}: serving/serving.json names no signature it records ({str(chosen)[:80]!r})")
+            raise ServingError(
+                f"{served.label}: serving/serving.json names no signature it records ({str(chosen)[:80]!r})"
+            )
         return signatures[chosen], served.name

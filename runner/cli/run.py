@@ -7,8 +7,8 @@ import os
 from runner.cli.common import add_manifest_arg, load
 from runner.errors import error_class
 from runner.paths import tftrain_home
-from runner.training.retry import run_with_retry
 from runner.settings import resolve
+from runner.training.retry import run_with_retry
 
 
 def add_arguments(parser) -> None:

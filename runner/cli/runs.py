@@ -7,19 +7,20 @@ import os
 import time
 from typing import TYPE_CHECKING
 
-from runner.telemetry.point import iter_series
-from runner.telemetry.summary import SummaryBuilder
-from runner.paths import tftrain_home
-from runner.telemetry.report import show_metrics, summary_markdown
+from runner.errors import HistoryError
 from runner.history.record import MetricsSummary, RunRecord
 from runner.history.rundir import RunPaths
 from runner.history.store import Store
+from runner.paths import tftrain_home
 from runner.targets.leftovers import open_history
-from runner.errors import HistoryError
+from runner.telemetry.point import iter_series
+from runner.telemetry.report import show_metrics, summary_markdown
+from runner.telemetry.summary import SummaryBuilder
 from runner.telemetry.usage_report import usage_rows
 
 if TYPE_CHECKING:  # the manifest's pydantic models: ~90 ms that `tftrain runs` does without
     from runner.manifest.model import Manifest
+
 
 def add_arguments(parser) -> None:
     sub = parser.add_subparsers(dest="runs_command")
@@ -31,7 +32,9 @@ def add_arguments(parser) -> None:
 
 
 def run(args, logger) -> int:
-    with open_history(tftrain_home(), logger.warning) as store:  # a run whose tftrain is gone is listed Failed, not Running forever
+    with open_history(
+        tftrain_home(), logger.warning
+    ) as store:  # a run whose tftrain is gone is listed Failed, not Running forever
         if args.runs_command == "show":
             _show(store, args.run, args.markdown, logger, as_json=args.json)
         else:
@@ -45,11 +48,23 @@ def _list(store: Store, limit: int, logger) -> None:
         duration = f"{(run.ended or time.time()) - run.created:.1f}s"
         record = _record(RunPaths(run.run_dir))  # run.json: its usage (a damaged one lists without)
         used = f"{record.usage.gpu_hours:.4g}" if record is not None and record.usage is not None else ""
-        rows.append([run.run_id, run.status, _when(run.created), duration, used, (run.git.get("commit") or "")[:10], run.message or ""])
+        rows.append(
+            [
+                run.run_id,
+                run.status,
+                _when(run.created),
+                duration,
+                used,
+                (run.git.get("commit") or "")[:10],
+                run.message or "",
+            ]
+        )
     if not rows:
         logger.info(f"no runs yet in {store.home}")
         return
-    logger.table(f"runs in {store.home}", ["run", "status", "started", "duration", "GPU-hours", "commit", "message"], rows)
+    logger.table(
+        f"runs in {store.home}", ["run", "status", "started", "duration", "GPU-hours", "commit", "message"], rows
+    )
 
 
 def _show(store: Store, ref: str, markdown: bool, logger, as_json: bool = False) -> None:
@@ -70,7 +85,19 @@ def _show(store: Store, ref: str, markdown: bool, logger, as_json: bool = False)
     phases = store.phases(run.run_id)
     if markdown:
         points = iter_series(paths.metrics)
-        logger.text(summary_markdown(run.run_id, run.status, run.message, phases, summary, model, git, points, record.usage if record else None))
+        logger.text(
+            summary_markdown(
+                run.run_id,
+                run.status,
+                run.message,
+                phases,
+                summary,
+                model,
+                git,
+                points,
+                record.usage if record else None,
+            )
+        )
         return
     logger.info(f"run {run.run_id}: {run.status}" + (f": {run.message}" if run.message else ""), style="bold")
     logger.info(f"directory: {run.run_dir}")
@@ -87,7 +114,9 @@ def _show(store: Store, ref: str, markdown: bool, logger, as_json: bool = False)
         logger.info(f"model: {model}")
     files = []
     for root in (paths.outputs, paths.logs):
-        files += [[str(p.relative_to(paths.workdir)), str(p.stat().st_size)] for p in sorted(root.rglob("*")) if p.is_file()]
+        files += [
+            [str(p.relative_to(paths.workdir)), str(p.stat().st_size)] for p in sorted(root.rglob("*")) if p.is_file()
+        ]
     logger.table("files", ["file", "bytes"], files)
 
 

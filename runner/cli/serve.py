@@ -27,13 +27,22 @@ import threading
 import time
 from pathlib import Path
 
+from runner.cli.releases import github_repo, release_errors
 from runner.cli.verifying import add_verify_arguments, trusted
 from runner.errors import PlanError, ServingError, UsageError
-from runner.cli.releases import github_repo, release_errors
 from runner.history.signing import SIGNATURE, verify_copy
 from runner.paths import tftrain_home
 from runner.serving import guard, supervision
-from runner.serving.launch import ListeningPort, ServerCommand, ServerOptions, scoring_of, server_command, server_environ, told, wait_ready
+from runner.serving.launch import (
+    ListeningPort,
+    ServerCommand,
+    ServerOptions,
+    scoring_of,
+    server_command,
+    server_environ,
+    told,
+    wait_ready,
+)
 from runner.serving.layout import Runtime
 from runner.serving.refs import COPY_PREFIX, Served, checked_out
 
@@ -46,21 +55,56 @@ RELAY_PAUSE_SECONDS = 0.05
 
 def add_arguments(parser) -> None:
     parser.add_argument("ref", help="NAME@vN, NAME@latest, a run id, or release:NAME@vN|@latest (from GitHub Releases)")
-    parser.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)")
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)"
+    )
     parser.add_argument("--port", type=int, default=8080, help="default 8080; 0: a free port (printed)")
-    parser.add_argument("--runtime", choices=[r.value for r in Runtime], default=Runtime.TENSORFLOW.value,
-                        help="TensorFlow (default) or ONNX Runtime on the version's model.onnx")
-    parser.add_argument("--batch", action="store_true",
-                        help=":predict requests that arrive while the model is busy run as one call (for models whose rows are independent)")
-    parser.add_argument("--auth-token-env", metavar="NAME",
-                        help="require 'Authorization: Bearer KEY' on every route but health, KEY being $NAME's value")
-    parser.add_argument("--max-body-bytes", type=int, default=guard.DEFAULT_MAX_BODY_BYTES,
-                        help=f"larger request bodies are answered 413 (default {guard.DEFAULT_MAX_BODY_BYTES})")
-    parser.add_argument("--openapi", action="store_true", help="serve /openapi.json and /docs too (behind the key, if any)")
-    parser.add_argument("--record", type=Path, metavar="DIR",
-                        help="record the requests answered (route, body, answer, latency) as DIR/requests-NNNNNN.jsonl, for tftrain replay")
-    parser.add_argument("--record-sample", type=float, default=1.0, help="with --record: the share of requests recorded (default 1)")
-    parser.add_argument("--record-max-mb", type=int, default=200, help="with --record: recordings on disk at most, oldest dropped (default 200)")
+    parser.add_argument(
+        "--runtime",
+        choices=[r.value for r in Runtime],
+        default=Runtime.TENSORFLOW.value,
+        help="TensorFlow (default) or ONNX Runtime on the version's model.onnx",
+    )
+    parser.add_argument(
+        "--batch",
+        action="store_true",
+        help=(
+            ":predict requests that arrive while the model is busy run as one call (for models whose rows are"
+            " independent)"
+        ),
+    )
+    parser.add_argument(
+        "--auth-token-env",
+        metavar="NAME",
+        help="require 'Authorization: Bearer KEY' on every route but health, KEY being $NAME's value",
+    )
+    parser.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=guard.DEFAULT_MAX_BODY_BYTES,
+        help=f"larger request bodies are answered 413 (default {guard.DEFAULT_MAX_BODY_BYTES})",
+    )
+    parser.add_argument(
+        "--openapi", action="store_true", help="serve /openapi.json and /docs too (behind the key, if any)"
+    )
+    parser.add_argument(
+        "--record",
+        type=Path,
+        metavar="DIR",
+        help=(
+            "record the requests answered (route, body, answer, latency) as DIR/requests-NNNNNN.jsonl, for tftrain"
+            " replay"
+        ),
+    )
+    parser.add_argument(
+        "--record-sample", type=float, default=1.0, help="with --record: the share of requests recorded (default 1)"
+    )
+    parser.add_argument(
+        "--record-max-mb",
+        type=int,
+        default=200,
+        help="with --record: recordings on disk at most, oldest dropped (default 200)",
+    )
     add_verify_arguments(parser, "serve")
 
 
@@ -70,15 +114,27 @@ def run(args, logger) -> int:
     token = check_options(args, logger)
     check_port_free(args.host, args.port)
     # the copy's directory and its lifeline first: from here on, whatever ends tftrain, the copy goes
-    with tempfile.TemporaryDirectory(prefix=COPY_PREFIX) as workspace, supervision.lifeline(Path(workspace)) as lifeline_fd, \
-            release_errors(args.ref), checked_out(args.ref, logger, lambda: github_repo(args), Path(workspace), tftrain_home(),
-                                                  signature=(signature := Path(workspace) / SIGNATURE) if trusted_by else None) as served:
+    with (
+        tempfile.TemporaryDirectory(prefix=COPY_PREFIX) as workspace,
+        supervision.lifeline(Path(workspace)) as lifeline_fd,
+        release_errors(args.ref),
+        checked_out(
+            args.ref,
+            logger,
+            lambda: github_repo(args),
+            Path(workspace),
+            tftrain_home(),
+            signature=(signature := Path(workspace) / SIGNATURE) if trusted_by else None,
+        ) as served,
+    ):
         if trusted_by is not None:  # what is served is what was signed: before anything of it is read, built or started
             verify_copy(served.directory.root, signature, trusted_by, served.label, logger)
         scoring = scoring_of(served)
         if scoring is not None:  # Azure's entry script on Azure's server: its own rules
             _check_scoring(args, served, scoring, token)
-        options = ServerOptions(args.host, args.port, runtime, args.batch, args.openapi, args.max_body_bytes, token, recording_flags(args))
+        options = ServerOptions(
+            args.host, args.port, runtime, args.batch, args.openapi, args.max_body_bytes, token, recording_flags(args)
+        )
         command = server_command(served, options, lifeline_fd, logger)
         check_port_free(args.host, args.port)  # again: building the environment can take minutes
         logger.info(f"serving {served.label}{command.described}")
@@ -100,19 +156,37 @@ def recording_flags(args) -> tuple[str, ...]:
         os.close(open_directory(args.record))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    return ("--record-dir", str(args.record.resolve()), "--record-sample", repr(args.record_sample), "--record-max-mb", str(args.record_max_mb))
+    return (
+        "--record-dir",
+        str(args.record.resolve()),
+        "--record-sample",
+        repr(args.record_sample),
+        "--record-max-mb",
+        str(args.record_max_mb),
+    )
 
 
 def _check_scoring(args, served: Served, scoring: dict, token: str | None) -> None:
     """A scoring script's version is served on azmlinfsrv: the KServe flags do not apply, and
     `auth: true` needs the key."""
-    refused = [flag for flag, used in (("--runtime onnx", args.runtime != Runtime.TENSORFLOW.value), ("--batch", args.batch),
-                                       ("--openapi", args.openapi)) if used]
+    refused = [
+        flag
+        for flag, used in (
+            ("--runtime onnx", args.runtime != Runtime.TENSORFLOW.value),
+            ("--batch", args.batch),
+            ("--openapi", args.openapi),
+        )
+        if used
+    ]
     if refused:
-        raise UsageError(f"{served.label} is served by its scoring script ({scoring['script']}): {', '.join(refused)} do not apply "
-                         "(azmlinfsrv serves /score and /swagger.json)")
+        raise UsageError(
+            f"{served.label} is served by its scoring script ({scoring['script']}): {', '.join(refused)} do not apply "
+            "(azmlinfsrv serves /score and /swagger.json)"
+        )
     if scoring.get("auth") and token is None:
-        raise UsageError(f"{served.label} was registered with model.serving.auth: true: give the key with --auth-token-env NAME")
+        raise UsageError(
+            f"{served.label} was registered with model.serving.auth: true: give the key with --auth-token-env NAME"
+        )
 
 
 def check_options(args, logger) -> str | None:
@@ -154,7 +228,12 @@ def _supervise(command: ServerCommand, served: Served, args, token: str | None, 
     ready = command.readiness
     # its own session: a terminal's Ctrl-C reaches the server once, through us, not twice
     process = subprocess.Popen(
-        command.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True, pass_fds=(lifeline_fd,),
+        command.argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
+        pass_fds=(lifeline_fd,),
     )
     received: list[int] = []
 
@@ -177,11 +256,15 @@ def _supervise(command: ServerCommand, served: Served, args, token: str | None, 
                 logger.text(f"  {ready.keyed.format(name=served.name)} 'Authorization: Bearer ${args.auth_token_env}'")
         elif not received:
             pump.join(timeout=5)
-            raise ServingError(f"the model server stopped before it was ready (exit {process.returncode}): {told(tail)}")
+            raise ServingError(
+                f"the model server stopped before it was ready (exit {process.returncode}): {told(tail)}"
+            )
         code = process.wait()
         pump.join(timeout=5)
         if code != 0 and not received:  # it ended on its own (a scoring script's worker that ended, a crash): say why
-            raise ServingError(f"the model server stopped (exit {code if code >= 0 else signal.Signals(-code).name}): {told(tail)}")
+            raise ServingError(
+                f"the model server stopped (exit {code if code >= 0 else signal.Signals(-code).name}): {told(tail)}"
+            )
     finally:
         if process.poll() is None:  # tftrain itself failing: never leave the server behind
             process.terminate()

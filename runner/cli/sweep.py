@@ -15,7 +15,11 @@ from runner.settings import resolve
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("action", choices=("join", "resume"), help="join: run trials of a running sweep; resume: go on with a stopped one")
+    parser.add_argument(
+        "action",
+        choices=("join", "resume"),
+        help="join: run trials of a running sweep; resume: go on with a stopped one",
+    )
     parser.add_argument("sweep_id", metavar="SWEEP_ID")
     add_manifest_arg(parser, target=True)
 
@@ -24,7 +28,10 @@ def run(args, logger) -> int:
     from runner.sweep.driver import run_sweep
 
     if not re.fullmatch(SWEEP_ID_PATTERN, args.sweep_id):
-        raise UsageError(f"SWEEP_ID {args.sweep_id!r}: a sweep id is NAME-sweep-N (e.g. digits-sweep-3, or digits-sweep-$GITHUB_RUN_ID)")
+        raise UsageError(
+            f"SWEEP_ID {args.sweep_id!r}: a sweep id is NAME-sweep-N (e.g. digits-sweep-3, or"
+            " digits-sweep-$GITHUB_RUN_ID)"
+        )
     settings = resolve(os.environ, args)
     loaded = load(args, logger)
     if loaded.manifest.sweep is None:
@@ -32,6 +39,14 @@ def run(args, logger) -> int:
     from runner.verdict.sweeps import best_evidence
 
     home = tftrain_home()
-    run_sweep(loaded, logger, settings, home, os.environ, sweep_id=args.sweep_id, resume=args.action == "resume",
-              evidence=best_evidence(loaded, home, logger))
+    run_sweep(
+        loaded,
+        logger,
+        settings,
+        home,
+        os.environ,
+        sweep_id=args.sweep_id,
+        resume=args.action == "resume",
+        evidence=best_evidence(loaded, home, logger),
+    )
     return 0

@@ -39,9 +39,14 @@ def run(args, logger) -> int:
     logger.table(f"sweep {document['id']}: {document['status']}", ["trial", "run", "status", *metrics, "params"], rows)
     best = document["best"]
     if best:
-        logger.info(f"best: trial {best['number']} (run {best['run_id']}) {best_words(best, metrics)}" + (f", model {best['model_version']}" if best["model_version"] else ""))
+        logger.info(
+            f"best: trial {best['number']} (run {best['run_id']}) {best_words(best, metrics)}"
+            + (f", model {best['model_version']}" if best["model_version"] else "")
+        )
     if len(metrics) > 1:
-        logger.info(f"Pareto front: trials {', '.join(map(str, front)) or 'none'} (none beaten on every objective by another)")
+        logger.info(
+            f"Pareto front: trials {', '.join(map(str, front)) or 'none'} (none beaten on every objective by another)"
+        )
     return 0
 
 

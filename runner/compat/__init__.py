@@ -61,7 +61,10 @@ def declares_sdk(loaded) -> bool:
         name = getattr(manifest, key)
         if name and (loaded.source_dir / name).is_file():
             requirements += (loaded.source_dir / name).read_text(errors="replace").splitlines()
-    names = {re.split(r"[\s<>=!~\[;@]", line.strip().lstrip("- "), maxsplit=1)[0].lower().replace("_", "-") for line in requirements}
+    names = {
+        re.split(r"[\s<>=!~\[;@]", line.strip().lstrip("- "), maxsplit=1)[0].lower().replace("_", "-")
+        for line in requirements
+    }
     return bool(names & SDK_PACKAGES)
 
 
@@ -88,7 +91,11 @@ def seeding_env(loaded, runtime, pythonpath: str | None) -> dict[str, str]:
     from runner.manifest.evaluation import SEED_VARIABLE
 
     manifest = loaded.manifest
-    if manifest.evaluation is None or not manifest.evaluation.set_seed or SEED_VARIABLE not in manifest.environment_variables:
+    if (
+        manifest.evaluation is None
+        or not manifest.evaluation.set_seed
+        or SEED_VARIABLE not in manifest.environment_variables
+    ):
         return {}
     layer = f"{runtime.pythonpath}/{SEEDING}"
     return {"PYTHONPATH": f"{layer}:{pythonpath}" if pythonpath else f"{layer}:{runtime.pythonpath}"}

@@ -34,11 +34,15 @@ class Model:
     def get_model_path(model_name: str, version: int | None = None, _workspace=None) -> str:
         directory, served = os.environ.get(MODEL_DIR), os.environ.get(MODEL_NAME)
         if not directory or not served:
-            raise ModelNotFoundError(f"Model.get_model_path({model_name!r}): no model is being served here "
-                                     f"({MODEL_DIR} is not set; tftrain sets it where the scoring script runs)")
+            raise ModelNotFoundError(
+                f"Model.get_model_path({model_name!r}): no model is being served here "
+                f"({MODEL_DIR} is not set; tftrain sets it where the scoring script runs)"
+            )
         if model_name != served:
             raise ModelNotFoundError(f"Model.get_model_path({model_name!r}): the model served here is {served!r}")
         number = os.environ.get(MODEL_VERSION)
         if version is not None and number and str(version) != number:
-            raise ModelNotFoundError(f"Model.get_model_path({model_name!r}, version={version}): the version served is {number}")
+            raise ModelNotFoundError(
+                f"Model.get_model_path({model_name!r}, version={version}): the version served is {number}"
+            )
         return os.environ.get(MODEL_PATH) or directory

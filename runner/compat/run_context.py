@@ -113,7 +113,9 @@ class Run:
             plot.savefig(target)
         append_record({"image": str(target.relative_to(self._outputs.parent)), "name": name})
 
-    def get_metrics(self, name: str | None = None, recursive: bool = False, run_type=None, populate: bool = False) -> dict:
+    def get_metrics(
+        self, name: str | None = None, recursive: bool = False, run_type=None, populate: bool = False
+    ) -> dict:
         """What this process logged: a value, or a list when logged more than once."""
         table = {key: values[0] if len(values) == 1 else list(values) for key, values in self._metrics.items()}
         return {name: table[name]} if name is not None and name in table else ({} if name is not None else table)
@@ -145,7 +147,9 @@ class Run:
         else:
             shutil.copyfile(path_or_stream, target)
 
-    def upload_files(self, names, paths, return_artifacts: bool = False, timeout_seconds=None, datastore_name=None) -> None:
+    def upload_files(
+        self, names, paths, return_artifacts: bool = False, timeout_seconds=None, datastore_name=None
+    ) -> None:
         for name, path in zip(names, paths):
             self.upload_file(name, path)
 
@@ -155,7 +159,11 @@ class Run:
     def get_file_names(self) -> list[str]:
         """Everything in outputs, named as Azure names run files: `outputs/…`."""
         root = self._outputs
-        return sorted(f"outputs/{p.relative_to(root).as_posix()}" for p in root.rglob("*") if p.is_file()) if root.is_dir() else []
+        return (
+            sorted(f"outputs/{p.relative_to(root).as_posix()}" for p in root.rglob("*") if p.is_file())
+            if root.is_dir()
+            else []
+        )
 
     def download_file(self, name: str, output_file_path: str | None = None, _validate_checksum: bool = False) -> None:
         source = self._target(name)

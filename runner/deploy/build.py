@@ -13,17 +13,31 @@ from runner.settings import MachineClients
 from runner.telemetry.logger import Logger
 
 
-def build(client, files: VersionFiles, repository: str, base: ImageReference, logger: Logger, log_path: Path,
-          verifier: bool = False) -> ModelImage:
+def build(
+    client,
+    files: VersionFiles,
+    repository: str,
+    base: ImageReference,
+    logger: Logger,
+    log_path: Path,
+    verifier: bool = False,
+) -> ModelImage:
     """The model image (its environment built first when this machine has none with its tag),
     tagged with both tags. `base` is parsed: only a reference of Docker's grammar is rendered.
     `verifier`: the environment holds OpenSSF model signing, for the init container that verifies
     the version's files against its model.sig (runner.serving.verify_model)."""
-    from runner.serving.image import environment_spec, model_image_spec
     from runner.environments import base_image_id, build_image, docker_errors, existing_image, host_ca_bundle
+    from runner.serving.image import environment_spec, model_image_spec
 
-    environment = environment_spec(base, base_image_id(client, str(base), logger), files.tensorflow, files.onnx,
-                                   host_ca_bundle(MachineClients.from_environment(os.environ).ca_bundles), files.scoring_packages, verifier)
+    environment = environment_spec(
+        base,
+        base_image_id(client, str(base), logger),
+        files.tensorflow,
+        files.onnx,
+        host_ca_bundle(MachineClients.from_environment(os.environ).ca_bundles),
+        files.scoring_packages,
+        verifier,
+    )
     environment_id = existing_image(client, environment.tag)
     if environment_id is None:
         logger.info("building the serving environment (once per base image and package set: TensorFlow downloads now)")
@@ -51,7 +65,11 @@ def push(client, image: ModelImage, logger: Logger) -> str:
         try:
             push_image(client, tag, logger)
         except DockerError as exc:
-            pushed = "" if tag == image.tags[0] else f" ({image.tags[0]} was pushed; run deploy again to add the version tag)"
+            pushed = (
+                ""
+                if tag == image.tags[0]
+                else f" ({image.tags[0]} was pushed; run deploy again to add the version tag)"
+            )
             raise DeployError(f"{exc}{pushed}") from None
     with docker_errors(f"reading the digest of {image.tags[1]}"):
         digests = client.images.get(image.tags[1]).attrs.get("RepoDigests") or []

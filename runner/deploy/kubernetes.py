@@ -11,8 +11,17 @@ from runner.serving.image import ServingResources
 from runner.telemetry.logger import Logger
 
 
-def render_service(model, resources: ServingResources, image: str, logger: Logger, namespace: str, service: str | None,
-                   auth_secret: str | None, kubeconfig: Path | None, trusted_by: Trusted | None = None) -> None:
+def render_service(
+    model,
+    resources: ServingResources,
+    image: str,
+    logger: Logger,
+    namespace: str,
+    service: str | None,
+    auth_secret: str | None,
+    kubeconfig: Path | None,
+    trusted_by: Trusted | None = None,
+) -> None:
     from runner.serving.inference_service import ServiceClient, ServiceSpec, service_name, to_yaml
     from runner.serving.verify_model import Verifier
 

@@ -17,10 +17,17 @@ def link_release(tag: str, image: ModelImage, digest: str, logger: Logger) -> No
     from runner.github import workflow
     from runner.settings import resolve
 
-    line = f"{RELEASE_MARKER}**Serving image:** `{image.repository}@{digest}` (tags `{image.version_tag}`, `{image.content_tag}`)"
+    line = (
+        f"{RELEASE_MARKER}**Serving image:** `{image.repository}@{digest}` (tags `{image.version_tag}`,"
+        f" `{image.content_tag}`)"
+    )
     with workflow.github_errors(DeployError):
-        release = workflow.client(resolve(os.environ).github).get_repo(resolve(os.environ).github.repository).get_release(tag)
+        release = (
+            workflow.client(resolve(os.environ).github).get_repo(resolve(os.environ).github.repository).get_release(tag)
+        )
         kept = [text for text in (release.body or "").splitlines() if not text.startswith(RELEASE_MARKER)]
         body = "\n".join([*kept, "", line]).strip("\n") + "\n"
-        release.update_release(name=release.name or tag, message=body, draft=release.draft, prerelease=release.prerelease)
+        release.update_release(
+            name=release.name or tag, message=body, draft=release.draft, prerelease=release.prerelease
+        )
     logger.info(f"release {tag} links {image.repository}@{digest}")

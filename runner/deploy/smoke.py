@@ -17,7 +17,13 @@ TOLERANCE = 1e-4
 
 
 def smoke_test(
-    client, image: ModelImage, files: VersionFiles, resources: ServingResources, ready_timeout: float, logger: Logger, auth: bool = False
+    client,
+    image: ModelImage,
+    files: VersionFiles,
+    resources: ServingResources,
+    ready_timeout: float,
+    logger: Logger,
+    auth: bool = False,
 ) -> None:
     """Run the image as it will be run (the serving resources' limits), wait for the server to be
     ready, predict on the recorded sample and compare; the container is always removed. With
@@ -26,12 +32,16 @@ def smoke_test(
     from runner.environments import docker_errors
 
     name = files.model.name
-    auth = auth or bool((files.scoring or {}).get("auth"))  # model.serving.auth: the image refuses to start without a key
+    auth = auth or bool(
+        (files.scoring or {}).get("auth")
+    )  # model.serving.auth: the image refuses to start without a key
     token = secrets.token_urlsafe(32) if auth else None
     if token:
         logger.mask(token)
     if resources.gpu:
-        logger.info(f"serving_resources.gpu {resources.gpu}: the smoke test runs on CPU (the image holds CPU TensorFlow)")
+        logger.info(
+            f"serving_resources.gpu {resources.gpu}: the smoke test runs on CPU (the image holds CPU TensorFlow)"
+        )
     memory = resources.memory_bytes()
     with docker_errors(f"starting {image.tags[0]}"):
         container = client.containers.run(
@@ -65,7 +75,9 @@ def smoke_test(
             logger.info("smoke test: ready (a version without serving/: the server's own sample prediction passed)")
         else:
             difference = _compare(_predict(url, files.sample, token), files.predictions)
-            logger.info(f"smoke test: the sample's predictions match the gate's (max |Δ| {difference:.2g})", style="green")
+            logger.info(
+                f"smoke test: the sample's predictions match the gate's (max |Δ| {difference:.2g})", style="green"
+            )
         _stop(container, logger)
     finally:
         try:
@@ -88,7 +100,9 @@ def _request(url: str, body: bytes | None, token: str | None, timeout: float):
     headers = {"Content-Type": "application/json"} if body is not None else {}
     if token:
         headers["Authorization"] = f"Bearer {token}"
-    return urllib.request.urlopen(urllib.request.Request(url, body, headers, method="GET" if body is None else "POST"), timeout=timeout)
+    return urllib.request.urlopen(
+        urllib.request.Request(url, body, headers, method="GET" if body is None else "POST"), timeout=timeout
+    )
 
 
 def _wait_ready(container, url: str, timeout: float, token: str | None = None) -> None:
@@ -126,7 +140,10 @@ def _refuses_without_key(url: str) -> None:
     except OSError as exc:
         raise DeployError(f"smoke test: a predict without the key failed: {exc}") from None
     if status != 401:
-        raise DeployError(f"smoke test: a predict without the key was answered {status}, not 401: the image does not enforce {TOKEN_VARIABLE}")
+        raise DeployError(
+            f"smoke test: a predict without the key was answered {status}, not 401: the image does not enforce"
+            f" {TOKEN_VARIABLE}"
+        )
 
 
 def _last_line(container) -> str:
@@ -153,7 +170,9 @@ def _predict(url: str, sample: Path, token: str | None = None):
         with _request(f"{url}:predict", json.dumps({"instances": instances}).encode(), token, 60) as answer:
             return json.loads(answer.read())["predictions"]
     except urllib.error.HTTPError as exc:
-        raise DeployError(f"smoke test: predict answered {exc.code}: {exc.read().decode(errors='replace').strip()[:300]}") from None
+        raise DeployError(
+            f"smoke test: predict answered {exc.code}: {exc.read().decode(errors='replace').strip()[:300]}"
+        ) from None
     except (OSError, ValueError, KeyError) as exc:
         raise DeployError(f"smoke test: predict failed: {exc}") from None
 
@@ -183,5 +202,7 @@ def _compare(predictions, expected_file: Path) -> float:
         elif not np.array_equal(have, want):
             worst = float("inf")
         if worst > TOLERANCE:
-            raise DeployError(f"smoke test: output {key!r} differs from the gate's predictions by {worst:.3g} (tolerance {TOLERANCE})")
+            raise DeployError(
+                f"smoke test: output {key!r} differs from the gate's predictions by {worst:.3g} (tolerance {TOLERANCE})"
+            )
     return worst

@@ -52,7 +52,9 @@ def deploy(request: DeployRequest, logger: Logger) -> dict[str, str]:
     with Store(tftrain_home()) as store:
         model = Registry(store).resolve(request.ref)
     resources = ServingResources.of(model.info)
-    if request.target is DeployTarget.KUBERNETES:  # the model's name as the service's: said before anything is built or pushed
+    if (
+        request.target is DeployTarget.KUBERNETES
+    ):  # the model's name as the service's: said before anything is built or pushed
         from runner.serving.inference_service import service_name
 
         service_name(request.service_name or model.name)
@@ -63,7 +65,9 @@ def deploy(request: DeployRequest, logger: Logger) -> dict[str, str]:
     with tempfile.TemporaryDirectory(prefix="tftrain-deploy-") as scratch:
         files = _verified_copy(model, Path(scratch), request.trusted_by, logger)
         client = docker_client()  # the daemon is asked for nothing before the files are known good
-        image = build(client, files, request.repository, request.base, logger, log_path, verifier=request.trusted_by is not None)
+        image = build(
+            client, files, request.repository, request.base, logger, log_path, verifier=request.trusted_by is not None
+        )
         smoke_test(client, image, files, resources, request.ready_timeout, logger, auth=bool(request.auth_secret))
     outputs = {"image": image.tags[1]}
     if request.push:
@@ -74,8 +78,17 @@ def deploy(request: DeployRequest, logger: Logger) -> dict[str, str]:
             link_release(request.release, image, digest, logger)
     logger.outputs(outputs)
     if request.target is DeployTarget.KUBERNETES:
-        render_service(model, resources, outputs["image"], logger, request.namespace, request.service_name, request.auth_secret,
-                       request.kubeconfig, request.trusted_by)
+        render_service(
+            model,
+            resources,
+            outputs["image"],
+            logger,
+            request.namespace,
+            request.service_name,
+            request.auth_secret,
+            request.kubeconfig,
+            request.trusted_by,
+        )
     return outputs
 
 

@@ -41,7 +41,10 @@ MAX_ENTRY_BYTES = 4 << 10  # an entry is about 120 bytes
 MAX_LAYOUT_BYTES = 1 << 20  # the import path of a very large environment is a few KiB
 LAYOUT_TIMEOUT = 60
 # What the interpreter says of itself, NUL-separated (no path holds a NUL): nothing that `site` has not loaded already
-LAYOUT_PROBE = "import os, sys; sys.stdout.buffer.write(b'\\0'.join(map(os.fsencode, [sys.executable, sys.prefix, sys.version, *sys.path])))"
+LAYOUT_PROBE = (
+    "import os, sys; sys.stdout.buffer.write(b'\\0'.join(map(os.fsencode, [sys.executable, sys.prefix, sys.version,"
+    " *sys.path])))"
+)
 IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
 VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}")  # what tf.__version__ looks like
 
@@ -59,7 +62,9 @@ def interpreter_key(python: str) -> str | None:
     try:
         real = os.path.realpath(found)
         described = [python, os.path.abspath(found), real, _stat(Path(real)), _stat(Path(found), follow=False)]
-        done = subprocess.run([python, "-c", LAYOUT_PROBE], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=LAYOUT_TIMEOUT)
+        done = subprocess.run(
+            [python, "-c", LAYOUT_PROBE], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=LAYOUT_TIMEOUT
+        )
     except (OSError, ValueError, subprocess.TimeoutExpired):
         return None
     if done.returncode != 0 or len(done.stdout) > MAX_LAYOUT_BYTES:
@@ -95,7 +100,12 @@ def kept(key: str | None) -> str | None:
         return None
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022 or info.st_size > MAX_ENTRY_BYTES:
+        if (
+            not stat.S_ISREG(info.st_mode)
+            or info.st_uid != os.geteuid()
+            or info.st_mode & 0o022
+            or info.st_size > MAX_ENTRY_BYTES
+        ):
             return None
         try:
             data = json.loads(handle.read(MAX_ENTRY_BYTES + 1))
@@ -118,7 +128,9 @@ def keep(key: str | None, version: str) -> None:
         fd, partial = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".partial", dir=folder)  # O_EXCL, 0600
         with os.fdopen(fd, "w") as handle:
             handle.write(json.dumps({"format": FORMAT, "key": key, "version": version}) + "\n")
-        os.replace(partial, folder / f"{key}.json")  # replaces whatever was there, a link included, not what it points to
+        os.replace(
+            partial, folder / f"{key}.json"
+        )  # replaces whatever was there, a link included, not what it points to
     except OSError:
         if partial is not None:
             Path(partial).unlink(missing_ok=True)

@@ -24,7 +24,9 @@ def docker_client():
         client = docker.from_env(timeout=120)
         client.ping()
     except docker.errors.DockerException as exc:
-        raise DockerError(f"cannot reach the Docker daemon ({os.environ.get('DOCKER_HOST', 'unix:///var/run/docker.sock')}): {exc}") from None
+        raise DockerError(
+            f"cannot reach the Docker daemon ({os.environ.get('DOCKER_HOST', 'unix:///var/run/docker.sock')}): {exc}"
+        ) from None
     return client
 
 

@@ -7,10 +7,10 @@ import io
 import tarfile
 from pathlib import Path
 
-from runner.history.checksums import sha256_file
 from runner.environments.daemon import docker_errors
-from runner.errors import BuildError, DockerError, one_line
 from runner.environments.images import ImageSpec
+from runner.errors import BuildError, DockerError, one_line
+from runner.history.checksums import sha256_file
 from runner.telemetry.logger import Logger
 from runner.telemetry.tee import Tee
 
@@ -50,7 +50,9 @@ def build_image(client, spec: ImageSpec, logger: Logger, log_path: Path) -> str:
 def build_code_image(client, base_tag: str, trees: dict[str, Path], tag: str, logger: Logger, log_path: Path) -> str:
     """FROM the training image, plus directories copied in (the snapshot, tftrain's runner): for
     clusters, where nothing can be mounted from this machine."""
-    dockerfile = f"FROM {base_tag}\n" + "".join(f"COPY {name} {target}\n" for name, target in sorted(_TREE_TARGETS.items()) if name in trees)
+    dockerfile = f"FROM {base_tag}\n" + "".join(
+        f"COPY {name} {target}\n" for name, target in sorted(_TREE_TARGETS.items()) if name in trees
+    )
     logger.info(f"building code image {tag}")
     return _build(client, _tar({"Dockerfile": dockerfile.encode()}, trees), tag, {}, dockerfile, logger, log_path)
 
@@ -108,8 +110,12 @@ def _build(client, context: io.BytesIO, tag: str, labels: dict, dockerfile: str,
 
 
 def _build_failure(step: str | None, error: str, tail, log_path: Path) -> str:
-    lines = [line for line in tail if line != error.strip() and not line.startswith(("Removing intermediate", " ---> "))]
-    cause = next((line.strip() for line in reversed(lines) if line.lstrip().startswith(("ERROR", "E:", "tftrain:"))), None)
+    lines = [
+        line for line in tail if line != error.strip() and not line.startswith(("Removing intermediate", " ---> "))
+    ]
+    cause = next(
+        (line.strip() for line in reversed(lines) if line.lstrip().startswith(("ERROR", "E:", "tftrain:"))), None
+    )
     cause = cause or (lines[-1].strip() if lines else error.strip())
     where = step or "the first step"
     return f"docker build failed at {where}: {cause} (full log: {log_path})"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import shlex
-from dataclasses import dataclass, field
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import runner
@@ -18,8 +18,8 @@ from runner.environments.virtualenv import framework_packages
 from runner.errors import UnsupportedError
 from runner.frameworks.curated import constraint_set
 from runner.frameworks.releases import HOROVOD, default_base_image, tf_keras_requirement
-from runner.manifest.legacy_keras import keras_choice
 from runner.manifest import LoadedManifest
+from runner.manifest.legacy_keras import keras_choice
 from runner.manifest.model import Manifest, MpiTraining
 from runner.templates import render
 
@@ -104,7 +104,9 @@ def image_spec(loaded: LoadedManifest, base_image_id: str | None = None, ca_bund
         ensure_python=True,
         mpi=mpi_image,
         horovod=HOROVOD,
-        tf_keras=tf_keras_requirement(manifest.framework_version) if mpi_image or keras_choice(manifest).legacy else None,
+        tf_keras=(
+            tf_keras_requirement(manifest.framework_version) if mpi_image or keras_choice(manifest).legacy else None
+        ),
         conda=bool(manifest.conda_packages or manifest.conda_dependencies_file),
         conda_packages=manifest.conda_packages,
         conda_file=Path(manifest.conda_dependencies_file).name if manifest.conda_dependencies_file else None,

@@ -20,7 +20,9 @@ class Environment:
     image: str | None = None
     details: dict = field(default_factory=dict, hash=False)
     placement: HostMap | None = None  # the pool target's hosts for the launchers
-    inventory: Callable[[], dict] | None = field(default=None, compare=False)  # more details, asked for once the training runs
+    inventory: Callable[[], dict] | None = field(
+        default=None, compare=False
+    )  # more details, asked for once the training runs
 
     def described(self) -> dict:
         """Everything known of the environment, for manifest.lock.yml."""

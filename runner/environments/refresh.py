@@ -46,8 +46,13 @@ def refresh(release: str, workdir: Path) -> Path:
             _run([*pip, "--no-deps", f"tf-keras=={release}.*"], f"pip install tf-keras=={release}.*")
             installs.append(f"--no-deps tf-keras=={release}.*")
             legacy = {"TF_USE_LEGACY_KERAS": "1"}
-            checks.append(("Smoke test with TF_USE_LEGACY_KERAS=1 (tf-keras)", legacy,
-                           _smoke(python, workdir / f"smoke-{release}-legacy", legacy)))
+            checks.append(
+                (
+                    "Smoke test with TF_USE_LEGACY_KERAS=1 (tf-keras)",
+                    legacy,
+                    _smoke(python, workdir / f"smoke-{release}-legacy", legacy),
+                )
+            )
         frozen = _run([python, "-m", "pip", "freeze", "--all"], "pip freeze")
     finally:
         shutil.rmtree(venv, ignore_errors=True)
@@ -70,11 +75,15 @@ def render(release: str, frozen: str, installs: list[str], checks: list) -> str:
     today = datetime.date.today().isoformat()
     header = [
         f"# tftrain's tested set for TensorFlow {release}: pip constraints (pip install -c THIS_FILE ...).",
-        f"# Generated {today} by scripts/refresh-frameworks on Python {platform.python_version()}, "
-        f"{platform.system().lower()} {platform.machine()}:",
+        (
+            f"# Generated {today} by scripts/refresh-frameworks on Python {platform.python_version()}, "
+            f"{platform.system().lower()} {platform.machine()}:"
+        ),
         *(f"#   pip install {line}" for line in installs),
-        *(f"# {what} (runner/environments/smoke.py): passed {json.dumps(result, sort_keys=True)}"
-          for what, _, result in checks),
+        *(
+            f"# {what} (runner/environments/smoke.py): passed {json.dumps(result, sort_keys=True)}"
+            for what, _, result in checks
+        ),
         "# Do not edit by hand: run scripts/refresh-frameworks " + release,
     ]
     return "\n".join(header + [f"{name}=={version}" for name, version in sorted(pins.items())]) + "\n"
@@ -87,7 +96,7 @@ def _smoke(python: str, workdir: Path, env: dict[str, str]) -> dict:
     lines = [line for line in output.splitlines() if line.startswith("smoke: ")]
     if not lines:
         raise RefreshFailed(f"the smoke test printed no result: {output[-500:]}")
-    return json.loads(lines[-1][len("smoke: "):])
+    return json.loads(lines[-1][len("smoke: ") :])
 
 
 def _run(argv: list[str], what: str, env: dict[str, str] | None = None) -> str:

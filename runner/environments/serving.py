@@ -11,9 +11,14 @@ import sys
 from pathlib import Path
 
 import runner
-from runner.paths import cache_dir
-from runner.frameworks.serving import framework_constraints, scoring_requirements, serving_constraints, serving_requirements
 from runner.environments.virtualenv import EnvSpec, PythonEnv, prepare_env
+from runner.frameworks.serving import (
+    framework_constraints,
+    scoring_requirements,
+    serving_constraints,
+    serving_requirements,
+)
+from runner.paths import cache_dir
 from runner.telemetry.logger import Logger
 
 
@@ -24,7 +29,9 @@ def serving_spec(framework_version: str | None, onnx: bool) -> EnvSpec:
 
 def scoring_spec(framework_version: str | None, packages: tuple[str, ...]) -> EnvSpec:
     """A scoring script's environment: TensorFlow's tested set + azmlinfsrv + the script's packages."""
-    return _keyed(scoring_requirements(framework_version, packages), framework_constraints(framework_version), "scoring")
+    return _keyed(
+        scoring_requirements(framework_version, packages), framework_constraints(framework_version), "scoring"
+    )
 
 
 def _keyed(requirements: tuple[str, ...], constraints: str | None, purpose: str) -> EnvSpec:
@@ -33,7 +40,9 @@ def _keyed(requirements: tuple[str, ...], constraints: str | None, purpose: str)
     if constraints is not None:
         key["constraints"] = constraints
     source = json.dumps(key, sort_keys=True)
-    return EnvSpec(python, requirements, None, None, hashlib.sha256(source.encode()).hexdigest(), constraints=constraints)
+    return EnvSpec(
+        python, requirements, None, None, hashlib.sha256(source.encode()).hexdigest(), constraints=constraints
+    )
 
 
 def prepare_serving_env(spec: EnvSpec, logger: Logger) -> PythonEnv:

@@ -26,15 +26,20 @@ def main(workdir: Path) -> dict:
     rng = np.random.default_rng(0)
     x = rng.normal(size=(256, 8)).astype("float32")
     y = (x.sum(axis=1) > 0).astype("int32")
-    model = keras.Sequential([keras.Input(shape=(8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(2)])
+    model = keras.Sequential(
+        [keras.Input(shape=(8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(2)]
+    )
     model.compile(
-        optimizer="adam",
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        metrics=["accuracy"],
+        optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"]
     )
     logs = workdir / "logs"
     history = model.fit(
-        x, y, epochs=2, batch_size=32, validation_split=0.25, verbose=0,
+        x,
+        y,
+        epochs=2,
+        batch_size=32,
+        validation_split=0.25,
+        verbose=0,
         callbacks=[keras.callbacks.TensorBoard(log_dir=str(logs))],
     )
     if "accuracy" not in history.history or "val_accuracy" not in history.history:
@@ -53,7 +58,9 @@ def main(workdir: Path) -> dict:
         model.export(str(exported))  # an inference-only SavedModel
     else:  # 2.12 on Python 3.11: model.export and model.save of a fitted model fail tracing the
         # optimizer's gradients ("Problematic op name: IdentityN") unless told not to save them
-        tf.saved_model.save(model, str(exported), options=tf.saved_model.SaveOptions(experimental_custom_gradients=False))
+        tf.saved_model.save(
+            model, str(exported), options=tf.saved_model.SaveOptions(experimental_custom_gradients=False)
+        )
     reloaded = tf.saved_model.load(str(exported))
     serve = reloaded.signatures["serving_default"]
     (output,) = serve(tf.constant(x[:16])).values()

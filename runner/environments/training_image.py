@@ -15,13 +15,20 @@ from typing import NamedTuple
 
 import runner
 from runner.environments.daemon import docker_client, log_in, registry_auth
-from runner.environments.image_build import base_image_id, build_code_image, build_image, existing_image, push_image, trees_digest
+from runner.environments.image_build import (
+    base_image_id,
+    build_code_image,
+    build_image,
+    existing_image,
+    push_image,
+    trees_digest,
+)
 from runner.environments.images import ImageSpec, host_ca_bundle, image_spec
 from runner.environments.user_managed import check_image_python, image_python, require_tf_keras, tf_keras_in_image
-from runner.manifest.legacy_keras import keras_choice
 from runner.errors import UnsupportedError
 from runner.history.rundir import RunPaths
 from runner.manifest import LoadedManifest
+from runner.manifest.legacy_keras import keras_choice
 from runner.telemetry.logger import Logger
 
 
@@ -35,7 +42,13 @@ class DaemonImage(NamedTuple):
 
 
 def prepare_image(
-    client, loaded: LoadedManifest, base: str, paths: RunPaths, logger: Logger, gpu_runtime: bool = False, before_build: Callable[[ImageSpec], None] | None = None,
+    client,
+    loaded: LoadedManifest,
+    base: str,
+    paths: RunPaths,
+    logger: Logger,
+    gpu_runtime: bool = False,
+    before_build: Callable[[ImageSpec], None] | None = None,
     ca_bundles: Sequence[str] = (),
 ) -> DaemonImage:
     """The training image on `client`'s daemon, built when missing (its log: the run's prepare log).

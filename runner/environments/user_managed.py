@@ -54,7 +54,12 @@ def import_in(python: str) -> str:
     """check_interpreter's import, always run."""
     try:
         done = subprocess.run(
-            probe_argv(python), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", timeout=PROBE_TIMEOUT
+            probe_argv(python),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            timeout=PROBE_TIMEOUT,
         )
     except OSError as exc:
         raise PreparingError(f"python: {python} cannot be started ({exc.strerror or exc})") from None
@@ -87,13 +92,14 @@ def import_in_image(client, image: str, python: str) -> str:
 
     where = f"{python} in image {image}"
     try:
-        output = client.containers.run(image, probe_argv(python), network_mode="none", remove=True, stdout=True, stderr=True)
+        output = client.containers.run(
+            image, probe_argv(python), network_mode="none", remove=True, stdout=True, stderr=True
+        )
     except docker.errors.ContainerError as exc:
         raise import_failed(where, (exc.stderr or b"").decode(errors="replace")) from None
     except docker.errors.APIError as exc:  # the daemon could not start it: no such python in the image
         raise PreparingError(f"python: {where} cannot be started ({one_line(str(exc.explanation or exc))})") from None
     return framework_version(output.decode(errors="replace"))
-
 
 
 def require_tf_keras(manifest: Manifest, framework: str, where: str, probe_output: str | None) -> None:
@@ -117,7 +123,9 @@ def require_tf_keras(manifest: Manifest, framework: str, where: str, probe_outpu
 def tf_keras_in(python: str) -> str | None:
     """TF_KERAS_PROBE's output in a local interpreter, None when it fails (no tf-keras)."""
     try:
-        done = subprocess.run([python, "-c", TF_KERAS_PROBE], capture_output=True, text=True, errors="replace", timeout=PROBE_TIMEOUT)
+        done = subprocess.run(
+            [python, "-c", TF_KERAS_PROBE], capture_output=True, text=True, errors="replace", timeout=PROBE_TIMEOUT
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout if done.returncode == 0 else None
@@ -128,7 +136,9 @@ def tf_keras_in_image(client, image: str, python: str) -> str | None:
     import docker
 
     try:
-        output = client.containers.run(image, [python, "-c", TF_KERAS_PROBE], network_mode="none", remove=True, stdout=True, stderr=False)
+        output = client.containers.run(
+            image, [python, "-c", TF_KERAS_PROBE], network_mode="none", remove=True, stdout=True, stderr=False
+        )
     except (docker.errors.ContainerError, docker.errors.APIError):
         return None
     return output.decode(errors="replace")

@@ -21,10 +21,10 @@ from runner.errors import PreparingError, UnsupportedError
 from runner.frameworks.curated import constraints_for, requirement_names
 from runner.frameworks.releases import DEFAULT_VERSION, HOROVOD, requirement, tf_keras_requirement
 from runner.manifest.legacy_keras import keras_choice, may_choose_legacy
-from runner.telemetry.logger import Logger
 from runner.manifest.model import Manifest, MpiTraining
 from runner.manifest.sourcepaths import read_source_text
 from runner.paths import cache_dir
+from runner.telemetry.logger import Logger
 from runner.telemetry.tee import Tee
 
 COMPLETE = ".tftrain-complete"
@@ -66,7 +66,10 @@ class EnvSpec(NamedTuple):
         if self.key is None:
             return f"current interpreter ({sys.executable}, Python {self.python_version})"
         packages = [*self.requirements, *(step.args[-1] for step in self.steps)]
-        tensorflow = next((line.split("==")[1] for line in (self.constraints or "").splitlines() if line.startswith("tensorflow==")), None)
+        tensorflow = next(
+            (line.split("==")[1] for line in (self.constraints or "").splitlines() if line.startswith("tensorflow==")),
+            None,
+        )
         pinned = f"; TensorFlow {tensorflow}'s tested set" if tensorflow else ""
         return f"cached virtualenv {self.key[:12]} ({', '.join(packages) or 'no packages'}{pinned})"
 
@@ -96,7 +99,11 @@ def packages_in(env: PythonEnv) -> dict[str, str]:
     """name → version of every distribution in the environment (for manifest.lock.yml)."""
     from importlib import metadata
 
-    paths = [str(site) for site in Path(env.python).parent.parent.glob("lib/python*/site-packages")] if env.is_venv else None
+    paths = (
+        [str(site) for site in Path(env.python).parent.parent.glob("lib/python*/site-packages")]
+        if env.is_venv
+        else None
+    )
     found = metadata.distributions(path=paths) if paths else metadata.distributions()
     return dict(sorted(pair for pair in map(_name_and_version, found) if pair[0]))
 
@@ -127,7 +134,9 @@ def framework_requirement(manifest: Manifest) -> str | None:
     return requirement(manifest.use_gpu, manifest.framework_version)
 
 
-def framework_packages(manifest: Manifest, user_lines: list[str] | tuple[str, ...]) -> tuple[tuple[str, ...], str | None]:
+def framework_packages(
+    manifest: Manifest, user_lines: list[str] | tuple[str, ...]
+) -> tuple[tuple[str, ...], str | None]:
     """What tftrain installs for TensorFlow, and the constraints it installs everything with:
     framework_version's requirement and tensorboard (TensorFlow 2.21 no longer brings it), with the
     release's tested set less what the user lists. Nothing where the user lists TensorFlow."""
@@ -163,9 +172,18 @@ def env_spec(manifest: Manifest, source_dir: Path, own_interpreter: bool = True)
     installed = installed_framework_version() if wanted is not None or may_choose_legacy(manifest) else None
     framework_ok = wanted is None or _matches(installed, wanted)
     horovod_ok = not horovod or _installed("horovod")
-    keras = keras_choice(manifest, wanted or installed)  # tf-keras where Keras 3 cannot train (runner/manifest/legacy_keras.py)
+    keras = keras_choice(
+        manifest, wanted or installed
+    )  # tf-keras where Keras 3 cannot train (runner/manifest/legacy_keras.py)
     keras_ok = not keras.legacy or _matches(_version_of("tf-keras"), _release(wanted or installed))
-    if own_interpreter and not manifest.pip_packages and requirements_text is None and framework_ok and horovod_ok and keras_ok:
+    if (
+        own_interpreter
+        and not manifest.pip_packages
+        and requirements_text is None
+        and framework_ok
+        and horovod_ok
+        and keras_ok
+    ):
         return EnvSpec(version, (), None, None, None)
     if keras.legacy and wanted is None:  # the interpreter lacks tf-keras: a virtualenv of its release
         wanted = _release(installed)
@@ -190,12 +208,19 @@ def current_interpreter() -> EnvSpec:
 def requirements_spec(requirements: tuple[str, ...], constraints: str | None = None) -> EnvSpec:
     """A cached virtualenv of these packages alone (the gate's export and serving environments)."""
     version = ".".join(map(str, sys.version_info[:3]))
-    return EnvSpec(version, requirements, None, None, _key(version, requirements, None, (), constraints), (), constraints)
+    return EnvSpec(
+        version, requirements, None, None, _key(version, requirements, None, (), constraints), (), constraints
+    )
 
 
 def _key(python: str, requirements, requirements_text: str | None, steps, constraints: str | None) -> str:
     """Everything that goes into the environment: a refreshed tested set builds a new one."""
-    source = {"python": python, "requirements": requirements, "file": requirements_text, "steps": [step._asdict() for step in steps]}
+    source = {
+        "python": python,
+        "requirements": requirements,
+        "file": requirements_text,
+        "steps": [step._asdict() for step in steps],
+    }
     if constraints is not None:  # environments without a set keep the keys they had
         source["constraints"] = constraints
     return hashlib.sha256(json.dumps(source, sort_keys=True).encode()).hexdigest()
@@ -264,7 +289,15 @@ def prepare_env(spec: EnvSpec, source_dir: Path, logger: Logger, log_path: Path,
 def _build(spec: EnvSpec, target: Path, source_dir: Path, logger: Logger, log_path: Path, console: bool) -> None:
     logger.info(f"building {spec.describe()} (log: {log_path})")
     _call([sys.executable, "-m", "venv", str(target)], "creating the virtualenv", logger, log_path, console=console)
-    pip = [str(target / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "off"]
+    pip = [
+        str(target / "bin" / "python"),
+        "-m",
+        "pip",
+        "install",
+        "--disable-pip-version-check",
+        "--progress-bar",
+        "off",
+    ]
     if spec.constraints:
         (target / CONSTRAINTS).write_text(spec.constraints)
         pip += ["-c", str(target / CONSTRAINTS)]
@@ -277,10 +310,17 @@ def _build(spec: EnvSpec, target: Path, source_dir: Path, logger: Logger, log_pa
         _call(pip + list(step.args), f"pip install {step.args[-1]}", logger, log_path, dict(step.env), console)
 
 
-def _call(argv: list[str], what: str, logger: Logger, log_path: Path, env: dict[str, str] | None = None, console: bool = True) -> None:
+def _call(
+    argv: list[str], what: str, logger: Logger, log_path: Path, env: dict[str, str] | None = None, console: bool = True
+) -> None:
     with Tee(log_path, logger, f"$ {' '.join(argv)}\n", console) as tee:
         process = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", env={**os.environ, **(env or {})}
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            env={**os.environ, **(env or {})},
         )
         assert process.stdout is not None
         for line in process.stdout:

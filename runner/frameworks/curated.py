@@ -18,8 +18,15 @@ CONSTRAINTS_DIR = Path(__file__).with_name("constraints")
 # What a set pins: TensorFlow (both names, one version), its Keras, and the packages whose drift
 # breaks TensorFlow at import or at tf.summary time.
 SET_PACKAGES = (
-    "tensorflow-cpu", "tensorflow", "keras", "tf-keras", "numpy", "protobuf",
-    "tensorboard", "tensorboard-data-server", "ml-dtypes",
+    "tensorflow-cpu",
+    "tensorflow",
+    "keras",
+    "tf-keras",
+    "numpy",
+    "protobuf",
+    "tensorboard",
+    "tensorboard-data-server",
+    "ml-dtypes",
 )
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;#]+)\s*$")
 

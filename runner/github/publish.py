@@ -14,17 +14,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.history.checksums import parse_sums, sha256_file
 from runner.errors import PublishError, SignatureError, StorageError
-from runner.history.signing import SIGNATURE
-from runner.telemetry.logger import Logger
-from runner.manifest.model import Manifest
 from runner.github.release_assets import SUMS, build_assets
-from runner.history.rundir import RunPaths
-from runner.storage.s3 import S3Target
 from runner.github.workflow import TagTemplate, failure, github_errors, releases_of
+from runner.history.checksums import parse_sums, sha256_file
 from runner.history.record import RunStatus
+from runner.history.rundir import RunPaths
+from runner.history.signing import SIGNATURE
+from runner.manifest.model import Manifest
 from runner.settings import Settings
+from runner.storage.s3 import S3Target
+from runner.telemetry.logger import Logger
 
 ATTEMPTS = 4
 BACKOFF_SECONDS = 0.5
@@ -54,8 +54,8 @@ def publish(
     git = record.get("git") or {}
     if git.get("dirty") and not force:
         raise PublishError(
-            f"run {record['run_id']} was trained from a checkout with uncommitted changes: commit them and train again, "
-            "or publish anyway with --force"
+            f"run {record['run_id']} was trained from a checkout with uncommitted changes: commit them and train again,"
+            " or publish anyway with --force"
         )
     if not (paths.workdir / manifest.model.path).exists():
         raise PublishError(f"run {record['run_id']} wrote no model at {manifest.model.path}")
@@ -70,15 +70,35 @@ def publish(
         logger.info(f"resuming the draft release {release.tag_name}")
     try:
         with github_errors(PublishError):
-            release = _upload_and_publish(release, manifest, paths, record, state, s3, run_url, logger, _previous(repo, manifest.name, template, logger))
+            release = _upload_and_publish(
+                release,
+                manifest,
+                paths,
+                record,
+                state,
+                s3,
+                run_url,
+                logger,
+                _previous(repo, manifest.name, template, logger),
+            )
     except (PublishError, StorageError) as exc:  # S3 refusing the model keeps its own exit code
-        raise type(exc)(f"{exc}; the release {state['tag']} stays a draft: run `tftrain publish --run {record['run_id']}` to finish it") from None
+        raise type(exc)(
+            f"{exc}; the release {state['tag']} stays a draft: run `tftrain publish --run {record['run_id']}` to"
+            " finish it"
+        ) from None
     logger.info(f"published {release.tag_name}: {release.html_url}", style="bold green")
     return Published(release.tag_name, release.html_url)
 
 
 def _upload_and_publish(
-    release, manifest: Manifest, paths: RunPaths, record: dict, state: dict, s3: S3Target | None, run_url: str | None, logger: Logger,
+    release,
+    manifest: Manifest,
+    paths: RunPaths,
+    record: dict,
+    state: dict,
+    s3: S3Target | None,
+    run_url: str | None,
+    logger: Logger,
     previous: tuple[str, dict, dict | None] | None = None,
 ):
     """Upload (and verify) what the draft lacks, then publish it."""
@@ -86,7 +106,9 @@ def _upload_and_publish(
     if (directory / SUMS).exists() and state["verified"]:  # resuming: the very files already uploaded
         assets = sorted(p for p in directory.iterdir() if p.name != SUMS) + [directory / SUMS]
     else:
-        download_url = str(getattr(release, "html_url", "") or "").replace("/releases/tag/", "/releases/download/", 1) or None
+        download_url = (
+            str(getattr(release, "html_url", "") or "").replace("/releases/tag/", "/releases/download/", 1) or None
+        )
         assets = build_assets(manifest, paths, record, state["version"], directory, s3, run_url, download_url, previous)
     digests = {**parse_sums((directory / SUMS).read_text()), SUMS: sha256_file(directory / SUMS)}
     existing = {asset.name: asset for asset in release.get_assets()}
@@ -157,7 +179,9 @@ def _upload_verified(release, path: Path, digest: str, existing, logger: Logger)
         existing.delete_asset()
     for attempt in range(1, ATTEMPTS + 1):
         try:
-            asset = release.upload_asset(str(path), name=path.name, content_type=CONTENT_TYPES.get(path.suffix, "application/octet-stream"))
+            asset = release.upload_asset(
+                str(path), name=path.name, content_type=CONTENT_TYPES.get(path.suffix, "application/octet-stream")
+            )
         except GithubException as exc:
             if exc.status >= 500 and attempt < ATTEMPTS:
                 logger.info(f"uploading {path.name}: HTTP {exc.status}, retrying")
@@ -194,7 +218,9 @@ def _downloaded_digest(asset) -> str:
         return sha256_file(target)
 
 
-def pull_release(repo, ref: str, out_dir: Path, logger: Logger, settings: Settings, signature: Path | None = None) -> str:
+def pull_release(
+    repo, ref: str, out_dir: Path, logger: Logger, settings: Settings, signature: Path | None = None
+) -> str:
     """Download NAME@vN (or NAME@latest) from the Releases, verify it against SHA256SUMS, extract
     it safely into out_dir. Returns the tag. `settings` give the tag template, the archive limits
     and, for a model in S3, the endpoint that overrides its pointer's. `signature`: where to put the
@@ -231,9 +257,16 @@ def pull_release(repo, ref: str, out_dir: Path, logger: Logger, settings: Settin
             if read_sums(Path(tmp) / SUMS).get(SIGNATURE) != sha256_file(signature):
                 raise SignatureError(f"{SIGNATURE} of {release.tag_name} does not match its SHA256SUMS")
         if model == "model.s3.json":  # the pointer is verified; the object is checked against it
-            download(json.loads((Path(tmp) / model).read_text()), Path(tmp) / "model.tar.gz", settings.inputs.s3_endpoint_url)
+            download(
+                json.loads((Path(tmp) / model).read_text()), Path(tmp) / "model.tar.gz", settings.inputs.s3_endpoint_url
+            )
         # a matching sha256 says the asset is what was published, not that it is safe to extract
-        unpack(Path(tmp) / "model.tar.gz", out_dir, label=f"model.tar.gz of {release.tag_name}", limits=settings.archive_limits)
+        unpack(
+            Path(tmp) / "model.tar.gz",
+            out_dir,
+            label=f"model.tar.gz of {release.tag_name}",
+            limits=settings.archive_limits,
+        )
     logger.info(f"{release.tag_name} → {out_dir} (sha256 verified)", style="green")
     return release.tag_name
 

@@ -8,23 +8,22 @@ import os
 import shutil
 from pathlib import Path
 
-
 import runner
+from runner.errors import PublishError, SignatureError
 from runner.history.archive import pack
 from runner.history.checksums import Entry, EntryKind, copy_file, format_sums, read_sums, sha256_file, walk
-from runner.errors import PublishError, SignatureError
-from runner.manifest.model import Manifest
-from runner.telemetry.point import iter_series
-from runner.telemetry.summary import sampled
-from runner.telemetry.report import metric_rows
 from runner.history.rundir import RunPaths
 from runner.history.untrusted import BadRecord, optional_mapping, read_json, read_yaml
-from runner.storage.s3 import S3Target, pointer_text, upload
+from runner.history.usage import usage_from, usage_of
+from runner.manifest.model import Manifest
 from runner.serving.layout import RELEASE_ASSETS
 from runner.serving.scoring.release import SCORING_ASSET, pack_scoring
-from runner.templates import render
-from runner.history.usage import usage_from, usage_of
+from runner.storage.s3 import S3Target, pointer_text, upload
+from runner.telemetry.point import iter_series
+from runner.telemetry.report import metric_rows
+from runner.telemetry.summary import sampled
 from runner.telemetry.usage_report import change_line, usage_markdown
+from runner.templates import render
 
 SUMS = "SHA256SUMS"
 # the gate's files in the run's serving/ → their release assets (tftrain serve reads them back)
@@ -64,14 +63,18 @@ def build_assets(
     for source, asset in SERVING_ASSETS.items():  # what the model gate found, and model.onnx
         if (paths.serving / source).is_file():
             shutil.copy(paths.serving / source, directory / asset)
-    if (scoring := pack_scoring(paths.serving, directory / SCORING_ASSET)) is not None:  # the scoring script, as registered
+    if (
+        scoring := pack_scoring(paths.serving, directory / SCORING_ASSET)
+    ) is not None:  # the scoring script, as registered
         digests[SCORING_ASSET] = scoring
     digests.update(_evaluation_assets(paths, directory))
     sealed = _seal_assets(model, paths, record, directory, withheld)
     _loss_curve(paths, directory / "loss-curve.png")
     _sweep_curves(paths, record, directory / "sweep-trials.png")
     names = sorted(p.name for p in directory.iterdir()) + ["MODEL_CARD.md"]
-    (directory / "MODEL_CARD.md").write_text(model_card(manifest, paths, record, version, names + [SUMS], run_url, sealed, download_url, previous))
+    (directory / "MODEL_CARD.md").write_text(
+        model_card(manifest, paths, record, version, names + [SUMS], run_url, sealed, download_url, previous)
+    )
     files = sorted(p for p in directory.iterdir() if p.is_file())
     sums = {p.name: digests.get(p.name) or sha256_file(p) for p in files}
     (directory / SUMS).write_text(format_sums(sums))
@@ -79,8 +82,14 @@ def build_assets(
 
 
 def model_card(
-    manifest: Manifest, paths: RunPaths, record: dict, version: int, assets: list[str], run_url: str | None = None,
-    sealed: dict | None = None, download_url: str | None = None,
+    manifest: Manifest,
+    paths: RunPaths,
+    record: dict,
+    version: int,
+    assets: list[str],
+    run_url: str | None = None,
+    sealed: dict | None = None,
+    download_url: str | None = None,
     previous: tuple[str, dict, dict | None] | None = None,
 ) -> str:
     """`previous`: (tag, metrics.json, usage.json) of the last release, to set this one's usage against."""
@@ -92,7 +101,11 @@ def model_card(
     git = record.get("git") or {}
     fetched = lock.get("inputs") or {}  # what this run was handed
     inputs = [
-        {"name": name, "source": spec.source, "sha256": spec.sha256 or (fetched.get(name) or {}).get("sha256") or "(local path)"}
+        {
+            "name": name,
+            "source": spec.source,
+            "sha256": spec.sha256 or (fetched.get(name) or {}).get("sha256") or "(local path)",
+        }
         for name, spec in manifest.inputs.items()
     ]
     return render(
@@ -156,19 +169,25 @@ def _withheld(manifest: Manifest, paths: RunPaths, record: dict, model: Path) ->
         except (OSError, ValueError, RecursionError):  # _seal_assets says so, where it matters
             skipped = None
         for item in skipped if isinstance(skipped, list) else ():
-            if isinstance(item, dict) and item.get("kind") == EntryKind.SECRET.value and isinstance(item.get("path"), str):
+            if (
+                isinstance(item, dict)
+                and item.get("kind") == EntryKind.SECRET.value
+                and isinstance(item.get("path"), str)
+            ):
                 found.add(item["path"])
     return frozenset(found)
 
 
-def _seal_assets(model: Path, paths: RunPaths, record: dict, directory: Path, withheld: frozenset[str] = frozenset()) -> dict:
+def _seal_assets(
+    model: Path, paths: RunPaths, record: dict, directory: Path, withheld: frozenset[str] = frozenset()
+) -> dict:
     """The registered version's provenance.intoto.json and model.sig, as assets (what version.json
     says of them, for the model card). The archive is packed from the run's model: a signature is
     published only when those files are still the ones it signed."""
     from runner.history.model_registry import SUMS as VERSION_SUMS
     from runner.history.provenance import FILE as PROVENANCE
-    from runner.shared.refs import ModelRef
     from runner.history.signing import SIGNATURE, Coverage, coverage_of
+    from runner.shared.refs import ModelRef
 
     if not record.get("model"):
         return {}
@@ -194,11 +213,23 @@ def _seal_assets(model: Path, paths: RunPaths, record: dict, directory: Path, wi
             raise PublishError(f"{record['model']}: {VERSION_SUMS}: {getattr(exc, 'strerror', None) or exc}") from None
         # as registration saw it: regular files only (links and the like were skipped, not signed)
         entries = walk(model) if model.is_dir() else [Entry(model.name, model, EntryKind.FILE)]
-        current = {entry.name: sha256_file(entry.path) for entry in entries if entry.kind is EntryKind.FILE and entry.name not in withheld}
+        current = {
+            entry.name: sha256_file(entry.path)
+            for entry in entries
+            if entry.kind is EntryKind.FILE and entry.name not in withheld
+        }
         if current != registered:
-            raise PublishError(f"the run's model changed since it was registered as {record['model']}: its {SIGNATURE} would not verify")
-        if coverage_of(version_dir / SIGNATURE) is Coverage.VERSION and _served_files(paths, directory) != _served_files_of(version_dir):
-            raise PublishError(f"the run's serving files changed since it was registered as {record['model']}: its {SIGNATURE} would not verify")
+            raise PublishError(
+                f"the run's model changed since it was registered as {record['model']}: its {SIGNATURE} would not"
+                " verify"
+            )
+        if coverage_of(version_dir / SIGNATURE) is Coverage.VERSION and _served_files(
+            paths, directory
+        ) != _served_files_of(version_dir):
+            raise PublishError(
+                f"the run's serving files changed since it was registered as {record['model']}: its {SIGNATURE} would"
+                " not verify"
+            )
         copied = copy_file(version_dir / SIGNATURE, directory / SIGNATURE)  # never a link followed
         if not isinstance(copied, tuple):
             raise SignatureError(f"{record['model']}: {SIGNATURE} is {copied.described}")
@@ -230,11 +261,15 @@ def _served_files(paths: RunPaths, directory: Path) -> dict[str, str]:
     """What the release publishes beside the model (serving assets, the scoring files, the evaluation's
     evidence), by its path in a version directory → sha256: as `tftrain serve release:` and
     `models verify --from github` lay it out."""
+    from runner.serving.layout import evaluation_relative
     from runner.serving.scoring.release import SCORING_DIR, kept_files
     from runner.serving.scoring.script import recorded
-    from runner.serving.layout import evaluation_relative
 
-    found = {inside: sha256_file(directory / asset) for asset, inside in RELEASE_ASSETS.items() if (directory / asset).is_file()}
+    found = {
+        inside: sha256_file(directory / asset)
+        for asset, inside in RELEASE_ASSETS.items()
+        if (directory / asset).is_file()
+    }
     for asset in sorted(directory.iterdir()):
         if (inside := evaluation_relative(asset.name)) is not None and asset.is_file():
             found[inside] = sha256_file(asset)
@@ -253,7 +288,9 @@ def _served_files_of(version_dir: Path) -> dict[str, str]:
 def _left_out(record: dict, why: str) -> PublishError:
     """A version.json that cannot be read: published without its signature and provenance, and
     nothing said, the release would read as an unsigned model."""
-    return PublishError(f"{record['model']}: version.json: {why}: the release would leave out what it says (signature, provenance)")
+    return PublishError(
+        f"{record['model']}: version.json: {why}: the release would leave out what it says (signature, provenance)"
+    )
 
 
 def usage_section(record: dict, previous: tuple[str, dict, dict | None] | None) -> str:
@@ -261,13 +298,16 @@ def usage_section(record: dict, previous: tuple[str, dict, dict | None] | None) 
     usage = usage_of(record)
     if usage is None:
         return ""
-    line = change_line(usage, usage_from(previous[2]), record.get("metrics") or {}, previous[1], previous[0]) if previous else ""
+    line = (
+        change_line(usage, usage_from(previous[2]), record.get("metrics") or {}, previous[1], previous[0])
+        if previous
+        else ""
+    )
     return usage_markdown(usage) + ("\n" + line if line else "")
 
 
 def _serving(paths: RunPaths) -> dict | None:
     """What the model gate recorded, as the model card shows it: each signature's inputs and outputs."""
-    import json
 
     serving = optional_mapping(paths.serving / "serving.json")
     if not serving:
@@ -302,7 +342,9 @@ def _sweep_curves(paths: RunPaths, record: dict, target: Path) -> bool:
         document = read_sweep(paths.root.parent.parent, record["sweep"]["id"])
     except (OSError, ValueError):
         return False
-    series = {f"trial {number}": list(enumerate(values, 1)) for number, values in document.get("curves", {}).items() if values}
+    series = {
+        f"trial {number}": list(enumerate(values, 1)) for number, values in document.get("curves", {}).items() if values
+    }
     if not series:
         return False
     from runner.sweep.pareto import objective_metrics
@@ -328,4 +370,3 @@ def _plot(target: Path, series: dict[str, list[tuple]], ylabel: str) -> None:
     figure.tight_layout()
     figure.savefig(target)
     plt.close(figure)
-

@@ -11,9 +11,9 @@ jobs by free GPUs)."""
 from __future__ import annotations
 
 from runner.errors import PlacementError
+from runner.github.workflow import failure
 from runner.manifest.model import effective_target
 from runner.shared.catalog import TARGETS, docker_here, row_of
-from runner.github.workflow import failure
 
 POOL_LABEL = TARGETS["pool"].runner_label
 SLURM_LABEL = TARGETS["slurm"].runner_label  # a runner on a login node: the GPUs are the cluster's
@@ -67,9 +67,14 @@ def check_runners(github, repository: str, labels: list[str], logger) -> None:
         idle = [r.name for r in online if not r.busy]
         names = ", ".join(r.name for r in online)
         if idle:
-            logger.info(f"runner check: {len(online)} online runner(s) of {repository} can train this ({names}); idle: {', '.join(idle)}")
+            logger.info(
+                f"runner check: {len(online)} online runner(s) of {repository} can train this ({names}); idle:"
+                f" {', '.join(idle)}"
+            )
         else:
-            logger.info(f"runner check: every runner of {repository} that can train this is busy ({names}); the job will queue")
+            logger.info(
+                f"runner check: every runner of {repository} that can train this is busy ({names}); the job will queue"
+            )
         return
     if not runners:
         raise PlacementError(

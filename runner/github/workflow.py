@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.errors import FatalError, ServiceError, UnsupportedError, answered, path_of, unreachable
-from runner.shared.refs import number
 from runner.settings import DEFAULT_TAG_TEMPLATE, GitHubContext
+from runner.shared.refs import number
 from runner.telemetry.point import TELEMETRY
 
 MARKER = "<!-- tftrain:model={name} -->"
@@ -43,7 +43,9 @@ def client(context: GitHubContext):
     from urllib3.util.retry import Retry
 
     if not context.token:
-        raise UnsupportedError("no GitHub token: pass github-token to the action (default: the job's GITHUB_TOKEN), or set GITHUB_TOKEN")
+        raise UnsupportedError(
+            "no GitHub token: pass github-token to the action (default: the job's GITHUB_TOKEN), or set GITHUB_TOKEN"
+        )
     if not context.repository:
         raise UnsupportedError("no repository: set GITHUB_REPOSITORY=owner/name (Actions sets it)")
     # Reads retry on 5xx here; uploads (POST) retry in publish.py, which knows how to check them.
@@ -147,10 +149,16 @@ def signature_report(serving: dict | None, released: dict | None, tag: str) -> s
 
     if serving is None or released is None:
         return ""
-    found = changes(signatures_from_json(released.get("signatures") or {}), signatures_from_json(serving.get("signatures") or {}))
+    found = changes(
+        signatures_from_json(released.get("signatures") or {}), signatures_from_json(serving.get("signatures") or {})
+    )
     if not found:
         return f"Serving signature: unchanged since {tag}.\n"
-    head = "**Serving signature changed**" if any(line.startswith("breaking") for line in found) else "Serving signature changed"
+    head = (
+        "**Serving signature changed**"
+        if any(line.startswith("breaking") for line in found)
+        else "Serving signature changed"
+    )
     return f"{head} since {tag}:\n\n" + "".join(f"- {line}\n" for line in found)
 
 
@@ -167,7 +175,9 @@ def _json_object(asset, tag: str) -> dict:
     return data
 
 
-def comparison(summary: dict, baseline: tuple[str, dict] | None, missing: str | None = None) -> tuple[str, float | None]:
+def comparison(
+    summary: dict, baseline: tuple[str, dict] | None, missing: str | None = None
+) -> tuple[str, float | None]:
     """A Markdown table of this run against the baseline, and how much worse the primary metric is;
     without a baseline, `missing` (why it could not be fetched) or a note that there is none yet."""
     if baseline is None:
@@ -177,7 +187,9 @@ def comparison(summary: dict, baseline: tuple[str, dict] | None, missing: str | 
     mine, theirs = summary.get("metrics", {}), base.get("metrics", {})
     shared = [name for name in mine if name in theirs]
     # the GPUs' telemetry (system/gpu0/utilization, …) is the usage line's business, not a metric to win
-    names = ([primary] if primary in shared else []) + [name for name in shared if name != primary and not name.startswith(TELEMETRY)][:5]
+    names = ([primary] if primary in shared else []) + [
+        name for name in shared if name != primary and not name.startswith(TELEMETRY)
+    ][:5]
     rows = [f"| metric | this run | {tag} | delta | |", "|---|---|---|---|---|"]
     worse_by = None
     for name in names:

@@ -42,8 +42,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from runner.history.checksums import CHUNK, CREATE_FLAGS, DISK_FULL, READ_FLAGS, Entry, EntryKind, Skipped, fresh_dir, kind_of, walk
 from runner.errors import DiskFullError, RegistryError
+from runner.history.checksums import (
+    CHUNK,
+    CREATE_FLAGS,
+    DISK_FULL,
+    READ_FLAGS,
+    Entry,
+    EntryKind,
+    Skipped,
+    fresh_dir,
+    kind_of,
+    walk,
+)
 from runner.settings import ArchiveLimits
 
 LARGE = 64 << 20
@@ -79,15 +90,22 @@ def pack(source: Path, target: Path, withheld: frozenset[str] = frozenset()) -> 
     elif top is EntryKind.FILE:
         entries = [Entry(source.name, source, top, source.lstat().st_size)]
     else:
-        raise RegistryError(f"cannot pack {source}: it is {'missing' if top is None else top.described}; "
-                            "only a regular file or a directory is packed")
+        raise RegistryError(
+            f"cannot pack {source}: it is {'missing' if top is None else top.described}; "
+            "only a regular file or a directory is packed"
+        )
     level = 0 if sum(entry.size for entry in entries) >= LARGE else 6
     digest = hashlib.sha256()
     with target.open("wb") as file:
         raw = _HashingWriter(file, digest)
-        with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=level) as zipped, tarfile.open(
-            fileobj=zipped, mode="w", dereference=True  # a file with two names is two files, never a hardlink
-        ) as archive:
+        with (
+            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=level) as zipped,
+            tarfile.open(
+                fileobj=zipped,
+                mode="w",
+                dereference=True,  # a file with two names is two files, never a hardlink
+            ) as archive,
+        ):
             for entry in entries:
                 if entry.kind is EntryKind.DIRECTORY:
                     archive.add(str(entry.path), arcname=entry.name, recursive=False)
@@ -121,7 +139,9 @@ class _HashingWriter:
         self.file.flush()
 
 
-def unpack(archive_path: Path, target: Path, label: str | None = None, limits: ArchiveLimits = ArchiveLimits()) -> Extracted:
+def unpack(
+    archive_path: Path, target: Path, label: str | None = None, limits: ArchiveLimits = ArchiveLimits()
+) -> Extracted:
     """Extract the archive into `target` (absent, or an empty directory) by the rules above."""
     label = label or archive_path.name
     try:
@@ -136,7 +156,9 @@ def unpack(archive_path: Path, target: Path, label: str | None = None, limits: A
             os.close(root)
 
 
-def extract_into(source: BinaryIO, destination: Path, label: str, strip: int = 0, limits: ArchiveLimits = ArchiveLimits()) -> Extracted:
+def extract_into(
+    source: BinaryIO, destination: Path, label: str, strip: int = 0, limits: ArchiveLimits = ArchiveLimits()
+) -> Extracted:
     """Extract into the existing directory `destination`, leniently (see above); the first `strip`
     name components are dropped, and members with nothing left are not extracted. `limits`: the
     run's (Settings.archive_limits, carried to the pool's copy-out by RunControl)."""
@@ -177,8 +199,17 @@ class _Member(tarfile.TarInfo):
     def _proc_member(self, archive):
         if self.size < 0:
             raise _Corrupt(f"a negative size in the header at byte {self.offset}")
-        if self.type in (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE, tarfile.XGLTYPE,
-                         tarfile.SOLARIS_XHDTYPE) and self.size > MAX_HEADER:
+        if (
+            self.type
+            in (
+                tarfile.GNUTYPE_LONGNAME,
+                tarfile.GNUTYPE_LONGLINK,
+                tarfile.XHDTYPE,
+                tarfile.XGLTYPE,
+                tarfile.SOLARIS_XHDTYPE,
+            )
+            and self.size > MAX_HEADER
+        ):
             raise _Corrupt(f"an extended header of {self.size} bytes at byte {self.offset} (at most {MAX_HEADER})")
         if self.type == tarfile.GNUTYPE_SPARSE:
             raise _Corrupt(f"refusing to extract {self.name!r}: a sparse file")
@@ -215,7 +246,9 @@ class _Reader:
 
 
 class _Extraction:
-    def __init__(self, root: int, target: Path, label: str, limits: ArchiveLimits, lenient: bool, strip: int = 0) -> None:
+    def __init__(
+        self, root: int, target: Path, label: str, limits: ArchiveLimits, lenient: bool, strip: int = 0
+    ) -> None:
         self.root, self.target, self.label, self.limits = root, target, label, limits
         self.lenient, self.strip = lenient, strip
         self.entries = self.files = self.claimed = self.written = 0
@@ -248,11 +281,15 @@ class _Extraction:
     def _member(self, archive: tarfile.TarFile, member: tarfile.TarInfo) -> None:
         self.entries += 1
         if self.entries > self.limits.max_entries:
-            raise self._refuse(member.name, f"more than {self.limits.max_entries} entries (TFTRAIN_MAX_ARCHIVE_ENTRIES)")
+            raise self._refuse(
+                member.name, f"more than {self.limits.max_entries} entries (TFTRAIN_MAX_ARCHIVE_ENTRIES)"
+            )
         if member.isreg() or member.type not in tarfile.SUPPORTED_TYPES:  # members with data: refused early
             self.claimed += member.size
             if self.claimed > self.limits.max_bytes:
-                raise self._refuse(member.name, f"more than {self.limits.max_bytes} bytes in all (TFTRAIN_MAX_ARCHIVE_BYTES)")
+                raise self._refuse(
+                    member.name, f"more than {self.limits.max_bytes} bytes in all (TFTRAIN_MAX_ARCHIVE_BYTES)"
+                )
         try:
             parts = _parts(member)
         except _Refused as exc:
@@ -316,7 +353,9 @@ class _Extraction:
                     break
                 self.written += len(chunk)
                 if self.written > self.limits.max_bytes:
-                    raise self._refuse(member.name, f"more than {self.limits.max_bytes} bytes in all (TFTRAIN_MAX_ARCHIVE_BYTES)")
+                    raise self._refuse(
+                        member.name, f"more than {self.limits.max_bytes} bytes in all (TFTRAIN_MAX_ARCHIVE_BYTES)"
+                    )
                 with self._writing(parts):
                     out.write(chunk)
         self.files += 1
@@ -331,8 +370,10 @@ class _Extraction:
             if exc.errno in DISK_FULL:
                 raise DiskFullError(f"disk full writing {path}") from None
             if exc.errno in (errno.ENOTDIR, errno.ELOOP, errno.EEXIST, errno.EISDIR):
-                raise _Refused(EntryKind.NAME_TAKEN, "a name taken by another entry (a file where a directory is expected, "
-                                                     "or the reverse)") from None
+                raise _Refused(
+                    EntryKind.NAME_TAKEN,
+                    "a name taken by another entry (a file where a directory is expected, or the reverse)",
+                ) from None
             if exc.errno == errno.ENAMETOOLONG:
                 raise _Refused(EntryKind.UNSAFE_NAME, "a name too long for this filesystem") from None
             raise RegistryError(f"{self.label}: cannot write {path}: {exc.strerror}") from None

@@ -180,7 +180,9 @@ def copy_tree(source: Path, into: Path, withheld: frozenset[str] = frozenset()) 
             with writing(target):
                 target.mkdir()
             continue
-        outcome = copy_file(entry.path, target) if entry.kind is EntryKind.FILE and entry.name not in withheld else entry.kind
+        outcome = (
+            copy_file(entry.path, target) if entry.kind is EntryKind.FILE and entry.name not in withheld else entry.kind
+        )
         if entry.kind is EntryKind.FILE and entry.name in withheld:
             outcome = EntryKind.SECRET
         if isinstance(outcome, EntryKind):

@@ -56,7 +56,9 @@ def _stored_paths(db):
 
 def path_problems(db, home: Path, limit: int = 10) -> list[str]:
     """Rows whose directory is not where the home keeps it (doctor's look, and `migrate`'s)."""
-    problems = [problem for row, stored, parts in _stored_paths(db) if (problem := _path_problem(home, stored, parts, row))]
+    problems = [
+        problem for row, stored, parts in _stored_paths(db) if (problem := _path_problem(home, stored, parts, row))
+    ]
     return problems[:limit]
 
 

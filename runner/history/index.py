@@ -16,12 +16,12 @@ from typing import NamedTuple
 from pydantic import ValidationError
 
 from runner.errors import DiskFullError, FatalError, HistoryError
+from runner.history.homepaths import REBUILD_HINT, damaged, run_relative, version_relative
 from runner.history.record import TERMINAL, RunRecord
 from runner.history.recordchecks import RECORD_CHECKS, is_phase, is_time
-from runner.shared.refs import run_number, version_of_dir
 from runner.history.rundir import read_record
-from runner.history.homepaths import REBUILD_HINT, damaged, run_relative, version_relative
 from runner.history.untrusted import load_json, read_yaml
+from runner.shared.refs import run_number, version_of_dir
 
 BUSY_SECONDS = 60
 SQLITE_BUSY, SQLITE_READONLY, SQLITE_IOERR, SQLITE_FULL = 5, 8, 10, 13
@@ -60,15 +60,28 @@ SCHEMA = (
 )
 COLUMNS = {
     "runs": (
-        "seq", "run_id", "name", "status", "created", "ended", "exit_code", "run_dir", "manifest", "git", "message",
+        "seq",
+        "run_id",
+        "name",
+        "status",
+        "created",
+        "ended",
+        "exit_code",
+        "run_dir",
+        "manifest",
+        "git",
+        "message",
     ),
     "phases": ("run_id", "phase", "started", "ended"),
     "models": ("name", "version", "state", "run_id", "created", "path", "info"),
 }
 # (table, what names a row, column): each holds a JSON object
 JSON_COLUMNS = (
-    ("runs", "run_id", "manifest"), ("runs", "run_id", "git"), ("models", "name || '@v' || version", "info"),
+    ("runs", "run_id", "manifest"),
+    ("runs", "run_id", "git"),
+    ("models", "name || '@v' || version", "info"),
 )
+
 
 # --- who owns a run -----------------------------------------------------------------------------
 class Owner(NamedTuple):
@@ -127,8 +140,15 @@ def index_run(db, run_dir: Path, record: RunRecord) -> None:
     """Make the index's row and phases of one run say what its record says."""
     run_id = run_dir.name
     values = (
-        record.name, record.status.value, record.created, record.ended, record.exit_code,
-        "/".join(run_relative(run_id)), json.dumps(record.manifest), json.dumps(record.git), record.message,
+        record.name,
+        record.status.value,
+        record.created,
+        record.ended,
+        record.exit_code,
+        "/".join(run_relative(run_id)),
+        json.dumps(record.manifest),
+        json.dumps(record.git),
+        record.message,
     )
     if db.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone():
         db.execute(
@@ -147,7 +167,9 @@ def index_run(db, run_dir: Path, record: RunRecord) -> None:
         )
     db.execute("DELETE FROM phases WHERE run_id = ?", (run_id,))
     for phase in record.phases:
-        db.execute("INSERT OR REPLACE INTO phases VALUES (?, ?, ?, ?)", (run_id, phase.phase.value, phase.started, phase.ended))
+        db.execute(
+            "INSERT OR REPLACE INTO phases VALUES (?, ?, ?, ?)", (run_id, phase.phase.value, phase.started, phase.ended)
+        )
 
 
 def index_model(db, version_dir: Path, info: dict | None) -> None:
@@ -159,8 +181,17 @@ def index_model(db, version_dir: Path, info: dict | None) -> None:
     state, run_id = ("ready", info.get("run_id")) if info is not None else ("pending", None)
     run_id = run_id if isinstance(run_id, str) else None  # a number there would go to SQLite as one
     db.execute(
-        "INSERT OR REPLACE INTO models (name, version, state, run_id, created, path, info) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (name, version, state, run_id, created, "/".join(version_relative(name, version)), json.dumps(info) if info is not None else None),
+        "INSERT OR REPLACE INTO models (name, version, state, run_id, created, path, info) VALUES (?, ?, ?, ?, ?,"
+        " ?, ?)",
+        (
+            name,
+            version,
+            state,
+            run_id,
+            created,
+            "/".join(version_relative(name, version)),
+            json.dumps(info) if info is not None else None,
+        ),
     )
 
 
@@ -224,8 +255,13 @@ def load_run(run_dir: Path) -> RunRecord:
     if ended is None and status in TERMINAL and phases:
         ended = phases[-1].get("ended")
     record = {
-        **record, "run_id": run_dir.name, "name": record.get("name") or run_dir.name.rsplit("-", 1)[0],
-        "created": created, "ended": ended, "manifest": manifest, "phases": phases,
+        **record,
+        "run_id": run_dir.name,
+        "name": record.get("name") or run_dir.name.rsplit("-", 1)[0],
+        "created": created,
+        "ended": ended,
+        "manifest": manifest,
+        "phases": phases,
     }
     for key, check in RECORD_CHECKS:
         if not check(record.get(key)):

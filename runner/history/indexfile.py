@@ -58,7 +58,10 @@ def check_record_dirs(home: Path) -> None:
     (a FIFO, a file, a link to a device) is one line; nothing can rebuild it, so nothing moves it."""
     for name in RECORD_DIRS:
         if why := odd(home / name, EntryKind.DIRECTORY):
-            raise HistoryError(f"{home / name} is {why}: the run history keeps its {name} there; move it away, or put the directory back")
+            raise HistoryError(
+                f"{home / name} is {why}: the run history keeps its {name} there; move it away, or put the directory"
+                " back"
+            )
 
 
 def odd_files(database: Path) -> list[tuple[Path, str]]:
@@ -115,7 +118,12 @@ def inspect(path: Path) -> list[str]:
             checks = [row[0] for row in db.execute("PRAGMA integrity_check(10)")]
             if checks != ["ok"]:
                 return [f"integrity_check: {check}" for check in checks]
-            return schema_problems(db) or json_problems(db, limit=10) or record_problems(db) or path_problems(db, path.parent)
+            return (
+                schema_problems(db)
+                or json_problems(db, limit=10)
+                or record_problems(db)
+                or path_problems(db, path.parent)
+            )
         finally:
             db.close()
     except sqlite3.DatabaseError as exc:

@@ -22,14 +22,25 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runner.history.checksums import (
-    Copied, EntryKind, Skipped, copy_file, copy_tree, fresh_dir, kind_of, mismatches, read_sums, skipped_note, write_sums, writing,
-)
 from runner.errors import NotFoundError, RegistryError
-from runner.shared.refs import SHOWN_CHARS, ModelRef, number_left, version_of_dir
+from runner.history.checksums import (
+    Copied,
+    EntryKind,
+    Skipped,
+    copy_file,
+    copy_tree,
+    fresh_dir,
+    kind_of,
+    mismatches,
+    read_sums,
+    skipped_note,
+    write_sums,
+    writing,
+)
 from runner.history.homepaths import located, version_relative
 from runner.history.store import Store
 from runner.history.untrusted import load_json
+from runner.shared.refs import SHOWN_CHARS, ModelRef, number_left, version_of_dir
 
 SUMS = "SHA256SUMS"
 # (the version being made, SHA256SUMS of its model/, its extras' sha256) → what version.json adds
@@ -68,7 +79,13 @@ class Registry:
         self.root = store.home / "models"
 
     def register(
-        self, name: str, source: Path, run_id: str | None, info: dict, extras: dict[str, Path] | None = None, seal: Sealing | None = None,
+        self,
+        name: str,
+        source: Path,
+        run_id: str | None,
+        info: dict,
+        extras: dict[str, Path] | None = None,
+        seal: Sealing | None = None,
         withheld: frozenset[str] = frozenset(),
     ) -> ModelVersion:
         """`extras`: files kept beside model/ (the gate's serving/ files, model.onnx), by their path in
@@ -79,7 +96,9 @@ class Registry:
         if top is None:
             raise RegistryError(f"model path {source} does not exist")
         if top not in (EntryKind.FILE, EntryKind.DIRECTORY):
-            raise RegistryError(f"model path {source} is {top.described}: only a regular file or a directory is registered")
+            raise RegistryError(
+                f"model path {source} is {top.described}: only a regular file or a directory is registered"
+            )
         with writing(self.root / name):
             (self.root / name).mkdir(parents=True, exist_ok=True)
         version, created = self._reserve(name, run_id)
@@ -88,7 +107,9 @@ class Registry:
                 record = {**info, "name": name, "version": version, "run_id": run_id, "created": created}
                 record = _write_version(staging, source, top, record, extras or {}, seal, withheld)
         except BaseException:
-            self.store.db.execute("DELETE FROM models WHERE name = ? AND version = ? AND state = 'pending'", (name, version))
+            self.store.db.execute(
+                "DELETE FROM models WHERE name = ? AND version = ? AND state = 'pending'", (name, version)
+            )
             raise
         self.store.db.execute(
             "UPDATE models SET state = 'ready', path = ?, info = ? WHERE name = ? AND version = ?",
@@ -166,7 +187,13 @@ def refuse_filled(out_dir: Path) -> None:
 
 
 def _write_version(
-    staging: Path, source: Path, top: EntryKind, record: dict, extras: dict[str, Path], seal: Sealing | None, withheld: frozenset[str]
+    staging: Path,
+    source: Path,
+    top: EntryKind,
+    record: dict,
+    extras: dict[str, Path],
+    seal: Sealing | None,
+    withheld: frozenset[str],
 ) -> dict:
     """model/, SHA256SUMS, the extras and version.json of a new version, in `staging`; the full record."""
     files = staging / "model"
@@ -174,7 +201,9 @@ def _write_version(
     copied = copy_tree(source, files, withheld)
     if top is EntryKind.FILE and not copied.sums:
         secret = any(item.kind is EntryKind.SECRET for item in copied.skipped)
-        raise RegistryError(f"model path {source} " + ("holds a secret's value: it is not registered" if secret else "cannot be read"))
+        raise RegistryError(
+            f"model path {source} " + ("holds a secret's value: it is not registered" if secret else "cannot be read")
+        )
     write_sums(staging / SUMS, copied.sums)
     kept = {}
     for relative, path in sorted(extras.items()):
@@ -239,7 +268,9 @@ def _expected_sums(model: ModelVersion) -> dict[str, str]:
     try:
         return read_sums(model.path / SUMS)
     except (OSError, ValueError) as exc:
-        raise damaged(model, f"{exc}" if isinstance(exc, ValueError) else f"{SUMS} cannot be read ({exc.strerror})") from None
+        raise damaged(
+            model, f"{exc}" if isinstance(exc, ValueError) else f"{SUMS} cannot be read ({exc.strerror})"
+        ) from None
 
 
 def _check(model: ModelVersion, copied: Copied, expected: dict[str, str]) -> None:
@@ -262,4 +293,3 @@ def parse_ref(ref: str) -> tuple[str, int | None]:
 
 
 _COLUMNS = "name, version, run_id, created, path, info"
-

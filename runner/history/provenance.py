@@ -52,10 +52,7 @@ def statement(sums: dict[str, str], extras: dict[str, str], facts: BuildFacts, f
         "_type": STATEMENT_TYPE,
         "subject": [{"name": name, "digest": {"sha256": digest}} for name, digest in sums.items()],
         "predicateType": PREDICATE_TYPE,
-        "predicate": {
-            "buildDefinition": _build_definition(facts),
-            "runDetails": _run_details(facts, extras, finished),
-        },
+        "predicate": {"buildDefinition": _build_definition(facts), "runDetails": _run_details(facts, extras, finished)},
     }
 
 
@@ -82,7 +79,10 @@ def _build_definition(facts: BuildFacts) -> dict:
             "sweep": run.get("sweep"),
             "launcher": plan.get("launcher"),
             "processes": len(tasks) if isinstance(tasks := plan.get("tasks"), list) else 0,
-            "environment": {key: environment.get(key) for key in ("description", "framework_version", "image", "image_id", "base_image")},
+            "environment": {
+                key: environment.get(key)
+                for key in ("description", "framework_version", "image", "image_id", "base_image")
+            },
             "curated_tensorflow": facts.curated,
         },
         "resolvedDependencies": _dependencies(facts),
@@ -97,11 +97,17 @@ def _dependencies(facts: BuildFacts) -> list[dict]:
         workflow = facts.workflow
         repository = workflow.get("repository")
         server = workflow.get("server_url") or "https://github.com"
-        found.append({
-            "uri": f"git+{server}/{repository}@{git['commit']}" if repository else f"git:{git['commit']}",
-            "digest": {"gitCommit": git["commit"]},
-            "annotations": {"dirty": bool(git.get("dirty")), "branch": git.get("branch"), "tags": git.get("tags") or []},
-        })
+        found.append(
+            {
+                "uri": f"git+{server}/{repository}@{git['commit']}" if repository else f"git:{git['commit']}",
+                "digest": {"gitCommit": git["commit"]},
+                "annotations": {
+                    "dirty": bool(git.get("dirty")),
+                    "branch": git.get("branch"),
+                    "tags": git.get("tags") or [],
+                },
+            }
+        )
     for name, spec in sorted(_dict(lock.get("inputs")).items()):
         spec = spec if isinstance(spec, dict) else {}
         found.append({"name": f"input:{name}", "uri": _uri(spec.get("source")), **_sha256(spec.get("sha256"))})
@@ -109,7 +115,13 @@ def _dependencies(facts: BuildFacts) -> list[dict]:
     if environment.get("image"):
         image_id = str(environment.get("image_id") or "")
         algorithm, _, digest = image_id.partition(":")
-        found.append({"name": "image", "uri": f"docker:{environment['image']}", **({"digest": {algorithm: digest}} if digest else {})})
+        found.append(
+            {
+                "name": "image",
+                "uri": f"docker:{environment['image']}",
+                **({"digest": {algorithm: digest}} if digest else {}),
+            }
+        )
     if facts.curated:
         found.append({"name": f"curated:{facts.curated['file']}", **_sha256(facts.curated["sha256"])})
     return found
@@ -177,7 +189,8 @@ WORKFLOW_KEYS = ("workflow_ref", "server_url", "repository", "run_id", "run_atte
 
 def gather(run_json: Path, lock_file: Path, workflow, manifest_path: Path | None = None) -> BuildFacts:
     """The facts from a run's run.json and manifest.lock.yml (either may be missing: a run that never
-    started has no lock), `workflow` (runner.settings.GitHubContext's fields, or a mapping of them), the manifest file's sha256 (`manifest_path`, when the caller loaded it;
+    started has no lock), `workflow` (runner.settings.GitHubContext's fields, or a mapping of them), the manifest file's
+    sha256 (`manifest_path`, when the caller loaded it;
     else the one the lock names) and the curated set's."""
     left_out: list[str] = []
     run = _read_json(run_json, left_out)
@@ -247,8 +260,12 @@ def _curated(framework_version: str | None) -> dict | None:
         return None
     if found is None:
         return None
-    return {"release": found.release, "file": found.path.name, "sha256": hashlib.sha256(found.text.encode()).hexdigest(),
-            "tensorflow": found.tensorflow}
+    return {
+        "release": found.release,
+        "file": found.path.name,
+        "sha256": hashlib.sha256(found.text.encode()).hexdigest(),
+        "tensorflow": found.tensorflow,
+    }
 
 
 def write(path: Path, document: dict) -> str:

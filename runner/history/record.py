@@ -15,7 +15,8 @@ from runner.history.untrusted import BadRecord, read_json
 from runner.history.usage import Usage
 
 LOST_MESSAGE = "lost:"  # how records written before `cause` began a lost run's message: read once, in RunRecord
-EARLY_TERMINATION_MESSAGE = "early termination"  # how records written before its cause began a pruned trial's message: read once, in RunRecord
+# how records written before its cause began a pruned trial's message: read once, in RunRecord
+EARLY_TERMINATION_MESSAGE = "early termination"
 EXIT_CODE_WORDS = re.compile(r"exit code ([0-9]{1,3})")  # an attempt's `ended` in run.json, when an exit code ended it
 
 
@@ -59,7 +60,9 @@ class Cause(str, Enum):
     PREEMPTED = "preempted"  # its machine, container or training was taken away
     LOST = "lost"  # its tftrain was killed: a later command found the run orphaned (runner.targets.leftovers.reconcile)
     EXIT_CODE = "exit code"  # the script exited with one of `retry.exit_codes` (the code beside it)
-    EARLY_TERMINATION = "early termination"  # a sweep's early-termination policy stopped the trial (runner.sweep.trial.TrialWatch)
+    EARLY_TERMINATION = (  # a sweep's early-termination policy stopped the trial (runner.sweep.trial.TrialWatch)
+        "early termination"
+    )
 
     __str__ = str.__str__
     __format__ = str.__format__
@@ -151,8 +154,14 @@ class Attempt(_Model):
     @classmethod
     def _exit_code_words(cls, data):
         """run.json holds an exit code ending as "exit code N" (one value, as people read it)."""
-        words = EXIT_CODE_WORDS.fullmatch(data["ended"]) if isinstance(data, dict) and isinstance(data.get("ended"), str) else None
-        if words is not None:  # anything else is checked as a Cause (an unknown word is a damaged record, as an unknown status)
+        words = (
+            EXIT_CODE_WORDS.fullmatch(data["ended"])
+            if isinstance(data, dict) and isinstance(data.get("ended"), str)
+            else None
+        )
+        if (
+            words is not None
+        ):  # anything else is checked as a Cause (an unknown word is a damaged record, as an unknown status)
             data = {**data, "ended": Cause.EXIT_CODE, "exit_code": int(words[1])}
         return data
 
@@ -173,7 +182,10 @@ class Attempt(_Model):
         """One line for `tftrain runs show`."""
         parts = [f"attempt {self.number} of {self.max_attempts}"]
         if self.previous:
-            parts.append(f"continues {self.previous}" + (f" from {self.resumed_from}" if self.resumed_from else " from the start"))
+            parts.append(
+                f"continues {self.previous}"
+                + (f" from {self.resumed_from}" if self.resumed_from else " from the start")
+            )
         if self.ended:
             parts.append(f"ended {self.ending}")
         if self.next:
@@ -202,7 +214,8 @@ class RunRecord(_Model):
     attempt: Attempt | None = None  # a run of a manifest with `retry:`
     cause: Cause | None = None  # why it ended from outside (lost: its tftrain was gone), when it did
     usage: Usage | None = None  # what its training used and cost (runner.history.usage), once it ran
-    seed: dict | None = None  # {"seed": N, "of": RUN_ID}: one of the seeds an `evaluation:` trains (runner.verdict.seeds)
+    # {"seed": N, "of": RUN_ID}: one of the seeds an `evaluation:` trains (runner.verdict.seeds)
+    seed: dict | None = None
     evaluation: dict | None = None  # the evidence kept and the verdict, on the run whose model is registered (seed 0's)
 
     def add_phase(self, name: RunStatus, ended: bool, now: float | None = None) -> float:
@@ -251,7 +264,9 @@ class RunRecord(_Model):
         return cls.model_validate(record)
 
     def as_dict(self) -> dict:
-        unset = {key for key in ("sweep", "attempt", "cause", "usage", "seed", "evaluation") if getattr(self, key) is None}  # a trial's, an attempt's, a lost run's, a seed's only
+        unset = {
+            key for key in ("sweep", "attempt", "cause", "usage", "seed", "evaluation") if getattr(self, key) is None
+        }  # a trial's, an attempt's, a lost run's, a seed's only
         data = self.model_dump(mode="json", exclude={"metrics", "attempt", "usage"} | unset)
         if self.usage is not None:
             data["usage"] = self.usage.as_dict()

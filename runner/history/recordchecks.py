@@ -31,8 +31,12 @@ def _of(kind: type):
 
 # (key, check) for the top of a run.json, as load_run completes it
 RECORD_CHECKS = (
-    ("status", _of(str)), ("created", is_time), ("ended", _optional(is_time)), ("exit_code", _optional(_is_int64)),
-    ("message", _optional(_of(str))), ("git", _optional(_of(dict))),
+    ("status", _of(str)),
+    ("created", is_time),
+    ("ended", _optional(is_time)),
+    ("exit_code", _optional(_is_int64)),
+    ("message", _optional(_of(str))),
+    ("git", _optional(_of(dict))),
 )
 
 

@@ -22,8 +22,12 @@ class Gated(Protocol):
 
 
 def register_finished(
-    home: Path, run_id: str, extra_info: dict, gate: Callable[[str], Gated | None] | None = None,
-    extras: dict[str, Path] | None = None, warn: Callable[[str], None] | None = None,
+    home: Path,
+    run_id: str,
+    extra_info: dict,
+    gate: Callable[[str], Gated | None] | None = None,
+    extras: dict[str, Path] | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> str | None:
     """The run's model as the next version of its model (NAME@vN), or None: no such run here (a
     shared study's trial that ran on another runner), register: false, or no model written.
@@ -63,7 +67,9 @@ def register_finished(
             if warn is not None:
                 warn(warning(str(spec.get("path")), relative, secret))
         kept = {**(result.files() if result else {}), **(extras or {})}
-        version = Registry(store).register(record.name, model_path, run_id, info, kept or None, seal, frozenset(withheld))
+        version = Registry(store).register(
+            record.name, model_path, run_id, info, kept or None, seal, frozenset(withheld)
+        )
         store.update_run(run_id, model=version.label)
         return version.label
     finally:

@@ -16,7 +16,9 @@ from enum import Enum
 from pathlib import Path
 from typing import BinaryIO
 
-READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # an entry read: never a link followed, never blocked on
+READ_FLAGS = (
+    os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+)  # an entry read: never a link followed, never blocked on
 
 
 def open_regular(path: Path) -> BinaryIO:

@@ -204,4 +204,3 @@ def write_record(path: Path, record: dict) -> None:
         except OSError:
             pass
         raise space_error(exc, path) or HistoryError(f"cannot write {path} ({exc.strerror or exc})") from None
-

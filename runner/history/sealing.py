@@ -17,7 +17,16 @@ from runner.errors import SignatureError
 from runner.history import provenance
 from runner.history.checksums import copy_file, fresh_dir
 from runner.history.model_registry import ModelVersion, checkout_version, refuse_filled
-from runner.history.signing import SIGNATURE, Signed, held_key, read_public_key, sign_keyless, sign_with_key, signature_problem, verify
+from runner.history.signing import (
+    SIGNATURE,
+    Signed,
+    held_key,
+    read_public_key,
+    sign_keyless,
+    sign_with_key,
+    signature_problem,
+    verify,
+)
 from runner.history.trust import Trusted
 from runner.manifest.signing import signing_secret
 from runner.settings import Settings
@@ -42,7 +51,9 @@ class Seal:
         version.json says of them."""
         facts = provenance.gather(self.run_json, self.lock, self.workflow or {}, self.manifest_path)
         document = provenance.statement(sums, extras, facts, time.time())
-        info: dict = {"provenance": {"file": provenance.FILE, "sha256": provenance.write(staging / provenance.FILE, document)}}
+        info: dict = {
+            "provenance": {"file": provenance.FILE, "sha256": provenance.write(staging / provenance.FILE, document)}
+        }
         if facts.left_out:  # what the statement could not say, and why (`models register` tells it)
             info["provenance"]["left_out"] = list(facts.left_out)
         signed = self._sign(staging, staging / SIGNATURE)
@@ -54,18 +65,30 @@ class Seal:
         if self.key_secret is not None:
             pem = held_key(self.key_secret, self.environ)
             if not pem:
-                raise SignatureError(f"model.signing.private_key_secret: {self.key_secret} is not set in tftrain's environment")
+                raise SignatureError(
+                    f"model.signing.private_key_secret: {self.key_secret} is not set in tftrain's environment"
+                )
             return sign_with_key(version, signature, pem, self.key_secret)
         if self.keyless:
             return sign_keyless(version, signature, self.environ)
         return None
 
 
-def seal_for(run_dir: Path, manifest: dict, settings: Settings, environ: Mapping[str, str], manifest_path: Path | None = None) -> Seal:
+def seal_for(
+    run_dir: Path, manifest: dict, settings: Settings, environ: Mapping[str, str], manifest_path: Path | None = None
+) -> Seal:
     """The seal of a version registered from the run in `run_dir` whose resolved manifest (a plain
     dict, as run.json holds it) is `manifest`: keyless as `settings` say, in their workflow run."""
     key = signing_secret(manifest)
-    return Seal(run_dir / "run.json", run_dir / "manifest.lock.yml", key, settings.inputs.sign_keyless, environ, manifest_path, settings.github)
+    return Seal(
+        run_dir / "run.json",
+        run_dir / "manifest.lock.yml",
+        key,
+        settings.inputs.sign_keyless,
+        environ,
+        manifest_path,
+        settings.github,
+    )
 
 
 # --- reading a signed version back --------------------------------------------------------------

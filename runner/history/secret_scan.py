@@ -33,7 +33,9 @@ def needles(secrets: Mapping[str, str]) -> dict[bytes, str]:
         text = (value or "").strip()
         if len(text) >= MIN_CHARS:
             found.setdefault(text.encode("utf-8", "surrogateescape"), name)
-        lines = [line.strip() for line in text.splitlines() if len(line.strip()) >= MIN_LINE and not line.startswith("-----")]
+        lines = [
+            line.strip() for line in text.splitlines() if len(line.strip()) >= MIN_LINE and not line.startswith("-----")
+        ]
         if len(text.splitlines()) > 1 and lines:
             found.setdefault(lines[0].encode("utf-8", "surrogateescape"), name)
     return found
@@ -46,7 +48,9 @@ def secret_files(root: Path, secrets: Mapping[str, str]) -> dict[str, str]:
     if not wanted:
         return {}
     top = kind_of(root)
-    entries: Iterator[Entry] | list[Entry] = [Entry(root.name, root, top)] if top is EntryKind.FILE else walk(root) if top is EntryKind.DIRECTORY else []
+    entries: Iterator[Entry] | list[Entry] = (
+        [Entry(root.name, root, top)] if top is EntryKind.FILE else walk(root) if top is EntryKind.DIRECTORY else []
+    )
     found = {}
     for entry in entries:
         if entry.kind is EntryKind.FILE and (name := _holds(entry.path, wanted)) is not None:
@@ -74,5 +78,7 @@ def _holds(path: Path, wanted: dict[bytes, str]) -> str | None:
 
 
 def warning(where: str, relative: str, secret: str) -> str:
-    return (f"{where}/{relative} holds the value of the secret {secret}: it is never registered or published "
-            f"(keep it out of the source directory, or list it in .tftrainignore)")
+    return (
+        f"{where}/{relative} holds the value of the secret {secret}: it is never registered or published "
+        "(keep it out of the source directory, or list it in .tftrainignore)"
+    )

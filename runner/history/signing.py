@@ -32,7 +32,13 @@ from pathlib import Path
 from runner.errors import SignatureError, answered, cause, extra_module, path_of, unreachable
 from runner.history.checksums import EntryKind, kind_of, sums_of, walk
 from runner.history.regular import open_regular
-from runner.history.trust import MAX_KEY_BYTES, Trusted, method_problem, read_public_key, signer_key  # noqa: F401 (read_public_key: callers import it from here)
+from runner.history.trust import (
+    MAX_KEY_BYTES,
+    Trusted,
+    method_problem,
+    read_public_key,  # noqa: F401 — callers import it from here
+    signer_key,
+)
 
 SIGNATURE = "model.sig"
 # What a version's signature leaves out, at the version's top: what registration writes about the
@@ -132,11 +138,16 @@ def private_key(pem: str, secret: str):
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except TypeError:  # encrypted: the library would need its password, which nothing holds
-        raise SignatureError(f"{where} holds an encrypted key: give it unencrypted (the secret store protects it)") from None
+        raise SignatureError(
+            f"{where} holds an encrypted key: give it unencrypted (the secret store protects it)"
+        ) from None
     except Exception:  # cryptography's words can quote the input: never shown
         raise SignatureError(f"{where} does not hold a PEM private key (-----BEGIN … PRIVATE KEY-----)") from None
     if not isinstance(key, ec.EllipticCurvePrivateKey):
-        raise SignatureError(f"{where} holds a {type(key).__name__.removeprefix('_')} key: model signing takes an EC key (P-256, P-384 or P-521)")
+        raise SignatureError(
+            f"{where} holds a {type(key).__name__.removeprefix('_')} key: model signing takes an EC key (P-256, P-384"
+            " or P-521)"
+        )
     if key.curve.name not in ("secp256r1", "secp384r1", "secp521r1"):
         raise SignatureError(f"{where} holds an EC key on {key.curve.name}: model signing takes P-256, P-384 or P-521")
     return key
@@ -192,7 +203,9 @@ def sign_keyless(version_dir: Path, signature: Path, environ) -> Signed:
     except SignatureError:
         raise
     except Exception as exc:  # the library's and its transports' errors: TUFError, HTTP errors, …
-        raise SignatureError(f"Sigstore: keyless signing failed: {cause(exc)} (is Sigstore reachable from this runner?)") from None
+        raise SignatureError(
+            f"Sigstore: keyless signing failed: {cause(exc)} (is Sigstore reachable from this runner?)"
+        ) from None
     return Signed(SigningMethod.KEYLESS)
 
 
@@ -208,7 +221,8 @@ def oidc_token(environ, timeout: float = 30.0) -> str:
     url = environ["ACTIONS_ID_TOKEN_REQUEST_URL"]
     separator = "&" if urllib.parse.urlsplit(url).query else "?"
     request = urllib.request.Request(
-        f"{url}{separator}audience={OIDC_AUDIENCE}", headers={"Authorization": f"bearer {environ['ACTIONS_ID_TOKEN_REQUEST_TOKEN']}"}
+        f"{url}{separator}audience={OIDC_AUDIENCE}",
+        headers={"Authorization": f"bearer {environ['ACTIONS_ID_TOKEN_REQUEST_TOKEN']}"},
     )
     call = f"GET {path_of(url)}"
     try:
@@ -259,7 +273,9 @@ def verify(root: Path, signature: Path, trusted: Path | Trusted, label: str, ser
         try:
             config.verify(files_dir, signature)
         except Exception as exc:  # the library says "Signature mismatch: [...]", or fails on a bad bundle
-            raise SignatureError(f"model {label}: {_described(exc, files_dir, signature, trusted.described, coverage)}") from None
+            raise SignatureError(
+                f"model {label}: {_described(exc, files_dir, signature, trusted.described, coverage)}"
+            ) from None
     unsigned = served_beside_model(root) if coverage is Coverage.MODEL and served else []
     if unsigned:
         raise SignatureError(
@@ -282,8 +298,11 @@ def coverage_of(signature: Path) -> Coverage:
 def served_beside_model(root: Path) -> list[str]:
     """The files of the version directory `root` outside model/ that a signature covering model/
     alone leaves out (serving/, scoring/, model.onnx, …): everything but UNSIGNED."""
-    return [entry.name for entry in walk(root) if entry.kind is EntryKind.FILE
-            and not entry.name.startswith("model/") and entry.name not in UNSIGNED]
+    return [
+        entry.name
+        for entry in walk(root)
+        if entry.kind is EntryKind.FILE and not entry.name.startswith("model/") and entry.name not in UNSIGNED
+    ]
 
 
 def signature_problem(signature: Path) -> str | None:
@@ -302,7 +321,11 @@ def _entries_problem(files_dir: Path) -> str | None:
     kind = kind_of(files_dir)
     if kind is not EntryKind.DIRECTORY:
         return f"{files_dir} is {'missing' if kind is None else kind.described}"
-    odd = [f"{entry.name} is {entry.kind.described}" for entry in walk(files_dir) if entry.kind not in (EntryKind.FILE, EntryKind.DIRECTORY)]
+    odd = [
+        f"{entry.name} is {entry.kind.described}"
+        for entry in walk(files_dir)
+        if entry.kind not in (EntryKind.FILE, EntryKind.DIRECTORY)
+    ]
     return "; ".join(odd[:3]) + (f" (and {len(odd) - 3} more)" if len(odd) > 3 else "") if odd else None
 
 
@@ -328,7 +351,10 @@ def _described(exc: Exception, files_dir: Path, signature: Path, signer: str, co
     text = str(exc)
     if isinstance(exc, InvalidSignature) or text.startswith(("Key mismatch", "Signature verification failed")):
         return f"{SIGNATURE} was not made with {signer} (or it was altered since)"
-    if isinstance(exc, (UnicodeError, LookupError, TypeError, AttributeError)) or type(exc).__name__ == "JSONDecodeError":
+    if (
+        isinstance(exc, (UnicodeError, LookupError, TypeError, AttributeError))
+        or type(exc).__name__ == "JSONDecodeError"
+    ):
         return f"{SIGNATURE} is not a model signature ({type(exc).__name__})"
     if not text.startswith("Signature mismatch"):
         return f"{SIGNATURE} does not verify with {signer}: {cause(exc)[:300] or type(exc).__name__}"

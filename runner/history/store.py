@@ -18,13 +18,27 @@ from typing import NamedTuple
 
 from runner.errors import HistoryError, NotFoundError
 from runner.history.homepaths import SCHEMA_VERSION, located, migrate, run_relative
-from runner.history.index import BUSY_SECONDS, SCHEMA, Index, Owner, Rebuilt, damaged, index_error, index_run, json_problems, read_only, rebuild, schema_problems, transaction
+from runner.history.index import (
+    BUSY_SECONDS,
+    SCHEMA,
+    Index,
+    Owner,
+    Rebuilt,
+    damaged,
+    index_error,
+    index_run,
+    json_problems,
+    read_only,
+    rebuild,
+    schema_problems,
+    transaction,
+)
 from runner.history.indexfile import LOCK_NAME, SUFFIXES, check_record_dirs, locked, make_home, odd, odd_files, refused
 from runner.history.record import TERMINAL, Cause, Phase, RunRecord, RunStatus
-from runner.shared.refs import RunRef, number_left, run_number, shown
 from runner.history.regular import kind_of
 from runner.history.rundir import RunPaths, space_error, write_record
 from runner.history.untrusted import load_json
+from runner.shared.refs import RunRef, number_left, run_number, shown
 
 __all__ = ["TERMINAL", "LostRun", "PhaseRow", "RunRow", "RunStatus", "Store"]
 
@@ -114,8 +128,10 @@ class Store:
                 raise
         if self.rebuilt and not set_aside and (self.rebuilt.runs or self.rebuilt.models or self.rebuilt.problems):
             could_not = len(self.rebuilt.problems)
-            self.notify(f"{self.path} was missing: rebuilt it from {self.rebuilt.summary()}"
-                        + (f" ({could_not} left out: see `tftrain doctor`)" if could_not else ""))
+            self.notify(
+                f"{self.path} was missing: rebuilt it from {self.rebuilt.summary()}"
+                + (f" ({could_not} left out: see `tftrain doctor`)" if could_not else "")
+            )
         return db
 
     def damaged(self, reason: str) -> HistoryError:
@@ -139,7 +155,9 @@ class Store:
                     os.replace(source, target)
                 except OSError as exc:
                     why = f"cannot move {source} aside ({exc.strerror})"
-                    fix = f"make {self.home} writable (chattr -i; chmod u+rwx) and try again, or remove {source} yourself"
+                    fix = (
+                        f"make {self.home} writable (chattr -i; chmod u+rwx) and try again, or remove {source} yourself"
+                    )
                     raise HistoryError(f"{why}: {fix}") from None
                 moved.append(target)
         return moved
@@ -185,8 +203,13 @@ class Store:
                 _reserve(RunPaths(run_dir).reserve)
                 now = time.time()
                 record = RunRecord(
-                    run_id=run_dir.name, name=name, status=RunStatus.QUEUED, created=now, manifest=_json_object(manifest),
-                    owner=Owner.me().as_dict(), phases=[Phase(phase=RunStatus.QUEUED, started=now)],
+                    run_id=run_dir.name,
+                    name=name,
+                    status=RunStatus.QUEUED,
+                    created=now,
+                    manifest=_json_object(manifest),
+                    owner=Owner.me().as_dict(),
+                    phases=[Phase(phase=RunStatus.QUEUED, started=now)],
                 )
                 self._write(run_dir, record)
                 index_run(db, run_dir, record)
@@ -214,7 +237,9 @@ class Store:
 
         self._change(run_id, change)
 
-    def finish(self, run_id: str, status: RunStatus, exit_code: int, message: str | None, cause: Cause | None = None) -> None:
+    def finish(
+        self, run_id: str, status: RunStatus, exit_code: int, message: str | None, cause: Cause | None = None
+    ) -> None:
         """The run's end; the space held for this is given back first, so a full disk can record it.
         `cause`: why it ended from outside its script (a sweep's early termination), as data."""
         _release(RunPaths(self._run_dir(run_id)).reserve)
@@ -249,7 +274,9 @@ class Store:
         from this machine. What they left running is not this layer's to remove: the caller
         (runner.targets.leftovers.reconcile) is told which runs they were."""
         placeholders = ", ".join("?" for _ in TERMINAL)
-        rows = self.db.execute(f"SELECT run_id, run_dir, manifest FROM runs WHERE status NOT IN ({placeholders})", TERMINAL)
+        rows = self.db.execute(
+            f"SELECT run_id, run_dir, manifest FROM runs WHERE status NOT IN ({placeholders})", TERMINAL
+        )
         lost = []
         for run_id, stored, manifest in rows:
             run_dir = self.located_run(run_id, stored)
@@ -293,7 +320,9 @@ class Store:
         rows = self.db.execute(
             "SELECT phase, started, ended FROM phases WHERE run_id = ? ORDER BY started, rowid", (run_id,)
         )
-        return [PhaseRow(self._status(phase, f"phases.phase of {run_id}"), started, ended) for phase, started, ended in rows]
+        return [
+            PhaseRow(self._status(phase, f"phases.phase of {run_id}"), started, ended) for phase, started, ended in rows
+        ]
 
     def _run_row(self, row) -> RunRow:
         run_id, name, status, created, ended, exit_code, run_dir, manifest, git, message = row
@@ -302,7 +331,18 @@ class Store:
         except ValueError as exc:
             raise self.damaged(str(exc)) from None
         status = self._status(status, f"runs.status of {run_id}")
-        return RunRow(run_id, name, status, created, ended, exit_code, self.located_run(run_id, run_dir), manifest or "", git, message)
+        return RunRow(
+            run_id,
+            name,
+            status,
+            created,
+            ended,
+            exit_code,
+            self.located_run(run_id, run_dir),
+            manifest or "",
+            git,
+            message,
+        )
 
     def located_run(self, run_id: str, stored: str | None) -> Path:
         """The run's directory in this home, whatever home the index was made in (runner.history.index.located)."""
@@ -319,7 +359,9 @@ _RUN_COLUMNS = "run_id, name, status, created, ended, exit_code, run_dir, manife
 
 
 # --- records ---------------------------------------------------------------------------------------
-def _finish(record: RunRecord, status: RunStatus, exit_code: int, message: str | None, cause: Cause | None = None) -> RunRecord:
+def _finish(
+    record: RunRecord, status: RunStatus, exit_code: int, message: str | None, cause: Cause | None = None
+) -> RunRecord:
     status = RunStatus(status)
     now = record.add_phase(status, ended=True)
     record.status, record.ended, record.exit_code, record.message, record.cause = status, now, exit_code, message, cause

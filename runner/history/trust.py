@@ -34,7 +34,9 @@ def public_key_problem(data: bytes) -> str | None:
         key = serialization.load_pem_public_key(data) if len(data) <= MAX_KEY_BYTES else None
     except Exception:  # ValueError, and the backend's own on odd input
         key = None
-    return None if isinstance(key, ec.EllipticCurvePublicKey) else "not a PEM EC public key (-----BEGIN PUBLIC KEY-----)"
+    return (
+        None if isinstance(key, ec.EllipticCurvePublicKey) else "not a PEM EC public key (-----BEGIN PUBLIC KEY-----)"
+    )
 
 
 def read_public_key(path: Path, flag: str = "--public-key") -> bytes:
@@ -92,7 +94,7 @@ class SigstoreIdentity:
             config.use_sigstore_verifier(identity=self.identity, oidc_issuer=self.issuer)
         except Exception as exc:  # TUFError, HTTP and connection errors
             raise SignatureError(
-                f"Sigstore: keyless verification needs Sigstore's trust root (TUF), which could not be fetched "
+                "Sigstore: keyless verification needs Sigstore's trust root (TUF), which could not be fetched "
                 f"({type(exc).__name__}: {cause(exc)[:200]}): is Sigstore reachable from here? Nothing was verified"
             ) from None
         yield
@@ -109,8 +111,10 @@ def trusted_from(key: Path | None, identity: str | None, issuer: str | None, key
     """What the command line trusts: `key_flag FILE`, or --verify-identity with --verify-issuer
     (keyless); None when neither is given. UsageError for half a pair or both ways at once."""
     if (identity is None) != (issuer is None):
-        raise UsageError("--verify-identity and --verify-issuer go together (the certificate's identity and its OIDC issuer, "
-                         f"e.g. {GITHUB_ISSUER})")
+        raise UsageError(
+            "--verify-identity and --verify-issuer go together (the certificate's identity and its OIDC issuer, "
+            f"e.g. {GITHUB_ISSUER})"
+        )
     if key is not None and identity is not None:
         raise UsageError(f"{key_flag} verifies a key's signature, --verify-identity a keyless one: give one of them")
     if identity is not None:
@@ -132,9 +136,13 @@ def method_problem(signature: Path, trusted: Trusted) -> str | None:
     except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
     if trusted.keyless and keyed and not certified:
-        return "model.sig was signed with a key, not keylessly (Sigstore): verify it with the signer's public key (--verify-key)"
+        return (
+            "model.sig was signed with a key, not keylessly (Sigstore): verify it with the signer's public key"
+            " (--verify-key)"
+        )
     if not trusted.keyless and certified and not keyed:
-        return ("model.sig was signed keylessly (Sigstore), not with a key: verify it with --verify-identity and --verify-issuer "
-                f"(keyless signing in GitHub Actions: issuer {GITHUB_ISSUER})")
+        return (
+            "model.sig was signed keylessly (Sigstore), not with a key: verify it with --verify-identity and"
+            f" --verify-issuer (keyless signing in GitHub Actions: issuer {GITHUB_ISSUER})"
+        )
     return None
-

@@ -58,7 +58,9 @@ def load_json(data: bytes | str, name: str) -> object:
     if isinstance(data, bytes):
         data = _text(data, name)
     try:
-        value = json.loads(data, parse_int=lambda digits: _int(digits, name), parse_constant=lambda word: _refuse(name, word))
+        value = json.loads(
+            data, parse_int=lambda digits: _int(digits, name), parse_constant=lambda word: _refuse(name, word)
+        )
     except RecursionError:
         raise BadRecord(f"{name}: nested deeper than {MAX_DEPTH} levels") from None
     except BadRecord:
@@ -83,7 +85,9 @@ def load_yaml(data: bytes, name: str) -> object:
     except BadRecord:
         raise
     except (yaml.YAMLError, ValueError) as exc:  # ValueError: int() of a 5,000-digit number
-        raise BadRecord(f"{name}: not YAML ({str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__})") from None
+        raise BadRecord(
+            f"{name}: not YAML ({str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__})"
+        ) from None
     return checked(value, name, scalars=True)
 
 

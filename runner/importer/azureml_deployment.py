@@ -22,7 +22,17 @@ INSTANCE_TYPES = {
     "standard_e2s_v3": (2, "16Gi", 0), "standard_e4s_v3": (4, "32Gi", 0), "standard_e8s_v3": (8, "64Gi", 0),
     "standard_nc6s_v3": (6, "112Gi", 1), "standard_nc4as_t4_v3": (4, "28Gi", 1),
 }  # fmt: skip
-QUIET = {"$schema", "name", "endpoint_name", "model", "code_configuration", "environment", "instance_type", "description", "tags"}
+QUIET = {
+    "$schema",
+    "name",
+    "endpoint_name",
+    "model",
+    "code_configuration",
+    "environment",
+    "instance_type",
+    "description",
+    "tags",
+}
 
 
 def apply_deployment(draft: Draft, path: Path, manifest_dir: Path) -> None:
@@ -40,17 +50,37 @@ def apply_deployment(draft: Draft, path: Path, manifest_dir: Path) -> None:
     source_dir = (manifest_dir / source).resolve() if isinstance(source, str) else None
     code = data["code_configuration"]
     folder, script = code.get("code", "."), code.get("scoring_script")
-    if isinstance(script, str) and isinstance(folder, str) and "://" not in folder and not folder.startswith("azureml:"):
-        _put_file(draft, doc, "scoring_script", (here / folder / script).resolve(), source_dir, ("code_configuration", "scoring_script"))
+    if (
+        isinstance(script, str)
+        and isinstance(folder, str)
+        and "://" not in folder
+        and not folder.startswith("azureml:")
+    ):
+        _put_file(
+            draft,
+            doc,
+            "scoring_script",
+            (here / folder / script).resolve(),
+            source_dir,
+            ("code_configuration", "scoring_script"),
+        )
     else:
-        draft.todo(SERVING + ("scoring_script",), f"code_configuration {code!r} is not a local folder and script", "score.py",
-                   doc.where(("code_configuration",)))
+        draft.todo(
+            SERVING + ("scoring_script",),
+            f"code_configuration {code!r} is not a local folder and script",
+            "score.py",
+            doc.where(("code_configuration",)),
+        )
     _environment(draft, doc, data.get("environment"), here, source_dir)
     size = data.get("instance_type")
     if isinstance(size, str):
         known = INSTANCE_TYPES.get(size.lower())
         if known is None:
-            draft.note("todo", f"instance_type {size!r}: set model.serving.cpu and memory to what one replica gets", doc.where(("instance_type",)))
+            draft.note(
+                "todo",
+                f"instance_type {size!r}: set model.serving.cpu and memory to what one replica gets",
+                doc.where(("instance_type",)),
+            )
         else:
             cpu, memory, gpu = known
             draft.put(SERVING + ("cpu",), cpu, f"instance_type: {size}")
@@ -61,8 +91,11 @@ def apply_deployment(draft: Draft, path: Path, manifest_dir: Path) -> None:
         if key not in QUIET:
             draft.note("dropped", f"{key}: {value!r}: no equivalent in tftrain serve/deploy"[:300], doc.where((key,)))
     if isinstance(data.get("endpoint_name"), str):
-        draft.note("info", f"endpoint_name {data['endpoint_name']!r}: tftrain deploy --service-name names the InferenceService",
-                   doc.where(("endpoint_name",)))
+        draft.note(
+            "info",
+            f"endpoint_name {data['endpoint_name']!r}: tftrain deploy --service-name names the InferenceService",
+            doc.where(("endpoint_name",)),
+        )
 
 
 def _environment(draft: Draft, doc: YamlDocument, environment, here: Path, source_dir: Path | None) -> None:
@@ -71,11 +104,19 @@ def _environment(draft: Draft, doc: YamlDocument, environment, here: Path, sourc
         if isinstance(conda, str):
             _put_file(draft, doc, "conda_file", (here / conda).resolve(), source_dir, ("environment", "conda_file"))
         if "image" in environment:
-            draft.note("dropped", f"environment.image {environment['image']!r}: the serving image is tftrain's (the model's "
-                                  "TensorFlow set + azmlinfsrv)", doc.where(("environment", "image")))
+            draft.note(
+                "dropped",
+                f"environment.image {environment['image']!r}: the serving image is tftrain's (the model's "
+                "TensorFlow set + azmlinfsrv)",
+                doc.where(("environment", "image")),
+            )
     elif isinstance(environment, str):
-        draft.note("todo", f"environment {environment!r} (registered in Azure): list the script's packages in model.serving.pip_packages",
-                   doc.where(("environment",)))
+        draft.note(
+            "todo",
+            f"environment {environment!r} (registered in Azure): list the script's packages in"
+            " model.serving.pip_packages",
+            doc.where(("environment",)),
+        )
 
 
 def _put_file(draft: Draft, doc: YamlDocument, key: str, path: Path, source_dir: Path | None, loc: tuple) -> None:

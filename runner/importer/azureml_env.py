@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from runner.importer.container_registry import drop_packages, put_registry, put_user_managed
 from runner.importer.draft import curated_environment
 from runner.importer.mapping import put_count, put_size, put_variables
 from runner.importer.packages import add_packages, environment_file
-from runner.importer.container_registry import drop_packages, put_registry, put_user_managed
 from runner.importer.values import Obj
 
 HANDLED = {
@@ -95,7 +95,8 @@ def _image(ctx, image: Any, line: int) -> None:
         if image.startswith("mcr.microsoft.com/azureml/"):
             ctx.draft.note(
                 "info",
-                f"custom_docker_image: {image!r} is an Azure ML base image; without it tftrain uses tensorflow/tensorflow",
+                f"custom_docker_image: {image!r} is an Azure ML base image; without it tftrain uses"
+                " tensorflow/tensorflow",
             )
     else:
         ctx.unresolved("custom_docker_image", image, line)
@@ -125,7 +126,10 @@ def _environment(ctx, env: Obj) -> None:
     if isinstance(docker, Obj):
         if "base_image" in docker.attrs:
             _image(ctx, docker.attrs["base_image"], env.line)
-        if isinstance(docker.attrs.get("base_image_registry"), Obj) and "address" in docker.attrs["base_image_registry"].attrs:
+        if (
+            isinstance(docker.attrs.get("base_image_registry"), Obj)
+            and "address" in docker.attrs["base_image_registry"].attrs
+        ):
             put_registry(ctx, docker.attrs["base_image_registry"], env.line)
         if docker.attrs.get("enabled") is True:
             ctx.draft.put("use_docker", True)

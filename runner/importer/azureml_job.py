@@ -84,8 +84,12 @@ def compute(ctx, job: Obj) -> None:
 def vm_priority(ctx, priority: Any, where: str) -> None:
     """Low-priority machines are taken away: runs retry from their checkpoint on preemptible runners."""
     if not isinstance(priority, str):
-        ctx.draft.note("todo", f"vm_priority={ctx.shown(priority)} is not known statically: for preemptible runners "
-                       f"set retry: and compute.runner_labels: [{PREEMPTIBLE_LABEL}]", where)
+        ctx.draft.note(
+            "todo",
+            f"vm_priority={ctx.shown(priority)} is not known statically: for preemptible runners "
+            f"set retry: and compute.runner_labels: [{PREEMPTIBLE_LABEL}]",
+            where,
+        )
         return
     if priority.lower() != "lowpriority":
         ctx.draft.note("info", f"vm_priority={priority!r}: runs are not retried unless retry: is set", where)
@@ -121,8 +125,10 @@ def model(ctx) -> Any:
             f"was Model.register(model_path={path!r}), a local path",
             "outputs/model",
             where,
-            report=f"Model.register(model_path={path!r}) took a file from this machine; tftrain registers the run's "
-            "model.path: save the model there",
+            report=(
+                f"Model.register(model_path={path!r}) took a file from this machine; tftrain registers the run's "
+                "model.path: save the model there"
+            ),
         )
     elif path is not None:
         ctx.unresolved(("model", "path"), path, first.line, placeholder="outputs/model")

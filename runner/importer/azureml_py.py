@@ -26,7 +26,8 @@ from runner.importer.source import PythonSource, read_python
 from runner.importer.values import Obj, Unknown
 
 HANDLED = {
-    "source_directory", "entry_script", "script", "arguments", "script_params", "inputs", "command", "source_directory_data_store",
+    "source_directory", "entry_script", "script", "arguments", "script_params", "inputs", "command",
+    "source_directory_data_store",
     *azureml_env.HANDLED, *azureml_job.HANDLED,
 }  # fmt: skip
 
@@ -94,9 +95,9 @@ def import_python(path: Path, manifest_dir: Path) -> Draft:
     if "source_directory_data_store" in job.attrs:  # Azure's file share behind the snapshot and outputs
         draft.note(
             "info",
-            f"source_directory_data_store={ctx.shown(job.attrs['source_directory_data_store'])}: not needed — each run copies "
-            "source_directory into its own run directory (.tftrainignore, else .amlignore or .gitignore, leave files out); "
-            "checkpoints that must outlive a lost machine go to checkpoints.sync_to",
+            f"source_directory_data_store={ctx.shown(job.attrs['source_directory_data_store'])}: not needed — each run"
+            " copies source_directory into its own run directory (.tftrainignore, else .amlignore or .gitignore, leave"
+            " files out); checkpoints that must outlive a lost machine go to checkpoints.sync_to",
             ctx.at(job, "source_directory_data_store"),
         )
     azureml_env.environment(ctx, job)

@@ -257,17 +257,27 @@ def _queue_settings(ctx: V2Import, settings: Any, sweep: bool) -> None:
     if settings is None:
         return
     if not isinstance(settings, dict):
-        ctx.draft.note("dropped", f"queue_settings: {settings!r} is not a mapping (job_tier, priority)", ctx.where("queue_settings"))
+        ctx.draft.note(
+            "dropped",
+            f"queue_settings: {settings!r} is not a mapping (job_tier, priority)",
+            ctx.where("queue_settings"),
+        )
         return
     for key in settings:
         if key != "job_tier":
-            ctx.draft.note("dropped", f"queue_settings.{key}: no equivalent in tftrain", ctx.where("queue_settings", key))
+            ctx.draft.note(
+                "dropped", f"queue_settings.{key}: no equivalent in tftrain", ctx.where("queue_settings", key)
+            )
     if "job_tier" not in settings:
         return
     tier, where = settings["job_tier"], ctx.where("queue_settings", "job_tier")
     if isinstance(tier, str) and tier.lower() in SPOT_TIERS and sweep:
-        ctx.draft.note("dropped", f"queue_settings.job_tier={tier!r}: a sweep does not retry its trials (a preempted trial ends "
-                       "Failed; `tftrain sweep resume` runs stopped trials again; see docs/retry.md)", where)
+        ctx.draft.note(
+            "dropped",
+            f"queue_settings.job_tier={tier!r}: a sweep does not retry its trials (a preempted trial ends "
+            "Failed; `tftrain sweep resume` runs stopped trials again; see docs/retry.md)",
+            where,
+        )
     elif isinstance(tier, str) and tier.lower() in SPOT_TIERS:
         put_preemptible(ctx, f"queue_settings.job_tier={tier!r}", where)
     else:

@@ -20,7 +20,9 @@ import time
 import tokenize
 from typing import Any
 
-MAX_SOURCE_BYTES = 512 << 10  # a script (or a notebook's code, joined): Azure's own are 5–40 kB; parsing 512 kB takes ~1 s
+MAX_SOURCE_BYTES = (
+    512 << 10
+)  # a script (or a notebook's code, joined): Azure's own are 5–40 kB; parsing 512 kB takes ~1 s
 MAX_NOTEBOOK_BYTES = 64 << 20  # a notebook file, its outputs (images) included
 MAX_LINES = 20_000
 MAX_DEPTH = 100  # syntax nesting; Azure ML scripts stay under 20
@@ -122,7 +124,9 @@ def parse(text: str, filename: str) -> ast.Module:
     try:
         tree = ast.parse(text, filename=filename)
     except (RecursionError, MemoryError):
-        raise OverBudget(f"an expression nested too deeply (more than {MAX_DEPTH} levels)", busiest_line(text)) from None
+        raise OverBudget(
+            f"an expression nested too deeply (more than {MAX_DEPTH} levels)", busiest_line(text)
+        ) from None
     stack: list[tuple[ast.AST, int]] = [(tree, 0)]
     while stack:
         node, depth = stack.pop()

@@ -33,13 +33,21 @@ def put_registry(ctx, registry: Any, at: Any) -> None:
     password = attrs.get("password")
     if isinstance(password, str) and password:
         draft.header = [line.replace(password, REDACTED) for line in draft.header]
-        draft.note("todo", "image_registry: the script holds the registry's password in clear text: change it, keep it in a secret", where)
+        draft.note(
+            "todo",
+            "image_registry: the script holds the registry's password in clear text: change it, keep it in a secret",
+            where,
+        )
     draft.put(
         ("image_registry", "password_secret"),
         PASSWORD_VARIABLE,
         f"{TODO}: set {PASSWORD_VARIABLE} in tftrain's environment (a repository secret) to the registry's password",
     )
-    draft.note("todo", f"image_registry.password_secret: set {PASSWORD_VARIABLE} to the registry's password when tftrain runs", where)
+    draft.note(
+        "todo",
+        f"image_registry.password_secret: set {PASSWORD_VARIABLE} to the registry's password when tftrain runs",
+        where,
+    )
     secrets = draft.get("secrets") or []
     if PASSWORD_VARIABLE not in secrets:
         draft.put("secrets", [*secrets, PASSWORD_VARIABLE])
@@ -47,7 +55,11 @@ def put_registry(ctx, registry: Any, at: Any) -> None:
 
 def put_user_managed(ctx, at: Any) -> None:
     ctx.draft.put("user_managed", True, "the image (or interpreter) as it is: tftrain installs nothing")
-    ctx.draft.note("changed", "user_managed: TensorFlow must already be installed there; tftrain checks it imports before the run", ctx.where(at))
+    ctx.draft.note(
+        "changed",
+        "user_managed: TensorFlow must already be installed there; tftrain checks it imports before the run",
+        ctx.where(at),
+    )
 
 
 def drop_packages(ctx) -> None:

@@ -10,7 +10,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.frameworks.releases import DEFAULT_VERSION, FRAMEWORKS, HOROVOD, HOROVOD_FRAMEWORKS, framework, horovod_compatible
+from runner.frameworks.releases import (
+    DEFAULT_VERSION,
+    FRAMEWORKS,
+    HOROVOD,
+    HOROVOD_FRAMEWORKS,
+    framework,
+    horovod_compatible,
+)
 from runner.manifest.fields import NAME_PATTERN, VERSION_PATTERN
 
 TODO = "TODO(tftrain import)"
@@ -114,7 +121,8 @@ def compute_note(draft: Draft, target: Any, where: str, gpu: bool) -> None:
     hint = "; its jobs used a GPU: keep use_gpu: true and pick GPU runners (compute.gpu_type)" if gpu else ""
     draft.note(
         "todo",
-        f"compute target {target!r} → choose runner labels (compute.runner_labels) or a pool (compute.target: pool){hint}",
+        f"compute target {target!r} → choose runner labels (compute.runner_labels) or a pool (compute.target:"
+        f" pool){hint}",
         where,
     )
 
@@ -140,8 +148,9 @@ def finish(draft: Draft, stem: str) -> None:
     if backend == "parameter_server":
         draft.note(
             "info",
-            "distributed_training: tftrain adds a chief task (TF2 ParameterServerStrategy's coordinator) that Azure "
-            "ML's TF_CONFIG did not have; set distributed_training.chief: false for a TF1 script whose worker 0 is chief",
+            "distributed_training: tftrain adds a chief task (TF2 ParameterServerStrategy's coordinator) that Azure"
+            " ML's TF_CONFIG did not have; set distributed_training.chief: false for a TF1 script whose worker 0 is"
+            " chief",
         )
 
 

@@ -15,8 +15,8 @@ from typing import Any, get_args
 from pydantic import ValidationError
 
 from runner.importer.values import Obj, Unknown, known
-from runner.manifest.sweep import Bandit, Expression, MedianStopping, Objective, Sampling, TruncationSelection
 from runner.manifest.document import YamlDocument
+from runner.manifest.sweep import Bandit, Expression, MedianStopping, Objective, Sampling, TruncationSelection
 
 SWEEP = "sweep"
 EXPRESSIONS: dict[str, type] = {
@@ -61,9 +61,7 @@ def refusal(model: type, data: dict[str, Any]) -> str | None:
     return None
 
 
-def put_checked(
-    ctx, path: tuple[str, ...], model: type, data: dict[str, Any], source: str, where: str
-) -> bool:
+def put_checked(ctx, path: tuple[str, ...], model: type, data: dict[str, Any], source: str, where: str) -> bool:
     """`data` under `path` when `model` takes it; a TODO saying why not otherwise."""
     why = refusal(model, data)
     if why is None:
@@ -107,7 +105,9 @@ def put_objective(ctx, metric: Any, goal: Any, source: str, where: str) -> None:
         put_checked(ctx, path, Objective, {"primary_metric": metric, "goal": goal}, source, where)
     else:
         ctx.draft.todo(
-            path, f"{source}: set primary_metric and goal (maximize|minimize)", where=where,
+            path,
+            f"{source}: set primary_metric and goal (maximize|minimize)",
+            where=where,
             report=f"not resolved statically: {source}",
         )
 

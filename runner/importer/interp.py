@@ -25,7 +25,15 @@ BINARY = {
 }  # fmt: skip
 LITERAL_CALLS = {"str": str, "int": int, "float": float, "bool": bool}
 LARGEST = 10_000  # `9**9**9` or `"x" * 10**9` is not computed at all: the computing itself stays cheap
-CONSTRUCTED = (ast.List, ast.Tuple, ast.Set, ast.Dict, ast.JoinedStr, ast.BinOp, ast.Call)  # the budget admits what they build
+CONSTRUCTED = (
+    ast.List,
+    ast.Tuple,
+    ast.Set,
+    ast.Dict,
+    ast.JoinedStr,
+    ast.BinOp,
+    ast.Call,
+)  # the budget admits what they build
 
 
 def _small(op: ast.operator, left, right) -> bool:
@@ -160,7 +168,11 @@ class Interpreter:
             return self._fstring(node)
         if isinstance(node, ast.BinOp):
             left, right = self.eval(node.left), self.eval(node.right)
-            if isinstance(node.op, ast.Mod) and isinstance(left, (str, bytes)) and not printf_computable(left, node.lineno):
+            if (
+                isinstance(node.op, ast.Mod)
+                and isinstance(left, (str, bytes))
+                and not printf_computable(left, node.lineno)
+            ):
                 return Unknown(node)
             if isinstance(node.op, ast.Mult) and type(left) is type(right) is int:  # X = X * X, forty times
                 check_int_bits(left.bit_length() + right.bit_length() - 1, node.lineno)

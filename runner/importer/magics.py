@@ -17,9 +17,28 @@ from runner.importer.budget import OverBudget
 
 # cell magics whose body is Python run in the notebook's namespace: the body stays code
 PYTHON_BODY = frozenset({"time", "timeit", "capture", "prun"})
-LINE_MAGIC = re.compile(r"^(?P<indent>\s*)(?:[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*\s*=\s*)?(?P<sign>%|!)(?P<rest>.*)$")
-PIP_OPTIONS_WITH_VALUE = frozenset({"-r", "--requirement", "-c", "--constraint", "-e", "--editable", "-i", "--index-url",
-                                    "--extra-index-url", "-f", "--find-links", "-t", "--target", "--prefix", "--root"})
+LINE_MAGIC = re.compile(
+    r"^(?P<indent>\s*)(?:[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*\s*=\s*)?(?P<sign>%|!)(?P<rest>.*)$"
+)
+PIP_OPTIONS_WITH_VALUE = frozenset(
+    {
+        "-r",
+        "--requirement",
+        "-c",
+        "--constraint",
+        "-e",
+        "--editable",
+        "-i",
+        "--index-url",
+        "--extra-index-url",
+        "-f",
+        "--find-links",
+        "-t",
+        "--target",
+        "--prefix",
+        "--root",
+    }
+)
 
 
 class MagicKind(enum.Enum):

@@ -12,9 +12,11 @@ from runner.importer.draft import Draft, Entry
 
 KEY_ORDER = (
     "name", "source_directory", "entry_script", "script_params", "framework_version", "use_gpu", "use_docker",
-    "custom_docker_image", "image_registry", "user_managed", "python", "pip_packages", "conda_packages", "pip_requirements_file", "conda_dependencies_file",
+    "custom_docker_image", "image_registry", "user_managed", "python", "pip_packages", "conda_packages",
+    "pip_requirements_file", "conda_dependencies_file",
     "environment_variables", "secrets", "inputs", "shm_size", "resume_from", "max_run_duration_seconds",
-    "retry", "node_count", "process_count_per_node", "distributed_training", "compute", "compat", "outputs_dir", "logs_dir",
+    "retry", "node_count", "process_count_per_node", "distributed_training", "compute", "compat", "outputs_dir",
+    "logs_dir",
     "model", "metrics", "sweep",
 )  # fmt: skip
 SECTIONS = {

@@ -118,7 +118,8 @@ def bool_as_text(ctx, flag: str, value: bool) -> str:
     """Azure ML passed a bool as the text True/False; `true` in script_params would be a bare flag."""
     ctx.draft.note(
         "changed",
-        f"script_params.{flag}: {value} is passed as the text {str(value)!r}, as Azure ML did (true would be a bare flag)",
+        f"script_params.{flag}: {value} is passed as the text {str(value)!r}, as Azure ML did (true would be a bare"
+        " flag)",
     )
     return str(value)
 
@@ -126,12 +127,16 @@ def bool_as_text(ctx, flag: str, value: bool) -> str:
 def put_preemptible(ctx, setting: str, at: Any) -> None:
     """Machines that may be taken away (v1's vm_priority='lowpriority', v2's spot tier): a preempted
     or lost run resumes from its checkpoint as the next attempt, on runners labelled preemptible."""
-    ctx.draft.put("retry", dict(LOW_PRIORITY_RETRY), "low priority: a preempted or lost run resumes from its checkpoint")
+    ctx.draft.put(
+        "retry", dict(LOW_PRIORITY_RETRY), "low priority: a preempted or lost run resumes from its checkpoint"
+    )
     labels = ctx.draft.get(("compute", "runner_labels")) or []
-    ctx.draft.put(("compute", "runner_labels"), [*labels, PREEMPTIBLE_LABEL] if PREEMPTIBLE_LABEL not in labels else labels)
+    ctx.draft.put(
+        ("compute", "runner_labels"), [*labels, PREEMPTIBLE_LABEL] if PREEMPTIBLE_LABEL not in labels else labels
+    )
     ctx.draft.note(
         "changed",
-        f"{setting} → retry: {{max_attempts: 3, on: [preempted, lost]}} on runners labelled "
-        f"{PREEMPTIBLE_LABEL!r}; the script should checkpoint (e.g. BackupAndRestore under outputs/checkpoints, see docs/retry.md)",
+        f"{setting} → retry: {{max_attempts: 3, on: [preempted, lost]}} on runners labelled {PREEMPTIBLE_LABEL!r}; the"
+        " script should checkpoint (e.g. BackupAndRestore under outputs/checkpoints, see docs/retry.md)",
         at,
     )

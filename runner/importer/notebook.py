@@ -39,7 +39,9 @@ def written_files(ctx) -> dict[Path, Written]:
         append = bool(words) and words[0] in ("-a", "--append")
         name = _expanded(ctx, " ".join(words[1:] if append else words))
         if not name:
-            ctx.draft.note("todo", f"{magic.shown}: the file name is not known statically; its content was not read", where)
+            ctx.draft.note(
+                "todo", f"{magic.shown}: the file name is not known statically; its content was not read", where
+            )
             continue
         path = (ctx.input_dir / name).resolve()
         before = files[path].content if append and path in files else ""
@@ -73,7 +75,11 @@ def report_magics(ctx) -> None:
         elif magic.kind is MagicKind.CELL and magic.name in PYTHON_BODY:
             ctx.draft.note("info", f"{magic.shown}: the cell's code is read; the magic itself is IPython's", where)
         elif not (magic.kind is MagicKind.CELL and magic.name == "writefile"):
-            ctx.draft.note("dropped", f"{magic.shown}: an IPython {magic.kind.value}, not imported: tftrain runs entry_script", where)
+            ctx.draft.note(
+                "dropped",
+                f"{magic.shown}: an IPython {magic.kind.value}, not imported: tftrain runs entry_script",
+                where,
+            )
     entry = _entry_script(ctx)
     for path, written in ctx.written.items():
         if written.used:
@@ -85,15 +91,23 @@ def report_magics(ctx) -> None:
                 "before `tftrain run` (the import writes only the manifest and its report)",
                 written.where,
             )
-        elif path.suffix == ".py" and re.search(r"^def init\(", written.content, re.M) and re.search(r"^def run\(", written.content, re.M):
+        elif (
+            path.suffix == ".py"
+            and re.search(r"^def init\(", written.content, re.M)
+            and re.search(r"^def run\(", written.content, re.M)
+        ):
             ctx.draft.note(
                 "info",
-                f"%%writefile {written.name}: an Azure ML scoring script (init/run): `tftrain serve` serves the registered "
-                "model without one; port its pre- and post-processing to the client",
+                f"%%writefile {written.name}: an Azure ML scoring script (init/run): `tftrain serve` serves the"
+                " registered model without one; port its pre- and post-processing to the client",
                 written.where,
             )
         else:
-            ctx.draft.note("info", f"%%writefile {written.name}: a file the notebook writes; no key of the manifest uses it", written.where)
+            ctx.draft.note(
+                "info",
+                f"%%writefile {written.name}: a file the notebook writes; no key of the manifest uses it",
+                written.where,
+            )
 
 
 def _pip_packages(ctx, magic, where: str) -> list[str] | None:

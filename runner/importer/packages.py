@@ -6,10 +6,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from runner.errors import ManifestError
-from runner.manifest import yamlfile
 from runner.environments import FRAMEWORK_PACKAGES
+from runner.errors import ManifestError
 from runner.importer.draft import TODO, Draft
+from runner.manifest import yamlfile
 
 AZUREML_PACKAGE = re.compile(r"^azureml([-_.]|$)", re.IGNORECASE)
 VERSION_PIN = re.compile(r"==?\s*(\d+\.\d+(?:\.\d+)?)")

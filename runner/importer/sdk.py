@@ -65,14 +65,18 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     "ContainerRegistry": (),
     "Workspace": (), "Workspace.from_config": (), "Workspace.get": ("name",), "Run.get_context": (),
     # deployment (azureml.core.model, azureml.core.webservice): mapped to model.serving (importer/azureml_scoring.py)
-    "InferenceConfig": ("entry_script", "runtime", "conda_file", "extra_docker_file_steps", "source_directory", "enable_gpu",
+    "InferenceConfig": ("entry_script", "runtime", "conda_file", "extra_docker_file_steps", "source_directory",
+                        "enable_gpu",
                         "description", "base_image", "base_image_registry", "cuda_version", "environment"),
-    "AciWebservice.deploy_configuration": ("cpu_cores", "memory_gb", "tags", "properties", "description", "location", "auth_enabled"),
+    "AciWebservice.deploy_configuration": ("cpu_cores", "memory_gb", "tags", "properties", "description", "location",
+                                           "auth_enabled"),
     "AksWebservice.deploy_configuration": ("autoscale_enabled", "autoscale_min_replicas", "autoscale_max_replicas",
-                                           "autoscale_refresh_seconds", "autoscale_target_utilization", "collect_model_data",
+                                           "autoscale_refresh_seconds", "autoscale_target_utilization",
+                                           "collect_model_data",
                                            "auth_enabled", "cpu_cores", "memory_gb"),
     "LocalWebservice.deploy_configuration": ("port",),
-    "Model.deploy": ("workspace", "name", "models", "inference_config", "deployment_config", "deployment_target", "overwrite"),
+    "Model.deploy": ("workspace", "name", "models", "inference_config", "deployment_config", "deployment_target",
+                     "overwrite"),
 }  # fmt: skip
 KINDS = {  # constructor → the kind of Obj it makes (default: its own name)
     "Datastore.get": "datastore", "Datastore": "datastore", "Datastore.register_azure_blob_container": "datastore",
@@ -87,7 +91,8 @@ KINDS = {  # constructor → the kind of Obj it makes (default: its own name)
     "Environment.from_docker_image": "Environment", "Environment.from_dockerfile": "Environment",
     "Environment.from_existing_conda_environment": "Environment",
     "HyperDriveRunConfig": "HyperDriveConfig",
-    "AciWebservice.deploy_configuration": "deployment_config", "AksWebservice.deploy_configuration": "deployment_config",
+    "AciWebservice.deploy_configuration": "deployment_config",
+    "AksWebservice.deploy_configuration": "deployment_config",
     "LocalWebservice.deploy_configuration": "deployment_config",
 }  # fmt: skip
 

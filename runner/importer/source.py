@@ -107,7 +107,9 @@ def _notebook(path: Path, label: str, raw: str) -> PythonSource:
         if isinstance(source, list) and all(isinstance(line, str) for line in source):
             source = "".join(source)
         if not isinstance(source, str):
-            raise ManifestError(f"{label}:cell {number}: 'source' must be text or a list of lines, not {type(source).__name__}")
+            raise ManifestError(
+                f"{label}:cell {number}: 'source' must be text or a list of lines, not {type(source).__name__}"
+            )
         size += len(source)
         if size > budget.MAX_SOURCE_BYTES or len(lines) > budget.MAX_LINES:
             break  # _check_size names what
@@ -118,4 +120,6 @@ def _notebook(path: Path, label: str, raw: str) -> PythonSource:
         lines.append("")
         magics += found
     text = "\n".join(lines) + "\n"
-    return PythonSource(path, label, text, tuple(starts), tuple(numbers), tuple(magics), over=size > budget.MAX_SOURCE_BYTES)
+    return PythonSource(
+        path, label, text, tuple(starts), tuple(numbers), tuple(magics), over=size > budget.MAX_SOURCE_BYTES
+    )

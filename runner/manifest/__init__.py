@@ -10,13 +10,12 @@ from typing import Any, NamedTuple
 from pydantic import ValidationError
 
 from runner.errors import ManifestError
+from runner.manifest.document import YamlDocument, one_line
 from runner.manifest.framework_rules import framework_warnings
-from runner.manifest.model import Manifest
-from runner.manifest.model import effective_target
+from runner.manifest.loading import load_yaml
+from runner.manifest.model import Manifest, effective_target
 from runner.manifest.rules import check_rules, migrate_deprecated
 from runner.manifest.validate import format_loc, validation_messages
-from runner.manifest.document import YamlDocument, one_line
-from runner.manifest.loading import load_yaml
 
 __all__ = ["LoadedManifest", "Manifest", "effective_target", "load_manifest", "manifest_class", "stored_manifest"]
 

@@ -13,12 +13,21 @@ BUCKET_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
 
 
 class CheckpointsSpec(Model):
-    dir: str = Field(default="outputs/checkpoints", description="The checkpoint directory, relative to the source directory, inside outputs_dir")
-    sync_to: str = Field(
-        description="s3://bucket/prefix; each run's checkpoints go under prefix/RUN_ID",
+    dir: str = Field(
+        default="outputs/checkpoints",
+        description="The checkpoint directory, relative to the source directory, inside outputs_dir",
     )
-    every_seconds: float = Field(default=60.0, ge=0.5, le=86400, allow_inf_nan=False, description="Time between two syncs while the training runs")
-    endpoint_url: str | None = Field(default=None, description="S3-compatible endpoint (default: AWS, or $AWS_ENDPOINT_URL)")
+    sync_to: str = Field(description="s3://bucket/prefix; each run's checkpoints go under prefix/RUN_ID")
+    every_seconds: float = Field(
+        default=60.0,
+        ge=0.5,
+        le=86400,
+        allow_inf_nan=False,
+        description="Time between two syncs while the training runs",
+    )
+    endpoint_url: str | None = Field(
+        default=None, description="S3-compatible endpoint (default: AWS, or $AWS_ENDPOINT_URL)"
+    )
 
     @field_validator("dir")
     @classmethod
@@ -29,7 +38,9 @@ class CheckpointsSpec(Model):
     @classmethod
     def _s3(cls, value: str) -> str:
         if not BUCKET_URI.match(value):
-            raise ValueError(f"{value!r} must be s3://bucket or s3://bucket/prefix (a bucket name: 3-63 of a-z 0-9 . -)")
+            raise ValueError(
+                f"{value!r} must be s3://bucket or s3://bucket/prefix (a bucket name: 3-63 of a-z 0-9 . -)"
+            )
         return value
 
     @property

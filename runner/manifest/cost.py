@@ -13,9 +13,19 @@ MAX_PRICE = 1_000_000.0  # per hour: past this a price is a typo (cents written 
 
 class CostSpec(Model):
     gpu_hour: float = Field(
-        default=0.0, ge=0, le=MAX_PRICE, allow_inf_nan=False, description="Price of one GPU for one hour (allocated, not used)"
+        default=0.0,
+        ge=0,
+        le=MAX_PRICE,
+        allow_inf_nan=False,
+        description="Price of one GPU for one hour (allocated, not used)",
     )
     cpu_hour: float = Field(
-        default=0.0, ge=0, le=MAX_PRICE, allow_inf_nan=False, description="Price of one training process's CPU for one hour"
+        default=0.0,
+        ge=0,
+        le=MAX_PRICE,
+        allow_inf_nan=False,
+        description="Price of one training process's CPU for one hour",
     )
-    currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$", description="ISO 4217 code the prices are in (shown beside the cost)")
+    currency: str = Field(
+        default="USD", pattern=r"^[A-Z]{3}$", description="ISO 4217 code the prices are in (shown beside the cost)"
+    )

@@ -19,8 +19,21 @@ MAX_TASKS = 4096
 MAX_SECONDS = 366 * 24 * 3600  # longer waits overflow timers; no job runs a year
 # the sweep section's names that validate.py's messages use (runner/manifest/sweep.py's models are
 # imported only for a manifest with a sweep)
-SWEEP_ID_PATTERN = rf"^(?:{NAME_PATTERN[1:-1]})-sweep-[0-9]{{1,20}}$"  # a sweep's id: `NAME-sweep-3` (N may be a workflow run id)
-EXPRESSIONS = ("choice", "randint", "uniform", "quniform", "loguniform", "qloguniform", "normal", "qnormal", "lognormal", "qlognormal")
+SWEEP_ID_PATTERN = (  # a sweep's id: `NAME-sweep-3` (N may be a workflow run id)
+    rf"^(?:{NAME_PATTERN[1:-1]})-sweep-[0-9]{{1,20}}$"
+)
+EXPRESSIONS = (
+    "choice",
+    "randint",
+    "uniform",
+    "quniform",
+    "loguniform",
+    "qloguniform",
+    "normal",
+    "qnormal",
+    "lognormal",
+    "qlognormal",
+)
 POLICIES = ("bandit", "median_stopping", "truncation_selection", "asha", "hyperband")
 
 
@@ -70,7 +83,13 @@ def _kind(value: Any) -> str | None:
     """The union member a value is validated as, so that a wrong value gets one error, not one per member."""
     if value is None:
         return "null"
-    for kinds, name in (((bool,), "bool"), ((int,), "int"), ((float,), "float"), ((str,), "str"), ((list, tuple), "list")):
+    for kinds, name in (
+        ((bool,), "bool"),
+        ((int,), "int"),
+        ((float,), "float"),
+        ((str,), "str"),
+        ((list, tuple), "list"),
+    ):
         if isinstance(value, kinds):
             return name
     if isinstance(value, (dict, InputRef, ResumeRef)):

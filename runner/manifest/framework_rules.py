@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 
 from runner.frameworks.releases import DEFAULT_VERSION, FRAMEWORKS
-from runner.manifest.model import Manifest
 from runner.manifest.document import Location
+from runner.manifest.model import Manifest
 
 Problem = tuple[Location, str]
 TENSORFLOW_NAMES = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu")
@@ -47,9 +47,11 @@ def _unpinned(manifest: Manifest, listed: list[tuple[int, str, str]]) -> list[Pr
     return [
         (
             ("pip_packages", index),
-            f"`{name}` is unpinned: pip installs the release the registry serves that day, not "
-            f"framework_version ({release}{tested}); remove it (tftrain installs TensorFlow from "
-            "framework_version) or pin an exact version with ==",
+            (
+                f"`{name}` is unpinned: pip installs the release the registry serves that day, not "
+                f"framework_version ({release}{tested}); remove it (tftrain installs TensorFlow from "
+                "framework_version) or pin an exact version with =="
+            ),
         )
         for index, name, specifier in listed
         if not _EXACT.fullmatch(specifier)
@@ -68,16 +70,21 @@ def _without_set(manifest: Manifest) -> list[Problem]:
         return [
             (
                 ("framework_version",),
-                f"TensorFlow {release} has no tested set (tftrain's releases: {known[0]} to {known[-1]}): "
-                "pip resolves its packages as the registry serves them",
+                (
+                    f"TensorFlow {release} has no tested set (tftrain's releases: {known[0]} to {known[-1]}): "
+                    "pip resolves its packages as the registry serves them"
+                ),
             )
         ]
     if not found.covers(version):
         return [
             (
                 ("framework_version",),
-                f"{version} is not the patch of the tested {release} set ({found.tensorflow}): tftrain installs "
-                f"TensorFlow {version} without the set's pins; write '{release}' or '{found.tensorflow}' to use the set",
+                (
+                    f"{version} is not the patch of the tested {release} set ({found.tensorflow}): tftrain installs"
+                    f" TensorFlow {version} without the set's pins; write '{release}' or '{found.tensorflow}' to use"
+                    " the set"
+                ),
             )
         ]
     return []

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from runner.manifest.document import Location
 from runner.manifest.images import PACKAGE_KEYS
 from runner.manifest.model import Manifest
-from runner.manifest.document import Location
 
 Problem = tuple[Location, str]
 
@@ -18,7 +18,10 @@ def check_images(manifest: Manifest) -> list[Problem]:
             problems.append(
                 (
                     ("image_registry", "password_secret"),
-                    f"{registry.password_secret!r} is not in secrets ({known}); list it there and set it in tftrain's environment",
+                    (
+                        f"{registry.password_secret!r} is not in secrets ({known}); list it there and set it in"
+                        " tftrain's environment"
+                    ),
                 )
             )
         if not manifest.custom_docker_image:
@@ -28,7 +31,9 @@ def check_images(manifest: Manifest) -> list[Problem]:
     if manifest.user_managed:
         for key in PACKAGE_KEYS:
             if getattr(manifest, key):
-                problems.append(((key,), f"user_managed: true installs nothing; remove {key} or set user_managed: false"))
+                problems.append(
+                    ((key,), f"user_managed: true installs nothing; remove {key} or set user_managed: false")
+                )
     elif manifest.python is not None:
         problems.append((("python",), "needs user_managed: true (else tftrain chooses the interpreter)"))
     return problems

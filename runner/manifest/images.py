@@ -17,11 +17,14 @@ class ImageRegistry(Model):
     the manifest, only the name of the `secrets:` entry that holds it."""
 
     address: str = Field(
-        min_length=1, pattern=r"^[A-Za-z0-9.-]+(:\d{1,5})?(/[^\s]*)?$", description="The registry, e.g. registry.example.com:5000"
+        min_length=1,
+        pattern=r"^[A-Za-z0-9.-]+(:\d{1,5})?(/[^\s]*)?$",
+        description="The registry, e.g. registry.example.com:5000",
     )
     username: str = Field(min_length=1, description="The user tftrain logs in as")
     password_secret: str = Field(
-        pattern=ENV_NAME_PATTERN, description="The entry of `secrets:` (a variable of tftrain's environment) that holds the password"
+        pattern=ENV_NAME_PATTERN,
+        description="The entry of `secrets:` (a variable of tftrain's environment) that holds the password",
     )
 
     @property

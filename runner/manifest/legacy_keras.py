@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from runner.manifest.fields import env_text
 from runner.frameworks.releases import tf_keras_requirement, uses_keras3
+from runner.manifest.fields import env_text
 from runner.manifest.model import Manifest
 
 VARIABLE = "TF_USE_LEGACY_KERAS"
@@ -84,5 +84,6 @@ def opt_out_hint(manifest: Manifest, message: str) -> str | None:
         return None
     return (
         f"Keras 3's fit cannot run under this distribution strategy (keras-team/keras#20585), and "
-        f"environment_variables.{VARIABLE} turns tf-keras off: remove it (or set it to \"1\") and tftrain runs the script with tf-keras"
+        f'environment_variables.{VARIABLE} turns tf-keras off: remove it (or set it to "1") and tftrain runs the script'
+        " with tf-keras"
     )

@@ -61,4 +61,6 @@ def _decoded(path: Path, data: bytes) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise ManifestError(one_line(f"{path}:{line}: (top level): not UTF-8 text (byte 0x{data[exc.start]:02x})")) from None
+        raise ManifestError(
+            one_line(f"{path}:{line}: (top level): not UTF-8 text (byte 0x{data[exc.start]:02x})")
+        ) from None

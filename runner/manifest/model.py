@@ -14,6 +14,9 @@ from typing import Annotated, Literal, Union
 from pydantic import Field, PlainValidator, WithJsonSchema, field_validator
 from pydantic_core import PydanticCustomError
 
+from runner.manifest.checkpoints import CheckpointsSpec
+from runner.manifest.cost import CostSpec
+from runner.manifest.evaluation import EvaluationSpec
 from runner.manifest.fields import (
     MAX_NODES,
     MAX_PER_NODE,
@@ -29,25 +32,31 @@ from runner.manifest.fields import (
     empty_list,
     goal_of_name,
 )
-from runner.manifest.checkpoints import CheckpointsSpec
-from runner.manifest.cost import CostSpec
-from runner.manifest.evaluation import EvaluationSpec
-from runner.manifest.replay import ReplaySpec
 from runner.manifest.images import ImageRegistry
-from runner.shared import catalog
+from runner.manifest.replay import ReplaySpec
 from runner.manifest.retry import RetrySpec
+from runner.manifest.signing import SigningSpec
 from runner.manifest.slurm import SlurmSpec
 from runner.manifest.sources import check_sources
-from runner.manifest.signing import SigningSpec
+from runner.shared import catalog
+
 
 class InputSpec(Model):
     source: str | list[str] = Field(
-        description="https://…, s3://bucket/prefix or a local path (relative to the manifest); "
-        "or a list of https:// files, downloaded into one directory (each named after its URL's path)"
+        description=(
+            "https://…, s3://bucket/prefix or a local path (relative to the manifest); "
+            "or a list of https:// files, downloaded into one directory (each named after its URL's path)"
+        )
     )
     mode: Literal["download", "mount"] = "download"
-    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$", description="Expected sha256 of the file (or of the SHA256SUMS of a prefix or of a list's files)")
-    endpoint_url: str | None = Field(default=None, description="S3-compatible endpoint for s3:// sources (default: AWS, or $AWS_ENDPOINT_URL)")
+    sha256: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{64}$",
+        description="Expected sha256 of the file (or of the SHA256SUMS of a prefix or of a list's files)",
+    )
+    endpoint_url: str | None = Field(
+        default=None, description="S3-compatible endpoint for s3:// sources (default: AWS, or $AWS_ENDPOINT_URL)"
+    )
 
     @field_validator("source", mode="before")
     @classmethod
@@ -78,27 +87,35 @@ class ParameterServerTraining(Model):
     success_policy: Literal["chief", "all_workers"] = Field(
         default="chief", description="The job succeeds when the chief (else worker 0) ends, or when all workers end"
     )
-    base_port: int | None = Field(default=None, ge=1024, le=65000, description="Ports base_port, base_port+1, …; default: free ports")
+    base_port: int | None = Field(
+        default=None, ge=1024, le=65000, description="Ports base_port, base_port+1, …; default: free ports"
+    )
 
 
 class MultiWorkerMirroredTraining(Model):
     backend: Literal["multi_worker_mirrored"]
     worker_count: int = Field(default=1, ge=1, le=MAX_TASKS)
-    base_port: int | None = Field(default=None, ge=1024, le=65000, description="Ports base_port, base_port+1, …; default: free ports")
+    base_port: int | None = Field(
+        default=None, ge=1024, le=65000, description="Ports base_port, base_port+1, …; default: free ports"
+    )
 
 
 DistributedTraining = Annotated[
-    Union[MpiTraining, ParameterServerTraining, MultiWorkerMirroredTraining],
-    Field(discriminator="backend"),
+    Union[MpiTraining, ParameterServerTraining, MultiWorkerMirroredTraining], Field(discriminator="backend")
 ]
 
 
 class KubernetesSpec(Model):
     namespace: str = Field(default="default", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
     image: str | None = Field(
-        default=None, description="An image the cluster can pull that holds the code at /workspace (else tftrain builds and pushes one)"
+        default=None,
+        description=(
+            "An image the cluster can pull that holds the code at /workspace (else tftrain builds and pushes one)"
+        ),
     )
-    registry: str | None = Field(default=None, description="Where tftrain pushes the code image, e.g. registry.example.com:5000/team")
+    registry: str | None = Field(
+        default=None, description="Where tftrain pushes the code image, e.g. registry.example.com:5000/team"
+    )
 
 
 # 30 s to save a checkpoint (SageMaker gives 120) where the manifest expects preemption (`retry:`);
@@ -114,46 +131,77 @@ def _target_name(name: object) -> str:
     if isinstance(name, str) and catalog.row_of(name) is not None:
         return name
     known = catalog.names()
-    raise PydanticCustomError("literal_error", "Input should be {expected}",
-                              {"expected": ", ".join(repr(n) for n in known[:-1]) + f" or {known[-1]!r}"})
+    raise PydanticCustomError(
+        "literal_error",
+        "Input should be {expected}",
+        {"expected": ", ".join(repr(n) for n in known[:-1]) + f" or {known[-1]!r}"},
+    )
 
 
-TargetName = Annotated[str, PlainValidator(_target_name), WithJsonSchema({"type": "string", "enum": list(catalog.BUILT_IN)})]
+TargetName = Annotated[
+    str, PlainValidator(_target_name), WithJsonSchema({"type": "string", "enum": list(catalog.BUILT_IN)})
+]
 
 
 class ComputeSpec(Model):
     target: TargetName | None = Field(
-        default=None, description="Where the job runs; default: docker when use_docker is true, else local (or a plugin's target)"
+        default=None,
+        description="Where the job runs; default: docker when use_docker is true, else local (or a plugin's target)",
     )
     slots_per_node: int | None = Field(
-        default=None, ge=1, le=1 << 20,
-        description="Processes a node can take; when set, validation checks the job fits (else the run checks the machine)",
+        default=None,
+        ge=1,
+        le=1 << 20,
+        description=(
+            "Processes a node can take; when set, validation checks the job fits (else the run checks the machine)"
+        ),
     )
     # None: not given (the manifest's grace_seconds decides); a stored manifest round-trips as it was written
     kill_grace_seconds: float | None = Field(
-        default=None, ge=0, le=MAX_GRACE_SECONDS, allow_inf_nan=False,
-        description=f"Time between SIGTERM and SIGKILL when a run is stopped (the same as stop_grace_seconds; default {KILL_GRACE_SECONDS:g})",
+        default=None,
+        ge=0,
+        le=MAX_GRACE_SECONDS,
+        allow_inf_nan=False,
+        description=(
+            "Time between SIGTERM and SIGKILL when a run is stopped (the same as stop_grace_seconds; default"
+            f" {KILL_GRACE_SECONDS:g})"
+        ),
     )
-    memory_limit: str | None = Field(default=None, pattern=SIZE_PATTERN, description="Container memory limit (docker target), e.g. 8g")
+    memory_limit: str | None = Field(
+        default=None, pattern=SIZE_PATTERN, description="Container memory limit (docker target), e.g. 8g"
+    )
     kubernetes: KubernetesSpec = Field(default_factory=KubernetesSpec)
     slurm: SlurmSpec = Field(default_factory=SlurmSpec)
     runner_labels: list[str] = Field(
         default_factory=empty_list, description="Extra labels of the self-hosted GitHub runners that may train this"
     )
     gpu_type: str | None = Field(
-        default=None, pattern=r"^[A-Za-z0-9._-]+$",
+        default=None,
+        pattern=r"^[A-Za-z0-9._-]+$",
         description="GPU model the job needs (e.g. a100): a runner label, and a constraint on pool hosts' gpu_type",
     )
     pool_file: str = Field(
-        default=".github/tftrain-pool.yml", description="The runner pool's inventory (target: pool), relative to the manifest's directory"
+        default=".github/tftrain-pool.yml",
+        description="The runner pool's inventory (target: pool), relative to the manifest's directory",
     )
     hosts: list[str] = Field(default_factory=empty_list, description="Pool hosts this job may use (default: any)")
-    host_labels: list[str] = Field(default_factory=empty_list, description="Labels every pool host of this job must have")
+    host_labels: list[str] = Field(
+        default_factory=empty_list, description="Labels every pool host of this job must have"
+    )
     queue_timeout_seconds: int = Field(
-        default=3600, ge=0, le=MAX_SECONDS, description="How long a pool job waits for free GPUs/slots, or a Slurm job stays PENDING, before it fails (0: fail at once)"
+        default=3600,
+        ge=0,
+        le=MAX_SECONDS,
+        description=(
+            "How long a pool job waits for free GPUs/slots, or a Slurm job stays PENDING, before it fails (0: fail at"
+            " once)"
+        ),
     )
     cost: CostSpec | None = Field(
-        default=None, description="Prices ({gpu_hour, cpu_hour, currency}): the run records its cost (default: the pool file's cost, if any)"
+        default=None,
+        description=(
+            "Prices ({gpu_hour, cpu_hour, currency}): the run records its cost (default: the pool file's cost, if any)"
+        ),
     )
 
 
@@ -161,17 +209,28 @@ class ServingResources(Model):
     """Azure's resource_configuration: what one serving replica gets (`tftrain deploy`)."""
 
     cpu: float = Field(default=1.0, gt=0, le=1024, allow_inf_nan=False, description="CPU cores (fractions allowed)")
-    memory: str = Field(default="2Gi", pattern=QUANTITY_PATTERN, description="Memory, a Kubernetes quantity: 512Mi, 2Gi")
+    memory: str = Field(
+        default="2Gi", pattern=QUANTITY_PATTERN, description="Memory, a Kubernetes quantity: 512Mi, 2Gi"
+    )
     gpu: int = Field(default=0, ge=0, le=64, description="GPUs")
     # Azure ML's scoring scripts (init/run) on Azure's own inference server (runner/serving/scoring*)
     scoring_script: str | None = Field(
-        default=None, description="An Azure entry script (init() + run(raw_data)) in source_directory, served on azmlinfsrv"
+        default=None,
+        description="An Azure entry script (init() + run(raw_data)) in source_directory, served on azmlinfsrv",
     )
-    conda_file: str | None = Field(default=None, description="The scoring script's conda environment file (its pip packages are installed)")
-    pip_packages: list[str] = Field(default_factory=empty_list, description="The scoring script's packages, beside the model's TensorFlow")
+    conda_file: str | None = Field(
+        default=None, description="The scoring script's conda environment file (its pip packages are installed)"
+    )
+    pip_packages: list[str] = Field(
+        default_factory=empty_list, description="The scoring script's packages, beside the model's TensorFlow"
+    )
     auth: bool = Field(default=False, description="Azure's auth_enabled: POST /score needs 'Authorization: Bearer KEY'")
     sample_request: str | None = Field(
-        default=None, description="A JSON request body in the scoring script's own shape, in source_directory: the gate and the smoke test post it"
+        default=None,
+        description=(
+            "A JSON request body in the scoring script's own shape, in source_directory: the gate and the smoke test"
+            " post it"
+        ),
     )
 
 
@@ -179,26 +238,44 @@ class ModelSpec(Model):
     path: str = Field(default="outputs/model", description="The model file or directory, inside outputs_dir")
     framework: str = "TensorFlow"
     framework_version: str | None = Field(default=None, pattern=VERSION_PATTERN)
-    register_model: bool = Field(default=True, alias="register", description="Register the model when the run completes")
+    register_model: bool = Field(
+        default=True, alias="register", description="Register the model when the run completes"
+    )
     gate: Literal["auto", "required", "off"] = Field(
         default="auto",
-        description="Load the model in a fresh process and predict on a sample before registering it: auto (a SavedModel or "
-        "Keras file is checked, other files are registered with a warning), required (anything else fails), off",
+        description=(
+            "Load the model in a fresh process and predict on a sample before registering it: auto (a SavedModel or "
+            "Keras file is checked, other files are registered with a warning), required (anything else fails), off"
+        ),
     )
     sample_input: str | None = Field(
-        default=None, description="A .npy, .npz or .json (TensorFlow Serving request) file in the source directory; default: synthesised"
+        default=None,
+        description=(
+            "A .npy, .npz or .json (TensorFlow Serving request) file in the source directory; default: synthesised"
+        ),
     )
-    export: list[Literal["onnx"]] = Field(default_factory=empty_list, description="Formats written beside the model: onnx (tf2onnx, verified)")
+    export: list[Literal["onnx"]] = Field(
+        default_factory=empty_list, description="Formats written beside the model: onnx (tf2onnx, verified)"
+    )
     export_tolerance: float = Field(
-        default=1e-4, gt=0, le=1e6, allow_inf_nan=False, description="Largest |ONNX Runtime - TensorFlow| allowed on the sample"
+        default=1e-4,
+        gt=0,
+        le=1e6,
+        allow_inf_nan=False,
+        description="Largest |ONNX Runtime - TensorFlow| allowed on the sample",
     )
     export_required: bool = Field(default=False, description="Fail the run when an export fails (else a warning)")
     serving: ServingResources = Field(default_factory=ServingResources)
     signing: SigningSpec | None = Field(
-        default=None, description="Sign the registered model (OpenSSF model signing: model.sig) with the key a secrets: entry holds"
+        default=None,
+        description="Sign the registered model (OpenSSF model signing: model.sig) with the key a secrets: entry holds",
     )
     replay: ReplaySpec | None = Field(
-        default=None, description="Before registering, replay real requests against the model and the last release; refuse it when their answers disagree"
+        default=None,
+        description=(
+            "Before registering, replay real requests against the model and the last release; refuse it when their"
+            " answers disagree"
+        ),
     )
 
     @property
@@ -219,7 +296,8 @@ class MetricsSpec(Model):
         default=None, description="Default: minimize for names containing loss/error, else maximize"
     )
     regex: dict[str, str] = Field(
-        default_factory=dict, description="metric name → pattern applied to each log line; group 1 (or `value`) is the value"
+        default_factory=dict,
+        description="metric name → pattern applied to each log line; group 1 (or `value`) is the value",
     )
     ranks: list[Annotated[int, Field(ge=0)]] = Field(
         default_factory=lambda: [0], min_length=1, description="Whose logs and metrics files give the run's metrics"
@@ -257,14 +335,20 @@ class Manifest(Model):
     use_docker: bool = False
     custom_docker_image: str | None = None
     image_registry: ImageRegistry | None = Field(
-        default=None, description="Log in to this registry (address, username, password_secret) to pull custom_docker_image"
+        default=None,
+        description="Log in to this registry (address, username, password_secret) to pull custom_docker_image",
     )
     user_managed: bool = Field(
-        default=False, description="Use the interpreter (`python`) or custom_docker_image as it is: tftrain installs nothing"
+        default=False,
+        description="Use the interpreter (`python`) or custom_docker_image as it is: tftrain installs nothing",
     )
     python: str | None = Field(
-        default=None, min_length=1,
-        description="With user_managed: the interpreter (a path; default: tftrain's own), or inside the image (default: python3)",
+        default=None,
+        min_length=1,
+        description=(
+            "With user_managed: the interpreter (a path; default: tftrain's own), or inside the image (default:"
+            " python3)"
+        ),
     )
     pip_packages: list[str] = Field(default_factory=empty_list)
     conda_packages: list[str] = Field(default_factory=empty_list)
@@ -272,15 +356,22 @@ class Manifest(Model):
     conda_dependencies_file: str | None = None
     environment_variables: dict[str, Scalar] = Field(default_factory=dict)
     secrets: list[str] = Field(
-        default_factory=empty_list, description="Names of variables in tftrain's environment handed to the training at run time, masked in every log"
+        default_factory=empty_list,
+        description=(
+            "Names of variables in tftrain's environment handed to the training at run time, masked in every log"
+        ),
     )
     inputs: dict[str, InputSpec] = Field(default_factory=dict)
     shm_size: str | None = Field(default=None, pattern=SIZE_PATTERN)
     resume_from: str | None = Field(
-        default=None, description="model:NAME@vN|@latest, a run id, checkpoint:RUN_ID (its latest synced checkpoint), or a path"
+        default=None,
+        description="model:NAME@vN|@latest, a run id, checkpoint:RUN_ID (its latest synced checkpoint), or a path",
     )
     checkpoints: CheckpointsSpec | None = Field(
-        default=None, description="Copy a checkpoint directory to S3 while the training runs (resume with resume_from: checkpoint:RUN_ID)"
+        default=None,
+        description=(
+            "Copy a checkpoint directory to S3 while the training runs (resume with resume_from: checkpoint:RUN_ID)"
+        ),
     )
     max_run_duration_seconds: int | None = Field(default=None, ge=1, le=MAX_SECONDS)
     node_count: int = Field(default=1, ge=1, le=MAX_NODES)
@@ -289,31 +380,43 @@ class Manifest(Model):
     distributed_backend: Literal["mpi", "ps"] | None = Field(
         default=None, description="Deprecated: use distributed_training.backend"
     )
-    worker_count: int | None = Field(default=None, ge=1, le=MAX_TASKS, description="Deprecated: use distributed_training.worker_count")
+    worker_count: int | None = Field(
+        default=None, ge=1, le=MAX_TASKS, description="Deprecated: use distributed_training.worker_count"
+    )
     parameter_server_count: int | None = Field(
         default=None, ge=1, le=MAX_TASKS, description="Deprecated: use distributed_training.parameter_server_count"
     )
     compute: ComputeSpec = Field(default_factory=ComputeSpec)
     # after `compute`: its validator sees compute.kill_grace_seconds, the same setting's older name
     stop_grace_seconds: float | None = Field(
-        default=None, ge=0, le=MAX_GRACE_SECONDS, allow_inf_nan=False,
-        description=f"On cancel, time limit or preemption the training gets SIGTERM and this long to save before SIGKILL "
-        f"(default {STOP_GRACE_SECONDS:g} with retry:, else {KILL_GRACE_SECONDS:g}; also written compute.kill_grace_seconds)",
+        default=None,
+        ge=0,
+        le=MAX_GRACE_SECONDS,
+        allow_inf_nan=False,
+        description=(
+            "On cancel, time limit or preemption the training gets SIGTERM and this long to save before SIGKILL"
+            f" (default {STOP_GRACE_SECONDS:g} with retry:, else {KILL_GRACE_SECONDS:g}; also written"
+            " compute.kill_grace_seconds)"
+        ),
     )
     retry: RetrySpec | None = Field(
-        default=None, description="Start another attempt, resuming from the last checkpoint, when a run is preempted or lost"
+        default=None,
+        description="Start another attempt, resuming from the last checkpoint, when a run is preempted or lost",
     )
     compat: Literal["azureml", "none"] | None = Field(
         default=None,
-        description="azureml: Azure ML's Run API (Run.get_context(), run.log, …) routed into tftrain; none: never; "
-        "default: azureml when the entry script imports azureml and the real SDK is not installed",
+        description=(
+            "azureml: Azure ML's Run API (Run.get_context(), run.log, …) routed into tftrain; none: never; "
+            "default: azureml when the entry script imports azureml and the real SDK is not installed"
+        ),
     )
     outputs_dir: str = "outputs"
     logs_dir: str = "logs"
     model: ModelSpec = Field(default_factory=ModelSpec)
     metrics: MetricsSpec = Field(default_factory=MetricsSpec)
     evaluation: EvaluationSpec | None = Field(
-        default=None, description="Judge the model against the last release on per-example evidence from several seeds (the verdict)"
+        default=None,
+        description="Judge the model against the last release on per-example evidence from several seeds (the verdict)",
     )
     # a manifest with a `sweep:` section is a SweptManifest (runner/manifest/sweep.py): the sweep's
     # twenty models are defined and built only for one (~13 ms of every other run's start)

@@ -18,8 +18,11 @@ class RetrySpec(Model):
     max_attempts: int = Field(default=3, ge=1, le=MAX_ATTEMPTS, description="Attempts in all, the first included")
     on: list[RetryCause] = Field(
         default_factory=lambda: ["preempted", "lost"],
-        description="preempted: the machine, container or training was taken away (SIGTERM to tftrain, a lost host, "
-        "a kill by SIGKILL/SIGTERM it did not send); lost: tftrain itself was killed and the next `tftrain run` finds the run orphaned",
+        description=(
+            "preempted: the machine, container or training was taken away (SIGTERM to tftrain, a lost host, a kill by"
+            " SIGKILL/SIGTERM it did not send); lost: tftrain itself was killed and the next `tftrain run` finds the"
+            " run orphaned"
+        ),
     )
     exit_codes: list[Annotated[int, Field(ge=1, le=255)]] = Field(
         default_factory=empty_list, description="The script's exit codes that also start another attempt"

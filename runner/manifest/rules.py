@@ -9,18 +9,24 @@ import posixpath
 import re
 from pathlib import Path
 
-from runner.manifest.fields import ENV_NAME_PATTERN, INPUT_NAME_PATTERN, MAX_TASKS, InputRef, ResumeRef
-from runner.manifest.model import Manifest, MpiTraining, MultiWorkerMirroredTraining, ParameterServerTraining, effective_target
 from runner.frameworks.releases import HOROVOD_FRAMEWORKS, horovod_compatible
-from runner.manifest.image_rules import check_images
-from runner.manifest.signing import check_signing
-from runner.manifest.scoring_rules import check_scoring
-from runner.manifest.evaluation import check_evaluation
-from runner.manifest.replay import check_replay
-from runner.manifest.sourcepaths import regular_file_problem, text_file_problem, through_link
 from runner.manifest.document import Location
-from runner.shared.refs import resume_ref_problem
+from runner.manifest.evaluation import check_evaluation
+from runner.manifest.fields import ENV_NAME_PATTERN, INPUT_NAME_PATTERN, MAX_TASKS, InputRef, ResumeRef
+from runner.manifest.image_rules import check_images
+from runner.manifest.model import (
+    Manifest,
+    MpiTraining,
+    MultiWorkerMirroredTraining,
+    ParameterServerTraining,
+    effective_target,
+)
+from runner.manifest.replay import check_replay
+from runner.manifest.scoring_rules import check_scoring
+from runner.manifest.signing import check_signing
+from runner.manifest.sourcepaths import regular_file_problem, text_file_problem, through_link
 from runner.shared.catalog import bare_here, on_this_machine, on_this_machine_names, row_of
+from runner.shared.refs import resume_ref_problem
 
 Problem = tuple[Location, str]
 MAX_ARGUMENT = 128 << 10  # Linux's MAX_ARG_STRLEN: one argv or environment string
@@ -117,9 +123,7 @@ def _references(manifest: Manifest) -> list[Problem]:
     for flag, value in manifest.script_params.items():
         if isinstance(value, InputRef) and value.input not in manifest.inputs:
             known = ", ".join(sorted(manifest.inputs)) or "none defined"
-            problems.append(
-                (("script_params", flag, "input"), f"input {value.input!r} is not in inputs ({known})")
-            )
+            problems.append((("script_params", flag, "input"), f"input {value.input!r} is not in inputs ({known})"))
         if isinstance(value, ResumeRef) and not manifest.resume_from:
             problems.append((("script_params", flag), "references resume_from, which is not set"))
     if problem := resume_ref_problem(manifest.resume_from or ""):
@@ -171,10 +175,14 @@ def _arguments(manifest: Manifest) -> list[Problem]:
     for flag, value in manifest.script_params.items():
         texts = [flag] + [str(item) for item in (value if isinstance(value, list) else [value])]
         if any(len(text.encode("utf-8", "replace")) >= MAX_ARGUMENT for text in texts):
-            problems.append((("script_params", flag), f"an argument longer than {MAX_ARGUMENT >> 10} KiB cannot be passed"))
+            problems.append(
+                (("script_params", flag), f"an argument longer than {MAX_ARGUMENT >> 10} KiB cannot be passed")
+            )
     for key, value in manifest.environment_variables.items():
         if len(f"{key}={value}".encode("utf-8", "replace")) >= MAX_ARGUMENT:
-            problems.append((("environment_variables", key), f"a variable longer than {MAX_ARGUMENT >> 10} KiB cannot be passed"))
+            problems.append(
+                (("environment_variables", key), f"a variable longer than {MAX_ARGUMENT >> 10} KiB cannot be passed")
+            )
     return problems
 
 
@@ -189,7 +197,12 @@ def _directories(manifest: Manifest) -> list[Problem]:
     for key in ("outputs_dir", "logs_dir"):
         directory = getattr(manifest, key)
         if manifest.entry_script.startswith(directory + "/"):
-            problems.append((("entry_script",), f"{manifest.entry_script!r} is inside {key} {directory!r}, which is not copied into the run"))
+            problems.append(
+                (
+                    ("entry_script",),
+                    f"{manifest.entry_script!r} is inside {key} {directory!r}, which is not copied into the run",
+                )
+            )
     return problems
 
 
@@ -205,7 +218,9 @@ def _gate(manifest: Manifest) -> list[Problem]:
     if spec.gate == "off":
         for key, used in (("export", bool(spec.export)), ("sample_input", spec.sample_input is not None)):
             if used:
-                problems.append((("model", key), f"model.{key} needs the gate: remove it or set model.gate to auto or required"))
+                problems.append(
+                    (("model", key), f"model.{key} needs the gate: remove it or set model.gate to auto or required")
+                )
     return problems
 
 
@@ -217,9 +232,7 @@ def _distribution(manifest: Manifest) -> list[Problem]:
     if training is None:
         for key in ("node_count", "process_count_per_node"):
             if (getattr(manifest, key) or 1) > 1:
-                problems.append(
-                    ((key,), f"{key} > 1 needs a distributed backend: set distributed_training.backend")
-                )
+                problems.append(((key,), f"{key} > 1 needs a distributed backend: set distributed_training.backend"))
         return problems
     slots = manifest.compute.slots_per_node
     capacity = manifest.node_count * (slots or 0)
@@ -234,16 +247,20 @@ def _distribution(manifest: Manifest) -> list[Problem]:
             problems.append(
                 (
                     ("distributed_training", "process_count_per_node"),
-                    f"{training.process_count_per_node} processes per node exceed the {slots} slots per node "
-                    "(compute.slots_per_node)",
+                    (
+                        f"{training.process_count_per_node} processes per node exceed the {slots} slots per node "
+                        "(compute.slots_per_node)"
+                    ),
                 )
             )
         if not horovod_compatible(manifest.framework_version):
             problems.append(
                 (
                     ("framework_version",),
-                    f"Horovod (backend: mpi) builds against TensorFlow {', '.join(HOROVOD_FRAMEWORKS)} only, "
-                    f"not {manifest.framework_version}",
+                    (
+                        f"Horovod (backend: mpi) builds against TensorFlow {', '.join(HOROVOD_FRAMEWORKS)} only, "
+                        f"not {manifest.framework_version}"
+                    ),
                 )
             )
     elif isinstance(training, ParameterServerTraining):
@@ -262,9 +279,7 @@ def _distribution(manifest: Manifest) -> list[Problem]:
         )
     if manifest.process_count_per_node and not isinstance(training, MpiTraining):
         if manifest.process_count_per_node > 1:
-            problems.append(
-                (("process_count_per_node",), f"applies to the mpi backend, not {training.backend}")
-            )
+            problems.append((("process_count_per_node",), f"applies to the mpi backend, not {training.backend}"))
     count = process_count(manifest)
     if count > MAX_TASKS:
         problems.append((("distributed_training",), f"{count} processes; at most {MAX_TASKS}"))
@@ -301,10 +316,14 @@ def _checkpoints(manifest: Manifest) -> list[Problem]:
     problems = []
     outputs = manifest.outputs_dir
     if not checkpoints.dir.startswith(outputs + "/"):
-        problems.append((("checkpoints", "dir"), f"{checkpoints.dir!r} must be a directory inside outputs_dir {outputs!r}"))
+        problems.append(
+            (("checkpoints", "dir"), f"{checkpoints.dir!r} must be a directory inside outputs_dir {outputs!r}")
+        )
     target = effective_target(manifest)
     if not on_this_machine(target):  # the sync reads the run's workdir on this machine
-        problems.append((("checkpoints",), f"checkpoint sync needs the {' or '.join(on_this_machine_names())} target, not {target}"))
+        problems.append(
+            (("checkpoints",), f"checkpoint sync needs the {' or '.join(on_this_machine_names())} target, not {target}")
+        )
     return problems
 
 
@@ -330,7 +349,9 @@ def _files(manifest: Manifest, base_dir: Path) -> list[Problem]:
         if problem:
             problems.append(((key,), problem))
     sample = manifest.model.sample_input
-    problem = sample and posixpath.splitext(sample)[1].lower() in SAMPLE_SUFFIXES and regular_file_problem(source, sample)
+    problem = (
+        sample and posixpath.splitext(sample)[1].lower() in SAMPLE_SUFFIXES and regular_file_problem(source, sample)
+    )
     if problem:
         problems.append((("model", "sample_input"), problem))
     for key in ("outputs_dir", "logs_dir"):

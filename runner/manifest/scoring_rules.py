@@ -27,23 +27,44 @@ def check_scoring(manifest: Manifest, base_dir: Path) -> list[Problem]:
     if serving.scoring_script is None:
         for key in ("conda_file", "pip_packages", "sample_request"):
             if getattr(serving, key):
-                problems.append(((*KEY, key), f"model.serving.{key} belongs to a scoring script: set model.serving.scoring_script"))
+                problems.append(
+                    ((*KEY, key), f"model.serving.{key} belongs to a scoring script: set model.serving.scoring_script")
+                )
         if serving.auth:
-            problems.append(((*KEY, "auth"), "model.serving.auth protects a scoring script's /score: set model.serving.scoring_script "
-                                             "(tftrain serve --auth-token-env protects the other servers)"))
+            problems.append(
+                (
+                    (*KEY, "auth"),
+                    (
+                        "model.serving.auth protects a scoring script's /score: set model.serving.scoring_script "
+                        "(tftrain serve --auth-token-env protects the other servers)"
+                    ),
+                )
+            )
         return problems
     if serving.conda_file and serving.pip_packages:
         problems.append(((*KEY, "pip_packages"), "give conda_file or pip_packages, not both"))
     if spec.gate == "off" or not spec.register_model:
-        problems.append(((*KEY, "scoring_script"), "the gate runs the scoring script's init() and run() before registering: "
-                                                   "set model.gate to auto or required and keep model.register on"))
+        problems.append(
+            (
+                (*KEY, "scoring_script"),
+                (
+                    "the gate runs the scoring script's init() and run() before registering: "
+                    "set model.gate to auto or required and keep model.register on"
+                ),
+            )
+        )
     suffixes = {"scoring_script": ".py", "sample_request": ".json", "conda_file": (".yml", ".yaml")}
     wrong = set()
     for key, suffix in suffixes.items():
         name = getattr(serving, key)
         if name is not None and not name.lower().endswith(suffix):
             wrong.add(key)
-            problems.append(((*KEY, key), f"{name!r} must be a {' or '.join((suffix,) if isinstance(suffix, str) else suffix)} file"))
+            problems.append(
+                (
+                    (*KEY, key),
+                    f"{name!r} must be a {' or '.join((suffix,) if isinstance(suffix, str) else suffix)} file",
+                )
+            )
     problems += [((*KEY, key), problem) for key, problem in file_problems(manifest, base_dir) if key not in wrong]
     return problems
 
@@ -82,5 +103,8 @@ def link_problem(base: Path, relative: str) -> str | None:
         except (OSError, ValueError):
             return None  # missing: regular_file_problem says so
         if stat.S_ISLNK(mode):
-            return f"{relative!r} goes through the symlink {part!r} in {base}: the scoring files must be plain files in source_directory"
+            return (
+                f"{relative!r} goes through the symlink {part!r} in {base}: the scoring files must be plain files in"
+                " source_directory"
+            )
     return None

@@ -13,8 +13,10 @@ from runner.manifest.fields import ENV_NAME_PATTERN, Model
 class SigningSpec(Model):
     private_key_secret: str = Field(
         pattern=ENV_NAME_PATTERN,
-        description="The entry of `secrets:` (a variable of tftrain's environment) that holds the PEM private key (EC P-256, "
-        "P-384 or P-521, unencrypted) the model is signed with at registration; never handed to the training",
+        description=(
+            "The entry of `secrets:` (a variable of tftrain's environment) that holds the PEM private key (EC P-256, "
+            "P-384 or P-521, unencrypted) the model is signed with at registration; never handed to the training"
+        ),
     )
 
 
@@ -27,7 +29,10 @@ def check_signing(manifest) -> list[tuple[tuple, str]]:
     return [
         (
             ("model", "signing", "private_key_secret"),
-            f"{signing.private_key_secret!r} is not in secrets ({known}); list it there and set it in tftrain's environment",
+            (
+                f"{signing.private_key_secret!r} is not in secrets ({known}); list it there and set it in tftrain's"
+                " environment"
+            ),
         )
     ]
 

@@ -15,14 +15,52 @@ CONSTRAINT_PATTERN = r"^[A-Za-z0-9._:*&|,\[\]()-]{1,256}$"  # Slurm's --constrai
 
 # The options of the batch script tftrain writes: a user's extra_args may not set them again.
 # Long names; the short ones map to them.
-OWN_OPTIONS = frozenset({
-    "nodes", "ntasks", "ntasks-per-node", "cpus-per-task", "gres", "gpus", "gpus-per-node", "gpus-per-task",
-    "time", "job-name", "output", "error", "signal", "partition", "account", "qos", "constraint", "comment",
-    "chdir", "export", "wrap", "parsable", "test-only", "array", "open-mode", "no-requeue", "requeue",
-})
+OWN_OPTIONS = frozenset(
+    {
+        "nodes",
+        "ntasks",
+        "ntasks-per-node",
+        "cpus-per-task",
+        "gres",
+        "gpus",
+        "gpus-per-node",
+        "gpus-per-task",
+        "time",
+        "job-name",
+        "output",
+        "error",
+        "signal",
+        "partition",
+        "account",
+        "qos",
+        "constraint",
+        "comment",
+        "chdir",
+        "export",
+        "wrap",
+        "parsable",
+        "test-only",
+        "array",
+        "open-mode",
+        "no-requeue",
+        "requeue",
+    }
+)
 SHORT_OPTIONS = {
-    "N": "nodes", "n": "ntasks", "c": "cpus-per-task", "G": "gpus", "t": "time", "J": "job-name", "o": "output",
-    "e": "error", "p": "partition", "A": "account", "q": "qos", "C": "constraint", "D": "chdir", "a": "array",
+    "N": "nodes",
+    "n": "ntasks",
+    "c": "cpus-per-task",
+    "G": "gpus",
+    "t": "time",
+    "J": "job-name",
+    "o": "output",
+    "e": "error",
+    "p": "partition",
+    "A": "account",
+    "q": "qos",
+    "C": "constraint",
+    "D": "chdir",
+    "a": "array",
 }
 
 # sbatch's short options that take no value: getopt reads what follows them in one item as more options
@@ -58,22 +96,32 @@ def extra_arg_problem(item: str) -> str | None:
 
 
 class SlurmSpec(Model):
-    partition: str | None = Field(default=None, pattern=SLURM_NAME_PATTERN, description="Partition (default: the cluster's default)")
+    partition: str | None = Field(
+        default=None, pattern=SLURM_NAME_PATTERN, description="Partition (default: the cluster's default)"
+    )
     account: str | None = Field(default=None, pattern=SLURM_NAME_PATTERN, description="Account to charge (--account)")
     qos: str | None = Field(default=None, pattern=SLURM_NAME_PATTERN, description="Quality of service (--qos)")
-    constraint: str | None = Field(default=None, pattern=CONSTRAINT_PATTERN, description="Node features the job needs (--constraint)")
+    constraint: str | None = Field(
+        default=None, pattern=CONSTRAINT_PATTERN, description="Node features the job needs (--constraint)"
+    )
     extra_args: list[str] = Field(
-        default_factory=empty_list, max_length=64,
+        default_factory=empty_list,
+        max_length=64,
         description="More sbatch options, one item each (--exclusive, --mem=8G); not the ones tftrain sets",
     )
     mpi: Literal["auto", "pmix", "mpirun"] = Field(
         default="auto",
-        description="How MPI ranks start: srun --mpi=pmix, or mpirun inside the allocation; auto: pmix where `srun --mpi=list` offers it",
+        description=(
+            "How MPI ranks start: srun --mpi=pmix, or mpirun inside the allocation; auto: pmix where `srun --mpi=list`"
+            " offers it"
+        ),
     )
     shared_dir: str | None = Field(
         default=None,
-        description="A directory every node sees: tftrain refuses to run unless TFTRAIN_HOME and the environment cache are inside it "
-        "(default: not checked; they must be shared anyway)",
+        description=(
+            "A directory every node sees: tftrain refuses to run unless TFTRAIN_HOME and the environment cache are"
+            " inside it (default: not checked; they must be shared anyway)"
+        ),
     )
 
     @field_validator("extra_args")

@@ -33,13 +33,18 @@ def check_sources(value: object) -> object:
         except ValueError as exc:
             raise ValueError(f"[{index}]: not a URL: {exc}") from None
         if parts.scheme.lower() not in ("https", "http") or not parts.hostname:
-            raise ValueError(f"[{index}]: {url!r}: a list holds https:// files; an s3:// prefix or a local path is a source of its own")
+            raise ValueError(
+                f"[{index}]: {url!r}: a list holds https:// files; an s3:// prefix or a local path is a source of"
+                " its own"
+            )
         name = url_file_name(url)
         if name in ("", ".", "..") or any(ord(char) < 32 for char in name):
             raise ValueError(f"[{index}]: {url!r}: its path names no file to download")
         if len(name.encode()) > 255:
             raise ValueError(f"[{index}]: its file name is longer than 255 bytes, more than a file system takes")
         if name in seen:
-            raise ValueError(f"[{index}]: {url!r}: file name {name!r} is also that of [{seen[name]}]; one directory holds both")
+            raise ValueError(
+                f"[{index}]: {url!r}: file name {name!r} is also that of [{seen[name]}]; one directory holds both"
+            )
         seen[name] = index
     return value

@@ -83,7 +83,9 @@ Expression = Annotated[
 class Sampling(Model):
     type: Literal["random", "grid", "bayesian"]
     seed: int | None = Field(default=None, ge=0, le=2**32 - 1)
-    rule: Literal["random", "sobol"] = Field(default="random", description="random sampling only: pseudo-random or a Sobol sequence")
+    rule: Literal["random", "sobol"] = Field(
+        default="random", description="random sampling only: pseudo-random or a Sobol sequence"
+    )
 
 
 class Objective(Model):
@@ -92,14 +94,20 @@ class Objective(Model):
 
 
 class _Policy(Model):
-    evaluation_interval: int = Field(default=1, ge=1, description="Apply the policy every N reports of the primary metric")
+    evaluation_interval: int = Field(
+        default=1, ge=1, description="Apply the policy every N reports of the primary metric"
+    )
     delay_evaluation: int = Field(default=0, ge=0, description="Apply it first after N reports")
 
 
 class Bandit(_Policy):
     type: Literal["bandit"]
-    slack_factor: Positive | None = Field(default=None, description="Stop a trial worse than best / (1 + slack_factor) (maximize)")
-    slack_amount: Positive | None = Field(default=None, description="Stop a trial worse than best - slack_amount (maximize)")
+    slack_factor: Positive | None = Field(
+        default=None, description="Stop a trial worse than best / (1 + slack_factor) (maximize)"
+    )
+    slack_amount: Positive | None = Field(
+        default=None, description="Stop a trial worse than best - slack_amount (maximize)"
+    )
 
 
 class MedianStopping(_Policy):
@@ -108,7 +116,9 @@ class MedianStopping(_Policy):
 
 class TruncationSelection(_Policy):
     type: Literal["truncation_selection"]
-    truncation_percentage: int = Field(ge=1, le=99, description="Stop this share of the lowest-performing trials at each evaluation")
+    truncation_percentage: int = Field(
+        ge=1, le=99, description="Stop this share of the lowest-performing trials at each evaluation"
+    )
     exclude_finished_jobs: bool = False
 
 
@@ -116,8 +126,12 @@ class _Halving(Model):
     """Successive halving (Optuna's pruners): the resource is the count of the primary metric's
     reports (step 1, 2, 3 …), the same steps the HyperDrive policies count."""
 
-    min_resource: int = Field(default=1, ge=1, le=1 << 31, description="Reports every trial makes before the first rung")
-    reduction_factor: int = Field(default=3, ge=2, le=1024, description="1 in reduction_factor trials goes on at each rung")
+    min_resource: int = Field(
+        default=1, ge=1, le=1 << 31, description="Reports every trial makes before the first rung"
+    )
+    reduction_factor: int = Field(
+        default=3, ge=2, le=1024, description="1 in reduction_factor trials goes on at each rung"
+    )
 
 
 class Asha(_Halving):
@@ -127,25 +141,45 @@ class Asha(_Halving):
 class Hyperband(_Halving):
     type: Literal["hyperband"]
     max_resource: int | None = Field(
-        default=None, ge=1, le=1 << 31, description="Reports of a trial that runs to its end; default: the first finished trial's"
+        default=None,
+        ge=1,
+        le=1 << 31,
+        description="Reports of a trial that runs to its end; default: the first finished trial's",
     )
 
 
-EarlyTermination = Annotated[Union[Bandit, MedianStopping, TruncationSelection, Asha, Hyperband], Field(discriminator="type")]
+EarlyTermination = Annotated[
+    Union[Bandit, MedianStopping, TruncationSelection, Asha, Hyperband], Field(discriminator="type")
+]
 
 
 class Limits(Model):
-    max_total_trials: int | None = Field(default=None, ge=1, le=MAX_TRIALS, description="Default: the grid's size (grid); required otherwise")
+    max_total_trials: int | None = Field(
+        default=None, ge=1, le=MAX_TRIALS, description="Default: the grid's size (grid); required otherwise"
+    )
     max_concurrent_trials: int = Field(default=1, ge=1, le=1024)
     timeout: int | None = Field(default=None, ge=1, le=MAX_SECONDS, description="Seconds for the whole sweep")
-    trial_timeout: int | None = Field(default=None, ge=1, le=MAX_SECONDS, description="Seconds for one trial (its max_run_duration_seconds)")
+    trial_timeout: int | None = Field(
+        default=None, ge=1, le=MAX_SECONDS, description="Seconds for one trial (its max_run_duration_seconds)"
+    )
     max_gpu_hours: float | None = Field(
-        default=None, gt=0, le=1e9, allow_inf_nan=False,
-        description="No trial starts that would take the sweep past this many allocated GPU-hours (estimated from the finished trials' mean)",
+        default=None,
+        gt=0,
+        le=1e9,
+        allow_inf_nan=False,
+        description=(
+            "No trial starts that would take the sweep past this many allocated GPU-hours (estimated from the finished"
+            " trials' mean)"
+        ),
     )
     max_cost: float | None = Field(
-        default=None, gt=0, le=1e12, allow_inf_nan=False,
-        description="No trial starts that would take the sweep past this cost (needs compute.cost or the pool file's cost)",
+        default=None,
+        gt=0,
+        le=1e12,
+        allow_inf_nan=False,
+        description=(
+            "No trial starts that would take the sweep past this cost (needs compute.cost or the pool file's cost)"
+        ),
     )
 
 
@@ -180,7 +214,9 @@ Objectives = Annotated[
     Discriminator(
         _objective_form,
         custom_error_type="value_form",
-        custom_error_message="must be a mapping {primary_metric: …, goal: …}, or a list of them (a multi-objective sweep)",
+        custom_error_message=(
+            "must be a mapping {primary_metric: …, goal: …}, or a list of them (a multi-objective sweep)"
+        ),
     ),
 ]
 
@@ -189,15 +225,18 @@ class SweepSpec(Model):
     sampling_algorithm: SamplingAlgorithm = "random"
     search_space: dict[str, Expression] = Field(min_length=1)
     objective: Objectives | None = Field(
-        default=None, description="Default: metrics.primary and its goal; a list: a multi-objective sweep (its Pareto front)"
+        default=None,
+        description="Default: metrics.primary and its goal; a list: a multi-objective sweep (its Pareto front)",
     )
     early_termination: EarlyTermination | None = None
     limits: Limits = Field(default_factory=Limits)
     storage: str | None = Field(
-        default=None, description="An Optuna storage URL shared by many runners (postgresql://…); default: SQLite in TFTRAIN_HOME"
+        default=None,
+        description="An Optuna storage URL shared by many runners (postgresql://…); default: SQLite in TFTRAIN_HOME",
     )
     warm_start: list[Annotated[str, Field(pattern=SWEEP_ID_PATTERN)]] = Field(
-        default_factory=empty_list, description="Sweep ids whose finished trials seed this one (HyperDrive's resume_from)"
+        default_factory=empty_list,
+        description="Sweep ids whose finished trials seed this one (HyperDrive's resume_from)",
     )
 
     @property
@@ -212,12 +251,18 @@ class SweptManifest(Manifest):
     """A training job, as committed in `tftrain.yml`."""
 
     model_config = ConfigDict(title="Manifest")
-    sweep: SweepSpec | None = Field(default=None, description="A hyperparameter sweep: each trial a run with sampled script_params")
+    sweep: SweepSpec | None = Field(
+        default=None, description="A hyperparameter sweep: each trial a run with sampled script_params"
+    )
 
 
 def grid_size(sweep: SweepSpec) -> int:
     """How many points a grid over `search_space` has (choice and randint only; the rules refuse the rest)."""
-    sizes = [len(e.values) if e.type == "choice" else e.upper for e in sweep.search_space.values() if e.type in ("choice", "randint")]
+    sizes = [
+        len(e.values) if e.type == "choice" else e.upper
+        for e in sweep.search_space.values()
+        if e.type in ("choice", "randint")
+    ]
     return math.prod(sizes)
 
 
@@ -230,4 +275,3 @@ def trial_limit(sweep: SweepSpec) -> int:
     if grid:
         return grid_size(sweep)
     raise ValueError("sweep.limits.max_total_trials is required unless sampling is grid")
-

@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
+from runner.manifest.document import Location
 from runner.manifest.fields import InputRef, ResumeRef
 from runner.manifest.model import Manifest, effective_target
 from runner.manifest.sweep import MAX_TRIALS, Objective, SweepSpec, grid_size, trial_limit
-from runner.manifest.document import Location
 from runner.shared.catalog import row_of
 
 Problem = tuple[Location, str]
@@ -49,7 +49,10 @@ def sweep_warnings(manifest: Manifest) -> list[Problem]:
     concurrent = sweep.limits.max_concurrent_trials
     if concurrent > trials:
         warnings.append(
-            ((*_LIMITS, "max_concurrent_trials"), f"{concurrent} exceeds the {trials} trials of the sweep; at most {trials} run at once")
+            (
+                (*_LIMITS, "max_concurrent_trials"),
+                f"{concurrent} exceeds the {trials} trials of the sweep; at most {trials} run at once",
+            )
         )
     return warnings
 
@@ -97,8 +100,10 @@ def _bounds(sweep: SweepSpec) -> list[Problem]:
                     problems.append(
                         (
                             (*_SPACE, key, bound),
-                            f"{value:g} is an exponent ({expression.type}: exp(value)); "
-                            f"it must lie within ±{MAX_EXPONENT}",
+                            (
+                                f"{value:g} is an exponent ({expression.type}: exp(value)); "
+                                f"it must lie within ±{MAX_EXPONENT}"
+                            ),
                         )
                     )
     return problems
@@ -125,7 +130,12 @@ def _choices(sweep: SweepSpec) -> list[Problem]:
             index, value = repeats[0]
             more = f" ({len(repeats)} values of the choice repeat an earlier one)" if len(repeats) > 1 else ""
             shown = repr(value) if len(repr(value)) <= SHOWN_VALUE else repr(value)[: SHOWN_VALUE - 1] + "…"
-            problems.append(((*_SPACE, key, "values", index), f"{shown} is already value {first[(type(value), repr(value))]} of the choice{more}"))
+            problems.append(
+                (
+                    (*_SPACE, key, "values", index),
+                    f"{shown} is already value {first[(type(value), repr(value))]} of the choice{more}",
+                )
+            )
     return problems
 
 
@@ -133,7 +143,9 @@ def _grid(sweep: SweepSpec) -> list[Problem]:
     sampling = sweep.sampling
     problems: list[Problem] = []
     if sampling.rule == "sobol" and sampling.type != "random":
-        problems.append((("sweep", "sampling_algorithm", "rule"), f"sobol applies to random sampling, not {sampling.type}"))
+        problems.append(
+            (("sweep", "sampling_algorithm", "rule"), f"sobol applies to random sampling, not {sampling.type}")
+        )
     if sampling.type != "grid":
         return problems
     for key, expression in sweep.search_space.items():
@@ -157,7 +169,9 @@ def _keys(manifest: Manifest, sweep: SweepSpec) -> list[Problem]:
         value = manifest.script_params.get(key)
         if isinstance(value, (InputRef, ResumeRef)):
             form = "{input: …}" if isinstance(value, InputRef) else "{resume_from: true}"
-            problems.append(((*_SPACE, key), f"script_params.{key} is {form}, a path tftrain passes; it cannot be sampled"))
+            problems.append(
+                ((*_SPACE, key), f"script_params.{key} is {form}, a path tftrain passes; it cannot be sampled")
+            )
     return problems
 
 
@@ -171,13 +185,18 @@ def _objective(manifest: Manifest, sweep: SweepSpec) -> list[Problem]:
     for index, objective in enumerate(sweep.objective):
         metric = objective.primary_metric
         if metric in first:
-            problems.append((("sweep", "objective", index, "primary_metric"), f"{metric!r} is already objective {first[metric]}"))
+            problems.append(
+                (("sweep", "objective", index, "primary_metric"), f"{metric!r} is already objective {first[metric]}")
+            )
         first.setdefault(metric, index)
     if len(sweep.objective) > 1 and sweep.early_termination is not None:
         problems.append(
             (
                 ("sweep", "early_termination"),
-                f"Optuna prunes single-objective sweeps only; this sweep has {len(sweep.objective)} objectives (drop early_termination or keep one objective)",
+                (
+                    f"Optuna prunes single-objective sweeps only; this sweep has {len(sweep.objective)} objectives"
+                    " (drop early_termination or keep one objective)"
+                ),
             )
         )
     return problems
@@ -185,7 +204,12 @@ def _objective(manifest: Manifest, sweep: SweepSpec) -> list[Problem]:
 
 def _policy(sweep: SweepSpec) -> list[Problem]:
     policy = sweep.early_termination
-    if policy is not None and policy.type == "hyperband" and policy.max_resource is not None and policy.max_resource < policy.min_resource:
+    if (
+        policy is not None
+        and policy.type == "hyperband"
+        and policy.max_resource is not None
+        and policy.max_resource < policy.min_resource
+    ):
         return [
             (
                 ("sweep", "early_termination", "max_resource"),
@@ -205,19 +229,32 @@ def _limits(sweep: SweepSpec) -> list[Problem]:
     if sweep.limits.max_total_trials is not None:
         return []
     if sweep.sampling.type != "grid":
-        return [((*_LIMITS, "max_total_trials"), f"required for {sweep.sampling.type} sampling (only a grid has a size)")]
+        return [
+            ((*_LIMITS, "max_total_trials"), f"required for {sweep.sampling.type} sampling (only a grid has a size)")
+        ]
     size = grid_size(sweep)
     if size > MAX_TRIALS:
-        return [((*_LIMITS, "max_total_trials"), f"the grid has {size} points; set max_total_trials (at most {MAX_TRIALS})")]
+        return [
+            ((*_LIMITS, "max_total_trials"), f"the grid has {size} points; set max_total_trials (at most {MAX_TRIALS})")
+        ]
     return []
 
 
 def _prices(manifest: Manifest, sweep: SweepSpec) -> list[Problem]:
     """A cost budget needs prices: compute.cost, or the pool file's `cost:` (checked when the sweep
     starts, runner.sweep.driver). Without them no trial has a cost, and nothing keeps the budget."""
-    if sweep.limits.max_cost is None or manifest.compute.cost is not None or row_of(effective_target(manifest)).own_prices:
+    if (
+        sweep.limits.max_cost is None
+        or manifest.compute.cost is not None
+        or row_of(effective_target(manifest)).own_prices
+    ):
         return []
-    return [((*_LIMITS, "max_cost"), "a cost budget needs prices: set compute.cost (or, with compute.target: pool, cost: in the pool file)")]
+    return [
+        (
+            (*_LIMITS, "max_cost"),
+            "a cost budget needs prices: set compute.cost (or, with compute.target: pool, cost: in the pool file)",
+        )
+    ]
 
 
 def _storage(sweep: SweepSpec) -> list[Problem]:

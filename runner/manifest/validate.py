@@ -8,8 +8,8 @@ import types
 import typing
 from typing import Any
 
-from runner.manifest.fields import EXPRESSIONS, POLICIES, QUANTITY_PATTERN, SWEEP_ID_PATTERN
 from runner.manifest.document import Location, YamlDocument, format_loc, one_line
+from runner.manifest.fields import EXPRESSIONS, POLICIES, QUANTITY_PATTERN, SWEEP_ID_PATTERN
 
 __all__ = ["allowed_keys", "format_loc", "validation_messages"]
 
@@ -54,8 +54,18 @@ def _is_member_tag(part: Any) -> bool:
 
 
 _UNION_TAGS = {
-    "mpi", "parameter_server", "multi_worker_mirrored", "bool", "int", "float", "str", "list", "none", "mapping",
-    *EXPRESSIONS, *POLICIES,
+    "mpi",
+    "parameter_server",
+    "multi_worker_mirrored",
+    "bool",
+    "int",
+    "float",
+    "str",
+    "list",
+    "none",
+    "mapping",
+    *EXPRESSIONS,
+    *POLICIES,
 }
 
 

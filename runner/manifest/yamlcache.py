@@ -56,7 +56,12 @@ def keep(entry: Path | None, document: YamlDocument) -> None:
     if entry is None or not _exact(document.data):
         return
     text = json.dumps(
-        {"format": FORMAT, "empty": document.empty, "data": document.data, "lines": [[list(loc), line] for loc, line in document.lines.items()]}
+        {
+            "format": FORMAT,
+            "empty": document.empty,
+            "data": document.data,
+            "lines": [[list(loc), line] for loc, line in document.lines.items()],
+        }
     ).encode()
     if len(text) > MAX_ENTRY_BYTES:
         return

@@ -53,7 +53,9 @@ def parse(path: Path, text: str) -> YamlDocument:
     bad = Reader.NON_PRINTABLE.search(text)
     if bad:
         line = text.count("\n", 0, bad.start()) + 1
-        raise ManifestError(one_line(f"{path}:{line}: (top level): invalid YAML: character U+{ord(bad.group()):04X} is not allowed"))
+        raise ManifestError(
+            one_line(f"{path}:{line}: (top level): invalid YAML: character U+{ord(bad.group()):04X} is not allowed")
+        )
     try:
         for event in yaml.parse(text, Loader=_PARSER):
             builder.feed(event)
@@ -176,7 +178,9 @@ class _Builder:
         if node.anchor is not None:
             self.open_anchors.discard(node.anchor)
             height = node.deepest - node.depth + 1
-            self.anchors[node.anchor] = _Anchor(value, self.values - node.values_before, self.chars - node.chars_before, height)
+            self.anchors[node.anchor] = _Anchor(
+                value, self.values - node.values_before, self.chars - node.chars_before, height
+            )
         if self.stack:
             self.stack[-1].deepest = max(self.stack[-1].deepest, node.deepest)
         self._place(value, node.loc, node.line)
@@ -272,7 +276,9 @@ class _Builder:
                 self.fail(loc, line, f"a number of {len(text)} characters is too long (quote it if it is text)")
             node = yaml.ScalarNode(tag, text)
             try:
-                return _CONSTRUCTOR.construct_yaml_int(node) if kind == "int" else _CONSTRUCTOR.construct_yaml_float(node)
+                return (
+                    _CONSTRUCTOR.construct_yaml_int(node) if kind == "int" else _CONSTRUCTOR.construct_yaml_float(node)
+                )
             except (ValueError, ArithmeticError, IndexError):  # `!!int _` is empty once `_` is dropped
                 self.fail(loc, line, f"{text!r} is not a valid {kind}")
         return text  # str; timestamps and `=` stay text

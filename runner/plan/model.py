@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import NamedTuple
 
-from runner.plan.argv import script_path
 from runner.errors import PlanError
-from runner.manifest.model import Manifest
 from runner.history.rundir import RuntimePaths
+from runner.manifest.model import Manifest
+from runner.plan.argv import script_path
 
 
 class _Word(str, Enum):
@@ -110,7 +110,11 @@ class ContainerSpec(NamedTuple):
 
     def to_dict(self) -> dict:
         # lists and plain strings, as YAML writes them
-        return {**self._asdict(), "network_mode": str(self.network_mode), "mounts": [mount._asdict() for mount in self.mounts]}
+        return {
+            **self._asdict(),
+            "network_mode": str(self.network_mode),
+            "mounts": [mount._asdict() for mount in self.mounts],
+        }
 
 
 @dataclass(frozen=True, slots=True)

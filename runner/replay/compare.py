@@ -53,7 +53,11 @@ def read_answer(body: Any) -> Answer | None:
     try:
         if isinstance(body, dict) and "predictions" in body:
             return Answer(_rows(body["predictions"]))
-        if isinstance(body, dict) and isinstance(body.get("outputs"), list) and all(isinstance(t, dict) and "data" in t for t in body["outputs"]):
+        if (
+            isinstance(body, dict)
+            and isinstance(body.get("outputs"), list)
+            and all(isinstance(t, dict) and "data" in t for t in body["outputs"])
+        ):
             return Answer({str(t.get("name", i)): _tensor(t) for i, t in enumerate(body["outputs"])})
         if isinstance(body, dict) and "outputs" in body:
             columns = body["outputs"]
@@ -86,7 +90,11 @@ def _rows(predictions: Any) -> dict[str, np.ndarray]:
 
 def _tensor(tensor: dict) -> np.ndarray:
     data, shape = _array(tensor["data"]), tensor.get("shape")
-    if isinstance(shape, list) and all(isinstance(size, int) and size >= 0 for size in shape) and math.prod(shape) == data.size:
+    if (
+        isinstance(shape, list)
+        and all(isinstance(size, int) and size >= 0 for size in shape)
+        and math.prod(shape) == data.size
+    ):
         return data.reshape(shape)
     return data
 
@@ -121,7 +129,11 @@ def is_classifier(answer: Answer) -> bool:
 
 def compare(candidate: Answer, baseline: Answer, tolerance: float, by: Agreement) -> Difference:
     """How `candidate` differs from `baseline`, judged `by` top class or by values."""
-    max_abs, mean_abs, same = {}, {}, candidate.other == baseline.other and candidate.outputs.keys() == baseline.outputs.keys()
+    max_abs, mean_abs, same = (
+        {},
+        {},
+        candidate.other == baseline.other and candidate.outputs.keys() == baseline.outputs.keys(),
+    )
     for name in sorted(candidate.outputs.keys() | baseline.outputs.keys()):
         mine, theirs = candidate.outputs.get(name), baseline.outputs.get(name)
         if mine is None or theirs is None or mine.shape != theirs.shape:

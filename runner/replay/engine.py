@@ -29,9 +29,9 @@ import numpy as np
 from runner.errors import FatalError, ReplayError
 from runner.replay.compare import Agreement, Difference, compare, is_classifier, read_answer
 from runner.replay.latency import p99, p99_ratio
-from runner.serving.records import Request, Route
 from runner.replay.report import SHOWN_IDS, Disagreement, Latency, OutputDelta, ReplayReport, StatusDifference
 from runner.serving.launch import BackgroundServer, ServerOptions, scoring_of
+from runner.serving.records import Request, Route
 from runner.serving.refs import Served
 
 MAX_ANSWER_BYTES = 64 << 20  # an answer read at most (a larger one is no answer)
@@ -69,11 +69,16 @@ class Side:
     def _connection(self) -> http.client.HTTPConnection:
         connection = getattr(self._local, "connection", None)
         if connection is None:
-            connection = self._local.connection = http.client.HTTPConnection("127.0.0.1", self.server.port.value, timeout=self.timeout)
+            connection = self._local.connection = http.client.HTTPConnection(
+                "127.0.0.1", self.server.port.value, timeout=self.timeout
+            )
         return connection
 
     def send(self, method: str, path: str, body: bytes | None = None) -> Sent:
-        headers = {"Authorization": f"Bearer {self.token}", **({"Content-Type": "application/json"} if body is not None else {})}
+        headers = {
+            "Authorization": f"Bearer {self.token}",
+            **({"Content-Type": "application/json"} if body is not None else {}),
+        }
         started = time.perf_counter()
         for attempt in (0, 1):  # a keep-alive connection the server closed meanwhile: once more on a new one
             connection = self._connection()
@@ -107,8 +112,9 @@ def _decoded(data: bytes) -> Any:
         return text
 
 
-def replay(requests: list[Request], candidate: Served, baseline: Served | None, options: ReplayOptions, logger,
-           log_dir: Path) -> ReplayReport:
+def replay(
+    requests: list[Request], candidate: Served, baseline: Served | None, options: ReplayOptions, logger, log_dir: Path
+) -> ReplayReport:
     """Send `requests` to `candidate` and `baseline` (None: the candidate alone) and compare; the
     servers' logs go to `log_dir` (candidate.log, baseline.log). ReplayError (one line) when a side
     cannot start, or the two take different inputs."""
@@ -119,19 +125,25 @@ def replay(requests: list[Request], candidate: Served, baseline: Served | None, 
         for side in sides:  # warmed on real requests, not counted
             for request in requests[:WARM_REQUESTS]:
                 side.send("POST", side.path(request), request.encoded())
-        logger.info(f"replay: {len(requests)} requests to {' and '.join(side.server.served.label for side in sides)}, "
-                    f"{options.concurrency} at a time each")
+        logger.info(
+            f"replay: {len(requests)} requests to {' and '.join(side.server.served.label for side in sides)}, "
+            f"{options.concurrency} at a time each"
+        )
         answers = _send_all(sides, requests, options)
         for side in sides:
             side.close()
     return _report(requests, candidate, baseline, answers, options)
 
 
-def _start(stack: contextlib.ExitStack, served: list[Served], options: ReplayOptions, logger, log_dir: Path) -> list[Side]:
+def _start(
+    stack: contextlib.ExitStack, served: list[Served], options: ReplayOptions, logger, log_dir: Path
+) -> list[Side]:
     """Every side's server, started at once; all stopped (by `stack`) when one cannot start."""
     tokens = [secrets.token_urlsafe(24) for _ in served]
-    servers = [BackgroundServer(item, log_dir / f"{role}.log", logger, ServerOptions(token=token))
-               for item, role, token in zip(served, ("candidate", "baseline"), tokens)]
+    servers = [
+        BackgroundServer(item, log_dir / f"{role}.log", logger, ServerOptions(token=token))
+        for item, role, token in zip(served, ("candidate", "baseline"), tokens)
+    ]
     with ThreadPoolExecutor(len(servers)) as pool:
         futures = [pool.submit(server.__enter__) for server in servers]
     failures = []
@@ -151,15 +163,21 @@ def _check_same_inputs(candidate: Side, baseline: Side) -> None:
     scoring scripts: replaying one side's requests against another API says nothing."""
     if candidate.scoring != baseline.scoring:
         which = candidate if candidate.scoring else baseline
-        raise ReplayError(f"{which.server.served.label} is served by its scoring script (/score) and the other by "
-                          "TensorFlow Serving's API: their answers cannot be compared")
+        raise ReplayError(
+            f"{which.server.served.label} is served by its scoring script (/score) and the other by "
+            "TensorFlow Serving's API: their answers cannot be compared"
+        )
     if candidate.scoring:
         return
     signatures = [_inputs(side) for side in (candidate, baseline)]
     if signatures[0] != signatures[1]:
-        shown = [", ".join(f"{name} {dtype}" for name, dtype in sorted(found.items())) or "unknown" for found in signatures]
-        raise ReplayError(f"the two versions take different inputs: {candidate.server.served.label} ({shown[0]}), "
-                          f"{baseline.server.served.label} ({shown[1]}): replay requests of the new signature with `tftrain replay`")
+        shown = [
+            ", ".join(f"{name} {dtype}" for name, dtype in sorted(found.items())) or "unknown" for found in signatures
+        ]
+        raise ReplayError(
+            f"the two versions take different inputs: {candidate.server.served.label} ({shown[0]}), "
+            f"{baseline.server.served.label} ({shown[1]}): replay requests of the new signature with `tftrain replay`"
+        )
 
 
 def _inputs(side: Side) -> dict[str, str]:
@@ -176,7 +194,11 @@ def _inputs(side: Side) -> dict[str, str]:
 def _described(tensor: dict) -> str:
     """An input as metadata says it: its dtype and shape, "DT_FLOAT (-1, 64)"."""
     shape = tensor.get("tensor_shape") or {}
-    dims = "unknown rank" if shape.get("unknown_rank") else ", ".join(str(dim.get("size")) for dim in shape.get("dim") or [])
+    dims = (
+        "unknown rank"
+        if shape.get("unknown_rank")
+        else ", ".join(str(dim.get("size")) for dim in shape.get("dim") or [])
+    )
     return f"{tensor.get('dtype')} ({dims})"
 
 
@@ -191,7 +213,9 @@ def _send_all(sides: list[Side], requests: list[Request], options: ReplayOptions
     def one(side_index: int, index: int) -> None:
         side = sides[side_index]
         late = time.monotonic() > deadline
-        answers[side_index][index] = Sent(0, None, 0.0) if late else side.send("POST", side.path(requests[index]), bodies[index])
+        answers[side_index][index] = (
+            Sent(0, None, 0.0) if late else side.send("POST", side.path(requests[index]), bodies[index])
+        )
 
     def pair(index: int, beside: ThreadPoolExecutor | None) -> None:
         others = [beside.submit(one, side_index, index) for side_index in range(1, len(sides))] if beside else []
@@ -199,19 +223,33 @@ def _send_all(sides: list[Side], requests: list[Request], options: ReplayOptions
         for other in others:
             other.result()
 
-    with ThreadPoolExecutor(options.concurrency, thread_name_prefix="replay") as workers, \
-            ThreadPoolExecutor(options.concurrency, thread_name_prefix="replay-beside") as beside:
+    with (
+        ThreadPoolExecutor(options.concurrency, thread_name_prefix="replay") as workers,
+        ThreadPoolExecutor(options.concurrency, thread_name_prefix="replay-beside") as beside,
+    ):
         for done in [workers.submit(pair, index, beside if len(sides) > 1 else None) for index in range(len(requests))]:
             done.result()
     return [[sent for sent in side_answers if sent is not None] for side_answers in answers]
 
 
-def _report(requests: list[Request], candidate: Served, baseline: Served | None, answers: list[list[Sent]],
-            options: ReplayOptions) -> ReplayReport:
+def _report(
+    requests: list[Request],
+    candidate: Served,
+    baseline: Served | None,
+    answers: list[list[Sent]],
+    options: ReplayOptions,
+) -> ReplayReport:
     mine = answers[0]
     theirs = answers[1] if baseline is not None else None
-    common = dict(candidate=candidate.label, baseline=baseline.label if baseline else None, origin=options.origin, requests=len(requests),
-                  tolerance=options.tolerance, concurrency=options.concurrency, candidate_latency=_latency(mine))
+    common = dict(
+        candidate=candidate.label,
+        baseline=baseline.label if baseline else None,
+        origin=options.origin,
+        requests=len(requests),
+        tolerance=options.tolerance,
+        concurrency=options.concurrency,
+        candidate_latency=_latency(mine),
+    )
     if theirs is None:
         answered = sum(1 for sent in mine if sent.status == 200)
         return ReplayReport(**common, answered=answered, agreed=answered)
@@ -221,10 +259,19 @@ def _report(requests: list[Request], candidate: Served, baseline: Served | None,
     paired = [(a.seconds, b.seconds) for a, b in zip(mine, theirs) if a.status == 200 and b.status == 200]
     ratio = p99_ratio([a for a, _ in paired], [b for _, b in paired])
     return ReplayReport(
-        **common, answered=tally.answered, agreed=tally.agreed, by=tally.by or Agreement.VALUES, outputs=tally.outputs(),
-        disagreeing=len(tally.disagreeing), worst=tally.worst(), status_differences=len(tally.statuses), candidate_failed=tally.failed,
-        statuses=tally.statuses[:SHOWN_IDS], baseline_latency=_latency(theirs),
-        latency_ratio_low=ratio.low if ratio else None, latency_ratio_high=ratio.high if ratio else None,
+        **common,
+        answered=tally.answered,
+        agreed=tally.agreed,
+        by=tally.by or Agreement.VALUES,
+        outputs=tally.outputs(),
+        disagreeing=len(tally.disagreeing),
+        worst=tally.worst(),
+        status_differences=len(tally.statuses),
+        candidate_failed=tally.failed,
+        statuses=tally.statuses[:SHOWN_IDS],
+        baseline_latency=_latency(theirs),
+        latency_ratio_low=ratio.low if ratio else None,
+        latency_ratio_high=ratio.high if ratio else None,
     )
 
 
@@ -275,12 +322,19 @@ class _Tally:
         def finite(value: float) -> float | None:
             return None if value == float("inf") else value
 
-        return {name: OutputDelta(max_abs=finite(self.max_abs[name]), mean_abs=finite(self.mean_sum[name] / self.counted[name]))
-                for name in self.max_abs}
+        return {
+            name: OutputDelta(
+                max_abs=finite(self.max_abs[name]), mean_abs=finite(self.mean_sum[name] / self.counted[name])
+            )
+            for name in self.max_abs
+        }
 
     def worst(self) -> list[Disagreement]:
         ranked = sorted(self.disagreeing, key=lambda item: (-item[0], item[1]))[:SHOWN_IDS]
-        return [Disagreement(id=request_id, max_abs=None if largest == float("inf") else largest) for largest, request_id in ranked]
+        return [
+            Disagreement(id=request_id, max_abs=None if largest == float("inf") else largest)
+            for largest, request_id in ranked
+        ]
 
 
 def _latency(sent: list[Sent]) -> Latency | None:
@@ -288,4 +342,3 @@ def _latency(sent: list[Sent]) -> Latency | None:
     if not seconds:
         return None
     return Latency(p50_ms=float(np.percentile(seconds, 50)) * 1000, p99_ms=p99(seconds) * 1000)
-

@@ -36,6 +36,8 @@ def p99_ratio(candidate, baseline, resamples: int = RESAMPLES, confidence: float
     if len(mine) < 2 or len(mine) != len(theirs) or p99(theirs) <= 0:
         return None
     picks = np.random.default_rng(SEED).integers(0, len(mine), size=(resamples, len(mine)))
-    ratios = np.percentile(mine[picks], PERCENTILE, axis=1) / np.maximum(np.percentile(theirs[picks], PERCENTILE, axis=1), 1e-12)
+    ratios = np.percentile(mine[picks], PERCENTILE, axis=1) / np.maximum(
+        np.percentile(theirs[picks], PERCENTILE, axis=1), 1e-12
+    )
     tail = (1 - confidence) / 2
     return Ratio(p99(mine) / p99(theirs), float(np.quantile(ratios, tail)), float(np.quantile(ratios, 1 - tail)))

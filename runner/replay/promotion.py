@@ -21,12 +21,11 @@ from pathlib import Path
 from runner.errors import NotFoundError, ReplayError
 from runner.manifest import LoadedManifest
 from runner.manifest.replay import LAST_RELEASE, ReplaySpec
-from runner.serving.records import Request, RequestsError, is_warmup, write_requests
 from runner.replay.sources import load_requests
 from runner.serving.layout import REPLAY_REPORT, REPLAY_REQUESTS, VersionDir
+from runner.serving.records import Request, RequestsError, is_warmup, write_requests
 from runner.serving.refs import RELEASE_PREFIX, Served
 from runner.telemetry.logger import Logger
-
 
 
 @dataclass(frozen=True)
@@ -36,10 +35,13 @@ class GitHub:
     repo: Callable[[], tuple[object, object]]  # () → (PyGithub repository, settings), as runner.serving.refs takes it
     last_release: Callable[[str], int | None]  # a model's newest published release's version, None: none yet
 
+
 WORK_DIR = "replay"  # the run directory's scratch for the candidate's version directory
 
 
-def requests_of(spec: ReplaySpec, source_dir: Path, github: GitHub | None, scratch: Path, logger: Logger) -> tuple[list[Request], str]:
+def requests_of(
+    spec: ReplaySpec, source_dir: Path, github: GitHub | None, scratch: Path, logger: Logger
+) -> tuple[list[Request], str]:
     """The first max_requests requests `requests:` names, and where they came from (for the report's
     line); ReplayError naming model.replay.requests, the file and the line when they cannot be read."""
     tag = spec.from_release
@@ -53,7 +55,9 @@ def requests_of(spec: ReplaySpec, source_dir: Path, github: GitHub | None, scrat
     except RequestsError as exc:
         raise ReplayError(f"model.replay.requests: {exc}") from None
     if len(requests) > spec.max_requests:
-        logger.info(f"replay: the first {spec.max_requests} of {len(requests)} requests in {origin} (model.replay.max_requests)")
+        logger.info(
+            f"replay: the first {spec.max_requests} of {len(requests)} requests in {origin} (model.replay.max_requests)"
+        )
     return requests[: spec.max_requests], origin
 
 
@@ -61,7 +65,9 @@ def check_requests(spec: ReplaySpec, source_dir: Path) -> None:
     """The committed requests read before anything trains (a release's are fetched at registration);
     ReplayError naming model.replay.requests, the file and the line."""
     path = source_dir / spec.requests
-    if spec.from_release is None and not (path.is_file() and is_warmup(path)):  # a warmup file needs TensorFlow: read at registration
+    if spec.from_release is None and not (
+        path.is_file() and is_warmup(path)
+    ):  # a warmup file needs TensorFlow: read at registration
         try:
             load_requests(path)
         except RequestsError as exc:
@@ -74,11 +80,15 @@ def _release_requests(tag: str, github: GitHub | None, scratch: Path) -> Path:
     from runner.serving.refs import VerifiedAssets
 
     if github is None:
-        raise ReplayError(f"model.replay.requests: release:{tag} needs the GitHub repository (GITHUB_REPOSITORY and a token)")
+        raise ReplayError(
+            f"model.replay.requests: release:{tag} needs the GitHub repository (GITHUB_REPOSITORY and a token)"
+        )
     release = github.repo()[0].get_release(tag)
     assets = {asset.name: asset for asset in release.get_assets()}
     if REPLAY_REQUESTS not in assets:
-        raise ReplayError(f"model.replay.requests: release {tag} kept no {REPLAY_REQUESTS} (it was registered without model.replay)")
+        raise ReplayError(
+            f"model.replay.requests: release {tag} kept no {REPLAY_REQUESTS} (it was registered without model.replay)"
+        )
     return VerifiedAssets(release, assets, scratch)(REPLAY_REQUESTS, scratch / REPLAY_REQUESTS, MAX_FILE_BYTES)
 
 
@@ -100,10 +110,14 @@ def baseline_ref(spec: ReplaySpec, name: str, github: GitHub | None, home: Path)
 
 
 @contextlib.contextmanager
-def candidate_version(run_root: Path, model_path: Path, kept: dict[str, Path], name: str, framework: str | None) -> Iterator[Served]:
+def candidate_version(
+    run_root: Path, model_path: Path, kept: dict[str, Path], name: str, framework: str | None
+) -> Iterator[Served]:
     """The candidate as a version directory `tftrain serve` could serve: model/ a link to the run's
     model (the gate checked it stays inside outputs/), the gate's files copied; removed after."""
-    scratch = run_root / WORK_DIR / "candidate"  # the server's pythonpath link goes beside the version: both removed after
+    scratch = (
+        run_root / WORK_DIR / "candidate"
+    )  # the server's pythonpath link goes beside the version: both removed after
     shutil.rmtree(scratch, ignore_errors=True)
     root = scratch / "version"
     root.mkdir(parents=True)
@@ -131,8 +145,17 @@ def _link_or_copy(source, target) -> None:
         shutil.copy2(source, target)
 
 
-def replay_before_registering(loaded: LoadedManifest, run_root: Path, serving_dir: Path, model_path: Path, kept: dict[str, Path],
-                              framework: str | None, github: GitHub | None, home: Path, logger: Logger) -> dict[str, Path]:
+def replay_before_registering(
+    loaded: LoadedManifest,
+    run_root: Path,
+    serving_dir: Path,
+    model_path: Path,
+    kept: dict[str, Path],
+    framework: str | None,
+    github: GitHub | None,
+    home: Path,
+    logger: Logger,
+) -> dict[str, Path]:
     """Replay the candidate against its baseline; the files the version keeps (by their path in the
     version), or ReplayError when the candidate is refused. `github`: where the run knows its GitHub
     repository and has a token (else None: no releases)."""
@@ -149,13 +172,17 @@ def replay_before_registering(loaded: LoadedManifest, run_root: Path, serving_di
         baseline = None
         if ref is not None:
             try:
-                baseline = stack.enter_context(checked_out(ref, logger, github.repo if github else None, scratch / "baseline", home))
+                baseline = stack.enter_context(
+                    checked_out(ref, logger, github.repo if github else None, scratch / "baseline", home)
+                )
             except NotFoundError as exc:
                 raise ReplayError(f"model.replay.against: {exc}") from None
             stack.callback(shutil.rmtree, scratch / "baseline", True)
         candidate = stack.enter_context(candidate_version(run_root, model_path, kept, name, framework))
-        logger.info(f"replay: {len(requests)} requests from {origin} against "
-                    f"{baseline.label if baseline else 'no baseline (the first version): the candidate alone'}")
+        logger.info(
+            f"replay: {len(requests)} requests from {origin} against "
+            f"{baseline.label if baseline else 'no baseline (the first version): the candidate alone'}"
+        )
         report = replay(requests, candidate, baseline, options, logger, scratch)
     report_path = serving_dir / REPLAY_REPORT
     report_path.write_text(report.to_text())
@@ -193,4 +220,7 @@ def write_warmup_into(model_path: Path, serving_dir: Path, requests: list[Reques
     except (FatalError, RequestsError) as exc:  # MissingExtra, or no request fits: the model is still registered
         logger.warning(f"replay: no warmup file written into the SavedModel: {exc}")
         return
-    logger.info(f"replay: {written} of the replayed requests written as assets.extra/tf_serving_warmup_requests (TF Serving warms up on them)")
+    logger.info(
+        f"replay: {written} of the replayed requests written as assets.extra/tf_serving_warmup_requests (TF Serving"
+        " warms up on them)"
+    )

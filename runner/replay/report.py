@@ -96,7 +96,9 @@ class ReplayReport(_Model):
 
     def line(self) -> str:
         """One line: "replayed 1,000 recorded requests: 99.6 % same class, max |Δ| 0.03, p99 1.1× the release's"."""
-        replayed = f"replayed {self.requests:,} request{'s' * (self.requests != 1)}" + (f" of {self.origin}" if self.origin else "")
+        replayed = f"replayed {self.requests:,} request{'s' * (self.requests != 1)}" + (
+            f" of {self.origin}" if self.origin else ""
+        )
         if self.baseline is None:
             latency = f", p99 {self.candidate_latency.p99_ms:.3g} ms" if self.candidate_latency else ""
             return f"{replayed} against the candidate alone (no earlier version): {self.answered:,} answered{latency}"
@@ -106,8 +108,11 @@ class ReplayReport(_Model):
         if self.largest is not None:
             parts.append(f"max |Δ| {_number(self.largest)}")
         if self.latency_ratio is not None:
-            interval = (f" [{self.latency_ratio_low:.2g}, {self.latency_ratio_high:.2g}]"
-                        if self.latency_ratio_low is not None and self.latency_ratio_high is not None else "")
+            interval = (
+                f" [{self.latency_ratio_low:.2g}, {self.latency_ratio_high:.2g}]"
+                if self.latency_ratio_low is not None and self.latency_ratio_high is not None
+                else ""
+            )
             parts.append(f"p99 {self.latency_ratio:.2g}×{interval} {self.baseline}'s")
         if self.status_differences:
             parts.append(f"{self.status_differences} answered with another status")
@@ -124,12 +129,18 @@ class ReplayReport(_Model):
             lines.append(f"| {role} | {_cell(label)} | {p50} | {p99} |")
         if self.outputs and self.baseline is not None:
             lines += ["", "| output | max \\|Δ\\| | mean \\|Δ\\| |", "|---|---:|---:|"]
-            lines += [f"| {_cell(name)} | {_number(d.max_abs)} | {_number(d.mean_abs)} |" for name, d in sorted(self.outputs.items())]
+            lines += [
+                f"| {_cell(name)} | {_number(d.max_abs)} | {_number(d.mean_abs)} |"
+                for name, d in sorted(self.outputs.items())
+            ]
         if self.worst:
             shown = ", ".join(f"`{_cell(item.id)}` ({_number(item.max_abs)})" for item in self.worst)
             lines += ["", f"Disagreeing ({self.disagreeing:,}, worst first): {shown}"]
         if self.statuses:
-            shown = ", ".join(f"`{_cell(item.id)}` {item.candidate or 'no answer'} vs {item.baseline or 'no answer'}" for item in self.statuses)
+            shown = ", ".join(
+                f"`{_cell(item.id)}` {item.candidate or 'no answer'} vs {item.baseline or 'no answer'}"
+                for item in self.statuses
+            )
             lines += ["", f"Other status ({self.status_differences:,}): {shown}"]
         return "\n".join(lines)
 
@@ -145,9 +156,14 @@ class ReplayReport(_Model):
                 share = "none answered by both" if agreement is None else f"{agreement:.1%} answered alike"
                 problems.append(f"{share}, below min_agreement {min_agreement:.1%}" + (f" (e.g. {ids})" if ids else ""))
         ratio = self.latency_ratio
-        surely = self.latency_ratio_low if self.latency_ratio_low is not None else ratio  # slower beyond the noise of a tail
+        surely = (
+            self.latency_ratio_low if self.latency_ratio_low is not None else ratio
+        )  # slower beyond the noise of a tail
         if max_latency_ratio is not None and surely is not None and surely > max_latency_ratio:
-            problems.append(f"p99 {ratio:.2f}× {self.baseline}'s (at least {surely:.2f}× at 95 % confidence), above max_latency_ratio {max_latency_ratio:g}")
+            problems.append(
+                f"p99 {ratio:.2f}× {self.baseline}'s (at least {surely:.2f}× at 95 % confidence), above"
+                f" max_latency_ratio {max_latency_ratio:g}"
+            )
         return problems
 
 

@@ -28,9 +28,17 @@ from typing import Any, BinaryIO, Iterable
 import numpy as np
 
 from runner.history.regular import open_regular
-from runner.serving.records import MAX_FILE_BYTES, TFRECORD_HEADER, WARMUP_FILE, Request, RequestsError, Route, masked_crc32c
 from runner.serving.inputs import V2_DTYPES, v1_values, v2_values
 from runner.serving.modelio import InputError
+from runner.serving.records import (
+    MAX_FILE_BYTES,
+    TFRECORD_HEADER,
+    WARMUP_FILE,
+    Request,
+    RequestsError,
+    Route,
+    masked_crc32c,
+)
 from runner.serving.signature import Signature
 
 MAX_RECORDS = 1000  # TensorFlow Serving's cap (servables/tensorflow/saved_model_warmup_util.cc)
@@ -54,11 +62,18 @@ class Selection:
 
     def summary(self, where: Path) -> str:
         """One line: how many written to `where`, how many left out and why."""
-        left = [f"{count} {why}" for count, why in (
-            (self.unfit, "do not fit the signature" + (f" (first: {self.first_unfit})" if self.first_unfit else "")),
-            (self.scoring, "are /score requests (no tensors to warm up with)"),
-            (self.over, f"are past TensorFlow Serving's {MAX_RECORDS} records"),
-        ) if count]
+        left = [
+            f"{count} {why}"
+            for count, why in (
+                (
+                    self.unfit,
+                    "do not fit the signature" + (f" (first: {self.first_unfit})" if self.first_unfit else ""),
+                ),
+                (self.scoring, "are /score requests (no tensors to warm up with)"),
+                (self.over, f"are past TensorFlow Serving's {MAX_RECORDS} records"),
+            )
+            if count
+        ]
         return f"{where}: {len(self.chosen)} requests written" + (f"; left out: {'; '.join(left)}" if left else "")
 
 
@@ -89,7 +104,9 @@ def check_expressible(signature: Signature) -> None:
     """RequestsError unless every input has a dtype a JSON request can carry (a TensorProto of it)."""
     for spec in signature.inputs:
         if spec.dtype not in V2_DTYPES:
-            raise RequestsError(f"signature {signature.name!r}: input {spec.name!r} is {spec.dtype}: no JSON request carries it")
+            raise RequestsError(
+                f"signature {signature.name!r}: input {spec.name!r} is {spec.dtype}: no JSON request carries it"
+            )
 
 
 def write_warmup(requests: Iterable[Request], out: Path, signature: Signature, model_name: str, logger=None) -> int:
@@ -99,7 +116,10 @@ def write_warmup(requests: Iterable[Request], out: Path, signature: Signature, m
     check_expressible(signature)
     selection = select(requests, signature)
     if not selection.chosen:
-        raise RequestsError(f"{out}: no request fits signature {signature.name!r}: {selection.summary(out).partition('; ')[2] or 'no requests'}")
+        raise RequestsError(
+            f"{out}: no request fits signature {signature.name!r}:"
+            f" {selection.summary(out).partition('; ')[2] or 'no requests'}"
+        )
     tf, protos = tensorflow_modules()
     records = [_record(tf, protos, values, signature, model_name) for _, values in selection.chosen]
     os.close(os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644))  # ours, new
@@ -123,7 +143,9 @@ def _record(tf, protos, values: dict[str, np.ndarray], signature: Signature, mod
     dtypes = {spec.name: spec.dtype for spec in signature.inputs}
     for name, array in values.items():
         request.inputs[name].CopyFrom(tf.make_tensor_proto(array, dtype=tf.as_dtype(dtypes[name])))
-    return prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request)).SerializeToString()
+    return prediction_log_pb2.PredictionLog(
+        predict_log=prediction_log_pb2.PredictLog(request=request)
+    ).SerializeToString()
 
 
 def read_warmup(path: Path) -> list[Request]:
@@ -138,7 +160,9 @@ def read_warmup(path: Path) -> list[Request]:
     with handle:
         size = os.fstat(handle.fileno()).st_size
         if size > MAX_FILE_BYTES:
-            raise RequestsError(f"{path}: {size} bytes: a warmup file read as requests holds at most {MAX_FILE_BYTES >> 20} MiB")
+            raise RequestsError(
+                f"{path}: {size} bytes: a warmup file read as requests holds at most {MAX_FILE_BYTES >> 20} MiB"
+            )
         count = frames(handle, size, path)
     if not count:
         raise RequestsError(f"{path}: no requests in it (an empty warmup file)")
@@ -152,7 +176,9 @@ def read_warmup(path: Path) -> list[Request]:
         except StopIteration:
             raise RequestsError(f"{where}: missing (the file changed while it was read)") from None
         except tf.errors.OpError as exc:
-            raise RequestsError(f"{where}: TensorFlow cannot read it ({(exc.message or type(exc).__name__).splitlines()[0][:200]})") from None
+            raise RequestsError(
+                f"{where}: TensorFlow cannot read it ({(exc.message or type(exc).__name__).splitlines()[0][:200]})"
+            ) from None
         inputs, values = _inputs(tf, protos, raw, where, MAX_TOTAL_VALUES - total)
         total += values
         requests.append(Request(f"warmup-{number}", {"inputs": inputs}, Route.V1))
@@ -166,13 +192,18 @@ def frames(handle: BinaryIO, size: int, where: Path) -> int:
     while at < size:
         number += 1
         if number > MAX_RECORDS:
-            raise RequestsError(f"{where}: record {number}: more than {MAX_RECORDS} records (TensorFlow Serving reads at most {MAX_RECORDS})")
+            raise RequestsError(
+                f"{where}: record {number}: more than {MAX_RECORDS} records (TensorFlow Serving reads at most"
+                f" {MAX_RECORDS})"
+            )
         head = handle.read(TFRECORD_HEADER)
         if len(head) < TFRECORD_HEADER:
             raise RequestsError(f"{where}: record {number}: truncated (the file ends inside its header)")
         if masked_crc32c(head[:8]) != int.from_bytes(head[8:], "little"):
             hint = ": a warmup file is TFRecords of PredictionLog" if number == 1 else ""
-            raise RequestsError(f"{where}: record {number}: not a TFRecord (its length's checksum does not match){hint}")
+            raise RequestsError(
+                f"{where}: record {number}: not a TFRecord (its length's checksum does not match){hint}"
+            )
         length = int.from_bytes(head[:8], "little")
         if length > size - at - TFRECORD_HEADER - 4:
             raise RequestsError(f"{where}: record {number}: truncated (it says {length} bytes, the file ends before)")
@@ -193,7 +224,14 @@ def _inputs(tf, protos, raw: bytes, where: str, budget: int) -> tuple[dict[str, 
         raise RequestsError(f"{where}: not a PredictionLog") from None
     kind = log.WhichOneof("log_type")
     if kind != "predict_log":
-        raise RequestsError(f"{where}: " + (f"a {kind}, not a predict_log: only PredictRequests are replayed" if kind else "not a PredictionLog (it holds no log)"))
+        raise RequestsError(
+            f"{where}: "
+            + (
+                f"a {kind}, not a predict_log: only PredictRequests are replayed"
+                if kind
+                else "not a PredictionLog (it holds no log)"
+            )
+        )
     tensors = log.predict_log.request.inputs
     if not tensors:
         raise RequestsError(f"{where}: a PredictRequest with no inputs")
@@ -201,7 +239,9 @@ def _inputs(tf, protos, raw: bytes, where: str, budget: int) -> tuple[dict[str, 
     for name in tensors:
         total += _values(tensors[name], f"{where}: input {name[:80]!r}")
         if total > MAX_VALUES:
-            raise RequestsError(f"{where}: more than {MAX_VALUES} values in its inputs: a warmup request is far smaller")
+            raise RequestsError(
+                f"{where}: more than {MAX_VALUES} values in its inputs: a warmup request is far smaller"
+            )
     if total > budget:
         raise RequestsError(f"{where}: more than {MAX_TOTAL_VALUES} values in the file up to here: replay a sample")
     return {name: _json(tf, tensors[name], f"{where}: input {name[:80]!r}") for name in sorted(tensors)}, total
@@ -232,13 +272,21 @@ def _json(tf, tensor, where: str) -> Any:
         raise RequestsError(f"{where}: holds NaN or an infinity: JSON has no such number")
     if dtype == "string":
         try:
-            return np.vectorize(lambda item: item.decode("utf-8"), otypes=[object])(array).tolist() if array.size else array.tolist()
+            return (
+                np.vectorize(lambda item: item.decode("utf-8"), otypes=[object])(array).tolist()
+                if array.size
+                else array.tolist()
+            )
         except UnicodeDecodeError:
-            raise RequestsError(f"{where}: a string that is not UTF-8 text (binary inputs have no JSON form here)") from None
+            raise RequestsError(
+                f"{where}: a string that is not UTF-8 text (binary inputs have no JSON form here)"
+            ) from None
     return array.tolist()
 
 
-def put_into_saved_model(saved_model_dir: Path, requests: Iterable[Request], signature: Signature, model_name: str, logger=None) -> int:
+def put_into_saved_model(
+    saved_model_dir: Path, requests: Iterable[Request], signature: Signature, model_name: str, logger=None
+) -> int:
     """`requests` as SAVED_MODEL/assets.extra/tf_serving_warmup_requests; how many records. No link is
     followed, neither to the SavedModel nor inside it; a file already there is replaced only if it
     is a regular file (atomically: a reader sees the old file or the new one)."""
@@ -248,7 +296,10 @@ def put_into_saved_model(saved_model_dir: Path, requests: Iterable[Request], sig
     try:
         model_fd = os.open(saved_model_dir, flags)
     except OSError as exc:
-        raise UsageError(f"{saved_model_dir}: not a directory of its own ({exc.strerror}): a SavedModel is written into in place, never through a link") from None
+        raise UsageError(
+            f"{saved_model_dir}: not a directory of its own ({exc.strerror}): a SavedModel is written into in place,"
+            " never through a link"
+        ) from None
     try:
         try:
             model_file = os.stat("saved_model.pb", dir_fd=model_fd, follow_symlinks=False)
@@ -263,7 +314,9 @@ def put_into_saved_model(saved_model_dir: Path, requests: Iterable[Request], sig
         try:
             extra_fd = os.open(ASSETS_EXTRA, flags, dir_fd=model_fd)
         except OSError as exc:
-            raise UsageError(f"{saved_model_dir / ASSETS_EXTRA}: not a directory ({exc.strerror}): links are never followed") from None
+            raise UsageError(
+                f"{saved_model_dir / ASSETS_EXTRA}: not a directory ({exc.strerror}): links are never followed"
+            ) from None
         try:
             return _replace_in(extra_fd, saved_model_dir / ASSETS_EXTRA, requests, signature, model_name, logger)
         finally:
@@ -285,7 +338,9 @@ def _replace_in(directory_fd: int, directory: Path, requests, signature: Signatu
         written = Path(scratch) / WARMUP_FILE
         count = write_warmup(requests, written, signature, model_name, logger)
         partial = f".{WARMUP_FILE}.{os.getpid()}.partial"
-        out_fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=directory_fd)
+        out_fd = os.open(
+            partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=directory_fd
+        )
         try:
             with os.fdopen(out_fd, "wb") as out, open(written, "rb") as source:
                 while chunk := source.read(1 << 20):
@@ -311,15 +366,15 @@ def tensorflow_modules():
         import tensorflow as tf
     except ImportError:
         raise MissingExtra(
-            f"the warmup file needs TensorFlow and {PACKAGE}: pip install 'tf-train-action[replay]', then pip install --no-deps "
-            f"'{PACKAGE}==X.Y.*' of TensorFlow's X.Y (in the action: extras: replay)"
+            f"the warmup file needs TensorFlow and {PACKAGE}: pip install 'tf-train-action[replay]', then pip install"
+            f" --no-deps '{PACKAGE}==X.Y.*' of TensorFlow's X.Y (in the action: extras: replay)"
         ) from None
     release = ".".join(tf.__version__.split(".")[:2])
     try:
         from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
     except ImportError:
         raise MissingExtra(
-            f"the warmup file needs {PACKAGE}: pip install --no-deps '{PACKAGE}=={release}.*' "
-            "(it asks for the full tensorflow package; it needs only the TensorFlow already here; in the action: extras: replay)"
+            f"the warmup file needs {PACKAGE}: pip install --no-deps '{PACKAGE}=={release}.*' (it asks for the full"
+            " tensorflow package; it needs only the TensorFlow already here; in the action: extras: replay)"
         ) from None
     return tf, (predict_pb2, prediction_log_pb2)

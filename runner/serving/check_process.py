@@ -17,7 +17,9 @@ from pathlib import Path
 PROBE_MODULE = "runner.serving.model_check"
 
 
-def _start(python: str, args: list[str], pythonpath: Path | None, log: Path, stdin, nice: bool = False) -> subprocess.Popen:
+def _start(
+    python: str, args: list[str], pythonpath: Path | None, log: Path, stdin, nice: bool = False
+) -> subprocess.Popen:
     # the gate checks on the CPU: a GPU the training used may still be held, and is not needed for one sample
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "-1"}
     if pythonpath is not None:
@@ -25,7 +27,11 @@ def _start(python: str, args: list[str], pythonpath: Path | None, log: Path, std
     prefix = ["nice", "-n", "19"] if nice and shutil.which("nice") else []
     with log.open("ab") as out:
         return subprocess.Popen(
-            [*prefix, python, "-m", PROBE_MODULE, *args], stdin=stdin, stdout=out, stderr=subprocess.STDOUT, env=env,
+            [*prefix, python, "-m", PROBE_MODULE, *args],
+            stdin=stdin,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
             start_new_session=True,
         )
 
@@ -85,7 +91,9 @@ class Warming:
     never ahead); else cold when the gate asks, after the script ended. When and why it started is
     the first line of the gate's log. Whatever is still running at exit is stopped."""
 
-    def __init__(self, python: str, pythonpath: Path | None, warm_log: Path, after: float | None, sample=None, why_not: str = "") -> None:
+    def __init__(
+        self, python: str, pythonpath: Path | None, warm_log: Path, after: float | None, sample=None, why_not: str = ""
+    ) -> None:
         """`sample`: what reads the machine (prestart.Machine().read_times by default); `why_not`:
         what the log says when `after` is None."""
         self.python, self.pythonpath, self.warm_log, self.after = python, pythonpath, warm_log, after
@@ -119,7 +127,10 @@ class Warming:
             if not decision.start or self._ended.is_set():
                 self.note = decision.why
                 return
-            self.note = f"started {time.monotonic() - self._began:.1f} s into the training, at the lowest priority: {decision.why}"
+            self.note = (
+                f"started {time.monotonic() - self._began:.1f} s into the training, at the lowest priority:"
+                f" {decision.why}"
+            )
             try:
                 self.warm_log.write_text(f"gate: its process {self.note}\n")
                 self._warm = WarmProbe(self.python, self.pythonpath, self.warm_log)

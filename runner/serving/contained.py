@@ -40,7 +40,9 @@ def model_links(workdir: Path, outputs_dir: str, model_path: str) -> list[Link]:
             found.append(Link(here, _leaves(here, base)))
     target = workdir / model_path
     if kind_of(target) is EntryKind.DIRECTORY:
-        found += [Link(entry.path, _leaves(entry.path, base)) for entry in walk(target) if entry.kind is EntryKind.SYMLINK]
+        found += [
+            Link(entry.path, _leaves(entry.path, base)) for entry in walk(target) if entry.kind is EntryKind.SYMLINK
+        ]
     return found
 
 
@@ -54,8 +56,8 @@ def refuse_leaving(links: list[Link], workdir: Path) -> None:
     leaving = [link for link in links if link.leaves]
     if leaving:
         raise ModelGateError(
-            f"{_name(leaving[0], workdir)} is a link that leads out of the outputs directory{_more(leaving)}: the gate, "
-            "the ONNX export and registration never follow a link out of it (write the files there instead)"
+            f"{_name(leaving[0], workdir)} is a link that leads out of the outputs directory{_more(leaving)}: the gate,"
+            " the ONNX export and registration never follow a link out of it (write the files there instead)"
         )
 
 

@@ -48,7 +48,13 @@ class PredictRequest:
     def answer(self, outputs: dict[str, np.ndarray]) -> dict:
         if self.protocol is Protocol.V2:
             answers = [_v2_output(name, value) for name, value in sorted(outputs.items())]
-            return {"model_name": self.model_name, "model_version": None, "id": self.request_id, "parameters": None, "outputs": answers}
+            return {
+                "model_name": self.model_name,
+                "model_version": None,
+                "id": self.request_id,
+                "parameters": None,
+                "outputs": answers,
+            }
         if self.rows:
             return {"predictions": _rows(outputs)}
         columns = modelio.outputs_as_json(outputs)
@@ -56,9 +62,14 @@ class PredictRequest:
 
     def batch_key(self) -> tuple | None:
         """Requests with the same key can run as one batch (rows stacked); None: never batched."""
-        if self.protocol is Protocol.V2 or any(value.ndim == 0 or value.dtype == object for value in self.values.values()):
+        if self.protocol is Protocol.V2 or any(
+            value.ndim == 0 or value.dtype == object for value in self.values.values()
+        ):
             return None
-        return (self.signature.name, *((name, value.dtype.str, value.shape[1:]) for name, value in sorted(self.values.items())))
+        return (
+            self.signature.name,
+            *((name, value.dtype.str, value.shape[1:]) for name, value in sorted(self.values.items())),
+        )
 
     def size(self) -> int:
         return len(next(iter(self.values.values())))
@@ -99,7 +110,13 @@ def _v2_output(name: str, value: np.ndarray) -> dict:
     value = np.asarray(value)
     datatype = "BYTES" if value.dtype.kind in "OSU" else inputs.V2_DTYPES.get(value.dtype.name, "FP32")
     data = modelio.outputs_as_json({name: value.reshape(-1)})[name]
-    return {"name": name, "shape": list(value.shape), "datatype": datatype, "parameters": None, "data": data}  # as KServe answers
+    return {
+        "name": name,
+        "shape": list(value.shape),
+        "datatype": datatype,
+        "parameters": None,
+        "data": data,
+    }  # as KServe answers
 
 
 def _rows(outputs: dict[str, np.ndarray]) -> list:
@@ -147,7 +164,10 @@ class FastPredict:
 
     def __init__(self, app, endpoint, ready: Callable[[], bool], batch: bool = False) -> None:
         self.app, self.endpoint, self.ready, self.batch = app, endpoint, ready, batch
-        self.paths = {f"/v1/models/{endpoint.name}:predict": Protocol.V1, f"/v2/models/{endpoint.name}/infer": Protocol.V2}
+        self.paths = {
+            f"/v1/models/{endpoint.name}:predict": Protocol.V1,
+            f"/v2/models/{endpoint.name}/infer": Protocol.V2,
+        }
         self.pending: list[tuple[PredictRequest, Any]] = []  # (request, future) waiting for the next batch
         try:
             import orjson
@@ -170,8 +190,18 @@ class FastPredict:
         if protocol is None:
             size = _binary_json_size(scope) if scope["type"] == "http" else None
             if size is not None and not 0 <= size < OFF_LOOP_BYTES:  # KServe parses that JSON on the event loop
-                await self._send(send, 400, self.dumps({"error": f"the JSON part of a binary request (Inference-Header-Content-Length) "
-                                                                 f"must be 0 to {OFF_LOOP_BYTES - 1} bytes"}))
+                await self._send(
+                    send,
+                    400,
+                    self.dumps(
+                        {
+                            "error": (
+                                "the JSON part of a binary request (Inference-Header-Content-Length) "
+                                f"must be 0 to {OFF_LOOP_BYTES - 1} bytes"
+                            )
+                        }
+                    ),
+                )
                 return
             await self.app(scope, receive, send)
             return
@@ -216,7 +246,10 @@ class FastPredict:
             try:
                 with _collector_paused():
                     request = self.endpoint.request(protocol, body)
-                status, payload = 200, request.answer(self.endpoint.model.predict(request.values, request.signature.name))
+                status, payload = (
+                    200,
+                    request.answer(self.endpoint.model.predict(request.values, request.signature.name)),
+                )
             except Exception as exc:
                 status, payload = self.failed(exc)
         return status, self.dumps(payload)

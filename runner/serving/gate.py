@@ -20,17 +20,17 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from runner.environments.prepared import Environment, Probe
 from runner.errors import ModelGateError
-from runner.serving.onnx_export import export_onnx
+from runner.frameworks.serving import framework_constraints, serving_requirements
 from runner.history.rundir import RunPaths
 from runner.manifest import LoadedManifest
 from runner.manifest.model import ModelSpec
-from runner.serving.gate_report import ServingReport
 from runner.serving.contained import model_links, printable, refuse_leaving, refuse_read_through
-from runner.frameworks.serving import framework_constraints, serving_requirements
+from runner.serving.gate_report import ServingReport
+from runner.serving.onnx_export import export_onnx
 from runner.serving.signature import locate
 from runner.serving.steps import PROBE_SECONDS, cached_env, ran, verdict
-from runner.environments.prepared import Environment, Probe
 from runner.telemetry.logger import Logger
 
 GATE_FILES = ("serving.json", "sample.npz", "predictions.npz")
@@ -61,7 +61,9 @@ class GateResult:
         return kept
 
 
-def run_gate(loaded: LoadedManifest, paths: RunPaths, probe: Probe, env: Environment, logger: Logger) -> GateResult | None:
+def run_gate(
+    loaded: LoadedManifest, paths: RunPaths, probe: Probe, env: Environment, logger: Logger
+) -> GateResult | None:
     """None when the gate is off, or (gate: auto) when model.path holds files that are no model
     the gate knows; ModelGateError (one line: which check failed) when the model fails, and before
     anything is loaded when a link would make the gate read what registration does not hold."""
@@ -74,7 +76,10 @@ def run_gate(loaded: LoadedManifest, paths: RunPaths, probe: Probe, env: Environ
     located = locate(model_path)
     refuse_read_through(links, model_path, located, paths.workdir)
     if located is None and spec.serving.scoring_script:
-        raise ModelGateError(f"model.path {spec.path} holds no model the gate knows ({KNOWN}): a scoring script is registered only with one")
+        raise ModelGateError(
+            f"model.path {spec.path} holds no model the gate knows ({KNOWN}): a scoring script is registered only"
+            " with one"
+        )
     if located is None:
         return _unidentified(spec, f"model.path {spec.path} holds no model the gate knows ({KNOWN})", logger)
     started = time.monotonic()
@@ -82,7 +87,9 @@ def run_gate(loaded: LoadedManifest, paths: RunPaths, probe: Probe, env: Environ
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     sample = loaded.source_dir / spec.sample_input if spec.sample_input else None
-    args = ["check", str(model_path), str(out)] + (["--sample", str(paths.workdir / spec.sample_input)] if sample else [])
+    args = ["check", str(model_path), str(out)] + (
+        ["--sample", str(paths.workdir / spec.sample_input)] if sample else []
+    )
     where = _probe(probe, env, paths, args, out / "check.log", loaded, logger)
     result = verdict(out, "check", out / "check.log")
     error = printable(str(result.get("error")))  # it names the model's files: any name a script chose
@@ -91,11 +98,15 @@ def run_gate(loaded: LoadedManifest, paths: RunPaths, probe: Probe, env: Environ
     if not result.get("ok"):
         raise ModelGateError(f"model {spec.path}: {error} (the gate, in {where}; log: {out / 'check.log'})")
     serving = replace(ServingReport.read(out / "serving.json"), checked_in=where)
-    serving = replace(serving, onnx=export_onnx(loaded, paths, serving.tensorflow, logger) if "onnx" in spec.export else None)
+    serving = replace(
+        serving, onnx=export_onnx(loaded, paths, serving.tensorflow, logger) if "onnx" in spec.export else None
+    )
     if spec.serving.scoring_script:
         from runner.serving.scoring.gate import gate_scoring
 
-        scoring = gate_scoring(loaded, paths, out, lambda args, log: _probe(probe, env, paths, args, log, loaded, logger), logger)
+        scoring = gate_scoring(
+            loaded, paths, out, lambda args, log: _probe(probe, env, paths, args, log, loaded, logger), logger
+        )
         serving = replace(serving, scoring=scoring)
     (out / "serving.json").write_text(json.dumps(serving.as_json(), indent=2, sort_keys=True) + "\n")
     seconds = time.monotonic() - started
@@ -114,8 +125,12 @@ def _unidentified(spec: ModelSpec, what: str, logger: Logger) -> None:
         raise ModelGateError(f"{what} (model.gate: required)")
     if spec.export_required:
         raise ModelGateError(f"{what}: nothing to export (model.export_required: true)")
-    unchecked = "it was not loaded, no signature read, no prediction made" + (", no model.onnx exported" if spec.export else "")
-    logger.warning(f"{what}: registered without the load-and-predict check ({unchecked}; model.gate: off silences this)")
+    unchecked = "it was not loaded, no signature read, no prediction made" + (
+        ", no model.onnx exported" if spec.export else ""
+    )
+    logger.warning(
+        f"{what}: registered without the load-and-predict check ({unchecked}; model.gate: off silences this)"
+    )
     return None
 
 
@@ -134,7 +149,9 @@ def gate_finished(loaded: LoadedManifest, home: Path, run_id: str, logger: Logge
         environment = {}
     python = environment.get("python")
     here = isinstance(python, str) and not environment.get("image") and Path(python).is_file()
-    env = Environment(python if here else "python", environment.get("description") or f"the environment of {run_id}", True, True)
+    env = Environment(
+        python if here else "python", environment.get("description") or f"the environment of {run_id}", True, True
+    )
 
     def probe(args: list[str], log: Path, timeout: float) -> int | None | bool:
         return run_probe(python, args, paths.link_runner(), log, timeout) if here else False
@@ -142,7 +159,9 @@ def gate_finished(loaded: LoadedManifest, home: Path, run_id: str, logger: Logge
     return run_gate(loaded, paths, probe, env, logger)
 
 
-def _probe(probe: Probe, env: Environment, paths: RunPaths, args: list[str], log: Path, loaded: LoadedManifest, logger: Logger) -> str:
+def _probe(
+    probe: Probe, env: Environment, paths: RunPaths, args: list[str], log: Path, loaded: LoadedManifest, logger: Logger
+) -> str:
     """Run the check in the run's environment; where that is not on this machine (pool hosts, a
     cluster), in a cached virtualenv of the model's TensorFlow release. Says where it ran."""
     status = probe(args, log, PROBE_SECONDS) if probe is not None else False

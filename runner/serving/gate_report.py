@@ -118,7 +118,9 @@ class _Fields:
         try:
             self.document = json.loads(path.read_text())
         except (OSError, ValueError, RecursionError) as exc:
-            raise ModelGateError(f"the gate's {path.name} cannot be read: {str(exc)[:200] or type(exc).__name__}") from None
+            raise ModelGateError(
+                f"the gate's {path.name} cannot be read: {str(exc)[:200] or type(exc).__name__}"
+            ) from None
         if not isinstance(self.document, dict):
             raise ModelGateError(f"the gate's {path.name} is not a JSON object")
 
@@ -139,7 +141,9 @@ class _Fields:
         return values
 
     def refuse(self, name: str, problem: str) -> None:
-        raise ModelGateError(f"the gate's {self.path.name}: {name} {problem} (the check did not write this file as it does)")
+        raise ModelGateError(
+            f"the gate's {self.path.name}: {name} {problem} (the check did not write this file as it does)"
+        )
 
 
 _KINDS = {str: "a string", int: "a whole number", float: "a number", dict: "a JSON object", list: "a list"}
@@ -148,6 +152,10 @@ _KINDS = {str: "a string", int: "a whole number", float: "a number", dict: "a JS
 def _prediction(fields: _Fields, name: str, value: Any) -> Prediction:
     shape = value.get("shape") if isinstance(value, dict) else None
     dtype = value.get("dtype") if isinstance(value, dict) else None
-    if not isinstance(shape, list) or not all(isinstance(n, int) and not isinstance(n, bool) for n in shape) or not isinstance(dtype, str):
+    if (
+        not isinstance(shape, list)
+        or not all(isinstance(n, int) and not isinstance(n, bool) for n in shape)
+        or not isinstance(dtype, str)
+    ):
         fields.refuse(f"predictions.{printable(name)}", "is not {shape: [whole numbers], dtype: string}")
     return Prediction(tuple(shape), dtype)

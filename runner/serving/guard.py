@@ -106,11 +106,15 @@ class Guard:
             await _answer(send, 404, {"error": f"no route {scope['path'][:200]}"})
             return
         if scope["method"] not in route.methods:
-            await _answer(send, 405, {"error": f"{scope['method']} is not allowed here: use {'/'.join(sorted(route.methods))}"})
+            await _answer(
+                send, 405, {"error": f"{scope['method']} is not allowed here: use {'/'.join(sorted(route.methods))}"}
+            )
             return
         headers = _headers(scope)
         if route.access is Access.KEY and not self.authorized(headers.get(b"authorization", b"")):
-            await _answer(send, 401, {"error": "this route needs 'Authorization: Bearer KEY'"}, [(b"www-authenticate", b"Bearer")])
+            await _answer(
+                send, 401, {"error": "this route needs 'Authorization: Bearer KEY'"}, [(b"www-authenticate", b"Bearer")]
+            )
             return
         body = await self.body(headers, receive, send)
         if body is not None:
@@ -145,8 +149,12 @@ class Guard:
         return b"".join(chunks)
 
     async def too_large(self, send) -> None:
-        await _answer(send, 413, {"error": f"the body is larger than this server takes ({self.max_body} bytes)"},
-                      [(b"connection", b"close")])
+        await _answer(
+            send,
+            413,
+            {"error": f"the body is larger than this server takes ({self.max_body} bytes)"},
+            [(b"connection", b"close")],
+        )
 
 
 def _headers(scope) -> dict[bytes, bytes]:

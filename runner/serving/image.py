@@ -24,14 +24,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import runner
+from runner.environments import CA_NAME, CONSTRAINTS_NAME, ImageSpec
 from runner.errors import DeployError, RegistryError
+from runner.frameworks.serving import (
+    VERIFIER,
+    framework_constraints,
+    scoring_requirements,
+    serving_constraints,
+    serving_requirements,
+)
 from runner.history.checksums import sha256_file, sums_of
 from runner.history.model_registry import SUMS, ModelVersion, checkout_version, damaged
 from runner.serving.imageref import TAG, ImageReference
 from runner.serving.layout import VersionDir
 from runner.serving.scoring.script import packages_of, scoring_of
-from runner.frameworks.serving import VERIFIER, framework_constraints, scoring_requirements, serving_constraints, serving_requirements
-from runner.environments import CA_NAME, CONSTRAINTS_NAME, ImageSpec
 from runner.templates import render
 
 PORT = 8080
@@ -43,7 +49,18 @@ OCI = "org.opencontainers.image"
 ONNX_FILE = "model.onnx"
 # \Z, never $: `$` matches before a final newline
 QUANTITY = re.compile(r"^(?P<number>[0-9]+(?:\.[0-9]+)?)(?P<unit>[KMGT]i?|m|k)?\Z")
-UNITS = {None: 1, "k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+UNITS = {
+    None: 1,
+    "k": 10**3,
+    "K": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+}
 
 
 @dataclass(frozen=True)
@@ -57,7 +74,9 @@ class ServingResources:
     @classmethod
     def of(cls, info: dict) -> ServingResources:
         given = info.get("serving_resources") or {}
-        resources = cls(str(given.get("cpu", cls.cpu)), str(given.get("memory", cls.memory)), int(given.get("gpu") or 0))
+        resources = cls(
+            str(given.get("cpu", cls.cpu)), str(given.get("memory", cls.memory)), int(given.get("gpu") or 0)
+        )
         resources.nano_cpus(), resources.memory_bytes()  # fail here, before anything is built
         return resources
 
@@ -146,8 +165,15 @@ def model_sha256(model: ModelVersion) -> str:
 # --- the environment image -----------------------------------------------------------------
 
 
-def environment_spec(base: ImageReference, base_image_id: str | None, tensorflow: str | None, onnx: bool, ca_bundle: Path | None,
-                     scoring: tuple[str, ...] | None = None, verifier: bool = False) -> ImageSpec:
+def environment_spec(
+    base: ImageReference,
+    base_image_id: str | None,
+    tensorflow: str | None,
+    onnx: bool,
+    ca_bundle: Path | None,
+    scoring: tuple[str, ...] | None = None,
+    verifier: bool = False,
+) -> ImageSpec:
     """`base` is a parsed reference (imageref): what goes into FROM is one word of Docker's grammar.
     `scoring`: the packages of a scoring script's environment (azmlinfsrv instead of KServe);
     `verifier`: OpenSSF model signing too, for the init container (runner.serving.verify_model)."""
@@ -173,8 +199,20 @@ def environment_spec(base: ImageReference, base_image_id: str | None, tensorflow
         quote=shlex.quote,
     )
     content = _digest(dockerfile, files, base_image_id or base_image)
-    labels = {f"{LABEL}.environment": content, f"{LABEL}.packages": " ".join(packages), f"{LABEL}.base-image": base_image}
-    return ImageSpec("serving-environment", base_image, dockerfile, files, f"tftrain-serve/environment:{content[:16]}", labels, ca_bundle)
+    labels = {
+        f"{LABEL}.environment": content,
+        f"{LABEL}.packages": " ".join(packages),
+        f"{LABEL}.base-image": base_image,
+    }
+    return ImageSpec(
+        "serving-environment",
+        base_image,
+        dockerfile,
+        files,
+        f"tftrain-serve/environment:{content[:16]}",
+        labels,
+        ca_bundle,
+    )
 
 
 # --- the model image -----------------------------------------------------------------------
@@ -192,7 +230,9 @@ class ModelImage:
         return f"{self.repository}:{self.content_tag}", f"{self.repository}:{self.version_tag}"
 
 
-def model_image_spec(files: VersionFiles, repository: str, environment: ImageSpec, environment_id: str, base_image: str) -> ModelImage:
+def model_image_spec(
+    files: VersionFiles, repository: str, environment: ImageSpec, environment_id: str, base_image: str
+) -> ModelImage:
     model = files.model
     name = model.name
     version_tag = f"{name}-v{model.version}"
@@ -241,7 +281,19 @@ def server_command(name: str, scoring: bool = False) -> list[str]:
     """The image's CMD: the model server of runner.serving.server (or, for a version with a scoring
     script, runner.serving.scoring.server: azmlinfsrv) on all interfaces (a container's)."""
     module = "runner.serving.scoring.server" if scoring else "runner.serving.server"
-    return ["python", "-m", module, "--model-dir", f"{MODELS_DIR}/{name}", "--name", name, "--host", "0.0.0.0", "--port", str(PORT)]
+    return [
+        "python",
+        "-m",
+        module,
+        "--model-dir",
+        f"{MODELS_DIR}/{name}",
+        "--name",
+        name,
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(PORT),
+    ]
 
 
 def _digest(dockerfile: str, files: dict[str, bytes], base: str) -> str:

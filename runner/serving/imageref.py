@@ -32,7 +32,9 @@ _PATH = rf"{_COMPONENT}(?:/{_COMPONENT})*"
 TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
 DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[+._-][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
 # The domain is tried first, as Docker does; fullmatch, never `$` (it matches before a final newline).
-REFERENCE = re.compile(rf"(?P<name>(?:(?P<domain>{_DOMAIN})/)?(?P<path>{_PATH}))(?::(?P<tag>{TAG}))?(?:@(?P<digest>{DIGEST}))?")
+REFERENCE = re.compile(
+    rf"(?P<name>(?:(?P<domain>{_DOMAIN})/)?(?P<path>{_PATH}))(?::(?P<tag>{TAG}))?(?:@(?P<digest>{DIGEST}))?"
+)
 KNOWN_DIGEST = r"(?:sha256|sha384|sha512):[0-9a-fA-F]*"
 DIGEST_LENGTHS = {"sha256": 64, "sha384": 96, "sha512": 128}
 EXAMPLE = "[registry[:port]/]path[:tag][@sha256:…], e.g. python:3.11-slim"
@@ -80,7 +82,9 @@ def parse_repository(text: str, option: str) -> str:
     """`text` as a repository to tag and push (a reference without tag or digest)."""
     reference = parse_reference(text, option)
     if reference.tag or reference.digest:
-        raise UsageError(f"{option} {shown(text)}: give the repository without a tag or digest (tftrain adds NAME-vN and sha-…)")
+        raise UsageError(
+            f"{option} {shown(text)}: give the repository without a tag or digest (tftrain adds NAME-vN and sha-…)"
+        )
     return reference.name
 
 
@@ -103,7 +107,10 @@ def _lexical_problem(text: str) -> str | None:
     if "://" in text:
         return "a reference has no scheme (https://…): give " + EXAMPLE + " (log in with `docker login`)"
     if _credentials(text):
-        return "has '@' not followed by a digest (sha256:…); a login (user:password@) never goes in a reference: use `docker login`"
+        return (
+            "has '@' not followed by a digest (sha256:…); a login (user:password@) never goes in a reference: use"
+            " `docker login`"
+        )
     return None
 
 

@@ -30,7 +30,9 @@ def service_name(model_name: str) -> str:
     """The model's name as a DNS-1035 label (KServe's rule for an InferenceService's name)."""
     name = re.sub(r"[^a-z0-9-]+", "-", model_name.lower()).strip("-")[:63].rstrip("-")
     if not DNS_1035.match(name):
-        raise DeployError(f"model name {model_name!r} makes no valid InferenceService name: give one with --service-name")
+        raise DeployError(
+            f"model name {model_name!r} makes no valid InferenceService name: give one with --service-name"
+        )
     return name
 
 
@@ -58,7 +60,9 @@ class ServiceSpec:
             container["env"] = [{"name": TOKEN_VARIABLE, "valueFrom": reference}]
         predictor = {"minReplicas": 1, "containers": [container]}
         if self.verifier is not None:  # the same image by digest: the files it verifies are the server's
-            predictor["initContainers"] = [self.verifier.container(self.image, {"requests": dict(amounts), "limits": dict(amounts)})]
+            predictor["initContainers"] = [
+                self.verifier.container(self.image, {"requests": dict(amounts), "limits": dict(amounts)})
+            ]
         return {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": KIND,
@@ -78,13 +82,34 @@ class ServiceClient(KubeObject):
         """Create the service, or replace the one of that name; "created" or "replaced"."""
         api = self.custom
         created = self._call(
-            f"creating {self.label}", api.create_namespaced_custom_object, GROUP, VERSION, self.namespace, PLURAL, self.document, tolerate=409
+            f"creating {self.label}",
+            api.create_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            self.namespace,
+            PLURAL,
+            self.document,
+            tolerate=409,
         )
         if created is not None:
             return "created"
-        current = self._call(f"reading {self.label}", api.get_namespaced_custom_object, GROUP, VERSION, self.namespace, PLURAL, self.name)
+        current = self._call(
+            f"reading {self.label}", api.get_namespaced_custom_object, GROUP, VERSION, self.namespace, PLURAL, self.name
+        )
         # a replace names the version it replaces: a change made meanwhile is refused (409), not lost
-        metadata = {**self.document["metadata"], "resourceVersion": (current.get("metadata") or {}).get("resourceVersion")}
+        metadata = {
+            **self.document["metadata"],
+            "resourceVersion": (current.get("metadata") or {}).get("resourceVersion"),
+        }
         body = {**self.document, "metadata": metadata}
-        self._call(f"replacing {self.label}", api.replace_namespaced_custom_object, GROUP, VERSION, self.namespace, PLURAL, self.name, body)
+        self._call(
+            f"replacing {self.label}",
+            api.replace_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            self.namespace,
+            PLURAL,
+            self.name,
+            body,
+        )
         return "replaced"

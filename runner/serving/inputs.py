@@ -23,8 +23,19 @@ MAX_DIMENSIONS = 32  # numpy's own limit for the operations below
 MAX_DIMENSIONS_TEXT = f"lists nested more than {MAX_DIMENSIONS} deep"
 SLICE = 1 << 16  # values checked per step: each step is a few milliseconds of the interpreter
 V2_DTYPES = {
-    "bool": "BOOL", "int8": "INT8", "int16": "INT16", "int32": "INT32", "int64": "INT64", "uint8": "UINT8", "uint16": "UINT16",
-    "uint32": "UINT32", "uint64": "UINT64", "float16": "FP16", "float32": "FP32", "float64": "FP64", "string": "BYTES",
+    "bool": "BOOL",
+    "int8": "INT8",
+    "int16": "INT16",
+    "int32": "INT32",
+    "int64": "INT64",
+    "uint8": "UINT8",
+    "uint16": "UINT16",
+    "uint32": "UINT32",
+    "uint64": "UINT64",
+    "float16": "FP16",
+    "float32": "FP32",
+    "float64": "FP64",
+    "string": "BYTES",
 }
 # the JSON types each signature dtype takes, exactly (bool is not an int here, an int is a float)
 _FLOAT, _INT, _BOOL, _STR = (int, float), (int,), (bool,), (str,)
@@ -85,7 +96,9 @@ def v1_values(body: Any, signature: Signature) -> dict[str, np.ndarray]:
         raise InputError('the body must be a JSON object with "instances" or "inputs"')
     if ("instances" in body) == ("inputs" in body):
         raise InputError('a request has either "instances" (rows) or "inputs" (columns)')
-    values = from_instances(body["instances"], signature) if "instances" in body else from_columns(body["inputs"], signature)
+    values = (
+        from_instances(body["instances"], signature) if "instances" in body else from_columns(body["inputs"], signature)
+    )
     return check_all(values, signature)
 
 
@@ -107,7 +120,9 @@ def v2_values(body: Any, signature: Signature) -> dict[str, np.ndarray]:
         _check_datatype(name, item.get("datatype"), spec)
         shape = _v2_shape(name, item.get("shape"))
         if "data" not in item:
-            raise InputError(f"input {name!r}: data is missing (binary tensors need the Inference-Header-Content-Length header)")
+            raise InputError(
+                f"input {name!r}: data is missing (binary tensors need the Inference-Header-Content-Length header)"
+            )
         array = typed_array(name, item["data"], spec)
         if array.size != int(np.prod(shape, dtype=object)):
             raise InputError(f"input {name!r}: {array.size} values cannot fill shape {shape}")
@@ -123,8 +138,12 @@ def check_all(values: dict[str, Any], signature: Signature) -> dict[str, np.ndar
         raise _not_in(unknown[0], signature)
     missing = sorted(wanted.keys() - values.keys())
     if missing:
-        raise InputError(f"input {missing[0]!r} is missing (signature {signature.name!r} needs {', '.join(sorted(wanted))})")
-    return {name: check_shape(name, typed_array(name, values[name], wanted[name]), wanted[name]) for name in sorted(wanted)}
+        raise InputError(
+            f"input {missing[0]!r} is missing (signature {signature.name!r} needs {', '.join(sorted(wanted))})"
+        )
+    return {
+        name: check_shape(name, typed_array(name, values[name], wanted[name]), wanted[name]) for name in sorted(wanted)
+    }
 
 
 def _not_in(name: str, signature: Signature) -> InputError:
@@ -156,7 +175,9 @@ def typed_array(name: str, value: Any, spec: TensorSpec) -> np.ndarray:
 
 def check_shape(name: str, array: np.ndarray, spec: TensorSpec) -> np.ndarray:
     if spec.shape is not None:
-        if array.ndim != len(spec.shape) or any(want is not None and want != got for want, got in zip(spec.shape, array.shape)):
+        if array.ndim != len(spec.shape) or any(
+            want is not None and want != got for want, got in zip(spec.shape, array.shape)
+        ):
             shape = "(" + ", ".join(map(str, array.shape)) + ("," if array.ndim == 1 else "") + ")"
             raise InputError(f"input {name!r}: shape {shape} does not match the signature's {spec.shape_text()}")
     return array

@@ -20,9 +20,9 @@ from typing import Callable
 
 from runner.errors import ServingError, UsageError
 from runner.serving import guard, supervision
+from runner.serving.layout import Runtime
 from runner.serving.readiness import Waited
 from runner.serving.readiness import wait_ready as wait_ready_until
-from runner.serving.layout import Runtime
 from runner.serving.refs import Served
 from runner.serving.scoring.script import packages_of, recorded
 
@@ -48,7 +48,10 @@ def endpoints(host: str, port: int, name: str) -> list[str]:
 
 def scoring_endpoints(host: str, port: int, name: str) -> list[str]:
     base = base_url(host, port)
-    return [f"POST {base}/score  (Azure's scoring contract: the script's run(raw_data))", f"GET  {base}/  (liveness)  and  {base}/swagger.json"]
+    return [
+        f"POST {base}/score  (Azure's scoring contract: the script's run(raw_data))",
+        f"GET  {base}/  (liveness)  and  {base}/swagger.json",
+    ]
 
 
 @dataclass(frozen=True)
@@ -98,8 +101,20 @@ def server_command(served: Served, options: ServerOptions, lifeline_fd: int, log
 
     scoring = scoring_of(served)
     pythonpath = link_runner(served.directory.root.parent / "pythonpath")
-    common = ["--model-dir", str(served.directory.root), "--name", served.name, "--host", options.host, "--port", str(options.port),
-              "--max-body-bytes", str(options.max_body_bytes), "--lifeline-fd", str(lifeline_fd)]
+    common = [
+        "--model-dir",
+        str(served.directory.root),
+        "--name",
+        served.name,
+        "--host",
+        options.host,
+        "--port",
+        str(options.port),
+        "--max-body-bytes",
+        str(options.max_body_bytes),
+        "--lifeline-fd",
+        str(lifeline_fd),
+    ]
     common += ["--version", str(served.version)] if served.version is not None else []
     if scoring is not None:  # Azure's entry script on Azure's server (runner.serving.scoring.server)
         try:
@@ -108,19 +123,27 @@ def server_command(served: Served, options: ServerOptions, lifeline_fd: int, log
             raise ServingError(f"{served.label}: {exc}") from None
         env = prepare_serving_env(scoring_spec(served.framework_version, packages), logger)
         argv = [env.python, "-m", "runner.serving.scoring.server", *common, *options.extra]
-        return ServerCommand(argv, pythonpath, SCORING, scoring, f": scoring script {scoring['script']} on azmlinfsrv in {env.python}")
+        return ServerCommand(
+            argv, pythonpath, SCORING, scoring, f": scoring script {scoring['script']} on azmlinfsrv in {env.python}"
+        )
     check_servable(served, options.runtime)
     env = prepare_serving_env(serving_spec(served.framework_version, onnx=options.runtime is Runtime.ONNX), logger)
     argv = [env.python, "-m", "runner.serving.server", *common, "--runtime", options.runtime.value]
     argv += [flag for flag, on in (("--batch", options.batch), ("--openapi", options.openapi)) if on]
-    return ServerCommand(argv + list(options.extra), pythonpath, KSERVE, None, f" ({options.runtime.value}) in {env.python}")
+    return ServerCommand(
+        argv + list(options.extra), pythonpath, KSERVE, None, f" ({options.runtime.value}) in {env.python}"
+    )
 
 
 def check_servable(served: Served, runtime: Runtime) -> None:
     if runtime is Runtime.ONNX and not served.directory.onnx.is_file():
-        raise ServingError(f"{served.label} has no model.onnx: serve it with --runtime tensorflow, or register it with ONNX export on")
+        raise ServingError(
+            f"{served.label} has no model.onnx: serve it with --runtime tensorflow, or register it with ONNX export on"
+        )
     if runtime is Runtime.TENSORFLOW and served.directory.located() is None:
-        raise ServingError(f"{served.label} has no loadable model: its model/ holds no SavedModel directory, .keras or .h5 file")
+        raise ServingError(
+            f"{served.label} has no loadable model: its model/ holds no SavedModel directory, .keras or .h5 file"
+        )
 
 
 def server_environ(command: ServerCommand, token: str | None, token_variable: str | None = None) -> dict[str, str]:
@@ -152,8 +175,13 @@ class ListeningPort:
             self.known.set()
 
 
-def wait_ready(process: subprocess.Popen, host: str, port: ListeningPort, path: str = KSERVE.path,
-               timeout: float = READY_TIMEOUT_SECONDS) -> bool:
+def wait_ready(
+    process: subprocess.Popen,
+    host: str,
+    port: ListeningPort,
+    path: str = KSERVE.path,
+    timeout: float = READY_TIMEOUT_SECONDS,
+) -> bool:
     """True once `path` (/v2/health/ready; a scoring server's /) answers 200; False when the server exits first."""
     target = "127.0.0.1" if host in ("0.0.0.0", "") else ("::1" if host == "::" else host)
 
@@ -205,15 +233,21 @@ class BackgroundServer:
             self.log.parent.mkdir(parents=True, exist_ok=True)
             out = self._stack.enter_context(open(self.log, "wb"))
             self.process = subprocess.Popen(
-                self.command.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=server_environ(self.command, self.options.token),
-                start_new_session=True, pass_fds=(fd,),
+                self.command.argv,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=server_environ(self.command, self.options.token),
+                start_new_session=True,
+                pass_fds=(fd,),
             )
             pump = threading.Thread(target=self._pump, args=(out,), name=f"server-{self.served.name}", daemon=True)
             pump.start()
             if not wait_ready(self.process, self.options.host, self.port, self.command.readiness.path):
                 pump.join(timeout=5)
-                raise ServingError(f"{self.served.label}: the model server stopped before it was ready "
-                                   f"(exit {self.process.returncode}): {told(self.tail)} (log: {self.log})")
+                raise ServingError(
+                    f"{self.served.label}: the model server stopped before it was ready "
+                    f"(exit {self.process.returncode}): {told(self.tail)} (log: {self.log})"
+                )
         except BaseException:
             self.__exit__(None, None, None)
             raise

@@ -9,8 +9,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.serving.signature import Located, candidates, locate
 from runner.history.untrusted import optional_mapping
+from runner.serving.signature import Located, candidates, locate
 
 # a release's asset → where it goes in the version directory (the registry's own layout)
 RELEASE_ASSETS = {
@@ -46,8 +46,8 @@ def evaluation_relative(asset: str) -> str | None:
     if asset == EVALUATION_SUMMARY:
         return f"{EVALUATION_DIR}/{EVALUATION_SUMMARY}"
     prefix = f"{EVALUATION_DIR}-"
-    if asset.startswith(prefix) and SEED_FILE.fullmatch(asset[len(prefix):]):
-        return f"{EVALUATION_DIR}/{asset[len(prefix):]}"
+    if asset.startswith(prefix) and SEED_FILE.fullmatch(asset[len(prefix) :]):
+        return f"{EVALUATION_DIR}/{asset[len(prefix) :]}"
     return None
 
 
@@ -90,6 +90,11 @@ class VersionDir:
         """The loadable model: the one at the top of model/ that serving.json names (the gate
         checked it), else the one model/ holds."""
         recorded = (self.serving() or {}).get("path")
-        if isinstance(recorded, str) and recorded not in ("", ".") and self.model.is_dir() and not self.model.is_symlink():
+        if (
+            isinstance(recorded, str)
+            and recorded not in ("", ".")
+            and self.model.is_dir()
+            and not self.model.is_symlink()
+        ):
             return next((found for found in candidates(self.model) if found.relative == recorded), None)
         return locate(self.model)

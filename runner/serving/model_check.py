@@ -32,7 +32,12 @@ def check(model_path: Path, out: Path, sample: Path | None) -> dict:
 
     located = locate(model_path)
     if located is None:
-        return {"ok": False, "step": "identify", "unknown": True, "error": f"{model_path.name} holds no model the gate knows"}
+        return {
+            "ok": False,
+            "step": "identify",
+            "unknown": True,
+            "error": f"{model_path.name} holds no model the gate knows",
+        }
     started = time.perf_counter()
     try:
         model = modelio.TensorFlowModel(located)
@@ -51,7 +56,11 @@ def check(model_path: Path, out: Path, sample: Path | None) -> dict:
     try:
         outputs = model.predict(inputs, signature.name)
     except Exception as exc:  # the model's own failure on its sample is the verdict
-        return {"ok": False, "step": "predict", "error": f"the prediction on the sample failed: {type(exc).__name__}: {modelio._first_line(exc)}"}
+        return {
+            "ok": False,
+            "step": "predict",
+            "error": f"the prediction on the sample failed: {type(exc).__name__}: {modelio._first_line(exc)}",
+        }
     np.savez(out / "sample.npz", **inputs)
     np.savez(out / "predictions.npz", **outputs)
     serving = {
@@ -62,7 +71,9 @@ def check(model_path: Path, out: Path, sample: Path | None) -> dict:
         "signature": signature.name,
         "tensorflow": tf.__version__,
         "sample": "model.sample_input" if sample else "synthesised from the signature",
-        "predictions": {name: {"shape": list(value.shape), "dtype": str(value.dtype)} for name, value in sorted(outputs.items())},
+        "predictions": {
+            name: {"shape": list(value.shape), "dtype": str(value.dtype)} for name, value in sorted(outputs.items())
+        },
         "load_seconds": round(loaded_in, 3),
     }
     (out / "serving.json").write_text(json.dumps(serving, indent=2, sort_keys=True) + "\n")
@@ -99,12 +110,20 @@ def export(model_path: Path, out: Path, opset: int) -> dict:
     try:
         proto, _ = tf2onnx.convert.from_function(call, input_signature=signature, opset=opset, output_path=str(target))
     except Exception as exc:
-        return {"ok": False, "step": "convert", "error": f"tf2onnx cannot convert the model: {type(exc).__name__}: {modelio._first_line(exc)}"}
+        return {
+            "ok": False,
+            "step": "convert",
+            "error": f"tf2onnx cannot convert the model: {type(exc).__name__}: {modelio._first_line(exc)}",
+        }
     unsupported = sorted({node.op_type for node in proto.graph.node if not onnx.defs.has(node.op_type, node.domain)})
     if unsupported:
         target.unlink(missing_ok=True)
-        return {"ok": False, "step": "convert", "unsupported": unsupported,
-                "error": f"tf2onnx cannot convert the op{'s' if len(unsupported) > 1 else ''} {', '.join(unsupported)}"}
+        return {
+            "ok": False,
+            "step": "convert",
+            "unsupported": unsupported,
+            "error": f"tf2onnx cannot convert the op{'s' if len(unsupported) > 1 else ''} {', '.join(unsupported)}",
+        }
     try:
         onnx_model = modelio.OnnxModel(target)
     except modelio.LoadError as exc:
@@ -115,7 +134,11 @@ def export(model_path: Path, out: Path, opset: int) -> dict:
     try:
         produced = onnx_model.predict(inputs)
     except Exception as exc:
-        return {"ok": False, "step": "verify", "error": f"ONNX Runtime cannot run the sample: {modelio._first_line(exc)}"}
+        return {
+            "ok": False,
+            "step": "verify",
+            "error": f"ONNX Runtime cannot run the sample: {modelio._first_line(exc)}",
+        }
     difference = modelio.max_abs_difference(reference, produced)
     missing = sorted(reference.keys() - produced.keys())
     info = {
@@ -170,7 +193,11 @@ def main(argv: list[str]) -> int:
 
             result = check_script(args.script, args.model, args.out, args.name, args.sample)
         else:
-            result = check(args.model, args.out, args.sample) if args.step == "check" else export(args.model, args.out, args.opset)
+            result = (
+                check(args.model, args.out, args.sample)
+                if args.step == "check"
+                else export(args.model, args.out, args.opset)
+            )
     except Exception as exc:  # anything else: one line for tftrain, the traceback in the log
         import traceback
 

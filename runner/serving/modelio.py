@@ -17,7 +17,21 @@ import numpy as np
 
 from runner.serving.signature import SERVING_DEFAULT, Located, ModelFormat, Signature, TensorSpec
 
-JSON_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool", "string")
+JSON_DTYPES = (
+    "float16",
+    "float32",
+    "float64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "bool",
+    "string",
+)
 
 
 class InputError(ValueError):
@@ -40,13 +54,19 @@ def numpy_dtype(dtype: str) -> Any:
 def conform(name: str, value: Any, spec: TensorSpec) -> np.ndarray:
     """`value` as an array of the spec's dtype and shape, or InputError naming the input."""
     try:
-        array = np.asarray(value, dtype=numpy_dtype(spec.dtype)) if spec.dtype != "string" else np.asarray(value).astype(object)
+        array = (
+            np.asarray(value, dtype=numpy_dtype(spec.dtype))
+            if spec.dtype != "string"
+            else np.asarray(value).astype(object)
+        )
     except (TypeError, ValueError, OverflowError):
         raise InputError(f"input {name!r}: values are not {spec.dtype}") from None
     if array.dtype == object and spec.dtype != "string":
         raise InputError(f"input {name!r}: values are not {spec.dtype} (ragged rows?)")
     if spec.shape is not None:
-        if array.ndim != len(spec.shape) or any(want is not None and want != got for want, got in zip(spec.shape, array.shape)):
+        if array.ndim != len(spec.shape) or any(
+            want is not None and want != got for want, got in zip(spec.shape, array.shape)
+        ):
             shape = "(" + ", ".join(map(str, array.shape)) + ("," if array.ndim == 1 else "") + ")"
             raise InputError(f"input {name!r}: shape {shape} does not match the signature's {spec.shape_text()}")
     return array
@@ -56,10 +76,14 @@ def conform_all(values: dict[str, Any], signature: Signature) -> dict[str, np.nd
     wanted = {spec.name: spec for spec in signature.inputs}
     unknown = sorted(values.keys() - wanted.keys())
     if unknown:
-        raise InputError(f"input {unknown[0]!r} is not in signature {signature.name!r} (its inputs: {', '.join(sorted(wanted))})")
+        raise InputError(
+            f"input {unknown[0]!r} is not in signature {signature.name!r} (its inputs: {', '.join(sorted(wanted))})"
+        )
     missing = sorted(wanted.keys() - values.keys())
     if missing:
-        raise InputError(f"input {missing[0]!r} is missing (signature {signature.name!r} needs {', '.join(sorted(wanted))})")
+        raise InputError(
+            f"input {missing[0]!r} is missing (signature {signature.name!r} needs {', '.join(sorted(wanted))})"
+        )
     return {name: conform(name, values[name], wanted[name]) for name in sorted(wanted)}
 
 
@@ -74,7 +98,9 @@ def from_instances(instances: Any, signature: Signature) -> dict[str, Any]:
             raise InputError("every row of instances must name the same inputs")
         return {name: [row[name] for row in instances] for name in keys}
     if len(names) != 1:
-        raise InputError(f"signature {signature.name!r} has inputs {', '.join(names)}: each row must be a {{name: value}} mapping")
+        raise InputError(
+            f"signature {signature.name!r} has inputs {', '.join(names)}: each row must be a {{name: value}} mapping"
+        )
     return {names[0]: instances}
 
 
@@ -84,7 +110,9 @@ def from_columns(inputs: Any, signature: Signature) -> dict[str, Any]:
         return inputs
     names = [spec.name for spec in signature.inputs]
     if len(names) != 1:
-        raise InputError(f"signature {signature.name!r} has inputs {', '.join(names)}: inputs must be a {{name: value}} mapping")
+        raise InputError(
+            f"signature {signature.name!r} has inputs {', '.join(names)}: inputs must be a {{name: value}} mapping"
+        )
     return {names[0]: inputs}
 
 
@@ -117,7 +145,9 @@ def request_values(body: Any, signature: Signature) -> dict[str, Any]:
         return from_instances(body, signature)
     if ("instances" in body) == ("inputs" in body):
         raise InputError('a request has either "instances" (rows) or "inputs" (columns)')
-    return from_instances(body["instances"], signature) if "instances" in body else from_columns(body["inputs"], signature)
+    return (
+        from_instances(body["instances"], signature) if "instances" in body else from_columns(body["inputs"], signature)
+    )
 
 
 def synthesize(signature: Signature, rows: int = 1, seed: int = 0) -> dict[str, np.ndarray]:
@@ -174,7 +204,10 @@ class TensorFlowModel:
         self.signatures = {name: self._signature(name, fn) for name, fn in self._loaded.signatures.items()}
         if not self.signatures:
             self.close()
-            raise LoadError(f"{label} has no serving signature (export it with model.export() or tf.saved_model.save(..., signatures=...))")
+            raise LoadError(
+                f"{label} has no serving signature (export it with model.export() or tf.saved_model.save(...,"
+                " signatures=...))"
+            )
 
     def _signature(self, name: str, fn) -> Signature:
         _, kwargs = fn.structured_input_signature
@@ -189,7 +222,11 @@ class TensorFlowModel:
 
     @staticmethod
     def _spec(name: str, spec) -> TensorSpec:
-        shape = None if spec.shape.rank is None else tuple(None if size is None else int(size) for size in spec.shape.as_list())
+        shape = (
+            None
+            if spec.shape.rank is None
+            else tuple(None if size is None else int(size) for size in spec.shape.as_list())
+        )
         return TensorSpec(name, spec.dtype.name, shape)
 
     def default_signature(self) -> Signature:
@@ -242,7 +279,9 @@ def _as_keras2(node: Any) -> Any:
     batch_input_shape); without them its legacy reader takes the whole model, as Keras 2 wrote it."""
     if isinstance(node, dict):
         own = "class_name" in node
-        return {key: _as_keras2(value) for key, value in node.items() if not (own and key in ("module", "registered_name"))}
+        return {
+            key: _as_keras2(value) for key, value in node.items() if not (own and key in ("module", "registered_name"))
+        }
     if isinstance(node, list):
         return [_as_keras2(value) for value in node]
     return node
@@ -284,8 +323,12 @@ class OnnxModel:
             self._session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         except Exception as exc:
             raise LoadError(f"{path.name} does not load in ONNX Runtime: {_first_line(exc)}") from None
-        inputs = tuple(TensorSpec(arg.name, _onnx_dtype(arg.type), _onnx_shape(arg.shape)) for arg in self._session.get_inputs())
-        outputs = tuple(TensorSpec(arg.name, _onnx_dtype(arg.type), _onnx_shape(arg.shape)) for arg in self._session.get_outputs())
+        inputs = tuple(
+            TensorSpec(arg.name, _onnx_dtype(arg.type), _onnx_shape(arg.shape)) for arg in self._session.get_inputs()
+        )
+        outputs = tuple(
+            TensorSpec(arg.name, _onnx_dtype(arg.type), _onnx_shape(arg.shape)) for arg in self._session.get_outputs()
+        )
         self.signatures = {signature_name: Signature(signature_name, inputs, outputs)}
 
     def default_signature(self) -> Signature:
@@ -320,7 +363,11 @@ def outputs_as_json(outputs: dict[str, np.ndarray]) -> dict[str, Any]:
 
 def _jsonable(value: np.ndarray) -> Any:
     if value.dtype == object or value.dtype.kind in "SU":
-        return [item.decode("utf-8", "replace") if isinstance(item, bytes) else str(item) for item in value.ravel()] if value.ndim else str(value)
+        return (
+            [item.decode("utf-8", "replace") if isinstance(item, bytes) else str(item) for item in value.ravel()]
+            if value.ndim
+            else str(value)
+        )
     return value.tolist()
 
 

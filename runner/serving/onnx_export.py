@@ -8,11 +8,11 @@ warning), unless `export_required: true` makes that the gate's failure."""
 from __future__ import annotations
 
 from runner.errors import FatalError, ModelGateError
+from runner.frameworks.curated import major_minor
+from runner.frameworks.serving import ONNX_OPSET, export_constraints, export_requirements
 from runner.history.rundir import RunPaths
 from runner.manifest import LoadedManifest
 from runner.serving.gate_report import OnnxExport
-from runner.frameworks.curated import major_minor
-from runner.frameworks.serving import ONNX_OPSET, export_constraints, export_requirements
 from runner.serving.steps import PROBE_SECONDS, cached_env, ran, verdict
 from runner.telemetry.logger import Logger
 
@@ -37,8 +37,8 @@ def export_onnx(loaded: LoadedManifest, paths: RunPaths, tensorflow: str, logger
         if info.max_abs_diff > spec.export_tolerance or info.outputs_missing:
             missing = f"; outputs missing: {', '.join(info.outputs_missing)}" if info.outputs_missing else ""
             raise ModelGateError(
-                f"ONNX export: ONNX Runtime's outputs differ from TensorFlow's by {info.max_abs_diff:.3g} on the sample "
-                f"(model.export_tolerance: {spec.export_tolerance:g}){missing}"
+                f"ONNX export: ONNX Runtime's outputs differ from TensorFlow's by {info.max_abs_diff:.3g} on the sample"
+                f" (model.export_tolerance: {spec.export_tolerance:g}){missing}"
             )
     except FatalError as exc:
         (out / "model.onnx").unlink(missing_ok=True)

@@ -29,7 +29,9 @@ class CpuTimes:
 
     at: float  # time.monotonic()
     cpus: Mapping[int, tuple[int, int]]  # CPU → (idle, total) ticks since boot, for the CPUs the training may use
-    limits: tuple[tuple[float, float], ...] = ()  # each cgroup CPU limit above tftrain: (CPUs allowed, CPU-seconds used)
+    limits: tuple[
+        tuple[float, float], ...
+    ] = ()  # each cgroup CPU limit above tftrain: (CPUs allowed, CPU-seconds used)
     memory: int | None = None  # bytes available; None: unknown
 
 
@@ -55,14 +57,18 @@ def idle_cpus(before: CpuTimes, after: CpuTimes) -> float:
     return max(idle, 0.0)
 
 
-def decide(before: CpuTimes, after: CpuTimes, cpus_needed: float = IDLE_CPU, memory_needed: int = MEMORY_NEEDED) -> Decision:
+def decide(
+    before: CpuTimes, after: CpuTimes, cpus_needed: float = IDLE_CPU, memory_needed: int = MEMORY_NEEDED
+) -> Decision:
     """Start the gate's process now when a CPU was idle between the readings and memory is to spare."""
     idle = idle_cpus(before, after)
     seen = f"{idle:.1f} of {len(after.cpus)} CPUs idle over {after.at - before.at:.1f} s"
     if idle < cpus_needed:
         return Decision(False, seen, idle)
     if after.memory is not None and after.memory < memory_needed:
-        return Decision(False, f"{seen}, but {_gb(after.memory)} of memory available (it needs {_gb(memory_needed)})", idle)
+        return Decision(
+            False, f"{seen}, but {_gb(after.memory)} of memory available (it needs {_gb(memory_needed)})", idle
+        )
     memory = f", {_gb(after.memory)} of memory available" if after.memory is not None else ""
     return Decision(True, seen + memory, idle)
 
@@ -81,7 +87,9 @@ def watch(sample: Callable[[], CpuTimes], wait: Callable[[float], bool], window:
         before = after
     if most is None:
         return Decision(False, "the training ended before the machine was read")
-    return Decision(False, f"no CPU was idle while the training ran (at most {most.why}; {readings} readings)", most.idle)
+    return Decision(
+        False, f"no CPU was idle while the training ran (at most {most.why}; {readings} readings)", most.idle
+    )
 
 
 # --- readings (the only part that touches the machine) -----------------------------------------
@@ -146,7 +154,9 @@ class Machine:
                 self.cpus = set(os.sched_getaffinity(0))
             except (AttributeError, OSError):
                 self.cpus = None
-        self._cgroups = parse_own_cgroups(self.own_cgroups if self.own_cgroups is not None else _read(Path("/proc/self/cgroup")) or "")
+        self._cgroups = parse_own_cgroups(
+            self.own_cgroups if self.own_cgroups is not None else _read(Path("/proc/self/cgroup")) or ""
+        )
 
     def read_times(self) -> CpuTimes:
         cpus = parse_proc_stat(_read(Path("/proc/stat")) or "", self.cpus)
@@ -160,7 +170,14 @@ class Machine:
         if controller == "":
             mount = self.root if (self.root / "cgroup.controllers").exists() else self.root / "unified"
         else:
-            mount = next((self.root / name for name in (controller, "cpu,cpuacct", "cpuacct,cpu") if (self.root / name).is_dir()), None)
+            mount = next(
+                (
+                    self.root / name
+                    for name in (controller, "cpu,cpuacct", "cpuacct,cpu")
+                    if (self.root / name).is_dir()
+                ),
+                None,
+            )
             if mount is None:
                 return []
         directory = mount / path.lstrip("/")
@@ -176,8 +193,12 @@ class Machine:
                 limits.append((allowed, used / 1e6))
         accounting = self._tree("cpuacct")  # v1: usually mounted with cpu (cpu,cpuacct), else beside it
         for index, directory in enumerate(self._tree("cpu")):
-            allowed = parse_cpu_limit(None, _read(directory / "cpu.cfs_quota_us"), _read(directory / "cpu.cfs_period_us"))
-            used = _read(directory / "cpuacct.usage") or (_read(accounting[index] / "cpuacct.usage") if index < len(accounting) else None)
+            allowed = parse_cpu_limit(
+                None, _read(directory / "cpu.cfs_quota_us"), _read(directory / "cpu.cfs_period_us")
+            )
+            used = _read(directory / "cpuacct.usage") or (
+                _read(accounting[index] / "cpuacct.usage") if index < len(accounting) else None
+            )
             if allowed is not None and used and used.strip().isdigit():
                 limits.append((allowed, int(used) / 1e9))
         return limits
@@ -188,7 +209,9 @@ class Machine:
         for directory in self._tree(""):
             available.append(_headroom(_read(directory / "memory.max"), _read(directory / "memory.current")))
         for directory in self._tree("memory"):
-            available.append(_headroom(_read(directory / "memory.limit_in_bytes"), _read(directory / "memory.usage_in_bytes")))
+            available.append(
+                _headroom(_read(directory / "memory.limit_in_bytes"), _read(directory / "memory.usage_in_bytes"))
+            )
         known = [value for value in available if value is not None]
         return min(known) if known else None
 

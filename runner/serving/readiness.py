@@ -15,10 +15,16 @@ class Waited(enum.Enum):
     TIMED_OUT = "timed out"
 
 
-def wait_ready(ready: Callable[[], bool], ended: Callable[[], bool], timeout: float, every: float = 0.2,
-               ask: Callable[[float], bool] | None = None) -> Waited:
+def wait_ready(
+    ready: Callable[[], bool],
+    ended: Callable[[], bool],
+    timeout: float,
+    every: float = 0.2,
+    ask: Callable[[float], bool] | None = None,
+) -> Waited:
     """Call `ready()` every `every` seconds until it is true (asked first: a server already up is
-    never looked at further), `ended()` is, or `timeout` seconds passed. `ask(seconds)`: waits up to `seconds` for a reason to ask at all (the server's port known);
+    never looked at further), `ended()` is, or `timeout` seconds passed. `ask(seconds)`: waits up to `seconds` for a
+    reason to ask at all (the server's port known);
     by default there always is one."""
     deadline = time.monotonic() + timeout
     while True:

@@ -43,7 +43,11 @@ def open_directory(directory: Path) -> int:
     except FileExistsError:
         raise ValueError(f"--record {directory}: not a directory") from None
     except OSError as exc:
-        why = "a link (give the directory itself)" if exc.errno in (errno.ELOOP, errno.ENOTDIR) and directory.is_symlink() else exc.strerror
+        why = (
+            "a link (give the directory itself)"
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR) and directory.is_symlink()
+            else exc.strerror
+        )
         raise ValueError(f"--record {directory}: {why}") from None
     if not os.access(f"/proc/self/fd/{fd}", os.W_OK):
         os.close(fd)
@@ -102,9 +106,17 @@ class Recorder:
         self.say(self.summary())
 
     def summary(self) -> str:
-        left = [f"{count:,} {why}" for count, why in ((self.skipped, "not kept (not JSON, or a line too large to replay)"),
-                                                       (self.dropped, "dropped (the writer fell behind)")) if count]
-        return f"tftrain-serve: recorded {self.written:,} requests in {self.directory}" + (f"; {', '.join(left)}" if left else "")
+        left = [
+            f"{count:,} {why}"
+            for count, why in (
+                (self.skipped, "not kept (not JSON, or a line too large to replay)"),
+                (self.dropped, "dropped (the writer fell behind)"),
+            )
+            if count
+        ]
+        return f"tftrain-serve: recorded {self.written:,} requests in {self.directory}" + (
+            f"; {', '.join(left)}" if left else ""
+        )
 
     def _write_all(self) -> None:
         while (item := self.queue.get()) is not None:
@@ -119,21 +131,32 @@ class Recorder:
                 self.written += 1
             except OSError as exc:
                 self.stopped = True
-                self.say(f"tftrain-serve: recording stopped: {exc.strerror or exc} ({self.directory}); the server keeps answering")
+                self.say(
+                    f"tftrain-serve: recording stopped: {exc.strerror or exc} ({self.directory}); the server keeps"
+                    " answering"
+                )
 
     def _line(self, route: Route, body: bytes, answer: bytes, seconds: float, when: float) -> bytes | None:
         """The record as one line, assembled from the bytes as they came: the server answered 200, so
         the body parsed as JSON (a binary tensor request, which is no JSON, is skipped); JSON's own
         line breaks are whitespace (inside a string they are escaped), so they become spaces. The
         replay reads every line back as hostile input all the same (runner.serving.records)."""
-        if body.lstrip()[:1] != b"{" or answer.lstrip()[:1] not in (b"{", b"[") or len(body) + len(answer) > MAX_LINE_BYTES - 512:
+        if (
+            body.lstrip()[:1] != b"{"
+            or answer.lstrip()[:1] not in (b"{", b"[")
+            or len(body) + len(answer) > MAX_LINE_BYTES - 512
+        ):
             return None  # not JSON, or a line the replay's reader would refuse
         self.counter += 1
         second = int(when)
         if second != self._second:
             self._second, self._stamp = second, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second)).encode()
         head = b'{"id":"rec-%s-%d","route":"%s","body":' % (self.prefix, self.counter, route.value.encode())
-        tail = b',"status":200,"answer":%s,"latency_ms":%.3f,"time":"%s"}\n' % (_flat(answer), seconds * 1000, self._stamp)
+        tail = b',"status":200,"answer":%s,"latency_ms":%.3f,"time":"%s"}\n' % (
+            _flat(answer),
+            seconds * 1000,
+            self._stamp,
+        )
         return head + _flat(body) + tail
 
     def _write(self, line: bytes) -> None:
@@ -168,7 +191,11 @@ class RecordingLayer:
         self.app, self.recorder, self.name = app, recorder, name
 
     async def __call__(self, scope, receive, send) -> None:
-        route = Route.of_path(scope.get("path", ""), self.name) if scope.get("type") == "http" and scope.get("method") == "POST" else None
+        route = (
+            Route.of_path(scope.get("path", ""), self.name)
+            if scope.get("type") == "http" and scope.get("method") == "POST"
+            else None
+        )
         if route is None or route is Route.SCORE:
             await self.app(scope, receive, send)
             return
@@ -206,7 +233,9 @@ def http_answer(answered: bytes) -> tuple[int, bytes]:
 
 def recording_arguments(parser) -> None:
     """The model servers' own flags for it (both: runner.serving.server and the scoring server)."""
-    parser.add_argument("--record-dir", type=Path, default=None, help="record the requests answered into this directory")
+    parser.add_argument(
+        "--record-dir", type=Path, default=None, help="record the requests answered into this directory"
+    )
     parser.add_argument("--record-sample", type=float, default=1.0, help="the share of requests recorded (default 1)")
     parser.add_argument("--record-max-mb", type=int, default=200, help="recordings on disk at most (default 200 MB)")
 
@@ -221,8 +250,11 @@ def recorder_of(args) -> Recorder | None:
         print(line, file=sys.stderr, flush=True)
 
     recorder = Recorder(args.record_dir, args.record_sample, args.record_max_mb << 20, say)
-    print(f"tftrain-serve: recording {args.record_sample:.0%} of the answered requests into {args.record_dir} "
-          f"(at most {args.record_max_mb} MB)", flush=True)
+    print(
+        f"tftrain-serve: recording {args.record_sample:.0%} of the answered requests into {args.record_dir} "
+        f"(at most {args.record_max_mb} MB)",
+        flush=True,
+    )
     return recorder
 
 

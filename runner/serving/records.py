@@ -51,7 +51,9 @@ class Route(str, enum.Enum):
     SCORE = "score"  # POST /score (Azure's scoring contract: the script's run(raw_data))
 
     def path(self, name: str) -> str:
-        return {Route.V1: f"/v1/models/{name}:predict", Route.V2: f"/v2/models/{name}/infer", Route.SCORE: "/score"}[self]
+        return {Route.V1: f"/v1/models/{name}:predict", Route.V2: f"/v2/models/{name}/infer", Route.SCORE: "/score"}[
+            self
+        ]
 
     @classmethod
     def of_path(cls, path: str, name: str) -> Route | None:
@@ -77,7 +79,12 @@ class Request:
 
     def line(self) -> str:
         """This request as one line of a request file (what `read_requests` reads back)."""
-        record = {"id": self.id, **({"route": self.route.value} if self.route else {}), "body": self.body, **self.recorded}
+        record = {
+            "id": self.id,
+            **({"route": self.route.value} if self.route else {}),
+            "body": self.body,
+            **self.recorded,
+        }
         return json.dumps(record, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
@@ -87,7 +94,10 @@ def read_requests(path: Path, limit: int = MAX_REQUESTS) -> list[Request]:
     runner.replay.sources.load_requests reads a TensorFlow Serving warmup file as well."""
     files = _files(path)
     if len(files) == 1 and files[0] is path and is_warmup(path):
-        raise RequestsError(f"{path}: a TensorFlow Serving warmup file (TFRecords), not JSON Lines: read with runner.replay.sources.load_requests")
+        raise RequestsError(
+            f"{path}: a TensorFlow Serving warmup file (TFRecords), not JSON Lines: read with"
+            " runner.replay.sources.load_requests"
+        )
     requests: list[Request] = []
     seen: set[str] = set()
     total = 0
@@ -104,7 +114,7 @@ def read_requests(path: Path, limit: int = MAX_REQUESTS) -> list[Request]:
             seen.add(request.id)
             requests.append(request)
     if not requests:
-        raise RequestsError(f"{path}: no requests in it (one JSON object per line, with a \"body\")")
+        raise RequestsError(f'{path}: no requests in it (one JSON object per line, with a "body")')
     return requests
 
 
@@ -173,7 +183,9 @@ def _files(path: Path) -> list[Path]:
     if path.is_dir():
         files = sorted(child for child in path.iterdir() if RECORD_FILE.fullmatch(child.name))
         if not files:
-            raise RequestsError(f"{path}: no recorded requests in it (requests-NNNNNN.jsonl files, as `tftrain serve --record` writes)")
+            raise RequestsError(
+                f"{path}: no recorded requests in it (requests-NNNNNN.jsonl files, as `tftrain serve --record` writes)"
+            )
         return files
     if not path.exists():
         raise RequestsError(f"{path}: no such file")
@@ -190,7 +202,9 @@ def _lines(file: Path, budget: int) -> Iterator[tuple[int, bytes]]:
     with handle:
         size = os.fstat(handle.fileno()).st_size
         if size > budget:
-            raise RequestsError(f"{file}: {size} bytes: request files hold at most {MAX_FILE_BYTES >> 20} MiB in all; replay a sample")
+            raise RequestsError(
+                f"{file}: {size} bytes: request files hold at most {MAX_FILE_BYTES >> 20} MiB in all; replay a sample"
+            )
         number = 0
         while True:
             raw = handle.readline(MAX_LINE_BYTES + 1)
@@ -198,5 +212,7 @@ def _lines(file: Path, budget: int) -> Iterator[tuple[int, bytes]]:
                 return
             number += 1
             if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
-                raise RequestsError(f"{file}:{number}: a line over {MAX_LINE_BYTES >> 20} MiB: one request is at most that")
+                raise RequestsError(
+                    f"{file}:{number}: a line over {MAX_LINE_BYTES >> 20} MiB: one request is at most that"
+                )
             yield number, raw

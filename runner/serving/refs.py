@@ -35,20 +35,28 @@ COPY_PREFIX = "tftrain-serve-"
 
 
 @contextmanager
-def checked_out(ref: str, logger, github_repo: Callable[[], tuple[object, object]] | None = None,
-                workspace: Path | None = None, home: Path | None = None, signature: Path | None = None) -> Iterator[Served]:
+def checked_out(
+    ref: str,
+    logger,
+    github_repo: Callable[[], tuple[object, object]] | None = None,
+    workspace: Path | None = None,
+    home: Path | None = None,
+    signature: Path | None = None,
+) -> Iterator[Served]:
     """REF copied into a temporary directory (checksums verified), removed on the way out; into
     `workspace` (an empty directory the caller owns and removes) when one is given.
     `github_repo`: () → (PyGithub repository, settings), called only for a release: REF;
     `home`: the TFTRAIN_HOME whose registry any other REF is looked up in; `signature`: where to put
     a copy of the version's model.sig (outside the copy), taken before its files: SignatureError
     when it has none."""
-    with (nullcontext(str(workspace)) if workspace is not None else tempfile.TemporaryDirectory(prefix=COPY_PREFIX)) as tmp:
+    with (
+        nullcontext(str(workspace)) if workspace is not None else tempfile.TemporaryDirectory(prefix=COPY_PREFIX)
+    ) as tmp:
         root = Path(tmp) / "version"
         if ref.startswith(RELEASE_PREFIX):
             if github_repo is None:
                 raise AssertionError("a release: REF needs the GitHub repository")
-            yield _from_release(ref[len(RELEASE_PREFIX):], root, logger, *github_repo(), signature)
+            yield _from_release(ref[len(RELEASE_PREFIX) :], root, logger, *github_repo(), signature)
         else:
             if home is None:
                 raise AssertionError("a registry REF needs the TFTRAIN_HOME")
@@ -81,8 +89,12 @@ def _from_registry(ref: str, root: Path, home: Path, signature: Path | None = No
             copy_signature(model, signature)
         root.mkdir(parents=True)
         checkout_version(model, root)
-    recorded = (model.info.get("serving") or {}).get("tensorflow") or (VersionDir(root).serving() or {}).get("tensorflow")
-    return Served(model.name, model.label, model.version, recorded or model.info.get("framework_version"), VersionDir(root))
+    recorded = (model.info.get("serving") or {}).get("tensorflow") or (VersionDir(root).serving() or {}).get(
+        "tensorflow"
+    )
+    return Served(
+        model.name, model.label, model.version, recorded or model.info.get("framework_version"), VersionDir(root)
+    )
 
 
 def _run_model(store, ref: str) -> str:
@@ -101,8 +113,8 @@ def _run_model(store, ref: str) -> str:
 
 def _from_release(ref: str, root: Path, logger, repo, settings, signature: Path | None = None) -> Served:
     from runner.github.publish import pull_release
-    from runner.shared.refs import number
     from runner.history.model_registry import parse_ref
+    from runner.shared.refs import number
 
     name, _ = parse_ref(ref)
     tag = pull_release(repo, ref, root / "model", logger, settings, signature)
@@ -118,17 +130,22 @@ def fetch_serving_assets(release, root: Path, limits: ArchiveLimits) -> None:
     script (scoring.tar.gz) when serving.json names one, each verified against the release's
     SHA256SUMS (pull_release checked the model itself): the version's layout, as registered."""
     from runner.errors import PublishError
+    from runner.serving.layout import EVALUATION_DIR as DIRECTORY
+    from runner.serving.layout import EVALUATION_SUMMARY as SUMMARY
+    from runner.serving.layout import MAX_EVIDENCE_BYTES as MAX_BYTES
+    from runner.serving.layout import MAX_SEEDS, evaluation_relative
     from runner.serving.scoring.release import SCORING_ASSET, unpack_scoring
     from runner.serving.scoring.script import recorded
-    from runner.serving.layout import EVALUATION_DIR as DIRECTORY, EVALUATION_SUMMARY as SUMMARY, MAX_EVIDENCE_BYTES as MAX_BYTES
-    from runner.serving.layout import MAX_SEEDS, evaluation_relative
 
     assets = {asset.name: asset for asset in release.get_assets()}
     wanted = {name: RELEASE_ASSETS[name] for name in RELEASE_ASSETS if name in assets}
     evidence = {name: inside for name in sorted(assets) if (inside := evaluation_relative(name)) is not None}
     seeds = sum(1 for inside in evidence.values() if inside != f"{DIRECTORY}/{SUMMARY}")
     if seeds > MAX_SEEDS:
-        raise PublishError(f"release {release.tag_name}: {seeds} evaluation-seed-N.jsonl assets, over the {MAX_SEEDS} seeds a set may hold")
+        raise PublishError(
+            f"release {release.tag_name}: {seeds} evaluation-seed-N.jsonl assets, over the {MAX_SEEDS} seeds a set may"
+            " hold"
+        )
     if not wanted and not evidence:
         return
     fetched = VerifiedAssets(release, assets, root)
@@ -140,7 +157,10 @@ def fetch_serving_assets(release, root: Path, limits: ArchiveLimits) -> None:
     if scoring is None:  # no scoring script: scoring.tar.gz, if any, is not read
         return
     if SCORING_ASSET not in assets:
-        raise PublishError(f"release {release.tag_name} has no {SCORING_ASSET}, yet its serving.json names the scoring script {str(scoring['script'])[:80]!r}")
+        raise PublishError(
+            f"release {release.tag_name} has no {SCORING_ASSET}, yet its serving.json names the scoring script"
+            f" {str(scoring['script'])[:80]!r}"
+        )
     archive = root / SCORING_ASSET
     try:
         unpack_scoring(fetched(SCORING_ASSET, archive), root, scoring, f"{SCORING_ASSET} of {release.tag_name}", limits)
@@ -180,7 +200,9 @@ class VerifiedAssets:
             raise PublishError(f"{name} of {self.release.tag_name} is not in its SHA256SUMS")
         size = getattr(self.assets[name], "size", None)
         if max_bytes is not None and isinstance(size, int) and size > max_bytes:
-            raise PublishError(f"{name} of {self.release.tag_name} is {size >> 20} MB, over the {max_bytes >> 20} MB limit")
+            raise PublishError(
+                f"{name} of {self.release.tag_name} is {size >> 20} MB, over the {max_bytes >> 20} MB limit"
+            )
         target.parent.mkdir(parents=True, exist_ok=True)
         self.assets[name].download_asset(str(target))
         if self.sums[name] != sha256_file(target):

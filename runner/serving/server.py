@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 
 from runner.serving import guard, inputs, modelio, supervision
-from runner.serving.recording import Recorder, RecordingLayer, recorder_of, recording_arguments
 from runner.serving.fastpath import FastPredict, PredictRequest, Protocol
-from runner.serving.modelio import InputError, LoadError
 from runner.serving.layout import Runtime, VersionDir
+from runner.serving.modelio import InputError, LoadError
+from runner.serving.recording import Recorder, RecordingLayer, recorder_of, recording_arguments
 from runner.serving.signature import Signature
 
 TENSORFLOW_TOLERANCE = 1e-5
@@ -49,7 +49,9 @@ def load_model(directory: VersionDir, runtime: Runtime):
     serving = directory.serving() or {}
     if runtime is Runtime.ONNX:
         if not directory.onnx.is_file():
-            raise LoadError("the version has no model.onnx (register it with onnx export on, or serve with --runtime tensorflow)")
+            raise LoadError(
+                "the version has no model.onnx (register it with onnx export on, or serve with --runtime tensorflow)"
+            )
         return modelio.OnnxModel(directory.onnx, serving.get("signature") or modelio.SERVING_DEFAULT)
     located = directory.located()
     if located is None:
@@ -60,22 +62,33 @@ def load_model(directory: VersionDir, runtime: Runtime):
 def check_sample(model, directory: VersionDir, signature: Signature) -> str:
     """Predict on the sample and compare with the recorded predictions; LoadError if they differ.
     Returns what was checked, for the log."""
-    sample = modelio.load_sample(directory.sample, signature) if directory.sample.is_file() else modelio.synthesize(signature)
+    sample = (
+        modelio.load_sample(directory.sample, signature)
+        if directory.sample.is_file()
+        else modelio.synthesize(signature)
+    )
     outputs = model.predict(sample, signature.name)
     if not directory.predictions.is_file():
-        return f"sample prediction ok ({'serving/sample.npz' if directory.sample.is_file() else 'a made-up input'}; nothing recorded to compare)"
+        return (
+            f"sample prediction ok ({'serving/sample.npz' if directory.sample.is_file() else 'a made-up input'};"
+            " nothing recorded to compare)"
+        )
     with np.load(directory.predictions, allow_pickle=False) as archive:
         expected = {name: archive[name] for name in archive.files}
     common = outputs.keys() & expected.keys()
     if not common:
-        raise LoadError(f"the outputs {sorted(outputs)} are not those recorded in serving/predictions.npz {sorted(expected)}")
+        raise LoadError(
+            f"the outputs {sorted(outputs)} are not those recorded in serving/predictions.npz {sorted(expected)}"
+        )
     tolerance = TENSORFLOW_TOLERANCE
     if model.runtime == Runtime.ONNX.value:
         recorded = ((directory.serving() or {}).get("onnx") or {}).get("max_abs_diff")
         tolerance = max(ONNX_TOLERANCE, float(recorded)) if isinstance(recorded, (int, float)) else ONNX_TOLERANCE
     difference = modelio.max_abs_difference(outputs, expected)
     if difference > tolerance:
-        raise LoadError(f"the sample's predictions differ from the recorded ones by {difference:.3g} (tolerance {tolerance:g})")
+        raise LoadError(
+            f"the sample's predictions differ from the recorded ones by {difference:.3g} (tolerance {tolerance:g})"
+        )
     return f"sample prediction matches serving/predictions.npz (max abs diff {difference:.3g} ≤ {tolerance:g})"
 
 
@@ -92,7 +105,10 @@ class Endpoint:
         if name in (None, ""):
             return self.model.default_signature()
         if not isinstance(name, str) or name not in self.model.signatures:
-            raise InputError(f"signature_name {name!r} is not in the model (its signatures: {', '.join(sorted(self.model.signatures))})")
+            raise InputError(
+                f"signature_name {name!r} is not in the model (its signatures:"
+                f" {', '.join(sorted(self.model.signatures))})"
+            )
         return self.model.signatures[name]
 
     def v1_predict(self, body: Any) -> dict:
@@ -129,7 +145,11 @@ class Endpoint:
 
     def status(self, ready: bool) -> dict:
         state = "AVAILABLE" if ready else "UNAVAILABLE"
-        return {"model_version_status": [{"version": self.version, "state": state, "status": {"error_code": "OK", "error_message": ""}}]}
+        return {
+            "model_version_status": [
+                {"version": self.version, "state": state, "status": {"error_code": "OK", "error_message": ""}}
+            ]
+        }
 
     def metadata(self) -> dict:
         """GET /v1/models/NAME/metadata: the signature_defs as TensorFlow Serving writes them."""
@@ -149,7 +169,14 @@ class Endpoint:
     def v2_types(self, outputs: bool) -> list[dict]:
         signature = self.signature()
         specs = signature.outputs if outputs else signature.inputs
-        return [{"name": spec.name, "datatype": V2_DTYPES.get(spec.dtype, spec.dtype.upper()), "shape": _v2_shape(spec.shape)} for spec in specs]
+        return [
+            {
+                "name": spec.name,
+                "datatype": V2_DTYPES.get(spec.dtype, spec.dtype.upper()),
+                "shape": _v2_shape(spec.shape),
+            }
+            for spec in specs
+        ]
 
 
 def _json_body(body: Any) -> Any:
@@ -196,18 +223,33 @@ def validation_message(errors: list[dict], body: Any) -> str:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m runner.serving.server", description="Serve one model version with KServe.")
-    parser.add_argument("--model-dir", type=Path, required=True, help="the version's directory: model/, serving/, model.onnx")
+    parser = argparse.ArgumentParser(
+        prog="python -m runner.serving.server", description="Serve one model version with KServe."
+    )
+    parser.add_argument(
+        "--model-dir", type=Path, required=True, help="the version's directory: model/, serving/, model.onnx"
+    )
     parser.add_argument("--name", required=True, help="the model's name in the URLs")
     parser.add_argument("--version", type=int, default=None, help="the version number the status reports")
     parser.add_argument("--runtime", choices=[r.value for r in Runtime], default=Runtime.TENSORFLOW.value)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--grace-period", type=int, default=30, help="seconds SIGTERM waits for requests in flight")
-    parser.add_argument("--batch", action="store_true", help=":predict requests that arrive while the model is busy run as one batch")
-    parser.add_argument("--max-body-bytes", type=int, default=guard.DEFAULT_MAX_BODY_BYTES, help="larger request bodies are answered 413")
-    parser.add_argument("--openapi", action="store_true", help="serve /openapi.json and /docs (behind the token, if any)")
-    parser.add_argument("--lifeline-fd", type=int, default=None, help="a pipe from `tftrain serve`: its end-of-file stops the server")
+    parser.add_argument(
+        "--batch", action="store_true", help=":predict requests that arrive while the model is busy run as one batch"
+    )
+    parser.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=guard.DEFAULT_MAX_BODY_BYTES,
+        help="larger request bodies are answered 413",
+    )
+    parser.add_argument(
+        "--openapi", action="store_true", help="serve /openapi.json and /docs (behind the token, if any)"
+    )
+    parser.add_argument(
+        "--lifeline-fd", type=int, default=None, help="a pipe from `tftrain serve`: its end-of-file stops the server"
+    )
     recording_arguments(parser)
     return parser.parse_args(argv)
 
@@ -220,13 +262,15 @@ def listen(host: str, port: int):
         raise LoadError(str(exc)) from None
 
 
-def serve(endpoint: Endpoint, listener, args: argparse.Namespace, token: bytes | None, recorder: Recorder | None = None) -> int:
+def serve(
+    endpoint: Endpoint, listener, args: argparse.Namespace, token: bytes | None, recorder: Recorder | None = None
+) -> int:
     """KServe with `endpoint` as its one model, on `listener`, behind the guard, until SIGTERM or SIGINT."""
     import warnings
 
+    import kserve.model_server as model_server
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
-    import kserve.model_server as model_server
     from kserve import InferOutput, InferRequest, InferResponse, Model, ModelServer
     from kserve.errors import InvalidInput
     from kserve.protocol.rest import server as rest_server
@@ -242,7 +286,9 @@ def serve(endpoint: Endpoint, listener, args: argparse.Namespace, token: bytes |
         def predict(self, payload, headers=None):
             try:
                 if not isinstance(payload, InferRequest):  # :predict and JSON infer are FastPredict's
-                    raise InputError("send the Open Inference Protocol's tensors (JSON or binary) or TensorFlow Serving's :predict")
+                    raise InputError(
+                        "send the Open Inference Protocol's tensors (JSON or binary) or TensorFlow Serving's :predict"
+                    )
                 return self._infer(payload)
             except InputError as exc:
                 raise InvalidInput(str(exc)) from None
@@ -254,7 +300,9 @@ def serve(endpoint: Endpoint, listener, args: argparse.Namespace, token: bytes |
                 try:  # a binary tensor's bytes as an array; JSON values as they came, never coerced
                     tensor["data"] = item.as_numpy() if item._raw_data is not None else item.data
                 except Exception as exc:  # bytes that do not fill the shape, an unknown datatype
-                    raise InputError(f"input {item.name!r}: {(str(exc).splitlines() or [type(exc).__name__])[0]}") from None
+                    raise InputError(
+                        f"input {item.name!r}: {(str(exc).splitlines() or [type(exc).__name__])[0]}"
+                    ) from None
                 tensors.append(tensor)
             answers = []
             for name, value in sorted(endpoint.v2_infer(tensors).items()):
@@ -289,7 +337,9 @@ def serve(endpoint: Endpoint, listener, args: argparse.Namespace, token: bytes |
         return JSONResponse({"ready": served.ready}, status_code=200 if served.ready else 503)
 
     async def bad_request(request, exc: RequestValidationError):
-        return JSONResponse({"error": validation_message(list(exc.errors()), getattr(exc, "body", None))}, status_code=400)
+        return JSONResponse(
+            {"error": validation_message(list(exc.errors()), getattr(exc, "body", None))}, status_code=400
+        )
 
     async def client_error(request, exc: InvalidInput):  # the client's mistake, answered, not logged
         return JSONResponse({"error": str(exc)}, status_code=400)
@@ -304,10 +354,16 @@ def serve(endpoint: Endpoint, listener, args: argparse.Namespace, token: bytes |
     if args.openapi:
         from fastapi.openapi.docs import get_swagger_ui_html
 
-        model_server.app.add_api_route("/docs", lambda: get_swagger_ui_html(openapi_url="/openapi.json", title=endpoint.name),
-                                       methods=["GET"], include_in_schema=False)
+        model_server.app.add_api_route(
+            "/docs",
+            lambda: get_swagger_ui_html(openapi_url="/openapi.json", title=endpoint.name),
+            methods=["GET"],
+            include_in_schema=False,
+        )
     # added last: outside every other layer, it sees each request first
-    model_server.app.add_middleware(guard.Guard, table=guard.routes(endpoint.name, args.openapi), token=token, max_body=args.max_body_bytes)
+    model_server.app.add_middleware(
+        guard.Guard, table=guard.routes(endpoint.name, args.openapi), token=token, max_body=args.max_body_bytes
+    )
 
     class RESTServer(rest_server.RESTServer):
         def _add_middlewares(self, app) -> None:
@@ -323,9 +379,18 @@ def serve(endpoint: Endpoint, listener, args: argparse.Namespace, token: bytes |
 
     model_server.RESTServer = RESTServer
     server = ModelServer(
-        http_port=listener.getsockname()[1], grpc_port=0, workers=1, max_threads=1, max_asyncio_workers=None, registered_models=None,
-        enable_grpc=False, enable_docs_url=False, enable_latency_logging=False, access_log_format=None,
-        grace_period=args.grace_period, predictor_config=None,
+        http_port=listener.getsockname()[1],
+        grpc_port=0,
+        workers=1,
+        max_threads=1,
+        max_asyncio_workers=None,
+        registered_models=None,
+        enable_grpc=False,
+        enable_docs_url=False,
+        enable_latency_logging=False,
+        access_log_format=None,
+        grace_period=args.grace_period,
+        predictor_config=None,
     )
     for quiet in ("uvicorn.access", "kserve.trace"):  # a line per request costs more than the request
         logging.getLogger(quiet).setLevel(logging.WARNING)
@@ -365,8 +430,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tftrain-serve: error: {exc}", file=sys.stderr, flush=True)
         return LOAD_FAILED
     print(f"tftrain-serve: {args.name}: {checked}", flush=True)
-    print(f"tftrain-serve: {'every route but health needs the bearer token' if token else 'no token: every route is open'};"
-          f" bodies up to {args.max_body_bytes} bytes", flush=True)
+    print(
+        "tftrain-serve:"
+        f" {'every route but health needs the bearer token' if token else 'no token: every route is open'}; bodies up"
+        f" to {args.max_body_bytes} bytes",
+        flush=True,
+    )
     try:
         recorder = recorder_of(args)
     except ValueError as exc:

@@ -22,8 +22,22 @@ WEIGHTS_SUFFIX = ".weights.h5"  # Keras 3's save_weights: weights only, never a 
 MAX_KERAS_JSON = 16 << 20  # a model.to_json() is kilobytes; a larger .json is not read as one
 # tensorflow/core/framework/types.proto, DataType
 DTYPES = {
-    1: "float32", 2: "float64", 3: "int32", 4: "uint8", 5: "int16", 6: "int8", 7: "string", 8: "complex64",
-    9: "int64", 10: "bool", 14: "bfloat16", 17: "uint16", 18: "complex128", 19: "float16", 22: "uint32", 23: "uint64",
+    1: "float32",
+    2: "float64",
+    3: "int32",
+    4: "uint8",
+    5: "int16",
+    6: "int8",
+    7: "string",
+    8: "complex64",
+    9: "int64",
+    10: "bool",
+    14: "bfloat16",
+    17: "uint16",
+    18: "complex128",
+    19: "float16",
+    22: "uint32",
+    23: "uint64",
 }
 
 
@@ -68,8 +82,14 @@ def candidates(directory: Path) -> list[Located]:
     files = [child for child in children if child.is_file()]
     pairs = _json_pairs(files)
     paired = {pair.weights for pair in pairs}
-    found = [Located(ModelFormat.SAVED_MODEL, child, child.name) for child in children if child.is_dir() and (child / SAVED_MODEL).is_file()]
-    found += [Located(ModelFormat.KERAS, child, child.name) for child in files if is_keras_file(child) and child not in paired]
+    found = [
+        Located(ModelFormat.SAVED_MODEL, child, child.name)
+        for child in children
+        if child.is_dir() and (child / SAVED_MODEL).is_file()
+    ]
+    found += [
+        Located(ModelFormat.KERAS, child, child.name) for child in files if is_keras_file(child) and child not in paired
+    ]
     return sorted(found + pairs, key=lambda located: located.relative)
 
 
@@ -106,7 +126,11 @@ def is_keras_json(path: Path) -> bool:
         config = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
         return False
-    return isinstance(config, dict) and isinstance(config.get("class_name"), str) and isinstance(config.get("config"), dict)
+    return (
+        isinstance(config, dict)
+        and isinstance(config.get("class_name"), str)
+        and isinstance(config.get("config"), dict)
+    )
 
 
 @dataclass(frozen=True)
@@ -126,7 +150,12 @@ class TensorSpec:
     def shape_text(self) -> str:
         if self.shape is None:
             return "(any rank)"
-        return "(" + ", ".join("None" if size is None else str(size) for size in self.shape) + ("," if len(self.shape) == 1 else "") + ")"
+        return (
+            "("
+            + ", ".join("None" if size is None else str(size) for size in self.shape)
+            + ("," if len(self.shape) == 1 else "")
+            + ")"
+        )
 
 
 @dataclass(frozen=True)
@@ -136,11 +165,16 @@ class Signature:
     outputs: tuple[TensorSpec, ...]
 
     def as_json(self) -> dict:
-        return {"inputs": [spec.as_json() for spec in self.inputs], "outputs": [spec.as_json() for spec in self.outputs]}
+        return {
+            "inputs": [spec.as_json() for spec in self.inputs],
+            "outputs": [spec.as_json() for spec in self.outputs],
+        }
 
     @classmethod
     def from_json(cls, name: str, data: dict) -> Signature:
-        return cls(name, tuple(map(TensorSpec.from_json, data["inputs"])), tuple(map(TensorSpec.from_json, data["outputs"])))
+        return cls(
+            name, tuple(map(TensorSpec.from_json, data["inputs"])), tuple(map(TensorSpec.from_json, data["outputs"]))
+        )
 
 
 def signatures_as_json(signatures: dict[str, Signature]) -> dict:

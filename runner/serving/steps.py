@@ -16,7 +16,9 @@ from runner.telemetry.logger import Logger
 PROBE_SECONDS = 900.0  # importing TensorFlow on a loaded 2-core runner takes seconds, a large model's load minutes
 
 
-def cached_env(requirements: tuple[str, ...], constraints: str | None, paths: RunPaths, logger: Logger) -> tuple[str, str]:
+def cached_env(
+    requirements: tuple[str, ...], constraints: str | None, paths: RunPaths, logger: Logger
+) -> tuple[str, str]:
     """The Python of a cached virtualenv holding `requirements`, and how it is described."""
     from runner.environments import prepare_env, requirements_spec
 

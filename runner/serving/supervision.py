@@ -41,8 +41,13 @@ def lifeline(copy: Path) -> Iterator[int]:
     read_end, write_end = os.pipe()
     try:
         # its own session: a terminal's Ctrl-C or hang-up reaches tftrain, which decides
-        subprocess.Popen([sys.executable, "-I", "-S", "-c", WATCHER, str(copy)], stdin=read_end, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, start_new_session=True)
+        subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", WATCHER, str(copy)],
+            stdin=read_end,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         yield read_end
     finally:
         os.close(write_end)

@@ -61,7 +61,9 @@ class Verifier:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="verify_model", description="verify a model version's files against its model.sig")
+    parser = argparse.ArgumentParser(
+        prog="verify_model", description="verify a model version's files against its model.sig"
+    )
     parser.add_argument("--model-dir", type=Path, required=True, help="the version: model/ and what is served with it")
     parser.add_argument("--signature", type=Path, help=f"default: MODEL_DIR/{SIGNATURE}")
     parser.add_argument("--public-key-env", metavar="NAME", help="the signer's PEM public key, in this variable")
@@ -72,8 +74,15 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def trusted_of(args) -> Trusted:
-    given = [flag for flag, value in (("--public-key-env", args.public_key_env), ("--public-key", args.public_key),
-                                      ("--identity", args.identity)) if value is not None]
+    given = [
+        flag
+        for flag, value in (
+            ("--public-key-env", args.public_key_env),
+            ("--public-key", args.public_key),
+            ("--identity", args.identity),
+        )
+        if value is not None
+    ]
     if len(given) != 1 or (args.identity is None) != (args.issuer is None):
         raise UsageError("give one of --public-key-env NAME, --public-key FILE, or --identity ID with --issuer URL")
     if args.public_key is not None:

@@ -23,11 +23,15 @@ class TargetRow(NamedTuple):
     cls: str  # the class in runner/targets/NAME/target.py
     containers: bool  # runs in the training image, so `use_docker: true` goes with it
     on_this_machine: bool  # the training uses this machine's CPUs, GPUs and run directory (checkpoint sync reads it)
-    command: str | None = None  # the module in runner/targets/NAME/ behind `tftrain NAME` (factory.target_command), if any
-    own_prices: bool = False  # it may know its prices without compute.cost (the pool file's cost:): Target.listed_prices
-    runner_label: str | None = None  # the GitHub runner only dispatches (its hosts or cluster train): the label such a runner has
+    # the module in runner/targets/NAME/ behind `tftrain NAME` (factory.target_command), if any
+    command: str | None = None
+    # it may know its prices without compute.cost (the pool file's cost:): Target.listed_prices
+    own_prices: bool = False
+    # the GitHub runner only dispatches (its hosts or cluster train): the label such a runner has
+    runner_label: str | None = None
     plan_file: str | None = None  # the file of its plan `tftrain plan` prints (what the target submits)
-    plan_file_caption: str | None = None  # printed under the plan's description with this caption; None: it is the plan, printed alone
+    # printed under the plan's description with this caption; None: it is the plan, printed alone
+    plan_file_caption: str | None = None
     module: str | None = None  # the module holding `cls`; None: runner.targets.NAME.target (a plugin names its own)
 
 
@@ -35,10 +39,23 @@ class TargetRow(NamedTuple):
 TARGETS: dict[str, TargetRow] = {
     "local": TargetRow("LocalTarget", containers=False, on_this_machine=True),
     "docker": TargetRow("DockerTarget", containers=True, on_this_machine=True),
-    "pool": TargetRow("PoolTarget", containers=True, on_this_machine=False, command="survey", own_prices=True, runner_label="tftrain-pool"),
+    "pool": TargetRow(
+        "PoolTarget",
+        containers=True,
+        on_this_machine=False,
+        command="survey",
+        own_prices=True,
+        runner_label="tftrain-pool",
+    ),
     "kubernetes": TargetRow("KubernetesTarget", containers=True, on_this_machine=False, plan_file="kubernetes.yaml"),
-    "slurm": TargetRow("SlurmTarget", containers=False, on_this_machine=False, runner_label="slurm",  # a login node
-                       plan_file="slurm.sh", plan_file_caption="batch script (sbatch)"),
+    "slurm": TargetRow(
+        "SlurmTarget",
+        containers=False,
+        on_this_machine=False,
+        runner_label="slurm",  # a login node
+        plan_file="slurm.sh",
+        plan_file_caption="batch script (sbatch)",
+    ),
 }
 BUILT_IN = tuple(TARGETS)  # the manifest schema's enum (a plugin's target is valid all the same)
 _plugins_read = False

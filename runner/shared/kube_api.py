@@ -14,7 +14,9 @@ def kubernetes_module():
     try:
         import kubernetes
     except ImportError:
-        raise ClusterError("compute.target: kubernetes needs the kubernetes client: pip install 'tf-train-action[kubernetes]'") from None
+        raise ClusterError(
+            "compute.target: kubernetes needs the kubernetes client: pip install 'tf-train-action[kubernetes]'"
+        ) from None
     return kubernetes
 
 

@@ -84,7 +84,10 @@ def resume_ref_problem(ref: str) -> str | None:
     if ref.startswith(MODEL_PREFIX):
         return model_ref_problem(ref[len(MODEL_PREFIX) :])
     if ref.startswith(CHECKPOINT_PREFIX) and RunRef.parse(ref[len(CHECKPOINT_PREFIX) :]).names_nothing:
-        return f"run {shown(ref[len(CHECKPOINT_PREFIX):])} cannot exist: {NUMBER_HELP.format(what='a run number', example='1, 2, …')}"
+        return (
+            f"run {shown(ref[len(CHECKPOINT_PREFIX) :])} cannot exist:"
+            f" {NUMBER_HELP.format(what='a run number', example='1, 2, …')}"
+        )
     return None
 
 

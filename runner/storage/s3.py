@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from runner.history.checksums import sha256_file
 from runner.errors import StorageError, answered, extra_module, one_line, unreachable
+from runner.history.checksums import sha256_file
 from runner.settings import GITHUB_ASSET_LIMIT, Settings
+
 PART = 16 * 1024**2  # four parts in flight: 64 MB of buffers at most
 
 
@@ -122,7 +123,9 @@ def upload(target: S3Target, path: Path, key: str, digest: str | None = None) ->
     uri = f"s3://{target.bucket}/{full_key}"
     client = s3_client(target.endpoint_url)
     with s3_errors("uploading", uri):
-        client.upload_file(str(path), target.bucket, full_key, ExtraArgs={"Metadata": {"sha256": digest}}, Config=_transfer())
+        client.upload_file(
+            str(path), target.bucket, full_key, ExtraArgs={"Metadata": {"sha256": digest}}, Config=_transfer()
+        )
         head = client.head_object(Bucket=target.bucket, Key=full_key)
     if head["ContentLength"] != size or head.get("Metadata", {}).get("sha256") != digest:
         raise StorageError(f"{uri} does not match the uploaded model")
@@ -155,14 +158,21 @@ def s3_errors(doing: str, uri: str) -> Iterator[None]:
 
     try:
         yield
-    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError, Boto3Error, RetriesExceededError) as exc:
+    except (
+        botocore.exceptions.BotoCoreError,
+        botocore.exceptions.ClientError,
+        Boto3Error,
+        RetriesExceededError,
+    ) as exc:
         raise StorageError(s3_failure(exc, doing, uri)) from None
 
 
 def s3_failure(exc: BaseException, doing: str, uri: str) -> str:
     import botocore.exceptions
 
-    answer = next((e for e in (exc, exc.__cause__, exc.__context__) if isinstance(e, botocore.exceptions.ClientError)), None)
+    answer = next(
+        (e for e in (exc, exc.__cause__, exc.__context__) if isinstance(e, botocore.exceptions.ClientError)), None
+    )
     if answer is not None:  # boto3's transfers wrap it (S3UploadFailedError)
         status = answer.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         code = answer.response.get("Error", {}).get("Code")

@@ -8,14 +8,13 @@ import json
 import math
 import threading
 import time
-from enum import Enum
 from collections.abc import Callable
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runner.errors import FatalError
 from runner.history.rundir import writing
-from runner.history.store import Store
 from runner.history.untrusted import read_json
 from runner.sweep.pareto import best_words, front_markdown, objective_metrics, pareto_front, points_of, value_cells
 from runner.sweep.study import WARM, Sweep
@@ -24,7 +23,15 @@ from runner.telemetry.logger import Logger
 if TYPE_CHECKING:
     from runner.serving.gate import GateResult
 
-SHOWN_KEYS = ("id", "status", "objective", "trials", "best", "pareto", "budget")  # pareto: a multi-objective sweep's only; budget: a sweep its budget stopped
+SHOWN_KEYS = (
+    "id",
+    "status",
+    "objective",
+    "trials",
+    "best",
+    "pareto",
+    "budget",
+)  # pareto: a multi-objective sweep's only; budget: a sweep its budget stopped
 
 
 class SweepStatus(str, Enum):
@@ -51,8 +58,14 @@ def sweeps_root(home: Path) -> Path:
 
 
 class SweepBook:
-    def __init__(self, home: Path, sweep: Sweep, register: bool = True, gate: Callable[[str], GateResult | None] | None = None,
-                 evidence: Callable[[str], dict[str, Path] | None] | None = None) -> None:
+    def __init__(
+        self,
+        home: Path,
+        sweep: Sweep,
+        register: bool = True,
+        gate: Callable[[str], GateResult | None] | None = None,
+        evidence: Callable[[str], dict[str, Path] | None] | None = None,
+    ) -> None:
         """`register`: the manifest's model.register (the best trial's model becomes a version);
         `gate`: the model gate for a trial's run (its id), before the best trial's model is registered;
         `evidence`: the files an `evaluation:` keeps beside the best trial's model (its per-example file)."""
@@ -79,7 +92,10 @@ class SweepBook:
             if WARM in attrs:
                 continue
             # a trial closed without a status: its tftrain was killed (resume closed it), it was canceled
-            status = attrs.get("status") or (TrialStatus.CANCELED if trial.state.is_finished() else TrialStatus.RUNNING).value
+            status = (
+                attrs.get("status")
+                or (TrialStatus.CANCELED if trial.state.is_finished() else TrialStatus.RUNNING).value
+            )
             value = trial.values[0] if trial.values else _last(trial.intermediate_values)
             row = {
                 "number": trial.number,
@@ -112,19 +128,34 @@ class SweepBook:
                 return None
             number = front[0]
             best = next(t for t in done if t["number"] == number)
-            return {"number": number, "run_id": best["run_id"], "value": best["value"], "values": best["values"], "model_version": self.model_version}
+            return {
+                "number": number,
+                "run_id": best["run_id"],
+                "value": best["value"],
+                "values": best["values"],
+                "model_version": self.model_version,
+            }
         pick = max if self.sweep.objective.goal == "maximize" else min
         best = pick(done, key=lambda t: (t["value"], -t["number"]) if pick is max else (t["value"], t["number"]))
-        return {"number": best["number"], "run_id": best["run_id"], "value": best["value"], "model_version": self.model_version}
+        return {
+            "number": best["number"],
+            "run_id": best["run_id"],
+            "value": best["value"],
+            "model_version": self.model_version,
+        }
 
     def front(self, trials: list[dict]) -> list[int]:
         """A multi-objective sweep's Pareto front: its completed trials that no other beats on every objective."""
         done = [t for t in trials if t["status"] == TrialStatus.COMPLETED.value]
-        return pareto_front(points_of(done, self.sweep.metrics), [objective.goal for objective in self.sweep.objectives])
+        return pareto_front(
+            points_of(done, self.sweep.metrics), [objective.goal for objective in self.sweep.objectives]
+        )
 
     def document(self) -> dict:
         trials = self.trials()
-        keys = ("number", "run_id", "status", "early_terminated", "params", "value") + (("values", "message") if self.sweep.multi else ())
+        keys = ("number", "run_id", "status", "early_terminated", "params", "value") + (
+            ("values", "message") if self.sweep.multi else ()
+        )
         front = self.front(trials) if self.sweep.multi else None
         document = {
             "id": self.sweep.sweep_id,
@@ -135,7 +166,9 @@ class SweepBook:
             "name": self.sweep.study.user_attrs.get("name"),
             "created": self.created,
             "limit": self.sweep.limit,
-            "curves": {str(t["number"]): t["curve"] for t in trials},  # the primary metric at each report (the release's plot)
+            "curves": {
+                str(t["number"]): t["curve"] for t in trials
+            },  # the primary metric at each report (the release's plot)
         }
         if front is not None:
             document["pareto"] = front  # trial numbers, best on the first objective first
@@ -153,14 +186,24 @@ class SweepBook:
 
     # --- what the user sees ------------------------------------------------------------------------
     def show_trial(self, logger: Logger, number: int, result) -> None:
-        ended = TrialStatus.FAILED.value if result.missing else f"{result.status}"  # a missing objective: the trial failed
-        status = ended + (f" ({result.message})" if (result.early_terminated or result.missing) and result.message else "")
+        ended = (
+            TrialStatus.FAILED.value if result.missing else f"{result.status}"
+        )  # a missing objective: the trial failed
+        status = ended + (
+            f" ({result.message})" if (result.early_terminated or result.missing) and result.message else ""
+        )
         values = result.values or (result.value,)
-        value = "".join(f"  {metric}={given:.6g}" for metric, given in zip(self.sweep.metrics, values) if given is not None)
-        logger.info(f"trial {number} ({result.run_id}): {status}{value}", style="green" if ended == "Completed" else "yellow")
+        value = "".join(
+            f"  {metric}={given:.6g}" for metric, given in zip(self.sweep.metrics, values) if given is not None
+        )
+        logger.info(
+            f"trial {number} ({result.run_id}): {status}{value}", style="green" if ended == "Completed" else "yellow"
+        )
         if logger.github:  # one group per trial in the job's log
             with logger.group(f"trial {number} ({result.run_id}): {result.status}"):
-                logger.text(self.trial_log(number).read_text(encoding="utf-8", errors="replace").rstrip("\n") or "(no output)")
+                logger.text(
+                    self.trial_log(number).read_text(encoding="utf-8", errors="replace").rstrip("\n") or "(no output)"
+                )
 
     def show_live(self, logger: Logger) -> None:
         """On a terminal: the trials as they go (status, step, the metric's last report), drawn in place."""
@@ -169,7 +212,9 @@ class SweepBook:
         ended = sum(1 for t in trials if t["status"] != TrialStatus.RUNNING.value)
         rows = [trial_row(t, step=True, metrics=metrics) for t in trials]
         logger.table(
-            f"sweep {self.sweep.sweep_id}: {ended} of {self.sweep.limit} trials ended", ["trial", "run", "status", "step", *metrics, "params"], rows,
+            f"sweep {self.sweep.sweep_id}: {ended} of {self.sweep.limit} trials ended",
+            ["trial", "run", "status", "step", *metrics, "params"],
+            rows,
             live=True,
         )
 
@@ -182,10 +227,19 @@ class SweepBook:
         rows = [trial_row(trial, metrics=metrics, front=document.get("pareto", ())) for trial in document["trials"]]
         best = document["best"]
         highlight = next((n for n, t in enumerate(document["trials"]) if best and t["number"] == best["number"]), None)
-        logger.table(f"sweep {self.sweep.sweep_id}: {document['status']}", ["trial", "run", "status", *metrics, "params"], rows, highlight, live=True)
+        logger.table(
+            f"sweep {self.sweep.sweep_id}: {document['status']}",
+            ["trial", "run", "status", *metrics, "params"],
+            rows,
+            highlight,
+            live=True,
+        )
         if best:
             model = f", model {best['model_version']}" if best["model_version"] else ""
-            logger.info(f"best: trial {best['number']} (run {best['run_id']}) {best_words(best, metrics)}{model}", style="bold green")
+            logger.info(
+                f"best: trial {best['number']} (run {best['run_id']}) {best_words(best, metrics)}{model}",
+                style="bold green",
+            )
         markdown = summary_markdown(document, metric)
         with writing(self.root / "summary.md"):
             (self.root / "summary.md").write_text(markdown, encoding="utf-8")  # the pull request's comment shows it
@@ -231,7 +285,9 @@ class SweepBook:
             return None
         params = next(t["params"] for t in trials if t["number"] == best["number"])
         sweep = {"id": self.sweep.sweep_id, "trial": best["number"], "params": params, "value": best["value"]}
-        if self.sweep.multi:  # the front's trial best on the first objective: every objective's value, and why it is the one
+        if (
+            self.sweep.multi
+        ):  # the front's trial best on the first objective: every objective's value, and why it is the one
             sweep.update(values=best["values"], chosen=f"on the Pareto front, the best on {self.sweep.metrics[0]}")
         extras = self.evidence(best["run_id"]) if self.evidence else None
         return register_finished(self.home, best["run_id"], {"sweep": sweep}, self.gate, extras)
@@ -271,11 +327,15 @@ def as_run_says(home: Path, sweep_id: str, trial: dict, metrics: tuple[str, ...]
     """A trial's row with the status, early termination and value its run's record gives, where
     the run is this home's and has ended: the run record is what happened, and the sweep's table
     never says Canceled of a run `tftrain runs` shows Completed."""
-    from runner.sweep.study import run_record
     from runner.sweep.outcome import TrialResult
+    from runner.sweep.study import run_record
 
     run_id, number = trial.get("run_id"), trial.get("number")
-    record = run_record(home, run_id, sweep_id, number) if isinstance(run_id, str) and isinstance(number, int) and metrics else None
+    record = (
+        run_record(home, run_id, sweep_id, number)
+        if isinstance(run_id, str) and isinstance(number, int) and metrics
+        else None
+    )
     if record is None or not record.finished:
         return trial
     result = TrialResult.of_record(number, record, metrics)
@@ -304,7 +364,13 @@ def summary_markdown(document: dict, metric: str) -> str:
     front = document.get("pareto") if isinstance(document.get("pareto"), list) else ()
     header = "| trial | run | status | " + " | ".join(metrics) + " | params |"
     budget = [f"**Budget:** {document['budget']}", ""] if isinstance(document.get("budget"), str) else []
-    lines = [f"## Sweep {document['id']}: {document['status']}", "", *budget, header, "|---|---|---|" + "---|" * len(metrics) + "---|"]
+    lines = [
+        f"## Sweep {document['id']}: {document['status']}",
+        "",
+        *budget,
+        header,
+        "|---|---|---|" + "---|" * len(metrics) + "---|",
+    ]
     for trial in document["trials"]:
         cells = [cell.replace("|", "\\|").replace("\n", " ") for cell in trial_row(trial, metrics=metrics, front=front)]
         lines.append("| " + " | ".join(cells) + " |")
@@ -325,6 +391,13 @@ def _chart(curves: dict[str, list[float]], metric: str) -> list[str]:
     if not series:
         return []
     steps = max(len(values) for values in series)
-    return ["```mermaid", "xychart-beta", f'  title "{metric} per trial"', f"  x-axis [{', '.join(str(n) for n in range(1, steps + 1))}]"] + [
-        "  line [" + ", ".join(f"{v:.6g}" for v in values) + "]" for values in series
-    ] + ["```"]
+    return (
+        [
+            "```mermaid",
+            "xychart-beta",
+            f'  title "{metric} per trial"',
+            f"  x-axis [{', '.join(str(n) for n in range(1, steps + 1))}]",
+        ]
+        + ["  line [" + ", ".join(f"{v:.6g}" for v in values) + "]" for values in series]
+        + ["```"]
+    )

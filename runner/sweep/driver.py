@@ -14,15 +14,15 @@ from pathlib import Path
 from runner.errors import BudgetPassed, BudgetReached, FatalError, StorageError, SweepError
 from runner.history.record import RunStatus
 from runner.manifest import LoadedManifest
-from runner.training.signals import on_stop_signals
 from runner.settings import Settings
 from runner.sweep.book import SweepBook, SweepStatus
-from runner.sweep.study import CANCELED_BY_SIGNAL, RESUMES, Sweep
 from runner.sweep.outcome import TrialResult, tell
 from runner.sweep.placement import check_concurrency, gpu_shares
+from runner.sweep.study import CANCELED_BY_SIGNAL, RESUMES, Sweep
 from runner.sweep.trial import TrialWatch, run_trial, trial_manifest
 from runner.telemetry.logger import Logger
 from runner.telemetry.usage_budget import Go, SweepBudget, report_sweep_costs, seed, usage_of_run
+from runner.training.signals import on_stop_signals
 
 TICK_SECONDS = 0.5
 Evidence = Callable[[str], "dict[str, Path] | None"]  # a run id → the files kept beside its model
@@ -30,15 +30,26 @@ LIVE_SECONDS = 2.0  # the live table's steps and values are redrawn this often
 
 
 class SweepRunner:
-    def __init__(self, loaded: LoadedManifest, sweep: Sweep, logger: Logger, settings: Settings, home: Path,
-                 environ: Mapping[str, str], gpus: list[str] | None = None, evidence: Evidence | None = None) -> None:
+    def __init__(
+        self,
+        loaded: LoadedManifest,
+        sweep: Sweep,
+        logger: Logger,
+        settings: Settings,
+        home: Path,
+        environ: Mapping[str, str],
+        gpus: list[str] | None = None,
+        evidence: Evidence | None = None,
+    ) -> None:
         """`gpus`: those the trials may use, split between them (runner.sweep.placement); `evidence`:
         the files an `evaluation:` keeps beside the best trial's model (runner.verdict.sweeps)."""
         self.loaded, self.sweep, self.logger, self.settings, self.home = loaded, sweep, logger, settings, home
         self.gpus = gpus or []
         self.environ = environ
         self.spec = loaded.manifest.sweep
-        self.book = SweepBook(home, sweep, register=loaded.manifest.model.register_model, gate=self._gate, evidence=evidence)
+        self.book = SweepBook(
+            home, sweep, register=loaded.manifest.model.register_model, gate=self._gate, evidence=evidence
+        )
         self.lock = threading.Lock()  # one ask at a time: the limit is checked and the trial made together
         self.turn = threading.Condition(self.lock)  # a worker the budget keeps waiting is woken when a trial ends
         self.deadline: float | None = None  # limits.timeout: no trial starts after it
@@ -60,13 +71,18 @@ class SweepRunner:
         return gate_finished(self.loaded, self.home, run_id, self.logger)
 
     def run(self) -> SweepStatus:
-        self.logger.info(f"sweep {self.sweep.sweep_id}: up to {self.sweep.limit} trials, {self.spec.limits.max_concurrent_trials} at once", style="bold")
+        self.logger.info(
+            f"sweep {self.sweep.sweep_id}: up to {self.sweep.limit} trials, {self.spec.limits.max_concurrent_trials} at"
+            " once",
+            style="bold",
+        )
         concurrent = min(self.spec.limits.max_concurrent_trials, self.sweep.limit)
         shares = gpu_shares(self.gpus, concurrent)
         if shares[0] is not None:  # each worker's trials run on its own GPUs
             self.logger.info(f"sweep {self.sweep.sweep_id}: each trial on its own GPUs: " + "; ".join(shares))
         workers = [
-            threading.Thread(target=self._worker, args=(share,), name=f"trials-{n}", daemon=True) for n, share in enumerate(shares)
+            threading.Thread(target=self._worker, args=(share,), name=f"trials-{n}", daemon=True)
+            for n, share in enumerate(shares)
         ]
         deadline = self.deadline = time.monotonic() + self.spec.limits.timeout if self.spec.limits.timeout else None
         with _signals(self):
@@ -98,7 +114,9 @@ class SweepRunner:
             watches = list(self.watches.values())
             self.turn.notify_all()  # a worker the budget keeps waiting stops now
         for watch in watches:
-            if by_signal if resumable is None else resumable:  # marked before it is stopped: told Failed, it is still one to run again
+            if (
+                by_signal if resumable is None else resumable
+            ):  # marked before it is stopped: told Failed, it is still one to run again
                 try:
                     watch.trial.set_user_attr("stopped", CANCELED_BY_SIGNAL)
                 except Exception:  # it ended meanwhile (told already), or the storage is gone: nothing to resume
@@ -120,7 +138,9 @@ class SweepRunner:
                 resumes = trial.user_attrs.get(RESUMES)
                 if resumes:
                     manifest = trial_manifest_resuming(manifest, resumes)
-                result = run_trial(manifest, watch, self.book.trial_log(trial.number), settings, self.home, self.environ)
+                result = run_trial(
+                    manifest, watch, self.book.trial_log(trial.number), settings, self.home, self.environ
+                )
                 if self.budget is not None:
                     self.budget.add(result.run_id, usage_of_run(self.home, result.run_id))
                 with self.lock:
@@ -180,8 +200,8 @@ class SweepRunner:
             missing = ", ".join(map(repr, result.missing or (self.sweep.objective.primary_metric,)))
             seen = ", ".join(result.reported) or "none"
             self.failure = SweepError(
-                f"sweep.objective.primary_metric: trial {trial.number} (run {result.run_id}) completed without reporting "
-                f"{missing}; it reported: {seen}"
+                f"sweep.objective.primary_metric: trial {trial.number} (run {result.run_id}) completed without"
+                f" reporting {missing}; it reported: {seen}"
             )
             self.halt("the objective metric is never reported", by_signal=False)
         if result.status == RunStatus.COMPLETED:
@@ -248,11 +268,21 @@ def check_prices(loaded: LoadedManifest) -> None:
     if not row_of(target).own_prices:
         raise ManifestError(f"{where}: set compute.cost (or, with compute.target: pool, cost: in the pool file)")
     if target_for(target).listed_prices(loaded) is None:
-        raise ManifestError(f"{where}: compute.cost is not set, and the {target} target lists none (cost: in the pool file)")
+        raise ManifestError(
+            f"{where}: compute.cost is not set, and the {target} target lists none (cost: in the pool file)"
+        )
 
 
-def run_sweep(loaded: LoadedManifest, logger: Logger, settings: Settings, home: Path, environ: Mapping[str, str],
-              sweep_id: str | None = None, resume: bool = False, evidence: Evidence | None = None) -> dict:
+def run_sweep(
+    loaded: LoadedManifest,
+    logger: Logger,
+    settings: Settings,
+    home: Path,
+    environ: Mapping[str, str],
+    sweep_id: str | None = None,
+    resume: bool = False,
+    evidence: Evidence | None = None,
+) -> dict:
     """A new sweep, or (sweep_id) joining one; `resume`: first queue again the trials a signal stopped,
     each from its run's last checkpoint. Returns the sweep's record (`tftrain sweeps show --json`).
     `environ`: tftrain's environment, read by the CLI: sweep.storage's $NAMEs, the secrets' values."""
@@ -264,12 +294,23 @@ def run_sweep(loaded: LoadedManifest, logger: Logger, settings: Settings, home: 
     check_prices(loaded)
     gpus = check_concurrency(manifest, logger, settings.cuda_visible_devices)
     sweep = open_sweep(
-        manifest.sweep, manifest.name, objectives_of(manifest), trial_limit(manifest.sweep), home, environ, sweep_id, create=not resume
+        manifest.sweep,
+        manifest.name,
+        objectives_of(manifest),
+        trial_limit(manifest.sweep),
+        home,
+        environ,
+        sweep_id,
+        create=not resume,
     )
     with sweep.place.failures():
         if resume:
             for number, run_id in queue_stopped_trials(sweep, home):
-                logger.info(f"trial {number} ({run_id}) runs again from its last checkpoint" if run_id else f"trial {number} runs again")
+                logger.info(
+                    f"trial {number} ({run_id}) runs again from its last checkpoint"
+                    if run_id
+                    else f"trial {number} runs again"
+                )
         runner = SweepRunner(loaded, sweep, logger, settings, home, environ, gpus, evidence)
         status = runner.run()
         record = runner.book.document()
@@ -280,9 +321,14 @@ def run_sweep(loaded: LoadedManifest, logger: Logger, settings: Settings, home: 
     if runner.book.refused is not None:
         raise runner.book.refused
     if status == SweepStatus.CANCELED:
-        raise TrainingCanceled(f"sweep {sweep.sweep_id} canceled; `tftrain sweep resume {sweep.sweep_id}` goes on from where it stopped")
+        raise TrainingCanceled(
+            f"sweep {sweep.sweep_id} canceled; `tftrain sweep resume {sweep.sweep_id}` goes on from where it stopped"
+        )
     if status == SweepStatus.FAILED:
-        raise SweepError(f"sweep {sweep.sweep_id}: no trial completed with a value of {sweep.objective.primary_metric!r} (see `tftrain sweeps show {sweep.sweep_id}`)")
+        raise SweepError(
+            f"sweep {sweep.sweep_id}: no trial completed with a value of {sweep.objective.primary_metric!r} (see"
+            f" `tftrain sweeps show {sweep.sweep_id}`)"
+        )
     if status == SweepStatus.OVER_BUDGET:
         raise BudgetPassed(f"sweep {sweep.sweep_id}: {runner.book.budget}")
     if status == SweepStatus.STOPPED_BY_BUDGET:

@@ -30,15 +30,26 @@ class TrialResult:
     value: float | None  # the objective: the primary metric's last value (the first objective's)
     early_terminated: bool  # its run's cause: the policy stopped it (never read from a message)
     message: str | None
-    reported: tuple[str, ...] = ()  # the metric names the run recorded (to say which exist when the objective is not among them)
+    reported: tuple[
+        str, ...
+    ] = ()  # the metric names the run recorded (to say which exist when the objective is not among them)
     lost: bool = False  # its tftrain was killed (RunRecord.lost): a trial run here, by this process, never is
-    values: tuple[float | None, ...] = ()  # a multi-objective sweep: each objective's last value, in the manifest's order
+    values: tuple[
+        float | None, ...
+    ] = ()  # a multi-objective sweep: each objective's last value, in the manifest's order
     missing: tuple[str, ...] = ()  # objectives a completed run never reported: the trial failed
 
     @classmethod
     def of_run(
-        cls, number: int, run_id: str | None, status: RunStatus, metrics: Mapping[str, object], objectives: Sequence[str],
-        early_terminated: bool, message: str | None, lost: bool = False,
+        cls,
+        number: int,
+        run_id: str | None,
+        status: RunStatus,
+        metrics: Mapping[str, object],
+        objectives: Sequence[str],
+        early_terminated: bool,
+        message: str | None,
+        lost: bool = False,
     ) -> TrialResult:
         """`metrics`: the run's summary (name → {"last": …} or MetricStats); `objectives`: the metric
         names the sweep is told, the first its primary metric. A run that completed without one of
@@ -49,8 +60,16 @@ class TrialResult:
             seen = ", ".join(sorted(metrics)) or "none"
             message = f"completed without reporting {', '.join(map(repr, missing))}; it reported: {seen}"
         return cls(
-            number, run_id, status, values[0], early_terminated, message, tuple(sorted(metrics)), lost,
-            values if len(objectives) > 1 else (), missing,
+            number,
+            run_id,
+            status,
+            values[0],
+            early_terminated,
+            message,
+            tuple(sorted(metrics)),
+            lost,
+            values if len(objectives) > 1 else (),
+            missing,
         )
 
     @classmethod
@@ -58,7 +77,9 @@ class TrialResult:
         """What a finished run did, as its trial's result (a study that could not be told is told from this)."""
         metrics = record.metrics.metrics if record.metrics else {}
         early = record.status == RunStatus.CANCELED and record.cause == Cause.EARLY_TERMINATION
-        return cls.of_run(number, record.run_id, record.status, metrics, objectives, early, record.message, lost=record.lost)
+        return cls.of_run(
+            number, record.run_id, record.status, metrics, objectives, early, record.message, lost=record.lost
+        )
 
     @property
     def shown_status(self) -> RunStatus:

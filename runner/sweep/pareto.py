@@ -89,7 +89,14 @@ def front_markdown(document: dict, metrics: Sequence[str]) -> list[str]:
     if len(metrics) == 1 or not isinstance(front, list):
         return []
     by_number = {t.get("number"): t for t in document["trials"]}
-    lines = ["", f"Pareto front ({len(front)} trial{'s' if len(front) != 1 else ''}, none beaten on every objective by another):", ""]
+    lines = [
+        "",
+        (
+            f"Pareto front ({len(front)} trial{'s' if len(front) != 1 else ''}, none beaten on every objective by"
+            " another):"
+        ),
+        "",
+    ]
     lines += ["| trial | " + " | ".join(metrics) + " |", "|---" * (len(metrics) + 1) + "|"]
     for number in front:
         trial = by_number.get(number)

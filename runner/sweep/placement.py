@@ -1,4 +1,5 @@
-"""Where a sweep's concurrent trials (and an evaluation's seeds) run on this machine (the local and docker targets): checked
+"""Where a sweep's concurrent trials (and an evaluation's seeds) run on this machine (the local and docker targets):
+checked
 before any trial runs (slots and GPUs are hard limits, CPUs a warning), and the GPUs split between
 them, so that two trials never share one. Pool leases, Slurm's GRES and Kubernetes place the trials
 of the other targets themselves."""
@@ -11,13 +12,16 @@ from runner.errors import UnsupportedError
 from runner.manifest import effective_target
 from runner.manifest.model import Manifest
 from runner.manifest.rules import process_count
-from runner.shared.machine import cpu_count, gpu_count, named_gpus
 from runner.shared.catalog import on_this_machine
+from runner.shared.machine import cpu_count, gpu_count, named_gpus
 from runner.telemetry.logger import Logger
 
 
 def check_concurrency(
-    manifest: Manifest, logger: Logger, cuda_visible_devices: str | None, count: Callable[[str | None], int | None] = gpu_count
+    manifest: Manifest,
+    logger: Logger,
+    cuda_visible_devices: str | None,
+    count: Callable[[str | None], int | None] = gpu_count,
 ) -> list[str]:
     """What this machine can place, before any trial runs: slots_per_node and GPUs are hard limits,
     CPUs a warning (the trials share them). Pool leases and the cluster queue what does not fit.
@@ -25,11 +29,17 @@ def check_concurrency(
     nvidia-smi lists: asked once), for gpu_shares; [] where none are split: no use_gpu, a target that
     places its own trials, GPUs unknown."""
     limit = manifest.sweep.limits.max_concurrent_trials
-    return check_runs(manifest, limit, f"sweep.limits.max_concurrent_trials: {limit} trials", logger, cuda_visible_devices, count)
+    return check_runs(
+        manifest, limit, f"sweep.limits.max_concurrent_trials: {limit} trials", logger, cuda_visible_devices, count
+    )
 
 
 def check_runs(
-    manifest: Manifest, limit: int, where: str, logger: Logger, cuda_visible_devices: str | None,
+    manifest: Manifest,
+    limit: int,
+    where: str,
+    logger: Logger,
+    cuda_visible_devices: str | None,
     count: Callable[[str | None], int | None] = gpu_count,
 ) -> list[str]:
     """check_concurrency for `limit` runs of the manifest at once (a sweep's trials, an evaluation's
@@ -51,7 +61,10 @@ def check_runs(
 
 
 def runs_that_fit(
-    manifest: Manifest, wanted: int, cuda_visible_devices: str | None, count: Callable[[str | None], int | None] = gpu_count
+    manifest: Manifest,
+    wanted: int,
+    cuda_visible_devices: str | None,
+    count: Callable[[str | None], int | None] = gpu_count,
 ) -> int:
     """How many of `wanted` runs of the manifest this machine holds at once, at least one: each its
     own GPUs (use_gpu), slots (compute.slots_per_node) and a CPU per process. Other targets: all."""
@@ -74,7 +87,7 @@ def gpu_shares(gpus: list[str], concurrent: int) -> list[str | None]:
     each = len(gpus) // concurrent if concurrent > 1 else 0
     if each == 0:
         return [None] * concurrent
-    return [",".join(gpus[share * each:(share + 1) * each]) for share in range(concurrent)]
+    return [",".join(gpus[share * each : (share + 1) * each]) for share in range(concurrent)]
 
 
 def usable_gpus(cuda_visible_devices: str | None, found: int | None) -> list[str]:

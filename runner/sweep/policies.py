@@ -163,7 +163,9 @@ def successive_halving(policy: Asha, goal: str):
     """ASHA: rungs at min_resource × reduction_factor^k reports; at each, a trial goes on only when
     it is in the best 1/reduction_factor of the trials that reached that rung (running ones too:
     the asynchronous variant, no trial waits for a rung to fill). Optuna reads the goal from the study."""
-    return optuna.pruners.SuccessiveHalvingPruner(min_resource=policy.min_resource, reduction_factor=policy.reduction_factor)
+    return optuna.pruners.SuccessiveHalvingPruner(
+        min_resource=policy.min_resource, reduction_factor=policy.reduction_factor
+    )
 
 
 def hyperband(policy: Hyperband, goal: str):

@@ -77,7 +77,7 @@ def place_of(url: str | None, home: Path) -> StoragePlace:
     if scheme in POSTGRES_SCHEMES:
         return _postgres_url(url)[1]
     if scheme == "sqlite" and url.startswith("sqlite:///"):
-        return StoragePlace(url[len("sqlite:///"):])
+        return StoragePlace(url[len("sqlite:///") :])
     return StoragePlace("(unsupported)")
 
 
@@ -90,7 +90,7 @@ def storage_for(url: str | None, home: Path):
     if scheme in POSTGRES_SCHEMES:
         return _postgres(optuna, url)
     if scheme == "sqlite" and url.startswith("sqlite:///"):
-        return _sqlite(optuna, Path(url[len("sqlite:///"):]))
+        return _sqlite(optuna, Path(url[len("sqlite:///") :]))
     raise StorageError(
         f"sweep storage: unsupported scheme {scheme or '(none)'!r}: use postgresql://user:password@host:port/database, "
         "or leave storage out for SQLite in TFTRAIN_HOME"

@@ -33,7 +33,9 @@ class Sweep:
     sweep_id: str
     study: object  # optuna.Study
     space: SearchSpace
-    objectives: tuple[Objective, ...]  # every objective, the one trials are ranked by first; more than one: multi-objective
+    objectives: tuple[
+        Objective, ...
+    ]  # every objective, the one trials are ranked by first; more than one: multi-objective
     limit: int  # max_total_trials (or the grid's size)
     place: StoragePlace  # how errors name its storage
 
@@ -52,7 +54,8 @@ class Sweep:
         return tuple(objective.primary_metric for objective in self.objectives)
 
     def described(self):
-        """The objective as the manifest wrote it: a mapping, or a list of them (the study keeps it, sweep.json shows it)."""
+        """The objective as the manifest wrote it: a mapping, or a list of them (the study keeps it, sweep.json shows
+        it)."""
         return [objective.model_dump() for objective in self.objectives] if self.multi else self.objective.model_dump()
 
     def counted(self) -> int:
@@ -61,7 +64,8 @@ class Sweep:
         WAITING) only once a worker takes them."""
         abandoned = set(self.study.user_attrs.get(ABANDONED, []))
         return sum(
-            1 for trial in self.study.get_trials(deepcopy=False)
+            1
+            for trial in self.study.get_trials(deepcopy=False)
             if trial.state.name != "WAITING" and WARM not in trial.user_attrs and not self.stopped(trial, abandoned)
         )
 
@@ -79,8 +83,14 @@ def optuna_module():
 
 
 def open_sweep(
-    spec: SweepSpec, name: str, objective: Objective | tuple[Objective, ...], limit: int, home: Path, environ: Mapping[str, str],
-    sweep_id: str | None = None, create: bool = True,
+    spec: SweepSpec,
+    name: str,
+    objective: Objective | tuple[Objective, ...],
+    limit: int,
+    home: Path,
+    environ: Mapping[str, str],
+    sweep_id: str | None = None,
+    create: bool = True,
 ) -> Sweep:
     """A new sweep (sweep_id None: the next NAME-sweep-N), or `sweep_id` in the manifest's storage:
     joined, or created under that id when `create` (a matrix of jobs that all run `tftrain sweep
@@ -101,8 +111,11 @@ def open_sweep(
         seed = new_seed() if spec.sampling.seed is None else spec.sampling.seed
         try:
             study = optuna.create_study(
-                study_name=sweep_id, storage=storage, directions=[o.goal for o in objectives],
-                sampler=sampler_for(spec.sampling, space, seed), pruner=pruner,
+                study_name=sweep_id,
+                storage=storage,
+                directions=[o.goal for o in objectives],
+                sampler=sampler_for(spec.sampling, space, seed),
+                pruner=pruner,
             )
         except optuna.exceptions.DuplicatedStudyError:  # another job of the matrix made it first
             return _joined(optuna, storage, spec, sweep_id, pruner, unopened)
@@ -123,7 +136,9 @@ def _joined(optuna, storage, spec: SweepSpec, sweep_id: str, pruner, sweep: Swee
     except KeyError:
         raise SweepError(f"sweep {sweep_id}: no such sweep in {_where(spec)}") from None
     if study.user_attrs.get("objective") not in (None, sweep.described()):
-        raise SweepError(f"sweep {sweep_id}: its objective is {study.user_attrs['objective']}, the manifest's {sweep.described()}")
+        raise SweepError(
+            f"sweep {sweep_id}: its objective is {study.user_attrs['objective']}, the manifest's {sweep.described()}"
+        )
     seed = study.user_attrs.get(SEED)
     if not isinstance(seed, int):
         seed = new_seed() if spec.sampling.seed is None else spec.sampling.seed
@@ -149,8 +164,13 @@ def storage_url(url: str | None, environ: Mapping[str, str]) -> str | None:
     user, at, host = authority.rpartition("@")
     path, question, query = tail.partition("?")
     return (
-        _substitute(head, environ, encode=False) + separator + _substitute(user, environ, encode=True) + at
-        + _substitute(host, environ, encode=False) + _substitute(path, environ, encode=False) + question
+        _substitute(head, environ, encode=False)
+        + separator
+        + _substitute(user, environ, encode=True)
+        + at
+        + _substitute(host, environ, encode=False)
+        + _substitute(path, environ, encode=False)
+        + question
         + _substitute(query, environ, encode=True)
     )
 
@@ -196,7 +216,11 @@ def _warm_start(optuna, sweep: Sweep, sources: list[str], storage) -> None:
                     params=params,
                     distributions=sweep.space.distributions(),
                     values=list(trial.values),
-                    user_attrs={"values": values, WARM: f"{source}#{trial.number}", "run_id": trial.user_attrs.get("run_id")},
+                    user_attrs={
+                        "values": values,
+                        WARM: f"{source}#{trial.number}",
+                        "run_id": trial.user_attrs.get("run_id"),
+                    },
                 )
             )
 

@@ -13,12 +13,12 @@ from runner.history.record import Cause, RunStatus
 from runner.history.store import Store
 from runner.manifest import LoadedManifest
 from runner.manifest.sweep import Objective
-from runner.training.pipeline import run_manifest
 from runner.settings import LoggerSettings, Settings
+from runner.sweep.outcome import TrialResult
 from runner.targets.base import RunControl
 from runner.telemetry.logger import Logger
 from runner.telemetry.point import MetricPoint
-from runner.sweep.outcome import TrialResult
+from runner.training.pipeline import run_manifest
 
 LIVE_SOURCES = ("log", "file")  # TensorBoard's points are read after the run: too late to prune with
 
@@ -75,7 +75,9 @@ class TrialWatch:
             self.control.cancel.set()
 
 
-def trial_manifest(loaded: LoadedManifest, values: dict[str, Any], objective: Objective, trial_timeout: int | None) -> LoadedManifest:
+def trial_manifest(
+    loaded: LoadedManifest, values: dict[str, Any], objective: Objective, trial_timeout: int | None
+) -> LoadedManifest:
     """The manifest one trial runs: the sampled values as script_params, no sweep, the objective as
     the primary metric, no model registered (the sweep registers the best trial's), the trial's time limit."""
     manifest = loaded.manifest

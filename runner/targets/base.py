@@ -23,14 +23,13 @@ from pathlib import Path
 from typing import ClassVar, NamedTuple
 
 from runner.environments.prepared import Environment, Probe
+from runner.history.record import Cause, RunStatus
 from runner.history.rundir import RunPaths, RuntimePaths
 from runner.manifest import LoadedManifest
-from runner.plan.model import ContainerSpec, HostMap, LaunchPlan
+from runner.plan.model import ContainerSpec, LaunchPlan
+from runner.settings import ArchiveLimits, MachineClients, Settings
 from runner.telemetry.logger import Logger
 from runner.telemetry.logpump import LineSink, LogPump
-from runner.history.record import Cause, RunStatus
-from runner.settings import ArchiveLimits, MachineClients, Settings
-
 
 # The shell line every enter step begins with (the local target's, a container's): a program that
 # cannot be found is one line in the task's log and exit 127, as a shell says it, for "$1" of "$@".
@@ -55,23 +54,29 @@ class RunControl:
     deadline: float | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
     reason: str | None = None  # why `cancel` was set, when not by a signal (a sweep's early termination)
-    cause: Cause | None = None  # the same as data, where a state is decided by it (early termination): the run record's `cause`
+    # the same as data, where a state is decided by it (early termination): the run record's `cause`
+    cause: Cause | None = None
     force: threading.Event = field(default_factory=threading.Event)
-    cgroup: str | None = None  # the run's cgroup name (runner.targets.containment.run_cgroup_name): local runs are contained in it
-    started: Callable[[], None] | None = None  # called once the plan has started (supervise): what the training need not wait for
-    queued: Callable[[str], None] | None = None  # called while a submitted plan waits in a scheduler's queue (Slurm's PENDING), with why: the run is Queued until `started`
-    stop_signal: int | None = None  # the signal to tftrain that set `cancel` (SIGINT: a user; SIGTERM, SIGHUP: the machine going away)
+    # the run's cgroup name (runner.targets.containment.run_cgroup_name): local runs are contained in it
+    cgroup: str | None = None
+    # called once the plan has started (supervise): what the training need not wait for
+    started: Callable[[], None] | None = None
+    # called while a submitted plan waits in a scheduler's queue (Slurm's PENDING), with why: the run is Queued until
+    # `started`
+    queued: Callable[[str], None] | None = None
+    # the signal to tftrain that set `cancel` (SIGINT: a user; SIGTERM, SIGHUP: the machine going away)
+    stop_signal: int | None = None
     archive_limits: ArchiveLimits = field(default_factory=ArchiveLimits)  # what a copy-out extracts at most (Settings)
     running_since: float | None = None  # time.monotonic() when the clock started (usage counts from it)
-    allocated_seconds: float | None = None  # how long a scheduler held the plan's allocation, where the target knows (Slurm): usage counts it, not tftrain's clock
+    # how long a scheduler held the plan's allocation, where the target knows (Slurm): usage counts it, not tftrain's
+    # clock
+    allocated_seconds: float | None = None
 
     def start_clock(self) -> None:
         """max_run_duration_seconds counts from now: as the plan starts, or leaves a scheduler's queue."""
         self.running_since = time.monotonic()
         if self.limit_seconds:
             self.deadline = self.running_since + self.limit_seconds
-
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +91,8 @@ class Target:
     name: ClassVar[str]
 
     def __init__(self, settings: Settings | None = None) -> None:
-        self.settings = settings  # the command's (runner.settings: the machine's environment, read once); None: nothing from it
+        # the command's (runner.settings: the machine's environment, read once); None: nothing from it
+        self.settings = settings
 
     @property
     def gpus(self) -> str | None:

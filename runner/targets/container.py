@@ -6,14 +6,14 @@ import os
 import tempfile
 import threading
 import time
-from itertools import accumulate
 from collections.abc import Mapping, Sequence
+from itertools import accumulate
 from pathlib import Path
 
-from runner.history.archive import Extracted, extract_into
-from runner.settings import ArchiveLimits
 from runner.errors import DockerError, Vanished
+from runner.history.archive import Extracted, extract_into
 from runner.plan.model import ContainerSpec
+from runner.settings import ArchiveLimits
 from runner.targets.base import CANNOT_START_SH
 
 LABEL_RUN = "tftrain.run-id"

@@ -10,8 +10,8 @@ a container of the run's image (`probe_in_container`).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import runner
@@ -38,13 +38,17 @@ def image_state(loaded: LoadedManifest) -> ImageState:
     return ImageState(base_image_for(loaded.manifest))
 
 
-def image_environment(loaded: LoadedManifest, base: str, paths: RunPaths, logger: Logger, dry_run: bool, ca_bundles: Sequence[str] = ()) -> Environment:
+def image_environment(
+    loaded: LoadedManifest, base: str, paths: RunPaths, logger: Logger, dry_run: bool, ca_bundles: Sequence[str] = ()
+) -> Environment:
     """The training image on this machine's daemon, FROM `base` (or `base` as it is, user_managed).
     `ca_bundles`: the CA files pip on this machine trusts (Settings.machine), for pip in the build."""
     manifest = loaded.manifest
     if dry_run:
         return planned_environment(loaded, base, ca_bundles)
-    image = prepare_image(docker_client(), loaded, base, paths, logger, gpu_runtime=manifest.use_gpu, ca_bundles=ca_bundles)
+    image = prepare_image(
+        docker_client(), loaded, base, paths, logger, gpu_runtime=manifest.use_gpu, ca_bundles=ca_bundles
+    )
     if image.spec is None:
         return as_it_is(manifest, base, image.framework)
     description = f"image {image.spec.tag}" + (" (cached, no build)" if image.reused else " (built)")
@@ -58,7 +62,9 @@ def planned_environment(loaded: LoadedManifest, base: str, ca_bundles: Sequence[
         return as_it_is(loaded.manifest, base)
     spec = planned_image(loaded, base, ca_bundles)
     details = {"base_image": base, "dockerfile": spec.dockerfile, "files": sorted(spec.files), "spec": spec}
-    return Environment(VENV_PYTHON, f"image {spec.tag} (from {base})", False, isolated=True, image=spec.tag, details=details)
+    return Environment(
+        VENV_PYTHON, f"image {spec.tag} (from {base})", False, isolated=True, image=spec.tag, details=details
+    )
 
 
 def container_view(
@@ -119,14 +125,18 @@ def as_it_is(manifest, base: str, framework: str | None = None) -> Environment:
     """user_managed: the image runs as it is, with its own python; the code and tftrain's package
     are mounted as for a built image, so nothing is built."""
     python = image_python(manifest)
-    description = f"image {base} as it is (user_managed, {python}" + (f", TensorFlow {framework})" if framework else ")")
+    description = f"image {base} as it is (user_managed, {python}" + (
+        f", TensorFlow {framework})" if framework else ")"
+    )
     details = {"base_image": base, "user_managed": True, "python": python}
     if framework:
         details["framework_version"] = framework
     return Environment(python, description, True, isolated=True, image=base, details=details)
 
 
-def probe_in_container(env: Environment, paths: RunPaths, args: list[str], log: Path, timeout: float) -> int | None | bool:
+def probe_in_container(
+    env: Environment, paths: RunPaths, args: list[str], log: Path, timeout: float
+) -> int | None | bool:
     """The gate in a container of the run's image (when this machine's daemon has it), no network,
     the run's directory at its own path, tftrain's package read-only."""
     client = docker_client()
@@ -141,9 +151,19 @@ def probe_in_container(env: Environment, paths: RunPaths, args: list[str], log: 
         Mount("/tftrain/python/runner", str(Path(runner.__file__).parent), type="bind", read_only=True),
     ]
     container = client.containers.create(
-        env.image, [env.python, "-m", "runner.serving.model_check", *args],
-        environment={"HOME": "/tmp", "PYTHONPATH": "/tftrain/python", "CUDA_VISIBLE_DEVICES": "-1", "TF_CPP_MIN_LOG_LEVEL": "2"},
-        mounts=mounts, network_mode="none", init=True, detach=True, labels={LABEL_RUN: paths.root.name},
+        env.image,
+        [env.python, "-m", "runner.serving.model_check", *args],
+        environment={
+            "HOME": "/tmp",
+            "PYTHONPATH": "/tftrain/python",
+            "CUDA_VISIBLE_DEVICES": "-1",
+            "TF_CPP_MIN_LOG_LEVEL": "2",
+        },
+        mounts=mounts,
+        network_mode="none",
+        init=True,
+        detach=True,
+        labels={LABEL_RUN: paths.root.name},
     )
     try:
         container.start()

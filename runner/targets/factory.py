@@ -8,8 +8,8 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from runner.errors import UnsupportedError
-from runner.targets.base import Target
 from runner.shared.catalog import module_of, row_of
+from runner.targets.base import Target
 
 if TYPE_CHECKING:
     from runner.settings import Settings

@@ -12,7 +12,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from runner.environments import (
-    EnvSpec, check_interpreter, current_interpreter, framework_version_of, packages_in, prepare_env, require_tf_keras, tf_keras_in,
+    EnvSpec,
+    check_interpreter,
+    current_interpreter,
+    framework_version_of,
+    packages_in,
+    prepare_env,
+    require_tf_keras,
+    tf_keras_in,
 )
 from runner.history.rundir import RunPaths
 from runner.manifest import LoadedManifest
@@ -69,7 +76,9 @@ def interpreter_probing(env: Environment, paths: RunPaths, warm: bool, settings:
         yield warming.run
 
 
-def interpreter_environment(loaded: LoadedManifest, state: InterpreterState, paths: RunPaths, logger: Logger, dry_run: bool) -> Environment:
+def interpreter_environment(
+    loaded: LoadedManifest, state: InterpreterState, paths: RunPaths, logger: Logger, dry_run: bool
+) -> Environment:
     """The environment of `state`: made (or reused) now, described for a dry run."""
     if loaded.manifest.user_managed:
         return _as_it_is(_user_python(loaded), state.framework)

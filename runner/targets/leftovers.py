@@ -1,6 +1,7 @@
 """Runs whose tftrain is gone: `reconcile` marks them lost in the history (Store.mark_lost) and
 removes what they left running: the run's processes (its cgroup) and what its target says it left
-(Target.reap_lost: the docker target's containers, which outlive tftrain by design, a Slurm job). A retry's next attempt must not train beside them: both would write the one checkpoint
+(Target.reap_lost: the docker target's containers, which outlive tftrain by design, a Slurm job). A retry's next attempt
+must not train beside them: both would write the one checkpoint
 directory. Opening the history never does this (storage does not act): the commands that judge a
 run's state call `reconcile` first — run (and a retry's next attempt), runs, logs, metrics, doctor,
 models register, publish and the PR comment — through open_history, which always tells the user."""

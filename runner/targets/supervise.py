@@ -8,9 +8,9 @@ import time
 from collections.abc import Callable
 
 from runner.errors import Vanished
+from runner.history.record import RunStatus
 from runner.plan.model import Role, SuccessPolicy, TaskSpec
 from runner.targets.base import Outcome
-from runner.history.record import RunStatus
 
 
 def decide(codes: list[tuple[TaskSpec, int | None]], policy: SuccessPolicy) -> Outcome | None:
@@ -31,7 +31,9 @@ def decide(codes: list[tuple[TaskSpec, int | None]], policy: SuccessPolicy) -> O
         task, code = failed[0]
         return Outcome(RunStatus.FAILED, code, f"{task.label} exited with code {describe_code(code)}", task.rank)
     if policy == SuccessPolicy.CHIEF:
-        chief = next((c for c in codes if c[0].role == Role.CHIEF), None) or next(c for c in codes if c[0].role == Role.WORKER)
+        chief = next((c for c in codes if c[0].role == Role.CHIEF), None) or next(
+            c for c in codes if c[0].role == Role.WORKER
+        )
         return Outcome(RunStatus.COMPLETED, 0, None) if chief[1] == 0 else None
     workers = [code for task, code in codes if task.role == Role.WORKER]
     return Outcome(RunStatus.COMPLETED, 0, None) if all(code == 0 for code in workers) else None
@@ -51,7 +53,12 @@ STOP_REST_SECONDS = 5.0
 
 
 def supervise(
-    judge: Callable[[], Outcome | None], stop: Callable[[float], None], control, *, every: float = POLL_SECONDS, stopped: str = ""
+    judge: Callable[[], Outcome | None],
+    stop: Callable[[float], None],
+    control,
+    *,
+    every: float = POLL_SECONDS,
+    stopped: str = "",
 ) -> Outcome:
     """Watch a started plan until it is decided, canceled or out of time: the one clock of every target.
 
@@ -78,7 +85,9 @@ def supervise(
             return canceled(control, stopped)
         if control.deadline is not None and time.monotonic() >= control.deadline:
             stop(control.grace_seconds)
-            return Outcome(RunStatus.TIMED_OUT, None, f"max_run_duration_seconds ({control.limit_seconds}s) reached{stopped}")
+            return Outcome(
+                RunStatus.TIMED_OUT, None, f"max_run_duration_seconds ({control.limit_seconds}s) reached{stopped}"
+            )
 
 
 def canceled(control, stopped: str = "") -> Outcome:
@@ -95,7 +104,9 @@ def by_policy(
     def judge() -> Outcome | None:
         codes = poll()
         outcome = decide(codes, policy)
-        if outcome is not None and any(code is None for _, code in codes):  # the rest (parameter servers) never end on their own
+        if outcome is not None and any(
+            code is None for _, code in codes
+        ):  # the rest (parameter servers) never end on their own
             stop(min(control.grace_seconds, STOP_REST_SECONDS))
         return outcome
 

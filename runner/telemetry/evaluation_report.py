@@ -32,7 +32,14 @@ def model_rows(block: dict) -> list[list[str]]:
             rows.append([label, "0", "—", "—"])
             continue
         spread = _spread(means)
-        rows.append([label, str(len(means)), _value(statistics.fmean(means), binary), "—" if spread is None else "± " + _value(spread, binary, points=True)])
+        rows.append(
+            [
+                label,
+                str(len(means)),
+                _value(statistics.fmean(means), binary),
+                "—" if spread is None else "± " + _value(spread, binary, points=True),
+            ]
+        )
     return rows
 
 
@@ -79,7 +86,11 @@ def evaluation_markdown(block: dict, heading: str = "### Evaluation") -> str:
     if plot:
         lines += ["", f"{block.get('metric')} per seed:", "", "```", *plot, "```"]
     if seeds < asked:
-        lines += ["", f"{seeds} of {asked} seeds gave evidence: " + "; ".join(_failure(entry) for entry in block.get("failed", []))]
+        lines += [
+            "",
+            f"{seeds} of {asked} seeds gave evidence: "
+            + "; ".join(_failure(entry) for entry in block.get("failed", [])),
+        ]
     if verdict and verdict.get("method"):
         lines += ["", f"<sub>{block.get('examples', verdict.get('examples'))} examples; {verdict['method']}.</sub>"]
     return "\n".join(lines) + "\n"

@@ -243,7 +243,14 @@ class Logger:
         step = f" step {steps.pop()}" if len(steps) == 1 and None not in steps else ""
         self.emit(self._render(f"  ◆ metrics{step}: {text}", style="magenta"))
 
-    def table(self, title: str, columns: list[str], rows: list[list[str]], highlight_row: int | None = None, live: bool = False) -> None:
+    def table(
+        self,
+        title: str,
+        columns: list[str],
+        rows: list[list[str]],
+        highlight_row: int | None = None,
+        live: bool = False,
+    ) -> None:
         """`live`: on a terminal, drawn over the live table printed last (a sweep's trials as they go)."""
         from rich.table import Table
 
@@ -284,4 +291,6 @@ def _escape_property(text: str) -> str:
 
 
 def _skipped_notices(skipped: dict[str, int]) -> list[bytes]:
-    return [f"[tftrain] {lines} lines not shown (console too slow); {kept}\n".encode() for kept, lines in skipped.items()]
+    return [
+        f"[tftrain] {lines} lines not shown (console too slow); {kept}\n".encode() for kept, lines in skipped.items()
+    ]

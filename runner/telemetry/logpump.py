@@ -110,7 +110,9 @@ class LogPump:
             if disk_full and self.disk_full is None:
                 self.disk_full, self.failed_at = path, time.monotonic()
         ends = f"ends at line {lines}" if lines else "holds no line"
-        self.logger.error(f"{message} (the log {ends}); the training goes on, the rest of its output is on this console only")
+        self.logger.error(
+            f"{message} (the log {ends}); the training goes on, the rest of its output is on this console only"
+        )
         return f"{path} {ends}" + (" (disk full)" if disk_full else "")
 
 
@@ -132,7 +134,9 @@ def first_disk_full(sinks, ending: str, before: float | None = None) -> DiskFull
     if not failed:
         return None
     first = min(failed, key=lambda sink: sink.failed_at)
-    return DiskFullError(f"{_full(first.disk_full)} (the training {ending}; logs and outputs are kept as far as they went)")
+    return DiskFullError(
+        f"{_full(first.disk_full)} (the training {ending}; logs and outputs are kept as far as they went)"
+    )
 
 
 def cut_long_line(line: bytes, masker: Masker) -> tuple[bytes, bytes]:

@@ -194,8 +194,18 @@ def _needles(values: tuple[str, ...]) -> tuple[str, ...]:
             parts += [part for line in lines for part in (line, line.strip()) if len(part) >= MIN_LINE]
         for part in parts:
             raw = as_bytes(part)  # percent-encoding quotes bytes: those the value stands for
-            found.update((part, json.dumps(part)[1:-1], json.dumps(part, ensure_ascii=False)[1:-1], quote(raw, safe=""), quote_plus(raw, safe="")))
-            found.add(raw.decode("utf-8", "backslashreplace"))  # bytes that are not UTF-8 as Python shows them: b'\\xff'
+            found.update(
+                (
+                    part,
+                    json.dumps(part)[1:-1],
+                    json.dumps(part, ensure_ascii=False)[1:-1],
+                    quote(raw, safe=""),
+                    quote_plus(raw, safe=""),
+                )
+            )
+            found.add(
+                raw.decode("utf-8", "backslashreplace")
+            )  # bytes that are not UTF-8 as Python shows them: b'\\xff'
     return tuple(sorted(found, key=len, reverse=True))
 
 

@@ -76,7 +76,9 @@ class MetricsFileFollower:
             if self.note is not None and isinstance(data, dict) and NOTE_KEYS & data.keys():
                 self.note({**data, "rank": self.rank})
                 return None
-            return MetricPoint.from_dict({**data, "time": data.get("time") or time.time(), "source": "file", "rank": self.rank})
+            return MetricPoint.from_dict(
+                {**data, "time": data.get("time") or time.time(), "source": "file", "rank": self.rank}
+            )
         except (ValueError, KeyError, TypeError) as exc:
             self.warn(f"{self.path}:{self.line_no}: ignored metrics line ({type(exc).__name__}: {exc})")
             return None

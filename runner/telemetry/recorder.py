@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from runner.history.record import ImageNote, MetricsSummary
-from runner.telemetry.logpump import write_failure
 from runner.manifest.model import MetricsSpec
+from runner.telemetry.logpump import write_failure
 from runner.telemetry.masking import Masker
 from runner.telemetry.point import MetricPoint
 from runner.telemetry.summary import SummaryBuilder

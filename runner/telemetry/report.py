@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 
+from runner.history.record import RunStatus
+from runner.history.store import PhaseRow
 from runner.telemetry.logger import Logger
 from runner.telemetry.point import TELEMETRY
 from runner.telemetry.summary import sampled
-from runner.history.record import RunStatus
-from runner.history.store import PhaseRow
 from runner.templates import render
 
 ICONS = {RunStatus.COMPLETED: "✅", RunStatus.FAILED: "❌", RunStatus.CANCELED: "⏹️", RunStatus.TIMED_OUT: "⏱️"}
@@ -35,7 +35,10 @@ def show_metrics(logger: Logger, summary: dict) -> None:
     if not rows:
         logger.info("no metrics were captured")
         return
-    table = [[r["name"] + (" (primary)" if r["primary"] else ""), r["last"], r["best"], str(r["best_step"]), r["goal"]] for r in rows]
+    table = [
+        [r["name"] + (" (primary)" if r["primary"] else ""), r["last"], r["best"], str(r["best_step"]), r["goal"]]
+        for r in rows
+    ]
     highlight = next((i for i, r in enumerate(rows) if r["primary"]), None)
     logger.table("metrics", ["metric", "last", "best", "step of best", "goal"], table, highlight)
 

@@ -80,7 +80,11 @@ class _Track:
 
     def stats(self) -> MetricStats:
         return MetricStats(
-            last=_json_number(self.last), best=_json_number(self.best), best_step=self.best_step, count=self.count, goal=self.goal
+            last=_json_number(self.last),
+            best=_json_number(self.best),
+            best_step=self.best_step,
+            count=self.count,
+            goal=self.goal,
         )
 
 
@@ -114,7 +118,9 @@ class SummaryBuilder:
         return next((name for name in DEFAULT_PRIMARY if name in self.tracks), None)
 
     def summary(self) -> MetricsSummary:
-        return MetricsSummary(primary=self.primary(), metrics={name: self.tracks[name].stats() for name in sorted(self.tracks)})
+        return MetricsSummary(
+            primary=self.primary(), metrics={name: self.tracks[name].stats() for name in sorted(self.tracks)}
+        )
 
     def as_dict(self) -> dict:
         return self.summary().as_dict()

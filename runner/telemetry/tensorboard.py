@@ -63,7 +63,7 @@ def tfrecords(path: Path) -> Iterator[bytes]:
             header = handle.read(HEADER.size)
             if len(header) < HEADER.size:
                 return
-            (length, _crc) = HEADER.unpack(header)
+            length, _crc = HEADER.unpack(header)
             data = handle.read(length)
             footer = handle.read(4)
             if len(data) < length or len(footer) < 4:

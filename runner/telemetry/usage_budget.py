@@ -76,10 +76,11 @@ class SweepBudget:
         """Whether the next trial may start while `running` trials of this runner run."""
         with self.lock:
             if self.unpriced is not None and any(m.name == "max_cost" for m in self.measures):
-                return NextTrial(Go.STOP, (
+                return NextTrial(
+                    Go.STOP,
                     f"sweep.limits.max_cost: run {self.unpriced} has no cost to count; set compute.cost "
-                    "(or cost: in the pool file) to keep a cost budget"
-                ))
+                    "(or cost: in the pool file) to keep a cost budget",
+                )
             if not self.finished:  # nothing to estimate from: the first trial runs alone
                 return NextTrial(Go.WAIT if running else Go.START)
             for measure in self.measures:
@@ -88,20 +89,22 @@ class SweepBudget:
                 if spent + mean * (running + 1) > measure.limit:
                     if running:  # their cost may differ from the mean: decide when they have ended
                         return NextTrial(Go.WAIT)
-                    return NextTrial(Go.STOP, (
-                        f"sweep.limits.{measure.name} ({measure.limit:g}{' ' + measure.unit if measure.unit else ''}) would be passed: "
-                        f"{_trials(self.finished)} spent {measure.amount(spent)} ({measure.amount(mean)} each on average), "
-                        f"{running} still running; no more trials start"
-                    ))
+                    return NextTrial(
+                        Go.STOP,
+                        f"sweep.limits.{measure.name} ({measure.limit:g}{' ' + measure.unit if measure.unit else ''})"
+                        f" would be passed: {_trials(self.finished)} spent {measure.amount(spent)}"
+                        f" ({measure.amount(mean)} each on average), {running} still running; no more trials start",
+                    )
         return NextTrial(Go.START)
 
     def passed(self) -> str | None:
         """One line naming each limit the finished trials spent more than, or None."""
         with self.lock:
             over = [
-                f"sweep.limits.{m.name} ({m.limit:g}{' ' + m.unit if m.unit else ''}) was passed: {_trials(self.finished)} spent "
-                f"{m.amount(self.spent[m.name])}"
-                for m in self.measures if self.spent[m.name] > m.limit
+                f"sweep.limits.{m.name} ({m.limit:g}{' ' + m.unit if m.unit else ''}) was passed:"
+                f" {_trials(self.finished)} spent {m.amount(self.spent[m.name])}"
+                for m in self.measures
+                if self.spent[m.name] > m.limit
             ]
         return "; ".join(over) or None
 
@@ -157,7 +160,9 @@ def report_sweep_costs(logger, home: Path, document: dict, summary: Path | None 
     if not any(usage for _, _, usage in trials):
         return ""
     rows, total = sweep_costs(trials)
-    logger.table(f"sweep {document.get('id')}: usage", ["trial", "run", "GPU-hours", "CPU-hours", "cost"], rows + [total])
+    logger.table(
+        f"sweep {document.get('id')}: usage", ["trial", "run", "GPU-hours", "CPU-hours", "cost"], rows + [total]
+    )
     markdown = "\n### Usage and cost\n\n" + sweep_costs_markdown(trials)
     if summary is not None and summary.is_file():
         with summary.open("a", encoding="utf-8") as handle:

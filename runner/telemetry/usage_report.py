@@ -54,7 +54,9 @@ def usage_rows(usage: Usage) -> list[list[str]]:
     for gpu in usage.gpus or []:
         label = f"GPU {gpu.index}" + (f" ({gpu.name})" if gpu.name else "")
         total = f" of {size(gpu.memory_total_bytes)}" if gpu.memory_total_bytes else ""
-        rows.append([label, f"{gpu.utilization_mean:.0f} % busy on average, peak memory {size(gpu.memory_peak_bytes)}{total}"])
+        rows.append(
+            [label, f"{gpu.utilization_mean:.0f} % busy on average, peak memory {size(gpu.memory_peak_bytes)}{total}"]
+        )
     for rank, peak in sorted(usage.peak_rss_bytes.items(), key=lambda item: int(item[0]) if item[0].isdigit() else -1):
         rows.append([f"rank {rank} peak memory", size(peak)])
     return rows
@@ -142,7 +144,13 @@ def sweep_costs(trials: list[tuple[int, str | None, Usage | None]]) -> tuple[lis
             currencies.add(_currency(usage))
         rows.append([str(number), run_id or "", hours(usage.gpu_hours), hours(usage.cpu_hours), cost_text(usage)])
     # no total across currencies (a trial priced in EUR, another in USD): it would be neither
-    total = ["total", "", hours(gpu), hours(cpu), money(cost, currencies.pop()) if priced and len(currencies) == 1 else "—"]
+    total = [
+        "total",
+        "",
+        hours(gpu),
+        hours(cpu),
+        money(cost, currencies.pop()) if priced and len(currencies) == 1 else "—",
+    ]
     return rows, total
 
 

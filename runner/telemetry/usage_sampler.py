@@ -52,7 +52,9 @@ class GpuMonitor:
         self.memory_v2 = getattr(nvml, "nvmlMemory_v2", None)  # None: a binding without it, or it failed once
 
     @classmethod
-    def open(cls, nvml=None, visible: str | None = None, warn: Callable[[str], None] | None = None) -> GpuMonitor | None:
+    def open(
+        cls, nvml=None, visible: str | None = None, warn: Callable[[str], None] | None = None
+    ) -> GpuMonitor | None:
         """None where there is nothing to sample: no pynvml (the `gpu` extra), no library, no GPU."""
         if nvml is None:
             try:
@@ -115,8 +117,12 @@ class GpuMonitor:
             return []
         return [
             GpuStats(
-                index=index, name=name, utilization_mean=round(self.busy[index] / self.samples, 2),
-                memory_peak_bytes=self.peak[index], memory_total_bytes=self.total[index], samples=self.samples,
+                index=index,
+                name=name,
+                utilization_mean=round(self.busy[index] / self.samples, 2),
+                memory_peak_bytes=self.peak[index],
+                memory_total_bytes=self.total[index],
+                samples=self.samples,
             )
             for index, _, name in self.devices
         ]
@@ -201,7 +207,7 @@ def _rank_of(environ: Path) -> int | None:
     for entry in (data or b"").split(b"\0"):
         for name in RANK_VARIABLES:
             if entry.startswith(name):
-                value = entry[len(name):]
+                value = entry[len(name) :]
                 return int(value) if value.isdigit() and len(value) <= MAX_DIGITS else None
     return None
 

@@ -32,11 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.errors import DiskFullError, FatalError, PreparingError, StorageError
-from runner.storage.s3 import Bucket, S3Target, download, upload
-from runner.history.checksums import fresh_dir, sha256_file, writing
+from runner.history.checksums import fresh_dir, writing
 from runner.history.rundir import RunPaths
 from runner.manifest import LoadedManifest
 from runner.manifest.checkpoints import CheckpointsSpec
+from runner.storage.s3 import Bucket, S3Target, download, upload
 from runner.training.checkpoint_listing import (
     KERAS_METADATA,
     KERAS_WEIGHTS,
@@ -128,10 +128,17 @@ class CheckpointSync:
     thread while used as a context manager, and once more when the block ends."""
 
     def __init__(
-        self, root: Path, location: Location, every: float, logger, seed: Path | None = None, staging: Path | None = None
+        self,
+        root: Path,
+        location: Location,
+        every: float,
+        logger,
+        seed: Path | None = None,
+        staging: Path | None = None,
     ) -> None:
         self.root, self.location, self.every, self.logger, self.seed = root, location, every, logger, seed
-        self.staging = staging  # where the copy of a file being uploaded lies (the system's temporary directory by default)
+        # where the copy of a file being uploaded lies (the system's temporary directory by default)
+        self.staging = staging
         self._digests: dict[str, tuple[tuple[int, int], str]] = {}  # path → (size, mtime) it had, sha256
         self._uploaded: set[str] = set()
         self._listed: list[dict] = []
@@ -159,7 +166,9 @@ class CheckpointSync:
         self._round()  # whatever the outcome: what the training wrote last
         if self._listed:
             latest = self._listed[-1]
-            self.logger.info(f"checkpoints: {self.location.uri} holds {len(self._listed)} complete, the latest {latest['name']}")
+            self.logger.info(
+                f"checkpoints: {self.location.uri} holds {len(self._listed)} complete, the latest {latest['name']}"
+            )
 
     def _loop(self) -> None:
         while not self._stop.wait(self.every):
@@ -185,9 +194,13 @@ class CheckpointSync:
                     break
                 files[name] = sent
             else:
-                listed.append({"name": checkpoint.name, "kind": checkpoint.kind.value, "time": checkpoint.time, "files": files})
+                listed.append(
+                    {"name": checkpoint.name, "kind": checkpoint.kind.value, "time": checkpoint.time, "files": files}
+                )
         listed, body = _fitting(listed)
-        if not listed or listed == self._listed:  # a directory emptied at the end (delete_checkpoint) keeps the last list
+        if (
+            not listed or listed == self._listed
+        ):  # a directory emptied at the end (delete_checkpoint) keeps the last list
             return False
         self.location.bucket_of().put(self.location.key(MANIFEST), body, "application/json")
         named = {entry["sha256"] for item in listed for entry in item["files"].values()}
@@ -225,7 +238,12 @@ class CheckpointSync:
                     if _stamp(path) != before:
                         return None
                     if digest not in self._uploaded:
-                        upload(S3Target(self.location.bucket, self.location.prefix, self.location.endpoint_url), Path(copy.name), f"blobs/{digest}", digest)
+                        upload(
+                            S3Target(self.location.bucket, self.location.prefix, self.location.endpoint_url),
+                            Path(copy.name),
+                            f"blobs/{digest}",
+                            digest,
+                        )
                         self._uploaded.add(digest)
         except FileNotFoundError:  # replaced or removed between listing and reading
             return None
@@ -245,7 +263,9 @@ def _fitting(listed: list[dict]) -> tuple[list[dict], bytes]:
     """The newest of `listed` whose listing a reader accepts (MAX_BYTES at most: the older half
     goes until it fits), and that listing's body."""
     while True:
-        body = json.dumps({"version": VERSION, "written": time.time(), "checkpoints": listed}, indent=2, sort_keys=True).encode()
+        body = json.dumps(
+            {"version": VERSION, "written": time.time(), "checkpoints": listed}, indent=2, sort_keys=True
+        ).encode()
         if len(body) <= MAX_BYTES or len(listed) <= 1:
             return listed, body
         listed = listed[len(listed) // 2 :]
@@ -273,7 +293,9 @@ def checkpoint_sync(loaded: LoadedManifest, paths: RunPaths, run_id: str, logger
     if spec is None:
         return nullcontext()
     location = location_of(spec, run_id)
-    sync = CheckpointSync(paths.workdir / spec.dir, location, spec.every_seconds, logger, _seed(loaded, paths), staging=paths.root)
+    sync = CheckpointSync(
+        paths.workdir / spec.dir, location, spec.every_seconds, logger, _seed(loaded, paths), staging=paths.root
+    )
     try:
         sync.check()
     except StorageError as exc:
@@ -332,7 +354,11 @@ def latest_checkpoint(source: str, destination: Path, store=None, endpoint_url: 
         _room_for(latest, staging, where)
         for file in latest.files:  # names checked by parse_listing: relative, inside, no collisions
             target = staging / file.name
-            pointer = {"uri": f"s3://{location.bucket}/{location.key('blobs/' + file.sha256)}", "size": file.size, "sha256": file.sha256}
+            pointer = {
+                "uri": f"s3://{location.bucket}/{location.key('blobs/' + file.sha256)}",
+                "size": file.size,
+                "sha256": file.sha256,
+            }
             with writing(target):
                 target.parent.mkdir(parents=True, exist_ok=True)
                 try:
@@ -351,7 +377,9 @@ def _room_for(checkpoint: ListedCheckpoint, staging: Path, where: str) -> None:
     and download() fetches no object of another size than listed."""
     needed, free = sum(file.size for file in checkpoint.files), shutil.disk_usage(staging).free
     if needed > free:
-        raise DiskFullError(f"{where}: checkpoint {checkpoint.name} is {needed} bytes, {free} free under {staging.parent}")
+        raise DiskFullError(
+            f"{where}: checkpoint {checkpoint.name} is {needed} bytes, {free} free under {staging.parent}"
+        )
 
 
 def _where(source: str, store, endpoint_url: str | None) -> Location:

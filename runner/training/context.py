@@ -1,6 +1,8 @@
 """What the phases of one run hand each other (runner.training.pipeline): the run as every phase sees
 it (`RunContext`), what Preparing and Running leave for PostProcessing (`Training`), what
-PostProcessing kept (`Kept`), and the phases as they begin and end (`Session`). Typed here so that a phase takes one value, not ten loose ones."""
+PostProcessing kept (`Kept`), and the phases as they begin and end (`Session`). Typed here so that a phase takes one
+value, not ten loose ones.
+"""
 
 from __future__ import annotations
 
@@ -8,21 +10,21 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol, TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from runner.errors import FatalError
 from runner.history.record import RunStatus
 from runner.history.rundir import RunPaths
 from runner.history.store import Store
+from runner.history.usage import Usage
 from runner.manifest import LoadedManifest
 from runner.manifest.model import Manifest
-from runner.training.prepare import Prepared
 from runner.settings import Settings
 from runner.targets.base import Outcome, Probe, RunControl, Target, TargetState
 from runner.telemetry.logger import Logger
 from runner.telemetry.point import MetricPoint
 from runner.telemetry.recorder import MetricsRecorder
-from runner.history.usage import Usage
+from runner.training.prepare import Prepared
 
 if TYPE_CHECKING:  # the registry is imported only once a model is registered
     from runner.history.model_registry import ModelVersion

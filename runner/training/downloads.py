@@ -15,13 +15,13 @@ import urllib.request
 from pathlib import Path
 from typing import NamedTuple
 
-from runner.history.checksums import CHUNK, format_sums, sha256_file, sums_of
 from runner.errors import PreparingError, StorageError
-from runner.telemetry.logger import Logger
+from runner.history.checksums import CHUNK, format_sums, sha256_file, sums_of
 from runner.manifest.model import InputSpec
 from runner.manifest.sources import url_file_name
 from runner.paths import data_cache
 from runner.storage.s3 import Bucket
+from runner.telemetry.logger import Logger
 
 PROGRESS_SECONDS = 1.0
 
@@ -145,7 +145,11 @@ class _Progress:
         now = time.monotonic()
         if now - self.shown >= PROGRESS_SECONDS:
             self.shown = now
-            part = f"{100 * self.done / self.total:.0f}% of {self.total / 1e6:.1f} MB" if self.total else f"{self.done / 1e6:.1f} MB"
+            part = (
+                f"{100 * self.done / self.total:.0f}% of {self.total / 1e6:.1f} MB"
+                if self.total
+                else f"{self.done / 1e6:.1f} MB"
+            )
             self.logger.info(f"  downloading {self.label}: {part}")
 
 
@@ -236,6 +240,8 @@ class S3Source:
         return _fingerprint(listed.objects) == index.get("listing")
 
     @staticmethod
-    def download(spec: InputSpec, listed: _S3Listing | None, staging: Path, where: str, logger: Logger) -> tuple[str, dict]:
+    def download(
+        spec: InputSpec, listed: _S3Listing | None, staging: Path, where: str, logger: Logger
+    ) -> tuple[str, dict]:
         """`listed`: the listing is_current looked at, when it did (a stale input is listed once)."""
         return _download_s3(spec, listed or _s3_listing(spec, where), staging, where, logger)

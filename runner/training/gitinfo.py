@@ -9,7 +9,8 @@ import os
 import subprocess
 from pathlib import Path
 
-GIT_SECONDS = 20  # asked while the training runs, before supervise first looks: a hung git must not hold the run's clock
+# asked while the training runs, before supervise first looks: a hung git must not hold the run's clock
+GIT_SECONDS = 20
 
 
 def git_info(path: Path) -> dict:
@@ -28,7 +29,9 @@ def git_info(path: Path) -> dict:
     return {
         "repo": top,
         "commit": commit,
-        "branch": None if branch in (None, "(detached)") else branch,  # detached: CI checkouts of tags and pull requests
+        "branch": (
+            None if branch in (None, "(detached)") else branch
+        ),  # detached: CI checkouts of tags and pull requests
         "tags": sorted(tags.split()),
         "dirty": any(line and not line.startswith("#") for line in status.splitlines()),
     }
@@ -37,8 +40,17 @@ def git_info(path: Path) -> dict:
 def _git(path: Path, *args: str) -> str | None:
     try:
         done = subprocess.run(
-            ["git", *args], cwd=path, capture_output=True, text=True, errors="replace", timeout=GIT_SECONDS,
-            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"},  # status must not take index.lock under a running git
+            ["git", *args],
+            cwd=path,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=GIT_SECONDS,
+            env={
+                **os.environ,
+                "GIT_OPTIONAL_LOCKS": "0",
+                "LC_ALL": "C",
+            },  # status must not take index.lock under a running git
         )
     except (OSError, subprocess.TimeoutExpired):
         return None

@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from runner.errors import PreparingError
-from runner.telemetry.logger import Logger
 from runner.manifest import LoadedManifest
 from runner.paths import data_cache
+from runner.telemetry.logger import Logger
 
 REMOTE = ("http://", "https://", "s3://")
 

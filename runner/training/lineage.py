@@ -10,18 +10,24 @@ from collections.abc import Callable
 from pathlib import Path
 
 import runner
+from runner.environments.prepared import Environment
 from runner.history.rundir import RunPaths
 from runner.manifest import LoadedManifest
 from runner.plan.model import LaunchPlan
 from runner.training.gitinfo import git_info
 from runner.training.inputs import digest_of
-from runner.environments.prepared import Environment
 
 
 class Lineage:
     def __init__(
-        self, loaded: LoadedManifest, paths: RunPaths, env: Environment, plan: LaunchPlan, inputs: dict[str, Path],
-        keep_git: Callable[[dict], None], warn: Callable[[str], None],
+        self,
+        loaded: LoadedManifest,
+        paths: RunPaths,
+        env: Environment,
+        plan: LaunchPlan,
+        inputs: dict[str, Path],
+        keep_git: Callable[[dict], None],
+        warn: Callable[[str], None],
     ) -> None:
         self.loaded, self.paths, self.env, self.plan, self.inputs = loaded, paths, env, plan, inputs
         self.keep_git, self.warn = keep_git, warn
@@ -42,7 +48,9 @@ class Lineage:
             self.warn(f"{self.paths.lock}: not written: {exc.strerror or exc}")
 
 
-def write_lock(target: Path, loaded: LoadedManifest, env: Environment, git: dict, plan: LaunchPlan, inputs: dict[str, Path]) -> None:
+def write_lock(
+    target: Path, loaded: LoadedManifest, env: Environment, git: dict, plan: LaunchPlan, inputs: dict[str, Path]
+) -> None:
     import yaml
 
     specs = loaded.manifest.inputs

@@ -1,4 +1,5 @@
-"""A run's usage, measured around Running (runner.training.pipeline) less any wait in a scheduler's queue: the allocation from the plan,
+"""A run's usage, measured around Running (runner.training.pipeline) less any wait in a scheduler's queue: the
+allocation from the plan,
 the prices from compute.cost or the target, the sampler's figures; left on the Training."""
 
 from __future__ import annotations
@@ -35,8 +36,13 @@ def metering(ctx, training):
         from runner.telemetry.usage_report import brief
 
         training.usage = account(
-            _running_seconds(started, ctx.control, queued_at), len(plan.tasks), gpu_processes, prices_of(prices),
-            cpu_seconds_used=sampler.cpu_seconds, peak_rss_bytes=sampler.memory.peaks, gpus=sampler.gpu_stats(),
+            _running_seconds(started, ctx.control, queued_at),
+            len(plan.tasks),
+            gpu_processes,
+            prices_of(prices),
+            cpu_seconds_used=sampler.cpu_seconds,
+            peak_rss_bytes=sampler.memory.peaks,
+            gpus=sampler.gpu_stats(),
         )
         ctx.logger.info(f"usage: {brief(training.usage)}")
 

@@ -7,38 +7,32 @@ import signal
 import time
 from contextlib import ExitStack, contextmanager, nullcontext
 from pathlib import Path
-from typing import NamedTuple, TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
-from runner.errors import (
-    DiskFullError,
-    FatalError,
-    TrainingCanceled,
-    TrainingFailed,
-    TrainingTimedOut,
-)
-from runner.telemetry.logger import Logger
-from runner.telemetry.logpump import LogPump, first_disk_full
+from runner.errors import DiskFullError, FatalError, TrainingCanceled, TrainingFailed, TrainingTimedOut
+from runner.history.record import RunStatus
+from runner.history.rundir import RunPaths, writing
+from runner.history.store import Store
 from runner.manifest import LoadedManifest, effective_target
 from runner.manifest.legacy_keras import opt_out_hint
+from runner.settings import Settings
+from runner.targets.base import Outcome, RunControl
+from runner.targets.containment import contain_run
+from runner.targets.factory import target_for
+from runner.targets.leftovers import reconcile
+from runner.telemetry.logger import Logger
+from runner.telemetry.logpump import LogPump, first_disk_full
 from runner.telemetry.metricsfile import MetricsFileFollower, mask_metrics_files
 from runner.telemetry.parsers import LogMetricParser
 from runner.telemetry.point import MetricPoint
 from runner.telemetry.recorder import MetricsRecorder
 from runner.telemetry.summary import primary_metric
-from runner.training.metering import metering
+from runner.training.context import Kept, RunContext, RunWatch, Session, Training
 from runner.training.lineage import Lineage
+from runner.training.metering import metering
 from runner.training.prepare import Prepared, check_runnable, prepare
 from runner.training.registering import register_model
 from runner.training.signals import on_stop_signals
-from runner.history.rundir import RunPaths, writing
-from runner.history.record import RunStatus
-from runner.history.store import Store
-from runner.settings import Settings
-from runner.training.context import Kept, RunContext, RunWatch, Session, Training
-from runner.targets.base import Outcome, RunControl
-from runner.targets.containment import contain_run
-from runner.targets.leftovers import reconcile
-from runner.targets.factory import target_for
 
 # What only runs after the training (TensorBoard events, the registry, the rendered summary)
 # is imported there: the script starts sooner.
@@ -94,7 +88,9 @@ def run_manifest(
             if isinstance(exc, FatalError):
                 store.finish(run_id, RunStatus.FAILED, exc.exit_code, logger.masker.text(str(exc)))
             else:
-                store.finish(run_id, RunStatus.FAILED, 1, logger.masker.text(f"internal error: {type(exc).__name__}: {exc}"))
+                store.finish(
+                    run_id, RunStatus.FAILED, 1, logger.masker.text(f"internal error: {type(exc).__name__}: {exc}")
+                )
         raise
     finally:
         store.close()
@@ -106,7 +102,11 @@ def _run(ctx: RunContext) -> RunResult:
         training = _prepare(ctx, session, held)
         ctx.paths.create()
         training.recorder = MetricsRecorder(
-            ctx.paths.metrics, ctx.manifest.metrics, ctx.logger.metrics, ctx.logger.masker, ctx.logger.warning,
+            ctx.paths.metrics,
+            ctx.manifest.metrics,
+            ctx.logger.metrics,
+            ctx.logger.masker,
+            ctx.logger.warning,
             observe=ctx.watch.points if ctx.watch else None,
         )
         if training.prepared is not None:
@@ -116,7 +116,9 @@ def _run(ctx: RunContext) -> RunResult:
             training.lineage.record()  # where the plan never started
         with _naming_first(training.failure), session.phase(RunStatus.POST_PROCESSING):
             kept = _post_process(ctx, training)
-        if kept.refused is not None and training.failure is None:  # the training ended well; keeping its results did not
+        if (
+            kept.refused is not None and training.failure is None
+        ):  # the training ended well; keeping its results did not
             training.failed(kept.refused, RunStatus.FAILED)
     return _conclude(ctx, training, kept)
 
@@ -129,10 +131,17 @@ def _prepare(ctx: RunContext, session: Session, held: ExitStack) -> Training:
         state = held.enter_context(ctx.target.reserve(ctx.loaded, ctx.checked, ctx.run_id, ctx.control, ctx.logger))
         with session.phase(RunStatus.PREPARING):
             training.syncing = _checkpoint_sync(ctx)  # an unusable bucket stops the run here
-            training.prepared = prepared = prepare(ctx.loaded, ctx.target, state, ctx.run_id, ctx.paths, ctx.store, ctx.logger, ctx.settings)
+            training.prepared = prepared = prepare(
+                ctx.loaded, ctx.target, state, ctx.run_id, ctx.paths, ctx.store, ctx.logger, ctx.settings
+            )
         training.lineage = Lineage(
-            ctx.loaded, ctx.paths, prepared.env, prepared.plan, prepared.inputs,
-            keep_git=lambda git: ctx.store.update_run(ctx.run_id, git=git), warn=ctx.logger.warning,  # `tftrain runs` lists the commit
+            ctx.loaded,
+            ctx.paths,
+            prepared.env,
+            prepared.plan,
+            prepared.inputs,
+            keep_git=lambda git: ctx.store.update_run(ctx.run_id, git=git),
+            warn=ctx.logger.warning,  # `tftrain runs` lists the commit
         )
         ctx.control.started = training.lineage.record
     except FatalError as exc:
@@ -144,12 +153,20 @@ def _train(ctx: RunContext, session: Session, training: Training, probing: ExitS
     """Running, unless the run was canceled while it was prepared; the gate's process starts on
     `probing` and lives until the end of PostProcessing (a target may start it with the training)."""
     if ctx.control.cancel.is_set():
-        training.outcome = Outcome(RunStatus.CANCELED, None, ctx.control.reason or "canceled before the training started")
+        training.outcome = Outcome(
+            RunStatus.CANCELED, None, ctx.control.reason or "canceled before the training started"
+        )
         return
     try:
         prepared = training.prepared
-        training.probe = probing.enter_context(ctx.target.probing(prepared.env, ctx.paths, warm=ctx.manifest.model.gated))
-        with session.phase(RunStatus.RUNNING, ctx.control), training.syncing, metering(ctx, training):  # a last sync as Running ends
+        training.probe = probing.enter_context(
+            ctx.target.probing(prepared.env, ctx.paths, warm=ctx.manifest.model.gated)
+        )
+        with (
+            session.phase(RunStatus.RUNNING, ctx.control),
+            training.syncing,
+            metering(ctx, training),
+        ):  # a last sync as Running ends
             training.outcome = _script_verdict(_execute(ctx, prepared, training.recorder), training.recorder)
     except FatalError as exc:  # the target could not run it (a daemon or cluster refused)
         training.failed(exc, RunStatus.FAILED)
@@ -168,10 +185,23 @@ def _conclude(ctx: RunContext, training: Training, kept: Kept) -> RunResult:
     exit_code = failure.exit_code if failure else EXIT_CODES[status]
     cause = ctx.control.cause if status == RunStatus.CANCELED else None  # stopped by a sweep's policy, not a signal
     ctx.store.finish(ctx.run_id, status, exit_code, message, cause)
-    result = RunResult(ctx.run_id, status, exit_code, message, ctx.paths.root, kept.model, kept.summary, outcome, ctx.control.stop_signal)
+    result = RunResult(
+        ctx.run_id,
+        status,
+        exit_code,
+        message,
+        ctx.paths.root,
+        kept.model,
+        kept.summary,
+        outcome,
+        ctx.control.stop_signal,
+    )
     with _naming_first(failure):
         markdown = _write_record(ctx, result, training.git, kept.points, training.usage)
-    logger.info(f"run {ctx.run_id}: {status}" + (f": {message}" if message else ""), style="bold green" if exit_code == 0 else "bold red")
+    logger.info(
+        f"run {ctx.run_id}: {status}" + (f": {message}" if message else ""),
+        style="bold green" if exit_code == 0 else "bold red",
+    )
     _report(ctx, result, script_error, markdown)
     return result
 
@@ -201,7 +231,9 @@ def _script_verdict(outcome: Outcome, recorder: MetricsRecorder) -> Outcome:
     """A script that said it failed (Azure's run.fail()) failed, whatever its exit code."""
     if outcome.status == RunStatus.COMPLETED and recorder.verdict is not None:
         error = recorder.verdict["error"]
-        return Outcome(RunStatus.FAILED, None, "the script marked the run failed (run.fail())" + (f": {error}" if error else ""))
+        return Outcome(
+            RunStatus.FAILED, None, "the script marked the run failed (run.fail())" + (f": {error}" if error else "")
+        )
     return outcome
 
 
@@ -216,7 +248,8 @@ def _execute(ctx: RunContext, prepared: Prepared, recorder: MetricsRecorder) -> 
     pump = LogPump(logger, paths.logs, prefix_ranks=len(plan.tasks) > 1, secrets=prepared.secrets)
     sinks = {rank: LogMetricParser(regexes, recorder.record, rank).feed for rank in plan.metrics_ranks}
     followers = [
-        MetricsFileFollower(paths.metrics_file(rank), recorder.record, logger.warning, rank, recorder.note) for rank in plan.metrics_ranks
+        MetricsFileFollower(paths.metrics_file(rank), recorder.record, logger.warning, rank, recorder.note)
+        for rank in plan.metrics_ranks
     ]
     for follower in followers:
         follower.start()
@@ -256,8 +289,8 @@ def _rank_groups(logger: Logger, plan, paths: RunPaths) -> None:
 
 
 def _post_process(ctx: RunContext, training: Training) -> Kept:
-    from runner.telemetry.tensorboard import event_scalar_batches
     from runner.telemetry.report import show_metrics
+    from runner.telemetry.tensorboard import event_scalar_batches
 
     paths, recorder, logger = ctx.paths, training.recorder, ctx.logger
     if paths.logs.exists():
@@ -300,7 +333,9 @@ def _report(ctx: RunContext, result: RunResult, error: ScriptError | None, markd
     logger = ctx.logger
     if result.status == RunStatus.FAILED:
         if error is not None:  # point at the user's file and line in the checkout
-            logger.annotate("error", error.message, logger.workspace_path(ctx.loaded.source_dir / error.file), error.line)
+            logger.annotate(
+                "error", error.message, logger.workspace_path(ctx.loaded.source_dir / error.file), error.line
+            )
         else:
             logger.annotate("error", f"run {result.run_id} failed: {result.message}")
     elif result.status != RunStatus.COMPLETED:
@@ -326,7 +361,9 @@ def _write_record(ctx: RunContext, result: RunResult, git: dict, points: list[Me
     model = result.model.label if result.model else None
     store.update_run(result.run_id, model=model, metrics=result.metrics, git=git, **({"usage": usage} if usage else {}))
     phases = store.phases(result.run_id)
-    markdown = summary_markdown(result.run_id, result.status, result.message, phases, result.metrics, model, git, points, usage)
+    markdown = summary_markdown(
+        result.run_id, result.status, result.message, phases, result.metrics, model, git, points, usage
+    )
     if ctx.manifest.model.replay is not None:
         from runner.replay.section import replay_markdown
 

@@ -8,24 +8,24 @@ from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
-from runner.plan.argv import script_args
 from runner.compat import azureml_env, azureml_reason, seeding_env
+from runner.environments.prepared import Environment
 from runner.errors import PreparingError
-from runner.training.inputs import fetch_inputs
-from runner.plan.launchers.capacity import check_capacity
-from runner.telemetry.logger import Logger
+from runner.history.rundir import RunPaths, RuntimePaths
+from runner.history.store import Store
 from runner.manifest import LoadedManifest
 from runner.manifest.fields import env_text
 from runner.manifest.legacy_keras import keras_choice
-from runner.plan.model import LaunchPlan, PlanContext
+from runner.plan.argv import script_args
 from runner.plan.launchers import build_plan
-from runner.history.rundir import RunPaths, RuntimePaths
-from runner.training.snapshot import LARGE_SNAPSHOT, take_snapshot
-from runner.history.store import Store
+from runner.plan.launchers.capacity import check_capacity
+from runner.plan.model import LaunchPlan, PlanContext
 from runner.settings import Settings
-from runner.environments.prepared import Environment
-from runner.targets.base import Target, TargetState
 from runner.shared.catalog import bare_here
+from runner.targets.base import Target, TargetState
+from runner.telemetry.logger import Logger
+from runner.training.inputs import fetch_inputs
+from runner.training.snapshot import LARGE_SNAPSHOT, take_snapshot
 
 
 class Prepared(NamedTuple):
@@ -41,7 +41,9 @@ def check_runnable(loaded: LoadedManifest, target: Target, dry_run: bool = False
     from runner.plan.launchers import launcher_for
 
     launcher_for(loaded.manifest)
-    if loaded.manifest.model.replay is not None:  # a request file that cannot be replayed is said now, not after the training
+    if (
+        loaded.manifest.model.replay is not None
+    ):  # a request file that cannot be replayed is said now, not after the training
         from runner.replay.promotion import check_requests
 
         check_requests(loaded.manifest.model.replay, loaded.source_dir)
@@ -73,7 +75,11 @@ def prepare(
     if manifest.resume_from:
         from runner.training.resume import resolve_resume  # the registry, only when resuming
 
-        resume = paths.root / "resume" if dry_run else resolve_resume(manifest.resume_from, loaded.base_dir, store, paths.root / "resume", logger, settings)
+        resume = (
+            paths.root / "resume"
+            if dry_run
+            else resolve_resume(manifest.resume_from, loaded.base_dir, store, paths.root / "resume", logger, settings)
+        )
         logger.info(f"resuming from {manifest.resume_from}: {resume}")
     secrets = secret_values(loaded, dry_run)
     if not dry_run:
@@ -109,7 +115,9 @@ def _snapshot(loaded: LoadedManifest, paths: RunPaths, store: Store | None, logg
     skip = (store.home,) if store else ()
     size = take_snapshot(loaded.source_dir, paths.workdir, exclude=(manifest.outputs_dir, manifest.logs_dir), skip=skip)
     if size > LARGE_SNAPSHOT:
-        logger.warning(f"the snapshot of {loaded.source_dir} is {size >> 20} MB; add a .tftrainignore to leave data out")
+        logger.warning(
+            f"the snapshot of {loaded.source_dir} is {size >> 20} MB; add a .tftrainignore to leave data out"
+        )
     paths.outputs.mkdir(parents=True, exist_ok=True)
     paths.logs.mkdir(parents=True, exist_ok=True)
 
@@ -119,7 +127,8 @@ def _warn_secret_files(loaded: LoadedManifest, paths: RunPaths, logger: Logger) 
     source directory is copied into every run): registration and publishing leave it out."""
     if not loaded.manifest.secrets:  # nothing to look for: the scan (and the model's checksums) stay off the start
         return
-    from runner.history.secret_scan import secret_files, secret_values as values_of, warning
+    from runner.history.secret_scan import secret_files, warning
+    from runner.history.secret_scan import secret_values as values_of
 
     for relative, secret in secret_files(paths.workdir, values_of(loaded.manifest.secrets)).items():
         logger.warning(warning(str(loaded.source_dir), relative, secret))

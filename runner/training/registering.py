@@ -27,7 +27,9 @@ def register_model(ctx: RunContext, training: Training, summary: dict) -> ModelV
     model_path = ctx.paths.workdir / spec.path
     if outcome.status == RunStatus.COMPLETED and spec.register_model:
         if model_path.exists():
-            gate = run_gate(ctx.loaded, ctx.paths, training.probe, training.prepared.env, logger)  # ModelGateError: nothing is registered
+            gate = run_gate(
+                ctx.loaded, ctx.paths, training.probe, training.prepared.env, logger
+            )  # ModelGateError: nothing is registered
             info = {
                 "run_id": ctx.run_id,
                 "metrics": summary,
@@ -41,12 +43,19 @@ def register_model(ctx: RunContext, training: Training, summary: dict) -> ModelV
             kept = gate.files() if gate else None
             if spec.replay is not None:  # ReplayError: the candidate answers unlike its baseline, nothing is registered
                 kept = {**(kept or {}), **_replayed(ctx, gate, model_path, gate.serving.tensorflow if gate else None)}
-            seal = seal_for(ctx.paths.root, ctx.manifest.model_dump(mode="json", by_alias=True), ctx.settings, os.environ, ctx.loaded.path)
+            seal = seal_for(
+                ctx.paths.root,
+                ctx.manifest.model_dump(mode="json", by_alias=True),
+                ctx.settings,
+                os.environ,
+                ctx.loaded.path,
+            )
             withheld = secret_files(model_path, secret_values(ctx.manifest.secrets))
             for relative, secret in withheld.items():
                 logger.warning(warning(str(spec.path), relative, secret))
-            model = Registry(ctx.store).register(ctx.manifest.name, model_path, ctx.run_id, info, kept, seal,
-                                                 frozenset(withheld))
+            model = Registry(ctx.store).register(
+                ctx.manifest.name, model_path, ctx.run_id, info, kept, seal, frozenset(withheld)
+            )
             logger.info(f"registered model {model.label} ({model.info['files']} files)", style="bold green")
             if model.skipped:
                 logger.warning(model.skipped_note(str(spec.path)))
@@ -64,11 +73,23 @@ def _replayed(ctx: RunContext, gate, model_path: Path, framework: str | None) ->
     from runner.replay.promotion import replay_before_registering
 
     if gate is None:
-        raise ReplayError(f"model.replay: the gate found no model it can serve at model.path {ctx.manifest.model.path}, so it cannot be replayed")
+        raise ReplayError(
+            f"model.replay: the gate found no model it can serve at model.path {ctx.manifest.model.path}, so it cannot"
+            " be replayed"
+        )
     github = _github(ctx)
     with workflow.github_errors():
-        return replay_before_registering(ctx.loaded, ctx.paths.root, gate.directory, model_path, gate.files(), framework, github,
-                                         ctx.store.home, ctx.logger)
+        return replay_before_registering(
+            ctx.loaded,
+            ctx.paths.root,
+            gate.directory,
+            model_path,
+            gate.files(),
+            framework,
+            github,
+            ctx.store.home,
+            ctx.logger,
+        )
 
 
 def _github(ctx: RunContext):

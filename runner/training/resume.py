@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runner.history.checksums import EntryKind, copy_tree, fresh_dir, kind_of, skipped_note
 from runner.errors import DiskFullError, FatalError, NotFoundError, PreparingError, RegistryError, StorageError
+from runner.history.checksums import EntryKind, copy_tree, fresh_dir, kind_of, skipped_note
 from runner.history.model_registry import Registry, checkout
 from runner.history.rundir import RunPaths
 from runner.history.store import Store
@@ -37,7 +37,13 @@ def resolve_resume(ref: str, base_dir: Path, store: Store, target: Path, logger,
         context = settings.github
         try:
             with workflow.github_errors():
-                pull_release(workflow.client(context).get_repo(context.repository), ref[len("release:") :], target, logger, settings)
+                pull_release(
+                    workflow.client(context).get_repo(context.repository),
+                    ref[len("release:") :],
+                    target,
+                    logger,
+                    settings,
+                )
         except FatalError as exc:
             raise _failed(exc) from None
         entries = list(target.iterdir())

@@ -34,13 +34,13 @@ from runner.history.rundir import RunPaths
 from runner.history.store import RunRow, Store
 from runner.manifest import LoadedManifest
 from runner.manifest.retry import RetrySpec
-from runner.training.context import RunWatch
-from runner.training.pipeline import RunResult, run_manifest
 from runner.settings import Settings
 from runner.targets.base import RunControl
 from runner.targets.leftovers import open_history
 from runner.telemetry.logger import Logger
 from runner.telemetry.point import MetricPoint
+from runner.training.context import RunWatch
+from runner.training.pipeline import RunResult, run_manifest
 
 # exit statuses of a training killed by these signals: -N from Python, 128 + N from a shell or a container
 KILLED = {code for sig in (signal.SIGKILL, signal.SIGTERM) for code in (-sig, 128 + sig)}
@@ -60,7 +60,9 @@ class Ending(NamedTuple):
         return f"{self.cause} {self.exit_code}" if self.cause == Cause.EXIT_CODE else str(self.cause)
 
 
-def run_with_retry(loaded: LoadedManifest, logger: Logger, settings: Settings, home: Path, watch: RunWatch | None = None) -> RunResult:
+def run_with_retry(
+    loaded: LoadedManifest, logger: Logger, settings: Settings, home: Path, watch: RunWatch | None = None
+) -> RunResult:
     """run_manifest, attempt after attempt while each ends for a cause `retry:` names; `watch`
     (an evaluation's seed) follows every attempt."""
     spec = loaded.manifest.retry
@@ -74,11 +76,21 @@ def run_with_retry(loaded: LoadedManifest, logger: Logger, settings: Settings, h
         return _attempts(loaded, spec, attempt, logger, settings, home, claim.close, watch)
 
 
-def _attempts(loaded: LoadedManifest, spec: RetrySpec, attempt: Attempt, logger: Logger, settings: Settings, home: Path,
-              linked: Callable[[], None], watch: RunWatch | None = None) -> RunResult:
+def _attempts(
+    loaded: LoadedManifest,
+    spec: RetrySpec,
+    attempt: Attempt,
+    logger: Logger,
+    settings: Settings,
+    home: Path,
+    linked: Callable[[], None],
+    watch: RunWatch | None = None,
+) -> RunResult:
     results = []
     while True:
-        result = run_manifest(_resuming(loaded, attempt), logger, settings, home, watch=_AttemptWatch(attempt, linked, watch))
+        result = run_manifest(
+            _resuming(loaded, attempt), logger, settings, home, watch=_AttemptWatch(attempt, linked, watch)
+        )
         results.append(result)
         cause = ending_cause(result, spec)
         if cause is not None:
@@ -122,7 +134,9 @@ def _follows_here(result: RunResult) -> bool:
 def _continued(loaded: LoadedManifest, spec: RetrySpec, home: Path, logger: Logger, claim: ExitStack) -> Attempt | None:
     """The next attempt of this manifest's last run, when that one was lost, or preempted while
     its tftrain was stopped, and not followed yet; its claim is entered on `claim`."""
-    with open_history(home, logger.warning) as store:  # the last run, if its tftrain is gone, is marked lost (and what it left, removed)
+    with open_history(
+        home, logger.warning
+    ) as store:  # the last run, if its tftrain is gone, is marked lost (and what it left, removed)
         last = next((run for run in store.runs(CHAIN_LOOKBACK) if run.name == loaded.manifest.name), None)
     if last is None or not last.finished:
         return None
@@ -145,7 +159,9 @@ def _continued(loaded: LoadedManifest, spec: RetrySpec, home: Path, logger: Logg
     number = (attempt.number if attempt else 1) + 1
     _update(home, last.run_id, spec, ended=cause, exit_code=None)
     if number > spec.max_attempts:
-        logger.warning(f"run {last.run_id} was {cause}; no attempt left (retry.max_attempts: {spec.max_attempts}): starting afresh")
+        logger.warning(
+            f"run {last.run_id} was {cause}; no attempt left (retry.max_attempts: {spec.max_attempts}): starting afresh"
+        )
         return None
     following = _next_attempt(home, last.run_id, number, spec, logger)
     logger.warning(
@@ -177,11 +193,19 @@ def _checkpoint_of(home: Path, run_id: str, number: int, warn: Callable[[str], N
         synced = manifest.checkpoints is not None and _synced_any(run_id, store)
     if synced:
         return f"checkpoint:{run_id}"
-    directory = paths.outputs / "checkpoints" if manifest.checkpoints is None else paths.workdir / manifest.checkpoints.dir
+    directory = (
+        paths.outputs / "checkpoints" if manifest.checkpoints is None else paths.workdir / manifest.checkpoints.dir
+    )
     found = directory.is_dir() and any(directory.iterdir())
     if manifest.checkpoints is not None:
-        fallback = f"resumes from its local checkpoint directory {directory}" if found else "starts from scratch (no local checkpoint either)"
-        warn(f"run {run_id} synced no complete checkpoint to {manifest.checkpoints.sync_to}: attempt {number} {fallback}")
+        fallback = (
+            f"resumes from its local checkpoint directory {directory}"
+            if found
+            else "starts from scratch (no local checkpoint either)"
+        )
+        warn(
+            f"run {run_id} synced no complete checkpoint to {manifest.checkpoints.sync_to}: attempt {number} {fallback}"
+        )
     return str(directory) if found else None
 
 
@@ -217,7 +241,10 @@ class _AttemptWatch:
             if previous is not None and previous.attempt is not None:
                 store.update_run(self.attempt.previous, attempt=previous.attempt.model_copy(update={"next": run_id}))
             else:  # a run from before `retry:` was set, or whose record is damaged
-                store.update_run(self.attempt.previous, attempt=Attempt(number=1, max_attempts=self.attempt.max_attempts, next=run_id))
+                store.update_run(
+                    self.attempt.previous,
+                    attempt=Attempt(number=1, max_attempts=self.attempt.max_attempts, next=run_id),
+                )
         self.linked()  # the previous run's claim: another tftrain now finds it continued
 
     def points(self, points: list[MetricPoint]) -> None:
@@ -252,5 +279,8 @@ def attempts_markdown(home: Path, run_ids: list[str]) -> str:
             if attempt is None:
                 lines.append(f"| ? | {run_id} | {run.status} | | |")
             else:
-                lines.append(f"| {attempt.number} | {run_id} | {run.status} | {attempt.ending or ''} | {attempt.resumed_from or ''} |")
+                lines.append(
+                    f"| {attempt.number} | {run_id} | {run.status} | {attempt.ending or ''} |"
+                    f" {attempt.resumed_from or ''} |"
+                )
     return "\n".join(lines) + "\n"

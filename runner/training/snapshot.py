@@ -80,4 +80,6 @@ def _refuse_link_above(rel: str, excluded: set[str], source: Path, what: str = "
     holds if the source changed since."""
     for directory in excluded:
         if directory.startswith(rel + "/"):
-            raise ManifestError(f"outputs_dir/logs_dir {directory!r} goes through {what} {rel!r} in {source}; it must stay in the run")
+            raise ManifestError(
+                f"outputs_dir/logs_dir {directory!r} goes through {what} {rel!r} in {source}; it must stay in the run"
+            )

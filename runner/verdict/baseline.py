@@ -13,8 +13,9 @@ from runner.telemetry.logger import Logger
 from runner.verdict.judge import Judgement
 
 
-def local_verdict(loaded: LoadedManifest, home: Path, run_dir: Path, run_id: str, model: str | None,
-                  logger: Logger) -> tuple[Judgement | None, str | None]:
+def local_verdict(
+    loaded: LoadedManifest, home: Path, run_dir: Path, run_id: str, model: str | None, logger: Logger
+) -> tuple[Judgement | None, str | None]:
     """The verdict against the previous version, or None and why there is none."""
     from runner.history.model_registry import Registry
     from runner.verdict.layout import read_set
@@ -28,6 +29,12 @@ def local_verdict(loaded: LoadedManifest, home: Path, run_dir: Path, run_id: str
     with Store(home) as store:
         earlier = [version for version in Registry(store).versions(name) if version.label != model]
     if not earlier:
-        return None, f"No earlier version of {name} in this home to compare with; the pull request's comment compares with the last release."
+        return (
+            None,
+            (
+                f"No earlier version of {name} in this home to compare with; the pull request's comment compares with"
+                " the last release."
+            ),
+        )
     with side_of(earlier[-1].label, home, logger, metric=spec.metric) as side:
         return verdict_against(run_dir, model or run_id, side, spec, logger), None

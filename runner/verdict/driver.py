@@ -22,15 +22,18 @@ from runner.training.pipeline import RunResult
 from runner.verdict.seeds import SeedOutcome, SeedRunner
 
 
-def run_evaluated(loaded: LoadedManifest, logger: Logger, settings: Settings, home: Path, environ: Mapping[str, str]) -> RunResult:
+def run_evaluated(
+    loaded: LoadedManifest, logger: Logger, settings: Settings, home: Path, environ: Mapping[str, str]
+) -> RunResult:
     from runner.verdict.stats import require
 
     require()  # before anything trains
     spec = loaded.manifest.evaluation
     shares = _shares(loaded, logger, settings)
     logger.info(
-        f"evaluation: {spec.seeds} seed{'s' if spec.seeds > 1 else ''} (TFTRAIN_SEED 0…{spec.seeds - 1}), {len(shares)} at once; "
-        f"seed 0's model is registered, every seed's {spec.per_example} is evidence", style="bold",
+        f"evaluation: {spec.seeds} seed{'s' if spec.seeds > 1 else ''} (TFTRAIN_SEED 0…{spec.seeds - 1}), {len(shares)}"
+        f" at once; seed 0's model is registered, every seed's {spec.per_example} is evidence",
+        style="bold",
     )
     outcomes = SeedRunner(loaded, logger, settings, home, environ, shares).run(spec.seeds)
     first = outcomes[0]
@@ -63,7 +66,10 @@ def _conclude(loaded: LoadedManifest, logger: Logger, home: Path, outcomes: list
     result = outcomes[0].result
     with Store(home) as store:
         run_dir = Path(store.run(result.run_id).run_dir)
-        seeds = [(o.seed, o.run_id, _workdir(store, o), o.result.status.value if o.result else f"refused: {o.error}") for o in outcomes]
+        seeds = [
+            (o.seed, o.run_id, _workdir(store, o), o.result.status.value if o.result else f"refused: {o.error}")
+            for o in outcomes
+        ]
         for outcome in outcomes[1:]:
             if outcome.run_id:
                 store.update_run(outcome.run_id, seed={"seed": outcome.seed, "of": result.run_id})
@@ -74,18 +80,29 @@ def _conclude(loaded: LoadedManifest, logger: Logger, home: Path, outcomes: list
         kept = summary["seeds"] and summary["seeds"][0]["seed"] == 0
         try:
             model = register_finished(
-                home, result.run_id, {"evaluation": _version_info(summary)}, lambda run_id: gate_finished(loaded, home, run_id, logger),
-                version_extras(run_dir, summary) if summary["seeds"] else None, logger.warning,
+                home,
+                result.run_id,
+                {"evaluation": _version_info(summary)},
+                lambda run_id: gate_finished(loaded, home, run_id, logger),
+                version_extras(run_dir, summary) if summary["seeds"] else None,
+                logger.warning,
             )
         except FatalError as exc:  # the gate or the registry refused seed 0's model: the run fails, its evidence kept
             result = _failed(home, result, exc, logger)
         else:
             if model:
-                logger.info(f"registered model {model} (seed 0's; the evidence of {len(summary['seeds'])} seed(s) beside it)", style="bold green")
+                logger.info(
+                    f"registered model {model} (seed 0's; the evidence of {len(summary['seeds'])} seed(s) beside it)",
+                    style="bold green",
+                )
                 if not kept:
-                    logger.warning("seed 0 gave no evidence: the version is registered without its own per-example file")
+                    logger.warning(
+                        "seed 0 gave no evidence: the version is registered without its own per-example file"
+                    )
             else:
-                logger.warning(f"model.path {loaded.manifest.model.path} was not written by seed 0; no model registered")
+                logger.warning(
+                    f"model.path {loaded.manifest.model.path} was not written by seed 0; no model registered"
+                )
     if summary["seeds"]:
         block["verdict"], block["no_verdict"] = _judged(loaded, home, run_dir, result.run_id, model, logger)
     else:
@@ -121,7 +138,10 @@ def _version(home: Path, label: str):
 def _version_info(summary: dict) -> dict:
     """What version.json says of the evidence kept beside the model."""
     keys = ("metric", "goal", "fingerprint", "data_fingerprint", "examples", "asked")
-    return {**{key: summary[key] for key in keys}, "seeds": [{k: e[k] for k in ("seed", "run_id", "mean")} for e in summary["seeds"]]}
+    return {
+        **{key: summary[key] for key in keys},
+        "seeds": [{k: e[k] for k in ("seed", "run_id", "mean")} for e in summary["seeds"]],
+    }
 
 
 def _usage(home: Path, outcomes: list[SeedOutcome]) -> dict | None:
@@ -141,7 +161,9 @@ def _usage(home: Path, outcomes: list[SeedOutcome]) -> dict | None:
     }
 
 
-def _judged(loaded: LoadedManifest, home: Path, run_dir: Path, run_id: str, model: str | None, logger: Logger) -> tuple[dict | None, str | None]:
+def _judged(
+    loaded: LoadedManifest, home: Path, run_dir: Path, run_id: str, model: str | None, logger: Logger
+) -> tuple[dict | None, str | None]:
     """The verdict against the version this home registered last before this run's, as JSON; or
     None and why there is none."""
     from runner.verdict.baseline import local_verdict
@@ -156,21 +178,28 @@ def _judged(loaded: LoadedManifest, home: Path, run_dir: Path, run_id: str, mode
 
 def _report(logger: Logger, run_dir: Path, block: dict, home: Path, outcomes: list[SeedOutcome]) -> None:
     from runner.history.rundir import writing
+    from runner.telemetry.evaluation_report import evaluation_markdown, model_rows
     from runner.telemetry.usage_budget import usages_of_runs
     from runner.telemetry.usage_report import sweep_costs, sweep_costs_markdown
-    from runner.telemetry.evaluation_report import evaluation_markdown, model_rows
 
-    logger.table(f"evaluation: {block['metric']} ({block['goal']}) over {len(block['seeds'])} of {block['asked']} seeds",
-                 ["model", "seeds", "mean", "spread over seeds"], model_rows(block))
+    logger.table(
+        f"evaluation: {block['metric']} ({block['goal']}) over {len(block['seeds'])} of {block['asked']} seeds",
+        ["model", "seeds", "mean", "spread over seeds"],
+        model_rows(block),
+    )
     if block["verdict"]:
         logger.info(block["verdict"]["line"], style="bold")
     elif block["no_verdict"]:
         logger.info(block["no_verdict"])
     markdown = evaluation_markdown(block)
-    trials = [(o.seed, o.run_id, usage) for o, usage in zip(outcomes, usages_of_runs(home, [o.run_id for o in outcomes]))]
+    trials = [
+        (o.seed, o.run_id, usage) for o, usage in zip(outcomes, usages_of_runs(home, [o.run_id for o in outcomes]))
+    ]
     if len(outcomes) > 1 and any(usage for _, _, usage in trials):
         rows, total = sweep_costs(trials)
-        logger.table("evaluation: what the seeds used", ["seed", "run", "GPU-hours", "CPU-hours", "cost"], rows + [total])
+        logger.table(
+            "evaluation: what the seeds used", ["seed", "run", "GPU-hours", "CPU-hours", "cost"], rows + [total]
+        )
         markdown += "\n#### What the seeds used\n\n" + sweep_costs_markdown(trials, noun="seed")
     summary = run_dir / "summary.md"
     if summary.is_file():

@@ -182,16 +182,27 @@ def _npz(data: bytes, metric: str, source: str) -> tuple[list[str], np.ndarray]:
     for name in ("id", metric):
         info = members.get(f"{name}.npy")
         if info is None:
-            raise EvidenceError(f"{source}: no {name!r} array (evaluation.metric names the values)" if name == metric else f"{source}: no 'id' array")
+            raise EvidenceError(
+                f"{source}: no {name!r} array (evaluation.metric names the values)"
+                if name == metric
+                else f"{source}: no 'id' array"
+            )
         if info.file_size > MAX_BYTES:
-            raise EvidenceError(f"{source}: array {name!r} unpacks to {info.file_size >> 20} MB, over the {MAX_BYTES >> 20} MB evidence limit")
+            raise EvidenceError(
+                f"{source}: array {name!r} unpacks to {info.file_size >> 20} MB, over the {MAX_BYTES >> 20} MB evidence"
+                " limit"
+            )
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
             ids, values = arrays["id"], arrays[metric]
     except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
-        raise EvidenceError(f"{source}: not an npz archive of plain arrays ({str(exc).splitlines()[0][:120]})") from None
+        raise EvidenceError(
+            f"{source}: not an npz archive of plain arrays ({str(exc).splitlines()[0][:120]})"
+        ) from None
     if ids.ndim != 1 or values.ndim != 1 or ids.shape != values.shape:
-        raise EvidenceError(f"{source}: 'id' and {metric!r} must be one-dimensional arrays of one length ({ids.shape}, {values.shape})")
+        raise EvidenceError(
+            f"{source}: 'id' and {metric!r} must be one-dimensional arrays of one length ({ids.shape}, {values.shape})"
+        )
     if ids.size == 0:
         raise EvidenceError(f"{source}: no rows")
     if ids.size > MAX_ROWS:
@@ -228,7 +239,9 @@ def line_up(candidate: list[Evidence], baseline: list[Evidence]) -> Paired:
     sides = [*candidate, *baseline]
     common = set(sides[0].ids).intersection(*(evidence.ids for evidence in sides[1:]))
     if not common:
-        raise EvidenceError(f"{candidate[0].source} and {baseline[0].source} share no example id: they scored different evaluation sets")
+        raise EvidenceError(
+            f"{candidate[0].source} and {baseline[0].source} share no example id: they scored different evaluation sets"
+        )
     everything = set().union(*(evidence.ids for evidence in sides))
     ids = tuple(sorted(common))
 
@@ -239,4 +252,6 @@ def line_up(candidate: list[Evidence], baseline: list[Evidence]) -> Paired:
             rows.append(evidence.values[[position[value] for value in ids]])
         return np.vstack(rows)
 
-    return Paired(matrix(candidate), matrix(baseline), ids, len(everything) == len(common), len(everything) - len(common))
+    return Paired(
+        matrix(candidate), matrix(baseline), ids, len(everything) == len(common), len(everything) - len(common)
+    )

@@ -46,7 +46,10 @@ class Judgement:
         text = f"{self.metric} vs {self.baseline}: inconclusive ({self.reason})"
         if self.point is not None:
             p = self.point
-            text += f"; point values {p.metric} {p.candidate:.4g} vs {p.baseline:.4g} ({p.candidate - p.baseline:+.4g}, one draw each)"
+            text += (
+                f"; point values {p.metric} {p.candidate:.4g} vs {p.baseline:.4g} ({p.candidate - p.baseline:+.4g}, one"
+                " draw each)"
+            )
         return text
 
     def as_json(self) -> dict:
@@ -61,10 +64,16 @@ class Judgement:
         if self.comparison is not None:
             data.update(self.comparison.as_json())
         else:
-            data.update(delta=None, ci=None, confidence=None, margin=None, p_better=None, seeds=None, examples=None, method=None)
+            data.update(
+                delta=None, ci=None, confidence=None, margin=None, p_better=None, seeds=None, examples=None, method=None
+            )
             data["reason"] = self.reason
         if self.point is not None:
-            data["point"] = {"metric": self.point.metric, "candidate": self.point.candidate, "baseline": self.point.baseline}
+            data["point"] = {
+                "metric": self.point.metric,
+                "candidate": self.point.candidate,
+                "baseline": self.point.baseline,
+            }
         if self.left_out:
             data["left_out"] = self.left_out
         return data
@@ -78,22 +87,54 @@ def check_margin(margin: float, sides: list[EvidenceSet]) -> None:
     high = max(float(v.max()) for v in values)
     span = 1.0 if low >= 0 and high <= 1 else high - low
     if margin >= span and margin > 0:
-        raise EvidenceError(f"evaluation.margin {margin:g} is not below the metric's range ({span:g}): every model would be 'equivalent'")
+        raise EvidenceError(
+            f"evaluation.margin {margin:g} is not below the metric's range ({span:g}): every model would be"
+            " 'equivalent'"
+        )
 
 
-def judge(candidate: EvidenceSet, baseline: EvidenceSet | None, baseline_label: str, margin: float, confidence: float,
-          missing: str | None = None, point: Point | None = None) -> Judgement:
+def judge(
+    candidate: EvidenceSet,
+    baseline: EvidenceSet | None,
+    baseline_label: str,
+    margin: float,
+    confidence: float,
+    missing: str | None = None,
+    point: Point | None = None,
+) -> Judgement:
     """The verdict of `candidate` against `baseline`; None (no evidence): inconclusive for `missing`."""
     goal = candidate.goal
     if baseline is None:
-        return Judgement(candidate.metric, goal, candidate.label, baseline_label, None, missing or f"{baseline_label} kept no per-example evidence", point)
+        return Judgement(
+            candidate.metric,
+            goal,
+            candidate.label,
+            baseline_label,
+            None,
+            missing or f"{baseline_label} kept no per-example evidence",
+            point,
+        )
     if baseline.goal != goal:
-        return Judgement(candidate.metric, goal, candidate.label, baseline_label, None,
-                         f"{baseline_label}'s evidence is to {baseline.goal.value} {baseline.metric}, this one's to {goal.value} it", point)
+        return Judgement(
+            candidate.metric,
+            goal,
+            candidate.label,
+            baseline_label,
+            None,
+            f"{baseline_label}'s evidence is to {baseline.goal.value} {baseline.metric}, this one's to {goal.value} it",
+            point,
+        )
     data = (candidate.data_fingerprint, baseline.data_fingerprint)
     if None not in data and data[0] != data[1]:
-        return Judgement(candidate.metric, goal, candidate.label, baseline_label, None,
-                         f"the evaluation data differ from {baseline_label}'s (evaluation.data's fingerprint)", point)
+        return Judgement(
+            candidate.metric,
+            goal,
+            candidate.label,
+            baseline_label,
+            None,
+            f"the evaluation data differ from {baseline_label}'s (evaluation.data's fingerprint)",
+            point,
+        )
     try:
         paired = line_up(list(candidate.seeds), list(baseline.seeds))
     except EvidenceError as exc:

@@ -30,7 +30,10 @@ def data_fingerprint(path: Path) -> str | None:
 
 
 def keep_evidence(
-    spec: EvaluationSpec, run_dir: Path, seeds: list[tuple[int, str | None, Path | None, str]], warn: Callable[[str], None]
+    spec: EvaluationSpec,
+    run_dir: Path,
+    seeds: list[tuple[int, str | None, Path | None, str]],
+    warn: Callable[[str], None],
 ) -> dict:
     """`seeds`: (seed, run id, its workdir when it completed, its status) for every seed asked.
     Writes evaluation/seed-N.jsonl (normalised) and evaluation/evaluation.json into `run_dir`;
@@ -53,12 +56,18 @@ def keep_evidence(
         kept.append(_entry(seed, run_id, evidence))
     shares = [entry.pop("binary") for entry in kept]  # every value 0 or 1: the metric is a share, read in points
     if len(fingerprints) > 1:
-        warn("the seeds scored different evaluation sets (their ids differ): the verdict compares the examples they share")
+        warn(
+            "the seeds scored different evaluation sets (their ids differ): the verdict compares the examples they"
+            " share"
+        )
     data = None
     if spec.data is not None and seeds and seeds[0][2] is not None:
         data = data_fingerprint(seeds[0][2] / spec.data)
         if data is None:
-            warn(f"evaluation.data {spec.data!r} is not a file or directory of the run: the set's fingerprint is its ids alone")
+            warn(
+                f"evaluation.data {spec.data!r} is not a file or directory of the run: the set's fingerprint is its ids"
+                " alone"
+            )
     summary = {
         "metric": spec.metric,
         "goal": spec.goal_for(),
@@ -76,8 +85,14 @@ def keep_evidence(
 
 def _entry(seed: int, run_id: str | None, evidence: Evidence) -> dict:
     binary = bool(((evidence.values == 0) | (evidence.values == 1)).all())
-    return {"seed": seed, "run_id": run_id, "file": seed_file(seed), "mean": float(evidence.values.mean()), "examples": len(evidence.ids),
-            "binary": binary}
+    return {
+        "seed": seed,
+        "run_id": run_id,
+        "file": seed_file(seed),
+        "mean": float(evidence.values.mean()),
+        "examples": len(evidence.ids),
+        "binary": binary,
+    }
 
 
 def version_extras(run_dir: Path, summary: dict) -> dict[str, Path]:

@@ -20,7 +20,10 @@ from pathlib import Path
 
 from runner.errors import EvidenceError
 from runner.serving.layout import (  # the names a release and a version share
-    EVALUATION_DIR, EVALUATION_SUMMARY, MAX_SEEDS, SEED_FILE,
+    EVALUATION_DIR,
+    EVALUATION_SUMMARY,
+    MAX_SEEDS,
+    SEED_FILE,
 )
 from runner.verdict.evidence import Evidence, read_evidence
 from runner.verdict.stats import Goal

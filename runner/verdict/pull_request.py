@@ -12,9 +12,9 @@ from runner.errors import FatalError
 from runner.manifest.evaluation import EvaluationSpec
 from runner.paths import tftrain_home
 from runner.settings import Settings
+from runner.telemetry.evaluation_report import evaluation_markdown
 from runner.verdict.judge import Judgement, judge
 from runner.verdict.layout import read_set
-from runner.telemetry.evaluation_report import evaluation_markdown
 
 
 def rules_of(record: dict, settings: Settings) -> EvaluationSpec:
@@ -28,7 +28,9 @@ def rules_of(record: dict, settings: Settings) -> EvaluationSpec:
     return spec.model_copy(update=update)
 
 
-def release_verdict(record: dict, run_dir: Path, released: str | None, missing: str | None, settings: Settings, logger) -> tuple[str, Judgement | None]:
+def release_verdict(
+    record: dict, run_dir: Path, released: str | None, missing: str | None, settings: Settings, logger
+) -> tuple[str, Judgement | None]:
     """(the comment's Markdown, the judgement) of the run against the release of `released`
     (NAME@vN; None: there is none, `missing` says why)."""
     label = record.get("model") or record["run_id"]
@@ -47,12 +49,24 @@ def release_verdict(record: dict, run_dir: Path, released: str | None, missing: 
     return evaluation_markdown(block, heading="### Verdict against the last release"), judgement
 
 
-def _judged(run_dir: Path, label: str, spec: EvaluationSpec, released: str | None, missing: str | None, settings: Settings, logger) -> Judgement | None:
+def _judged(
+    run_dir: Path,
+    label: str,
+    spec: EvaluationSpec,
+    released: str | None,
+    missing: str | None,
+    settings: Settings,
+    logger,
+) -> Judgement | None:
     from runner.verdict.reevaluate import verdict_against
     from runner.verdict.refs import side_of
 
     if released is None:
         candidate = read_set(run_dir, label, spec.metric)
-        return judge(candidate, None, "the last release", spec.margin, spec.confidence, missing) if candidate is not None and missing else None
+        return (
+            judge(candidate, None, "the last release", spec.margin, spec.confidence, missing)
+            if candidate is not None and missing
+            else None
+        )
     with side_of(f"release:{released}", tftrain_home(), logger, settings, spec.metric) as side:
         return verdict_against(run_dir, label, side, spec, logger)

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.errors import EvidenceError
-from runner.serving.check_process import stop  # the script and whatever it started, gone
 from runner.manifest.evaluation import EvaluationSpec
+from runner.serving.check_process import stop  # the script and whatever it started, gone
 from runner.verdict.evidence import read_evidence
 from runner.verdict.judge import Judgement, Point, judge
 from runner.verdict.layout import DIRECTORY, EvidenceSet, read_set, write_seed
@@ -46,41 +46,79 @@ class Rules:
 
     @classmethod
     def of(cls, spec: EvaluationSpec) -> Rules:
-        return cls(spec.metric, spec.margin, spec.confidence, spec.script, Path(spec.per_example).suffix.lower() or ".jsonl")
+        return cls(
+            spec.metric, spec.margin, spec.confidence, spec.script, Path(spec.per_example).suffix.lower() or ".jsonl"
+        )
 
 
-def verdict_against(candidate_run_dir: Path, candidate_label: str, baseline: Side, spec: EvaluationSpec, logger) -> Judgement:
+def verdict_against(
+    candidate_run_dir: Path, candidate_label: str, baseline: Side, spec: EvaluationSpec, logger
+) -> Judgement:
     """The candidate run's kept evidence (runs/ID/evaluation/) judged against `baseline`,
     re-evaluating the baseline on the candidate's set when needed. EvidenceError when the candidate
     kept none, or kept evidence that is damaged."""
     candidate = read_set(candidate_run_dir, candidate_label, spec.metric)
     if candidate is None:
-        raise EvidenceError(f"{candidate_label} kept no per-example evidence ({candidate_run_dir / DIRECTORY} is missing)")
+        raise EvidenceError(
+            f"{candidate_label} kept no per-example evidence ({candidate_run_dir / DIRECTORY} is missing)"
+        )
     return verdict_between(candidate, baseline, Rules.of(spec), candidate_run_dir, None, logger)
 
 
-def verdict_between(candidate: EvidenceSet, baseline: Side, rules: Rules, run_dir: Path | None, candidate_point: PointValue | None,
-                    logger) -> Judgement:
+def verdict_between(
+    candidate: EvidenceSet,
+    baseline: Side,
+    rules: Rules,
+    run_dir: Path | None,
+    candidate_point: PointValue | None,
+    logger,
+) -> Judgement:
     """`run_dir`: the candidate's run on this machine (where a re-evaluation runs), None when it is not here."""
     point = points(candidate_point if candidate_point is not None else _run_point(run_dir), baseline.point)
     why = why_reevaluate(candidate, baseline)
     if why is None:
         return judge(candidate, baseline.evidence, baseline.label, rules.margin, rules.confidence, point=point)
     if rules.script is None:
-        return judge(candidate, None, baseline.label, rules.margin, rules.confidence,
-                     missing=f"{why}; no evaluation.script to score it on this run's set", point=point)
+        return judge(
+            candidate,
+            None,
+            baseline.label,
+            rules.margin,
+            rules.confidence,
+            missing=f"{why}; no evaluation.script to score it on this run's set",
+            point=point,
+        )
     if run_dir is None:
-        return judge(candidate, None, baseline.label, rules.margin, rules.confidence,
-                     missing=f"{why}; the candidate's run is not on this machine to re-evaluate it in", point=point)
+        return judge(
+            candidate,
+            None,
+            baseline.label,
+            rules.margin,
+            rules.confidence,
+            missing=f"{why}; the candidate's run is not on this machine to re-evaluate it in",
+            point=point,
+        )
     if baseline.model is None:
-        return judge(candidate, None, baseline.label, rules.margin, rules.confidence, missing=f"{why}; its model is not there to re-evaluate", point=point)
+        return judge(
+            candidate,
+            None,
+            baseline.label,
+            rules.margin,
+            rules.confidence,
+            missing=f"{why}; its model is not there to re-evaluate",
+            point=point,
+        )
     evidence, failure = reevaluate(candidate, baseline, rules, run_dir, logger)
     if evidence is None:
-        return judge(candidate, None, baseline.label, rules.margin, rules.confidence, missing=f"{why}; {failure}", point=point)
+        return judge(
+            candidate, None, baseline.label, rules.margin, rules.confidence, missing=f"{why}; {failure}", point=point
+        )
     judgement = judge(candidate, evidence, baseline.label, rules.margin, rules.confidence, point=point)
     if judgement.comparison is None:
         return judgement
-    method = judgement.comparison.method + f"; {baseline.label} re-evaluated on this run's set by {rules.script} ({why})"
+    method = (
+        judgement.comparison.method + f"; {baseline.label} re-evaluated on this run's set by {rules.script} ({why})"
+    )
     return dataclasses.replace(judgement, comparison=dataclasses.replace(judgement.comparison, method=method))
 
 
@@ -139,7 +177,11 @@ def interpreter_of(run_dir: Path) -> Interpreter:
     environment = document.get("environment") if isinstance(document, dict) else None
     environment = environment if isinstance(environment, dict) else {}
     if environment.get("image"):
-        return Interpreter(None, f"the run trained in the image {str(environment['image'])[:120]}: re-evaluating a baseline in an image is not supported yet")
+        return Interpreter(
+            None,
+            f"the run trained in the image {str(environment['image'])[:120]}: re-evaluating a baseline in an image is"
+            " not supported yet",
+        )
     python = environment.get("python")
     if not isinstance(python, str) or not python or not os.path.isabs(python) or not os.path.isfile(python):
         return Interpreter(None, f"the run's interpreter {str(python)[:120]!r} is not a file on this machine")
@@ -151,7 +193,9 @@ def kept_name(label: str) -> str:
     return f"baseline-{UNSAFE.sub('-', label).strip('-.')[:100] or 'model'}.jsonl"
 
 
-def reevaluate(candidate: EvidenceSet, baseline: Side, rules: Rules, run_dir: Path, logger) -> tuple[EvidenceSet | None, str | None]:
+def reevaluate(
+    candidate: EvidenceSet, baseline: Side, rules: Rules, run_dir: Path, logger
+) -> tuple[EvidenceSet | None, str | None]:
     """(the baseline's evidence on the candidate's set, None) or (None, why there is none)."""
     interpreter = interpreter_of(run_dir)
     if interpreter.python is None:
@@ -169,7 +213,13 @@ def reevaluate(candidate: EvidenceSet, baseline: Side, rules: Rules, run_dir: Pa
     status = _run(argv, workdir, env, log)
     try:
         if status is None:
-            return None, f"{rules.script} did not finish in {REEVALUATION_TIMEOUT_SECONDS // 60} min re-evaluating it (log: {log})"
+            return (
+                None,
+                (
+                    f"{rules.script} did not finish in {REEVALUATION_TIMEOUT_SECONDS // 60} min re-evaluating it (log:"
+                    f" {log})"
+                ),
+            )
         if status != 0:
             return None, f"{rules.script} exited with status {status} re-evaluating it (log: {log})"
         try:
@@ -179,7 +229,12 @@ def reevaluate(candidate: EvidenceSet, baseline: Side, rules: Rules, run_dir: Pa
         write_seed(kept / name, evidence)
     finally:
         _remove(out)
-    summary = {"metric": candidate.metric, "goal": candidate.goal.value, "reevaluated": str(rules.script), "seeds": [{"file": name}]}
+    summary = {
+        "metric": candidate.metric,
+        "goal": candidate.goal.value,
+        "reevaluated": str(rules.script),
+        "seeds": [{"file": name}],
+    }
     return EvidenceSet(baseline.label, candidate.metric, candidate.goal, (evidence,), summary), None
 
 
@@ -197,8 +252,15 @@ def _run(argv: list[str], cwd: Path, env: dict, log: Path) -> int | None:
     """The script's exit status, None when it ran past the limit (its process group is killed)."""
     with log.open("wb") as output:
         try:
-            process = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
-                                       start_new_session=True)
+            process = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         except OSError as exc:
             output.write(f"cannot start {argv[0]}: {exc.strerror or exc}\n".encode())
             return 127

@@ -68,15 +68,22 @@ def _run(ref: str, scratch: Path, home: Path, metric: str | None) -> Side:
         try:
             run = store.run(ref)
         except NotFoundError:
-            raise NotFoundError(f"{ref!r} is not a run here: use {REFS} (see `tftrain runs` and `tftrain models`)") from None
+            raise NotFoundError(
+                f"{ref!r} is not a run here: use {REFS} (see `tftrain runs` and `tftrain models`)"
+            ) from None
     try:
         record = RunRecord.read(run.run_dir / "run.json")
     except (OSError, ValueError) as exc:
-        raise NotFoundError(f"run {run.run_id}: run.json cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
+        raise NotFoundError(
+            f"run {run.run_id}: run.json cannot be read ({getattr(exc, 'strerror', None) or exc})"
+        ) from None
     evidence, missing = _evidence(run.run_dir, run.run_id, metric)
     of = (record.seed or {}).get("of") if isinstance(record.seed, dict) else None
     if evidence is None and isinstance(of, str):  # one of an evaluation's other seeds: its run holds the evidence
-        missing = f"{run.run_id} is seed {record.seed.get('seed')} of run {of}, which keeps every seed's evidence: compare {of}"
+        missing = (
+            f"{run.run_id} is seed {record.seed.get('seed')} of run {of}, which keeps every seed's evidence: compare"
+            f" {of}"
+        )
     if record.model:  # the registered copy, verified, is what the verdict speaks of
         model = _checkout(record.model, scratch, home).path / "model"
     else:
@@ -85,8 +92,15 @@ def _run(ref: str, scratch: Path, home: Path, metric: str | None) -> Side:
         summary = read_json(run.run_dir / "metrics.json")
     except (OSError, ValueError, RecursionError):
         summary = record.metrics.as_dict() if record.metrics else None
-    return Side(run.run_id, evidence, model if model.exists() else None, point_of(summary, record.manifest),
-                run.run_dir, record.manifest, missing)
+    return Side(
+        run.run_id,
+        evidence,
+        model if model.exists() else None,
+        point_of(summary, record.manifest),
+        run.run_dir,
+        record.manifest,
+        missing,
+    )
 
 
 @dataclass(frozen=True)
@@ -123,14 +137,21 @@ def _version(ref: str, scratch: Path, home: Path, metric: str | None) -> Side:
             except (NotFoundError, OSError, ValueError):
                 run_dir, manifest = None, None  # made elsewhere (a copied home): re-evaluated where it runs, or not
     metrics = copy.info.get("metrics")
-    return Side(label, evidence, copy.path / "model", point_of(metrics if isinstance(metrics, dict) else None, manifest),
-                run_dir, manifest, missing)
+    return Side(
+        label,
+        evidence,
+        copy.path / "model",
+        point_of(metrics if isinstance(metrics, dict) else None, manifest),
+        run_dir,
+        manifest,
+        missing,
+    )
 
 
 def _release(ref: str, scratch: Path, logger, settings, metric: str | None, stack: ExitStack) -> Side:
     from runner.github import workflow
-    from runner.serving.refs import VerifiedAssets, checked_out
     from runner.history.untrusted import read_json
+    from runner.serving.refs import VerifiedAssets, checked_out
 
     if settings is None:
         raise AssertionError("a release: REF needs the settings (GitHub's repository and token)")
@@ -146,7 +167,9 @@ def _release(ref: str, scratch: Path, logger, settings, metric: str | None, stac
     assets = {asset.name: asset for asset in release.get_assets()}
     summary = None
     if "metrics.json" in assets:  # beside the copy, not in it: `models verify` reads the copy as signed
-        target = VerifiedAssets(release, assets, scratch / "metrics")("metrics.json", scratch / "metrics" / "metrics.json", 1 << 20)
+        target = VerifiedAssets(release, assets, scratch / "metrics")(
+            "metrics.json", scratch / "metrics" / "metrics.json", 1 << 20
+        )
         try:
             summary = read_json(target)
         except (OSError, ValueError, RecursionError):
@@ -180,7 +203,12 @@ def point_of(summary: dict | None, manifest: dict | None) -> PointValue | None:
         name, value = primary_metric(summary)
     except AttributeError:  # a metrics summary of another shape: no point value, not a failure
         return None
-    if not isinstance(name, str) or isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if (
+        not isinstance(name, str)
+        or isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+    ):
         return None
     metrics = (manifest or {}).get("metrics")
     goal = metrics.get("goal") if isinstance(metrics, dict) and metrics.get("primary") == name else None

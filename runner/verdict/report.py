@@ -1,6 +1,7 @@
 """How a verdict reads: one line for the pull-request comment and the console, e.g.
 
-    correct 0.9751 (3 seeds) vs v4 0.9745 (3 seeds): Δ +0.06 pp, 95 % CI [−0.10, +0.22], P(better) 0.77 → equivalent at ±0.5 pp
+    correct 0.9751 (3 seeds) vs v4 0.9745 (3 seeds): Δ +0.06 pp, 95 % CI [−0.10, +0.22], P(better) 0.77 → equivalent at
+    ±0.5 pp
 
 A metric whose per-example values are all 0 or 1 (correct or not: its mean is an accuracy) is shown
 in percentage points (pp); any other in its own units, with as many significant digits as the interval needs.

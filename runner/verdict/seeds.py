@@ -106,7 +106,9 @@ class SeedOutcome:
 class SeedRunner:
     """Runs seeds 0 … N−1, `concurrent` at a time (`shares`: each worker's GPUs, None: tftrain's)."""
 
-    def __init__(self, loaded: LoadedManifest, logger: Logger, settings: Settings, home: Path, environ, shares: list[str | None]) -> None:
+    def __init__(
+        self, loaded: LoadedManifest, logger: Logger, settings: Settings, home: Path, environ, shares: list[str | None]
+    ) -> None:
         self.loaded, self.logger, self.settings, self.home, self.environ = loaded, logger, settings, home, environ
         self.shares = shares
         self.pending: queue.SimpleQueue[int] = queue.SimpleQueue()
@@ -119,7 +121,10 @@ class SeedRunner:
     def run(self, seeds: int) -> list[SeedOutcome]:
         for seed in range(seeds):
             self.pending.put(seed)
-        workers = [threading.Thread(target=self._worker, args=(share,), name=f"seeds-{n}", daemon=True) for n, share in enumerate(self.shares)]
+        workers = [
+            threading.Thread(target=self._worker, args=(share,), name=f"seeds-{n}", daemon=True)
+            for n, share in enumerate(self.shares)
+        ]
         with on_stop_signals(self._signal):
             workers[0].start()  # seed 0 first: the run is the first of the seeds' run ids
             while not self.first.wait(TICK_SECONDS) and workers[0].is_alive():
@@ -134,7 +139,10 @@ class SeedRunner:
     def _signal(self, sig) -> None:
         again = self.stopped.is_set()
         self.stopped.set()
-        self.logger.warning(f"{sig.name}: " + ("killing the seeds' training now" if again else "stopping every seed (again to kill at once)"))
+        self.logger.warning(
+            f"{sig.name}: "
+            + ("killing the seeds' training now" if again else "stopping every seed (again to kill at once)")
+        )
         with self.lock:
             watches = list(self.watches.values())
         for watch in watches:

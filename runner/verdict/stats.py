@@ -141,14 +141,17 @@ def components(candidate: np.ndarray, baseline: np.ndarray) -> tuple[np.ndarray,
         if residual is not None:
             example_var -= residual / seeds  # the interaction the seed parts already count
     example_part = max(example_var, 0.0) / examples
-    if dofs[0] == dofs[1] and (counts[0] < 2) != (counts[1] < 2):  # borrowed: one estimate, counted once in the degrees of freedom
+    if dofs[0] == dofs[1] and (counts[0] < 2) != (
+        counts[1] < 2
+    ):  # borrowed: one estimate, counted once in the degrees of freedom
         parts = [((cand_seeds or 0.0) + (base_seeds or 0.0), dofs[0]), (example_part, examples - 1)]
     else:
         parts = [(cand_seeds, dofs[0]), (base_seeds, dofs[1]), (example_part, examples - 1)]
     total = sum(value for value, _ in parts if value is not None)
     denominator = sum(value * value / dof for value, dof in parts if value is not None and dof > 0 and value > 0)
     df = total * total / denominator if denominator > 0 else float(max(examples - 1, 1))
-    if len(parts) == 2:  # a borrowed seed part: its one estimate's degrees of freedom, not more (Welch–Satterthwaite overstates them here)
+    # a borrowed seed part: its one estimate's degrees of freedom, not more (Welch–Satterthwaite overstates them here)
+    if len(parts) == 2:
         df = min(df, float(parts[0][1])) if parts[0][1] > 0 else df
     return differences, Components(cand_seeds or 0.0, base_seeds or 0.0, example_part, max(df, 1.0))
 
@@ -160,12 +163,18 @@ def require() -> None:
     from runner.errors import UnsupportedError
 
     if importlib.util.find_spec("scipy") is None:
-        raise UnsupportedError("evaluation: needs SciPy (the verdict's t distribution): pip install 'tf-train-action[verdict]' "
-                               "(the action adds it by itself when the manifest has an evaluation: section)")
+        raise UnsupportedError(
+            "evaluation: needs SciPy (the verdict's t distribution): pip install 'tf-train-action[verdict]' "
+            "(the action adds it by itself when the manifest has an evaluation: section)"
+        )
 
 
 def compare(
-    candidate: np.ndarray, baseline: np.ndarray, goal: Goal = Goal.MAXIMIZE, margin: float = 0.0, confidence: float = 0.95
+    candidate: np.ndarray,
+    baseline: np.ndarray,
+    goal: Goal = Goal.MAXIMIZE,
+    margin: float = 0.0,
+    confidence: float = 0.95,
 ) -> Comparison:
     """The verdict for two S×N matrices of per-example scores over the same N examples."""
     require()
@@ -239,7 +248,10 @@ def _what_decides(improvement: float, half: float, margin: float, parts: Compone
     if margin > 0 and abs(improvement) < margin:  # equivalence is nearest when Δ lies inside the margin
         needed = margin - abs(improvement)
     if needed <= 0 and margin == 0:
-        return "no difference at all, and with margin 0 only better or worse can be called: set evaluation.margin to what counts as no worse"
+        return (
+            "no difference at all, and with margin 0 only better or worse can be called: set evaluation.margin to what"
+            " counts as no worse"
+        )
     if needed <= 0:
         return "the difference is on the margin itself: no amount of evidence decides it"
     factor = (half / needed) ** 2  # SE² shrinks with the evidence
@@ -247,5 +259,8 @@ def _what_decides(improvement: float, half: float, margin: float, parts: Compone
     if seed_share >= 0.5 and min(seeds) >= 2:
         return f"about {factor:.1f}× the seeds on both sides (the seeds' spread dominates the interval)"
     if min(seeds) < 2:
-        return f"more seeds (with one seed on a side its seed variance is borrowed or unknown), or about {factor:.1f}× the examples"
+        return (
+            f"more seeds (with one seed on a side its seed variance is borrowed or unknown), or about {factor:.1f}× the"
+            " examples"
+        )
     return f"about {factor:.1f}× the evaluation examples (the examples dominate the interval)"

@@ -22,10 +22,20 @@ def keep_best_evidence(loaded: LoadedManifest, home: Path, run_id: str, logger: 
         except NotFoundError:  # the best trial ran on another runner of a shared study: its home keeps its evidence
             return None
         summary = keep_evidence(spec, run_dir, [(0, run_id, run_dir / "workdir", "Completed")], logger.warning)
-        store.update_run(run_id, evaluation={**summary, "runs": [run_id], "verdict": None,
-                                              "no_verdict": "A sweep's best trial: judged against the last release by the pull request's comment."})
+        store.update_run(
+            run_id,
+            evaluation={
+                **summary,
+                "runs": [run_id],
+                "verdict": None,
+                "no_verdict": "A sweep's best trial: judged against the last release by the pull request's comment.",
+            },
+        )
     if spec.seeds > 1:
-        logger.warning(f"evaluation.seeds: {spec.seeds} with a sweep: the best trial's one seed is the evidence (its trials are the budget)")
+        logger.warning(
+            f"evaluation.seeds: {spec.seeds} with a sweep: the best trial's one seed is the evidence (its trials are"
+            " the budget)"
+        )
     return version_extras(run_dir, summary) if summary["seeds"] else None
 
 

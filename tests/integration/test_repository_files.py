@@ -6,5 +6,7 @@ import subprocess
 
 
 def test_no_built_packages_are_tracked(repo):
-    tracked = subprocess.run(["git", "ls-files"], cwd=repo, capture_output=True, text=True, check=True).stdout.splitlines()
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
     assert [name for name in tracked if name.endswith((".whl", ".tar.gz", ".egg"))] == []

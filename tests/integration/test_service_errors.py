@@ -33,9 +33,22 @@ def on_cluster(project, kube_api, tmp_path, monkeypatch):
     ("method", "path", "status", "said"),
     [
         ("POST", JOBS, 500, "Kubernetes: creating TFJob training/demo-demo-1 answered 500 Internal Server Error"),
-        ("POST", "/api/v1/namespaces/training/secrets", 403, "Kubernetes: creating Secret training/demo-secrets answered 403 Forbidden"),
+        (
+            "POST",
+            "/api/v1/namespaces/training/secrets",
+            403,
+            "Kubernetes: creating Secret training/demo-secrets answered 403 Forbidden",
+        ),
         ("GET", JOBS + "/*", 503, "Kubernetes: reading TFJob training/demo-demo-1 answered 503 Service Unavailable"),
-        ("GET", JOBS + "/*", 0, "Kubernetes: reading TFJob training/demo-demo-1 got no answer: Remote end closed connection without response"),
+        (
+            "GET",
+            JOBS + "/*",
+            0,
+            (
+                "Kubernetes: reading TFJob training/demo-demo-1 got no answer: Remote end closed connection without"
+                " response"
+            ),
+        ),
     ],
 )
 def test_a_cluster_that_fails_a_call(on_cluster, cli, home, kube_api, monkeypatch, method, path, status, said):
@@ -51,12 +64,18 @@ def test_a_cluster_that_fails_a_call(on_cluster, cli, home, kube_api, monkeypatc
 
 def test_an_unreachable_cluster(project, cli, home, tmp_path, monkeypatch):
     config = tmp_path / "kubeconfig"
-    config.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],  # nothing listens there
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-    }))
+    config.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "c",
+                "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],  # nothing listens there
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+            }
+        )
+    )
     monkeypatch.setenv("KUBECONFIG", str(config))
     result = cli("run", "-f", str(project(manifest=CLUSTER)), timeout=300)
     assert result.returncode == 14
@@ -71,7 +90,8 @@ def test_a_push_the_daemon_refuses(docker_client, tmp_path):
     tag = "127.0.0.1:9/Team/demo:1"  # the daemon refuses upper case before reaching any registry
     with pytest.raises(DockerError) as refused:
         push_image(docker_client, tag, Logger())
-    assert str(refused.value) == (
-        f"Docker: pushing {tag} answered 500 Internal Server Error: invalid reference format: repository name must be lowercase"
+    assert (
+        str(refused.value)
+        == f"Docker: pushing {tag} answered 500 Internal Server Error: invalid reference format: repository name must"
+        " be lowercase"
     )
-

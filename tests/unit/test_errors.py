@@ -30,7 +30,8 @@ def test_a_missing_extra_names_what_to_install(monkeypatch):
     monkeypatch.setattr(sys, "meta_path", [_NotInstalled(), *sys.meta_path])
     with pytest.raises(MissingExtra) as raised:
         extra_module("botocore.exceptions", "s3", "inputs.data: an s3:// input")
-    assert str(raised.value) == (
-        "inputs.data: an s3:// input needs botocore: pip install 'tf-train-action[s3]' (in the action: extras: s3)"
+    assert (
+        str(raised.value)
+        == "inputs.data: an s3:// input needs botocore: pip install 'tf-train-action[s3]' (in the action: extras: s3)"
     )
     assert raised.value.exit_code == 24 and error_class(24) is MissingExtra

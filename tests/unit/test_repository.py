@@ -8,7 +8,16 @@ from pathlib import Path
 from conftest import REPO
 
 PACKAGE = REPO / "runner"
-TOP_LEVEL = {"__init__", "__main__", "errors", "paths", "settings", "templates", "api", "keras"}  # shared facts: runner/shared/
+TOP_LEVEL = {
+    "__init__",
+    "__main__",
+    "errors",
+    "paths",
+    "settings",
+    "templates",
+    "api",
+    "keras",
+}  # shared facts: runner/shared/
 
 
 def module_name(path: Path) -> str:

@@ -11,8 +11,8 @@ from argparse import Namespace
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
+
 from runner.errors import UnsupportedError, UsageError
 from runner.settings import GITHUB_ASSET_LIMIT, ActionInputs, GitHubContext, LoggerSettings, Settings, resolve
 
@@ -20,8 +20,16 @@ from runner.settings import GITHUB_ASSET_LIMIT, ActionInputs, GitHubContext, Log
 def test_nothing_set_gives_the_defaults():
     assert resolve({}) == Settings()
     assert resolve({}).inputs == ActionInputs(
-        allow_forks=False, fork_label="safe-to-train", comment=True, fail_on_regression=None, tag_pattern="*",
-        tag_template="{name}-v{version}", runners_token=None, s3_bucket=None, s3_prefix="", s3_endpoint_url=None,
+        allow_forks=False,
+        fork_label="safe-to-train",
+        comment=True,
+        fail_on_regression=None,
+        tag_pattern="*",
+        tag_template="{name}-v{version}",
+        runners_token=None,
+        s3_bucket=None,
+        s3_prefix="",
+        s3_endpoint_url=None,
     )
     assert resolve({}).s3_threshold_bytes == GITHUB_ASSET_LIMIT
 
@@ -36,7 +44,12 @@ def test_a_flag_beats_the_input_which_beats_tftrain_which_beats_the_default():
 
 def test_an_empty_variable_counts_as_unset():
     # GitHub sets an input nobody gave (and without a default) to ''
-    environ = {"INPUT_FORK_LABEL": "", "TFTRAIN_FORK_LABEL": "reviewed", "INPUT_COMMENT": "", "INPUT_FAIL_ON_REGRESSION": ""}
+    environ = {
+        "INPUT_FORK_LABEL": "",
+        "TFTRAIN_FORK_LABEL": "reviewed",
+        "INPUT_COMMENT": "",
+        "INPUT_FAIL_ON_REGRESSION": "",
+    }
     inputs = resolve(environ).inputs
     assert (inputs.fork_label, inputs.comment, inputs.fail_on_regression) == ("reviewed", True, None)
 
@@ -60,8 +73,14 @@ def test_inputs_are_parsed():
     }  # fmt: skip
     settings = resolve(environ)
     assert settings.inputs == ActionInputs(
-        allow_forks=True, comment=False, fail_on_regression=0.05, s3_bucket="models", s3_prefix="team",
-        s3_endpoint_url="http://s3.local", tag_template="models/{name}/v{version}", runners_token="ghp_x",
+        allow_forks=True,
+        comment=False,
+        fail_on_regression=0.05,
+        s3_bucket="models",
+        s3_prefix="team",
+        s3_endpoint_url="http://s3.local",
+        tag_template="models/{name}/v{version}",
+        runners_token="ghp_x",
     )
     assert settings.s3_threshold_bytes == 100
 
@@ -74,13 +93,25 @@ def test_inputs_are_parsed():
         ({"INPUT_FAIL_ON_REGRESSION": "-1"}, None, "input fail-on-regression: '-1' is not a finite number ≥ 0"),
         ({"INPUT_FAIL_ON_REGRESSION": "1e400"}, None, "input fail-on-regression: '1e400' is not a finite number ≥ 0"),
         ({}, Namespace(fail_on_regression="inf"), "--fail-on-regression: 'inf' is not a finite number ≥ 0"),
-        ({"INPUT_VERDICT_CONFIDENCE": "95"}, None, "input verdict-confidence: '95' is not a confidence between 0.5 and 1 (e.g. 0.95)"),
-        ({"INPUT_VERDICT_CONFIDENCE": "nan"}, None, "input verdict-confidence: 'nan' is not a confidence between 0.5 and 1 (e.g. 0.95)"),
+        (
+            {"INPUT_VERDICT_CONFIDENCE": "95"},
+            None,
+            "input verdict-confidence: '95' is not a confidence between 0.5 and 1 (e.g. 0.95)",
+        ),
+        (
+            {"INPUT_VERDICT_CONFIDENCE": "nan"},
+            None,
+            "input verdict-confidence: 'nan' is not a confidence between 0.5 and 1 (e.g. 0.95)",
+        ),
         ({"INPUT_ALLOW_FORKS": "yes"}, None, "input allow-forks: 'yes' is not true or false"),
         ({"INPUT_COMMENT": "no"}, None, "input comment: 'no' is not true or false"),
         ({"TFTRAIN_COMMENT": "1"}, None, "TFTRAIN_COMMENT: '1' is not true or false"),
         ({}, Namespace(allow_forks="maybe"), "--allow-forks: 'maybe' is not true or false"),
-        ({"TFTRAIN_S3_THRESHOLD_BYTES": "2GB"}, None, "TFTRAIN_S3_THRESHOLD_BYTES: '2GB' is not a whole number of bytes"),
+        (
+            {"TFTRAIN_S3_THRESHOLD_BYTES": "2GB"},
+            None,
+            "TFTRAIN_S3_THRESHOLD_BYTES: '2GB' is not a whole number of bytes",
+        ),
         ({"TFTRAIN_S3_THRESHOLD_BYTES": "-1"}, None, "TFTRAIN_S3_THRESHOLD_BYTES: '-1' is not a whole number of bytes"),
     ],
 )
@@ -175,7 +206,9 @@ def test_the_logger_prints_to_the_job_its_settings_name(tmp_path, monkeypatch):
     for variable in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "GITHUB_OUTPUT", "GITHUB_WORKSPACE"):
         monkeypatch.delenv(variable, raising=False)  # what the logger is given counts, not the environment
     stream = io.StringIO()
-    settings = LoggerSettings(actions=True, step_summary=tmp_path / "summary.md", output=tmp_path / "output.txt", workspace=tmp_path)
+    settings = LoggerSettings(
+        actions=True, step_summary=tmp_path / "summary.md", output=tmp_path / "output.txt", workspace=tmp_path
+    )
     logger = Logger(stream, settings=settings)
     with logger.group("phase"):
         logger.step_summary("done")
@@ -196,7 +229,9 @@ def test_an_event_file_that_cannot_be_read_is_one_line(tmp_path, monkeypatch):
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(Path, "read_text", refuse)
-    with pytest.raises(UnsupportedError, match=f"^GITHUB_EVENT_PATH: {re.escape(str(event))} cannot be read: Permission denied$"):
+    with pytest.raises(
+        UnsupportedError, match=f"^GITHUB_EVENT_PATH: {re.escape(str(event))} cannot be read: Permission denied$"
+    ):
         resolve({"GITHUB_EVENT_PATH": str(event)})
 
 
@@ -233,7 +268,12 @@ def test_where_the_machines_clients_point_is_read_once_here(tmp_path, monkeypatc
     from runner.settings import MachineClients
     from runner.targets.factory import target_for
 
-    environ = {"KUBECONFIG": f"{tmp_path}/a{os.pathsep}{tmp_path}/b", "PIP_CERT": "", "SSL_CERT_FILE": "/x/ssl.pem", "REQUESTS_CA_BUNDLE": "/x/req.pem"}
+    environ = {
+        "KUBECONFIG": f"{tmp_path}/a{os.pathsep}{tmp_path}/b",
+        "PIP_CERT": "",
+        "SSL_CERT_FILE": "/x/ssl.pem",
+        "REQUESTS_CA_BUNDLE": "/x/req.pem",
+    }
     machine = resolve(environ).machine
     assert machine == MachineClients(kubeconfig=f"{tmp_path}/a", ca_bundles=("/x/req.pem", "/x/ssl.pem"))
     assert resolve({}).machine == MachineClients()

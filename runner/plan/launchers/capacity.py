@@ -5,13 +5,12 @@ run every task here; the pool places tasks by each host's slots and GPUs, Kubern
 from __future__ import annotations
 
 from runner.errors import UnsupportedError
-from runner.telemetry.logger import Logger
 from runner.manifest.model import Manifest
 from runner.plan.layout import GPU_ROLES
 from runner.plan.model import LaunchPlan
 from runner.shared.catalog import on_this_machine
 from runner.shared.machine import cpu_count, gpu_count
-
+from runner.telemetry.logger import Logger
 
 
 def check_capacity(plan: LaunchPlan, manifest: Manifest, logger: Logger, *, cuda_visible_devices: str | None) -> None:

@@ -12,7 +12,9 @@ name = "multi_worker_mirrored"
 
 def plan(ctx: PlanContext) -> LaunchPlan:
     training = ctx.manifest.distributed_training
-    tasks = tasks_for(ctx, [(slot.role.value, slot.index) for slot in task_layout(ctx.manifest)], {"worker"}, training.base_port)
+    tasks = tasks_for(
+        ctx, [(slot.role.value, slot.index) for slot in task_layout(ctx.manifest)], {"worker"}, training.base_port
+    )
     return LaunchPlan(
         launcher=name,
         target=ctx.target,

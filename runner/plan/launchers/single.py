@@ -18,4 +18,6 @@ def plan(ctx: PlanContext) -> LaunchPlan:
         env=env,
         cwd=ctx.runtime.workdir,
     )
-    return LaunchPlan(launcher=name, target=ctx.target, tasks=(task,), metrics_ranks=check_metrics_ranks(ctx.manifest, 1))
+    return LaunchPlan(
+        launcher=name, target=ctx.target, tasks=(task,), metrics_ranks=check_metrics_ranks(ctx.manifest, 1)
+    )

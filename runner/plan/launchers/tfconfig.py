@@ -27,17 +27,25 @@ def ports(count: int, base_port: int | None) -> list[int]:
             try:
                 sock.bind((LOCAL_ADDRESS, port))
             except OSError:
-                raise PlanError(f"distributed_training.base_port: port {port} on {LOCAL_ADDRESS} is already in use") from None
+                raise PlanError(
+                    f"distributed_training.base_port: port {port} on {LOCAL_ADDRESS} is already in use"
+                ) from None
             found.append(sock.getsockname()[1])
         return found
 
 
 def tf_config(cluster: dict[str, list[str]], task_type: str, index: int) -> str:
-    document = {"cluster": {key: cluster[key] for key in sorted(cluster)}, "task": {"type": task_type, "index": index}, "environment": "cloud"}
+    document = {
+        "cluster": {key: cluster[key] for key in sorted(cluster)},
+        "task": {"type": task_type, "index": index},
+        "environment": "cloud",
+    }
     return json.dumps(document)
 
 
-def tasks_for(ctx: PlanContext, roles: list[tuple[str, int]], cluster_roles: set[str], base_port: int | None) -> list[TaskSpec]:
+def tasks_for(
+    ctx: PlanContext, roles: list[tuple[str, int]], cluster_roles: set[str], base_port: int | None
+) -> list[TaskSpec]:
     """One task per (role, index), in order; rank = position. `cluster_roles` are listed in TF_CONFIG."""
     hosts, addresses = _addresses(ctx, roles, base_port)
     cluster: dict[str, list[str]] = {}

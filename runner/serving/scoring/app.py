@@ -25,7 +25,8 @@ import sys
 from pathlib import Path
 
 from runner.serving import guard, supervision
-from runner.serving.scoring import guard as scoring_guard, script as scoring_script
+from runner.serving.scoring import guard as scoring_guard
+from runner.serving.scoring import script as scoring_script
 
 LOAD_FAILED = 3  # gunicorn's own exit status when its worker fails to boot
 WORKER_TIMEOUT_SECONDS = "300"  # azmlinfsrv's default
@@ -41,7 +42,11 @@ def create():
     try:
         from azureml_inference_server_http.server.entry import app
     except SystemExit:  # azmlinfsrv's sys.exit(3) after logging the traceback: one line for tftrain
-        print(f"tftrain-serve: error: {failures[-1] if failures else 'the scoring script did not start'}", file=sys.stderr, flush=True)
+        print(
+            f"tftrain-serve: error: {failures[-1] if failures else 'the scoring script did not start'}",
+            file=sys.stderr,
+            flush=True,
+        )
         tell(TOLD)
         raise
     classify(app.azml_blueprint.user_script)
@@ -67,17 +72,26 @@ def watch_start(failures: list[str]) -> None:
     def told(self, exc: BaseException, what: str) -> str:
         script = Path(self.entry_script or "score.py")
         inner = getattr(exc, "user_ex", None)
-        return f"scoring script {script.name}: {what} {scoring_script.told(inner, script) if inner is not None else str(exc)}"
+        return (
+            f"scoring script {script.name}: {what}"
+            f" {scoring_script.told(inner, script) if inner is not None else str(exc)}"
+        )
 
     def failed(line: str) -> None:
         failures.append(line)
-        logging.disable(logging.CRITICAL)  # the worker exits next: azmlinfsrv's own account is the same, with tracebacks
+        logging.disable(
+            logging.CRITICAL
+        )  # the worker exits next: azmlinfsrv's own account is the same, with tracebacks
 
     def load_script(self, app_root):
         try:
             return load(self, app_root)
         except user_script.UserScriptError as exc:
-            failed(told(self, exc, "importing it raised" if getattr(exc, "user_ex", None) is not None else "does not load:"))
+            failed(
+                told(
+                    self, exc, "importing it raised" if getattr(exc, "user_ex", None) is not None else "does not load:"
+                )
+            )
             raise
 
     def invoke_init(self):
@@ -93,11 +107,10 @@ def watch_start(failures: list[str]) -> None:
 def classify(user_script) -> None:
     """run()'s failures as the request's (400) or the script's (500), and an answer JSON cannot hold
     a 500 saying so, where azmlinfsrv would answer its generic 500."""
-    from flask import Response
-
     from azureml_inference_server_http.api.aml_response import AMLResponse
     from azureml_inference_server_http.server.input_parsers import BadInput
     from azureml_inference_server_http.server.user_script import UserScriptException
+    from flask import Response
 
     invoke, script = user_script.invoke_run, Path(user_script.entry_script or "score.py")
     log = logging.getLogger("tftrain.scoring")
@@ -107,13 +120,17 @@ def classify(user_script) -> None:
             result = invoke(request, timeout_ms=timeout_ms)
         except UserScriptException as exc:
             if scoring_script.rejected(exc.user_ex):
-                raise BadInput(f"the scoring script rejected the request: {scoring_script.told(exc.user_ex, script)}") from None
+                raise BadInput(
+                    f"the scoring script rejected the request: {scoring_script.told(exc.user_ex, script)}"
+                ) from None
             raise
         if not isinstance(result.output, Response):
             problem = scoring_script.not_json(result.output)
             if problem:
                 log.error(problem)
-                return result._replace(output=AMLResponse({"message": problem}, 500, json_str=True, run_function_failed=True))
+                return result._replace(
+                    output=AMLResponse({"message": problem}, 500, json_str=True, run_function_failed=True)
+                )
         return result
 
     user_script.invoke_run = invoke_run
@@ -129,11 +146,21 @@ def tell(what: bytes) -> None:
 
 def worker_ended(pid: int, status: int, booted: bool) -> str:
     """One line: why the server stops, for a worker that ended on its own."""
-    how = f"exit {os.waitstatus_to_exitcode(status)}" if os.WIFEXITED(status) else f"signal {signal.Signals(os.WTERMSIG(status)).name}"
+    how = (
+        f"exit {os.waitstatus_to_exitcode(status)}"
+        if os.WIFEXITED(status)
+        else f"signal {signal.Signals(os.WTERMSIG(status)).name}"
+    )
     script = os.environ.get("AZUREML_ENTRY_SCRIPT", "score.py")
     if not booted:
-        return f"scoring script {script}: its worker ended ({how}) before init() finished: the import or init() ended the process"
-    return f"scoring script {script}: its worker (pid {pid}) ended ({how}) while serving: run() or the script ended the process; the server stops"
+        return (
+            f"scoring script {script}: its worker ended ({how}) before init() finished: the import or init() ended the"
+            " process"
+        )
+    return (
+        f"scoring script {script}: its worker (pid {pid}) ended ({how}) while serving: run() or the script ended the"
+        " process; the server stops"
+    )
 
 
 def arbiter_class():
@@ -164,13 +191,21 @@ def arbiter_class():
             if not self.LISTENERS:
                 return  # stopping: gunicorn's own SIGTERM to it
             if timed_out and pid in self.booted:  # gunicorn's timeout on one request: a new worker, as Azure does
-                print(f"tftrain-serve: warning: a request to the scoring script ran past WORKER_TIMEOUT ({self.timeout} s): "
-                      "its worker was ended; a new one runs init()", file=sys.stderr, flush=True)
+                print(
+                    f"tftrain-serve: warning: a request to the scoring script ran past WORKER_TIMEOUT ({self.timeout}"
+                    " s): its worker was ended; a new one runs init()",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 return
             if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
                 return  # gunicorn's own reasons (max_requests): a new one
             if pid not in self.told:
-                print(f"tftrain-serve: error: {worker_ended(pid, status, pid in self.booted)}", file=sys.stderr, flush=True)
+                print(
+                    f"tftrain-serve: error: {worker_ended(pid, status, pid in self.booted)}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             self.stop()
             raise SystemExit(LOAD_FAILED)
 
@@ -192,9 +227,14 @@ def run_gunicorn(args: argparse.Namespace) -> int:
     read_end, write_end = os.pipe()
     os.set_blocking(read_end, False)
     settings = {
-        "bind": [f"fd://{args.backend_fd}"], "workers": 1, "worker_class": "sync",
-        "timeout": int(os.environ.get("WORKER_TIMEOUT", WORKER_TIMEOUT_SECONDS)), "graceful_timeout": args.grace_period,
-        "accesslog": "-", "errorlog": "-", "loglevel": "warning",  # gunicorn's start-up lines name a private socket
+        "bind": [f"fd://{args.backend_fd}"],
+        "workers": 1,
+        "worker_class": "sync",
+        "timeout": int(os.environ.get("WORKER_TIMEOUT", WORKER_TIMEOUT_SECONDS)),
+        "graceful_timeout": args.grace_period,
+        "accesslog": "-",
+        "errorlog": "-",
+        "loglevel": "warning",  # gunicorn's start-up lines name a private socket
         "post_fork": lambda arbiter, worker: (os.close(read_end), _TELL.append(write_end)),
         "post_worker_init": lambda worker: tell(BOOTED),
         # the timed-out request's SystemExit is azmlinfsrv's 500 with a traceback: the arbiter's one line says it
@@ -206,7 +246,9 @@ def run_gunicorn(args: argparse.Namespace) -> int:
             for key, value in settings.items():
                 if key in self.cfg.settings:
                     self.cfg.set(key, value)
-            if "control_socket_disable" in self.cfg.settings:  # gunicorn ≥ 25: a control socket in $HOME, shared by the user's servers
+            if (
+                "control_socket_disable" in self.cfg.settings
+            ):  # gunicorn ≥ 25: a control socket in $HOME, shared by the user's servers
                 self.cfg.set("control_socket_disable", True)
 
         def load(self):
@@ -220,7 +262,9 @@ def run_gunicorn(args: argparse.Namespace) -> int:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m runner.serving.scoring.app", description="azmlinfsrv under gunicorn, behind the front.")
+    parser = argparse.ArgumentParser(
+        prog="python -m runner.serving.scoring.app", description="azmlinfsrv under gunicorn, behind the front."
+    )
     parser.add_argument("--backend-fd", type=int, required=True, help="a listening Unix socket")
     parser.add_argument("--max-body-bytes", type=int, default=guard.DEFAULT_MAX_BODY_BYTES)
     parser.add_argument("--grace-period", type=int, default=30)

@@ -33,7 +33,11 @@ def check_script(script: Path, registered: Path, out: Path, name: str, sample: P
         module.init()
     except BaseException as exc:
         traceback.print_exc()
-        return {"ok": False, "step": "score-init", "error": f"scoring script {script.name}: init() raised {scoring_script.told(exc, script)}"}
+        return {
+            "ok": False,
+            "step": "score-init",
+            "error": f"scoring script {script.name}: init() raised {scoring_script.told(exc, script)}",
+        }
     result = {"ok": True, "init_seconds": round(time.perf_counter() - started, 3), "script": script.name}
     if sample is None:
         return {**result, "run": "no model.serving.sample_request: run() not called"}
@@ -42,8 +46,14 @@ def check_script(script: Path, registered: Path, out: Path, name: str, sample: P
         answer = module.run(body)
     except BaseException as exc:
         traceback.print_exc()
-        return {"ok": False, "step": "score-run",
-                "error": f"scoring script {script.name}: run() on model.serving.sample_request raised {scoring_script.told(exc, script)}"}
+        return {
+            "ok": False,
+            "step": "score-run",
+            "error": (
+                f"scoring script {script.name}: run() on model.serving.sample_request raised"
+                f" {scoring_script.told(exc, script)}"
+            ),
+        }
     problem = scoring_script.not_json(answer)
     if problem:
         return {"ok": False, "step": "score-run", "error": f"scoring script {script.name}: {problem}"}

@@ -22,8 +22,9 @@ import re
 import socket
 import time
 from dataclasses import dataclass
-from runner.serving.records import Route
+
 from runner.serving.recording import http_answer
+from runner.serving.records import Route
 
 HEADER_SECONDS = 10.0  # the request line and headers, whole
 IDLE_SECONDS = 10.0  # any read of the body, or any write of the answer, that makes no progress
@@ -33,10 +34,29 @@ READ_BYTES = 1 << 16
 BACKEND_QUEUE = 64  # requests handed to the worker at once (the rest wait here, not in its backlog)
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"})
 TOKEN = re.compile(rb"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
-HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"transfer-encoding", b"content-length", b"expect", b"te", b"upgrade",
-                        b"proxy-connection"})
-REASONS = {200: "OK", 400: "Bad Request", 408: "Request Timeout", 413: "Content Too Large", 431: "Request Header Fields Too Large",
-           501: "Not Implemented", 502: "Bad Gateway", 503: "Service Unavailable", 505: "HTTP Version Not Supported"}
+HOP_BY_HOP = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"transfer-encoding",
+        b"content-length",
+        b"expect",
+        b"te",
+        b"upgrade",
+        b"proxy-connection",
+    }
+)
+REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    408: "Request Timeout",
+    413: "Content Too Large",
+    431: "Request Header Fields Too Large",
+    501: "Not Implemented",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    505: "HTTP Version Not Supported",
+}
 
 
 class Refused(Exception):
@@ -189,7 +209,9 @@ class Front:
     async def exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, first: bool) -> bool:
         """One request and its answer; True when the connection is kept for the next one."""
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEADER_SECONDS if first else KEEP_ALIVE_SECONDS)
+            head = await asyncio.wait_for(
+                reader.readuntil(b"\r\n\r\n"), HEADER_SECONDS if first else KEEP_ALIVE_SECONDS
+            )
         except asyncio.TimeoutError:
             if not first:
                 return False  # a kept connection without a next request: closed quietly
@@ -224,7 +246,11 @@ class Front:
         if answered is None:
             return answer(503, "the scoring script's worker is not accepting requests (the server is stopping)")
         if not answered:
-            return answer(502, "the scoring script's worker closed the connection without an answer (it ended, or the server is stopping)")
+            return answer(
+                502,
+                "the scoring script's worker closed the connection without an answer (it ended, or the server is"
+                " stopping)",
+            )
         self.booted = True  # the worker accepts only once init() is done: liveness is answered here from now on
         return answered
 
@@ -257,15 +283,19 @@ class Front:
 def answer(status: int, message: str) -> bytes:
     """An answer of this layer's own, worded as azmlinfsrv words its errors ({"message": ...})."""
     body = json.dumps({"message": message}).encode()
-    return (f"HTTP/1.1 {status} {REASONS.get(status, 'Error')}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
+    return (
+        f"HTTP/1.1 {status} {REASONS.get(status, 'Error')}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode() + body
 
 
 def liveness(method: str, keep: bool) -> bytes:
     """azmlinfsrv's own answer to GET / ("Healthy")."""
     body = b"Healthy"
-    head = (f"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {len(body)}\r\n"
-            f"Connection: {'keep-alive' if keep else 'close'}\r\n\r\n")
+    head = (
+        f"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {len(body)}\r\n"
+        f"Connection: {'keep-alive' if keep else 'close'}\r\n\r\n"
+    )
     return head.encode() + (body if method == "GET" else b"")
 
 
@@ -279,7 +309,11 @@ def kept_alive(answer: bytes) -> bytes | None:
         return None
     fields = [(line.partition(b":")[0].strip().lower(), line.partition(b":")[2].strip()) for line in lines[1:]]
     lengths = [value for name, value in fields if name == b"content-length"]
-    if any(name == b"transfer-encoding" for name, _ in fields) or len(lengths) != 1 or lengths[0] != str(len(body)).encode():
+    if (
+        any(name == b"transfer-encoding" for name, _ in fields)
+        or len(lengths) != 1
+        or lengths[0] != str(len(body)).encode()
+    ):
         return None
     kept = [line for line, (name, _) in zip(lines[1:], fields) if name != b"connection"]
     return b"\r\n".join([lines[0], *kept, b"Connection: keep-alive"]) + b"\r\n\r\n" + body

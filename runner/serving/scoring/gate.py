@@ -24,7 +24,10 @@ from runner.manifest.sourcepaths import read_source_text
 
 SCORING_DIR = "scoring"
 # the server and the layer replace Azure's own packages; the model's TensorFlow set decides TensorFlow
-DROPPED = re.compile(r"^(azureml[-_.].*|azureml|tensorflow([-_].*)?|tensorflow-cpu|tensorflow-gpu|keras|tf-keras|inference-schema)$", re.I)
+DROPPED = re.compile(
+    r"^(azureml[-_.].*|azureml|tensorflow([-_].*)?|tensorflow-cpu|tensorflow-gpu|keras|tf-keras|inference-schema)$",
+    re.I,
+)
 CONDA_ONLY = {"python", "pip", "setuptools", "wheel"}
 NAME_END = re.compile(r"[\s<>=!~\[;@]")  # where a requirement's name ends (a pin, extras, a marker)
 
@@ -35,7 +38,9 @@ def scoring_packages(loaded: LoadedManifest) -> tuple[list[str], list[str]]:
     serving = loaded.manifest.model.serving
     wanted = list(serving.pip_packages)
     if serving.conda_file:
-        wanted = conda_packages(read_source_text(loaded.source_dir, serving.conda_file, "model.serving.conda_file"), serving.conda_file)
+        wanted = conda_packages(
+            read_source_text(loaded.source_dir, serving.conda_file, "model.serving.conda_file"), serving.conda_file
+        )
     kept, dropped = [], []
     for package in wanted:
         name = NAME_END.split(package.strip(), maxsplit=1)[0]
@@ -67,7 +72,9 @@ def conda_packages(text: str, where: str) -> list[str]:
     return packages
 
 
-def gate_scoring(loaded: LoadedManifest, paths: RunPaths, out: Path, probe: Callable[[list[str], Path], str], logger) -> dict:
+def gate_scoring(
+    loaded: LoadedManifest, paths: RunPaths, out: Path, probe: Callable[[list[str], Path], str], logger
+) -> dict:
     """serving.json's "scoring"; ModelGateError (one line, FILE:LINE) when the script fails."""
     serving = loaded.manifest.model.serving
     problems = file_problems(loaded.manifest.model_copy(update={"source_directory": "."}), paths.workdir)
@@ -84,7 +91,14 @@ def gate_scoring(loaded: LoadedManifest, paths: RunPaths, out: Path, probe: Call
     if serving.sample_request:
         sample = directory / "sample-request.json"
         shutil.copyfile(paths.workdir / serving.sample_request, sample)
-    args = ["score", str(script), str(paths.workdir / loaded.manifest.model.path), str(out), "--name", loaded.manifest.name]
+    args = [
+        "score",
+        str(script),
+        str(paths.workdir / loaded.manifest.model.path),
+        str(out),
+        "--name",
+        loaded.manifest.name,
+    ]
     where = probe(args + (["--sample", str(sample)] if sample else []), out / "score.log")
     from runner.serving.steps import verdict
 
@@ -94,9 +108,14 @@ def gate_scoring(loaded: LoadedManifest, paths: RunPaths, out: Path, probe: Call
     answer = out / "score-answer.json"
     if sample is not None and answer.is_file():  # what `tftrain deploy`'s smoke test expects /score to answer
         shutil.copyfile(answer, directory / "answer.json")
-    logger.info(f"model gate: scoring script {script.name}: init() ran in {result.get('init_seconds')} s; {result.get('run')}")
+    logger.info(
+        f"model gate: scoring script {script.name}: init() ran in {result.get('init_seconds')} s; {result.get('run')}"
+    )
     if dropped:
-        logger.info(f"scoring environment: left out {', '.join(dropped)} (tftrain's server, azureml layer and the model's TensorFlow set replace them)")
+        logger.info(
+            f"scoring environment: left out {', '.join(dropped)} (tftrain's server, azureml layer and the model's"
+            " TensorFlow set replace them)"
+        )
     return {
         "script": script.name,
         "sha256": sha256_file(script),

@@ -47,12 +47,23 @@ class ScoringGuard:
         if route is None:
             return answer(start_response, 404, f"no route {path[:200]}")
         if method not in route.methods:
-            return answer(start_response, 405, f"{method[:20]} is not allowed here: use {'/'.join(sorted(route.methods))}")
-        if route.access is Access.KEY and not authorized(self.token, environ.get("HTTP_AUTHORIZATION", "").encode("latin-1")):
-            return answer(start_response, 401, "this route needs 'Authorization: Bearer KEY'", [("WWW-Authenticate", "Bearer")])
+            return answer(
+                start_response, 405, f"{method[:20]} is not allowed here: use {'/'.join(sorted(route.methods))}"
+            )
+        if route.access is Access.KEY and not authorized(
+            self.token, environ.get("HTTP_AUTHORIZATION", "").encode("latin-1")
+        ):
+            return answer(
+                start_response, 401, "this route needs 'Authorization: Bearer KEY'", [("WWW-Authenticate", "Bearer")]
+            )
         body = self.body(environ)
         if body is None:
-            return answer(start_response, 413, f"the body is larger than this server takes ({self.max_body} bytes)", [("Connection", "close")])
+            return answer(
+                start_response,
+                413,
+                f"the body is larger than this server takes ({self.max_body} bytes)",
+                [("Connection", "close")],
+            )
         environ["wsgi.input"], environ["CONTENT_LENGTH"] = io.BytesIO(body), str(len(body))
         environ.pop("HTTP_TRANSFER_ENCODING", None)
         return self.app(environ, start_response)
@@ -75,7 +86,9 @@ class ScoringGuard:
             chunks.append(chunk)
 
 
-_CONFIGURED: list[tuple[bytes | None, int]] = []  # (key, body limit): set in gunicorn's master, read in the worker it forks
+_CONFIGURED: list[
+    tuple[bytes | None, int]
+] = []  # (key, body limit): set in gunicorn's master, read in the worker it forks
 
 
 def configure(token: bytes | None, max_body: int) -> None:
@@ -85,13 +98,19 @@ def configure(token: bytes | None, max_body: int) -> None:
 def guarded(app) -> ScoringGuard:
     """`app` behind the guard, with what configure() was given (the server's entry calls it first)."""
     if not _CONFIGURED:
-        raise RuntimeError("the scoring guard was not configured: start the server with python -m runner.serving.scoring.server")
+        raise RuntimeError(
+            "the scoring guard was not configured: start the server with python -m runner.serving.scoring.server"
+        )
     token, max_body = _CONFIGURED[0]
     return ScoringGuard(app, token, max_body)
 
 
 def answer(start_response, status: int, message: str, extra: list[tuple[str, str]] = ()) -> list[bytes]:
     body = json.dumps({"message": message}).encode()
-    reason = {401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed", 413: "Content Too Large"}.get(status, "Error")
-    start_response(f"{status} {reason}", [("Content-Type", "application/json"), ("Content-Length", str(len(body))), *extra])
+    reason = {401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed", 413: "Content Too Large"}.get(
+        status, "Error"
+    )
+    start_response(
+        f"{status} {reason}", [("Content-Type", "application/json"), ("Content-Length", str(len(body))), *extra]
+    )
     return [body]

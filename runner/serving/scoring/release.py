@@ -32,8 +32,14 @@ def kept_files(scoring: dict) -> dict[str, str]:
     """name in scoring/ → the sha256 serving.json recorded for it: the script and, where recorded,
     its sample request and answer. ValueError for a script name that is no plain file name."""
     script = scoring.get("script")
-    if (not isinstance(script, str) or script in ("", ".", "..") or "/" in script or "\\" in script
-            or not script.isprintable() or script in OPTIONAL):
+    if (
+        not isinstance(script, str)
+        or script in ("", ".", "..")
+        or "/" in script
+        or "\\" in script
+        or not script.isprintable()
+        or script in OPTIONAL
+    ):
         raise ValueError(f"serving.json's scoring.script {str(script)[:80]!r} is not a file name")
     files = {script: scoring.get("sha256")}
     files.update({name: scoring.get(key) for name, key in OPTIONAL.items() if scoring.get(key)})
@@ -67,7 +73,9 @@ def unpack_scoring(archive: Path, root: Path, scoring: dict, label: str, limits:
     except ValueError as exc:
         raise PublishError(f"{label}: {exc}") from None
     target = root / SCORING_DIR
-    bounded = replace(limits, max_entries=min(limits.max_entries, len(expected) + 1), max_bytes=min(limits.max_bytes, MAX_BYTES))
+    bounded = replace(
+        limits, max_entries=min(limits.max_entries, len(expected) + 1), max_bytes=min(limits.max_bytes, MAX_BYTES)
+    )
     unpack(archive, target, label=label, limits=bounded)
     try:
         _check(target, expected, label)
@@ -79,7 +87,9 @@ def unpack_scoring(archive: Path, root: Path, scoring: dict, label: str, limits:
 def _check(target: Path, expected: dict[str, str], label: str) -> None:
     for entry in sorted(target.iterdir()):
         if entry.name not in expected or not entry.is_file():
-            raise RegistryError(f"{label}: refusing {entry.name!r}: serving.json names {', '.join(sorted(expected))} and nothing else")
+            raise RegistryError(
+                f"{label}: refusing {entry.name!r}: serving.json names {', '.join(sorted(expected))} and nothing else"
+            )
     for name, digest in expected.items():
         path = target / name
         if not path.is_file():

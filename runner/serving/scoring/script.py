@@ -10,15 +10,18 @@ from __future__ import annotations
 import importlib.util
 import json
 import traceback
-from runner.history.untrusted import optional_mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from runner.history.untrusted import optional_mapping
+
 # run() raising one of these is the script rejecting the request (a body it cannot parse, a missing
 # key, a shape that does not fit): 400. Anything else is the script's or the model's fault: 500.
 REJECTED = (ValueError, KeyError, IndexError, TypeError)
-REJECTED_NAMES = {"InvalidArgumentError"}  # TensorFlow's own word for an input that does not fit the model (not imported here)
+REJECTED_NAMES = {
+    "InvalidArgumentError"
+}  # TensorFlow's own word for an input that does not fit the model (not imported here)
 MAX_LINE = 300
 
 
@@ -42,7 +45,9 @@ def load(script: Path) -> ModuleType:
         raise ScriptError(f"importing {script.name} failed: {told(exc, script)}") from None
     for name in ("init", "run"):
         if not callable(getattr(module, name, None)):
-            raise ScriptError(f"{script.name} defines no {name}() function: Azure's entry script contract is init() and run(raw_data)")
+            raise ScriptError(
+                f"{script.name} defines no {name}() function: Azure's entry script contract is init() and run(raw_data)"
+            )
     return module
 
 
@@ -64,7 +69,10 @@ def not_json(value: Any) -> str | None:
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
-        return f"run() returned {type(value).__name__}, which JSON cannot hold ({str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__})"
+        return (
+            f"run() returned {type(value).__name__}, which JSON cannot hold"
+            f" ({str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__})"
+        )
     return None
 
 
@@ -103,6 +111,11 @@ def packages_of(scoring: dict) -> tuple[str, ...]:
     if not isinstance(packages, list):
         raise ValueError("serving.json's scoring.packages is not a list")
     for package in packages:
-        if not isinstance(package, str) or not package.strip() or package.lstrip().startswith("-") or not package.isprintable():
+        if (
+            not isinstance(package, str)
+            or not package.strip()
+            or package.lstrip().startswith("-")
+            or not package.isprintable()
+        ):
             raise ValueError(f"serving.json's scoring.packages holds {str(package)[:80]!r}, which is not a package")
     return tuple(packages)

@@ -35,15 +35,20 @@ from pathlib import Path
 import runner
 from runner.serving import guard, supervision
 from runner.serving.recording import Recorder, recorder_of, recording_arguments
-from runner.serving.scoring import front as scoring_front, script as scoring_script
+from runner.serving.scoring import front as scoring_front
+from runner.serving.scoring import script as scoring_script
 
 LOAD_FAILED = 3  # gunicorn's own exit status when its worker fails to boot
 BAD_SETTING = 2
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m runner.serving.scoring.server", description="Serve a scoring script on azmlinfsrv.")
-    parser.add_argument("--model-dir", type=Path, required=True, help="the version's directory: model/, scoring/, serving/serving.json")
+    parser = argparse.ArgumentParser(
+        prog="python -m runner.serving.scoring.server", description="Serve a scoring script on azmlinfsrv."
+    )
+    parser.add_argument(
+        "--model-dir", type=Path, required=True, help="the version's directory: model/, scoring/, serving/serving.json"
+    )
     parser.add_argument("--name", required=True)
     parser.add_argument("--version", type=int, default=None)
     parser.add_argument("--host", default="127.0.0.1")
@@ -79,14 +84,19 @@ def registered_model(root: Path, scoring: dict) -> Path:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     app: list[subprocess.Popen] = []
-    supervision.supervised(args.lifeline_fd, args.grace_period, give_up=lambda: supervision.end_descendants(app[0].pid if app else None))
+    supervision.supervised(
+        args.lifeline_fd, args.grace_period, give_up=lambda: supervision.end_descendants(app[0].pid if app else None)
+    )
     try:
         token = guard.server_token(os.environ, args.max_body_bytes)
         root = args.model_dir.resolve()
         scoring = scoring_script.recorded(root) or {}
         script = script_of(root, scoring)
         if token is None and scoring.get("auth"):
-            raise ValueError(f"the version was registered with model.serving.auth: true: set {guard.TOKEN_VARIABLE} to the key clients send")
+            raise ValueError(
+                f"the version was registered with model.serving.auth: true: set {guard.TOKEN_VARIABLE} to the key"
+                " clients send"
+            )
         model = registered_model(root, scoring)
         recorder = recorder_of(args)
     except (ValueError, OSError) as exc:
@@ -99,14 +109,21 @@ def main(argv: list[str] | None = None) -> int:
         return LOAD_FAILED
     here = Path(runner.__file__).resolve().parents[1]  # the directory that holds `runner`
     env = {
-        **os.environ, **scoring_script.model_variables(model, args.name, args.version),
-        "AZUREML_ENTRY_SCRIPT": script.name, "AML_APP_ROOT": str(script.parent), "SERVICE_NAME": args.name,
+        **os.environ,
+        **scoring_script.model_variables(model, args.name, args.version),
+        "AZUREML_ENTRY_SCRIPT": script.name,
+        "AML_APP_ROOT": str(script.parent),
+        "SERVICE_NAME": args.name,
         "PYTHONPATH": os.pathsep.join([str(scoring_script.shims(here)), os.environ.get("PYTHONPATH", "")]),
     }
     if token is not None:
         env[guard.TOKEN_VARIABLE] = token.decode("ascii")
-    print(f"tftrain-serve: {args.name}: scoring script {script.name} on azmlinfsrv; "
-          f"{'POST /score needs the bearer key' if token else 'no key: /score is open'}; bodies up to {args.max_body_bytes} bytes", flush=True)
+    print(
+        f"tftrain-serve: {args.name}: scoring script {script.name} on azmlinfsrv;"
+        f" {'POST /score needs the bearer key' if token else 'no key: /score is open'}; bodies up to"
+        f" {args.max_body_bytes} bytes",
+        flush=True,
+    )
     supervision.adopt_orphans()
     with tempfile.TemporaryDirectory(prefix="tftrain-scoring-") as private:
         try:
@@ -117,22 +134,43 @@ def main(argv: list[str] | None = None) -> int:
                 recorder.close()
 
 
-def serve(listener: socket.socket, backend: Path, env: dict[str, str], args: argparse.Namespace, app: list[subprocess.Popen],
-          recorder: Recorder | None = None) -> int:
+def serve(
+    listener: socket.socket,
+    backend: Path,
+    env: dict[str, str],
+    args: argparse.Namespace,
+    app: list[subprocess.Popen],
+    recorder: Recorder | None = None,
+) -> int:
     """gunicorn (runner.serving.scoring.app) on `backend`, the front on `listener`, until SIGTERM or
     SIGINT (a drain: the front stops accepting, then gunicorn stops) or gunicorn's own end."""
     worker_socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     worker_socket.bind(str(backend))
     worker_socket.listen(2048)
-    argv = [sys.executable, "-m", "runner.serving.scoring.app", "--backend-fd", str(worker_socket.fileno()),
-            "--max-body-bytes", str(args.max_body_bytes), "--grace-period", str(args.grace_period)]
+    argv = [
+        sys.executable,
+        "-m",
+        "runner.serving.scoring.app",
+        "--backend-fd",
+        str(worker_socket.fileno()),
+        "--max-body-bytes",
+        str(args.max_body_bytes),
+        "--grace-period",
+        str(args.grace_period),
+    ]
     # its own process group: ended as one (end_descendants), and a terminal's signals reach it through here
     app.append(subprocess.Popen(argv, env=env, pass_fds=(worker_socket.fileno(),), start_new_session=True))
     worker_socket.close()
     return asyncio.run(run_front(listener, str(backend), app[0], args, recorder))
 
 
-async def run_front(listener: socket.socket, backend: str, app: subprocess.Popen, args: argparse.Namespace, recorder: Recorder | None = None) -> int:
+async def run_front(
+    listener: socket.socket,
+    backend: str,
+    app: subprocess.Popen,
+    args: argparse.Namespace,
+    recorder: Recorder | None = None,
+) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -20,15 +20,22 @@ def smoke_scoring(base: str, files, token: str | None, logger) -> None:
     if token:
         status, _ = post(f"{base}/score", b'{"data": []}', None)
         if status != 401:
-            raise DeployError(f"smoke test: /score without the key was answered {status}, not 401: the image does not enforce the key")
+            raise DeployError(
+                f"smoke test: /score without the key was answered {status}, not 401: the image does not enforce the key"
+            )
         logger.info("smoke test: /score without the key was refused (401)")
     sample = files.root / "scoring" / "sample-request.json"
     if not scoring.get("sample_request") or not sample.is_file():
-        logger.info(f"smoke test: ready: {scoring['script']}'s init() completed (GET / answered; no sample request recorded)", style="green")
+        logger.info(
+            f"smoke test: ready: {scoring['script']}'s init() completed (GET / answered; no sample request recorded)",
+            style="green",
+        )
         return
     status, body = post(f"{base}/score", sample.read_bytes(), token)
     if status != 200:
-        raise DeployError(f"smoke test: /score answered the sample request {status}: {body[:300].decode(errors='replace')}")
+        raise DeployError(
+            f"smoke test: /score answered the sample request {status}: {body[:300].decode(errors='replace')}"
+        )
     try:
         answer = json.loads(body)
     except (ValueError, RecursionError):
@@ -38,7 +45,9 @@ def smoke_scoring(base: str, files, token: str | None, logger) -> None:
         try:  # the release's answer.json matches serving.json's sha256, but whoever wrote one wrote both
             difference = differs(answer, json.loads(expected.read_text(encoding="utf-8")))
         except (ValueError, RecursionError) as exc:
-            raise DeployError(f"smoke test: {expected} cannot be compared: {type(exc).__name__}: {str(exc)[:200]}") from None
+            raise DeployError(
+                f"smoke test: {expected} cannot be compared: {type(exc).__name__}: {str(exc)[:200]}"
+            ) from None
         if difference:
             raise DeployError(f"smoke test: /score's answer to the sample request is not the gate's: {difference}")
         logger.info("smoke test: /score answers the sample request as run() did in the gate", style="green")
@@ -62,11 +71,18 @@ def differs(have, want, where: str = "the answer") -> str | None:
     if isinstance(want, bool) or isinstance(have, bool):
         return None if have is want else f"{where} is {have!r}, not {want!r}"
     if isinstance(want, (int, float)) and isinstance(have, (int, float)):
-        return None if math.isclose(have, want, rel_tol=TOLERANCE, abs_tol=TOLERANCE) else f"{where} is {have!r}, not {want!r}"
+        return (
+            None
+            if math.isclose(have, want, rel_tol=TOLERANCE, abs_tol=TOLERANCE)
+            else f"{where} is {have!r}, not {want!r}"
+        )
     if isinstance(want, list) and isinstance(have, list):
         if len(have) != len(want):
             return f"{where} has {len(have)} items, not {len(want)}"
-        return next((found for index, pair in enumerate(zip(have, want)) if (found := differs(*pair, f"{where}[{index}]"))), None)
+        return next(
+            (found for index, pair in enumerate(zip(have, want)) if (found := differs(*pair, f"{where}[{index}]"))),
+            None,
+        )
     if isinstance(want, dict) and isinstance(have, dict):
         if have.keys() != want.keys():
             return f"{where} has the keys {sorted(have)}, not {sorted(want)}"

@@ -17,8 +17,8 @@ from runner.errors import Vanished
 from runner.history.record import RunStatus
 from runner.history.rundir import RunPaths, RuntimePaths
 from runner.manifest import LoadedManifest
-from runner.shared.machine import named_gpus
 from runner.plan.model import ContainerSpec, LaunchPlan, TaskSpec
+from runner.shared.machine import named_gpus
 from runner.targets.base import Environment, Outcome, Probe, RunControl, Target, follow
 from runner.targets.container import LABEL_RUN, Container, remove_run_containers, stop_all
 from runner.targets.containerized import ImageState, container_view, image_environment, image_state, probe_in_container
@@ -37,7 +37,9 @@ class DockerTarget(Target):
     def check(self, loaded: LoadedManifest, dry_run: bool = False) -> ImageState:
         return image_state(loaded)
 
-    def environment(self, loaded: LoadedManifest, state: ImageState, paths: RunPaths, logger: Logger, dry_run: bool) -> Environment:
+    def environment(
+        self, loaded: LoadedManifest, state: ImageState, paths: RunPaths, logger: Logger, dry_run: bool
+    ) -> Environment:
         return image_environment(loaded, state.base_image, paths, logger, dry_run, self.machine.ca_bundles)
 
     def runtime(
@@ -45,7 +47,9 @@ class DockerTarget(Target):
     ) -> tuple[RuntimePaths, ContainerSpec]:
         return container_view(loaded, env, paths, inputs, resume)
 
-    def execute(self, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
+    def execute(
+        self, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger
+    ) -> Outcome:
         client = docker_client()
         run_id = plan.tasks[0].env["TFTRAIN_RUN_ID"]
         # the GPUs tftrain may use (its CUDA_VISIBLE_DEVICES, a sweep trial's share) by id; else all of them
@@ -56,8 +60,16 @@ class DockerTarget(Target):
                 env = {"HOME": "/tmp", **task.env}  # the invoking user has no home in the image
                 label = "launcher" if task is plan.driver else str(task.rank)
                 container = stack.enter_context(
-                    Container(client, plan.container, task.argv, env, task.cwd, f"tftrain-{run_id}-{label}", {LABEL_RUN: run_id},
-                              gpu_ids=gpu_ids)
+                    Container(
+                        client,
+                        plan.container,
+                        task.argv,
+                        env,
+                        task.cwd,
+                        f"tftrain-{run_id}-{label}",
+                        {LABEL_RUN: run_id},
+                        gpu_ids=gpu_ids,
+                    )
                 )
                 read_fd, write_fd = os.pipe()
                 follow(pump, read_fd, plan, task, sinks)
@@ -84,7 +96,9 @@ def _wait(started: list[tuple[TaskSpec, Container]], policy: str, control: RunCo
     outcome = supervise(by_policy(poll, stop, policy, control), stop, control)
     if outcome.status == RunStatus.FAILED and any(_out_of_memory(c) for c in containers):
         memory = spec.memory or "none"
-        return Outcome(RunStatus.FAILED, outcome.exit_code, f"killed: out of memory (compute.memory_limit: {memory})", outcome.rank)
+        return Outcome(
+            RunStatus.FAILED, outcome.exit_code, f"killed: out of memory (compute.memory_limit: {memory})", outcome.rank
+        )
     return outcome
 
 

@@ -36,34 +36,66 @@ class KubeJob(KubeObject):
 
     def apply_secret(self, name: str, values: dict[str, str], secret_type: str = "Opaque") -> None:
         body = {
-            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": self.namespace},
-            "type": secret_type, "stringData": values,
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": self.namespace},
+            "type": secret_type,
+            "stringData": values,
         }
         what = f"Secret {self.namespace}/{name}"
-        if self._call(f"creating {what}", self.core.create_namespaced_secret, self.namespace, body, tolerate=409) is None:
+        if (
+            self._call(f"creating {what}", self.core.create_namespaced_secret, self.namespace, body, tolerate=409)
+            is None
+        ):
             self._call(f"updating {what}", self.core.replace_namespaced_secret, name, self.namespace, body)
 
     def create(self) -> None:
         self._call(
             f"creating {self.label}",
-            self.custom.create_namespaced_custom_object, GROUP, VERSION, self.namespace, self.plural, self.document,
+            self.custom.create_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            self.namespace,
+            self.plural,
+            self.document,
         )
 
     def status(self) -> tuple[str | None, str]:
         """("Succeeded" | "Failed" | None while running, the operator's message)."""
-        job = self._call(f"reading {self.label}", self.custom.get_namespaced_custom_object, GROUP, VERSION, self.namespace, self.plural, self.name)
+        job = self._call(
+            f"reading {self.label}",
+            self.custom.get_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            self.namespace,
+            self.plural,
+            self.name,
+        )
         for condition in reversed((job.get("status") or {}).get("conditions") or []):
             if condition.get("status") == "True" and condition.get("type") in ("Succeeded", "Failed"):
                 return condition["type"], condition.get("message", "")
         return None, ""
 
     def pods(self) -> list[Pod]:
-        listing = self._call(f"listing the pods of {self.label}", self.core.list_namespaced_pod, self.namespace, label_selector=f"{JOB_LABEL}={self.name}")
+        listing = self._call(
+            f"listing the pods of {self.label}",
+            self.core.list_namespaced_pod,
+            self.namespace,
+            label_selector=f"{JOB_LABEL}={self.name}",
+        )
         pods = []
         for item in listing.items:
             labels = item.metadata.labels or {}
             container = self.container or item.spec.containers[0].name
-            pods.append(Pod(item.metadata.name, labels.get(TYPE_LABEL, ""), int(labels.get(INDEX_LABEL, 0)), item.status.phase, container))
+            pods.append(
+                Pod(
+                    item.metadata.name,
+                    labels.get(TYPE_LABEL, ""),
+                    int(labels.get(INDEX_LABEL, 0)),
+                    item.status.phase,
+                    container,
+                )
+            )
         return pods
 
     def stream_logs(self, pod: Pod, fd: int) -> threading.Thread:
@@ -88,5 +120,11 @@ class KubeJob(KubeObject):
     def delete(self) -> None:
         self._call(
             f"deleting {self.label}",
-            self.custom.delete_namespaced_custom_object, GROUP, VERSION, self.namespace, self.plural, self.name, tolerate=404,
+            self.custom.delete_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            self.namespace,
+            self.plural,
+            self.name,
+            tolerate=404,
         )

@@ -12,10 +12,10 @@ import re
 
 import yaml
 
-from runner.targets.kubernetes.client import GROUP, VERSION
-from runner.targets.kubernetes.pullsecret import annotations, pull_secrets
 from runner.manifest.model import Manifest, MpiTraining
 from runner.plan.model import LaunchPlan, SuccessPolicy, TaskSpec
+from runner.targets.kubernetes.client import GROUP, VERSION
+from runner.targets.kubernetes.pullsecret import annotations, pull_secrets
 
 KUBEFLOW_API = f"{GROUP}/{VERSION}"
 REPLICA_TYPES = {"chief": "Chief", "ps": "PS", "worker": "Worker", "evaluator": "Evaluator", "main": "Worker"}

@@ -65,10 +65,14 @@ class KubernetesTarget(Target):
             )
         return base
 
-    def environment(self, loaded: LoadedManifest, state: ImageState, paths: RunPaths, logger: Logger, dry_run: bool) -> Environment:
+    def environment(
+        self, loaded: LoadedManifest, state: ImageState, paths: RunPaths, logger: Logger, dry_run: bool
+    ) -> Environment:
         spec = loaded.manifest.compute.kubernetes
         if spec.image:
-            return Environment("python", f"image {spec.image} (compute.kubernetes.image)", True, isolated=True, image=spec.image)
+            return Environment(
+                "python", f"image {spec.image} (compute.kubernetes.image)", True, isolated=True, image=spec.image
+            )
         training = image_environment(loaded, state.base_image, paths, logger, dry_run, self.machine.ca_bundles)
         if dry_run:
             image = f"{spec.registry or '<registry>'}/{training.image}-code"
@@ -90,7 +94,9 @@ class KubernetesTarget(Target):
         documents = jobs.render(plan, loaded.manifest, run_id, loaded.manifest.compute.kubernetes.namespace)
         return replace(plan, files={**plan.files, "kubernetes.yaml": jobs.to_yaml(documents)})
 
-    def execute(self, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
+    def execute(
+        self, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger
+    ) -> Outcome:
         (document,) = yaml.safe_load_all(plan.files["kubernetes.yaml"])
         job = KubeJob(kubeconfig(self.machine.kubeconfig), document)
         secrets = {key: value for key, value in plan.tasks[0].env.items() if key in plan.secret_names}
@@ -113,7 +119,9 @@ class KubernetesTarget(Target):
             if state == "Succeeded":
                 return Outcome(RunStatus.COMPLETED, 0, None)
             if _past_deadline(control, message):  # the operator's backstop fired before our own clock was read
-                return Outcome(RunStatus.TIMED_OUT, None, f"max_run_duration_seconds ({control.limit_seconds}s) reached; {message}")
+                return Outcome(
+                    RunStatus.TIMED_OUT, None, f"max_run_duration_seconds ({control.limit_seconds}s) reached; {message}"
+                )
             return Outcome(RunStatus.FAILED, 1, message or "the job failed")
 
         def stop(grace: float) -> None:
@@ -134,7 +142,9 @@ def _past_deadline(control: RunControl, message: str) -> bool:
     activeDeadlineSeconds was ("… was active longer than specified deadline")."""
     if control.limit_seconds is None:
         return False
-    return (control.deadline is not None and time.monotonic() >= control.deadline) or "longer than specified deadline" in message
+    return (
+        control.deadline is not None and time.monotonic() >= control.deadline
+    ) or "longer than specified deadline" in message
 
 
 def _follow_new_pods(job: KubeJob, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], streams: dict) -> None:

@@ -24,11 +24,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from runner.targets.base import CANNOT_START_SH
+from runner.targets.containment import run_cgroup_name
 from runner.targets.local import cgroup as cgroups
 from runner.targets.local.cgroup import Cgroup
 from runner.targets.local.watcher import Watcher
-from runner.targets.base import CANNOT_START_SH
-from runner.targets.containment import run_cgroup_name
 
 SHELL = "/bin/sh"
 POLL_SECONDS = 0.05
@@ -42,7 +42,10 @@ POLL_SECONDS = 0.05
 # A shell and util-linux's setpriv (≥ 2.33) do it in ~5 ms; the inner shell reads its parent after
 # setpriv set the signal, so a tftrain that died before that is seen (exit 137). Where setpriv
 # cannot, a Python interpreter does the same (ENTER, ~20 ms).
-ENTER_SH = "procs=$1 parent=$2 python=$3 enter=$4; shift 4\n" + CANNOT_START_SH + """
+ENTER_SH = (
+    "procs=$1 parent=$2 python=$3 enter=$4; shift 4\n"
+    + CANNOT_START_SH
+    + """
 if [ -n "$procs" ] && ! { echo 0 >"$procs"; } 2>/dev/null; then
   echo "tftrain: warning: $1 runs outside the run's cgroup ($procs cannot be written)" >&2
 fi
@@ -51,6 +54,7 @@ if setpriv --pdeathsig KILL true 2>/dev/null; then
 fi
 exec "$python" -I -S -c "$enter" "" "$parent" "$@"
 """
+)
 ENTER = """\
 import ctypes, os, sys
 procs, parent, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
@@ -122,7 +126,10 @@ class RunProcesses:
         cgroup = str(self.cgroup.path) if self.cgroup is not None else None
         self.watcher, why = Watcher.start(cgroup, marker)
         if self.watcher is None:
-            self.warn(f"no watcher for this run ({why}): if tftrain is killed, its processes live until the next tftrain command")
+            self.warn(
+                f"no watcher for this run ({why}): if tftrain is killed, its processes live until the next tftrain"
+                " command"
+            )
 
     def stop(self, grace: float, force: threading.Event | None = None) -> None:
         """SIGTERM everything, wait up to `grace` seconds for the started processes (no longer

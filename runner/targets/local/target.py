@@ -18,7 +18,13 @@ from runner.history.rundir import RunPaths
 from runner.manifest import LoadedManifest
 from runner.plan.model import LaunchPlan, TaskSpec
 from runner.targets.base import Environment, Outcome, Probe, RunControl, Target, follow
-from runner.targets.interpreter import InterpreterState, interpreter_environment, interpreter_probing, task_environment, user_managed_state
+from runner.targets.interpreter import (
+    InterpreterState,
+    interpreter_environment,
+    interpreter_probing,
+    task_environment,
+    user_managed_state,
+)
 from runner.targets.local.processes import contain
 from runner.targets.supervise import by_policy, supervise
 from runner.telemetry.logger import Logger
@@ -54,7 +60,9 @@ class LocalTarget(Target):
         with interpreter_probing(env, paths, warm, self.settings) as probe:
             yield probe
 
-    def environment(self, loaded: LoadedManifest, state: InterpreterState, paths: RunPaths, logger: Logger, dry_run: bool) -> Environment:
+    def environment(
+        self, loaded: LoadedManifest, state: InterpreterState, paths: RunPaths, logger: Logger, dry_run: bool
+    ) -> Environment:
         return interpreter_environment(loaded, state, paths, logger, dry_run)
 
     def process_group(self, control: RunControl):
@@ -65,7 +73,9 @@ class LocalTarget(Target):
 
         return lambda: nearby(control.cgroup)
 
-    def execute(self, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
+    def execute(
+        self, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger
+    ) -> Outcome:
         tree = contain(control.marker, control.cgroup, logger.warning)
         started: list[tuple[TaskSpec, subprocess.Popen]] = []
         try:
@@ -105,4 +115,3 @@ def _join(pump: LogPump) -> None:
     if any(thread.is_alive() for thread in pump.threads):
         # A process outside the run's tree still holds the pipe: its output keeps going to the log.
         pump.logger.warning("a process left by the training still writes to its log; not waiting for it")
-

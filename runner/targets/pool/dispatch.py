@@ -12,17 +12,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from runner.errors import HostError, PlacementError, TrainingCanceled
-from runner.telemetry.logger import Logger
 from runner.manifest import LoadedManifest
 from runner.plan.model import HostMap
+from runner.targets.base import TargetState
+from runner.targets.containerized import ImageState
 from runner.targets.pool.inventory import Host, LoadedPool
 from runner.targets.pool.jobs import capacities, describe, host_map
 from runner.targets.pool.leases import Heartbeat, Leases
 from runner.targets.pool.preflight import preflight
 from runner.targets.pool.schedule import Capacity, Placement, Request, eligible, never_fits, place
 from runner.targets.pool.ssh import DockerEndpoint
-from runner.targets.base import TargetState
-from runner.targets.containerized import ImageState
+from runner.telemetry.logger import Logger
 
 QUEUE_POLL_SECONDS = 1.0
 
@@ -70,7 +70,9 @@ def reserve(loaded: LoadedManifest, job: PoolJob, run_id: str, control, logger: 
     key = f"{run_id}@{socket.gethostname()}:{os.getpid()}"
     try:
         with Heartbeat(leases, key):
-            placement = _wait_for_capacity(leases, key, job.request, healthy, manifest.compute.queue_timeout_seconds, control, logger)
+            placement = _wait_for_capacity(
+                leases, key, job.request, healthy, manifest.compute.queue_timeout_seconds, control, logger
+            )
             logger.info(f"placed on the pool: {describe(placement)}")
             session = PoolSession(job, placement, host_map(placement, job.pool.pool, manifest))
             try:
@@ -96,7 +98,9 @@ def _healthy_hosts(job: PoolJob, manifest, logger: Logger) -> list[Capacity]:
     return healthy
 
 
-def _wait_for_capacity(leases: Leases, key: str, request: Request, hosts, timeout: int, control, logger: Logger) -> Placement:
+def _wait_for_capacity(
+    leases: Leases, key: str, request: Request, hosts, timeout: int, control, logger: Logger
+) -> Placement:
     started = time.monotonic()
     said = None
     while True:
@@ -106,7 +110,8 @@ def _wait_for_capacity(leases: Leases, key: str, request: Request, hosts, timeou
         waited = time.monotonic() - started
         if waited >= timeout:
             raise PlacementError(
-                f"compute.queue_timeout_seconds ({timeout}s) passed and the pool still has no room: {attempt.placement.reason}"
+                f"compute.queue_timeout_seconds ({timeout}s) passed and the pool still has no room:"
+                f" {attempt.placement.reason}"
             )
         news = (attempt.position, attempt.placement.reason)
         if news != said:

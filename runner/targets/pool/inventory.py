@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from runner.errors import ManifestError
 from runner.manifest.cost import CostSpec
 from runner.manifest.fields import empty_list
-from runner.manifest.validate import format_loc, validation_messages
 from runner.manifest.loading import load_yaml
+from runner.manifest.validate import format_loc, validation_messages
 
 DEFAULT_POOL_FILE = ".github/tftrain-pool.yml"
 SECRET_KEYS = {"key", "ssh_key", "private_key", "identity", "identity_file", "password", "passphrase", "ssh_password"}
@@ -36,15 +36,23 @@ class Host(_Model):
     ssh_user: str = "root"
     ssh_port: int = Field(default=22, ge=1, le=65535)
     identity_env: str = Field(
-        default="TFTRAIN_SSH_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        default="TFTRAIN_SSH_KEY",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
         description="Environment variable (a secret) holding the private key; unset: ssh's own keys and agent",
     )
     docker: str | None = Field(
-        default=None, description="Docker endpoint: unix:///var/run/docker.sock, tcp://…, or ssh://user@host[:port] (default: ssh to the host)"
+        default=None,
+        description=(
+            "Docker endpoint: unix:///var/run/docker.sock, tcp://…, or ssh://user@host[:port] (default: ssh to the"
+            " host)"
+        ),
     )
     network: str = Field(
-        default="host", pattern=r"^(host|container:[A-Za-z0-9_.-]+)$",
-        description="The tasks' network: host, or container:NAME (a host whose network lives in a container, as in test rigs)",
+        default="host",
+        pattern=r"^(host|container:[A-Za-z0-9_.-]+)$",
+        description=(
+            "The tasks' network: host, or container:NAME (a host whose network lives in a container, as in test rigs)"
+        ),
     )
     gpus: int = Field(default=0, ge=0, description="GPUs tftrain may give to jobs")
     gpu_type: str | None = None
@@ -62,10 +70,17 @@ class Pool(_Model):
     hosts: list[Host] = Field(min_length=1)
     state_dir: str | None = Field(
         default=None,
-        description="Where leases live (default: ~/.local/state/tftrain/pool); share it between tftrain processes dispatching to this pool",
+        description=(
+            "Where leases live (default: ~/.local/state/tftrain/pool); share it between tftrain processes dispatching"
+            " to this pool"
+        ),
     )
-    lease_ttl_seconds: float = Field(default=60.0, ge=5, description="A lease its holder stops renewing expires after this")
-    cost: CostSpec | None = Field(default=None, description="Prices of this pool's GPUs and CPUs per hour: runs on it record their cost")
+    lease_ttl_seconds: float = Field(
+        default=60.0, ge=5, description="A lease its holder stops renewing expires after this"
+    )
+    cost: CostSpec | None = Field(
+        default=None, description="Prices of this pool's GPUs and CPUs per hour: runs on it record their cost"
+    )
 
     def host(self, name: str) -> Host:
         return next(host for host in self.hosts if host.name == name)
@@ -86,7 +101,9 @@ class LoadedPool:
 def load_pool(path: Path | str) -> LoadedPool:
     path = Path(path)
     if not path.is_file():
-        raise ManifestError(f"{path}: pool file not found (compute.pool_file names it; `tftrain pool` also takes --pool)")
+        raise ManifestError(
+            f"{path}: pool file not found (compute.pool_file names it; `tftrain pool` also takes --pool)"
+        )
     doc = load_yaml(path)
     if not isinstance(doc.data, dict):
         raise ManifestError(f"{doc.where(())}: the pool file must be a mapping with a `hosts:` list")
@@ -102,7 +119,10 @@ def load_pool(path: Path | str) -> LoadedPool:
         raise ManifestError("\n".join(validation_messages(exc, doc, Pool))) from None
     duplicate = _duplicate_name(pool)
     if duplicate is not None:
-        raise ManifestError(f"{doc.where(('hosts', duplicate, 'name'))}: hosts[{duplicate}].name: duplicate host name {pool.hosts[duplicate].name!r}")
+        raise ManifestError(
+            f"{doc.where(('hosts', duplicate, 'name'))}: hosts[{duplicate}].name: duplicate host name"
+            f" {pool.hosts[duplicate].name!r}"
+        )
     return LoadedPool(pool, path.resolve())
 
 

@@ -34,13 +34,19 @@ def capacities(pool: Pool) -> list[Capacity]:
 def host_map(placement: Placement, pool: Pool, manifest: Manifest) -> HostMap:
     hosts = {item.key: (item.host, pool.host(item.host).address) for item in placement.assignments}
     training = manifest.distributed_training
-    ssh_port = getattr(training, "ssh_port", None) or DEFAULT_SSH_PORT  # (a slotted class has no field defaults as attributes)
+    ssh_port = (
+        getattr(training, "ssh_port", None) or DEFAULT_SSH_PORT
+    )  # (a slotted class has no field defaults as attributes)
     return HostMap(hosts, ssh_port=ssh_port)
 
 
 def describe(placement: Placement) -> str:
     parts = []
     for item in placement.assignments:
-        what = f"GPUs {','.join(map(str, item.gpu_ids))}" if item.gpu_ids else f"{item.cpus} CPU slot{'s' * (item.cpus != 1)}"
+        what = (
+            f"GPUs {','.join(map(str, item.gpu_ids))}"
+            if item.gpu_ids
+            else f"{item.cpus} CPU slot{'s' * (item.cpus != 1)}"
+        )
         parts.append(f"{item.key} → {item.host} ({what})")
     return "; ".join(parts)

@@ -31,7 +31,8 @@ CREATE TABLE IF NOT EXISTS leases (
     holder_node TEXT NOT NULL, holder_pid INTEGER NOT NULL, renewed REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS queue (
-    job TEXT PRIMARY KEY, enqueued REAL NOT NULL, holder_node TEXT NOT NULL, holder_pid INTEGER NOT NULL, renewed REAL NOT NULL
+    job TEXT PRIMARY KEY, enqueued REAL NOT NULL, holder_node TEXT NOT NULL, holder_pid INTEGER NOT NULL,
+    renewed REAL NOT NULL
 );
 """
 
@@ -131,7 +132,8 @@ class Leases:
     def _expire(self, db, now: float) -> None:
         for table in ("leases", "queue"):
             stale = [
-                (job, pid) for job, node, pid, renewed in db.execute(f"SELECT job, holder_node, holder_pid, renewed FROM {table}")
+                (job, pid)
+                for job, node, pid, renewed in db.execute(f"SELECT job, holder_node, holder_pid, renewed FROM {table}")
                 if renewed + self.ttl < now or (node == self.node and not _alive(pid))
             ]
             db.executemany(f"DELETE FROM {table} WHERE job = ? AND holder_pid = ?", stale)

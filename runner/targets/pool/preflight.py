@@ -43,7 +43,10 @@ class HostStatus:
                 return f"{name}: nvidia-smi does not answer, so no GPU driver can be confirmed"
             if _version(self.driver) < MIN_DRIVER[cuda_major]:
                 least = ".".join(map(str, MIN_DRIVER[cuda_major]))
-                return f"{name}: NVIDIA driver {self.driver} is too old for CUDA {cuda_major} (the image's); {least} or newer is needed"
+                return (
+                    f"{name}: NVIDIA driver {self.driver} is too old for CUDA {cuda_major} (the image's); {least} or"
+                    " newer is needed"
+                )
         return None
 
 

@@ -20,18 +20,18 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.history.checksums import skipped_note
-from runner.targets.container import LABEL_RUN, Container, stop_all
-from runner.telemetry.logger import Logger
-from runner.telemetry.logpump import LineSink, LogPump
-from runner.plan.model import ContainerSpec, LaunchPlan, TaskSpec
 from runner.errors import Vanished
-from runner.targets.supervise import by_policy, supervise
+from runner.history.checksums import skipped_note
+from runner.history.record import RunStatus
+from runner.plan.model import ContainerSpec, LaunchPlan, TaskSpec
+from runner.settings import ArchiveLimits
+from runner.targets.base import Outcome, RunControl, follow
+from runner.targets.container import LABEL_RUN, Container, stop_all
 from runner.targets.pool.dispatch import PoolSession
 from runner.targets.pool.watch import HostWatch
-from runner.targets.base import Outcome, RunControl, follow
-from runner.history.record import RunStatus
-from runner.settings import ArchiveLimits
+from runner.targets.supervise import by_policy, supervise
+from runner.telemetry.logger import Logger
+from runner.telemetry.logpump import LineSink, LogPump
 
 HOST_LOST_CODE = 255
 
@@ -47,7 +47,14 @@ class Placed:
     keeps_outputs: bool = False
 
 
-def execute(session: PoolSession, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
+def execute(
+    session: PoolSession,
+    plan: LaunchPlan,
+    pump: LogPump,
+    sinks: dict[int, LineSink],
+    control: RunControl,
+    logger: Logger,
+) -> Outcome:
     run_id = plan.tasks[0].env["TFTRAIN_RUN_ID"]
     with ExitStack() as stack:
         files = stack.enter_context(tempfile.TemporaryFile())
@@ -79,9 +86,15 @@ def _containers(session: PoolSession, plan: LaunchPlan, run_id: str, stack: Exit
             task = tasks[item.key]
             argv, label, env, keeps = task.argv, f"{task.role}-{task.index}", task.env, task is keeper
         container = Container(
-            session.client(item.host), plan.container._replace(mounts=(), gpus=bool(item.gpu_ids)), argv, env,
-            task.cwd if task else "/", f"tftrain-{run_id}-{label}", {LABEL_RUN: run_id, "tftrain.host": item.host},
-            network_mode=session.job.pool.pool.host(item.host).network, gpu_ids=item.gpu_ids,
+            session.client(item.host),
+            plan.container._replace(mounts=(), gpus=bool(item.gpu_ids)),
+            argv,
+            env,
+            task.cwd if task else "/",
+            f"tftrain-{run_id}-{label}",
+            {LABEL_RUN: run_id, "tftrain.host": item.host},
+            network_mode=session.job.pool.pool.host(item.host).network,
+            gpu_ids=item.gpu_ids,
         )
         placed.append(Placed(task, item.host, label, stack.enter_context(container), keeps))
     return placed
@@ -101,11 +114,16 @@ def _launcher_argv(plan: LaunchPlan, hostmap) -> list[str]:
     port = hostmap.ssh_port
     others = [address for key, (_, address) in hostmap.hosts.items() if key != "node 0"]
     wait = (
-        f"for h in {' '.join(shlex.quote(a) for a in others)}; do i=0; "
-        f"until ssh -p {port} -o ConnectTimeout=2 -o BatchMode=yes \"$h\" true 2>/dev/null; do "
-        f"i=$((i+1)); if [ $i -gt 120 ]; then echo \"tftrain: no sshd answers on $h:{port}\" >&2; exit {HOST_LOST_CODE}; fi; sleep 0.5; done; done; "
-    ) if others else ""
-    script = f"{_SSHD_START} -p {port}; {wait}exec \"$@\""
+        (
+            f"for h in {' '.join(shlex.quote(a) for a in others)}; do i=0; "
+            f'until ssh -p {port} -o ConnectTimeout=2 -o BatchMode=yes "$h" true 2>/dev/null; do '
+            f'i=$((i+1)); if [ $i -gt 120 ]; then echo "tftrain: no sshd answers on $h:{port}" >&2; exit'
+            f" {HOST_LOST_CODE}; fi; sleep 0.5; done; done; "
+        )
+        if others
+        else ""
+    )
+    script = f'{_SSHD_START} -p {port}; {wait}exec "$@"'
     return ["sh", "-c", script, "tftrain-launcher", *plan.driver.argv]
 
 
@@ -122,12 +140,18 @@ def _ssh_keys(directory: Path, port: int) -> dict[str, bytes]:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "tftrain-job", "-f", str(key)], check=True)
     public = (directory / "id_ed25519.pub").read_bytes()
     config = f"Host *\n  Port {port}\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n"
-    return {"id_ed25519": key.read_bytes(), "id_ed25519.pub": public, "authorized_keys": public, "config": config.encode()}
+    return {
+        "id_ed25519": key.read_bytes(),
+        "id_ed25519.pub": public,
+        "authorized_keys": public,
+        "config": config.encode(),
+    }
 
 
 def _pack(out, spec: ContainerSpec, ssh_files: dict[str, bytes]) -> None:
     """The run's files as one tar, unpacked at / in every container: read-only mounts with their
     content, read-write ones (outputs, logs, metrics) as empty directories."""
+
     def owned_by_root(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
         if "__pycache__" in info.name.split("/"):
             return None

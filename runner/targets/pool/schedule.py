@@ -80,7 +80,8 @@ class Placement:
 
 def eligible(request: Request, hosts: list[Capacity]) -> list[Capacity]:
     return [
-        host for host in hosts
+        host
+        for host in hosts
         if (not request.hosts or host.name in request.hosts)
         and request.labels <= host.labels
         and (request.gpu_type is None or host.gpu_type == request.gpu_type)
@@ -97,7 +98,9 @@ def place(request: Request, hosts: list[Capacity]) -> Placement:
     assignments: dict[str, Assignment] = {}
     used_hosts: set[str] = set()
     for demand in order:
-        options = [h for h in candidates.values() if _fits(h, demand) and not (request.distinct_hosts and h.name in used_hosts)]
+        options = [
+            h for h in candidates.values() if _fits(h, demand) and not (request.distinct_hosts and h.name in used_hosts)
+        ]
         if not options:
             return Placement(reason=_busy_reason(demand, request, list(candidates.values())))
         host = min(options, key=lambda h: _score(h, demand))
@@ -147,7 +150,9 @@ def _no_host_reason(request: Request) -> str:
 
 def _busy_reason(demand: Demand, request: Request, hosts: list[Capacity]) -> str:
     need = f"{demand.gpus} free GPUs" if demand.gpus else f"{demand.cpus} free CPU slots"
-    state = ", ".join(f"{h.name}: {h.free_gpus}/{h.gpus} GPUs, {h.free_cpus}/{h.cpu_slots} slots free" for h in hosts[:8])
+    state = ", ".join(
+        f"{h.name}: {h.free_gpus}/{h.gpus} GPUs, {h.free_cpus}/{h.cpu_slots} slots free" for h in hosts[:8]
+    )
     more = f", … {len(hosts) - 8} more" if len(hosts) > 8 else ""
     spread = " on a host of its own" if request.distinct_hosts else ""
     return f"{demand.key} needs {need}{spread} ({state}{more})"

@@ -63,20 +63,36 @@ class Ssh:
     known_hosts: Path
 
     @classmethod
-    def to(cls, host: Host, state_dir: Path, user: str | None = None, address: str | None = None, port: int | None = None) -> Ssh:
+    def to(
+        cls, host: Host, state_dir: Path, user: str | None = None, address: str | None = None, port: int | None = None
+    ) -> Ssh:
         state_dir.mkdir(parents=True, exist_ok=True)
-        return cls(user or host.ssh_user, address or host.address, port or host.ssh_port, identity_file(host), state_dir / "known_hosts")
+        return cls(
+            user or host.ssh_user,
+            address or host.address,
+            port or host.ssh_port,
+            identity_file(host),
+            state_dir / "known_hosts",
+        )
 
     def options(self) -> list[str]:
         options = [
-            "-o", "BatchMode=yes",
-            "-o", f"ConnectTimeout={CONNECT_TIMEOUT}",
-            "-o", "StrictHostKeyChecking=accept-new",
-            "-o", f"UserKnownHostsFile={self.known_hosts}",
-            "-o", "ServerAliveInterval=5",
-            "-o", "ServerAliveCountMax=3",
-            "-o", "LogLevel=ERROR",
-            "-p", str(self.port),
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            f"ConnectTimeout={CONNECT_TIMEOUT}",
+            "-o",
+            "StrictHostKeyChecking=accept-new",
+            "-o",
+            f"UserKnownHostsFile={self.known_hosts}",
+            "-o",
+            "ServerAliveInterval=5",
+            "-o",
+            "ServerAliveCountMax=3",
+            "-o",
+            "LogLevel=ERROR",
+            "-p",
+            str(self.port),
         ]
         if self.identity is not None:
             options += ["-i", str(self.identity), "-o", "IdentitiesOnly=yes"]
@@ -87,7 +103,9 @@ class Ssh:
 
     def run(self, remote: str, timeout: float = 20) -> subprocess.CompletedProcess:
         try:
-            return subprocess.run(self.command(remote), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+            return subprocess.run(
+                self.command(remote), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+            )
         except subprocess.TimeoutExpired:
             return subprocess.CompletedProcess([], 255, "", f"ssh timed out after {timeout:.0f}s")
 
@@ -126,14 +144,30 @@ class DockerEndpoint:
         socket_path = Path(tempfile.mkdtemp(prefix="tftrain-docker-", dir=_private())) / "docker.sock"
         remote_socket = url.path if url.path not in ("", "/") else "/var/run/docker.sock"
         ssh = Ssh.to(self.host, self.state_dir, user=url.username, address=url.hostname, port=url.port or 22)
-        argv = ["ssh", *ssh.options(), "-o", "ExitOnForwardFailure=yes", "-nNT", "-L", f"{socket_path}:{remote_socket}", f"{ssh.user}@{ssh.address}"]
-        self.tunnel = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        argv = [
+            "ssh",
+            *ssh.options(),
+            "-o",
+            "ExitOnForwardFailure=yes",
+            "-nNT",
+            "-L",
+            f"{socket_path}:{remote_socket}",
+            f"{ssh.user}@{ssh.address}",
+        ]
+        self.tunnel = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
         deadline = time.monotonic() + CONNECT_TIMEOUT + 5
         while not socket_path.exists():
             if self.tunnel.poll() is not None or time.monotonic() > deadline:
-                error = self.tunnel.stderr.read().strip().splitlines() if self.tunnel.poll() is not None else ["timed out"]
+                error = (
+                    self.tunnel.stderr.read().strip().splitlines() if self.tunnel.poll() is not None else ["timed out"]
+                )
                 self.close()
-                raise HostError(f"host {self.host.name}: cannot reach docker over ssh ({url.geturl()}): {error[-1] if error else 'ssh failed'}")
+                raise HostError(
+                    f"host {self.host.name}: cannot reach docker over ssh ({url.geturl()}):"
+                    f" {error[-1] if error else 'ssh failed'}"
+                )
             time.sleep(0.05)
         return f"unix://{socket_path}"
 

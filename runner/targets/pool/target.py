@@ -25,7 +25,8 @@ from runner.settings import Settings
 from runner.targets.base import Environment, Outcome, RunControl, Target
 from runner.targets.containerized import as_it_is, container_view, image_state, planned_environment
 from runner.targets.pool import run_on_hosts
-from runner.targets.pool.dispatch import PoolJob, PoolSession, reserve as reserve_capacity
+from runner.targets.pool.dispatch import PoolJob, PoolSession
+from runner.targets.pool.dispatch import reserve as reserve_capacity
 from runner.targets.pool.inventory import load_pool
 from runner.targets.pool.jobs import capacities, host_map, request_for
 from runner.targets.pool.schedule import never_fits, place
@@ -56,7 +57,10 @@ class PoolTarget(Target):
             if wanted not in names:
                 close = difflib.get_close_matches(wanted, names, n=1, cutoff=0.6)
                 hint = f"did you mean {close[0]!r}? " if close else ""
-                raise ManifestError(f"{loaded.path}: compute.hosts[{index}]: unknown host {wanted!r}; {hint}{pool.path} has {', '.join(names)}")
+                raise ManifestError(
+                    f"{loaded.path}: compute.hosts[{index}]: unknown host {wanted!r}; {hint}{pool.path} has"
+                    f" {', '.join(names)}"
+                )
         request = request_for(loaded.manifest)
         reason = never_fits(request, capacities(pool.pool))
         if reason:
@@ -70,7 +74,9 @@ class PoolTarget(Target):
         return state.pool.pool.cost if isinstance(state, PoolJob) else None
 
     @contextmanager
-    def reserve(self, loaded: LoadedManifest, job: PoolJob, run_id: str, control: RunControl, logger: Logger) -> Iterator[PoolSession]:
+    def reserve(
+        self, loaded: LoadedManifest, job: PoolJob, run_id: str, control: RunControl, logger: Logger
+    ) -> Iterator[PoolSession]:
         with reserve_capacity(loaded, job, run_id, control, logger) as session:
             self.session = session
             try:
@@ -78,14 +84,24 @@ class PoolTarget(Target):
             finally:
                 self.session = None
 
-    def environment(self, loaded: LoadedManifest, state: PoolJob | PoolSession, paths: RunPaths, logger: Logger, dry_run: bool) -> Environment:
+    def environment(
+        self, loaded: LoadedManifest, state: PoolJob | PoolSession, paths: RunPaths, logger: Logger, dry_run: bool
+    ) -> Environment:
         if isinstance(state, PoolJob):  # `tftrain plan`: where an idle pool would put it
             env = planned_environment(loaded, state.base_image, self.machine.ca_bundles)
             placement = place(state.request, capacities(state.pool.pool))
             return replace(env, placement=host_map(placement, state.pool.pool, loaded.manifest))
         session, base = state, state.job.base_image
         images = {  # every placed host's daemon, in turn: each pulls and builds for itself
-            host.name: prepare_image(session.client(host.name), loaded, base, paths, logger, before_build=_building_on(host, logger), ca_bundles=self.machine.ca_bundles)
+            host.name: prepare_image(
+                session.client(host.name),
+                loaded,
+                base,
+                paths,
+                logger,
+                before_build=_building_on(host, logger),
+                ca_bundles=self.machine.ca_bundles,
+            )
             for host in session.hosts()
         }
         last = list(images.values())[-1]
@@ -95,8 +111,13 @@ class PoolTarget(Target):
         where = ", ".join(f"{host}: {how}" for host, how in built.items())
         details = {"image_id": last.image_id, "base_image": base, "dockerfile": last.spec.dockerfile, "hosts": built}
         return Environment(
-            VENV_PYTHON, f"image {last.spec.tag} on the pool ({where})", "built" not in built.values(),
-            isolated=True, image=last.spec.tag, details=details, placement=session.hostmap,
+            VENV_PYTHON,
+            f"image {last.spec.tag} on the pool ({where})",
+            "built" not in built.values(),
+            isolated=True,
+            image=last.spec.tag,
+            details=details,
+            placement=session.hostmap,
         )
 
     def runtime(
@@ -108,7 +129,9 @@ class PoolTarget(Target):
         # network is its host's.
         return view, container._replace(user="", network_mode=NetworkMode.POOL)
 
-    def execute(self, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
+    def execute(
+        self, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger
+    ) -> Outcome:
         if self.session is None:
             raise PlacementError("the pool target runs only inside `tftrain run` (no placement was made)")
         return run_on_hosts.execute(self.session, plan, pump, sinks, control, logger)

@@ -38,7 +38,9 @@ class HostWatch:
                 error = reachable(host)
                 self.misses[host.name] = self.misses[host.name] + 1 if error else 0
                 if self.misses[host.name] >= MISSES and self.problem is None:
-                    self.problem = f"host {host.name} ({host.address}) stopped answering: ssh port {host.ssh_port}: {error}"
+                    self.problem = (
+                        f"host {host.name} ({host.address}) stopped answering: ssh port {host.ssh_port}: {error}"
+                    )
 
 
 def reachable(host: Host) -> str | None:

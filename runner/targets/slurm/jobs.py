@@ -63,10 +63,19 @@ class JobState(str, Enum):
         return self in (JobState.CANCELLED, JobState.NODE_FAIL, JobState.PREEMPTED, JobState.BOOT_FAIL)
 
 
-ENDED = frozenset({
-    JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT, JobState.DEADLINE,
-    JobState.NODE_FAIL, JobState.PREEMPTED, JobState.OUT_OF_MEMORY, JobState.BOOT_FAIL,
-})
+ENDED = frozenset(
+    {
+        JobState.COMPLETED,
+        JobState.FAILED,
+        JobState.CANCELLED,
+        JobState.TIMEOUT,
+        JobState.DEADLINE,
+        JobState.NODE_FAIL,
+        JobState.PREEMPTED,
+        JobState.OUT_OF_MEMORY,
+        JobState.BOOT_FAIL,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +105,9 @@ def run(argv: list[str], env: dict[str, str] | None = None) -> subprocess.Comple
     """One scheduler command, its output as text whatever its bytes; Silent past COMMAND_SECONDS,
     UnsupportedError when it cannot be started."""
     try:
-        result = subprocess.run(argv, capture_output=True, timeout=COMMAND_SECONDS, check=False, env=env, stdin=subprocess.DEVNULL)
+        result = subprocess.run(
+            argv, capture_output=True, timeout=COMMAND_SECONDS, check=False, env=env, stdin=subprocess.DEVNULL
+        )
     except subprocess.TimeoutExpired:
         raise Silent(f"{Path(argv[0]).name} did not answer in {COMMAND_SECONDS:g} s: is slurmctld running?") from None
     except OSError as exc:
@@ -120,11 +131,18 @@ def judge_refusal(stderr: str, where: str) -> Exception:
     words = refusal(stderr)
     low = stderr.lower()
     if "unable to contact slurm controller" in low or "connection refused" in low or "socket timed out" in low:
-        return ClusterError(f"slurmctld does not answer ({words}); is the cluster up? (SLURM_CONF={os.environ.get('SLURM_CONF', '/etc/slurm/slurm.conf')})")
+        return ClusterError(
+            f"slurmctld does not answer ({words}); is the cluster up?"
+            f" (SLURM_CONF={os.environ.get('SLURM_CONF', '/etc/slurm/slurm.conf')})"
+        )
     for key in ("partition", "account", "qos"):
         if f"invalid {key}" in low:
             return ManifestError(f"{where}: compute.slurm.{key}: the cluster refused it: {words}")
-    if "requested node configuration is not available" in low or "more processors requested" in low or "node count specification invalid" in low:
+    if (
+        "requested node configuration is not available" in low
+        or "more processors requested" in low
+        or "node count specification invalid" in low
+    ):
         return PlacementError(f"compute.target: slurm: this job can never run on the cluster: {words}")
     return ClusterError(f"sbatch refused the job: {words}")
 
@@ -170,7 +188,11 @@ def _adopt(name: str, comment: str, why: str, warn: Callable[[str], None]) -> st
         return found[0]
     for job_id in found:
         cancel(job_id)
-    gone = f": jobs {', '.join(found)} of that name were canceled" if found else ", and no job of that name is in the queue"
+    gone = (
+        f": jobs {', '.join(found)} of that name were canceled"
+        if found
+        else ", and no job of that name is in the queue"
+    )
     raise ClusterError(f"{why}{gone}")
 
 

@@ -31,7 +31,11 @@ def node_address(node: str) -> str:
         pass
     try:  # a controller that does not answer must not hold the task past its rendezvous
         shown = subprocess.run(
-            ["scontrol", "-o", "show", "node", node], capture_output=True, text=True, errors="replace", check=False,
+            ["scontrol", "-o", "show", "node", node],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            check=False,
             timeout=SCONTROL_SECONDS,
         ).stdout
     except (OSError, subprocess.TimeoutExpired):
@@ -55,7 +59,11 @@ def tf_config(addresses: list[str], roles: list[tuple[str, int]], cluster_roles:
         if role in cluster_roles:
             cluster.setdefault(role, []).append(address)
     role, index = roles[rank]
-    document = {"cluster": {key: cluster[key] for key in sorted(cluster)}, "task": {"type": role, "index": index}, "environment": "cloud"}
+    document = {
+        "cluster": {key: cluster[key] for key in sorted(cluster)},
+        "task": {"type": role, "index": index},
+        "environment": "cloud",
+    }
     return json.dumps(document)
 
 
@@ -76,7 +84,9 @@ def rendezvous(job_dir: str, rank: int, count: int, node: str) -> list[str]:
             return [open(path).read().strip() for path in found]
         if time.monotonic() > deadline:
             missing = [str(other) for other, path in enumerate(found) if not os.path.exists(path)]
-            raise SystemExit(f"tftrain: tasks {', '.join(missing)} never started (no port after {RENDEZVOUS_SECONDS:g} s)")
+            raise SystemExit(
+                f"tftrain: tasks {', '.join(missing)} never started (no port after {RENDEZVOUS_SECONDS:g} s)"
+            )
         time.sleep(0.05)
 
 

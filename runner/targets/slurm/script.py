@@ -12,8 +12,8 @@ from enum import Enum
 from pathlib import Path
 
 from runner.manifest.model import Manifest
-from runner.plan.layout import task_layout
 from runner.plan.launchers.mpi import OPEN_MPI_FLAGS
+from runner.plan.layout import task_layout
 from runner.plan.model import LaunchPlan, Role
 from runner.templates import render
 
@@ -38,7 +38,9 @@ class BatchRequest:
     def options(self) -> list[str]:
         """The request as sbatch options (for `sbatch --test-only`)."""
         options = [
-            f"--job-name={self.job_name}", f"--nodes={self.nodes}", f"--ntasks={self.ntasks}",
+            f"--job-name={self.job_name}",
+            f"--nodes={self.nodes}",
+            f"--ntasks={self.ntasks}",
             f"--cpus-per-task={self.cpus_per_task}",
         ]
         if self.ntasks_per_node:
@@ -72,21 +74,35 @@ def batch_request(manifest: Manifest, run_id: str, comment: str, grace: float) -
     roles = [slot.role for slot in layout]
     nodes = min(manifest.node_count, len(roles))
     per_node = math.ceil(len(roles) / nodes)
-    gpus = per_node if any(slot.gpus for slot in layout) else 0  # Slurm places tasks by block: any node may hold a GPU task
+    gpus = (
+        per_node if any(slot.gpus for slot in layout) else 0
+    )  # Slurm places tasks by block: any node may hold a GPU task
     limit = manifest.max_run_duration_seconds
     # Slurm's limit comes after tftrain's own (which stops the job with its grace): a backstop
     minutes = math.ceil((limit + grace + 60) / 60) if limit else 0
     spec = manifest.compute.slurm
     placement = tuple(
         f"--{name}={value}"
-        for name, value in (("partition", spec.partition), ("account", spec.account), ("qos", spec.qos), ("constraint", spec.constraint))
+        for name, value in (
+            ("partition", spec.partition),
+            ("account", spec.account),
+            ("qos", spec.qos),
+            ("constraint", spec.constraint),
+        )
         if value
     )
     return BatchRequest(
-        job_name=f"tftrain-{run_id}", comment=comment, nodes=nodes, ntasks=len(roles),
+        job_name=f"tftrain-{run_id}",
+        comment=comment,
+        nodes=nodes,
+        ntasks=len(roles),
         ntasks_per_node=per_node if len(roles) % nodes == 0 else 0,  # uneven: Slurm places them (block)
-        cpus_per_task=1, gpus_per_node=gpus, time_minutes=minutes, signal_seconds=max(1, math.ceil(grace)),
-        placement=placement, extra_args=tuple(spec.extra_args),
+        cpus_per_task=1,
+        gpus_per_node=gpus,
+        time_minutes=minutes,
+        signal_seconds=max(1, math.ceil(grace)),
+        placement=placement,
+        extra_args=tuple(spec.extra_args),
     )
 
 
@@ -101,7 +117,16 @@ def launch_for(plan: LaunchPlan, manifest: Manifest, job_dir: str, python: str, 
         return Launch(LaunchMode.SRUN_PMIX, shlex.join(["srun", "--mpi=pmix", "--kill-on-bad-exit=1", out, *rank]))
     training = manifest.distributed_training
     size = len(plan.tasks)
-    argv = ["mpirun", "--allow-run-as-root", "--tag-output", "-np", str(size), *OPEN_MPI_FLAGS, *training.mpi_args, *plan.tasks[0].argv]
+    argv = [
+        "mpirun",
+        "--allow-run-as-root",
+        "--tag-output",
+        "-np",
+        str(size),
+        *OPEN_MPI_FLAGS,
+        *training.mpi_args,
+        *plan.tasks[0].argv,
+    ]
     return Launch(LaunchMode.MPIRUN, shlex.join(argv))
 
 
@@ -112,10 +137,13 @@ def tasks_document(plan: LaunchPlan, job_dir: str) -> str:
     tasks = []
     for task in plan.tasks:
         own = {
-            key: value for key, value in task.env.items()
+            key: value
+            for key, value in task.env.items()
             if key not in shared and key not in plan.secret_names and key not in ("TF_CONFIG", "TFTRAIN_RANK")
         }
-        tasks.append({"role": str(task.role), "index": task.index, "argv": list(task.argv), "cwd": task.cwd, "env": own})
+        tasks.append(
+            {"role": str(task.role), "index": task.index, "argv": list(task.argv), "cwd": task.cwd, "env": own}
+        )
     document = {"dir": job_dir, "tf_config": bool(cluster), "cluster_roles": sorted(cluster), "tasks": tasks}
     return json.dumps(document, indent=1) + "\n"
 
@@ -123,8 +151,20 @@ def tasks_document(plan: LaunchPlan, job_dir: str) -> str:
 def shared_env(plan: LaunchPlan) -> dict[str, str]:
     """The variables every task has alike (secrets included): sbatch's environment, which Slurm exports."""
     first = plan.tasks[0].env
-    return {key: value for key, value in first.items() if key not in TASK_KEYS and all(task.env.get(key) == value for task in plan.tasks)}
+    return {
+        key: value
+        for key, value in first.items()
+        if key not in TASK_KEYS and all(task.env.get(key) == value for task in plan.tasks)
+    }
 
 
 def batch_script(request: BatchRequest, launch: Launch, job_dir: str, workdir: str, run_id: str) -> str:
-    return render("slurm_batch.sh.j2", request=request, launch=launch, job_dir=job_dir, run_id=run_id, workdir=workdir, quote=shlex.quote)
+    return render(
+        "slurm_batch.sh.j2",
+        request=request,
+        launch=launch,
+        job_dir=job_dir,
+        run_id=run_id,
+        workdir=workdir,
+        quote=shlex.quote,
+    )

@@ -26,10 +26,25 @@ from runner.manifest import LoadedManifest
 from runner.paths import cache_dir, tftrain_home
 from runner.plan.model import ContainerSpec, LaunchPlan
 from runner.targets.base import Environment, Outcome, Probe, RunControl, Target, TargetState
-from runner.targets.interpreter import InterpreterState, interpreter_environment, interpreter_probing, task_environment, user_managed_state
+from runner.targets.interpreter import (
+    InterpreterState,
+    interpreter_environment,
+    interpreter_probing,
+    task_environment,
+    user_managed_state,
+)
 from runner.targets.slurm import jobs
 from runner.targets.slurm.gpus import gpus_allocated
-from runner.targets.slurm.script import BatchRequest, Launch, LaunchMode, batch_request, batch_script, launch_for, shared_env, tasks_document
+from runner.targets.slurm.script import (
+    BatchRequest,
+    Launch,
+    LaunchMode,
+    batch_request,
+    batch_script,
+    launch_for,
+    shared_env,
+    tasks_document,
+)
 from runner.targets.slurm.tail import FileTail
 from runner.targets.slurm.watch import JobWatch, ending_of
 from runner.targets.supervise import STOP_REST_SECONDS, by_policy, supervise
@@ -67,8 +82,8 @@ def _check_shared(loaded: LoadedManifest) -> None:
     for what, path in (("TFTRAIN_HOME", tftrain_home()), ("the environment cache (TFTRAIN_CACHE_DIR)", cache_dir())):
         if not path.resolve().is_relative_to(root):
             raise ManifestError(
-                f"{loaded.path}: compute.slurm.shared_dir: {what} is {path}, outside {shared}: the nodes would not see it; "
-                f"set it to a directory under {shared}"
+                f"{loaded.path}: compute.slurm.shared_dir: {what} is {path}, outside {shared}: the nodes would not see"
+                f" it; set it to a directory under {shared}"
             )
 
 
@@ -110,11 +125,15 @@ class SlurmTarget(Target):
         if manifest.user_managed:
             local = user_managed_state(loaded, dry_run)
         else:
-            local = InterpreterState(env_spec(manifest, loaded.source_dir, own_interpreter=False))  # the nodes may lack tftrain's
+            local = InterpreterState(
+                env_spec(manifest, loaded.source_dir, own_interpreter=False)
+            )  # the nodes may lack tftrain's
         self.state = SlurmState(local, request, _pmix_wanted(loaded), manifest.compute.queue_timeout_seconds)
         return self.state
 
-    def environment(self, loaded: LoadedManifest, state: SlurmState, paths: RunPaths, logger: Logger, dry_run: bool) -> Environment:
+    def environment(
+        self, loaded: LoadedManifest, state: SlurmState, paths: RunPaths, logger: Logger, dry_run: bool
+    ) -> Environment:
         env = interpreter_environment(loaded, state.local, paths, logger, dry_run)
         return replace(env, description=env.description + " (on the shared filesystem)")
 
@@ -134,7 +153,10 @@ class SlurmTarget(Target):
             )
         request = replace(self.state.request, job_name=f"tftrain-{run_id}")
         launch = launch_for(plan, loaded.manifest, job_dir, plan.tasks[0].argv[0], self.state.pmix)
-        files = {SCRIPT: batch_script(request, launch, job_dir, plan.tasks[0].cwd, run_id), TASKS: tasks_document(plan, job_dir)}
+        files = {
+            SCRIPT: batch_script(request, launch, job_dir, plan.tasks[0].cwd, run_id),
+            TASKS: tasks_document(plan, job_dir),
+        }
         self.launch, self.request = launch, request
         return replace(plan, files={**plan.files, **files})
 
@@ -146,7 +168,9 @@ class SlurmTarget(Target):
         with interpreter_probing(env, paths, warm, self.settings) as probe:
             yield probe
 
-    def execute(self, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger) -> Outcome:
+    def execute(
+        self, plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], control: RunControl, logger: Logger
+    ) -> Outcome:
         assert self.paths is not None
         job_dir = self.paths.launch_dir
         by_driver = self.launch.mode == LaunchMode.MPIRUN
@@ -155,8 +179,12 @@ class SlurmTarget(Target):
         watch = None
         try:
             job_id = jobs.submit(  # PYTHONPATH joined, as local
-                job_dir / SCRIPT, task_environment(shared_env(plan)), "compute.slurm",
-                self.request.job_name, self.request.comment, logger.warning,
+                job_dir / SCRIPT,
+                task_environment(shared_env(plan)),
+                "compute.slurm",
+                self.request.job_name,
+                self.request.comment,
+                logger.warning,
             )
             logger.info(f"slurm job {job_id} submitted: {job_dir / SCRIPT}")
             watch = JobWatch(job_id, job_dir, plan, by_driver, logger)
@@ -202,7 +230,9 @@ class SlurmTarget(Target):
                 watch.decided()
             return outcome
 
-        outcome = supervise(judge, stop, control, every=POLL_SECONDS, stopped=f"; Slurm job {watch.job_id} was canceled")
+        outcome = supervise(
+            judge, stop, control, every=POLL_SECONDS, stopped=f"; Slurm job {watch.job_id} was canceled"
+        )
         if not outcome.taken:
             info = watch.final_state()
             if info is not None and not info.state.ended:  # decided by its tasks: what is left (parameter servers) goes
@@ -210,7 +240,9 @@ class SlurmTarget(Target):
         return outcome
 
 
-def _follow(plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], job_dir: Path, by_driver: bool) -> list[FileTail]:
+def _follow(
+    plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], job_dir: Path, by_driver: bool
+) -> list[FileTail]:
     """Every task's log (srun writes rank-N.log), or mpirun's tagged output in batch.log."""
     tails = []
     if by_driver:

@@ -50,12 +50,21 @@ def ending_of(info: JobInfo, job_id: str) -> Outcome:
     if state in (JobState.TIMEOUT, JobState.DEADLINE):
         return Outcome(RunStatus.TIMED_OUT, None, f"Slurm ended job {job_id} at its time limit ({state.value})")
     if state.taken:
-        return Outcome(RunStatus.FAILED, None, f"Slurm job {job_id} ended {state.value} outside tftrain (scancel, a node failure or preemption)", taken=True)
+        return Outcome(
+            RunStatus.FAILED,
+            None,
+            f"Slurm job {job_id} ended {state.value} outside tftrain (scancel, a node failure or preemption)",
+            taken=True,
+        )
     if state == JobState.OUT_OF_MEMORY:
         return Outcome(RunStatus.FAILED, None, f"Slurm job {job_id} ran out of memory")
     code = info.exit_code if info.exit_code else None
     detail = f" (exit code {code})" if code is not None else f" (signal {info.signal})" if info.signal else ""
-    return Outcome(RunStatus.FAILED, code, f"Slurm job {job_id} ended {state.value}{detail} before every task reported its exit status")
+    return Outcome(
+        RunStatus.FAILED,
+        code,
+        f"Slurm job {job_id} ended {state.value}{detail} before every task reported its exit status",
+    )
 
 
 def pending_reason(info: JobInfo | None) -> str:
@@ -71,8 +80,15 @@ class ControllerSilent(Vanished):
 
 
 class JobWatch:
-    def __init__(self, job_id: str, job_dir: Path, plan: LaunchPlan, by_driver: bool, logger: Logger,
-                 jobcomp: Callable[[], Path | None] | None = None) -> None:
+    def __init__(
+        self,
+        job_id: str,
+        job_dir: Path,
+        plan: LaunchPlan,
+        by_driver: bool,
+        logger: Logger,
+        jobcomp: Callable[[], Path | None] | None = None,
+    ) -> None:
         self.job_id, self.job_dir, self.plan, self.logger = job_id, job_dir, plan, logger
         self.by_driver = by_driver  # mpirun: its exit status is the job's
         where = functools.cache(jobcomp or jobs.jobcomp_file)  # asked once, and only for a job slurmctld forgot
@@ -131,7 +147,9 @@ class JobWatch:
         if answer is None or (failure := scheduler_failure(answer)) is not None:
             if answer is not None:
                 self.read = answer.number
-            return self._silence(failure if answer is not None else jobs.Silent(f"scontrol did not answer in {ASK_SECONDS:g} s"))
+            return self._silence(
+                failure if answer is not None else jobs.Silent(f"scontrol did not answer in {ASK_SECONDS:g} s")
+            )
         self.read = answer.number
         self.answered = time.monotonic()
         self.failing = False
@@ -145,10 +163,13 @@ class JobWatch:
         if failure is not None and not self.warned:
             self.warned = True
             self.logger.warning(
-                f"slurm job {self.job_id}: {failure}; tftrain keeps asking, and judges the job by its tasks' exit files meanwhile"
+                f"slurm job {self.job_id}: {failure}; tftrain keeps asking, and judges the job by its tasks' exit files"
+                " meanwhile"
             )
         if time.monotonic() - self.answered > SILENT_SECONDS:
-            raise ControllerSilent(f"slurmctld stopped answering about job {self.job_id}" + (f": {failure}" if failure else ""))
+            raise ControllerSilent(
+                f"slurmctld stopped answering about job {self.job_id}" + (f": {failure}" if failure else "")
+            )
         return self.info
 
     def _seen(self, info: JobInfo) -> None:
@@ -208,7 +229,10 @@ class JobWatch:
         except Vanished:
             pass  # Slurm forgot the job: nothing of it runs
         except ClusterError as silent:  # scancel did not answer
-            self.logger.warning(f"slurm job {self.job_id}: {silent}; it may still be running: scancel {self.job_id} once slurmctld answers")
+            self.logger.warning(
+                f"slurm job {self.job_id}: {silent}; it may still be running: scancel {self.job_id} once slurmctld"
+                " answers"
+            )
 
     def final_state(self) -> JobInfo | None:
         """The job's state once its tasks decided the run, asked afresh while slurmctld answers; None
@@ -226,7 +250,9 @@ class JobWatch:
         try:
             jobs.cancel(self.job_id)
         except ClusterError:
-            self.logger.warning(f"{silent}; job {self.job_id} may still be running: scancel {self.job_id} once slurmctld answers")
+            self.logger.warning(
+                f"{silent}; job {self.job_id} may still be running: scancel {self.job_id} once slurmctld answers"
+            )
             return
         self.logger.warning(f"{silent}; scancel {self.job_id} was sent, but whether the job ended is not known")
 
@@ -249,4 +275,6 @@ class JobWatch:
             if info is None or info.state.ended:
                 return
             time.sleep(0.2)
-        self.logger.warning(f"slurm job {self.job_id} is still {info.state.value} {GONE_WAIT_SECONDS:g} s after scancel")
+        self.logger.warning(
+            f"slurm job {self.job_id} is still {info.state.value} {GONE_WAIT_SECONDS:g} s after scancel"
+        )

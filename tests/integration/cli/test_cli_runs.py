@@ -9,12 +9,13 @@ import time
 from conftest import TFTRAIN
 
 
-
 def test_plan_closes_what_it_opens(project, home):
     # the dry run's quiet logger writes to /dev/null: that file is closed, not left to the collector
     result = subprocess.run(
         [sys.executable, "-W", "always::ResourceWarning", "-m", "runner", "plan", "-f", str(project())],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     assert "ResourceWarning" not in result.stderr

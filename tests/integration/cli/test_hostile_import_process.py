@@ -9,10 +9,10 @@ import subprocess
 import time
 
 import pytest
-
-from runner.errors import ManifestError
 from conftest import TFTRAIN
 from hostile import assert_refused, nothing_written_outside
+
+from runner.errors import ManifestError
 
 pytestmark = pytest.mark.integration
 
@@ -33,7 +33,10 @@ def test_refused_in_one_line_within_seconds(tmp_path, name):
     with nothing_written_outside(tmp_path):
         result = subprocess.run(
             [TFTRAIN, "import", "azureml", name, "-o", "out/tftrain.yml"],
-            cwd=tmp_path, capture_output=True, text=True, timeout=60,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
     assert_refused(result, ManifestError, name)
     assert time.monotonic() - started < 20

@@ -5,8 +5,8 @@ password in the query string. No password in any output of any command, nor in a
 from __future__ import annotations
 
 import pytest
-
 from hostile import assert_clean, assert_refused, files_containing, nothing_written_outside
+
 from runner.errors import StorageError
 
 pytestmark = pytest.mark.integration
@@ -32,8 +32,15 @@ def test_a_run_never_shows_nor_stores_a_credential(project, cli, home, monkeypat
         ran = cli("run", "-f", str(manifest), timeout=120)
         assert_clean(ran)
         assert "password=***" in ran.stdout and "bot:***@registry.example" in ran.stdout + ran.stderr
-        shown = [cli(*args, timeout=60) for args in (["runs"], ["runs", "show", "demo-1"], ["runs", "show", "demo-1", "--markdown"],
-                                                    ["logs", "demo-1"])]
+        shown = [
+            cli(*args, timeout=60)
+            for args in (
+                ["runs"],
+                ["runs", "show", "demo-1"],
+                ["runs", "show", "demo-1", "--markdown"],
+                ["logs", "demo-1"],
+            )
+        ]
     for result in shown:
         assert_clean(result)
     assert "dump-***.txt" in shown[1].stdout  # the file's name, masked
@@ -52,10 +59,13 @@ sweep:
 """
 
 
-@pytest.mark.parametrize("url", [
-    f"postgresql://trainer@127.0.0.1:1/optuna?password={UNREGISTERED}&connect_timeout=3",
-    f"postgresql://trainer:{UNREGISTERED}@127.0.0.1:1/optuna?sslpassword={UNREGISTERED}",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"postgresql://trainer@127.0.0.1:1/optuna?password={UNREGISTERED}&connect_timeout=3",
+        f"postgresql://trainer:{UNREGISTERED}@127.0.0.1:1/optuna?sslpassword={UNREGISTERED}",
+    ],
+)
 def test_an_unreachable_storage_never_shows_its_password(url, project, cli, home, tmp_path):
     manifest = project(manifest=SWEEP.format(url=url))
     with nothing_written_outside(tmp_path, home):
@@ -76,12 +86,17 @@ def test_a_secret_that_is_not_utf8_is_masked_as_its_bytes(project, home, tmp_pat
 
     from conftest import TFTRAIN
 
-    script = "import os, sys\nsys.stdout.buffer.write(b'got ' + os.environb[b'API_SECRET'] + b'\\n')\nprint(os.environb[b'API_SECRET'])\n"
+    script = (
+        "import os, sys\nsys.stdout.buffer.write(b'got ' + os.environb[b'API_SECRET'] +"
+        " b'\\n')\nprint(os.environb[b'API_SECRET'])\n"
+    )
     manifest = project(script=script, manifest='secrets: [API_SECRET]\nmodel: {gate: "off"}\n')
     env = {**os.environb, b"API_SECRET": NOT_UTF8, b"GITHUB_ACTIONS": b"true", b"COLUMNS": b"200"}
     with nothing_written_outside(tmp_path, home, manifest.parent):
-        results = [subprocess.run([TFTRAIN, *args, "-f", str(manifest)], capture_output=True, env=env, timeout=120)
-                   for args in (["validate"], ["plan"], ["run"])]
+        results = [
+            subprocess.run([TFTRAIN, *args, "-f", str(manifest)], capture_output=True, env=env, timeout=120)
+            for args in (["validate"], ["plan"], ["run"])
+        ]
     for result in results:
         assert result.returncode == 0 and b"Traceback" not in result.stderr, result.stderr[-2000:]
     ran = results[2].stdout + results[2].stderr

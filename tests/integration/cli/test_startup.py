@@ -23,7 +23,10 @@ def test_version_loads_only_the_command_table():
 
 def test_version_loads_no_pydantic():
     """The models are imported on the paths that validate with them, and built there (defer_build)."""
-    probe = "import sys\nfrom runner.cli.main import main\ntry:\n    main(['--version'])\nexcept SystemExit:\n    pass\nprint(sorted(m for m in sys.modules if m.startswith('pydantic')))"
+    probe = (
+        "import sys\nfrom runner.cli.main import main\ntry:\n    main(['--version'])\nexcept SystemExit:\n   "
+        " pass\nprint(sorted(m for m in sys.modules if m.startswith('pydantic')))"
+    )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert result.stdout.split("\n")[:2] == [f"tftrain {runner.__version__}", "[]"]
 
@@ -41,7 +44,13 @@ def test_run_loads_nothing_that_only_post_processing_or_other_targets_need():
 # an image reference is parsed for a manifest with an image, a traceback read after the script ended,
 # the model copied and hashed (runner.history.checksums) after it too
 NOT_BEFORE_THE_SCRIPT = (
-    "jinja2", "rich", "git", "runner.manifest.sweep", "runner.manifest.sweep_rules", "runner.serving.imageref", "runner.telemetry.diagnose",
+    "jinja2",
+    "rich",
+    "git",
+    "runner.manifest.sweep",
+    "runner.manifest.sweep_rules",
+    "runner.serving.imageref",
+    "runner.telemetry.diagnose",
     "runner.history.checksums",
 )
 

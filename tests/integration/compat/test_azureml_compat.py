@@ -11,12 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import BASE_IMAGE
 
 pytestmark = pytest.mark.integration
 
-AZURE_MNIST = '''\
+AZURE_MNIST = """\
 import argparse
 import gzip
 import os
@@ -90,7 +89,7 @@ run.upload_file("outputs/summary.txt", "summary.txt")
 model.export("./outputs/model/saved")
 print("files", run.get_file_names(), "metrics", sorted(run.get_metrics()), flush=True)
 run.complete()
-'''
+"""
 
 MANIFEST = """\
 name: azure-mnist
@@ -162,25 +161,36 @@ def small(tmp_path: Path, script: str, extra: str = "") -> Path:
 
 
 def test_an_unsupported_call_fails_naming_it_and_the_alternative(cli, home, tmp_path):
-    manifest = small(tmp_path, """\
+    manifest = small(
+        tmp_path,
+        """\
         from azureml.core.run import Run
         run = Run.get_context()
         run.log("accuracy", 0.9)
         run.log_confusion_matrix("cm", {"schema_type": "confusion_matrix"})
-        """)
+        """,
+    )
     result = cli("run", "-f", str(manifest))
     assert result.returncode == 10
-    assert "train.py:4: NotImplementedError: Run.log_confusion_matrix is not supported by tftrain's azureml compatibility layer" in result.stderr
+    assert (
+        "train.py:4: NotImplementedError: Run.log_confusion_matrix is not supported by tftrain's azureml compatibility"
+        " layer" in result.stderr
+    )
     assert "log the numbers with run.log_list/log_row" in result.stderr
-    assert json.loads((home / "runs/small-1/metrics.json").read_text())["metrics"]["accuracy"]["last"] == 0.9  # nothing lost
+    assert (
+        json.loads((home / "runs/small-1/metrics.json").read_text())["metrics"]["accuracy"]["last"] == 0.9
+    )  # nothing lost
 
 
 def test_run_fail_fails_the_run_even_when_the_script_exits_0(cli, home, tmp_path):
-    manifest = small(tmp_path, """\
+    manifest = small(
+        tmp_path,
+        """\
         from azureml.core import Run
         Run.get_context().fail(error_details="labels are corrupt")
         print("exiting normally")
-        """)
+        """,
+    )
     result = cli("run", "-f", str(manifest))
     assert result.returncode == 10
     assert "the script marked the run failed (run.fail()): labels are corrupt" in result.stderr
@@ -194,7 +204,9 @@ def test_compat_none_leaves_the_import_to_fail(cli, home, tmp_path):
 
 
 def test_every_task_of_a_distributed_job_gets_the_layer(cli, home, tmp_path):
-    manifest = small(tmp_path, """\
+    manifest = small(
+        tmp_path,
+        """\
         import json, os, time
         from azureml.core import Run
         task = json.loads(os.environ["TF_CONFIG"])["task"]
@@ -206,8 +218,10 @@ def test_every_task_of_a_distributed_job_gets_the_layer(cli, home, tmp_path):
                 time.sleep(0.1)
         if task["type"] == "ps":
             time.sleep(600)  # parameter servers never end; tftrain stops them
-        """, "distributed_training: {backend: parameter_server, worker_count: 1, parameter_server_count: 1}\n"
-             "compute: {slots_per_node: 3}\nmetrics: {ranks: [0, 1, 2]}\n")
+        """,
+        "distributed_training: {backend: parameter_server, worker_count: 1, parameter_server_count: 1}\n"
+        "compute: {slots_per_node: 3}\nmetrics: {ranks: [0, 1, 2]}\n",
+    )
     result = cli("run", "-f", str(manifest))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     metrics = json.loads((home / "runs/small-1/metrics.json").read_text())["metrics"]
@@ -215,12 +229,16 @@ def test_every_task_of_a_distributed_job_gets_the_layer(cli, home, tmp_path):
 
 
 def test_the_layer_reaches_a_container(docker_client, cli, home, tmp_path):
-    manifest = small(tmp_path, """\
+    manifest = small(
+        tmp_path,
+        """\
         from azureml.core import Run
         run = Run.get_context()
         run.log("accuracy", 0.75)
         run.upload_file("outputs/note.txt", __file__)
-        """, f"compat: azureml\nuse_docker: true\ncustom_docker_image: {BASE_IMAGE}\n")
+        """,
+        f"compat: azureml\nuse_docker: true\ncustom_docker_image: {BASE_IMAGE}\n",
+    )
     result = cli("run", "-f", str(manifest), timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     assert "azureml compatibility: on (compat: azureml)" in result.stdout

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-
+from builders import loaded
 
 from runner.compat import azureml_reason
-from builders import loaded
 
 
 def test_an_environment_with_the_real_sdk_keeps_it(tmp_path):
@@ -16,7 +15,7 @@ def test_an_environment_with_the_real_sdk_keeps_it(tmp_path):
     (sdk / "__init__.py").write_text("")
     (sdk.parent / "__init__.py").write_text("")
     python = tmp_path / "python"
-    python.write_text(f"#!/bin/sh\nPYTHONPATH={tmp_path / 'site'} exec {sys.executable} \"$@\"\n")
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={tmp_path / "site"} exec {sys.executable} "$@"\n')
     python.chmod(0o755)
     azure = loaded(tmp_path, "from azureml.core import Run\n")
     assert azureml_reason(azure, str(python)) is None

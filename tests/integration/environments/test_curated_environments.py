@@ -13,10 +13,10 @@ import subprocess
 
 import pytest
 
-from runner.manifest import load_manifest
+from runner.environments.virtualenv import CONSTRAINTS, env_spec, packages_in, prepare_env
 from runner.frameworks.curated import constraint_set
 from runner.frameworks.releases import DEFAULT_VERSION, FRAMEWORKS
-from runner.environments.virtualenv import CONSTRAINTS, env_spec, packages_in, prepare_env
+from runner.manifest import load_manifest
 from runner.telemetry.logger import Logger
 
 pytestmark = pytest.mark.integration
@@ -38,7 +38,9 @@ def test_the_environment_of_a_release_is_its_tested_set(release, project, lastin
     for name in ("tensorflow-cpu", "keras", "numpy", "protobuf", "tensorboard", "ml-dtypes"):
         assert installed[name] == tested.pin(name), name
 
-    done = subprocess.run([env.python, str(repo / SMOKE), str(tmp_path / "smoke")], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [env.python, str(repo / SMOKE), str(tmp_path / "smoke")], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.split("smoke: ", 1)[1])
     assert result["tensorflow"] == tested.tensorflow and result["summary"] == "ok"

@@ -28,7 +28,9 @@ def tiny_wheel(folder: Path) -> Path:
     with zipfile.ZipFile(wheel, "w") as archive:
         for name, text in files.items():
             archive.writestr(name, text)
-        archive.writestr("tiny-1.0.dist-info/RECORD", "".join(f"{name},,\n" for name in [*files, "tiny-1.0.dist-info/RECORD"]))
+        archive.writestr(
+            "tiny-1.0.dist-info/RECORD", "".join(f"{name},,\n" for name in [*files, "tiny-1.0.dist-info/RECORD"])
+        )
     return wheel
 
 
@@ -52,7 +54,14 @@ def test_a_pip_install_into_the_interpreter_checks_again(tmp_path, monkeypatch, 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = str(venv / "bin" / "python")
-    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], capture_output=True, text=True, check=True).stdout.strip())
+    site = Path(
+        subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     # TensorFlow from this suite's environment, through a .pth file as pip's editable installs do
     (site / "suite.pth").write_text(sysconfig.get_path("purelib") + "\n")
 
@@ -62,7 +71,9 @@ def test_a_pip_install_into_the_interpreter_checks_again(tmp_path, monkeypatch, 
     assert imports == [python]  # served from the cache
 
     pip = [sys.executable, "-m", "pip", "--python", python, "--disable-pip-version-check"]
-    subprocess.run([*pip, "install", "--no-index", "--no-deps", str(tiny_wheel(tmp_path))], check=True, capture_output=True)
+    subprocess.run(
+        [*pip, "install", "--no-index", "--no-deps", str(tiny_wheel(tmp_path))], check=True, capture_output=True
+    )
     assert user_managed.check_interpreter(python) == version
     assert imports == [python, python]
     assert user_managed.check_interpreter(python) == version

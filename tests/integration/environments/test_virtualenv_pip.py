@@ -15,13 +15,23 @@ def test_a_failed_pip_step_names_its_error_and_keeps_the_full_log(tmp_path):
     from runner.environments.virtualenv import _call
     from runner.telemetry.logger import Logger
 
-    script = "import sys\nprint('\\x1b[31mCollecting nothing\\x1b[0m')\nprint('ERROR: No matching distribution for nothing')\nprint()\nsys.exit(1)\n"
+    script = (
+        "import sys\nprint('\\x1b[31mCollecting nothing\\x1b[0m')\nprint('ERROR: No matching distribution for"
+        " nothing')\nprint()\nsys.exit(1)\n"
+    )
     log_path = tmp_path / "prepare.log"
     stream = io.StringIO()
     logger = Logger(stream)
-    with pytest.raises(PreparingError, match=r"pip install failed \(exit 1\): ERROR: No matching distribution for nothing \(full output: "):
+    with pytest.raises(
+        PreparingError,
+        match=r"pip install failed \(exit 1\): ERROR: No matching distribution for nothing \(full output: ",
+    ):
         _call([sys.executable, "-c", script], "pip install", logger, log_path)
     logger.flush()
     log = log_path.read_text()
-    assert log.startswith(f"$ {sys.executable} -c") and "\x1b[31mCollecting nothing" in log  # the log keeps the output as it came
-    assert "  Collecting nothing\n  ERROR: No matching distribution" in stream.getvalue()  # the console: indented, no colours
+    assert (
+        log.startswith(f"$ {sys.executable} -c") and "\x1b[31mCollecting nothing" in log
+    )  # the log keeps the output as it came
+    assert (
+        "  Collecting nothing\n  ERROR: No matching distribution" in stream.getvalue()
+    )  # the console: indented, no colours

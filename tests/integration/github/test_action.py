@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 import registries
 from conftest import BASE_IMAGE
 
@@ -77,7 +76,11 @@ def action_repo(tmp_path: Path, repo: Path, manifest_input: str, payload: dict |
     (root / ".github" / "workflows").mkdir(parents=True)
     (root / ".github" / "workflows" / "pr.yml").write_text(WORKFLOW.replace("MANIFEST", manifest_input))
     (root / "event.json").write_text(json.dumps(payload or pr_payload()))
-    for command in (["git", "init", "-q", "-b", "main"], ["git", "add", "-A"], ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]):
+    for command in (
+        ["git", "init", "-q", "-b", "main"],
+        ["git", "add", "-A"],
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"],
+    ):
         subprocess.run(command, cwd=root, check=True)
     return root
 
@@ -91,16 +94,43 @@ def tool_cache(tmp_path_factory):
         yield
 
 
-def act(root: Path, home: Path, api_url: str = "http://127.0.0.1:9", event: str = "pull_request", ref: str | None = None,
-        token: str = "ghs_test", env: dict[str, str] | None = None, actor: str = "nektos/act"):
+def act(
+    root: Path,
+    home: Path,
+    api_url: str = "http://127.0.0.1:9",
+    event: str = "pull_request",
+    ref: str | None = None,
+    token: str = "ghs_test",
+    env: dict[str, str] | None = None,
+    actor: str = "nektos/act",
+):
     # Without PYTHONPATH: the steps run the tftrain the action installed, not this checkout's.
     env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "TFTRAIN_HOME": str(home), **(env or {})}
     extra = ["--actor", actor, *(["--env", f"GITHUB_REF={ref}"] if ref else [])]
     extra += ["--action-cache-path", os.environ["TFTRAIN_TEST_ACT_CACHE"]]  # act's RUNNER_TOOL_CACHE: <it>/tool_cache
     return subprocess.run(
-        [ACT, event, "-e", "event.json", "-P", "ubuntu-latest=-self-hosted", "--no-cache-server", *extra,
-         "--env", f"GITHUB_API_URL={api_url}", "--env", "GITHUB_REPOSITORY=octo/models", "-s", f"GITHUB_TOKEN={token}"],
-        cwd=root, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=1200,
+        [
+            ACT,
+            event,
+            "-e",
+            "event.json",
+            "-P",
+            "ubuntu-latest=-self-hosted",
+            "--no-cache-server",
+            *extra,
+            "--env",
+            f"GITHUB_API_URL={api_url}",
+            "--env",
+            "GITHUB_REPOSITORY=octo/models",
+            "-s",
+            f"GITHUB_TOKEN={token}",
+        ],
+        cwd=root,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=1200,
     )
 
 
@@ -127,8 +157,15 @@ def test_sign_keyless_reaches_tftrain_and_without_id_token_permission_says_so(re
     gives none without `id-token: write`) and says what to add, in one line."""
     root = action_repo(tmp_path, repo, "demo/tftrain.yml")
     workflow = root / ".github" / "workflows" / "pr.yml"
-    workflow.write_text(workflow.read_text().replace("          manifest: demo/tftrain.yml\n", "          manifest: demo/tftrain.yml\n          sign-keyless: 'true'\n"))
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "keyless"], cwd=root, check=True)
+    workflow.write_text(
+        workflow.read_text().replace(
+            "          manifest: demo/tftrain.yml\n",
+            "          manifest: demo/tftrain.yml\n          sign-keyless: 'true'\n",
+        )
+    )
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "keyless"], cwd=root, check=True
+    )
     result = act(root, tmp_path / "home", github_api.url)
     assert result.returncode != 0
     assert "keyless signing needs the job's OIDC token: give the job `permissions: id-token: write`" in result.stdout
@@ -136,13 +173,20 @@ def test_sign_keyless_reaches_tftrain_and_without_id_token_permission_says_so(re
 
 
 def test_a_pushed_tag_publishes_the_model(repo, tmp_path, github_api):
-    root = action_repo(tmp_path, repo, "demo/tftrain.yml", {"ref": "refs/tags/v1.0", "repository": {"full_name": "octo/models"}})
+    root = action_repo(
+        tmp_path, repo, "demo/tftrain.yml", {"ref": "refs/tags/v1.0", "repository": {"full_name": "octo/models"}}
+    )
     workflow = root / ".github" / "workflows" / "pr.yml"
-    workflow.write_text(workflow.read_text().replace("on: pull_request", "on: push").replace(
-        'echo "status=$STATUS', 'echo "tag=$TAG url=$URL status=$STATUS').replace(
-        "          MODEL: ${{ steps.tftrain.outputs.model-version }}",
-        "          MODEL: ${{ steps.tftrain.outputs.model-version }}\n          TAG: ${{ steps.tftrain.outputs.release-tag }}\n"
-        "          URL: ${{ steps.tftrain.outputs.release-url }}"))
+    workflow.write_text(
+        workflow.read_text()
+        .replace("on: pull_request", "on: push")
+        .replace('echo "status=$STATUS', 'echo "tag=$TAG url=$URL status=$STATUS')
+        .replace(
+            "          MODEL: ${{ steps.tftrain.outputs.model-version }}",
+            "          MODEL: ${{ steps.tftrain.outputs.model-version }}\n          TAG: ${{"
+            " steps.tftrain.outputs.release-tag }}\n          URL: ${{ steps.tftrain.outputs.release-url }}",
+        )
+    )
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "push"], cwd=root, check=True)
     result = act(root, tmp_path / "home", github_api.url, event="push", ref="refs/tags/v1.0")
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
@@ -176,12 +220,15 @@ def test_a_fork_is_refused_until_labelled(repo, tmp_path, github_api):
 
 def test_plan_only_gives_the_runner_labels(repo, tmp_path, github_api):
     root = action_repo(tmp_path, repo, "demo/tftrain.yml")
-    (root / "demo" / "tftrain.yml").write_text("name: demo\nentry_script: train.py\nuse_gpu: true\ncompute:\n  runner_labels: [a100]\n")
+    (root / "demo" / "tftrain.yml").write_text(
+        "name: demo\nentry_script: train.py\nuse_gpu: true\ncompute:\n  runner_labels: [a100]\n"
+    )
     workflow = root / ".github" / "workflows" / "pr.yml"
     workflow.write_text(
-        "on: pull_request\njobs:\n  plan:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n"
-        "      - id: plan\n        uses: ./\n        with:\n          manifest: demo/tftrain.yml\n          plan-only: 'true'\n"
-        "      - run: echo \"labels=$LABELS\"\n        env:\n          LABELS: ${{ steps.plan.outputs.runs-on }}\n"
+        "on: pull_request\njobs:\n  plan:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n "
+        "     - id: plan\n        uses: ./\n        with:\n          manifest: demo/tftrain.yml\n          plan-only:"
+        " 'true'\n      - run: echo \"labels=$LABELS\"\n        env:\n          LABELS: ${{ steps.plan.outputs.runs-on"
+        " }}\n"
     )
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "plan"], cwd=root, check=True)
     result = act(root, tmp_path / "home", github_api.url)
@@ -211,13 +258,25 @@ def test_two_tag_pushes_at_once_publish_two_versions(repo, tmp_path, github_api)
 
     roots = []
     for index in range(2):
-        root = action_repo(tmp_path / f"r{index}", repo, "demo/tftrain.yml", {"ref": f"refs/tags/v{index}", "repository": {"full_name": "octo/models"}})
+        root = action_repo(
+            tmp_path / f"r{index}",
+            repo,
+            "demo/tftrain.yml",
+            {"ref": f"refs/tags/v{index}", "repository": {"full_name": "octo/models"}},
+        )
         workflow = root / ".github" / "workflows" / "pr.yml"
         workflow.write_text(workflow.read_text().replace("on: pull_request", "on: push"))
-        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "push"], cwd=root, check=True)
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "push"], cwd=root, check=True
+        )
         roots.append(root)
     with ThreadPoolExecutor(2) as pool:
-        results = list(pool.map(lambda i: act(roots[i], tmp_path / f"home{i}", github_api.url, event="push", ref=f"refs/tags/v{i}"), range(2)))
+        results = list(
+            pool.map(
+                lambda i: act(roots[i], tmp_path / f"home{i}", github_api.url, event="push", ref=f"refs/tags/v{i}"),
+                range(2),
+            )
+        )
     assert [r.returncode for r in results] == [0, 0], [r.stdout[-2000:] for r in results]
     assert sorted(r["tag_name"] for r in github_api.releases) == ["demo-v1", "demo-v2"]
     for release in github_api.releases:
@@ -241,23 +300,45 @@ def test_deploy_image_pushes_the_served_model_with_the_job_token(repo, tmp_path,
     release links it by digest, and the runner is logged out again."""
     from github_api import GitHubAPI
 
-    root = action_repo(tmp_path, repo, "demo/tftrain.yml", {"ref": "refs/tags/v2.0", "repository": {"full_name": "octo/models"}})
+    root = action_repo(
+        tmp_path, repo, "demo/tftrain.yml", {"ref": "refs/tags/v2.0", "repository": {"full_name": "octo/models"}}
+    )
     (root / "demo" / "train.py").write_text(KERAS_SCRIPT)
-    (root / "demo" / "tftrain.yml").write_text(f"name: digits\nentry_script: train.py\nuser_managed: true\npython: {sys.executable}\n")
+    (root / "demo" / "tftrain.yml").write_text(
+        f"name: digits\nentry_script: train.py\nuser_managed: true\npython: {sys.executable}\n"
+    )
     repository = f"{auth_registry.address}/octo/digits"
     workflow = root / ".github" / "workflows" / "pr.yml"
-    workflow.write_text(workflow.read_text().replace("on: pull_request", "on: push").replace(
-        "          manifest: demo/tftrain.yml\n",
-        f"          manifest: demo/tftrain.yml\n          deploy-image: {repository}\n          deploy-base-image: {BASE_IMAGE}\n").replace(
-        'echo "status=$STATUS', 'echo "image=$IMAGE digest=$DIGEST status=$STATUS').replace(
-        "          MODEL: ${{ steps.tftrain.outputs.model-version }}",
-        "          MODEL: ${{ steps.tftrain.outputs.model-version }}\n          IMAGE: ${{ steps.tftrain.outputs.image }}\n"
-        "          DIGEST: ${{ steps.tftrain.outputs.image-digest }}"))
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "deploy"], cwd=root, check=True)
+    workflow.write_text(
+        workflow.read_text()
+        .replace("on: pull_request", "on: push")
+        .replace(
+            "          manifest: demo/tftrain.yml\n",
+            f"          manifest: demo/tftrain.yml\n          deploy-image: {repository}\n          deploy-base-image:"
+            f" {BASE_IMAGE}\n",
+        )
+        .replace('echo "status=$STATUS', 'echo "image=$IMAGE digest=$DIGEST status=$STATUS')
+        .replace(
+            "          MODEL: ${{ steps.tftrain.outputs.model-version }}",
+            "          MODEL: ${{ steps.tftrain.outputs.model-version }}\n          IMAGE: ${{"
+            " steps.tftrain.outputs.image }}\n          DIGEST: ${{ steps.tftrain.outputs.image-digest }}",
+        )
+    )
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "deploy"], cwd=root, check=True
+    )
     docker_config = tmp_path / "docker-config"
     with GitHubAPI(token=auth_registry.password) as github:
-        result = act(root, tmp_path / "home", github.url, event="push", ref="refs/tags/v2.0", token=auth_registry.password,
-                     env={"DOCKER_CONFIG": str(docker_config)}, actor=auth_registry.username)
+        result = act(
+            root,
+            tmp_path / "home",
+            github.url,
+            event="push",
+            ref="refs/tags/v2.0",
+            token=auth_registry.password,
+            env={"DOCKER_CONFIG": str(docker_config)},
+            actor=auth_registry.username,
+        )
         assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
         (release,) = github.releases
     digest = re.search(r"digest=(sha256:[0-9a-f]{64}) status=Completed", result.stdout)
@@ -274,8 +355,15 @@ def registry_digest(registry, name: str, tag: str) -> str:
     import urllib.request
 
     context = ssl.create_default_context(cafile=str(registries.CERTS_D / registry.address / "ca.crt"))
-    request = urllib.request.Request(f"https://{registry.address}/v2/{name}/manifests/{tag}", method="HEAD", headers={
-        "Accept": "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json",
-        "Authorization": "Basic " + base64.b64encode(f"{registry.username}:{registry.password}".encode()).decode()})
+    request = urllib.request.Request(
+        f"https://{registry.address}/v2/{name}/manifests/{tag}",
+        method="HEAD",
+        headers={
+            "Accept": (
+                "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"
+            ),
+            "Authorization": "Basic " + base64.b64encode(f"{registry.username}:{registry.password}".encode()).decode(),
+        },
+    )
     with urllib.request.urlopen(request, timeout=10, context=context) as response:
         return response.headers["Docker-Content-Digest"]

@@ -17,7 +17,9 @@ import pytest
 
 pytestmark = pytest.mark.integration
 
-LINE = re.compile(r"^tftrain \S+: (built|reused) (\S+)(?: \(extras: (\S+)\))?(?: with (uv|pip))? in ([0-9.]+) s$", re.MULTILINE)
+LINE = re.compile(
+    r"^tftrain \S+: (built|reused) (\S+)(?: \(extras: (\S+)\))?(?: with (uv|pip))? in ([0-9.]+) s$", re.MULTILINE
+)
 
 
 def action_copy(repo: Path, where: Path) -> Path:
@@ -35,11 +37,19 @@ def action_copy(repo: Path, where: Path) -> Path:
 def install(action: Path, tmp_path: Path, **env: str) -> tuple[str, Path, float, str]:
     """Run the install step as action.yml does; its verb, the venv, the seconds it took and the
     installer (uv or pip) when it built."""
-    run_env = {**os.environ, "GITHUB_ACTION_PATH": str(action), "INPUT_PYTHON": sys.executable,
-               "RUNNER_TOOL_CACHE": str(tmp_path / "tool-cache"), "RUNNER_TEMP": str(tmp_path / "temp"), **env}
+    run_env = {
+        **os.environ,
+        "GITHUB_ACTION_PATH": str(action),
+        "INPUT_PYTHON": sys.executable,
+        "RUNNER_TOOL_CACHE": str(tmp_path / "tool-cache"),
+        "RUNNER_TEMP": str(tmp_path / "temp"),
+        **env,
+    }
     (tmp_path / "temp").mkdir(exist_ok=True)
     started = time.monotonic()
-    result = subprocess.run([str(action / "scripts" / "install-action")], env=run_env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [str(action / "scripts" / "install-action")], env=run_env, capture_output=True, text=True, timeout=300
+    )
     seconds = time.monotonic() - started
     assert result.returncode == 0, result.stdout + result.stderr
     (match,) = LINE.findall(result.stdout)
@@ -91,7 +101,9 @@ def test_another_source_or_extras_gets_its_own_venv(action, tmp_path):
 
     manifest = tmp_path / "tftrain.yml"
     manifest.write_text("name: m\nentry_script: train.py\nsweep:\n  search_space: {}\n")
-    verb, fourth, _, _ = install(action, tmp_path, INPUT_MANIFEST=str(manifest))  # a sweep: section adds the sweep extra
+    verb, fourth, _, _ = install(
+        action, tmp_path, INPUT_MANIFEST=str(manifest)
+    )  # a sweep: section adds the sweep extra
     assert verb == "built" and fourth not in (first, second, third)
     assert install(action, tmp_path, INPUT_EXTRAS="sweep")[:2] == ("reused", fourth)
 
@@ -105,16 +117,32 @@ def test_two_jobs_installing_at_once_build_once(action, tmp_path):
 
 
 def test_extras_are_names_not_shell(action, tmp_path):
-    run_env = {**os.environ, "GITHUB_ACTION_PATH": str(action), "INPUT_PYTHON": sys.executable,
-               "RUNNER_TOOL_CACHE": str(tmp_path / "tool-cache"), "INPUT_EXTRAS": "s3]; touch x; ["}
-    result = subprocess.run([str(action / "scripts" / "install-action")], env=run_env, cwd=tmp_path, capture_output=True, text=True)
+    run_env = {
+        **os.environ,
+        "GITHUB_ACTION_PATH": str(action),
+        "INPUT_PYTHON": sys.executable,
+        "RUNNER_TOOL_CACHE": str(tmp_path / "tool-cache"),
+        "INPUT_EXTRAS": "s3]; touch x; [",
+    }
+    result = subprocess.run(
+        [str(action / "scripts" / "install-action")], env=run_env, cwd=tmp_path, capture_output=True, text=True
+    )
     assert result.returncode == 2 and "is not a list of extras" in result.stderr
     assert not (tmp_path / "x").exists() and not (tmp_path / "tool-cache").exists()
 
 
 def test_an_interpreter_that_is_not_there_is_one_line(action, tmp_path):
-    run_env = {**os.environ, "GITHUB_ACTION_PATH": str(action), "INPUT_PYTHON": str(tmp_path / "no-python"),
-               "RUNNER_TOOL_CACHE": str(tmp_path / "tool-cache")}
-    result = subprocess.run([str(action / "scripts" / "install-action")], env=run_env, cwd=tmp_path, capture_output=True, text=True)
-    assert result.returncode == 2 and result.stderr == f"::error::python: '{tmp_path / 'no-python'}' is no interpreter on this runner\n"
+    run_env = {
+        **os.environ,
+        "GITHUB_ACTION_PATH": str(action),
+        "INPUT_PYTHON": str(tmp_path / "no-python"),
+        "RUNNER_TOOL_CACHE": str(tmp_path / "tool-cache"),
+    }
+    result = subprocess.run(
+        [str(action / "scripts" / "install-action")], env=run_env, cwd=tmp_path, capture_output=True, text=True
+    )
+    assert (
+        result.returncode == 2
+        and result.stderr == f"::error::python: '{tmp_path / 'no-python'}' is no interpreter on this runner\n"
+    )
     assert not (tmp_path / "tool-cache").exists()

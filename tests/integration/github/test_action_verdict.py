@@ -8,7 +8,6 @@ import json
 import subprocess
 
 import pytest
-
 from test_action import act, action_repo, pr_payload, tool_cache  # noqa: F401  (the module's runner tool cache)
 
 pytestmark = pytest.mark.integration
@@ -52,16 +51,26 @@ def _workflow(root, event: str, regression: str | None = None) -> None:
     path = root / ".github" / "workflows" / "pr.yml"
     text = path.read_text().replace("on: pull_request", f"on: {event}").replace("on: push", f"on: {event}")
     if regression is not None and "fail-on-regression" not in text:
-        text = text.replace("          manifest: demo/tftrain.yml\n", f"          manifest: demo/tftrain.yml\n          fail-on-regression: '{regression}'\n")
-    text = text.replace('echo "status=$STATUS', 'echo "verdict=$VERDICT status=$STATUS').replace(
-        "          MODEL: ${{ steps.tftrain.outputs.model-version }}",
-        "          MODEL: ${{ steps.tftrain.outputs.model-version }}\n          VERDICT: ${{ steps.tftrain.outputs.verdict }}") \
-        if "VERDICT" not in text else text
+        text = text.replace(
+            "          manifest: demo/tftrain.yml\n",
+            f"          manifest: demo/tftrain.yml\n          fail-on-regression: '{regression}'\n",
+        )
+    text = (
+        text.replace('echo "status=$STATUS', 'echo "verdict=$VERDICT status=$STATUS').replace(
+            "          MODEL: ${{ steps.tftrain.outputs.model-version }}",
+            "          MODEL: ${{ steps.tftrain.outputs.model-version }}\n          VERDICT: ${{"
+            " steps.tftrain.outputs.verdict }}",
+        )
+        if "VERDICT" not in text
+        else text
+    )
     path.write_text(text)
 
 
 def _release(root, home, github_api, tag: str) -> None:
-    (root / "event.json").write_text(json.dumps({"ref": f"refs/tags/{tag}", "repository": {"full_name": "octo/models"}}))
+    (root / "event.json").write_text(
+        json.dumps({"ref": f"refs/tags/{tag}", "repository": {"full_name": "octo/models"}})
+    )
     _workflow(root, "push")
     _commit(root, tag)
     result = act(root, home, github_api.url, event="push", ref=f"refs/tags/{tag}")

@@ -7,7 +7,6 @@ import os
 import subprocess
 
 import pytest
-
 from conftest import TFTRAIN
 
 pytestmark = pytest.mark.integration
@@ -84,7 +83,10 @@ def test_sticky_comment_and_baseline(project, home, tmp_path, github_api):
     assert comment["body"].startswith("<!-- tftrain:model=demo -->")
     assert "## ✅ demo-1: Completed" in comment["body"] and "No released model to compare with yet." in comment["body"]
 
-    baseline = {"primary": "accuracy", "metrics": {"accuracy": {"last": 0.9, "best": 0.9, "best_step": 3, "count": 3, "goal": "maximize"}}}
+    baseline = {
+        "primary": "accuracy",
+        "metrics": {"accuracy": {"last": 0.9, "best": 0.9, "best_step": 3, "count": 3, "goal": "maximize"}},
+    }
     github_api.add_release("octo", "models", "demo-v3", {"metrics.json": json.dumps(baseline).encode()})
     github_api.add_release("octo", "models", "demo-v4", {"metrics.json": b"{}"}, draft=True)  # drafts are not baselines
     assert tftrain("run", "-f", str(path), env=env).returncode == 0
@@ -149,8 +151,8 @@ def test_runs_on_fails_when_no_online_runner_has_the_labels(project, tmp_path, g
     assert result.returncode == 19
     (line,) = result.stderr.splitlines()  # one line, no traceback
     assert line.startswith(
-        "tftrain: error: no online self-hosted runner of octo/models has the labels self-hosted, linux, gpu, a100; its runners: "
-        "gpu-1 (online: self-hosted, Linux, gpu, v100), gpu-2 (offline: self-hosted, Linux, gpu, a100)"
+        "tftrain: error: no online self-hosted runner of octo/models has the labels self-hosted, linux, gpu, a100; its"
+        " runners: gpu-1 (online: self-hosted, Linux, gpu, v100), gpu-2 (offline: self-hosted, Linux, gpu, a100)"
     )
     assert "::error::no online self-hosted runner of octo/models" in result.stdout
     assert json.dumps(GPU_LABELS) in (tmp_path / "output.txt").read_text().splitlines()
@@ -159,14 +161,20 @@ def test_runs_on_fails_when_no_online_runner_has_the_labels(project, tmp_path, g
 def test_runs_on_says_when_the_repository_has_no_runners(project, tmp_path, github_api):
     result = runs_on(project, tmp_path, github_api)
     assert result.returncode == 19
-    assert "octo/models has no self-hosted runners: add one with the labels self-hosted, linux, gpu, a100 (Settings → Actions → Runners)" in result.stderr
+    assert (
+        "octo/models has no self-hosted runners: add one with the labels self-hosted, linux, gpu, a100 (Settings →"
+        " Actions → Runners)" in result.stderr
+    )
 
 
 def test_runs_on_skips_the_check_when_the_token_cannot_list_runners(project, tmp_path, github_api):
     github_api.runners_forbidden = True  # the job's GITHUB_TOKEN
     result = runs_on(project, tmp_path, github_api)
     assert result.returncode == 0, result.stderr
-    assert "::warning::runner check skipped: this token cannot list the self-hosted runners of octo/models" in result.stdout
+    assert (
+        "::warning::runner check skipped: this token cannot list the self-hosted runners of octo/models"
+        in result.stdout
+    )
     assert "Resource not accessible by integration" in result.stdout and "runners-token" in result.stdout
 
 
@@ -176,8 +184,8 @@ def test_runs_on_skips_the_check_when_github_fails(project, tmp_path, github_api
     assert result.returncode == 0, result.stderr
     assert (
         "::warning::runner check skipped: could not list the runners of octo/models: "
-        "GitHub: GET /repos/octo/models/actions/runners answered 500 Internal Server Error\n"
-    ) in result.stdout
+        "GitHub: GET /repos/octo/models/actions/runners answered 500 Internal Server Error\n" in result.stdout
+    )
 
 
 def test_runs_on_prefers_the_runners_token(project, tmp_path, github_api):
@@ -192,7 +200,9 @@ def test_runs_on_without_a_token_skips_the_check(project, tmp_path, github_api):
     assert result.returncode == 0, result.stderr
     assert "runner check skipped: no token" in result.stdout
     assert ("GET", "/repos/octo/models/actions/runners") not in github_api.requests
-    forced = runs_on(project, tmp_path, github_api, "--check-runners", INPUT_GITHUB_TOKEN="", GITHUB_TOKEN="", INPUT_RUNNERS_TOKEN="")
+    forced = runs_on(
+        project, tmp_path, github_api, "--check-runners", INPUT_GITHUB_TOKEN="", GITHUB_TOKEN="", INPUT_RUNNERS_TOKEN=""
+    )
     assert forced.returncode == 7 and "--check-runners needs a token" in forced.stderr
     off = runs_on(project, tmp_path, github_api, "--no-check-runners")
     assert off.returncode == 0 and github_api.requests == []
@@ -205,7 +215,10 @@ def one_error_line(result) -> str:
     return line[len("tftrain: error: ") :]
 
 
-BASELINE = {"primary": "accuracy", "metrics": {"accuracy": {"last": 0.9, "best": 0.9, "best_step": 3, "count": 3, "goal": "maximize"}}}
+BASELINE = {
+    "primary": "accuracy",
+    "metrics": {"accuracy": {"last": 0.9, "best": 0.9, "best_step": 3, "count": 3, "goal": "maximize"}},
+}
 
 
 @pytest.mark.parametrize(
@@ -217,9 +230,14 @@ BASELINE = {"primary": "accuracy", "metrics": {"accuracy": {"last": 0.9, "best":
         ("releases", 503, "answered 503 Service Unavailable"),
     ],
 )
-def test_the_comment_goes_without_a_baseline_that_cannot_be_fetched(project, home, tmp_path, github_api, failing, status, said):
+def test_the_comment_goes_without_a_baseline_that_cannot_be_fetched(
+    project, home, tmp_path, github_api, failing, status, said
+):
     release = github_api.add_release("octo", "models", "demo-v3", {"metrics.json": json.dumps(BASELINE).encode()})
-    path = {"asset": f"/repos/octo/models/releases/assets/{release['assets'][0]['id']}", "releases": "/repos/octo/models/releases"}[failing]
+    path = {
+        "asset": f"/repos/octo/models/releases/assets/{release['assets'][0]['id']}",
+        "releases": "/repos/octo/models/releases",
+    }[failing]
     github_api.fail("GET", path, status)
     env = github_env(github_api, pr_event(tmp_path))
     assert tftrain("run", "-f", str(project(script=SCRIPT)), env=env).returncode == 0
@@ -227,7 +245,9 @@ def test_the_comment_goes_without_a_baseline_that_cannot_be_fetched(project, hom
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr and "tftrain: error" not in result.stderr
     (comment,) = github_api.comments.values()
-    note = f"The last released model could not be fetched, so this run is not compared with it: GitHub: GET {path} {said}"
+    note = (
+        f"The last released model could not be fetched, so this run is not compared with it: GitHub: GET {path} {said}"
+    )
     assert note in comment["body"], comment["body"]
     assert "| this run | demo-v3 |" not in comment["body"]
     assert f"::warning::{note}" in result.stdout
@@ -248,13 +268,27 @@ def test_the_comment_goes_without_a_baseline_that_is_not_json(project, home, tmp
     ("method", "path", "status", "line"),
     [
         ("GET", "/repos/octo/models/issues/7", 404, "GitHub: GET /repos/octo/models/issues/7 answered 404 Not Found"),
-        ("POST", "/repos/octo/models/issues/7/comments", 500, "GitHub: POST /repos/octo/models/issues/7/comments answered 500 Internal Server Error"),
+        (
+            "POST",
+            "/repos/octo/models/issues/7/comments",
+            500,
+            "GitHub: POST /repos/octo/models/issues/7/comments answered 500 Internal Server Error",
+        ),
         ("GET", "/repos/octo/models", 502, "GitHub: GET /repos/octo/models answered 502 Bad Gateway"),
-        ("GET", "/repos/octo/models/issues/7/comments", 0, "GitHub: GET /repos/octo/models/issues/7/comments got no answer: "
-         "Remote end closed connection without response"),
+        (
+            "GET",
+            "/repos/octo/models/issues/7/comments",
+            0,
+            (
+                "GitHub: GET /repos/octo/models/issues/7/comments got no answer: "
+                "Remote end closed connection without response"
+            ),
+        ),
     ],
 )
-def test_a_comment_that_cannot_be_posted_fails_with_one_line(project, home, tmp_path, github_api, method, path, status, line):
+def test_a_comment_that_cannot_be_posted_fails_with_one_line(
+    project, home, tmp_path, github_api, method, path, status, line
+):
     env = github_env(github_api, pr_event(tmp_path))
     assert tftrain("run", "-f", str(project(script=SCRIPT)), env=env).returncode == 0
     github_api.fail(method, path, status)
@@ -275,13 +309,25 @@ def test_an_unreachable_github_fails_with_one_line(project, home, tmp_path):
 
 def _serving(width: int) -> dict:
     tensor = {"name": "x", "dtype": "float32", "shape": [None, width]}
-    return {"signatures": {"serving_default": {"inputs": [tensor], "outputs": [{"name": "y", "dtype": "float32", "shape": [None, 2]}]}}}
+    return {
+        "signatures": {
+            "serving_default": {"inputs": [tensor], "outputs": [{"name": "y", "dtype": "float32", "shape": [None, 2]}]}
+        }
+    }
 
 
 def test_the_comment_flags_a_changed_serving_signature(project, home, tmp_path, github_api):
     env = github_env(github_api, pr_event(tmp_path))
-    baseline = {"primary": "accuracy", "metrics": {"accuracy": {"last": 0.7, "best": 0.7, "best_step": 3, "count": 3, "goal": "maximize"}}}
-    github_api.add_release("octo", "models", "demo-v3", {"metrics.json": json.dumps(baseline).encode(), "serving.json": json.dumps(_serving(16)).encode()})
+    baseline = {
+        "primary": "accuracy",
+        "metrics": {"accuracy": {"last": 0.7, "best": 0.7, "best_step": 3, "count": 3, "goal": "maximize"}},
+    }
+    github_api.add_release(
+        "octo",
+        "models",
+        "demo-v3",
+        {"metrics.json": json.dumps(baseline).encode(), "serving.json": json.dumps(_serving(16)).encode()},
+    )
     assert tftrain("run", "-f", str(project(script=SCRIPT)), env=env).returncode == 0
     # what the gate recorded for this run (its model here is no TensorFlow model: written as the gate writes it)
     serving = home / "runs" / "demo-1" / "serving"
@@ -290,7 +336,10 @@ def test_the_comment_flags_a_changed_serving_signature(project, home, tmp_path, 
     done = tftrain("github", "comment", env=env)
     assert done.returncode == 0, done.stderr
     (comment,) = github_api.comments.values()
-    assert "**Serving signature changed** since demo-v3:\n\n- breaking: input `x` shape (None, 16) → (None, 32)\n" in comment["body"]
+    assert (
+        "**Serving signature changed** since demo-v3:\n\n- breaking: input `x` shape (None, 16) → (None, 32)\n"
+        in comment["body"]
+    )
     (serving / "serving.json").write_text(json.dumps(_serving(16)))
     assert tftrain("github", "comment", env=env).returncode == 0
     (comment,) = github_api.comments.values()

@@ -73,14 +73,18 @@ def test_manifest_errors_and_deprecations_are_annotated_at_the_yaml_line(project
     assert "::error file=tftrain.yml,line=4::epochz: unknown key" in result.stdout
     path = project(manifest="distributed_backend: ps\nnode_count: 2\ncompute:\n  slots_per_node: 2\n")
     result = subprocess.run(
-        [TFTRAIN, "validate", "-f", str(path)], capture_output=True, text=True,
+        [TFTRAIN, "validate", "-f", str(path)],
+        capture_output=True,
+        text=True,
         env={**os.environ, "GITHUB_ACTIONS": "true", "GITHUB_WORKSPACE": str(path.parent)},
     )
     assert "::warning file=tftrain.yml,line=4::distributed_backend: distributed_backend is deprecated" in result.stdout
 
 
 def test_nothing_of_this_outside_actions(project, home, tmp_path):
-    result = subprocess.run([TFTRAIN, "run", "-f", str(project(manifest="epochz: 3\n"))], capture_output=True, text=True)
+    result = subprocess.run(
+        [TFTRAIN, "run", "-f", str(project(manifest="epochz: 3\n"))], capture_output=True, text=True
+    )
     assert "::" not in result.stdout + result.stderr
 
 
@@ -90,10 +94,17 @@ def test_a_multi_line_secret_is_masked_in_actions_line_by_line(project, home, tm
     secret = "first-line-1a2b\nsecond-line-3c4d\nthird-line-5e6f"
     script = SCRIPT + "for line in os.environ['TFTRAIN_GH_TOKEN'].splitlines():\n    print('part', line)\n"
     script += "from runner import log_metric\nlog_metric('m-' + os.environ['TFTRAIN_GH_TOKEN'].splitlines()[1], 1.0)\n"
-    result = run_in_actions(project(script=script, manifest="secrets: [TFTRAIN_GH_TOKEN]\n"), tmp_path, {"TFTRAIN_GH_TOKEN": secret})
+    result = run_in_actions(
+        project(script=script, manifest="secrets: [TFTRAIN_GH_TOKEN]\n"), tmp_path, {"TFTRAIN_GH_TOKEN": secret}
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[:3] == [f"::add-mask::{line}" for line in secret.splitlines()]
-    rest = "\n".join(lines[3:]) + result.stderr + (tmp_path / "summary.md").read_text() + (tmp_path / "output.txt").read_text()
+    rest = (
+        "\n".join(lines[3:])
+        + result.stderr
+        + (tmp_path / "summary.md").read_text()
+        + (tmp_path / "output.txt").read_text()
+    )
     assert not [line for line in secret.splitlines() if line in rest]
     assert "part ***" in rest and "m-***" in rest

@@ -18,16 +18,22 @@ def _tftrain(*args, env):
 
 def test_the_keras_example_is_judged_honestly_against_its_release(repo, home, tmp_path, github_api):
     example = tmp_path / "keras-verdict"
-    shutil.copytree(repo / "examples" / "keras-verdict", example, ignore=shutil.ignore_patterns("outputs", "__pycache__"))
+    shutil.copytree(
+        repo / "examples" / "keras-verdict", example, ignore=shutil.ignore_patterns("outputs", "__pycache__")
+    )
     manifest = example / "tftrain.yml"
-    manifest.write_text(manifest.read_text().replace("  --epochs: 8\n", "  --epochs: 4\n"))  # the test's time; the verdict's logic is the same
+    manifest.write_text(
+        manifest.read_text().replace("  --epochs: 8\n", "  --epochs: 4\n")
+    )  # the test's time; the verdict's logic is the same
     env = github_env(github_api, pr_event(tmp_path), TFTRAIN_HOME=str(home))
 
     released = _tftrain("run", "-f", str(manifest), env=env)
     assert released.returncode == 0, released.stdout[-3000:] + released.stderr
     assert _tftrain("publish", "--run", "keras-verdict-1", env=env).returncode == 0
     (release,) = github_api.releases
-    assert {"evaluation.json", "evaluation-seed-0.jsonl", "evaluation-seed-1.jsonl", "evaluation-seed-2.jsonl"} <= {a["name"] for a in release["assets"]}
+    assert {"evaluation.json", "evaluation-seed-0.jsonl", "evaluation-seed-1.jsonl", "evaluation-seed-2.jsonl"} <= {
+        a["name"] for a in release["assets"]
+    }
 
     same = _tftrain("run", "-f", str(manifest), env=env)
     assert same.returncode == 0, same.stderr

@@ -4,16 +4,14 @@ through PyGithub: drafts, verified assets, 422 races, resumes, safe pulls."""
 from __future__ import annotations
 
 import hashlib
-import json
 import io
-
+import json
 import os
 import subprocess
 import tarfile
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-
 from conftest import TFTRAIN
 
 pytestmark = pytest.mark.integration
@@ -22,6 +20,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def project(stand_in_project):
     return stand_in_project  # the models here are stand-ins: no gate
+
 
 SCRIPT = """\
 import os
@@ -32,12 +31,28 @@ os.makedirs("outputs/model/variables", exist_ok=True)
 open("outputs/model/saved_model.pb", "wb").write(b"graph" * 1000)
 open("outputs/model/variables/data", "wb").write(os.urandom(4096))
 """
-ASSETS = {"SHA256SUMS", "MODEL_CARD.md", "logs.tar.gz", "loss-curve.png", "manifest.lock.yml", "metrics.json", "metrics.jsonl", "model.tar.gz",
-          "provenance.intoto.json", "usage.json"}
+ASSETS = {
+    "SHA256SUMS",
+    "MODEL_CARD.md",
+    "logs.tar.gz",
+    "loss-curve.png",
+    "manifest.lock.yml",
+    "metrics.json",
+    "metrics.jsonl",
+    "model.tar.gz",
+    "provenance.intoto.json",
+    "usage.json",
+}
 
 
 def env_for(api, **extra):
-    return {**os.environ, "GITHUB_REPOSITORY": "octo/models", "GITHUB_API_URL": api.url, "GITHUB_TOKEN": "ghs_test", **extra}
+    return {
+        **os.environ,
+        "GITHUB_REPOSITORY": "octo/models",
+        "GITHUB_API_URL": api.url,
+        "GITHUB_TOKEN": "ghs_test",
+        **extra,
+    }
 
 
 def tftrain(*args, env):
@@ -75,7 +90,11 @@ def test_a_stopped_publish_resumes_its_draft(project, home, github_api):
     github_api.fail_uploads = 100
     failed = tftrain("publish", env=env)
     assert failed.returncode == 17
-    assert "answered 502 Bad Gateway" in failed.stderr and "stays a draft" in failed.stderr and "tftrain publish --run demo-1" in failed.stderr
+    assert (
+        "answered 502 Bad Gateway" in failed.stderr
+        and "stays a draft" in failed.stderr
+        and "tftrain publish --run demo-1" in failed.stderr
+    )
     (release,) = github_api.releases
     assert release["draft"] is True
     github_api.fail_uploads = 2  # flaky for a moment more: retried with backoff
@@ -100,7 +119,11 @@ def test_concurrent_publishers_get_distinct_versions(project, home, github_api):
 def test_a_dirty_checkout_is_not_published_unless_forced(project, home, github_api):
     env = env_for(github_api)
     path = project(script=SCRIPT)
-    for command in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]):
+    for command in (
+        ["git", "init", "-q"],
+        ["git", "add", "-A"],
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"],
+    ):
         subprocess.run(command, cwd=path.parent, check=True)
     (path.parent / "src" / "train.py").write_text(SCRIPT + "# not committed\n")
     assert tftrain("run", "-f", str(path), env=env).returncode == 0
@@ -132,10 +155,11 @@ def test_tampered_downloads_are_refused(home, github_api, tmp_path):
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
         info = tarfile.TarInfo("w")
         archive.addfile(info, io.BytesIO(b""))
-    github_api.add_release("octo", "models", "m-v1", {"model.tar.gz": buffer.getvalue(), "SHA256SUMS": b"0" * 64 + b"  model.tar.gz\n"})
+    github_api.add_release(
+        "octo", "models", "m-v1", {"model.tar.gz": buffer.getvalue(), "SHA256SUMS": b"0" * 64 + b"  model.tar.gz\n"}
+    )
     result = tftrain("models", "pull", "m@v1", "--from", "github", "-o", str(tmp_path / "o"), env=env_for(github_api))
     assert result.returncode == 17 and "does not match its SHA256SUMS" in result.stderr
-
 
 
 def test_large_models_go_to_s3(project, home, github_api, s3_server, aws_env, tmp_path):
@@ -171,11 +195,15 @@ def test_resume_from_a_released_model(project, home, github_api, tmp_path):
     assert tftrain("run", "-f", str(project(script=SCRIPT)), env=env).returncode == 0
     assert tftrain("publish", env=env).returncode == 0
     reader = "import os, sys\nprint('resumed', sorted(os.listdir(sys.argv[2])))\n"
-    path = project(script=reader, manifest="resume_from: release:demo@latest\nscript_params:\n  --from: {resume_from: true}\n")
+    path = project(
+        script=reader, manifest="resume_from: release:demo@latest\nscript_params:\n  --from: {resume_from: true}\n"
+    )
     result = tftrain("run", "-f", str(path), env=env)
     assert result.returncode == 0, result.stderr
     assert "resumed ['saved_model.pb', 'variables']" in (home / "runs/demo-2/workdir/logs/0.log").read_text()
-    missing = project(script=reader, manifest="resume_from: release:nothing@latest\nscript_params:\n  --from: {resume_from: true}\n")
+    missing = project(
+        script=reader, manifest="resume_from: release:nothing@latest\nscript_params:\n  --from: {resume_from: true}\n"
+    )
     failed = tftrain("run", "-f", str(missing), env=env)
     assert failed.returncode == 4 and "resume_from: no published release of nothing" in failed.stderr
 
@@ -193,7 +221,13 @@ def test_resume_from_a_released_model(project, home, github_api, tmp_path):
 def test_when_auto_publishes(project, home, github_api, tmp_path, event, ref, payload, pattern, publishes):
     event_file = tmp_path / "event.json"
     event_file.write_text(json.dumps(payload))
-    env = env_for(github_api, GITHUB_EVENT_NAME=event, GITHUB_REF=ref, GITHUB_EVENT_PATH=str(event_file), INPUT_TAG_PATTERN=pattern)
+    env = env_for(
+        github_api,
+        GITHUB_EVENT_NAME=event,
+        GITHUB_REF=ref,
+        GITHUB_EVENT_PATH=str(event_file),
+        INPUT_TAG_PATTERN=pattern,
+    )
     assert tftrain("run", "-f", str(project(script=SCRIPT)), env=env).returncode == 0
     result = tftrain("publish", "--when", "auto", env=env)
     assert result.returncode == 0, result.stderr
@@ -225,7 +259,9 @@ def test_resume_from_a_release_named_by_the_tag_template(project, home, github_a
     (release,) = github_api.releases
     assert f"| labels | {base_url}/labels.bin | {hashlib.sha256(b'labels' * 100).hexdigest()} |" in release["body"]
     reader = "import os, sys\nprint('resumed', sorted(os.listdir(sys.argv[2])))\n"
-    path = project(script=reader, manifest="resume_from: release:demo@latest\nscript_params:\n  --from: {resume_from: true}\n")
+    path = project(
+        script=reader, manifest="resume_from: release:demo@latest\nscript_params:\n  --from: {resume_from: true}\n"
+    )
     result = tftrain("run", "-f", str(path), env=env)
     assert result.returncode == 0, result.stderr
     assert "resumed ['saved_model.pb', 'variables']" in (home / "runs/demo-2/workdir/logs/0.log").read_text()
@@ -241,10 +277,24 @@ def one_error_line(result) -> str:
 @pytest.mark.parametrize(
     ("method", "path", "said"),
     [
-        ("GET", "/repos/octo/models/releases", "GitHub: GET /repos/octo/models/releases answered 500 Internal Server Error"),
-        ("POST", "/repos/octo/models/releases", "creating the release demo-v1: GitHub: POST /repos/octo/models/releases answered 500 Internal Server Error"),
-        ("PATCH", "/repos/octo/models/releases/*", "GitHub: PATCH /repos/octo/models/releases/1001 answered 500 Internal Server Error; "
-         "the release demo-v1 stays a draft: run `tftrain publish --run demo-1` to finish it"),
+        (
+            "GET",
+            "/repos/octo/models/releases",
+            "GitHub: GET /repos/octo/models/releases answered 500 Internal Server Error",
+        ),
+        (
+            "POST",
+            "/repos/octo/models/releases",
+            "creating the release demo-v1: GitHub: POST /repos/octo/models/releases answered 500 Internal Server Error",
+        ),
+        (
+            "PATCH",
+            "/repos/octo/models/releases/*",
+            (
+                "GitHub: PATCH /repos/octo/models/releases/1001 answered 500 Internal Server Error; "
+                "the release demo-v1 stays a draft: run `tftrain publish --run demo-1` to finish it"
+            ),
+        ),
     ],
 )
 def test_a_publish_github_refuses_fails_with_one_line(project, home, github_api, method, path, said):
@@ -258,12 +308,16 @@ def test_a_publish_github_refuses_fails_with_one_line(project, home, github_api,
 
 
 def test_a_pull_github_refuses_fails_with_one_line(home, github_api, tmp_path):
-    release = github_api.add_release("octo", "models", "m-v1", {"model.tar.gz": b"x", "SHA256SUMS": b"0" * 64 + b"  model.tar.gz\n"})
+    release = github_api.add_release(
+        "octo", "models", "m-v1", {"model.tar.gz": b"x", "SHA256SUMS": b"0" * 64 + b"  model.tar.gz\n"}
+    )
     asset = next(a for a in release["assets"] if a["name"] == "SHA256SUMS")
     github_api.fail("GET", f"/repos/octo/models/releases/assets/{asset['id']}", 404)
     result = tftrain("models", "pull", "m@v1", "--from", "github", "-o", str(tmp_path / "o"), env=env_for(github_api))
     assert result.returncode == 23
-    assert one_error_line(result) == f"GitHub: GET /repos/octo/models/releases/assets/{asset['id']} answered 404 Not Found"
+    assert (
+        one_error_line(result) == f"GitHub: GET /repos/octo/models/releases/assets/{asset['id']} answered 404 Not Found"
+    )
 
 
 @pytest.fixture
@@ -275,19 +329,27 @@ def s3_proxy(s3_server):
         yield proxy
 
 
-@pytest.mark.parametrize(("bucket", "status", "code"), [("absent", 404, "NoSuchBucket"), ("flaky", 500, "InternalError")])
+@pytest.mark.parametrize(
+    ("bucket", "status", "code"), [("absent", 404, "NoSuchBucket"), ("flaky", 500, "InternalError")]
+)
 def test_a_publish_s3_refuses_fails_with_one_line(project, home, github_api, s3_proxy, aws_env, bucket, status, code):
     import boto3
 
     if bucket != "absent":
         boto3.client("s3", endpoint_url=s3_proxy.url).create_bucket(Bucket=bucket)
         s3_proxy.fail_s3("PUT", f"/{bucket}/team/demo/v1/model.tar.gz", status, code)
-    env = env_for(github_api, INPUT_S3_BUCKET=bucket, INPUT_S3_PREFIX="team", INPUT_S3_ENDPOINT_URL=s3_proxy.url, AWS_MAX_ATTEMPTS="2")
+    env = env_for(
+        github_api,
+        INPUT_S3_BUCKET=bucket,
+        INPUT_S3_PREFIX="team",
+        INPUT_S3_ENDPOINT_URL=s3_proxy.url,
+        AWS_MAX_ATTEMPTS="2",
+    )
     assert tftrain("run", "-f", str(project(script=SCRIPT)), env=env).returncode == 0
     result = tftrain("publish", env=env)
     assert result.returncode == 18
-    assert one_error_line(result) == (
-        f"S3: PutObject s3://{bucket}/team/demo/v1/model.tar.gz answered {status} {code}; "
+    assert (
+        one_error_line(result) == f"S3: PutObject s3://{bucket}/team/demo/v1/model.tar.gz answered {status} {code}; "
         "the release demo-v1 stays a draft: run `tftrain publish --run demo-1` to finish it"
     )
     assert "testing" not in result.stdout + result.stderr  # the AWS credentials

@@ -14,10 +14,10 @@ import tarfile
 from pathlib import Path
 
 import pytest
-
 from conftest import TFTRAIN
 from hostile import assert_refused
 from hostile_archives import archive_bytes, cve_2025_4517, directory, entry
+
 from runner.errors import DiskFullError, PublishError, RegistryError
 from runner.history.model_registry import Registry
 from runner.history.store import Store
@@ -66,8 +66,14 @@ def test_the_cve_2025_4517_release_is_refused(home, github_api, beside):
 
 HOSTILE = {
     "x/y->.. chain": (
-        archive_bytes([directory("x"), entry("x/y", type=tarfile.SYMTYPE, link=".."), entry("x/y/z", type=tarfile.SYMTYPE, link=".."),
-                       entry("x/y/z/escaped", b"owned")]),
+        archive_bytes(
+            [
+                directory("x"),
+                entry("x/y", type=tarfile.SYMTYPE, link=".."),
+                entry("x/y/z", type=tarfile.SYMTYPE, link=".."),
+                entry("x/y/z/escaped", b"owned"),
+            ]
+        ),
         "refusing to extract 'x/y': a symlink",
     ),
     "not a tar": (b"<html>not found</html>\n" * 50, "model.tar.gz of m-v1: not a tar archive"),
@@ -96,7 +102,11 @@ def test_a_bomb_stops_at_the_configured_cap(home, github_api, beside):
     release(github_api, "m-v1", model)
     env = env_for(github_api, TFTRAIN_MAX_ARCHIVE_BYTES=str(8 << 20))
     result = tftrain("models", "pull", "m@v1", "--from", "github", "-o", str(beside / "out"), env=env)
-    assert_refused(result, RegistryError, "refusing to extract 'weights': more than 8388608 bytes in all (TFTRAIN_MAX_ARCHIVE_BYTES)")
+    assert_refused(
+        result,
+        RegistryError,
+        "refusing to extract 'weights': more than 8388608 bytes in all (TFTRAIN_MAX_ARCHIVE_BYTES)",
+    )
     assert sorted(os.listdir(beside)) == ["flag"]
 
 
@@ -125,7 +135,10 @@ def _shadow(model) -> None:
 DAMAGE = {
     "symlink to /etc/shadow, sums updated": (_shadow, "shadow is a symlink"),
     "a FIFO": (lambda model: os.mkfifo(model.files_dir / "variables" / "pipe"), "variables/pipe is a FIFO"),
-    "garbage SHA256SUMS": (lambda model: (model.path / "SHA256SUMS").write_bytes(b"\x00\xff garbage"), "SHA256SUMS line 1 is not"),
+    "garbage SHA256SUMS": (
+        lambda model: (model.path / "SHA256SUMS").write_bytes(b"\x00\xff garbage"),
+        "SHA256SUMS line 1 is not",
+    ),
     "version directory gone": (lambda model: shutil.rmtree(model.path), "models/digits/v1 is missing"),
 }
 
@@ -165,7 +178,10 @@ os.chmod("outputs/model/closed", 0)
 def test_odd_outputs_are_skipped_and_the_run_completes(home, tmp_path, project):
     result = tftrain("run", "-f", str(project(script=ODD_OUTPUTS)), env=env_for())
     assert result.returncode == 0, result.stderr
-    assert "skipped 4 entries under outputs/model: dangling (symlink), loop (symlink), pipe (FIFO), variables/shadow (symlink)" in result.stdout + result.stderr
+    assert (
+        "skipped 4 entries under outputs/model: dangling (symlink), loop (symlink), pipe (FIFO), variables/shadow"
+        " (symlink)" in result.stdout + result.stderr
+    )
     assert (home / "runs" / "demo-1" / "run.json").exists() and (home / "runs" / "demo-1" / "summary.md").exists()
     pulled = tftrain("models", "pull", "demo@v1", "-o", str(tmp_path / "pulled"), env=env_for())
     assert pulled.returncode == 0, pulled.stderr
@@ -209,7 +225,9 @@ def test_a_full_disk_while_pulling_is_exit_22(home, tmp_path, github_api, small_
     assert os.listdir(small_disk) == []
 
     release(github_api, "big-v1", archive_bytes([entry("weights", os.urandom(2 << 20))]))
-    result = tftrain("models", "pull", "big@v1", "--from", "github", "-o", str(small_disk / "out"), env=env_for(github_api))
+    result = tftrain(
+        "models", "pull", "big@v1", "--from", "github", "-o", str(small_disk / "out"), env=env_for(github_api)
+    )
     assert_refused(result, DiskFullError, f"disk full writing {small_disk / 'out' / 'weights'}")
     assert os.listdir(small_disk) == []
 
@@ -219,11 +237,14 @@ def test_the_container_copy_out_skips_links_fifos_and_devices(docker_client, tmp
     import time
 
     from conftest import BASE_IMAGE
-    from runner.targets.container import Container
-    from runner.plan.model import ContainerSpec
 
-    script = ("mkdir -p /out/sub && printf w > /out/model.bin && printf m > /out/sub/m.jsonl && ln -s /etc/shadow /out/shadow"
-              " && mkfifo /out/pipe && mknod /out/zero c 1 5")
+    from runner.plan.model import ContainerSpec
+    from runner.targets.container import Container
+
+    script = (
+        "mkdir -p /out/sub && printf w > /out/model.bin && printf m > /out/sub/m.jsonl && ln -s /etc/shadow /out/shadow"
+        " && mkfifo /out/pipe && mknod /out/zero c 1 5"
+    )
     spec = ContainerSpec(image=BASE_IMAGE, mounts=(), user="", network_mode="none")
     read, write = os.pipe()
     destination = tmp_path / "outputs"
@@ -231,7 +252,9 @@ def test_the_container_copy_out_skips_links_fifos_and_devices(docker_client, tmp
     destination.mkdir()
     (destination / "model.bin").symlink_to(tmp_path / "victim")  # replaced, never written through
     try:
-        with Container(docker_client, spec, ["sh", "-c", script], {}, "/", f"tftrain-test-copy-out-{os.getpid()}", {}) as container:
+        with Container(
+            docker_client, spec, ["sh", "-c", script], {}, "/", f"tftrain-test-copy-out-{os.getpid()}", {}
+        ) as container:
             container.start(write)
             deadline = time.monotonic() + 120
             while container.poll() is None and time.monotonic() < deadline:
@@ -240,7 +263,11 @@ def test_the_container_copy_out_skips_links_fifos_and_devices(docker_client, tmp
             fetched = container.fetch("/out", destination)
     finally:
         os.close(read)
-    assert sorted(str(item) for item in fetched.skipped) == ["out/pipe (FIFO)", "out/shadow (symlink)", "out/zero (character device)"]
+    assert sorted(str(item) for item in fetched.skipped) == [
+        "out/pipe (FIFO)",
+        "out/shadow (symlink)",
+        "out/zero (character device)",
+    ]
     assert fetched.files == 2
     assert not (destination / "model.bin").is_symlink() and (destination / "model.bin").read_text() == "w"
     assert (destination / "sub" / "m.jsonl").read_text() == "m"

@@ -14,10 +14,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
-
 import history_damage as damage
-
+import pytest
 from conftest import TFTRAIN, tftrain
 
 pytestmark = pytest.mark.integration
@@ -72,9 +70,6 @@ def trained(template, home) -> Path:
     return manifest
 
 
-
-
-
 DAMAGE = {
     "truncated": damage.truncated,
     "garbage": lambda db: db.write_bytes(os.urandom(16384)),
@@ -88,7 +83,13 @@ COMMANDS = [("runs",), ("runs", "show", "demo-1"), ("logs", "demo-1"), ("metrics
 
 def all_at_once(commands: list[tuple[str, ...]]) -> list[subprocess.CompletedProcess]:
     started = [
-        subprocess.Popen([TFTRAIN, *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"})
+        subprocess.Popen(
+            [TFTRAIN, *command],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "COLUMNS": "200"},
+        )
         for command in commands
     ]
     results = []
@@ -202,7 +203,9 @@ def test_killed_tftrain_leaves_a_failed_run_not_a_running_one(project, cli, home
             script = int(found[1]) if found else None
             time.sleep(0.05)
         assert script, "the training never started"
-        follow = subprocess.Popen([TFTRAIN, "logs", "sleeper-1", "--follow"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        follow = subprocess.Popen(
+            [TFTRAIN, "logs", "sleeper-1", "--follow"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         time.sleep(0.5)
         run.send_signal(signal.SIGKILL)
         run.wait()
@@ -213,7 +216,11 @@ def test_killed_tftrain_leaves_a_failed_run_not_a_running_one(project, cli, home
         assert listed.returncode == 0
         assert re.search(rf"sleeper-1\s.*Failed\s.*lost: tftrain process {run.pid} ended", listed.stdout), listed.stdout
         record = json.loads((home / "runs" / "sleeper-1" / "run.json").read_text())
-        assert (record["status"], record["exit_code"], record["message"]) == ("Failed", 1, f"lost: tftrain process {run.pid} ended")
+        assert (record["status"], record["exit_code"], record["message"]) == (
+            "Failed",
+            1,
+            f"lost: tftrain process {run.pid} ended",
+        )
         assert [phase["phase"] for phase in record["phases"]] == ["Queued", "Preparing", "Running", "Failed"]
         again = cli("runs", "show", "sleeper-1")
         assert "run sleeper-1: Failed: lost" in again.stdout and "marked Failed" not in again.stderr  # judged once
@@ -268,7 +275,9 @@ def test_full_disk_fails_the_run_and_keeps_what_was_written(project, cli, small_
     listed = cli("runs")  # reading the history needs no space
     assert listed.returncode == 0 and re.search(r"filler-1\s.*Failed", listed.stdout), listed.stdout + listed.stderr
     shutil.rmtree(run_dir / "workdir" / "outputs")
-    assert cli("run", "-f", str(project(script=TRAIN, name="filler"))).returncode == 0  # and it goes on once there is room
+    assert (
+        cli("run", "-f", str(project(script=TRAIN, name="filler"))).returncode == 0
+    )  # and it goes on once there is room
 
 
 def test_every_command_that_reconciles_says_what_it_marked(project, cli, home):

@@ -15,13 +15,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import TFTRAIN
+from history_damage import digest
+from hostile import assert_clean, assert_refused, files_containing, nothing_written_outside
+
 from runner.errors import HistoryError, ManifestError, NotFoundError, RegistryError, UsageError
 from runner.history.model_registry import Registry
 from runner.history.store import Store
-from history_damage import digest
-from hostile import assert_clean, assert_refused, files_containing, nothing_written_outside
 
 pytestmark = pytest.mark.integration
 
@@ -48,7 +48,9 @@ def history(tmp_path) -> Path:
 
 def tftrain(home: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "TFTRAIN_HOME": str(home), "GITHUB_TOKEN": SECRET, "COLUMNS": "200"}
-    return subprocess.run([TFTRAIN, *args], capture_output=True, text=True, timeout=SECONDS, env=env, cwd=cwd or home.parent)
+    return subprocess.run(
+        [TFTRAIN, *args], capture_output=True, text=True, timeout=SECONDS, env=env, cwd=cwd or home.parent
+    )
 
 
 def assert_secret_kept(result: subprocess.CompletedProcess, root: Path) -> None:
@@ -113,15 +115,22 @@ def test_a_sweep_id_past_its_digits_is_refused_before_anything_runs(history, tmp
 
 @pytest.mark.parametrize(
     ("ref", "says"),
-    [(f"model:demo@v{HUGE}", "cannot exist"), ("model:demo@v01", "cannot exist"), ("model:demo@v١", "cannot exist"),
-     (f"checkpoint:{HUGE}", "cannot exist"), ("model:de mo", "is not a model reference")],
+    [
+        (f"model:demo@v{HUGE}", "cannot exist"),
+        ("model:demo@v01", "cannot exist"),
+        ("model:demo@v١", "cannot exist"),
+        (f"checkpoint:{HUGE}", "cannot exist"),
+        ("model:de mo", "is not a model reference"),
+    ],
 )
 @pytest.mark.parametrize("command", ["validate", "run"])
 def test_resume_from_that_can_name_nothing_is_refused_at_validate(history, tmp_path, command, ref, says):
     project = tmp_path / "project"
     (project / "src").mkdir(parents=True)
     (project / "src" / "train.py").write_text("raise SystemExit('never runs')\n")
-    (project / "tftrain.yml").write_text(f'name: demo\nsource_directory: src\nentry_script: train.py\nresume_from: "{ref}"\n')
+    (project / "tftrain.yml").write_text(
+        f'name: demo\nsource_directory: src\nentry_script: train.py\nresume_from: "{ref}"\n'
+    )
     with nothing_written_outside(tmp_path, history):
         result = tftrain(history, command, "-f", str(project / "tftrain.yml"), cwd=project)
     assert_refused(result, ManifestError, "tftrain.yml:4", "resume_from", says)
@@ -185,7 +194,9 @@ def test_an_odd_history_file_is_named_and_doctor_sets_it_aside(history, tmp_path
         assert_clean(tftrain(history, "models", "pull", "demo@v1", "-o", str(history / "pulled")))
     assert "Completed" in shown.stdout and "kept the old index as" in doctor.stdout + doctor.stderr
     base, _, suffix = name.partition("-")  # tftrain.db-wal goes aside as tftrain.db.damaged-TIME-wal
-    aside = [path for path in history.iterdir() if path.name.startswith(f"{base}.damaged-") and path.name.endswith(suffix)]
+    aside = [
+        path for path in history.iterdir() if path.name.startswith(f"{base}.damaged-") and path.name.endswith(suffix)
+    ]
     assert len(aside) == 1 and os.lstat(aside[0]).st_mode == mode  # moved as it was, never opened or replaced
     assert stat.S_ISREG(os.lstat(history / "tftrain.db").st_mode)
     assert_secret_kept(doctor, tmp_path)
@@ -263,7 +274,11 @@ def test_numbers_in_a_record_the_index_cannot_hold_leave_it_out_of_the_rebuild(h
 
 
 @pytest.mark.parametrize("name", ["runs", "models"])
-@pytest.mark.parametrize("make", [_fifo, _link_to("/dev/urandom"), lambda path: path.write_text("not a directory\n")], ids=["fifo", "urandom", "file"])
+@pytest.mark.parametrize(
+    "make",
+    [_fifo, _link_to("/dev/urandom"), lambda path: path.write_text("not a directory\n")],
+    ids=["fifo", "urandom", "file"],
+)
 def test_records_that_are_not_a_directory_are_one_line_and_never_moved(history, tmp_path, name, make):
     """runs/ and models/ are the truth the index comes from: nothing rebuilds them, so doctor
     names what to move instead of setting them aside."""
@@ -316,13 +331,42 @@ def _nested_in(path: Path, text: str) -> None:
 DAMAGED_RECORDS = [
     ("run-deep", "runs/demo-1/run.json", lambda path: path.write_text(DEEP), "run.json: nested deeper than"),
     ("run-deep-inside", "runs/demo-1/run.json", lambda path: _nested_in(path, DEEP), "run.json: nested deeper than"),
-    ("run-surrogate", "runs/demo-1/run.json", lambda path: _nested_in(path, '"\\ud800"'), "run.json: holds a string that is not Unicode"),
-    ("run-not-utf8", "runs/demo-1/run.json", lambda path: path.write_bytes(path.read_bytes().replace(b"demo", b"d\xffmo", 1)), "run.json: not UTF-8"),
-    ("run-huge-int", "runs/demo-1/run.json", lambda path: _nested_in(path, "9" * 5000), "run.json: holds a number past 64 bits"),
-    ("version-deep", "models/demo/v1/version.json", lambda path: path.write_text(DEEP), "version.json: nested deeper than"),
-    ("version-deep-inside", "models/demo/v1/version.json", lambda path: _nested_in(path, '{"a": ' * 100_000 + "1" + "}" * 100_000),
-     "version.json: nested deeper than"),
-    ("version-surrogate", "models/demo/v1/version.json", lambda path: _nested_in(path, '"\\udcff"'), "version.json: holds a string that is not Unicode"),
+    (
+        "run-surrogate",
+        "runs/demo-1/run.json",
+        lambda path: _nested_in(path, '"\\ud800"'),
+        "run.json: holds a string that is not Unicode",
+    ),
+    (
+        "run-not-utf8",
+        "runs/demo-1/run.json",
+        lambda path: path.write_bytes(path.read_bytes().replace(b"demo", b"d\xffmo", 1)),
+        "run.json: not UTF-8",
+    ),
+    (
+        "run-huge-int",
+        "runs/demo-1/run.json",
+        lambda path: _nested_in(path, "9" * 5000),
+        "run.json: holds a number past 64 bits",
+    ),
+    (
+        "version-deep",
+        "models/demo/v1/version.json",
+        lambda path: path.write_text(DEEP),
+        "version.json: nested deeper than",
+    ),
+    (
+        "version-deep-inside",
+        "models/demo/v1/version.json",
+        lambda path: _nested_in(path, '{"a": ' * 100_000 + "1" + "}" * 100_000),
+        "version.json: nested deeper than",
+    ),
+    (
+        "version-surrogate",
+        "models/demo/v1/version.json",
+        lambda path: _nested_in(path, '"\\udcff"'),
+        "version.json: holds a string that is not Unicode",
+    ),
 ]
 
 
@@ -336,7 +380,9 @@ def test_a_damaged_record_is_one_line_and_the_rest_of_the_history_works(history,
     with nothing_written_outside(tmp_path, history):
         first = tftrain(history, "runs")  # rebuilds the index: says one was left out
         assert_clean(first)
-        results = [tftrain(history, *command) for command in (["runs"], ["models"], ["doctor"], ["doctor", "--rebuild"])]
+        results = [
+            tftrain(history, *command) for command in (["runs"], ["models"], ["doctor"], ["doctor", "--rebuild"])
+        ]
     for result in results:
         assert_clean(result)
         assert_secret_kept(result, tmp_path)
@@ -355,13 +401,38 @@ def test_a_damaged_record_is_one_line_and_the_rest_of_the_history_works(history,
 LOCK = "manifest.lock.yml"
 # (id, file in the run directory, how it is changed, what the provenance leaves out, if anything)
 ODD_RUN_RECORDS = [
-    ("phase-1e300", "run.json", lambda record: {**record, "phases": [{"phase": "Running", "started": 1e300, "ended": None}]}, None),
+    (
+        "phase-1e300",
+        "run.json",
+        lambda record: {**record, "phases": [{"phase": "Running", "started": 1e300, "ended": None}]},
+        None,
+    ),
     ("created-1e300", "run.json", lambda record: {**record, "created": 1e300}, None),
-    ("lock-5000-digits", LOCK, "manifest:\n  name: demo\n  epochs: " + "7" * 5000 + "\n", "manifest.lock.yml: not YAML"),
-    ("lock-4000-digits", LOCK, "manifest:\n  name: demo\n  epochs: " + "7" * 4000 + "\n", "manifest.lock.yml: holds a number past 64 bits"),
-    ("lock-deep", LOCK, "manifest: " + "[" * 100_000 + "]" * 100_000 + "\n", "manifest.lock.yml: not YAML"),  # libyaml bounds it
+    (
+        "lock-5000-digits",
+        LOCK,
+        "manifest:\n  name: demo\n  epochs: " + "7" * 5000 + "\n",
+        "manifest.lock.yml: not YAML",
+    ),
+    (
+        "lock-4000-digits",
+        LOCK,
+        "manifest:\n  name: demo\n  epochs: " + "7" * 4000 + "\n",
+        "manifest.lock.yml: holds a number past 64 bits",
+    ),
+    (
+        "lock-deep",
+        LOCK,
+        "manifest: " + "[" * 100_000 + "]" * 100_000 + "\n",
+        "manifest.lock.yml: not YAML",
+    ),  # libyaml bounds it
     ("lock-nan", LOCK, "manifest: {x: .nan}\n", "manifest.lock.yml: holds NaN or Infinity"),
-    ("run-surrogate", "run.json", '{"run_id": "demo-1", "git": {"commit": "\\ud800"}}', "run.json: holds a string that is not Unicode"),
+    (
+        "run-surrogate",
+        "run.json",
+        '{"run_id": "demo-1", "git": {"commit": "\\ud800"}}',
+        "run.json: holds a string that is not Unicode",
+    ),
     ("run-nan", "run.json", '{"run_id": "demo-1", "created": NaN}', "run.json: holds NaN or Infinity"),
     ("run-deep", "run.json", DEEP, "run.json: nested deeper than"),
 ]
@@ -385,11 +456,15 @@ def test_models_register_takes_odd_run_records(history, tmp_path, case):
     assert "registered model demo@v2" in result.stdout
     warnings = [line for line in (result.stdout + result.stderr).splitlines() if "provenance leaves it out" in line]
     if left_out:
-        assert len(warnings) == 1 and str(run_dir / name) in warnings[0] and left_out.split(": ", 1)[1] in warnings[0], result.stderr
+        assert (
+            len(warnings) == 1 and str(run_dir / name) in warnings[0] and left_out.split(": ", 1)[1] in warnings[0]
+        ), result.stderr
     else:
         assert not warnings, result.stderr
     statement = json.loads((history / "models" / "demo" / "v2" / "provenance.intoto.json").read_text())
-    assert statement["subject"] == [{"name": "weights.bin", "digest": {"sha256": __import__("hashlib").sha256(b"\1" * 32).hexdigest()}}]
+    assert statement["subject"] == [
+        {"name": "weights.bin", "digest": {"sha256": __import__("hashlib").sha256(b"\1" * 32).hexdigest()}}
+    ]
     assert_clean(tftrain(history, "models"))
 
 
@@ -427,7 +502,10 @@ def test_a_copied_home_reads_its_own_files_never_the_originals(history, tmp_path
     (copy / "models" / "demo" / "v1" / "model" / "weights.bin").write_bytes(b"\0" * 64)  # intact again
     shutil.rmtree(history)  # the original is gone
     with nothing_written_outside(tmp_path, copy, tmp_path / "out2"):
-        results = [tftrain(copy, *args) for args in (["models"], ["runs"], ["doctor"], ["models", "pull", "demo@v1", "-o", str(tmp_path / "out2")])]
+        results = [
+            tftrain(copy, *args)
+            for args in (["models"], ["runs"], ["doctor"], ["models", "pull", "demo@v1", "-o", str(tmp_path / "out2")])
+        ]
     for result in results:
         assert_clean(result)
     assert ": ok (1 run, 1 model version)" in results[2].stdout + results[2].stderr
@@ -447,7 +525,9 @@ def test_an_index_naming_a_directory_outside_the_home_is_refused(history, tmp_pa
     db.close()
     with nothing_written_outside(tmp_path, history):
         for command in (["runs"], ["models"], ["models", "pull", "demo@v1", "-o", str(tmp_path / "out")]):
-            assert_refused(tftrain(history, *command), HistoryError, "tftrain.db is damaged", "outside", "tftrain doctor")
+            assert_refused(
+                tftrain(history, *command), HistoryError, "tftrain.db is damaged", "outside", "tftrain doctor"
+            )
     assert not (tmp_path / "out").exists()
     doctor = tftrain(history, "doctor")
     assert_clean(doctor)

@@ -7,15 +7,15 @@ import os
 import shutil
 
 import pytest
+from builders import PYTHON, RUNTIME
 
 from runner.errors import UnsupportedError
-from runner.shared.machine import gpu_count
-from runner.plan.launchers.capacity import check_capacity
-from runner.telemetry.logger import Logger
 from runner.manifest import load_manifest
-from runner.plan.model import PlanContext
 from runner.plan.launchers import build_plan
-from builders import PYTHON, RUNTIME
+from runner.plan.launchers.capacity import check_capacity
+from runner.plan.model import PlanContext
+from runner.shared.machine import gpu_count
+from runner.telemetry.logger import Logger
 
 
 @pytest.fixture
@@ -34,15 +34,36 @@ def gpus(tmp_path, monkeypatch) -> int:
 
 
 def test_more_gpu_processes_than_gpus_is_an_error_at_run_start(project, gpus):
-    fits = project(manifest=f"use_gpu: true\ndistributed_training:\n  backend: multi_worker_mirrored\n  worker_count: {gpus}\n")
+    fits = project(
+        manifest=f"use_gpu: true\ndistributed_training:\n  backend: multi_worker_mirrored\n  worker_count: {gpus}\n"
+    )
     loaded = load_manifest(fits)
-    check_capacity(build_plan(PlanContext(loaded.manifest, "local", PYTHON, RUNTIME, {}, ())), loaded.manifest, Logger(io.StringIO()), cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
+    check_capacity(
+        build_plan(PlanContext(loaded.manifest, "local", PYTHON, RUNTIME, {}, ())),
+        loaded.manifest,
+        Logger(io.StringIO()),
+        cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+    )
     # parameter servers and the chief need no GPU: workers = GPUs fits
-    ps = project(manifest=f"use_gpu: true\ndistributed_training:\n  backend: parameter_server\n  worker_count: {gpus}\n")
+    ps = project(
+        manifest=f"use_gpu: true\ndistributed_training:\n  backend: parameter_server\n  worker_count: {gpus}\n"
+    )
     loaded = load_manifest(ps)
-    check_capacity(build_plan(PlanContext(loaded.manifest, "docker", PYTHON, RUNTIME, {}, ())), loaded.manifest, Logger(io.StringIO()), cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
-    over = project(manifest=f"use_gpu: true\ndistributed_training:\n  backend: multi_worker_mirrored\n  worker_count: {gpus + 1}\n")
+    check_capacity(
+        build_plan(PlanContext(loaded.manifest, "docker", PYTHON, RUNTIME, {}, ())),
+        loaded.manifest,
+        Logger(io.StringIO()),
+        cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+    )
+    over = project(
+        manifest=f"use_gpu: true\ndistributed_training:\n  backend: multi_worker_mirrored\n  worker_count: {gpus + 1}\n"
+    )
     loaded = load_manifest(over)  # validation gives the same answer on every machine: it does not count GPUs
     plan = build_plan(PlanContext(loaded.manifest, "local", PYTHON, RUNTIME, {}, ()))
-    with pytest.raises(UnsupportedError, match=rf"^use_gpu: the job runs {gpus + 1} processes that each need a GPU, and this machine has {gpus}$"):
-        check_capacity(plan, loaded.manifest, Logger(io.StringIO()), cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
+    with pytest.raises(
+        UnsupportedError,
+        match=rf"^use_gpu: the job runs {gpus + 1} processes that each need a GPU, and this machine has {gpus}$",
+    ):
+        check_capacity(
+            plan, loaded.manifest, Logger(io.StringIO()), cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES")
+        )

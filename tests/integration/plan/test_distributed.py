@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import TFTRAIN
 
 pytestmark = pytest.mark.integration
@@ -73,17 +72,28 @@ time.sleep(1)
 def test_legacy_cluster_spec_scripts_see_the_cluster(project, cli, home):
     path = project(
         script=LEGACY,
-        manifest="node_count: 2\ncompute:\n  slots_per_node: 2\ndistributed_training:\n  backend: parameter_server\n"
-        "  worker_count: 2\n  parameter_server_count: 1\n",
+        manifest=(
+            "node_count: 2\ncompute:\n  slots_per_node: 2\ndistributed_training:\n  backend: parameter_server\n"
+            "  worker_count: 2\n  parameter_server_count: 1\n"
+        ),
     )
     result = cli("run", "-f", str(path), timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     lock = (home / "runs/demo-1/manifest.lock.yml").read_text()
     views = []
     for rank in range(4):
-        line = next(l for l in (home / f"runs/demo-1/workdir/logs/{rank}.log").read_text().splitlines() if l.startswith("sees "))
+        line = next(
+            text
+            for text in (home / f"runs/demo-1/workdir/logs/{rank}.log").read_text().splitlines()
+            if text.startswith("sees ")
+        )
         views.append(json.loads(line[5:]))
-    assert [v["me"] for v in views] == [{"type": "chief", "index": 0}, {"type": "worker", "index": 0}, {"type": "worker", "index": 1}, {"type": "ps", "index": 0}]
+    assert [v["me"] for v in views] == [
+        {"type": "chief", "index": 0},
+        {"type": "worker", "index": 0},
+        {"type": "worker", "index": 1},
+        {"type": "ps", "index": 0},
+    ]
     assert all(v["jobs"] == ["chief", "ps", "worker"] and v["workers"] == 2 for v in views)
     assert all(v["ps"] == views[0]["ps"] and v["ps"][0] in lock for v in views)
 
@@ -113,7 +123,9 @@ def _task_pid(run_id: str, role: str, index: int) -> int | None:
 
 def test_a_dying_worker_fails_the_job_quickly(repo, home):
     path = example(repo, "parameter-server")
-    process = subprocess.Popen([TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     log = home / "runs/parameter-server-1/workdir/logs/0.log"
     deadline = time.monotonic() + 120
     while not (log.exists() and "chief: coordinating" in log.read_text()) and time.monotonic() < deadline:
@@ -135,12 +147,21 @@ def test_bad_distributed_input_fails_before_anything_starts(project, cli, home):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         port = taken.getsockname()[1]
-        path = project(manifest=f"distributed_training:\n  backend: multi_worker_mirrored\n  worker_count: 2\n  base_port: {port}\ncompute:\n  slots_per_node: 2\n")
+        path = project(
+            manifest=(
+                "distributed_training:\n  backend: multi_worker_mirrored\n  worker_count: 2\n  base_port:"
+                f" {port}\ncompute:\n  slots_per_node: 2\n"
+            )
+        )
         result = cli("run", "-f", str(path))
     assert result.returncode == 13
     assert f"distributed_training.base_port: port {port} on 127.0.0.1 is already in use" in result.stderr
-    result = cli("run", "-f", str(project(manifest="distributed_training:\n  backend: mpi\n  process_count_per_node: 0\n")))
-    assert result.returncode == 3 and "process_count_per_node: Input should be greater than or equal to 1" in result.stderr
+    result = cli(
+        "run", "-f", str(project(manifest="distributed_training:\n  backend: mpi\n  process_count_per_node: 0\n"))
+    )
+    assert (
+        result.returncode == 3 and "process_count_per_node: Input should be greater than or equal to 1" in result.stderr
+    )
 
 
 def test_parameter_server_job_in_containers(repo, cli, home, docker_client, tmp_path):
@@ -154,7 +175,8 @@ def test_parameter_server_job_in_containers(repo, cli, home, docker_client, tmp_
     manifest = source / "tftrain.yml"
     manifest.write_text(
         manifest.read_text()
-        + f"use_docker: true\ncustom_docker_image: {BASE_IMAGE}\nframework_version: '2.18'\npip_packages: [scikit-learn]\n"
+        + f"use_docker: true\ncustom_docker_image: {BASE_IMAGE}\nframework_version: '2.18'\npip_packages:"
+        " [scikit-learn]\n"
     )
     result = cli("run", "-f", str(manifest), timeout=1200)
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr

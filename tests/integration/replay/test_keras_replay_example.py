@@ -16,14 +16,20 @@ from serving_models import lasting_cache_path
 
 def run(home, manifest, *params: str) -> subprocess.CompletedProcess:
     text = manifest.read_text()
-    manifest.with_name("pr.yml").write_text(text.replace("  --epochs: 5\n", "  --epochs: 5\n" + "".join(f"  {p}\n" for p in params)))
+    manifest.with_name("pr.yml").write_text(
+        text.replace("  --epochs: 5\n", "  --epochs: 5\n" + "".join(f"  {p}\n" for p in params))
+    )
     env = {**os.environ, "TFTRAIN_HOME": str(home), "TFTRAIN_CACHE_DIR": str(lasting_cache_path()), "COLUMNS": "200"}
-    return subprocess.run([TFTRAIN, "run", "-f", str(manifest.with_name("pr.yml"))], capture_output=True, text=True, env=env, timeout=1200)
+    return subprocess.run(
+        [TFTRAIN, "run", "-f", str(manifest.with_name("pr.yml"))], capture_output=True, text=True, env=env, timeout=1200
+    )
 
 
 def test_a_preprocessing_change_is_refused_and_a_refactor_passes(repo, tmp_path):
     example = tmp_path / "keras-replay"
-    shutil.copytree(repo / "examples" / "keras-replay", example, ignore=shutil.ignore_patterns("outputs", "__pycache__"))
+    shutil.copytree(
+        repo / "examples" / "keras-replay", example, ignore=shutil.ignore_patterns("outputs", "__pycache__")
+    )
     manifest, home = example / "tftrain.yml", tmp_path / "home"
     first = run(home, manifest)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr
@@ -44,5 +50,7 @@ def test_a_preprocessing_change_is_refused_and_a_refactor_passes(repo, tmp_path)
     assert json.loads((kept / "replay.json").read_text())["baseline"] == "keras-replay@v1"
     assert len((kept / "replay-requests.jsonl").read_text().splitlines()) == 200
     warmup = home / "models" / "keras-replay" / "v2" / "model" / "assets.extra" / "tf_serving_warmup_requests"
-    assert warmup.is_file() and "assets.extra/tf_serving_warmup_requests" in (warmup.parents[2] / "SHA256SUMS").read_text()
+    assert (
+        warmup.is_file() and "assets.extra/tf_serving_warmup_requests" in (warmup.parents[2] / "SHA256SUMS").read_text()
+    )
     assert not (home / "runs" / "keras-replay-3" / "replay" / "candidate").exists()  # the candidate's scratch is gone

@@ -11,7 +11,6 @@ import textwrap
 
 import numpy as np
 import pytest
-
 import serving_models
 from conftest import TFTRAIN
 from serving_models import NAME, BuiltModel, lasting_cache_path, register_version
@@ -19,8 +18,7 @@ from serving_models import NAME, BuiltModel, lasting_cache_path, register_versio
 saved_model = serving_models.saved_model
 
 # the fixture's model with its inputs rescaled first (x → 1 − 3x): the same weights, a preprocessing change
-VARIANT = textwrap.dedent(
-    """
+VARIANT = textwrap.dedent("""
     import json, sys
     from pathlib import Path
     import numpy as np
@@ -37,14 +35,18 @@ VARIANT = textwrap.dedent(
     np.savez(out / "sample.npz", features=sample)
     np.savez(out / "predictions.npz", **{k: v.numpy() for k, v in loaded(features=tf.constant(sample)).items()})
     print(json.dumps({"tensorflow": tf.__version__}))
-    """
-)
+    """)
 
 
 def variant(tmp_path_factory, width: int) -> BuiltModel:
     root = tmp_path_factory.mktemp(f"variant-{width}")
-    done = subprocess.run([sys.executable, "-c", VARIANT, str(root), str(width)], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    done = subprocess.run(
+        [sys.executable, "-c", VARIANT, str(root), str(width)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return BuiltModel(root, json.loads(done.stdout.strip().splitlines()[-1])["tensorflow"])
 
@@ -68,7 +70,9 @@ def home(saved_model, tmp_path_factory):
 def requests(tmp_path):
     rows = np.random.default_rng(11).random((40, 64)).round(4).tolist()
     path = tmp_path / "requests.jsonl"
-    path.write_text("".join(json.dumps({"id": f"r-{i}", "body": {"instances": [row]}}) + "\n" for i, row in enumerate(rows)))
+    path.write_text(
+        "".join(json.dumps({"id": f"r-{i}", "body": {"instances": [row]}}) + "\n" for i, row in enumerate(rows))
+    )
     return path
 
 
@@ -78,8 +82,18 @@ def replay(home, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_the_same_model_agrees_on_every_request(home, requests, tmp_path):
-    done = replay(home, str(requests), "--candidate", f"{NAME}@v2", "--baseline", f"{NAME}@v1", "--min-agreement", "1", "-o",
-                  str(tmp_path / "replay.json"))
+    done = replay(
+        home,
+        str(requests),
+        "--candidate",
+        f"{NAME}@v2",
+        "--baseline",
+        f"{NAME}@v1",
+        "--min-agreement",
+        "1",
+        "-o",
+        str(tmp_path / "replay.json"),
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"replayed 40 requests of {requests}: 100.0% same class, max |Δ| 0" in done.stdout
     report = json.loads((tmp_path / "replay.json").read_text())
@@ -89,9 +103,19 @@ def test_the_same_model_agrees_on_every_request(home, requests, tmp_path):
 
 
 def test_a_preprocessing_change_is_refused_naming_the_requests_that_flipped(home, requests):
-    done = replay(home, str(requests), "--candidate", f"{NAME}@v3", "--baseline", f"{NAME}@v1", "--min-agreement", "0.99", "--json")
+    done = replay(
+        home,
+        str(requests),
+        "--candidate",
+        f"{NAME}@v3",
+        "--baseline",
+        f"{NAME}@v1",
+        "--min-agreement",
+        "0.99",
+        "--json",
+    )
     assert done.returncode == 33, done.stdout + done.stderr
-    report = json.loads(done.stdout[done.stdout.index("{"):])
+    report = json.loads(done.stdout[done.stdout.index("{") :])
     assert report["answered"] == 40 and report["agreed"] < 36 and report["disagreeing"] == 40 - report["agreed"]
     flipped = [item["id"] for item in report["worst"]]
     assert flipped and all(name.startswith("r-") for name in flipped)
@@ -112,11 +136,14 @@ def test_the_candidate_alone_answers_every_request(home, requests):
     assert "against the candidate alone (no earlier version): 40 answered" in done.stdout
 
 
-@pytest.mark.parametrize("content, words", [
-    ("", "no requests in it"),
-    ("not json\n", "requests.jsonl:1: not JSON"),
-    ('{"id": "a", "body": 1}\n{"id": "a", "body": 2}\n', "id 'a' is used twice"),
-])
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        ("", "no requests in it"),
+        ("not json\n", "requests.jsonl:1: not JSON"),
+        ('{"id": "a", "body": 1}\n{"id": "a", "body": 2}\n', "id 'a' is used twice"),
+    ],
+)
 def test_bad_request_files_are_one_line_before_any_server_starts(home, tmp_path, content, words):
     path = tmp_path / "requests.jsonl"
     path.write_text(content)

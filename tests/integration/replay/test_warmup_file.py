@@ -16,30 +16,49 @@ import numpy as np
 import pytest
 
 tf = pytest.importorskip("tensorflow")  # the integration venv holds it (scripts/requirements.txt)
+from conftest import TFTRAIN  # noqa: E402
+from serving_models import BuiltModel, register_version  # noqa: E402
 from tensorflow_serving.apis import classification_pb2, predict_pb2, prediction_log_pb2  # noqa: E402
 
-from conftest import TFTRAIN  # noqa: E402
 from runner.errors import NotFoundError, UsageError  # noqa: E402
-from runner.serving.records import WARMUP_FILE, Request, RequestsError, Route  # noqa: E402
 from runner.replay.sources import load_requests  # noqa: E402
 from runner.replay.warmup import put_into_saved_model, write_warmup  # noqa: E402
 from runner.serving.inputs import v1_values  # noqa: E402
+from runner.serving.records import WARMUP_FILE, Request, RequestsError, Route  # noqa: E402
 from runner.serving.signature import Signature, TensorSpec  # noqa: E402
-from serving_models import BuiltModel, register_version  # noqa: E402
 
 SIGNATURE = Signature(
     "serving_default",
-    (TensorSpec("features", "float32", (None, 3)), TensorSpec("ids", "int64", (None,)), TensorSpec("words", "string", (None,))),
+    (
+        TensorSpec("features", "float32", (None, 3)),
+        TensorSpec("ids", "int64", (None,)),
+        TensorSpec("words", "string", (None,)),
+    ),
     (TensorSpec("out", "float32", (None, 1)),),
 )
 REQUESTS = [
-    Request("rows", {"instances": [{"features": [1, 2, 3], "ids": 7, "words": "hello"}, {"features": [4, 5, 6.5], "ids": 8, "words": "wörld"}]}, Route.V1),
+    Request(
+        "rows",
+        {
+            "instances": [
+                {"features": [1, 2, 3], "ids": 7, "words": "hello"},
+                {"features": [4, 5, 6.5], "ids": 8, "words": "wörld"},
+            ]
+        },
+        Route.V1,
+    ),
     Request("columns", {"inputs": {"features": [[0.25, 0, -1]], "ids": [2**40], "words": ["x"]}}),
-    Request("v2", {"inputs": [
-        {"name": "features", "datatype": "FP32", "shape": [1, 3], "data": [9, 8, 7]},
-        {"name": "ids", "datatype": "INT64", "shape": [1], "data": [-3]},
-        {"name": "words", "datatype": "BYTES", "shape": [1], "data": ["v2"]},
-    ]}, Route.V2),
+    Request(
+        "v2",
+        {
+            "inputs": [
+                {"name": "features", "datatype": "FP32", "shape": [1, 3], "data": [9, 8, 7]},
+                {"name": "ids", "datatype": "INT64", "shape": [1], "data": [-3]},
+                {"name": "words", "datatype": "BYTES", "shape": [1], "data": ["v2"]},
+            ]
+        },
+        Route.V2,
+    ),
     Request("unfit", {"instances": [[1, 2]]}, Route.V1),
     Request("script", {"data": [1]}, Route.SCORE),
 ]
@@ -55,7 +74,10 @@ class Lines:
 
 def parsed(path: Path) -> list:
     """The file as TF Serving reads it: TFRecords through TensorFlow, each a PredictionLog."""
-    return [prediction_log_pb2.PredictionLog.FromString(raw) for raw in tf.data.TFRecordDataset(str(path)).as_numpy_iterator()]
+    return [
+        prediction_log_pb2.PredictionLog.FromString(raw)
+        for raw in tf.data.TFRecordDataset(str(path)).as_numpy_iterator()
+    ]
 
 
 def test_written_records_are_prediction_logs_whose_tensors_equal_the_requests(tmp_path):
@@ -68,16 +90,22 @@ def test_written_records_are_prediction_logs_whose_tensors_equal_the_requests(tm
         assert (sent.model_spec.name, sent.model_spec.signature_name) == ("digits", "serving_default")
         expected = v1_values(request.body, SIGNATURE) if request.route is not Route.V2 else None
         tensors = {name: tf.make_ndarray(sent.inputs[name]) for name in sent.inputs}
-        assert {name: tf.as_dtype(sent.inputs[name].dtype).name for name in sent.inputs} == {"features": "float32", "ids": "int64", "words": "string"}
+        assert {name: tf.as_dtype(sent.inputs[name].dtype).name for name in sent.inputs} == {
+            "features": "float32",
+            "ids": "int64",
+            "words": "string",
+        }
         if expected is not None:
             np.testing.assert_array_equal(tensors["features"], expected["features"])
             np.testing.assert_array_equal(tensors["ids"], expected["ids"])
             assert [w.decode() for w in tensors["words"]] == list(expected["words"])
     np.testing.assert_array_equal(tf.make_ndarray(logs[2].predict_log.request.inputs["features"]), [[9, 8, 7]])
     assert tf.make_ndarray(logs[1].predict_log.request.inputs["ids"]).tolist() == [2**40]
-    assert logger.lines == [f"{tmp_path / WARMUP_FILE}: 3 requests written; left out: 1 do not fit the signature "
-                            "(first: unfit: signature 'serving_default' has inputs features, ids, words: each row must be a {name: value} mapping); "
-                            "1 are /score requests (no tensors to warm up with)"]
+    assert logger.lines == [
+        f"{tmp_path / WARMUP_FILE}: 3 requests written; left out: 1 do not fit the signature (first: unfit: signature"
+        " 'serving_default' has inputs features, ids, words: each row must be a {name: value} mapping); 1 are /score"
+        " requests (no tensors to warm up with)"
+    ]
     with pytest.raises(FileExistsError):
         write_warmup(REQUESTS, tmp_path / WARMUP_FILE, SIGNATURE, "digits")
 
@@ -86,7 +114,9 @@ def test_a_warmup_file_reads_back_as_v1_column_requests_with_the_same_values(tmp
     write_warmup(REQUESTS, tmp_path / WARMUP_FILE, SIGNATURE, "digits")
     back = load_requests(tmp_path / WARMUP_FILE)
     assert [(r.id, r.route) for r in back] == [("warmup-1", Route.V1), ("warmup-2", Route.V1), ("warmup-3", Route.V1)]
-    assert back[0].body == {"inputs": {"features": [[1, 2, 3], [4, 5, 6.5]], "ids": [7, 8], "words": ["hello", "wörld"]}}
+    assert back[0].body == {
+        "inputs": {"features": [[1, 2, 3], [4, 5, 6.5]], "ids": [7, 8], "words": ["hello", "wörld"]}
+    }
     for request in back:
         json.loads(request.encoded())  # JSON as the replay sends it
         v1_values(request.body, SIGNATURE)  # and the server takes it
@@ -103,7 +133,9 @@ def predict_log(**inputs) -> bytes:
     request = predict_pb2.PredictRequest()
     for name, proto in inputs.items():
         request.inputs[name].CopyFrom(proto)
-    return prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request)).SerializeToString()
+    return prediction_log_pb2.PredictionLog(
+        predict_log=prediction_log_pb2.PredictLog(request=request)
+    ).SerializeToString()
 
 
 def huge_tensor():
@@ -126,7 +158,9 @@ def too_many_values():
 
 def test_hostile_records_are_refused_one_line_naming_the_file_and_record(tmp_path):
     good = predict_log(x=tf.make_tensor_proto([[1.0, 2.0]], dtype=tf.float32))
-    classify = prediction_log_pb2.PredictionLog(classify_log=prediction_log_pb2.ClassifyLog(request=classification_pb2.ClassificationRequest()))
+    classify = prediction_log_pb2.PredictionLog(
+        classify_log=prediction_log_pb2.ClassifyLog(request=classification_pb2.ClassificationRequest())
+    )
     cases = {
         "not-a-log": (b"\xff\xff\xff", "record 2: not a PredictionLog"),
         "no-log": (b"", r"record 2: not a PredictionLog \(it holds no log\)"),
@@ -134,9 +168,18 @@ def test_hostile_records_are_refused_one_line_naming_the_file_and_record(tmp_pat
         "no-inputs": (predict_log(), "record 2: a PredictRequest with no inputs"),
         "huge": (predict_log(x=huge_tensor()), "record 2: more than 1048576 values"),
         "negative": (predict_log(x=negative_tensor()), r"record 2: input 'x': shape \[-1\] is not a tensor's"),
-        "nan": (predict_log(x=tf.make_tensor_proto([float("nan")], dtype=tf.float32)), "record 2: input 'x': holds NaN"),
-        "binary": (predict_log(x=tf.make_tensor_proto([b"\xff\xd8jpeg"], dtype=tf.string)), "record 2: input 'x': a string that is not UTF-8"),
-        "complex": (predict_log(x=tf.make_tensor_proto([1j], dtype=tf.complex64)), "record 2: input 'x': dtype complex64"),
+        "nan": (
+            predict_log(x=tf.make_tensor_proto([float("nan")], dtype=tf.float32)),
+            "record 2: input 'x': holds NaN",
+        ),
+        "binary": (
+            predict_log(x=tf.make_tensor_proto([b"\xff\xd8jpeg"], dtype=tf.string)),
+            "record 2: input 'x': a string that is not UTF-8",
+        ),
+        "complex": (
+            predict_log(x=tf.make_tensor_proto([1j], dtype=tf.complex64)),
+            "record 2: input 'x': dtype complex64",
+        ),
         "mismatch": (predict_log(x=too_many_values()), "record 2: input 'x': not a float32 tensor TensorFlow can read"),
     }
     for name, (record, message) in cases.items():
@@ -219,7 +262,9 @@ def registered(tmp_path):
 
 def export(home: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     environment = {**os.environ, "TFTRAIN_HOME": str(home), "COLUMNS": "200", **(env or {})}
-    return subprocess.run([TFTRAIN, "replay", "export", *args], capture_output=True, text=True, timeout=300, env=environment)
+    return subprocess.run(
+        [TFTRAIN, "replay", "export", *args], capture_output=True, text=True, timeout=300, env=environment
+    )
 
 
 def test_export_writes_the_recorded_requests_in_the_versions_signature(tmp_path, registered):
@@ -234,7 +279,9 @@ def test_export_writes_the_recorded_requests_in_the_versions_signature(tmp_path,
     assert "5 requests written; left out: 1 do not fit the signature (first: short:" in done.stdout + done.stderr
     logs = parsed(out)
     assert [log.predict_log.request.model_spec.name for log in logs] == ["digits"] * 5
-    np.testing.assert_array_equal(tf.make_ndarray(logs[3].predict_log.request.inputs["features"]), np.full((1, 64), 3.0, np.float32))
+    np.testing.assert_array_equal(
+        tf.make_ndarray(logs[3].predict_log.request.inputs["features"]), np.full((1, 64), 3.0, np.float32)
+    )
 
     again = export(registered, str(recording), "--warmup", str(out), "--model", "digits@v1")
     assert again.returncode == UsageError.exit_code and "already there" in again.stderr and len(parsed(out)) == 5
@@ -253,10 +300,19 @@ def test_export_without_tensorflow_serving_api_names_the_package(tmp_path, regis
     (shadow / "__init__.py").write_text("raise ImportError('not installed')\n")
     path = os.pathsep.join([str(shadow.parent), *filter(None, [os.environ.get("PYTHONPATH")])])
     (tmp_path / "r.jsonl").write_text('{"body": {"instances": [[1]]}}\n')
-    done = export(registered, str(tmp_path / "r.jsonl"), "--warmup", str(tmp_path / "w"), "--model", "digits@v1", env={"PYTHONPATH": path})
+    done = export(
+        registered,
+        str(tmp_path / "r.jsonl"),
+        "--warmup",
+        str(tmp_path / "w"),
+        "--model",
+        "digits@v1",
+        env={"PYTHONPATH": path},
+    )
     assert done.returncode == 24
     assert done.stderr.strip().splitlines() == [
-        f"tftrain: error: the warmup file needs tensorflow-serving-api: pip install --no-deps 'tensorflow-serving-api=={'.'.join(tf.__version__.split('.')[:2])}.*' "
-        "(it asks for the full tensorflow package; it needs only the TensorFlow already here; in the action: extras: replay)"
+        "tftrain: error: the warmup file needs tensorflow-serving-api: pip install --no-deps"
+        f" 'tensorflow-serving-api=={'.'.join(tf.__version__.split('.')[:2])}.*' (it asks for the full tensorflow"
+        " package; it needs only the TensorFlow already here; in the action: extras: replay)"
     ]
     assert sys.executable  # the shadow stands for the package's absence; TensorFlow itself is there

@@ -20,16 +20,15 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from conftest import BASE_IMAGE, tftrain
-from runner.serving.imageref import parse_reference
 from kube_api import KubeAPI
+
 from runner.errors import ClusterError, DeployError
 from runner.history.model_registry import Registry
 from runner.history.store import Store
+from runner.serving.imageref import parse_reference
 
-EXPORT = textwrap.dedent(
-    """
+EXPORT = textwrap.dedent("""
     import sys
     import numpy as np, keras, tensorflow as tf
     out = sys.argv[1]
@@ -43,12 +42,10 @@ EXPORT = textwrap.dedent(
     np.savez(out + "/sample.npz", **{name: x})
     np.savez(out + "/predictions.npz", **{key: value.numpy() for key, value in y.items()})
     print(tf.__version__, name, ",".join(y))
-    """
-)
+    """)
 # A stand-in for runner.serving.server (TensorFlow Serving's v1 routes only), to prove the image's
 # plumbing before the real server exists: the model loaded by modelio, the port opened once ready.
-STUB_SERVER = textwrap.dedent(
-    """
+STUB_SERVER = textwrap.dedent("""
     import argparse, json, signal, sys
     from http.server import BaseHTTPRequestHandler, HTTPServer
     from pathlib import Path
@@ -74,8 +71,7 @@ STUB_SERVER = textwrap.dedent(
     server = HTTPServer((args.host, int(args.port)), Handler)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     server.serve_forever()
-    """
-)
+    """)
 
 
 @pytest.fixture(scope="session")
@@ -91,18 +87,32 @@ def register(home: Path, exported: tuple[Path, str], serving: bool = True, resou
     """digits@v1 as the gate leaves it: model/, serving/ and version.json's "serving"."""
     out, tf_version = exported
     with Store(home) as store:
-        model = Registry(store).register("digits", out / "sm", "run-1", {"framework_version": tf_version, "git": {"commit": "c0ffee" * 6 + "beef"}})
+        model = Registry(store).register(
+            "digits", out / "sm", "run-1", {"framework_version": tf_version, "git": {"commit": "c0ffee" * 6 + "beef"}}
+        )
         info = dict(model.info, serving_resources=resources or {"cpu": "1", "memory": "1Gi", "gpu": 0})
         if serving:
             (model.path / "serving").mkdir()
             for name in ("sample.npz", "predictions.npz"):
                 (model.path / "serving" / name).write_bytes((out / name).read_bytes())
-            document = {"format": "saved_model", "path": ".", "signatures": {}, "signature": "serving_default", "tensorflow": tf_version, "onnx": None}
+            document = {
+                "format": "saved_model",
+                "path": ".",
+                "signatures": {},
+                "signature": "serving_default",
+                "tensorflow": tf_version,
+                "onnx": None,
+            }
             (model.path / "serving" / "serving.json").write_text(json.dumps(document))
-            files = {f"serving/{p.name}": hashlib.sha256(p.read_bytes()).hexdigest() for p in (model.path / "serving").iterdir()}
+            files = {
+                f"serving/{p.name}": hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in (model.path / "serving").iterdir()
+            }
             info["serving"], info["extras"] = document, files
         (model.path / "version.json").write_text(json.dumps(info))
-        store.db.execute("UPDATE models SET info = ? WHERE name = ? AND version = ?", (json.dumps(info), model.name, model.version))
+        store.db.execute(
+            "UPDATE models SET info = ? WHERE name = ? AND version = ?", (json.dumps(info), model.name, model.version)
+        )
         return Registry(store).get("digits", 1)
 
 
@@ -114,7 +124,9 @@ def one_line_error(result, code: int, text: str) -> None:
 
 def manifest_digest(registry: str, repository: str, tag: str) -> str:
     accept = "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"
-    request = urllib.request.Request(f"http://{registry}/v2/{repository}/manifests/{tag}", headers={"Accept": accept}, method="HEAD")
+    request = urllib.request.Request(
+        f"http://{registry}/v2/{repository}/manifests/{tag}", headers={"Accept": accept}, method="HEAD"
+    )
     with urllib.request.urlopen(request, timeout=10) as answer:
         return answer.headers["Docker-Content-Digest"]
 
@@ -123,7 +135,8 @@ def manifest_digest(registry: str, repository: str, tag: str) -> str:
 
 
 def test_image_is_built_once_proven_and_pushed(home, tmp_path, exported, docker_client, registry):
-    from runner.deploy import build as deploy, smoke
+    from runner.deploy import build as deploy
+    from runner.deploy import smoke
     from runner.serving.image import ServingResources, copy_version
     from runner.telemetry.logger import Logger
 
@@ -132,21 +145,36 @@ def test_image_is_built_once_proven_and_pushed(home, tmp_path, exported, docker_
     lines = io.StringIO()
     logger = Logger(lines)
     repository = f"{registry}/team/digits"
-    image = deploy.build(docker_client, files, repository, parse_reference(BASE_IMAGE, "--base-image"), logger, tmp_path / "build.log")
+    image = deploy.build(
+        docker_client, files, repository, parse_reference(BASE_IMAGE, "--base-image"), logger, tmp_path / "build.log"
+    )
     # a second deploy of the same version builds nothing: both layers are found by their content tags
-    again = deploy.build(docker_client, files, repository, parse_reference(BASE_IMAGE, "--base-image"), logger, tmp_path / "build.log")
+    again = deploy.build(
+        docker_client, files, repository, parse_reference(BASE_IMAGE, "--base-image"), logger, tmp_path / "build.log"
+    )
     logger.flush()
-    assert again.tags == image.tags and "(cached)" in lines.getvalue() and "built with this content before" in lines.getvalue()
-    assert re.fullmatch(rf"{re.escape(repository)}:sha-[0-9a-f]{{16}}", image.tags[0]) and image.tags[1] == f"{repository}:digits-v1"
+    assert (
+        again.tags == image.tags
+        and "(cached)" in lines.getvalue()
+        and "built with this content before" in lines.getvalue()
+    )
+    assert (
+        re.fullmatch(rf"{re.escape(repository)}:sha-[0-9a-f]{{16}}", image.tags[0])
+        and image.tags[1] == f"{repository}:digits-v1"
+    )
 
     built = docker_client.images.get(image.tags[1])
     labels = built.labels
-    assert labels["org.opencontainers.image.version"] == "v1" and labels["tftrain.model.commit"] == "c0ffee" * 6 + "beef"
+    assert (
+        labels["org.opencontainers.image.version"] == "v1" and labels["tftrain.model.commit"] == "c0ffee" * 6 + "beef"
+    )
     assert labels["tftrain.model.sha256"] == hashlib.sha256((model.path / "SHA256SUMS").read_bytes()).hexdigest()
     config = built.attrs["Config"]
     assert config["User"] == "1000:1000" and "8080/tcp" in config["ExposedPorts"]
     assert config["Cmd"][:3] == ["python", "-m", "runner.serving.server"] and "/models/digits" in config["Cmd"]
-    listing = docker_client.containers.run(image.tags[0], ["ls", "/models/digits", "/models/digits/serving"], remove=True).decode()
+    listing = docker_client.containers.run(
+        image.tags[0], ["ls", "/models/digits", "/models/digits/serving"], remove=True
+    ).decode()
     assert {"model", "serving", "sample.npz", "predictions.npz", "serving.json"} <= set(listing.split())
 
     stub = _with_stub_server(docker_client, image, tmp_path)
@@ -170,15 +198,24 @@ def test_image_is_built_once_proven_and_pushed(home, tmp_path, exported, docker_
 
 
 def test_smoke_test_fails_when_predictions_differ(home, tmp_path, exported, docker_client):
-    from runner.deploy import build as deploy, smoke
+    import numpy as np
+
+    from runner.deploy import build as deploy
+    from runner.deploy import smoke
     from runner.serving.image import ServingResources, copy_version
     from runner.telemetry.logger import Logger
-    import numpy as np
 
     model = register(home, exported)
     files = copy_version(model, tmp_path / "version")
     logger = Logger(io.StringIO())
-    image = deploy.build(docker_client, files, "tftrain-test/deploy", parse_reference(BASE_IMAGE, "--base-image"), logger, tmp_path / "build.log")
+    image = deploy.build(
+        docker_client,
+        files,
+        "tftrain-test/deploy",
+        parse_reference(BASE_IMAGE, "--base-image"),
+        logger,
+        tmp_path / "build.log",
+    )
     stub = _with_stub_server(docker_client, image, tmp_path)
     with np.load(files.predictions) as archive:
         wrong = {key: archive[key] + 0.01 for key in archive.files}
@@ -192,7 +229,10 @@ def _with_stub_server(client, image, tmp_path: Path):
     """The model image with STUB_SERVER as runner.serving.server, same CMD."""
     context = io.BytesIO()
     with tarfile.open(fileobj=context, mode="w") as archive:
-        for name, data in {"Dockerfile": f"FROM {image.tags[0]}\nCOPY server.py /opt/tftrain/python/runner/serving/server.py\n", "server.py": STUB_SERVER}.items():
+        for name, data in {
+            "Dockerfile": f"FROM {image.tags[0]}\nCOPY server.py /opt/tftrain/python/runner/serving/server.py\n",
+            "server.py": STUB_SERVER,
+        }.items():
             info = tarfile.TarInfo(name)
             info.size, info.mode = len(data.encode()), 0o644
             archive.addfile(info, io.BytesIO(data.encode()))
@@ -206,7 +246,16 @@ def _with_stub_server(client, image, tmp_path: Path):
 
 def test_deploy_pushes_the_image_the_real_server_answers_from(home, exported, docker_client, registry):
     register(home, exported)
-    result = tftrain("deploy", "digits@latest", "--image", f"{registry}/team/served", "--push", "--base-image", BASE_IMAGE, timeout=1800)
+    result = tftrain(
+        "deploy",
+        "digits@latest",
+        "--image",
+        f"{registry}/team/served",
+        "--push",
+        "--base-image",
+        BASE_IMAGE,
+        timeout=1800,
+    )
     assert result.returncode == 0, result.stderr + result.stdout[-3000:]
     assert "the sample's predictions match the gate's" in result.stdout
     digest = manifest_digest(registry, "team/served", "digits-v1")
@@ -218,11 +267,19 @@ def test_deploy_pushes_the_image_the_real_server_answers_from(home, exported, do
 
 def test_refusals_are_one_line(home, tmp_path, exported, monkeypatch):
     register(home, exported)
-    one_line_error(tftrain("deploy", "nope@v3", "--image", "registry.example/team/x"), 5, "model nope@v3 is not registered")
-    one_line_error(tftrain("deploy", "digits@v1", "--image", "registry.example/Team/x:latest"), 2, "--image 'registry.example/Team/x:latest'")
+    one_line_error(
+        tftrain("deploy", "nope@v3", "--image", "registry.example/team/x"), 5, "model nope@v3 is not registered"
+    )
+    one_line_error(
+        tftrain("deploy", "digits@v1", "--image", "registry.example/Team/x:latest"),
+        2,
+        "--image 'registry.example/Team/x:latest'",
+    )
     one_line_error(tftrain("deploy", "digits@v1", "--image", "r.example/x", "--target", "kubernetes"), 2, "add --push")
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-    one_line_error(tftrain("deploy", "digits@v1", "--image", "registry.example/team/x"), 9, "cannot reach the Docker daemon")
+    one_line_error(
+        tftrain("deploy", "digits@v1", "--image", "registry.example/team/x"), 9, "cannot reach the Docker daemon"
+    )
 
 
 def test_a_version_without_a_loadable_model_is_refused(home, tmp_path):
@@ -231,7 +288,11 @@ def test_a_version_without_a_loadable_model_is_refused(home, tmp_path):
     (source / "checkpoint.ckpt").write_bytes(b"not a model")
     with Store(home) as store:
         Registry(store).register("digits", source, None, {})
-    one_line_error(tftrain("deploy", "digits@v1", "--image", "registry.example/team/x"), 27, "holds no SavedModel or .keras/.h5 file")
+    one_line_error(
+        tftrain("deploy", "digits@v1", "--image", "registry.example/team/x"),
+        27,
+        "holds no SavedModel or .keras/.h5 file",
+    )
 
 
 # --- the InferenceService on the stand-in Kubernetes API ------------------------------------
@@ -240,7 +301,9 @@ def test_a_version_without_a_loadable_model_is_refused(home, tmp_path):
 class ServingAPI(KubeAPI):
     """The stand-in API server, also storing KServe InferenceServices (create, get, replace)."""
 
-    PATH = re.compile(r"^/apis/serving\.kserve\.io/v1beta1/namespaces/(?P<ns>[^/]+)/inferenceservices(?:/(?P<name>[^/]+))?$")
+    PATH = re.compile(
+        r"^/apis/serving\.kserve\.io/v1beta1/namespaces/(?P<ns>[^/]+)/inferenceservices(?:/(?P<name>[^/]+))?$"
+    )
 
     def __init__(self) -> None:
         self.services: dict[str, dict] = {}
@@ -261,7 +324,10 @@ class ServingAPI(KubeAPI):
                     if document["metadata"]["name"] in api.services:
                         self._status(409, "AlreadyExists", "exists")
                     else:
-                        api.services[document["metadata"]["name"]] = {**document, "metadata": {**document["metadata"], "resourceVersion": "1"}}
+                        api.services[document["metadata"]["name"]] = {
+                            **document,
+                            "metadata": {**document["metadata"], "resourceVersion": "1"},
+                        }
                         self._send(201, document)
                 elif name not in api.services:
                     self._status(404, "NotFound", f"{name} not found")
@@ -299,7 +365,13 @@ def test_inference_service_is_created_then_replaced(tmp_path):
     config = tmp_path / "kubeconfig"
     with ServingAPI() as api:
         config.write_text(api.kubeconfig())
-        spec = ServiceSpec("digits", "serving", "r.example/team/digits@sha256:" + "a" * 64, ServingResources("2", "1Gi", 1), {"tftrain/version": "v1"})
+        spec = ServiceSpec(
+            "digits",
+            "serving",
+            "r.example/team/digits@sha256:" + "a" * 64,
+            ServingResources("2", "1Gi", 1),
+            {"tftrain/version": "v1"},
+        )
         assert ServiceClient(config, spec.document()).apply() == "created"
         newer = dataclasses.replace(spec, image="r.example/team/digits@sha256:" + "b" * 64)
         assert ServiceClient(config, newer.document()).apply() == "replaced"
@@ -308,7 +380,9 @@ def test_inference_service_is_created_then_replaced(tmp_path):
         assert container["resources"]["limits"] == {"cpu": "2", "memory": "1Gi", "nvidia.com/gpu": "1"}
         assert container["ports"] == [{"containerPort": 8080, "protocol": "TCP"}]
         api.fail("POST", "/apis/serving.kserve.io/*", 403)
-        with pytest.raises(ClusterError, match=r"^Kubernetes: creating InferenceService serving/digits answered 403 Forbidden"):
+        with pytest.raises(
+            ClusterError, match=r"^Kubernetes: creating InferenceService serving/digits answered 403 Forbidden"
+        ):
             ServiceClient(config, spec.document()).apply()
 
 
@@ -320,7 +394,11 @@ def test_release_body_links_the_image_by_digest(github_api, monkeypatch):
     from runner.serving.image import ModelImage
     from runner.telemetry.logger import Logger
 
-    for key, value in {"GITHUB_REPOSITORY": "octo/models", "GITHUB_API_URL": github_api.url, "GITHUB_TOKEN": "ghs_test"}.items():
+    for key, value in {
+        "GITHUB_REPOSITORY": "octo/models",
+        "GITHUB_API_URL": github_api.url,
+        "GITHUB_TOKEN": "ghs_test",
+    }.items():
         monkeypatch.setenv(key, value)
     release = github_api.add_release("octo", "models", "digits-v1", {}, body="# digits v1\n")
     image = ModelImage(None, "ghcr.io/octo/digits", "digits-v1", "sha-0123456789abcdef")

@@ -11,18 +11,26 @@ import shutil
 from pathlib import Path
 
 from conftest import BASE_IMAGE
-from runner.serving.imageref import parse_reference
 from test_deploy import exported, register  # noqa: F401 (exported: the session fixture)
 from test_serve_verified import pem_pair
+
+from runner.serving.imageref import parse_reference
 
 SECRET = "MODEL_SIGNING_KEY"
 
 
-def run_init(client, image: str, container: dict, volume: Path | None = None, env: dict | None = None) -> tuple[int, str, str]:
+def run_init(
+    client, image: str, container: dict, volume: Path | None = None, env: dict | None = None
+) -> tuple[int, str, str]:
     """The init container as Kubernetes runs it: its command and env, in the image."""
     values = {item["name"]: item["value"] for item in container.get("env", [])} | (env or {})
-    runner = client.containers.run(image, container["command"], environment=values, detach=True,
-                                   volumes={str(volume): {"bind": "/models/digits", "mode": "ro"}} if volume else None)
+    runner = client.containers.run(
+        image,
+        container["command"],
+        environment=values,
+        detach=True,
+        volumes={str(volume): {"bind": "/models/digits", "mode": "ro"}} if volume else None,
+    )
     try:
         code = runner.wait(timeout=300)["StatusCode"]
         return code, runner.logs(stdout=True, stderr=False).decode(), runner.logs(stdout=False, stderr=True).decode()
@@ -47,8 +55,15 @@ def test_the_init_container_verifies_the_image_and_refuses_a_tampered_volume(hom
     verify(files.root, model.path / SIGNATURE, SignerKey(public, "pub.pem"), model.label)
     copy_file(model.path / SIGNATURE, files.root / SIGNATURE)
     logger = Logger(io.StringIO())
-    image = deploy.build(docker_client, files, "tftrain-test/verified", parse_reference(BASE_IMAGE, "--base-image"), logger,
-                         tmp_path / "build.log", verifier=True)
+    image = deploy.build(
+        docker_client,
+        files,
+        "tftrain-test/verified",
+        parse_reference(BASE_IMAGE, "--base-image"),
+        logger,
+        tmp_path / "build.log",
+        verifier=True,
+    )
     verifier = Verifier.of(SignerKey(public, "pub.pem"), model.name)
     document = ServiceSpec("digits", "serving", image.tags[0], ServingResources(), {}, None, verifier).document()
     (init,) = document["spec"]["predictor"]["initContainers"]
@@ -83,6 +98,9 @@ def test_the_init_container_verifies_the_image_and_refuses_a_tampered_volume(hom
     code, out, err = run_init(docker_client, image.tags[0], init, env={KEY_VARIABLE: pem_pair()[1].decode()})
     assert code == 29 and "model.sig was not made with the key $TFTRAIN_MODEL_PUBLIC_KEY" in err, out + err
 
-    code, out, err = run_init(docker_client, image.tags[0], init, env={KEY_VARIABLE: private})  # a private key is no public key
-    assert code == 2 and len(err.strip().splitlines()) == 1 and "not a PEM EC public key" in err and "PRIVATE" not in err, out + err
-
+    code, out, err = run_init(
+        docker_client, image.tags[0], init, env={KEY_VARIABLE: private}
+    )  # a private key is no public key
+    assert (
+        code == 2 and len(err.strip().splitlines()) == 1 and "not a PEM EC public key" in err and "PRIVATE" not in err
+    ), out + err

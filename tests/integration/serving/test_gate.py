@@ -9,7 +9,6 @@ import subprocess
 
 import numpy as np
 import pytest
-
 from conftest import tftrain
 
 # Writes the model the way MODE says; runs in the tests' interpreter (TensorFlow 2.18, Keras 3).
@@ -47,7 +46,9 @@ print("saved", mode)
 
 
 def _project(project, tmp_path, mode: str, model: str = "") -> tuple:
-    path = project(SCRIPT, f"environment_variables: {{MODE: {mode}}}\nmodel:\n  path: outputs/model\n{model}", name="gated")
+    path = project(
+        SCRIPT, f"environment_variables: {{MODE: {mode}}}\nmodel:\n  path: outputs/model\n{model}", name="gated"
+    )
     np.save(path.parent / "src" / "sample.npy", np.full((2, 8), 0.5, np.float32))
     np.save(path.parent / "src" / "narrow.npy", np.ones((2, 5), np.float32))
     return path
@@ -62,7 +63,9 @@ def test_a_saved_model_is_registered_with_its_signature_sample_and_predictions(p
     assert result.returncode == 0, result.stderr[-2000:]
     assert "model gate: saved_model loads in TensorFlow 2.18" in result.stdout
     serving = _version(home)["serving"]
-    assert serving["signatures"]["serving_default"]["inputs"] == [{"name": "features", "dtype": "float32", "shape": [None, 8]}]
+    assert serving["signatures"]["serving_default"]["inputs"] == [
+        {"name": "features", "dtype": "float32", "shape": [None, 8]}
+    ]
     assert serving["sample"] == "model.sample_input" and serving["predictions"]["output_0"]["shape"] == [2, 3]
     assert serving["checked_in"].startswith("current interpreter")
     root = home / "models" / "gated" / "v1"
@@ -86,16 +89,31 @@ def test_a_keras_file_in_the_model_directory_is_checked_and_synthesised(project,
     result = tftrain("run", "-f", str(_project(project, tmp_path, "keras")))
     assert result.returncode == 0, result.stderr[-2000:]
     serving = _version(home)["serving"]
-    assert (serving["format"], serving["path"], serving["sample"]) == ("keras", "digits.keras", "synthesised from the signature")
+    assert (serving["format"], serving["path"], serving["sample"]) == (
+        "keras",
+        "digits.keras",
+        "synthesised from the signature",
+    )
 
 
 @pytest.mark.parametrize(
     "mode, model, says",
     [
-        ("export", "  sample_input: narrow.npy\n", "model.sample_input narrow.npy: input 'features': shape (2, 5) does not match the signature's (None, 8)"),
+        (
+            "export",
+            "  sample_input: narrow.npy\n",
+            "model.sample_input narrow.npy: input 'features': shape (2, 5) does not match the signature's (None, 8)",
+        ),
         ("nosig", "", "has no serving signature"),
         ("broken", "", "does not load"),
-        ("weights", "  gate: required\n", "model.path outputs/model holds no model the gate knows (a SavedModel, a .keras/.h5 model file, or a Keras JSON with its weights file) (model.gate: required)"),
+        (
+            "weights",
+            "  gate: required\n",
+            (
+                "model.path outputs/model holds no model the gate knows (a SavedModel, a .keras/.h5 model file, or a"
+                " Keras JSON with its weights file) (model.gate: required)"
+            ),
+        ),
     ],
 )
 def test_a_model_that_fails_the_gate_is_not_registered(project, tmp_path, home, mode, model, says):
@@ -118,24 +136,30 @@ def test_other_files_are_registered_with_a_warning_when_the_gate_is_auto(project
 
 
 def test_onnx_export_is_verified_by_onnx_runtime(project, tmp_path, home, lasting_cache):
-    result = tftrain("run", "-f", str(_project(project, tmp_path, "export", "  sample_input: sample.npy\n  export: [onnx]\n")), timeout=1200)
+    result = tftrain(
+        "run",
+        "-f",
+        str(_project(project, tmp_path, "export", "  sample_input: sample.npy\n  export: [onnx]\n")),
+        timeout=1200,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     onnx = _version(home)["serving"]["onnx"]
     assert onnx["converter"].startswith("tf2onnx ") and onnx["opset"] == 15 and onnx["max_abs_diff"] < 1e-5
     root = home / "models" / "gated" / "v1"
     assert "model.onnx" in _version(home)["extras"] and (root / "model.onnx").stat().st_size > 0
     # ONNX Runtime (in the export environment the gate built) on the kept sample, against TensorFlow's kept outputs
-    from runner.frameworks.serving import export_constraints, export_requirements
     from runner.environments.virtualenv import requirements_spec
+    from runner.frameworks.serving import export_constraints, export_requirements
 
     # the environment as the gate names it: the requirements and the release's tested set
     release = onnx["tensorflow"]
     spec = requirements_spec(export_requirements(release), export_constraints(release))
     python = spec.python_path()
     check = (
-        "import numpy as np, onnxruntime, sys; r = sys.argv[1]; s = np.load(r + '/serving/sample.npz'); "
-        "e = np.load(r + '/serving/predictions.npz'); o = onnxruntime.InferenceSession(r + '/model.onnx', providers=['CPUExecutionProvider'])"
-        ".run(None, {'features': s['features']})[0]; print(float(np.abs(o - e['output_0']).max()))"
+        "import numpy as np, onnxruntime, sys; r = sys.argv[1]; s = np.load(r + '/serving/sample.npz'); e = np.load(r +"
+        " '/serving/predictions.npz'); o = onnxruntime.InferenceSession(r + '/model.onnx',"
+        " providers=['CPUExecutionProvider']).run(None, {'features': s['features']})[0]; print(float(np.abs(o -"
+        " e['output_0']).max()))"
     )
     done = subprocess.run([python, "-c", check, str(root)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -168,7 +192,9 @@ SCORED = SCRIPT + "import sys\nprint('score=' + sys.argv[sys.argv.index('--score
 
 @pytest.mark.parametrize("sample, registered", [("sample.npy", True), ("narrow.npy", False)])
 def test_a_sweeps_best_model_goes_through_the_gate(project, tmp_path, home, sample, registered):
-    path = project(SCORED, f"environment_variables: {{MODE: export}}\nmodel:\n  sample_input: {sample}\n" + SWEEP, name="gated")
+    path = project(
+        SCORED, f"environment_variables: {{MODE: export}}\nmodel:\n  sample_input: {sample}\n" + SWEEP, name="gated"
+    )
     np.save(path.parent / "src" / "sample.npy", np.full((2, 8), 0.5, np.float32))
     np.save(path.parent / "src" / "narrow.npy", np.ones((2, 5), np.float32))
     result = tftrain("run", "-f", str(path), timeout=900)

@@ -16,11 +16,11 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import numpy as np
-
 from conftest import REPO, tftrain
+from serving_models import saved_model  # noqa: F401 (a fixture)
+
 from runner.serving.check_process import Warming
 from runner.serving.prestart import CpuTimes
-from serving_models import saved_model  # noqa: F401 (a fixture)
 
 # A real training (a few seconds of fit on synthetic data); its last lines say whether a gate
 # process of the tftrain that runs it (a child of one of its ancestors) existed while it trained.
@@ -102,20 +102,30 @@ def test_idle_machine_starts_it_during_the_training_busy_one_after_with_the_same
             time.sleep(0.1)  # the training runs
         assert (tmp_path / "idle-warm.log").exists(), "not started ahead on an idle machine"
         ahead = _check(warming, saved_model, tmp_path / "idle")
-    assert re.match(r"gate: its process started \d+\.\d s into the training, at the lowest priority: 1\.0 of 1 CPUs idle over \d\.\d s", ahead[2]), ahead[2]
+    assert re.match(
+        r"gate: its process started \d+\.\d s into the training, at the lowest priority: 1\.0 of 1 CPUs idle over"
+        r" \d\.\d s",
+        ahead[2],
+    ), ahead[2]
 
     with burners(), Warming(sys.executable, REPO, tmp_path / "busy-warm.log", after=0.2) as warming:
         time.sleep(5.0)  # the training runs: the machine is read five times
         assert not (tmp_path / "busy-warm.log").exists(), "started ahead on a busy machine"
         after = _check(warming, saved_model, tmp_path / "busy")
-    assert after[2].startswith("gate: its process started after the script ended: no CPU was idle while the training ran (at most 0.")
+    assert after[2].startswith(
+        "gate: its process started after the script ended: no CPU was idle while the training ran (at most 0."
+    )
 
     assert ahead[0] == after[0]
-    assert ahead[1].keys() == after[1].keys() and all(np.array_equal(ahead[1][name], after[1][name]) for name in ahead[1])
+    assert ahead[1].keys() == after[1].keys() and all(
+        np.array_equal(ahead[1][name], after[1][name]) for name in ahead[1]
+    )
 
 
 def _run(project, busy: bool):
-    manifest = project(TRAINING, "environment_variables: {TRAIN_SECONDS: '6'}\nmodel:\n  path: outputs/model\n", name="prestart")
+    manifest = project(
+        TRAINING, "environment_variables: {TRAIN_SECONDS: '6'}\nmodel:\n  path: outputs/model\n", name="prestart"
+    )
     with burners() if busy else nullcontext():
         result = tftrain("run", "-f", str(manifest))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -127,10 +137,14 @@ def test_a_training_on_a_busy_machine_never_runs_beside_the_gates_process(projec
     assert "gate processes while training: 0" in result.stdout
     (run,) = (home / "runs").iterdir()
     first = (run / "serving" / "check.log").read_text().splitlines()[0]
-    assert first.startswith("gate: its process started after the script ended: no CPU was idle while the training ran"), first
+    assert first.startswith(
+        "gate: its process started after the script ended: no CPU was idle while the training ran"
+    ), first
     assert "gate: its process" not in result.stdout  # the log says it, not the console
     version = json.loads((home / "models" / "prestart" / "v1" / "version.json").read_text())
-    assert version["serving"]["signatures"]["serving_default"]["inputs"] == [{"name": "features", "dtype": "float32", "shape": [None, 32]}]
+    assert version["serving"]["signatures"]["serving_default"]["inputs"] == [
+        {"name": "features", "dtype": "float32", "shape": [None, 32]}
+    ]
 
 
 def test_never_waits_for_the_script_whatever_the_machine(project, home, monkeypatch):
@@ -138,6 +152,6 @@ def test_never_waits_for_the_script_whatever_the_machine(project, home, monkeypa
     result = _run(project, busy=False)
     assert "gate processes while training: 0" in result.stdout
     (run,) = (home / "runs").iterdir()
-    assert (run / "serving" / "check.log").read_text().splitlines()[0] == (
-        "gate: its process started after the script ended: TFTRAIN_GATE_PRESTART=never"
-    )
+    assert (run / "serving" / "check.log").read_text().splitlines()[
+        0
+    ] == "gate: its process started after the script ended: TFTRAIN_GATE_PRESTART=never"

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from hostile import assert_clean, assert_refused, files_containing, nothing_written_outside
+
 from runner.errors import ModelGateError
 
 pytestmark = pytest.mark.integration
@@ -186,10 +186,14 @@ def test_a_link_the_gate_would_follow_is_refused_before_the_gate(project, home, 
     with nothing_written_outside(elsewhere.parent):
         result = _run(cli, path)
     line = assert_refused(result, ModelGateError, names)
-    assert "model gate:" not in result.stdout and not (home / "runs" / _run_id(home) / "serving" / "serving.json").exists()
+    assert (
+        "model gate:" not in result.stdout and not (home / "runs" / _run_id(home) / "serving" / "serving.json").exists()
+    )
     assert str(elsewhere) not in line  # where a link leads is not shown
     if mode == "newline":  # a real newline in the name, shown escaped
-        assert any("\n" in entry.name for entry in (home / "runs" / _run_id(home) / "workdir" / "outputs" / "model").iterdir())
+        assert any(
+            "\n" in entry.name for entry in (home / "runs" / _run_id(home) / "workdir" / "outputs" / "model").iterdir()
+        )
     _nothing_registered(home)
 
 
@@ -212,7 +216,9 @@ def test_a_link_named_after_a_secret_is_refused_without_showing_it(project, home
     "script, mode, weights",
     [(COPY, "keras2.15", "model.h5"), (KERAS, "azure", "model.h5"), (KERAS, "keras3", "model.weights.h5")],
 )
-def test_a_keras_json_with_its_weights_passes_the_gate_as_the_scoring_script_loads_it(project, home, cli, script, mode, weights):
+def test_a_keras_json_with_its_weights_passes_the_gate_as_the_scoring_script_loads_it(
+    project, home, cli, script, mode, weights
+):
     result = _run(cli, _project(project, script, mode, "  sample_input: sample.npy\n", DATA=KERAS2_FILES))
     assert_clean(result)
     assert "model gate: keras_json loads" in result.stdout, result.stdout[-2000:]
@@ -236,14 +242,19 @@ def test_a_keras_json_with_its_weights_passes_the_gate_as_the_scoring_script_loa
         ("  gate: required\n", 28, "model.h5 holds weights only (no model config)"),
     ],
 )
-def test_weights_without_their_json_are_registered_with_a_warning_unless_required(project, home, cli, model, code, says):
+def test_weights_without_their_json_are_registered_with_a_warning_unless_required(
+    project, home, cli, model, code, says
+):
     result = _run(cli, _project(project, KERAS, "alone", model))
     if code:
         assert_refused(result, ModelGateError, says, "(model.gate: required)")
         _nothing_registered(home)
     else:
         assert_clean(result)
-        assert says in result.stdout + result.stderr and "registered without the load-and-predict check" in result.stdout + result.stderr
+        assert (
+            says in result.stdout + result.stderr
+            and "registered without the load-and-predict check" in result.stdout + result.stderr
+        )
         version, root = _version(home)
         assert "serving" not in version and (root / "model" / "model.h5").is_file()
 
@@ -259,14 +270,23 @@ def test_a_keras_json_carrying_code_is_refused_never_run(project, home, cli, tmp
     _nothing_registered(home)
 
 
-UNKNOWN = "import os\nos.makedirs('outputs/model', exist_ok=True)\nopen('outputs/model/weights.txt', 'w').write('0.5')\n"
+UNKNOWN = (
+    "import os\nos.makedirs('outputs/model', exist_ok=True)\nopen('outputs/model/weights.txt', 'w').write('0.5')\n"
+)
 
 
 @pytest.mark.parametrize(
     "model, code, says",
     [
         ("", 0, "registered without the load-and-predict check (it was not loaded"),
-        ("  gate: required\n", 28, "holds no model the gate knows (a SavedModel, a .keras/.h5 model file, or a Keras JSON with its weights file) (model.gate: required)"),
+        (
+            "  gate: required\n",
+            28,
+            (
+                "holds no model the gate knows (a SavedModel, a .keras/.h5 model file, or a Keras JSON with its weights"
+                " file) (model.gate: required)"
+            ),
+        ),
         ("  export: [onnx]\n  export_required: true\n", 28, "holds no model the gate knows"),
         ("  export_required: true\n", 28, "nothing to export (model.export_required: true)"),
     ],

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 import serving_models
 from conftest import TFTRAIN
 from hostile import assert_no_traceback, assert_refused, files_containing, nothing_written_outside
-from runner.errors import UsageError
 from serving_models import INPUT, NAME, WIDTH, lasting_cache_path, register_version
+
+from runner.errors import UsageError
 
 saved_model = serving_models.saved_model  # the session fixture, visible to this module's tests
 
@@ -62,8 +62,10 @@ class Served:
         for entry in Path("/proc").iterdir():
             if entry.name.isdigit():
                 try:
-                    if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == self.process.pid \
-                            and b"runner.serving.server" in (entry / "cmdline").read_bytes():  # not the lifeline's watcher
+                    if (
+                        int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == self.process.pid
+                        and b"runner.serving.server" in (entry / "cmdline").read_bytes()
+                    ):  # not the lifeline's watcher
                         return int(entry.name)
                 except (OSError, IndexError, ValueError):
                     continue
@@ -75,10 +77,22 @@ def start(saved_model, root: Path, *options: str, env_extra: dict[str, str] | No
     for directory in (tmp, work):
         directory.mkdir(parents=True)
     register_version(home, saved_model)
-    env = {**os.environ, "TFTRAIN_HOME": str(home), "TFTRAIN_CACHE_DIR": str(lasting_cache_path()), "TMPDIR": str(tmp),
-           "COLUMNS": "200", **(env_extra or {})}
-    process = subprocess.Popen([TFTRAIN, "serve", f"{NAME}@v1", "--port", "0", *options], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, env=env, cwd=work)
+    env = {
+        **os.environ,
+        "TFTRAIN_HOME": str(home),
+        "TFTRAIN_CACHE_DIR": str(lasting_cache_path()),
+        "TMPDIR": str(tmp),
+        "COLUMNS": "200",
+        **(env_extra or {}),
+    }
+    process = subprocess.Popen(
+        [TFTRAIN, "serve", f"{NAME}@v1", "--port", "0", *options],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        cwd=work,
+    )
     lines: list[str] = []
     threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True).start()
     deadline = time.monotonic() + READY_SECONDS
@@ -92,8 +106,15 @@ def start(saved_model, root: Path, *options: str, env_extra: dict[str, str] | No
 
 @pytest.fixture(scope="module")
 def served(saved_model, tmp_path_factory):
-    running = start(saved_model, tmp_path_factory.mktemp("hostile-serve"), "--auth-token-env", KEY_VARIABLE,
-                    "--max-body-bytes", str(LIMIT), env_extra={KEY_VARIABLE: KEY})
+    running = start(
+        saved_model,
+        tmp_path_factory.mktemp("hostile-serve"),
+        "--auth-token-env",
+        KEY_VARIABLE,
+        "--max-body-bytes",
+        str(LIMIT),
+        env_extra={KEY_VARIABLE: KEY},
+    )
     yield running
     if running.process.poll() is None:
         running.process.terminate()
@@ -106,7 +127,9 @@ def test_port_0_starts_on_a_free_port_and_says_which(served):
     assert served.request("GET", "/v2/health/ready", key=None) == (200, {"ready": True})
 
 
-@pytest.mark.parametrize("path", [f"/v2/repository/models/{NAME}/unload", f"/v2/repository/models/{NAME}/load", "/v2/repository/index"])
+@pytest.mark.parametrize(
+    "path", [f"/v2/repository/models/{NAME}/unload", f"/v2/repository/models/{NAME}/load", "/v2/repository/index"]
+)
 def test_the_model_repository_cannot_unload_the_model(served, path):
     for key in (None, KEY):
         assert served.request("POST", path, {}, key=key)[0] == 404
@@ -123,8 +146,13 @@ def test_every_route_but_health_needs_the_key(served):
     for path in ("/", "/v2/health/live", "/v2/health/ready", f"/v1/models/{NAME}", f"/v2/models/{NAME}/ready"):
         assert served.request("GET", path, key=None)[0] == 200, path
     infer = {"inputs": [{"name": INPUT, "datatype": "FP32", "shape": [1, WIDTH], "data": ROW}]}
-    calls = [("POST", f"/v1/models/{NAME}:predict", {"instances": [ROW]}), ("POST", f"/v2/models/{NAME}/infer", infer),
-             ("GET", f"/v1/models/{NAME}/metadata", None), ("GET", f"/v2/models/{NAME}", None), ("GET", "/v2", None)]
+    calls = [
+        ("POST", f"/v1/models/{NAME}:predict", {"instances": [ROW]}),
+        ("POST", f"/v2/models/{NAME}/infer", infer),
+        ("GET", f"/v1/models/{NAME}/metadata", None),
+        ("GET", f"/v2/models/{NAME}", None),
+        ("GET", "/v2", None),
+    ]
     for method, path, body in calls:
         for key in (None, "wrong", KEY + "x", ""):
             status, answer = served.request(method, path, body, key=key)
@@ -144,8 +172,10 @@ def _status_line(client: socket.socket) -> str:
 
 def test_a_declared_200_mb_body_is_413_before_it_is_sent(served):
     with socket.create_connection(("127.0.0.1", served.port), timeout=10) as client:
-        client.sendall(f"POST /v1/models/{NAME}:predict HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {KEY}\r\n"
-                       "Content-Type: application/json\r\nContent-Length: 200000000\r\n\r\n".encode())
+        client.sendall(
+            f"POST /v1/models/{NAME}:predict HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {KEY}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 200000000\r\n\r\n".encode()
+        )
         assert _status_line(client) == "HTTP/1.1 413 Request Entity Too Large"
     assert served.request("GET", "/v2/health/ready", key=None)[0] == 200
 
@@ -153,8 +183,10 @@ def test_a_declared_200_mb_body_is_413_before_it_is_sent(served):
 def test_a_chunked_body_is_413_once_it_passes_the_limit(served):
     answer: list[str] = []
     with socket.create_connection(("127.0.0.1", served.port), timeout=10) as client:
-        client.sendall(f"POST /v2/models/{NAME}/infer HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {KEY}\r\n"
-                       "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n".encode())
+        client.sendall(
+            f"POST /v2/models/{NAME}/infer HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {KEY}\r\n"
+            "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
+        )
         reader = threading.Thread(target=lambda: answer.append(_status_line(client)), daemon=True)
         reader.start()
         piece = b"[" + b"0.5," * 16383 + b"\n"
@@ -176,12 +208,21 @@ def _v1(value) -> bytes:
 
 def _v2(value=0.5, shape=(1, WIDTH), twice=False) -> bytes:
     tensor = {"name": INPUT, "datatype": "FP32", "shape": list(shape), "data": ROW[:-1] + [value]}
-    return json.dumps({"inputs": [tensor, tensor] if twice else [tensor]}).encode().replace(b'"@', b"").replace(b'@"', b"")
+    return (
+        json.dumps({"inputs": [tensor, tensor] if twice else [tensor]}).encode().replace(b'"@', b"").replace(b'@"', b"")
+    )
 
 
-COERCED = [(None, "null is not float32"), ("1", "the string '1' is not float32"), (True, "true is not float32"),
-           (False, "false is not float32"), (3.5e38, "3.5e+38 overflows float32"), ("@NaN@", "NaN, which is not a JSON number"),
-           ("@Infinity@", "Infinity, which is not a JSON number"), ("@1e999@", "inf is not a finite number")]
+COERCED = [
+    (None, "null is not float32"),
+    ("1", "the string '1' is not float32"),
+    (True, "true is not float32"),
+    (False, "false is not float32"),
+    (3.5e38, "3.5e+38 overflows float32"),
+    ("@NaN@", "NaN, which is not a JSON number"),
+    ("@Infinity@", "Infinity, which is not a JSON number"),
+    ("@1e999@", "inf is not a finite number"),
+]
 
 
 @pytest.mark.parametrize(("value", "reason"), COERCED)
@@ -192,7 +233,10 @@ def test_values_the_model_must_not_be_fed_are_400_on_both_protocols(served, valu
 
 
 def test_v2_shapes_and_names_are_checked(served):
-    for body, reason in ((_v2(shape=(-1, WIDTH)), "shape must be a list of sizes ≥ 0"), (_v2(twice=True), f"input '{INPUT}' is given twice")):
+    for body, reason in (
+        (_v2(shape=(-1, WIDTH)), "shape must be a list of sizes ≥ 0"),
+        (_v2(twice=True), f"input '{INPUT}' is given twice"),
+    ):
         status, answer = served.request("POST", f"/v2/models/{NAME}/infer", body)
         assert status == 400 and reason in answer["error"], answer
     duplicated = b'{"instances": [[0.5]], "instances": [%s]}' % json.dumps(ROW).encode()
@@ -214,12 +258,16 @@ def test_binary_tensors_meet_the_same_checks(served):
     poisoned = row.copy()
     poisoned[0, 3] = np.nan
     json_tensor = {"name": INPUT, "datatype": "FP32", "shape": [1, WIDTH], "data": ROW[:-1] + [None]}
-    for (head, headers, raw), expected in ((_binary(spec, row.tobytes()), (200, None)),
-                                           (_binary(spec, poisoned.tobytes()), (400, "nan is not a finite number")),
-                                           (_binary(json_tensor), (400, "null is not float32"))):  # JSON under the binary header
+    for (head, headers, raw), expected in (
+        (_binary(spec, row.tobytes()), (200, None)),
+        (_binary(spec, poisoned.tobytes()), (400, "nan is not a finite number")),
+        (_binary(json_tensor), (400, "null is not float32")),
+    ):  # JSON under the binary header
         connection = http.client.HTTPConnection("127.0.0.1", served.port, timeout=30)
         try:
-            connection.request("POST", f"/v2/models/{NAME}/infer", head + raw, {**headers, "Authorization": f"Bearer {KEY}"})
+            connection.request(
+                "POST", f"/v2/models/{NAME}/infer", head + raw, {**headers, "Authorization": f"Bearer {KEY}"}
+            )
             response = connection.getresponse()
             answer = json.loads(response.read())
         finally:
@@ -235,7 +283,7 @@ def test_bad_ports_are_one_line_exit_2(cli, tmp_path):
 
 def test_the_key_is_never_printed_nor_stored_nor_in_argv(served):
     server = served.server_pid()
-    argv = (Path(f"/proc/{server}/cmdline").read_bytes() + Path(f"/proc/{served.process.pid}/cmdline").read_bytes())
+    argv = Path(f"/proc/{server}/cmdline").read_bytes() + Path(f"/proc/{served.process.pid}/cmdline").read_bytes()
     assert KEY.encode() not in argv
     assert KEY not in "".join(served.lines)
     assert files_containing(served.tmp, [KEY.encode()]) == []

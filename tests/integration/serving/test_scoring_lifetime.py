@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import TFTRAIN
-from runner.errors import ServingError
 from serving_models import lasting_cache_path
+
+from runner.errors import ServingError
 
 READY_SECONDS = 900  # the scoring environment may be built on first use
 ANSWER_SECONDS = 5  # what a normal client may wait while others stall
@@ -30,7 +30,10 @@ SLOW_CLIENTS = 300
 TENSORFLOW = "2.18.1"  # with the packages below: test_scoring.py's environment (examples/azure-keras-scoring's)
 PACKAGES = ["numpy"]
 
-ECHO = "import time\n\n\ndef init():\n    pass\n\n\ndef run(raw_data):\n    if 'sleep' in raw_data:\n        time.sleep(30)\n    return [len(raw_data)]\n"
+ECHO = (
+    "import time\n\n\ndef init():\n    pass\n\n\ndef run(raw_data):\n    if 'sleep' in raw_data:\n       "
+    " time.sleep(30)\n    return [len(raw_data)]\n"
+)
 WORKER_TIMEOUT = 8  # Azure's variable, 300 s by default: shorter, for the request that runs past it
 FORKS = """import os, time
 
@@ -62,23 +65,44 @@ def register(home: Path, name: str, script: str) -> None:
     (files / "model").mkdir(parents=True)
     (files / "model" / "weights.txt").write_text("a stand-in: the scripts load no model\n")
     (files / "score.py").write_text(script)
-    serving = {"tensorflow": TENSORFLOW, "scoring": {"script": "score.py", "packages": PACKAGES, "auth": False, "layout": "directory"}}
+    serving = {
+        "tensorflow": TENSORFLOW,
+        "scoring": {"script": "score.py", "packages": PACKAGES, "auth": False, "layout": "directory"},
+    }
     (files / "serving.json").write_text(json.dumps(serving))
     with Store(home) as store:
-        Registry(store).register(name, files / "model", None, {"framework_version": TENSORFLOW, "serving": serving},
-                                 {"scoring/score.py": files / "score.py", "serving/serving.json": files / "serving.json"})
+        Registry(store).register(
+            name,
+            files / "model",
+            None,
+            {"framework_version": TENSORFLOW, "serving": serving},
+            {"scoring/score.py": files / "score.py", "serving/serving.json": files / "serving.json"},
+        )
 
 
 class Serve:
     """`tftrain serve NAME@v1 --port 0`, its output collected."""
 
-    def __init__(self, tmp_path: Path, script: str, name: str = "scored", env_extra: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, tmp_path: Path, script: str, name: str = "scored", env_extra: dict[str, str] | None = None
+    ) -> None:
         self.home = tmp_path / "home"
         register(self.home, name, script)
-        env = {**os.environ, "TFTRAIN_HOME": str(self.home), "TFTRAIN_CACHE_DIR": str(lasting_cache_path()), "COLUMNS": "200", **(env_extra or {})}
+        env = {
+            **os.environ,
+            "TFTRAIN_HOME": str(self.home),
+            "TFTRAIN_CACHE_DIR": str(lasting_cache_path()),
+            "COLUMNS": "200",
+            **(env_extra or {}),
+        }
         self.started = time.monotonic()
-        self.process = subprocess.Popen([TFTRAIN, "serve", f"{name}@v1", "--port", "0"], stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True, env=env)
+        self.process = subprocess.Popen(
+            [TFTRAIN, "serve", f"{name}@v1", "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         self.lines: list[str] = []
         self.errors: list[str] = []
         threading.Thread(target=lambda: self.lines.extend(self.process.stdout), daemon=True).start()
@@ -104,7 +128,9 @@ class Serve:
         time.sleep(0.2)  # the readers' last lines
         return code
 
-    def request(self, method: str, path: str, body: bytes | None = None, timeout: float = ANSWER_SECONDS) -> tuple[int, bytes]:
+    def request(
+        self, method: str, path: str, body: bytes | None = None, timeout: float = ANSWER_SECONDS
+    ) -> tuple[int, bytes]:
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         try:
             connection.request(method, path, body=body, headers={"Content-Type": "application/json"})
@@ -149,7 +175,9 @@ def answered_meanwhile(served: Serve) -> None:
 
 @pytest.fixture(scope="module")
 def echo(tmp_path_factory):
-    served = Serve(tmp_path_factory.mktemp("scoring-echo"), ECHO, env_extra={"WORKER_TIMEOUT": str(WORKER_TIMEOUT)}).ready()
+    served = Serve(
+        tmp_path_factory.mktemp("scoring-echo"), ECHO, env_extra={"WORKER_TIMEOUT": str(WORKER_TIMEOUT)}
+    ).ready()
     yield served
     served.stop()
 
@@ -166,7 +194,11 @@ def test_hundreds_of_slow_clients_do_not_stop_the_server(echo):
     """Slow loris, bounded: SLOW_CLIENTS connections on loopback, each stalled in its headers or
     its body, held open while a normal client is answered; all closed at the end."""
     held: list[socket.socket] = []
-    stalls = [b"", b"POST /score HTTP/1.1\r\nHost: x\r\n", b"POST /score HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"data\""]
+    stalls = [
+        b"",
+        b"POST /score HTTP/1.1\r\nHost: x\r\n",
+        b'POST /score HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"data"',
+    ]
     try:
         for number in range(SLOW_CLIENTS):
             client = socket.create_connection(("127.0.0.1", echo.port), timeout=10)
@@ -209,7 +241,9 @@ def test_liveness_answers_while_score_is_busy_and_a_request_past_the_timeout_get
     while echo.request("POST", "/score", b"{}", timeout=60) != (200, b"[2]"):  # a new worker ran init()
         assert time.monotonic() < deadline and echo.process.poll() is None
         time.sleep(0.5)
-    assert f"ran past WORKER_TIMEOUT ({WORKER_TIMEOUT} s)" in echo.output and "Traceback" not in echo.output, echo.output[-3000:]
+    assert f"ran past WORKER_TIMEOUT ({WORKER_TIMEOUT} s)" in echo.output and "Traceback" not in echo.output, (
+        echo.output[-3000:]
+    )
 
 
 def test_nothing_of_the_server_outlives_tftrain_killed(tmp_path):
@@ -246,22 +280,30 @@ def test_nothing_of_the_server_outlives_tftrain_killed(tmp_path):
 
 
 def test_an_init_that_raises_is_one_line_and_no_traceback(tmp_path):
-    served = Serve(tmp_path, "def init():\n    raise OSError('disk gone')\n\n\ndef run(raw_data):\n    return raw_data\n")
+    served = Serve(
+        tmp_path, "def init():\n    raise OSError('disk gone')\n\n\ndef run(raw_data):\n    return raw_data\n"
+    )
     assert served.ended() == ServingError.exit_code
     assert "Traceback" not in served.output, served.output[-3000:]
     assert [line for line in served.output.splitlines() if "error" in line.lower()] == [
         "tftrain-serve: error: scoring script score.py: init() raised OSError: disk gone (score.py:2)",
-        "tftrain: error: the model server stopped before it was ready (exit 3): tftrain-serve: error: scoring script score.py: "
-        "init() raised OSError: disk gone (score.py:2)",
+        (
+            "tftrain: error: the model server stopped before it was ready (exit 3): tftrain-serve: error: scoring"
+            " script score.py: init() raised OSError: disk gone (score.py:2)"
+        ),
     ], served.output[-3000:]
 
 
 def test_an_init_that_ends_its_process_stops_the_server_at_once_in_one_line(tmp_path):
-    served = Serve(tmp_path, "import os\n\n\ndef init():\n    os._exit(7)\n\n\ndef run(raw_data):\n    return raw_data\n")
+    served = Serve(
+        tmp_path, "import os\n\n\ndef init():\n    os._exit(7)\n\n\ndef run(raw_data):\n    return raw_data\n"
+    )
     assert served.ended(120) == ServingError.exit_code  # not the 900 s of waiting for a server that re-boots forever
     assert "Traceback" not in served.output and served.output.count("Booting worker") <= 1, served.output[-3000:]
     (line,) = served.errors
-    assert line.startswith("tftrain: error: the model server stopped before it was ready (exit 3): ") and "exit 7" in line
+    assert (
+        line.startswith("tftrain: error: the model server stopped before it was ready (exit 3): ") and "exit 7" in line
+    )
     assert "before init() finished" in line
 
 
@@ -274,5 +316,7 @@ def test_a_run_that_ends_its_process_stops_the_server_saying_why(tmp_path):
     assert status in (None, 502)
     assert served.ended(60) == ServingError.exit_code
     (line,) = served.errors
-    assert line.startswith("tftrain: error: the model server stopped (exit 3): tftrain-serve: error: scoring script score.py: its worker")
+    assert line.startswith(
+        "tftrain: error: the model server stopped (exit 3): tftrain-serve: error: scoring script score.py: its worker"
+    )
     assert "(exit 3) while serving" in line and "Traceback" not in served.output

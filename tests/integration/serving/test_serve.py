@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-
 import serving_models
 from conftest import TFTRAIN
 from serving_models import INPUT, NAME, OUTPUT, lasting_cache_path, register_version
@@ -52,7 +51,11 @@ def started(saved_model, home, *options: str, tensorflow: str | None = None):
     port = free_port()
     env = {**os.environ, "TFTRAIN_HOME": str(home), "TFTRAIN_CACHE_DIR": str(lasting_cache_path()), "COLUMNS": "200"}
     process = subprocess.Popen(
-        [TFTRAIN, "serve", f"{NAME}@v1", "--port", str(port), *options], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+        [TFTRAIN, "serve", f"{NAME}@v1", "--port", str(port), *options],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
     )
     lines: list[str] = []
     threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True).start()
@@ -81,7 +84,9 @@ def test_batched_requests_each_get_their_own_answer(saved_model, tmp_path):
 
         def ask(row: int) -> None:
             for _ in range(20):  # enough requests that some meet in one batch
-                answers[row] = running.request("POST", f"/v1/models/{NAME}:predict", {"instances": [features[row].tolist()]})
+                answers[row] = running.request(
+                    "POST", f"/v1/models/{NAME}:predict", {"instances": [features[row].tolist()]}
+                )
 
         threads = [threading.Thread(target=ask, args=(row % 3,)) for row in range(8)]
         for thread in threads:
@@ -106,14 +111,28 @@ def test_a_model_of_the_newest_release_is_served_by_the_kserve_that_installs_bes
         status, body = running.request("POST", f"/v1/models/{NAME}:predict", {"instances": features[:2].tolist()})
         assert status == 200, body
         np.testing.assert_allclose(body["predictions"], expected[:2], atol=1e-5)
-        status, body = running.request("POST", f"/v2/models/{NAME}/infer", {"inputs": [
-            {"name": INPUT, "shape": [1, features.shape[1]], "datatype": "FP32", "data": features[0].tolist()}]})
+        status, body = running.request(
+            "POST",
+            f"/v2/models/{NAME}/infer",
+            {
+                "inputs": [
+                    {"name": INPUT, "shape": [1, features.shape[1]], "datatype": "FP32", "data": features[0].tolist()}
+                ]
+            },
+        )
         assert status == 200, body
         from runner.environments import serving_spec
 
         python = lasting_cache_path() / "envs" / serving_spec("2.21.0", onnx=False).key / "bin" / "python"
-        versions = subprocess.run([str(python), "-c", "from importlib.metadata import version as v; "
-                                   "print(v('kserve'), v('tensorflow-cpu'), v('protobuf'))"], capture_output=True, text=True)
+        versions = subprocess.run(
+            [
+                str(python),
+                "-c",
+                "from importlib.metadata import version as v; print(v('kserve'), v('tensorflow-cpu'), v('protobuf'))",
+            ],
+            capture_output=True,
+            text=True,
+        )
         kserve, tensorflow, protobuf = versions.stdout.split()
         assert (kserve, tensorflow, protobuf[0]) == ("0.21.0", "2.21.0", "6"), versions.stdout + versions.stderr
     finally:
@@ -133,11 +152,20 @@ def test_tensorflow_serving_rest_predicts_as_tensorflow_does(server, saved_model
     status, body = server.request("POST", f"/v1/models/{NAME}:predict", {"instances": features.tolist()})
     assert status == 200
     np.testing.assert_allclose(body["predictions"], expected, atol=1e-5)
-    status, body = server.request("POST", f"/v1/models/{NAME}:predict", {"signature_name": "serving_default", "inputs": {INPUT: features.tolist()}})
+    status, body = server.request(
+        "POST",
+        f"/v1/models/{NAME}:predict",
+        {"signature_name": "serving_default", "inputs": {INPUT: features.tolist()}},
+    )
     assert status == 200
     np.testing.assert_allclose(body["outputs"], expected, atol=1e-5)
     assert server.request("GET", f"/v1/models/{NAME}") == (
-        200, {"model_version_status": [{"version": "1", "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}]}
+        200,
+        {
+            "model_version_status": [
+                {"version": "1", "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}
+            ]
+        },
     )
     status, metadata = server.request("GET", f"/v1/models/{NAME}/metadata")
     assert status == 200 and metadata["model_spec"]["name"] == NAME
@@ -150,7 +178,11 @@ def test_tensorflow_serving_rest_predicts_as_tensorflow_does(server, saved_model
 
 def test_open_inference_protocol(server, saved_model):
     features, expected = saved_model.probe()
-    request = {"inputs": [{"name": INPUT, "datatype": "FP32", "shape": list(features.shape), "data": features.ravel().tolist()}]}
+    request = {
+        "inputs": [
+            {"name": INPUT, "datatype": "FP32", "shape": list(features.shape), "data": features.ravel().tolist()}
+        ]
+    }
     status, body = server.request("POST", f"/v2/models/{NAME}/infer", request)
     assert status == 200
     (output,) = body["outputs"]
@@ -164,15 +196,44 @@ def test_open_inference_protocol(server, saved_model):
 @pytest.mark.parametrize(
     ("path", "body", "content_type", "expected"),
     [
-        (f"/v1/models/{NAME}:predict", {"instances": [[1, 2, 3]]}, "application/json", f"input '{INPUT}': shape (1, 3)"),
-        (f"/v1/models/{NAME}:predict", {"instances": [["a"] * 64]}, "application/json", f"input '{INPUT}': the string 'a' is not float32"),
-        (f"/v1/models/{NAME}:predict", {"inputs": {"pixels": [[0] * 64]}}, "application/json", "input 'pixels' is not in signature"),
-        (f"/v1/models/{NAME}:predict", {"instances": [[0] * 64], "signature_name": "nope"}, "application/json", "signature_name 'nope'"),
+        (
+            f"/v1/models/{NAME}:predict",
+            {"instances": [[1, 2, 3]]},
+            "application/json",
+            f"input '{INPUT}': shape (1, 3)",
+        ),
+        (
+            f"/v1/models/{NAME}:predict",
+            {"instances": [["a"] * 64]},
+            "application/json",
+            f"input '{INPUT}': the string 'a' is not float32",
+        ),
+        (
+            f"/v1/models/{NAME}:predict",
+            {"inputs": {"pixels": [[0] * 64]}},
+            "application/json",
+            "input 'pixels' is not in signature",
+        ),
+        (
+            f"/v1/models/{NAME}:predict",
+            {"instances": [[0] * 64], "signature_name": "nope"},
+            "application/json",
+            "signature_name 'nope'",
+        ),
         (f"/v1/models/{NAME}:predict", "{not json", "application/json", "the body is not JSON"),
         (f"/v1/models/{NAME}:predict", "instances=1", "application/x-www-form-urlencoded", "the body is not JSON"),
-        (f"/v2/models/{NAME}/infer", {"inputs": [{"name": INPUT, "datatype": "FP32", "data": [1]}]}, "application/json", f"input '{INPUT}': shape"),
-        (f"/v2/models/{NAME}/infer", {"inputs": [{"name": INPUT, "datatype": "FP32", "shape": [1, 64], "data": [1, 2]}]}, "application/json",
-         f"input '{INPUT}': 2 values cannot fill shape [1, 64]"),
+        (
+            f"/v2/models/{NAME}/infer",
+            {"inputs": [{"name": INPUT, "datatype": "FP32", "data": [1]}]},
+            "application/json",
+            f"input '{INPUT}': shape",
+        ),
+        (
+            f"/v2/models/{NAME}/infer",
+            {"inputs": [{"name": INPUT, "datatype": "FP32", "shape": [1, 64], "data": [1, 2]}]},
+            "application/json",
+            f"input '{INPUT}': 2 values cannot fill shape [1, 64]",
+        ),
         (f"/v2/models/{NAME}/infer", {"inputs": []}, "application/json", f"input '{INPUT}' is missing"),
         (f"/v2/models/{NAME}/infer", "nope", "application/json", "the body is not JSON"),
     ],
@@ -196,7 +257,10 @@ def test_sigterm_finishes_the_request_in_flight_and_exits_0(server):
     """Runs last: it stops the module's server."""
     body = json.dumps({"instances": [[0.5] * 64]}).encode()
     client = socket.create_connection(("127.0.0.1", server.port), timeout=30)
-    head = f"POST /v1/models/{NAME}:predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    head = (
+        f"POST /v1/models/{NAME}:predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length:"
+        f" {len(body)}\r\n\r\n"
+    )
     client.sendall(head.encode() + body[:10])  # the request has begun: the server is waiting for its body
     time.sleep(0.5)
     server.process.send_signal(signal.SIGTERM)
@@ -221,13 +285,21 @@ def test_refusals_are_one_line_with_their_exit_code(home, cli, tmp_path, saved_m
         taken.listen()
         port = taken.getsockname()[1]
         done = cli("serve", f"{NAME}@v1", "--port", str(port))
-    assert (done.returncode, done.stderr.strip()) == (13, f"tftrain: error: port {port} on 127.0.0.1 is in use: choose another with --port")
+    assert (done.returncode, done.stderr.strip()) == (
+        13,
+        f"tftrain: error: port {port} on 127.0.0.1 is in use: choose another with --port",
+    )
     port = str(free_port())
     done = cli("serve", "nothing@v3", "--port", port)
-    assert done.returncode == 5 and done.stderr.strip().count("\n") == 0 and "nothing@v3 is not registered" in done.stderr
+    assert (
+        done.returncode == 5 and done.stderr.strip().count("\n") == 0 and "nothing@v3 is not registered" in done.stderr
+    )
     done = cli("serve", "no-such-run", "--port", port)
     assert done.returncode == 5 and "neither a run nor a registered model" in done.stderr
     done = cli("serve", f"{NAME}@v1", "--runtime", "onnx", "--port", port)
     assert (done.returncode, done.stderr.strip().count("\n")) == (26, 0) and "has no model.onnx" in done.stderr
     done = cli("serve", "pickled@latest", "--port", port)
-    assert (done.returncode, done.stderr.strip().count("\n")) == (26, 0) and "pickled@v1 has no loadable model" in done.stderr
+    assert (done.returncode, done.stderr.strip().count("\n")) == (
+        26,
+        0,
+    ) and "pickled@v1 has no loadable model" in done.stderr

@@ -8,11 +8,11 @@ import subprocess
 
 import numpy as np
 import pytest
-
 import serving_models
-from runner.serving.records import read_requests
 from serving_models import INPUT, NAME, WIDTH
 from test_serve import started
+
+from runner.serving.records import read_requests
 
 saved_model = serving_models.saved_model
 
@@ -32,7 +32,9 @@ def test_answered_requests_are_recorded_and_replayable(saved_model, tmp_path):
             assert server.request("POST", f"/v1/models/{NAME}:predict", {"instances": [row]})[0] == 200
         v2 = {"inputs": [{"name": INPUT, "shape": [1, WIDTH], "datatype": "FP32", "data": rows[0]}]}
         assert server.request("POST", f"/v2/models/{NAME}/infer", v2)[0] == 200
-        assert server.request("POST", f"/v1/models/{NAME}:predict", {"instances": [[1.0]]})[0] == 400  # refused: not recorded
+        assert (
+            server.request("POST", f"/v1/models/{NAME}:predict", {"instances": [[1.0]]})[0] == 400
+        )  # refused: not recorded
     finally:
         log = stop(server)
     assert f"recording 100% of the answered requests into {recorded}" in log
@@ -55,7 +57,9 @@ def test_a_full_disk_never_fails_a_request_and_is_said_once(saved_model, tmp_pat
     server = started(saved_model, tmp_path / "home", "--record", str(tiny_disk))
     row = [0.5] * WIDTH
     try:
-        statuses = [server.request("POST", f"/v1/models/{NAME}:predict", {"instances": [row] * 8})[0] for _ in range(300)]
+        statuses = [
+            server.request("POST", f"/v1/models/{NAME}:predict", {"instances": [row] * 8})[0] for _ in range(300)
+        ]
     finally:
         log = stop(server)
     assert statuses == [200] * 300
@@ -73,6 +77,11 @@ def test_a_record_directory_that_is_a_link_or_a_file_is_one_line_before_anything
     (tmp_path / "link").symlink_to(tmp_path / "real")
     (tmp_path / "file").write_text("x")
     for where, words in (("link", "a link"), ("file", "not a directory")):
-        done = subprocess.run([TFTRAIN, "serve", f"{NAME}@v1", "--port", "0", "--record", str(tmp_path / where)], capture_output=True,
-                              text=True, env={**__import__("os").environ, "TFTRAIN_HOME": str(home)}, timeout=120)
+        done = subprocess.run(
+            [TFTRAIN, "serve", f"{NAME}@v1", "--port", "0", "--record", str(tmp_path / where)],
+            capture_output=True,
+            text=True,
+            env={**__import__("os").environ, "TFTRAIN_HOME": str(home)},
+            timeout=120,
+        )
         assert done.returncode == 2 and words in done.stderr and "Traceback" not in done.stderr, done.stderr

@@ -14,11 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-
 import serving_models
 from conftest import TFTRAIN
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from serving_models import NAME, lasting_cache_path, register_version
 
 saved_model = serving_models.saved_model
@@ -27,8 +26,12 @@ SECRET = "MODEL_SIGNING_KEY"
 
 def pem_pair() -> tuple[str, bytes]:
     key = ec.generate_private_key(ec.SECP256R1())
-    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    return private.decode(), key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    private = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return private.decode(), key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
 
 
 def signed_version(home: Path, built, private: str | None):
@@ -62,8 +65,13 @@ def environ(home: Path) -> dict[str, str]:
 
 def refused(home: Path, *options: str) -> subprocess.CompletedProcess:
     port = free_port()
-    result = subprocess.run([TFTRAIN, "serve", f"{NAME}@v1", "--port", str(port), *options],
-                            capture_output=True, text=True, env=environ(home), timeout=300)
+    result = subprocess.run(
+        [TFTRAIN, "serve", f"{NAME}@v1", "--port", str(port), *options],
+        capture_output=True,
+        text=True,
+        env=environ(home),
+        timeout=300,
+    )
     assert port_free(port) and "is ready" not in result.stdout and "serving " not in result.stdout, result.stdout
     return result
 
@@ -88,8 +96,13 @@ def test_a_signed_version_is_served_once_verified(saved_model, tmp_path, keys):
     home = tmp_path / "home"
     signed_version(home, saved_model, private)
     port = free_port()
-    process = subprocess.Popen([TFTRAIN, "serve", f"{NAME}@v1", "--port", str(port), "--verify-key", str(public)],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environ(home))
+    process = subprocess.Popen(
+        [TFTRAIN, "serve", f"{NAME}@v1", "--port", str(port), "--verify-key", str(public)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=environ(home),
+    )
     lines: list[str] = []
     threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True).start()
     try:
@@ -104,8 +117,12 @@ def test_a_signed_version_is_served_once_verified(saved_model, tmp_path, keys):
 
         features, expected = saved_model.probe()
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        connection.request("POST", f"/v1/models/{NAME}:predict", json.dumps({"instances": features[:2].tolist()}),
-                           {"Content-Type": "application/json"})
+        connection.request(
+            "POST",
+            f"/v1/models/{NAME}:predict",
+            json.dumps({"instances": features[:2].tolist()}),
+            {"Content-Type": "application/json"},
+        )
         answer = connection.getresponse()
         assert answer.status == 200
         np.testing.assert_allclose(json.loads(answer.read())["predictions"], expected[:2], atol=1e-5)
@@ -119,10 +136,15 @@ def test_tampered_other_key_unsigned_and_keyless_are_refused_before_anything_sta
     home = tmp_path / "home"
     model = signed_version(home, saved_model, private)
     other = tmp_path / "other.pem"
-    one_line(refused(home, "--verify-key", str(other)), 29, f"model {NAME}@v1: model.sig was not made with the key {other}")
+    one_line(
+        refused(home, "--verify-key", str(other)), 29, f"model {NAME}@v1: model.sig was not made with the key {other}"
+    )
     # keyless asked of a key-signed version: said before Sigstore is asked anything
-    one_line(refused(home, "--verify-identity", "me@example.com", "--verify-issuer", "https://accounts.google.com"), 29,
-             "model.sig was signed with a key, not keylessly (Sigstore)")
+    one_line(
+        refused(home, "--verify-identity", "me@example.com", "--verify-issuer", "https://accounts.google.com"),
+        29,
+        "model.sig was signed with a key, not keylessly (Sigstore)",
+    )
 
     # a served file changed, and the registry's own checksums changed with it: only the signature tells
     target = model.path / "serving" / "serving.json"
@@ -138,7 +160,11 @@ def test_tampered_other_key_unsigned_and_keyless_are_refused_before_anything_sta
 
     with Store(home) as store:
         store.db.execute("UPDATE models SET info = ? WHERE name = ? AND version = 1", (json.dumps(info), NAME))
-    one_line(refused(home, "--verify-key", str(public)), 29, "the files are not what model.sig signed: changed: 'serving/serving.json'")
+    one_line(
+        refused(home, "--verify-key", str(public)),
+        29,
+        "the files are not what model.sig signed: changed: 'serving/serving.json'",
+    )
 
     # model.sig replaced by a link to a valid one elsewhere: refused, not followed
     signature = model.path / "model.sig"
@@ -167,13 +193,19 @@ def test_an_extra_file_in_the_version_is_not_served_and_one_in_model_is_refused(
 
 def test_a_key_file_that_is_not_a_public_key_is_one_line_before_anything(tmp_path, keys):
     home = tmp_path / "home"  # no registry at all: the key is read first
-    for bad, words in ((tmp_path / "private.pem", "not a PEM EC public key"), (tmp_path / "empty.pem", "not a PEM EC public key"),
-                       (tmp_path, "cannot read: not a regular file"),
-                       (Path("/dev/zero"), "cannot read: not a regular file"), (tmp_path / "absent.pem", "cannot read: No such file")):
+    for bad, words in (
+        (tmp_path / "private.pem", "not a PEM EC public key"),
+        (tmp_path / "empty.pem", "not a PEM EC public key"),
+        (tmp_path, "cannot read: not a regular file"),
+        (Path("/dev/zero"), "cannot read: not a regular file"),
+        (tmp_path / "absent.pem", "cannot read: No such file"),
+    ):
         if bad.name == "empty.pem":
             bad.write_bytes(b"")
         one_line(refused(home, "--verify-key", str(bad)), 2, f"--verify-key {bad}: {words}")
-    one_line(refused(home, "--verify-identity", "me@example.com"), 2, "--verify-identity and --verify-issuer go together")
+    one_line(
+        refused(home, "--verify-identity", "me@example.com"), 2, "--verify-identity and --verify-issuer go together"
+    )
     assert not (home / "models").exists()
 
 
@@ -186,12 +218,19 @@ def test_keyless_verification_without_sigstore_is_one_line(tmp_path):
     root = tmp_path / "version"
     (root / "model").mkdir(parents=True)
     (root / "model" / "saved_model.pb").write_bytes(b"graph")
-    bundle = {"mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
-              "verificationMaterial": {"certificate": {"rawBytes": "AAAA"}, "tlogEntries": []},
-              "dsseEnvelope": {"payload": "e30=", "payloadType": "application/vnd.in-toto+json", "signatures": []}}
+    bundle = {
+        "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
+        "verificationMaterial": {"certificate": {"rawBytes": "AAAA"}, "tlogEntries": []},
+        "dsseEnvelope": {"payload": "e30=", "payloadType": "application/vnd.in-toto+json", "signatures": []},
+    }
     (tmp_path / "model.sig").write_text(json.dumps(bundle))
     with pytest.raises(SignatureError) as raised:
-        verify(root, tmp_path / "model.sig", SigstoreIdentity("me@example.com", "https://accounts.google.com"), "demo@v1")
+        verify(
+            root, tmp_path / "model.sig", SigstoreIdentity("me@example.com", "https://accounts.google.com"), "demo@v1"
+        )
     message = str(raised.value)
-    assert message.startswith("Sigstore: keyless verification needs Sigstore's trust root") and "Nothing was verified" in message
+    assert (
+        message.startswith("Sigstore: keyless verification needs Sigstore's trust root")
+        and "Nothing was verified" in message
+    )
     assert "\n" not in message

@@ -12,11 +12,12 @@ from sweeping import SCRIPT, show, sweep_manifest
 
 # score as sweeping.SCRIPT's; latency falls as the batch grows: score and latency pull apart
 MULTI_SCRIPT = SCRIPT.replace(
-    'args = parser.parse_args()\n', 'parser.add_argument("--all-report", type=int, default=0)\nargs = parser.parse_args()\n'
+    "args = parser.parse_args()\n",
+    'parser.add_argument("--all-report", type=int, default=0)\nargs = parser.parse_args()\n',
 ).replace(
     '    print(f"step {step} score: {score:.5f}", flush=True)\n',
     '    print(f"step {step} score: {score:.5f}", flush=True)\n'
-    '    if not (args.lr == 0.01 and args.bs == 64) or args.all_report:\n'
+    "    if not (args.lr == 0.01 and args.bs == 64) or args.all_report:\n"
     '        print(f"latency: {1000 / args.bs - args.lr * 10:.5f}", flush=True)\n',
 )
 assert MULTI_SCRIPT != SCRIPT
@@ -59,7 +60,9 @@ def pruned_trials(cli, home, steps: int) -> list[dict]:
 def test_asha_stops_the_trials_below_the_rung(project, cli, home):
     # one trial at a time: a later trial worse than the better half at step 1 (then 2, 4) stops there
     extra = "  early_termination: {type: asha, min_resource: 1, reduction_factor: 2}\n"
-    path = sweep_manifest(project, steps=12, pause=0.02, sampling="{type: grid, seed: 1}", trials=4, concurrent=1, extra=extra)
+    path = sweep_manifest(
+        project, steps=12, pause=0.02, sampling="{type: grid, seed: 1}", trials=4, concurrent=1, extra=extra
+    )
     path.write_text(path.read_text().replace("[16, 64]", "[16]"))
     result = cli("run", "-f", str(path))
     assert result.returncode == 0, result.stderr
@@ -74,7 +77,9 @@ def test_asha_stops_the_trials_below_the_rung(project, cli, home):
 
 def test_hyperband_runs_end_to_end_and_prunes_within_its_brackets(project, cli, home):
     extra = "  early_termination: {type: hyperband, min_resource: 1, max_resource: 8, reduction_factor: 2}\n"
-    path = sweep_manifest(project, steps=12, pause=0.05, sampling="{type: random, seed: 4}", trials=10, concurrent=1, extra=extra)
+    path = sweep_manifest(
+        project, steps=12, pause=0.05, sampling="{type: random, seed: 4}", trials=10, concurrent=1, extra=extra
+    )
     result = cli("run", "-f", str(path))
     assert result.returncode == 0, result.stderr
     document = show(cli)
@@ -88,17 +93,27 @@ def test_a_multi_objective_sweep_shows_its_pareto_front_and_registers_its_best_o
     result = cli("run", "-f", str(path))
     assert result.returncode == 0, result.stderr
     document = show(cli)
-    assert document["objective"] == [{"primary_metric": "score", "goal": "maximize"}, {"primary_metric": "latency_ms", "goal": "minimize"}]
+    assert document["objective"] == [
+        {"primary_metric": "score", "goal": "maximize"},
+        {"primary_metric": "latency_ms", "goal": "minimize"},
+    ]
     by_params = {(t["params"]["--lr"], t["params"]["--bs"]): t for t in document["trials"]}
     assert {t["status"] for t in document["trials"]} == {"Completed"}
     for (lr, bs), trial in by_params.items():
-        assert trial["values"]["latency_ms"] == round(1000 / bs - lr * 10, 5) and trial["value"] == trial["values"]["score"]
+        assert (
+            trial["values"]["latency_ms"] == round(1000 / bs - lr * 10, 5)
+            and trial["value"] == trial["values"]["score"]
+        )
     # lr 0.2 beats lr 0.01 on both; of the two, bs 16 scores higher, bs 64 answers faster
     front = [by_params[(0.2, 16)]["number"], by_params[(0.2, 64)]["number"]]
     assert document["pareto"] == front
     best = by_params[(0.2, 16)]
     assert document["best"] == {
-        "number": best["number"], "run_id": best["run_id"], "value": best["value"], "values": best["values"], "model_version": "demo@v1",
+        "number": best["number"],
+        "run_id": best["run_id"],
+        "value": best["value"],
+        "values": best["values"],
+        "model_version": "demo@v1",
     }
     info = json.loads((home / "models" / "demo" / "v1" / "version.json").read_text())
     assert info["run_id"] == best["run_id"] and info["sweep"]["values"] == best["values"]
@@ -122,4 +137,6 @@ def test_a_trial_that_never_reports_an_objective_fails_and_says_which(project, c
     assert failed[0]["number"] not in document["pareto"]
     assert failed[0]["values"] == {"score": 0.066, "latency_ms": None}  # what its run did report
     summary = (home / "sweeps" / document["id"] / "summary.md").read_text()
-    assert f"| {failed[0]['number']} | {failed[0]['run_id']} | Failed | 0.066 |  |" in summary  # the summary and `sweeps show` agree
+    assert (
+        f"| {failed[0]['number']} | {failed[0]['run_id']} | Failed | 0.066 |  |" in summary
+    )  # the summary and `sweeps show` agree

@@ -11,14 +11,14 @@ import signal
 import subprocess
 from urllib.parse import quote
 
-import pytest
-
 import postgres
+import pytest
 from conftest import TFTRAIN
 from hostile import assert_clean, assert_refused, files_containing, nothing_written_outside
-from runner.errors import StorageError, TrainingCanceled
 from sweeping import show, sweep_manifest
 from watching import alive, until
+
+from runner.errors import StorageError, TrainingCanceled
 
 pytestmark = pytest.mark.integration
 
@@ -49,7 +49,9 @@ def training(home, count: int) -> bool:
 
 def interrupt(path, home, when, env=None) -> subprocess.CompletedProcess:
     """`tftrain run` on the sweep, stopped by `when` (called once `until` its condition holds)."""
-    sweep = subprocess.Popen([TFTRAIN, "run", "-f", str(path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sweep = subprocess.Popen(
+        [TFTRAIN, "run", "-f", str(path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         when(sweep)
         out, err = sweep.communicate(timeout=120)
@@ -91,7 +93,14 @@ def test_a_resumed_sweep_never_repeats_a_value_it_drew(project, cli, home, tmp_p
     """Seeded random, 5 trials, SIGINT while the 4th trains, resume: trials 4 and 5 replayed trials 0 and 1."""
     path = manifest_with(project, steps=60, pause=0.05, trials=5, concurrent=1)
     with nothing_written_outside(tmp_path, home, path.parent):
-        stopped = interrupt(path, home, lambda sweep: (until(lambda: training(home, 4), "the 4th trial training", timeout=120), sweep.send_signal(signal.SIGINT)))
+        stopped = interrupt(
+            path,
+            home,
+            lambda sweep: (
+                until(lambda: training(home, 4), "the 4th trial training", timeout=120),
+                sweep.send_signal(signal.SIGINT),
+            ),
+        )
         assert_refused(stopped, TrainingCanceled, "tftrain sweep resume demo-sweep-1")
         fast(path)
         resumed = cli("sweep", "resume", "demo-sweep-1", "-f", str(path), timeout=300)
@@ -103,7 +112,9 @@ def test_a_resumed_sweep_never_repeats_a_value_it_drew(project, cli, home, tmp_p
     assert trials[5]["params"]["--lr"] not in {t["params"]["--lr"] for t in trials[:4]}
 
 
-def test_postgres_stopped_mid_sweep_is_one_storage_line_and_resume_agrees_with_the_runs(project, cli, home, tmp_path, monkeypatch):
+def test_postgres_stopped_mid_sweep_is_one_storage_line_and_resume_agrees_with_the_runs(
+    project, cli, home, tmp_path, monkeypatch
+):
     monkeypatch.setenv("SWEEP_DB_PASSWORD", HOSTILE_PASSWORD)
     with postgres.PostgresServer() as server:
         server.create_user("sweeper", HOSTILE_PASSWORD)
@@ -119,7 +130,12 @@ def test_postgres_stopped_mid_sweep_is_one_storage_line_and_resume_agrees_with_t
 
         with nothing_written_outside(tmp_path, home, path.parent):
             lost = interrupt(path, home, outage)
-            line = assert_refused(lost, StorageError, f"sweep storage sweeper@127.0.0.1:{server.port}/outage: ", "tftrain sweep resume demo-sweep-1")
+            line = assert_refused(
+                lost,
+                StorageError,
+                f"sweep storage sweeper@127.0.0.1:{server.port}/outage: ",
+                "tftrain sweep resume demo-sweep-1",
+            )
             assert not any(alive(pid) for pid in outage.pids)  # its trials stopped with it
             server.restart()
             fast(path)
@@ -134,11 +150,20 @@ def test_postgres_stopped_mid_sweep_is_one_storage_line_and_resume_agrees_with_t
     assert files_containing(home, SECRET_FORMS) == []
 
 
-def test_a_password_holding_at_colon_slash_hash_works_against_postgres(project, cli, home, tmp_path, postgres_server, monkeypatch):
+def test_a_password_holding_at_colon_slash_hash_works_against_postgres(
+    project, cli, home, tmp_path, postgres_server, monkeypatch
+):
     postgres_server.create_user("sweeper", HOSTILE_PASSWORD)
     postgres_server.create_database("quoted", owner="sweeper")
     monkeypatch.setenv("SWEEP_DB_PASSWORD", HOSTILE_PASSWORD)
-    path = sweep_manifest(project, steps=2, pause=0, trials=2, concurrent=1, extra=STORAGE.format(port=postgres_server.port, database="quoted"))
+    path = sweep_manifest(
+        project,
+        steps=2,
+        pause=0,
+        trials=2,
+        concurrent=1,
+        extra=STORAGE.format(port=postgres_server.port, database="quoted"),
+    )
     path.write_text(path.read_text() + SECRETS)
     with nothing_written_outside(tmp_path, home, path.parent):
         result = cli("run", "-f", str(path), timeout=300)
@@ -147,5 +172,15 @@ def test_a_password_holding_at_colon_slash_hash_works_against_postgres(project, 
     assert not any(form.decode() in result.stdout + result.stderr for form in SECRET_FORMS)
     assert files_containing(home, SECRET_FORMS) == []
     env = {**os.environ, "SWEEP_DB_PASSWORD": HOSTILE_PASSWORD + "!"}
-    wrong = subprocess.run([TFTRAIN, "sweep", "join", "demo-sweep-1", "-f", str(path)], env=env, capture_output=True, text=True, timeout=120)
-    assert_refused(wrong, StorageError, f"sweep storage sweeper@127.0.0.1:{postgres_server.port}/quoted: password authentication failed")
+    wrong = subprocess.run(
+        [TFTRAIN, "sweep", "join", "demo-sweep-1", "-f", str(path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert_refused(
+        wrong,
+        StorageError,
+        f"sweep storage sweeper@127.0.0.1:{postgres_server.port}/quoted: password authentication failed",
+    )

@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 
 import optuna
-import pytest
-
 import postgres
+import pytest
 from conftest import REPO
+
 from runner.errors import StorageError
 from runner.sweep.storage import CONNECT_SECONDS, storage_for
 
@@ -25,8 +25,7 @@ postgres_url = postgres.postgres_url
 
 # One worker: joins (or creates) the study and runs its share of trials, `jobs` of them at a time
 # in threads; each trial reports a few intermediate values, as a sweep's trials do.
-WORKER = textwrap.dedent(
-    """
+WORKER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     import optuna
@@ -44,14 +43,16 @@ WORKER = textwrap.dedent(
         return (x - 0.5) ** 2
 
     study.optimize(objective, n_trials=5, n_jobs=jobs)
-    """
-)
+    """)
 
 
 def run_workers(url: str | None, home: Path, processes: int = 2, jobs: int = 1) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     argv = [sys.executable, "-c", WORKER, url or "", str(home), str(jobs)]
-    workers = [subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(processes)]
+    workers = [
+        subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(processes)
+    ]
     for worker in workers:
         out, err = worker.communicate(timeout=120)
         assert worker.returncode == 0, err

@@ -8,9 +8,8 @@ import os
 import signal
 import subprocess
 
-import pytest
-
 import postgres
+import pytest
 from conftest import TFTRAIN
 from sweeping import show, show_in, sweep_manifest
 from watching import alive, until
@@ -36,7 +35,12 @@ def test_a_sweep_runs_its_trials_as_runs_and_registers_the_best(project, cli, ho
         record = json.loads((home / "runs" / trial["run_id"] / "run.json").read_text())
         assert record["sweep"] == {"id": "demo-sweep-1", "trial": trial["number"]}
     best = max(trials, key=lambda t: t["value"])
-    assert document["best"] == {"number": best["number"], "run_id": best["run_id"], "value": best["value"], "model_version": "demo@v1"}
+    assert document["best"] == {
+        "number": best["number"],
+        "run_id": best["run_id"],
+        "value": best["value"],
+        "model_version": "demo@v1",
+    }
     info = json.loads((home / "models" / "demo" / "v1" / "version.json").read_text())
     assert info["sweep"]["params"] == best["params"] and info["run_id"] == best["run_id"]
     assert not (home / "models" / "demo" / "v2").exists()  # only the best trial's model is a version
@@ -68,7 +72,10 @@ def test_the_policy_stops_a_losing_trial_within_seconds(project, cli, home):
 def test_an_objective_no_trial_reports_is_named_when_the_first_trial_ends(project, cli, home):
     result = cli("run", "-f", str(sweep_manifest(project, metric="val_accuracy", concurrent=1)))
     assert result.returncode == 25
-    assert "sweep.objective.primary_metric: trial 0 (run demo-1) completed without reporting 'val_accuracy'; it reported: score" in result.stderr
+    assert (
+        "sweep.objective.primary_metric: trial 0 (run demo-1) completed without reporting 'val_accuracy'; it reported:"
+        " score" in result.stderr
+    )
     assert "Traceback" not in result.stderr
     assert len(show(cli)["trials"]) == 1  # no further trial was started
 
@@ -77,13 +84,17 @@ def test_no_sweep_runs_the_defaults_once(project, cli, home):
     result = cli("run", "--no-sweep", "-f", str(sweep_manifest(project)))
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in (home / "runs").iterdir()) == ["demo-1"]
-    assert "step 6 score: 1.02800" in (home / "runs/demo-1/workdir/logs/0.log").read_text()  # the defaults: --lr 0.1 --bs 32
+    assert (
+        "step 6 score: 1.02800" in (home / "runs/demo-1/workdir/logs/0.log").read_text()
+    )  # the defaults: --lr 0.1 --bs 32
     assert not (home / "sweeps").exists()
 
 
 def test_ctrl_c_stops_every_trial_and_resume_goes_on_from_their_checkpoints(project, cli, home):
     path = sweep_manifest(project, steps=200, pause=0.05, trials=2, concurrent=2)
-    sweep = subprocess.Popen([TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sweep = subprocess.Popen(
+        [TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         until(lambda: len(list((home / "runs").glob("demo-*/workdir/outputs/model/step"))) == 2, "both trials training")
         pids = [int(p.read_text()) for p in (home / "runs").glob("demo-*/workdir/outputs/model/pid")]
@@ -118,12 +129,17 @@ def test_two_runners_share_one_study_on_postgres(project, home, tmp_path, postgr
     path.write_text(path.read_text() + "secrets: [SWEEP_DB_PASSWORD]\n")
     env = {**os.environ, "COLUMNS": "200", "SWEEP_DB_PASSWORD": password}
     other = tmp_path / "other-home"
-    starter = subprocess.Popen([TFTRAIN, "run", "-f", str(path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    starter = subprocess.Popen(
+        [TFTRAIN, "run", "-f", str(path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         until((home / "sweeps" / "demo-sweep-1" / "sweep.json").exists, "the sweep created")
         joined = subprocess.run(
-            [TFTRAIN, "sweep", "join", "demo-sweep-1", "-f", str(path)], env={**env, "TFTRAIN_HOME": str(other)},
-            capture_output=True, text=True, timeout=300,
+            [TFTRAIN, "sweep", "join", "demo-sweep-1", "-f", str(path)],
+            env={**env, "TFTRAIN_HOME": str(other)},
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         out, err = starter.communicate(timeout=300)
     finally:
@@ -135,7 +151,9 @@ def test_two_runners_share_one_study_on_postgres(project, home, tmp_path, postgr
     theirs = {t["run_id"] for t in show_in(other)["trials"] if (other / "runs" / t["run_id"]).exists()}
     assert mine and theirs  # both runners ran trials
     numbers = [t["number"] for t in show_in(other)["trials"]]
-    assert len(numbers) == len(set(numbers)) and 6 <= len(numbers) <= 7  # a joiner may start one more than the limit at the very end
+    assert (
+        len(numbers) == len(set(numbers)) and 6 <= len(numbers) <= 7
+    )  # a joiner may start one more than the limit at the very end
 
 
 def test_an_unreachable_storage_is_one_line_without_the_password(project, cli, home):
@@ -151,7 +169,10 @@ def test_more_concurrent_trials_than_the_machine_can_place_is_refused_before_any
     path.write_text(path.read_text() + "compute:\n  slots_per_node: 2\n")
     result = cli("run", "-f", str(path))
     assert result.returncode == 7
-    assert "sweep.limits.max_concurrent_trials: 3 trials of 1 process need 3 slots; compute.slots_per_node is 2" in result.stderr
+    assert (
+        "sweep.limits.max_concurrent_trials: 3 trials of 1 process need 3 slots; compute.slots_per_node is 2"
+        in result.stderr
+    )
     assert not (home / "runs").exists() or not list((home / "runs").iterdir())
 
 
@@ -163,19 +184,36 @@ def test_warm_start_gives_the_new_study_the_earlier_trials_but_not_its_table(pro
     result = cli("run", "-f", str(path))
     assert result.returncode == 0, result.stderr
     document = show(cli, "demo-sweep-2")
-    assert [t["number"] for t in document["trials"]] == [2, 3]  # numbers 0 and 1 are the earlier sweep's, known to the sampler
+    assert [t["number"] for t in document["trials"]] == [
+        2,
+        3,
+    ]  # numbers 0 and 1 are the earlier sweep's, known to the sampler
     import optuna
 
     study = optuna.load_study(study_name="demo-sweep-2", storage=f"sqlite:///{home / 'sweeps.db'}")
     warm = [t for t in study.trials if "warm_start_from" in t.user_attrs]
-    assert sorted((t.user_attrs["values"]["--lr"], t.value) for t in warm) == sorted((t["params"]["--lr"], t["value"]) for t in earlier)
+    assert sorted((t.user_attrs["values"]["--lr"], t.value) for t in warm) == sorted(
+        (t["params"]["--lr"], t["value"]) for t in earlier
+    )
     assert document["best"]["run_id"] in {t["run_id"] for t in document["trials"]}  # never an earlier sweep's trial
 
 
 def test_in_actions_each_trial_is_a_group_and_the_table_is_the_job_summary(project, home, tmp_path):
     summary, outputs = tmp_path / "summary.md", tmp_path / "outputs.txt"
-    env = {**os.environ, "GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_OUTPUT": str(outputs), "COLUMNS": "200"}
-    result = subprocess.run([TFTRAIN, "run", "-f", str(sweep_manifest(project, trials=2))], env=env, capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_STEP_SUMMARY": str(summary),
+        "GITHUB_OUTPUT": str(outputs),
+        "COLUMNS": "200",
+    }
+    result = subprocess.run(
+        [TFTRAIN, "run", "-f", str(sweep_manifest(project, trials=2))],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("::group::trial ") == 2 and "::endgroup::" in result.stdout
     text = summary.read_text()
@@ -186,14 +224,36 @@ def test_in_actions_each_trial_is_a_group_and_the_table_is_the_job_summary(proje
 
 def test_the_pull_request_comment_shows_the_trials_of_the_best_trials_sweep(project, home, tmp_path, github_api):
     event = tmp_path / "event.json"
-    event.write_text(json.dumps({"number": 7, "pull_request": {"number": 7, "labels": [], "head": {"ref": "f", "repo": {"full_name": "octo/models"}}}}))
-    env = {**os.environ, "GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": "pull_request", "GITHUB_EVENT_PATH": str(event),
-           "GITHUB_REPOSITORY": "octo/models", "GITHUB_API_URL": github_api.url, "INPUT_GITHUB_TOKEN": "ghs_test",
-           "GITHUB_OUTPUT": str(tmp_path / "outputs.txt")}
-    run = subprocess.run([TFTRAIN, "run", "-f", str(sweep_manifest(project, trials=2))], env=env, capture_output=True, text=True, timeout=300)
+    event.write_text(
+        json.dumps(
+            {
+                "number": 7,
+                "pull_request": {"number": 7, "labels": [], "head": {"ref": "f", "repo": {"full_name": "octo/models"}}},
+            }
+        )
+    )
+    env = {
+        **os.environ,
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_REPOSITORY": "octo/models",
+        "GITHUB_API_URL": github_api.url,
+        "INPUT_GITHUB_TOKEN": "ghs_test",
+        "GITHUB_OUTPUT": str(tmp_path / "outputs.txt"),
+    }
+    run = subprocess.run(
+        [TFTRAIN, "run", "-f", str(sweep_manifest(project, trials=2))],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     best = show(lambda *args: subprocess.run([TFTRAIN, *args], capture_output=True, text=True))["best"]
-    comment = subprocess.run([TFTRAIN, "github", "comment", "--run", best["run_id"]], env=env, capture_output=True, text=True, timeout=120)
+    comment = subprocess.run(
+        [TFTRAIN, "github", "comment", "--run", best["run_id"]], env=env, capture_output=True, text=True, timeout=120
+    )
     assert comment.returncode == 0, comment.stderr
     (posted,) = github_api.comments.values()
     assert "## Sweep demo-sweep-1: Completed" in posted["body"] and f"Best: trial {best['number']}" in posted["body"]
@@ -201,10 +261,22 @@ def test_the_pull_request_comment_shows_the_trials_of_the_best_trials_sweep(proj
 
 
 def test_publishing_the_best_trial_adds_the_sweeps_plot(project, home, github_api):
-    env = {**os.environ, "GITHUB_REPOSITORY": "octo/models", "GITHUB_API_URL": github_api.url, "GITHUB_TOKEN": "ghs_test"}
-    assert subprocess.run([TFTRAIN, "run", "-f", str(sweep_manifest(project, trials=2))], env=env, capture_output=True, timeout=300).returncode == 0
+    env = {
+        **os.environ,
+        "GITHUB_REPOSITORY": "octo/models",
+        "GITHUB_API_URL": github_api.url,
+        "GITHUB_TOKEN": "ghs_test",
+    }
+    assert (
+        subprocess.run(
+            [TFTRAIN, "run", "-f", str(sweep_manifest(project, trials=2))], env=env, capture_output=True, timeout=300
+        ).returncode
+        == 0
+    )
     best = show(lambda *args: subprocess.run([TFTRAIN, *args], capture_output=True, text=True))["best"]
-    published = subprocess.run([TFTRAIN, "publish", "--run", best["run_id"]], env=env, capture_output=True, text=True, timeout=300)
+    published = subprocess.run(
+        [TFTRAIN, "publish", "--run", best["run_id"]], env=env, capture_output=True, text=True, timeout=300
+    )
     assert published.returncode == 0, published.stderr
     (release,) = github_api.releases
     names = {asset["name"] for asset in release["assets"]}
@@ -218,7 +290,9 @@ def test_on_a_terminal_the_trials_table_is_redrawn_in_place(project, home):
 
     main, child = pty.openpty()
     path = sweep_manifest(project, steps=30, pause=0.1, trials=2, concurrent=2)
-    with subprocess.Popen([TFTRAIN, "run", "-f", str(path)], stdin=child, stdout=child, stderr=child, env={**os.environ, "COLUMNS": "160"}) as process:
+    with subprocess.Popen(
+        [TFTRAIN, "run", "-f", str(path)], stdin=child, stdout=child, stderr=child, env={**os.environ, "COLUMNS": "160"}
+    ) as process:
         os.close(child)
         output = b""
         while True:
@@ -239,7 +313,9 @@ def test_on_a_terminal_the_trials_table_is_redrawn_in_place(project, home):
 
 def test_a_trial_out_of_time_is_canceled_and_the_sweep_goes_on(project, cli, home):
     path = sweep_manifest(project, steps=600, pause=0.05, trials=2, concurrent=1)
-    path.write_text(path.read_text().replace("max_concurrent_trials: 1}", "max_concurrent_trials: 1, trial_timeout: 2}"))
+    path.write_text(
+        path.read_text().replace("max_concurrent_trials: 1}", "max_concurrent_trials: 1, trial_timeout: 2}")
+    )
     result = cli("run", "-f", str(path))
     assert result.returncode == 25  # no trial completed
     trials = show(cli)["trials"]
@@ -252,11 +328,23 @@ def test_a_matrix_of_jobs_joining_one_id_creates_the_sweep_once(project, tmp_pat
     """Every job of a GitHub matrix runs `tftrain sweep join NAME-sweep-$GITHUB_RUN_ID`: the first
     creates the study, the others join it, and together they run max_total_trials trials."""
     postgres_server.create_database("matrix")  # a study of its own, apart from the other tests'
-    path = sweep_manifest(project, steps=3, pause=0.1, trials=4, concurrent=1, extra=f"  storage: {postgres_server.url(database='matrix')}\n")
+    path = sweep_manifest(
+        project,
+        steps=3,
+        pause=0.1,
+        trials=4,
+        concurrent=1,
+        extra=f"  storage: {postgres_server.url(database='matrix')}\n",
+    )
     homes = [tmp_path / f"runner-{n}" for n in range(3)]
     jobs = [
-        subprocess.Popen([TFTRAIN, "sweep", "join", "demo-sweep-12345678901", "-f", str(path)], env={**os.environ, "TFTRAIN_HOME": str(home)},
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [TFTRAIN, "sweep", "join", "demo-sweep-12345678901", "-f", str(path)],
+            env={**os.environ, "TFTRAIN_HOME": str(home)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for home in homes
     ]
     for job in jobs:
@@ -265,7 +353,10 @@ def test_a_matrix_of_jobs_joining_one_id_creates_the_sweep_once(project, tmp_pat
     import optuna
 
     # each runner's sweep.json is its view when it ended; the study holds the whole sweep
-    study = optuna.load_study(study_name="demo-sweep-12345678901", storage=postgres_server.url(database="matrix").replace("postgresql://", "postgresql+psycopg://"))
+    study = optuna.load_study(
+        study_name="demo-sweep-12345678901",
+        storage=postgres_server.url(database="matrix").replace("postgresql://", "postgresql+psycopg://"),
+    )
     assert 4 <= len(study.trials) <= 6 and {t.state.name for t in study.trials} == {"COMPLETE"}
 
 
@@ -274,7 +365,10 @@ def test_sweep_ids_are_checked_and_resume_never_creates(project, cli, home):
     refused = cli("sweep", "join", "not a sweep", "-f", str(path))
     assert refused.returncode == 2 and "SWEEP_ID 'not a sweep': a sweep id is NAME-sweep-N" in refused.stderr
     missing = cli("sweep", "resume", "demo-sweep-7", "-f", str(path))
-    assert missing.returncode == 25 and "sweep demo-sweep-7: no such sweep in this TFTRAIN_HOME's sweeps.db" in missing.stderr
+    assert (
+        missing.returncode == 25
+        and "sweep demo-sweep-7: no such sweep in this TFTRAIN_HOME's sweeps.db" in missing.stderr
+    )
 
 
 def test_a_killed_sweep_resumes_its_abandoned_trials(project, cli, home):
@@ -298,10 +392,17 @@ def test_a_killed_sweep_resumes_its_abandoned_trials(project, cli, home):
 
 def test_a_storage_that_goes_away_under_a_sweep_ends_it_in_one_line(project, home):
     with postgres.PostgresServer() as server:
-        path = sweep_manifest(project, steps=400, pause=0.05, trials=4, concurrent=2, extra=f"  storage: {server.url()}\n")
-        sweep = subprocess.Popen([TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        path = sweep_manifest(
+            project, steps=400, pause=0.05, trials=4, concurrent=2, extra=f"  storage: {server.url()}\n"
+        )
+        sweep = subprocess.Popen(
+            [TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         try:
-            until(lambda: len(list((home / "runs").glob("demo-*/workdir/outputs/model/step"))) == 2, "both trials training")
+            until(
+                lambda: len(list((home / "runs").glob("demo-*/workdir/outputs/model/step"))) == 2,
+                "both trials training",
+            )
             pids = [int(p.read_text()) for p in (home / "runs").glob("demo-*/workdir/outputs/model/pid")]
             server.stop()  # the database is gone while trials report to it
             out, err = sweep.communicate(timeout=120)
@@ -309,7 +410,9 @@ def test_a_storage_that_goes_away_under_a_sweep_ends_it_in_one_line(project, hom
             sweep.kill()
         password = server.password
     assert sweep.returncode == 18, err  # StorageError: the storage, not the sweep
-    assert len(err.strip().splitlines()) == 1 and err.startswith(f"tftrain: error: sweep storage tftrain@127.0.0.1:{server.port}/sweeps: ")
+    assert len(err.strip().splitlines()) == 1 and err.startswith(
+        f"tftrain: error: sweep storage tftrain@127.0.0.1:{server.port}/sweeps: "
+    )
     assert "Traceback" not in err and "tftrain sweep resume demo-sweep-1" in err
     assert password not in out + err
     assert not any(alive(pid) for pid in pids)  # its trials stopped with it

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from sweeping import show, sweep_manifest
 
 pytestmark = pytest.mark.integration
@@ -17,7 +16,9 @@ pytestmark = pytest.mark.integration
 PRICED = "compute:\n  cost: {cpu_hour: 3600.0}\n"  # one a CPU-second: a trial of ~1.5 s costs ~1.5
 
 
-def budgeted(project, budget: float, trials: int, concurrent: int, extra: str = PRICED, steps: int = 4, pause: float = 0.3):
+def budgeted(
+    project, budget: float, trials: int, concurrent: int, extra: str = PRICED, steps: int = 4, pause: float = 0.3
+):
     path = sweep_manifest(project, steps=steps, pause=pause, trials=trials, concurrent=concurrent, extra=extra)
     limits = f"max_concurrent_trials: {concurrent}}}"
     path.write_text(path.read_text().replace(limits, f"max_concurrent_trials: {concurrent}, max_cost: {budget}}}"))
@@ -78,7 +79,9 @@ def test_concurrent_trials_start_after_the_first_trials_cost_and_hold_the_mean(p
     document = show(cli)
     runs = records(home, document["trials"])
     first, rest = runs[0], runs[1:]
-    assert rest and all(run["created"] >= first["ended"] for run in rest), "a trial started before the first trial's cost was known"
+    assert rest and all(run["created"] >= first["ended"] for run in rest), (
+        "a trial started before the first trial's cost was known"
+    )
     costs = [run["usage"]["cost"] for run in runs]
     spent = sum(costs)
     assert len(runs) < 40
@@ -86,10 +89,14 @@ def test_concurrent_trials_start_after_the_first_trials_cost_and_hold_the_mean(p
         assert (result.returncode, document["status"]) == (30, "StoppedByBudget"), result.stderr
     else:  # the running trials cost more than the finished ones' mean: said, not hidden
         assert (result.returncode, document["status"]) == (31, "OverBudget"), result.stderr
-        assert document["budget"] == f"sweep.limits.max_cost (1) was passed: {len(runs)} trials spent {spent:.4g}"  # the first and more
+        assert (
+            document["budget"] == f"sweep.limits.max_cost (1) was passed: {len(runs)} trials spent {spent:.4g}"
+        )  # the first and more
     if costs[0] < budget / 5:  # room for several at once by the rule: the sweep used its concurrency
         spans = [(run["created"], run["ended"]) for run in rest]
-        assert any(a[0] < b[1] and b[0] < a[1] for n, a in enumerate(spans) for b in spans[n + 1:]), "no two trials ran at once"
+        assert any(a[0] < b[1] and b[0] < a[1] for n, a in enumerate(spans) for b in spans[n + 1 :]), (
+            "no two trials ran at once"
+        )
     # resume counts what the sweep spent: it starts nothing more, and says the budget stopped it
     again = cli("sweep", "resume", "demo-sweep-1", "-f", str(home.parent / "project" / "tftrain.yml"))
     assert again.returncode in (30, 31), again.stderr
@@ -102,7 +109,8 @@ def test_a_cost_budget_without_prices_is_refused_before_any_trial(project, cli, 
     result = cli("run", "-f", str(path))
     assert result.returncode == 3
     assert result.stderr.strip().endswith(
-        "sweep.limits.max_cost: a cost budget needs prices: set compute.cost (or, with compute.target: pool, cost: in the pool file)"
+        "sweep.limits.max_cost: a cost budget needs prices: set compute.cost (or, with compute.target: pool, cost: in"
+        " the pool file)"
     )
     assert "Traceback" not in result.stderr and not (home / "runs").exists()
 
@@ -112,7 +120,10 @@ def test_a_cost_budget_on_a_pool_without_prices_is_refused_before_any_trial(proj
     (path.parent / "pool.yml").write_text("hosts:\n  - {name: box-1, address: 192.0.2.1}\n")
     result = cli("run", "-f", str(path))
     assert result.returncode == 3, result.stderr
-    assert result.stderr.strip().endswith("sweep.limits.max_cost: a cost budget needs prices: compute.cost is not set, and the pool target lists none (cost: in the pool file)")
+    assert result.stderr.strip().endswith(
+        "sweep.limits.max_cost: a cost budget needs prices: compute.cost is not set, and the pool target lists none"
+        " (cost: in the pool file)"
+    )
     assert not (home / "runs").exists()
     # --target moves a priced-by-the-pool sweep off the pool: no prices there either
     (path.parent / "pool.yml").write_text("hosts:\n  - {name: box-1, address: 192.0.2.1}\ncost: {cpu_hour: 1.0}\n")

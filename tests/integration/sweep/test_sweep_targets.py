@@ -10,7 +10,9 @@ from sweeping import show, sweep_manifest
 from watching import leftover_containers
 
 # The docker tests' environment: their one heavy image (TensorFlow) serves these trials too.
-ENVIRONMENT = f'use_docker: true\ncustom_docker_image: {BASE_IMAGE}\nframework_version: "2.18"\npip_packages: [scikit-learn]\n'
+ENVIRONMENT = (
+    f'use_docker: true\ncustom_docker_image: {BASE_IMAGE}\nframework_version: "2.18"\npip_packages: [scikit-learn]\n'
+)
 
 
 def test_a_sweep_of_docker_trials_stops_the_loser_and_its_container(project, cli, home, docker_client):
@@ -32,7 +34,10 @@ def test_a_sweep_of_docker_trials_stops_the_loser_and_its_container(project, cli
 def test_a_trial_can_be_a_two_rank_mpi_job(project, cli, home, lasting_cache):
     """Horovod's environment (the horovod-keras example's, built once per machine) runs each trial's two ranks."""
     path = sweep_manifest(project, trials=2, concurrent=1)
-    extra = 'framework_version: "2.18"\ndistributed_training:\n  backend: mpi\n  process_count_per_node: 2\ncompute:\n  slots_per_node: 2\n'
+    extra = (
+        'framework_version: "2.18"\ndistributed_training:\n  backend: mpi\n  process_count_per_node: 2\ncompute:\n '
+        " slots_per_node: 2\n"
+    )
     path.write_text(path.read_text() + extra)
     result = cli("run", "-f", str(path), timeout=600)
     assert result.returncode == 0, result.stderr
@@ -41,7 +46,9 @@ def test_a_trial_can_be_a_two_rank_mpi_job(project, cli, home, lasting_cache):
     for trial in trials:
         assert trial["status"] == "Completed" and trial["value"] is not None
         logs = home / "runs" / trial["run_id"] / "workdir" / "logs"
-        assert all("score:" in (logs / f"{rank}.log").read_text() for rank in (0, 1))  # both ranks ran the trial's values
+        assert all(
+            "score:" in (logs / f"{rank}.log").read_text() for rank in (0, 1)
+        )  # both ranks ran the trial's values
 
 
 def test_pool_trials_wait_for_their_leases(project, cli, home, docker_client, pool_rig):
@@ -50,7 +57,9 @@ def test_pool_trials_wait_for_their_leases(project, cli, home, docker_client, po
     host = pool_rig.add_host("box-1", cpu_slots=1)
     path = sweep_manifest(project, trials=2, concurrent=2)
     pool_rig.write_pool(path.parent / "pool.yml", [host], path.parent / "pool-state")
-    path.write_text(path.read_text() + f"custom_docker_image: {BASE_IMAGE}\ncompute:\n  target: pool\n  pool_file: pool.yml\n")
+    path.write_text(
+        path.read_text() + f"custom_docker_image: {BASE_IMAGE}\ncompute:\n  target: pool\n  pool_file: pool.yml\n"
+    )
     result = cli("run", "-f", str(path), timeout=900)
     assert result.returncode == 0, result.stderr
     trials = show(cli)["trials"]
@@ -66,8 +75,8 @@ def test_pool_trials_wait_for_their_leases(project, cli, home, docker_client, po
 
 def test_kubernetes_trials_are_jobs_of_their_own(cluster_manifest, cli, home, kube_api):
     sweep = (
-        "sweep:\n  sampling_algorithm: grid\n  search_space:\n    --learning-rate: {type: choice, values: [0.01, 0.1]}\n"
-        "  objective: {primary_metric: loss, goal: minimize}\n"
+        "sweep:\n  sampling_algorithm: grid\n  search_space:\n    --learning-rate: {type: choice, values: [0.01,"
+        " 0.1]}\n  objective: {primary_metric: loss, goal: minimize}\n"
     )
     cluster_manifest.write_text(cluster_manifest.read_text() + sweep)
     result = cli("run", "-f", str(cluster_manifest), timeout=1200)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from conftest import BASE_IMAGE
 from watching import until
+
 from runner.plan.model import ContainerSpec
 from runner.targets.container import Container
 

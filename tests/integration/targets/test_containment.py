@@ -12,7 +12,6 @@ import signal
 import time
 
 import pytest
-
 from containment import finish, pids_in, run_cgroups, start, wait_dead, watcher_of
 from watching import alive, run_status, wait_for
 

@@ -11,12 +11,12 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import BASE_IMAGE, TFTRAIN
 from watching import leftover_containers
-from runner.targets.container import Container
-from runner.plan.model import ContainerSpec
+
 from runner.errors import Vanished
+from runner.plan.model import ContainerSpec
+from runner.targets.container import Container
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +39,9 @@ def docker_manifest(root: Path, script: str, extra: str = "", name: str = "digit
 
 def started_until_ready(path: Path, home: Path) -> subprocess.Popen:
     """`tftrain run` started in the background, once its script (run digits-1) printed "ready"."""
-    process = subprocess.Popen([TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     log = home / "runs/digits-1/workdir/logs/0.log"
     deadline = time.monotonic() + 120
     while not (log.exists() and "ready" in log.read_text()) and time.monotonic() < deadline:
@@ -51,7 +53,9 @@ def test_example_in_docker_builds_once_and_caches(docker_client, cli, home, repo
     source = tmp_path / "example"
     shutil.copytree(repo / "examples" / "mnist-keras", source)
     manifest = source / "tftrain.yml"
-    manifest.write_text(manifest.read_text().replace("use_docker: false\n", f"use_docker: true\ncustom_docker_image: {BASE_IMAGE}\n"))
+    manifest.write_text(
+        manifest.read_text().replace("use_docker: false\n", f"use_docker: true\ncustom_docker_image: {BASE_IMAGE}\n")
+    )
 
     first = cli("run", "-f", str(manifest), timeout=1200)
     assert first.returncode == 0, first.stdout[-4000:] + first.stderr
@@ -65,7 +69,9 @@ def test_example_in_docker_builds_once_and_caches(docker_client, cli, home, repo
     assert "model gate: keras loads in TensorFlow 2.18" in first.stdout
     version = json.loads((home / "models" / "mnist-keras" / "v1" / "version.json").read_text())
     assert version["serving"]["checked_in"].startswith("image tftrain/")
-    assert version["serving"]["path"] == "digits.keras" and version["serving"]["signatures"]["serving_default"]["inputs"][0]["shape"] == [None, 64]
+    assert version["serving"]["path"] == "digits.keras" and version["serving"]["signatures"]["serving_default"][
+        "inputs"
+    ][0]["shape"] == [None, 64]
     assert leftover_containers(docker_client, "mnist-keras-1") == []
     lock = (run_dir / "manifest.lock.yml").read_text()
     image = next(line.split()[-1] for line in lock.splitlines() if line.strip().startswith("image: tftrain/"))
@@ -81,7 +87,9 @@ def test_example_in_docker_builds_once_and_caches(docker_client, cli, home, repo
 
     # a real change of requirements, new in every test session (an old image must not satisfy it)
     marker = int.from_bytes(os.urandom(3), "big")
-    manifest.write_text(manifest.read_text().replace("  - scikit-learn\n", f"  - scikit-learn\n  - six>=1.0.{marker}\n"))
+    manifest.write_text(
+        manifest.read_text().replace("  - scikit-learn\n", f"  - scikit-learn\n  - six>=1.0.{marker}\n")
+    )
     fourth = cli("run", "-f", str(manifest), timeout=1200)
     assert fourth.returncode == 0, fourth.stdout[-4000:] + fourth.stderr
     assert "building image" in fourth.stdout and image not in fourth.stdout
@@ -201,7 +209,10 @@ def test_gpu_without_an_nvidia_runtime_fails_fast(docker_client, cli, home, tmp_
 def test_secrets_reach_the_run_and_nothing_else(docker_client, cli, home, tmp_path, monkeypatch):
     token = "tok-" + os.urandom(8).hex()
     monkeypatch.setenv("TFTRAIN_TEST_TOKEN", token)
-    script = "import os\nprint('token is', os.environ['TFTRAIN_TEST_TOKEN'])\nopen('outputs/seen', 'w').write(os.environ['TFTRAIN_TEST_TOKEN'])\n"
+    script = (
+        "import os\nprint('token is', os.environ['TFTRAIN_TEST_TOKEN'])\nopen('outputs/seen',"
+        " 'w').write(os.environ['TFTRAIN_TEST_TOKEN'])\n"
+    )
     path = docker_manifest(tmp_path, script, "secrets: [TFTRAIN_TEST_TOKEN]\n")
     result = cli("run", "-f", str(path))
     assert result.returncode == 0, result.stderr
@@ -242,8 +253,20 @@ def test_files_come_back_owned_by_the_invoking_user(docker_client, home, tmp_pat
         "TFTRAIN_CACHE_DIR": str(shared / "cache"),
     }
     result = subprocess.run(
-        ["setpriv", f"--reuid={uid}", f"--regid={uid}", f"--groups={docker_gid}", TFTRAIN, "run", "-f", str(shared / "project/tftrain.yml")],
-        capture_output=True, text=True, env=env, timeout=600,
+        [
+            "setpriv",
+            f"--reuid={uid}",
+            f"--regid={uid}",
+            f"--groups={docker_gid}",
+            TFTRAIN,
+            "run",
+            "-f",
+            str(shared / "project/tftrain.yml"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     outputs = shared / "home/runs/digits-1/workdir/outputs"
@@ -258,8 +281,12 @@ def test_plan_writes_a_build_context_docker_can_build(docker_client, cli, tmp_pa
     result = cli("plan", "-f", str(path), "--output-dir", str(out))
     assert result.returncode == 0, result.stderr
     assert "Dockerfile:" in result.stdout and "mount" in result.stdout
-    assert (out / "image" / "Dockerfile").exists() and (out / "image" / "requirements.txt").read_text() == "scikit-learn\n"
-    image, _ = docker_client.images.build(path=str(out / "image"), tag="tftrain-test/by-hand:latest", network_mode="host", rm=True)
+    assert (out / "image" / "Dockerfile").exists() and (
+        out / "image" / "requirements.txt"
+    ).read_text() == "scikit-learn\n"
+    image, _ = docker_client.images.build(
+        path=str(out / "image"), tag="tftrain-test/by-hand:latest", network_mode="host", rm=True
+    )
     assert image.id
 
 
@@ -279,7 +306,9 @@ def test_images_prune_keeps_the_newest_per_model(docker_client, cli, tmp_path):
     assert tags[2] not in dry.stdout
     result = cli("images", "prune", "--model", "prune-test", "--keep", "1")
     assert result.returncode == 0, result.stderr
-    remaining = [t for image in docker_client.images.list(filters={"label": "tftrain.name=prune-test"}) for t in image.tags]
+    remaining = [
+        t for image in docker_client.images.list(filters={"label": "tftrain.name=prune-test"}) for t in image.tags
+    ]
     assert remaining == [tags[2]]
     docker_client.images.remove(tags[2])
 
@@ -303,8 +332,11 @@ def test_images_lists_and_prunes_serving_images_and_their_environments(docker_cl
     try:
         listing = cli("images")
         assert listing.returncode == 0, listing.stderr
-        rows = {cells[0]: cells[1:3] for line in listing.stdout.splitlines()
-                if len(cells := [cell.strip() for cell in line.strip("│ ").split("│")]) > 3}
+        rows = {
+            cells[0]: cells[1:3]
+            for line in listing.stdout.splitlines()
+            if len(cells := [cell.strip() for cell in line.strip("│ ").split("│")]) > 3
+        }
         assert rows[environment] == ["serving environment", ""]
         assert rows[newer] == rows[older] == ["serving", "prune-serve"] and rows[child] == ["training", "prune-child"]
         result = cli("images", "prune", "--model", "prune-serve", "--keep", "1")

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import BASE_IMAGE, TFTRAIN, tftrain
 from watching import alive, leftover_containers, wait_for
+
 from runner.errors import TrainingCanceled, TrainingFailed, TrainingTimedOut
 
 pytestmark = pytest.mark.integration
@@ -72,8 +72,13 @@ class Driver:
         (self.root / "src").mkdir(parents=True, exist_ok=True)
         (self.root / "src" / "train.py").write_text(script)
         compute = {"target": self.target, "kill_grace_seconds": 1, **keys.pop("compute", {})}
-        document = {"name": "drv", "source_directory": "src", "entry_script": "train.py",
-                    "metrics": {"regex": {"loss": r"loss=([0-9.]+)"}}, **keys}
+        document = {
+            "name": "drv",
+            "source_directory": "src",
+            "entry_script": "train.py",
+            "metrics": {"regex": {"loss": r"loss=([0-9.]+)"}},
+            **keys,
+        }
         if self.target == "docker":
             document.update(custom_docker_image=BASE_IMAGE)
         elif self.target == "pool":
@@ -138,7 +143,9 @@ def assert_ended(driver: Driver, status: str, exit_code: int) -> dict:
 
 def started_until_ready(driver: Driver, path: Path) -> subprocess.Popen:
     """`tftrain run` in the background, once its training printed "ready" into the rank log."""
-    process = subprocess.Popen([TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         wait_for(driver.run_dir / "workdir/logs/0.log", "ready", timeout=180)
     except AssertionError:

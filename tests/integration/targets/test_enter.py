@@ -17,13 +17,18 @@ from runner.targets.local.processes import entering
 pytestmark = pytest.mark.integration
 
 # prints the parent-death signal (prctl PR_GET_PDEATHSIG) and the cgroup2 the task runs in
-SHOW = "import ctypes; s = ctypes.c_int(); ctypes.CDLL(None).prctl(2, ctypes.byref(s)); print(s.value, [l for l in open('/proc/self/cgroup') if l.startswith('0::')][0].strip())"
+SHOW = (
+    "import ctypes; s = ctypes.c_int(); ctypes.CDLL(None).prctl(2, ctypes.byref(s)); print(s.value, [l for l in"
+    " open('/proc/self/cgroup') if l.startswith('0::')][0].strip())"
+)
 WITH_SETPRIV = os.environ.get("PATH", os.defpath)
 WITHOUT_SETPRIV = "/nonexistent"  # the shell finds no setpriv: the Python step runs
 
 
 def enter(argv: list[str], cgroup: Cgroup | None, parent: int, path: str) -> subprocess.CompletedProcess:
-    return subprocess.run(entering(argv, cgroup, parent), env={"PATH": path}, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        entering(argv, cgroup, parent), env={"PATH": path}, capture_output=True, text=True, timeout=60
+    )
 
 
 @pytest.mark.parametrize("path", [WITH_SETPRIV, WITHOUT_SETPRIV], ids=["setpriv", "python"])

@@ -10,7 +10,6 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-
 from containment import finish, pids_in, run_cgroups, start, wait_dead, watcher_of
 from hostile import assert_no_traceback, files_containing, nothing_written_outside
 from watching import alive, until, wait_for
@@ -43,7 +42,9 @@ def killed_run(project, home, test_cgroup, tmp_path):
     return process, out, err, pids, gone
 
 
-def test_sigkill_of_tftrain_kills_the_child_and_the_setsid_grandchild_at_once(project, home, test_cgroup, tmp_path, monkeypatch):
+def test_sigkill_of_tftrain_kills_the_child_and_the_setsid_grandchild_at_once(
+    project, home, test_cgroup, tmp_path, monkeypatch
+):
     monkeypatch.setenv("TOKEN", SECRET)
     process, out, err, pids, gone = killed_run(project, home, test_cgroup, tmp_path)
     assert gone == pids, f"alive {DEAD_WITHIN}s after tftrain's SIGKILL: {[pid for pid in pids if alive(pid)]}"
@@ -53,7 +54,9 @@ def test_sigkill_of_tftrain_kills_the_child_and_the_setsid_grandchild_at_once(pr
     assert SECRET not in out + err and not files_containing(home, [SECRET.encode()])
 
 
-def test_without_a_cgroup_the_watcher_finds_the_run_by_its_environment(project, home, test_cgroup, tmp_path, monkeypatch):
+def test_without_a_cgroup_the_watcher_finds_the_run_by_its_environment(
+    project, home, test_cgroup, tmp_path, monkeypatch
+):
     monkeypatch.setenv("TOKEN", SECRET)
     (test_cgroup.path / "cgroup.max.depth").write_text("1")  # tftrain/ may be made, a run cgroup below it not
     process, out, err, pids, gone = killed_run(project, home, test_cgroup, tmp_path)

@@ -9,13 +9,13 @@ import urllib.request
 import pytest
 import yaml
 
-
 pytestmark = pytest.mark.integration
+
 
 def test_a_job_on_the_cluster(cluster_manifest, cli, home, kube_api, registry):
     result = cli("run", "-f", str(cluster_manifest), timeout=1200)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr
-    (name, job), = kube_api.jobs.items()
+    ((name, job),) = kube_api.jobs.items()
     run_dir = home / "runs" / "parameter-server-1"
     applied = yaml.safe_load((run_dir / "launch" / "kubernetes.yaml").read_text())
     assert job["spec"] == applied["spec"] and job["metadata"]["namespace"] == "training"
@@ -58,7 +58,9 @@ def test_cancel_deletes_the_job(cluster_manifest, home, kube_api):
     from conftest import TFTRAIN
 
     kube_api.running_polls = 10**6  # never ends on its own
-    process = subprocess.Popen([TFTRAIN, "run", "-f", str(cluster_manifest)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [TFTRAIN, "run", "-f", str(cluster_manifest)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.monotonic() + 600
     while not kube_api.jobs and time.monotonic() < deadline:
         time.sleep(0.2)

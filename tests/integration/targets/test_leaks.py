@@ -44,7 +44,9 @@ if os.environ.get("RAISE"):
 def forms(value: str) -> set[str]:
     """The value and each of its lines, as they are and JSON-escaped."""
     parts = {value, *(line for line in value.splitlines() if len(line) >= 4)}
-    return {form for part in parts for form in (part, json.dumps(part)[1:-1], json.dumps(part, ensure_ascii=False)[1:-1])}
+    return {
+        form for part in parts for form in (part, json.dumps(part)[1:-1], json.dumps(part, ensure_ascii=False)[1:-1])
+    }
 
 
 def leaks_in(data: bytes, where: str) -> list[str]:
@@ -64,8 +66,15 @@ def test_a_secret_is_masked_in_every_file_and_every_output(project, cli, home, m
     raised = cli("run", "-f", str(path), timeout=180)
     assert raised.returncode == 10, raised.stderr[-3000:]
     outputs = [completed, verdict, raised]
-    for args in (["runs"], ["runs", "show", "demo-1"], ["runs", "show", "demo-2"], ["runs", "show", "demo-3", "--markdown"],
-                 ["metrics", "demo-1"], ["metrics", "demo-1", "--json"], ["models"]):
+    for args in (
+        ["runs"],
+        ["runs", "show", "demo-1"],
+        ["runs", "show", "demo-2"],
+        ["runs", "show", "demo-3", "--markdown"],
+        ["metrics", "demo-1"],
+        ["metrics", "demo-1", "--json"],
+        ["models"],
+    ):
         shown = cli(*args)
         assert shown.returncode == 0, (args, shown.stderr)
         outputs.append(shown)
@@ -97,14 +106,16 @@ def test_a_secret_is_masked_in_every_file_and_every_output(project, cli, home, m
 def test_user_text_that_looks_like_markup_is_printed_as_text(tmp_path, cli, home):
     root = tmp_path / "proj[/x]"  # the manifest's path, printed in messages
     (root / "src").mkdir(parents=True)
-    (root / "src" / "train.py").write_text(textwrap.dedent("""\
+    (root / "src" / "train.py").write_text(
+        textwrap.dedent("""\
         import os
         for i in range(4):
             print(f"acc=0.{i}", flush=True)
         os.makedirs("outputs/m[", exist_ok=True)
         open("outputs/m[/x]", "w").write("m")  # model.path
         raise ValueError("bad token [/INST]")
-        """))
+        """)
+    )
     (root / "tftrain.yml").write_text(
         "name: demo\nsource_directory: src\nentry_script: train.py\n"
         "model:\n  path: 'outputs/m[/x]'\n"
@@ -120,8 +131,12 @@ def test_user_text_that_looks_like_markup_is_printed_as_text(tmp_path, cli, home
     assert record["metrics"]["metrics"]["acc[/x]"]["count"] == 4
     assert "bad token [/INST]" in (run / "summary.md").read_text()
     assert "acc[/x]=0" in result.stdout and "outputs/m[/x]" in result.stdout
-    for args, shows in ((["runs"], "[/"), (["runs", "show", "demo-1"], "bad token [/INST]"),
-                        (["runs", "show", "latest", "--markdown"], "bad token [/INST]"), (["metrics", "1"], "acc[/x]")):
+    for args, shows in (
+        (["runs"], "[/"),
+        (["runs", "show", "demo-1"], "bad token [/INST]"),
+        (["runs", "show", "latest", "--markdown"], "bad token [/INST]"),
+        (["metrics", "1"], "acc[/x]"),
+    ):
         shown = cli(*args)
         assert shown.returncode == 0, (args, shown.stdout + shown.stderr)
         assert shows in shown.stdout, (args, shown.stdout)

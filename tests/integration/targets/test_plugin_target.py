@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, TFTRAIN
 
 pytestmark = pytest.mark.integration
@@ -40,7 +39,11 @@ def run(*args: str, **kwargs) -> subprocess.CompletedProcess:
 
 
 def test_nothing_under_runner_names_the_plugin():
-    named = [path for path in (REPO / "runner").rglob("*.py") if "fake" in path.read_text() and "tftrain_fake_target" in path.read_text()]
+    named = [
+        path
+        for path in (REPO / "runner").rglob("*.py")
+        if "fake" in path.read_text() and "tftrain_fake_target" in path.read_text()
+    ]
     assert named == []
 
 
@@ -51,20 +54,30 @@ def test_the_plugin_target_plans_runs_and_routes(installed, project):
     assert "job (fake scheduler):" in plan.stdout and '"job": "fake-' in plan.stdout
     labels = run("github", "runs-on", "-f", str(manifest))
     assert labels.returncode == 0, labels.stderr
-    assert ["self-hosted", "linux", "fake-cluster"] in [json.loads(line) for line in labels.stdout.splitlines() if line.startswith("[")]
+    assert ["self-hosted", "linux", "fake-cluster"] in [
+        json.loads(line) for line in labels.stdout.splitlines() if line.startswith("[")
+    ]
     done = run("run", "-f", str(manifest))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
     assert "fake: submitted job fake-demo-1" in done.stdout
     assert "trained on demo-1" in (installed / "runs/demo-1/workdir/logs/0.log").read_text()
     assert not list((installed / "fake-cluster").iterdir())  # the job ended with the run
     flagged = run("run", "-f", str(manifest), "--target", "fak")
-    assert flagged.returncode == 2 and "'fak' is not a target: one of local, docker, pool, kubernetes, slurm, fake; did you mean 'fake'?" in flagged.stderr
+    assert (
+        flagged.returncode == 2
+        and "'fak' is not a target: one of local, docker, pool, kubernetes, slurm, fake; did you mean 'fake'?"
+        in flagged.stderr
+    )
 
 
 def test_a_lost_run_on_the_plugin_target_is_reaped_by_its_own_method(installed, project):
     manifest = project("import time\nprint('training', flush=True)\ntime.sleep(600)\n", MANIFEST)
-    first = subprocess.Popen([TFTRAIN, "run", "-f", str(manifest)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             start_new_session=True)
+    first = subprocess.Popen(
+        [TFTRAIN, "run", "-f", str(manifest)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     job = installed / "fake-cluster" / "demo-1.json"
     deadline = time.monotonic() + 120
     while not (job.exists() and "training" in _log(installed)):
@@ -76,7 +89,9 @@ def test_a_lost_run_on_the_plugin_target_is_reaped_by_its_own_method(installed, 
     listed = run("runs")
     assert listed.returncode == 0, listed.stderr
     told = listed.stdout + listed.stderr
-    assert re.search(rf"run demo-1 marked Failed .*cancelled fake job fake-demo-1 \(allocation {allocation}\)", told), told
+    assert re.search(rf"run demo-1 marked Failed .*cancelled fake job fake-demo-1 \(allocation {allocation}\)", told), (
+        told
+    )
     assert not job.exists()
     time.sleep(0.2)
     assert not Path(f"/proc/{allocation}").exists() or "Z" in Path(f"/proc/{allocation}/stat").read_text().split()[2]
@@ -85,7 +100,10 @@ def test_a_lost_run_on_the_plugin_target_is_reaped_by_its_own_method(installed, 
 def test_without_the_plugin_its_target_is_one_line(home, project):
     refused = run("validate", "-f", str(project("print(1)\n", MANIFEST)))
     assert refused.returncode == 3, refused.stdout + refused.stderr
-    assert "compute.target: 'fake' is not one of 'local', 'docker', 'pool', 'kubernetes' or 'slurm'" in refused.stdout + refused.stderr
+    assert (
+        "compute.target: 'fake' is not one of 'local', 'docker', 'pool', 'kubernetes' or 'slurm'"
+        in refused.stdout + refused.stderr
+    )
 
 
 def _log(home: Path) -> str:

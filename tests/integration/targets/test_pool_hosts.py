@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import BASE_IMAGE, TFTRAIN
 
 pytestmark = pytest.mark.integration
@@ -74,8 +73,14 @@ def example_on_pool(repo: Path, tmp_path: Path, example: str, **changes) -> Path
 
 
 def test_parameter_server_tasks_spread_over_three_hosts(pool_rig, docker_client, repo, cli, home, tmp_path):
-    hosts = [pool_rig.add_host("ps-a", cpu_slots=2), pool_rig.add_host("ps-b", cpu_slots=1), pool_rig.add_host("ps-c", cpu_slots=1)]
-    manifest = example_on_pool(repo, tmp_path, "parameter-server", framework_version="2.18", pip_packages=["scikit-learn"])
+    hosts = [
+        pool_rig.add_host("ps-a", cpu_slots=2),
+        pool_rig.add_host("ps-b", cpu_slots=1),
+        pool_rig.add_host("ps-c", cpu_slots=1),
+    ]
+    manifest = example_on_pool(
+        repo, tmp_path, "parameter-server", framework_version="2.18", pip_packages=["scikit-learn"]
+    )
     pool_rig.write_pool(manifest.parent / "pool.yml", hosts, tmp_path / "state")
     result = cli("run", "-f", str(manifest), timeout=1800)
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr
@@ -94,7 +99,11 @@ def test_horovod_across_two_hosts(pool_rig, docker_client, repo, cli, home, tmp_
     the first; one rank per host."""
     hosts = [pool_rig.add_host("node-a"), pool_rig.add_host("node-b")]
     manifest = example_on_pool(
-        repo, tmp_path, "horovod-keras", node_count=2, distributed_training={"backend": "mpi", "process_count_per_node": 1}
+        repo,
+        tmp_path,
+        "horovod-keras",
+        node_count=2,
+        distributed_training={"backend": "mpi", "process_count_per_node": 1},
     )
     pool_rig.write_pool(manifest.parent / "pool.yml", hosts, tmp_path / "state")
     result = cli("run", "-f", str(manifest), timeout=2400)
@@ -118,11 +127,15 @@ print(f"done on {socket.gethostname()} at {time.time():.3f}", flush=True)
 def test_a_host_that_dies_fails_the_job_within_30s_and_nothing_is_left(pool_rig, docker_client, tmp_path, home):
     hosts = [pool_rig.add_host("alive", cpu_slots=2), pool_rig.add_host("doomed", cpu_slots=2)]
     manifest = pool_project(
-        tmp_path, SLEEPER,
-        "  hosts: [alive, doomed]\ndistributed_training: {backend: parameter_server, worker_count: 2, parameter_server_count: 1}\n",
+        tmp_path,
+        SLEEPER,
+        "  hosts: [alive, doomed]\ndistributed_training: {backend: parameter_server, worker_count: 2,"
+        " parameter_server_count: 1}\n",
     )
     pool_rig.write_pool(manifest.parent / "pool.yml", hosts, tmp_path / "state")
-    process = subprocess.Popen([TFTRAIN, "run", "-f", str(manifest)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        [TFTRAIN, "run", "-f", str(manifest)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     logs = home / "runs/pooled-1/workdir/logs"
     deadline = time.monotonic() + 600
     while sum("ready on" in log.read_text() for log in logs.glob("[0-9].log")) < 4:
@@ -145,10 +158,21 @@ def test_two_jobs_for_the_same_slot_run_one_after_the_other(pool_rig, tmp_path):
         manifest = pool_project(tmp_path / name, SLEEPER, "environment_variables: {SLEEP: '3'}\n", name=name)
         pool_rig.write_pool(manifest.parent / "pool.yml", [host], tmp_path / "state")
         env = {**os.environ, "TFTRAIN_HOME": str(tmp_path / name / "home")}
-        runs.append(subprocess.Popen([TFTRAIN, "run", "-f", str(manifest)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env))
+        runs.append(
+            subprocess.Popen(
+                [TFTRAIN, "run", "-f", str(manifest)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=env,
+            )
+        )
     outputs = [process.communicate(timeout=600)[0] for process in runs]
     assert [process.returncode for process in runs] == [0, 0], outputs
-    assert sum("queued (position 1 in the pool's queue): main 0 needs 1 free CPU slots" in output for output in outputs) == 1
+    assert (
+        sum("queued (position 1 in the pool's queue): main 0 needs 1 free CPU slots" in output for output in outputs)
+        == 1
+    )
     spans = []
     for name in ("first", "second"):
         log = (tmp_path / name / "home" / f"runs/{name}-1/workdir/logs/0.log").read_text()
@@ -164,9 +188,17 @@ def test_docker_over_ssh_to_this_machine(docker_client, rig_keys, tmp_path, home
     monkeypatch.setenv("TFTRAIN_SSH_KEY", private)
     sshd, port = loopback_sshd(tmp_path / "sshd", public)
     try:
-        host = {"name": "over-ssh", "address": "127.0.0.1", "ssh_port": port, "docker": f"ssh://root@127.0.0.1:{port}", "cpu_slots": 1}
+        host = {
+            "name": "over-ssh",
+            "address": "127.0.0.1",
+            "ssh_port": port,
+            "docker": f"ssh://root@127.0.0.1:{port}",
+            "cpu_slots": 1,
+        }
         manifest = pool_project(tmp_path, HOSTNAME_SCRIPT)
-        (manifest.parent / "pool.yml").write_text(yaml.safe_dump({"hosts": [host], "state_dir": str(tmp_path / "state")}))
+        (manifest.parent / "pool.yml").write_text(
+            yaml.safe_dump({"hosts": [host], "state_dir": str(tmp_path / "state")})
+        )
         status = cli("pool", "status", "-f", str(manifest), "--json")
         assert status.returncode == 0, status.stderr
         (row,) = json.loads(status.stdout)
@@ -190,11 +222,17 @@ def test_bad_pool_input_fails_before_anything_launches(cli, home, tmp_path):
     result = cli("run", "-f", str(manifest))
     assert result.returncode == 3
     assert "compute.hosts[0]: unknown host 'gpu-2'; did you mean 'gpu-1'?" in result.stderr
-    too_big = manifest.read_text().replace("  hosts: [gpu-2]\n", "") + "use_gpu: true\nnode_count: 1\ndistributed_training: {backend: mpi, process_count_per_node: 3}\n"
+    too_big = (
+        manifest.read_text().replace("  hosts: [gpu-2]\n", "")
+        + "use_gpu: true\nnode_count: 1\ndistributed_training: {backend: mpi, process_count_per_node: 3}\n"
+    )
     manifest.write_text(too_big)
     result = cli("run", "-f", str(manifest))
     assert result.returncode == 19, result.stderr
-    assert "can never run on" in result.stderr and "the job needs 3 GPUs and the pool's eligible hosts have 2" in result.stderr
+    assert (
+        "can never run on" in result.stderr
+        and "the job needs 3 GPUs and the pool's eligible hosts have 2" in result.stderr
+    )
     manifest.write_text(too_big.replace("process_count_per_node: 3", "process_count_per_node: 1"))
     check = cli("pool", "check", "-f", str(manifest))
     assert check.returncode == 20

@@ -9,7 +9,6 @@ import socket
 from pathlib import Path
 
 import pytest
-
 import registries
 from conftest import BASE_IMAGE, GATE_OFF
 from watching import leftover_containers
@@ -34,7 +33,9 @@ def standin(docker_client) -> str:
     try:
         docker_client.images.get(STANDIN)
     except Exception:  # docker.errors.ImageNotFound: built once, kept like the pool's host image
-        docker_client.images.build(fileobj=io.BytesIO(STANDIN_DOCKERFILE.encode()), tag=STANDIN, network_mode="host", rm=True)
+        docker_client.images.build(
+            fileobj=io.BytesIO(STANDIN_DOCKERFILE.encode()), tag=STANDIN, network_mode="host", rm=True
+        )
     return STANDIN
 
 
@@ -62,7 +63,9 @@ def manifest(root: Path, image: str, address: str, extra: str = "") -> Path:
     return path
 
 
-def test_a_private_image_is_pulled_after_logging_in_and_runs_as_it_is(docker_client, cli, home, tmp_path, monkeypatch, auth_registry, private_image):
+def test_a_private_image_is_pulled_after_logging_in_and_runs_as_it_is(
+    docker_client, cli, home, tmp_path, monkeypatch, auth_registry, private_image
+):
     monkeypatch.setenv("REGISTRY_PASSWORD", auth_registry.password)
     result = cli("run", "-f", str(manifest(tmp_path, private_image, auth_registry.address)))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
@@ -102,7 +105,13 @@ def test_a_wrong_password_is_one_line(docker_client, cli, home, tmp_path, monkey
 def test_an_unknown_image_is_one_line(docker_client, cli, home, tmp_path, monkeypatch, auth_registry, private_image):
     monkeypatch.setenv("REGISTRY_PASSWORD", auth_registry.password)
     missing = f"{auth_registry.address}/team/missing:1"
-    one_line_failure(cli, manifest(tmp_path, missing, auth_registry.address), 9, f"base image {missing} is not on this machine and cannot be pulled", auth_registry.password)
+    one_line_failure(
+        cli,
+        manifest(tmp_path, missing, auth_registry.address),
+        9,
+        f"base image {missing} is not on this machine and cannot be pulled",
+        auth_registry.password,
+    )
 
 
 def test_a_registry_that_is_down_is_one_line(docker_client, cli, home, tmp_path, monkeypatch):
@@ -111,7 +120,13 @@ def test_a_registry_that_is_down_is_one_line(docker_client, cli, home, tmp_path,
         port = sock.getsockname()[1]
     monkeypatch.setenv("REGISTRY_PASSWORD", "whatever-it-is")
     address = f"localhost:{port}"
-    one_line_failure(cli, manifest(tmp_path, f"{address}/team/standin:1", address), 9, f"image_registry: logging in to {address} as trainer", "whatever-it-is")
+    one_line_failure(
+        cli,
+        manifest(tmp_path, f"{address}/team/standin:1", address),
+        9,
+        f"image_registry: logging in to {address} as trainer",
+        "whatever-it-is",
+    )
 
 
 def test_a_user_managed_image_without_tensorflow_or_python_is_one_line(docker_client, cli, home, tmp_path, standin):
@@ -120,6 +135,12 @@ def test_a_user_managed_image_without_tensorflow_or_python_is_one_line(docker_cl
     (tmp_path / "src" / "train.py").write_text("print('never')\n")
     base = "name: mine\nsource_directory: src\nentry_script: train.py\nuse_docker: true\nuser_managed: true\n"
     path.write_text(base + f"custom_docker_image: {standin}\npython: python-without-site\n")
-    one_line_failure(cli, path, 4, f"user_managed: python-without-site in image {standin} cannot import tensorflow (ModuleNotFoundError: No module named 'tensorflow')")
+    one_line_failure(
+        cli,
+        path,
+        4,
+        f"user_managed: python-without-site in image {standin} cannot import tensorflow (ModuleNotFoundError: No module"
+        " named 'tensorflow')",
+    )
     path.write_text(base + f"custom_docker_image: {BASE_IMAGE}\n")
     one_line_failure(cli, path, 4, f"python: python3 in image {BASE_IMAGE} cannot be started")

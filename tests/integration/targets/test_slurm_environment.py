@@ -8,10 +8,10 @@ from __future__ import annotations
 import re
 
 import pytest
+from slurming import queued, show_job, submitted
 
 from runner.environments.virtualenv import COMPLETE, env_spec
 from runner.manifest import load_manifest
-from slurming import queued, show_job, submitted
 
 pytestmark = pytest.mark.integration
 

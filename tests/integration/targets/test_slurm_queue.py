@@ -15,7 +15,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-
 from slurming import show_job, slurm_manifest
 from test_slurm_stops import background
 from watching import run_status, until
@@ -34,7 +33,11 @@ def record(home: Path, run_id: str = "demo-1") -> dict:
 
 def held_job(home: Path) -> str:
     """Wait for the run to be Queued behind its held job; the job's id, from the reason."""
-    until(lambda: "JobHeldUser" in (record(home).get("message") or ""), "the run to be Queued with Slurm's reason", timeout=120)
+    until(
+        lambda: "JobHeldUser" in (record(home).get("message") or ""),
+        "the run to be Queued with Slurm's reason",
+        timeout=120,
+    )
     run = record(home)
     assert run["status"] == "Queued", run
     assert [phase["phase"] for phase in run["phases"]] == ["Preparing", "Queued"], run["phases"]
@@ -64,7 +67,9 @@ def in_squeue(job: str) -> bool:
 
 
 def test_queued_while_pending_then_running_with_the_time_limit_from_then(project, cli, home, slurm_cluster):
-    path = slurm_manifest(project, "import time\ntime.sleep(1)\nprint('done', flush=True)\n", "max_run_duration_seconds: 4\n", slurm=HELD)
+    path = slurm_manifest(
+        project, "import time\ntime.sleep(1)\nprint('done', flush=True)\n", "max_run_duration_seconds: 4\n", slurm=HELD
+    )
     process = background(path)
     with ended(process, cli):
         job = held_job(home)
@@ -80,7 +85,9 @@ def test_queued_while_pending_then_running_with_the_time_limit_from_then(project
     phases = {phase["phase"]: phase for phase in run["phases"]}
     assert list(phases) == ["Preparing", "Queued", "Running", "PostProcessing", "Completed"]
     # the last reason Slurm gave (released, the job may wait a moment for the scheduler: Reason=None)
-    assert re.fullmatch(rf"Slurm job {job}: PENDING \((JobHeldUser|no reason given|Priority|Resources)\)", phases["Queued"]["reason"])
+    assert re.fullmatch(
+        rf"Slurm job {job}: PENDING \((JobHeldUser|no reason given|Priority|Resources)\)", phases["Queued"]["reason"]
+    )
     assert "reason" not in phases["Running"]
     assert phases["Running"]["started"] - phases["Queued"]["started"] >= 5  # Running began when the job did
     assert phases["Queued"]["ended"] == phases["Running"]["started"]
@@ -99,15 +106,29 @@ def test_ctrl_c_while_pending_cancels_the_job(project, cli, home, slurm_cluster)
     assert not in_squeue(job) and "JobState=CANCELLED" in show_job(job)
     run = record(home)
     assert run_status(home, "demo-1") == "Canceled" == run["status"]
-    assert [phase["phase"] for phase in run["phases"]] == ["Preparing", "Queued", "PostProcessing", "Canceled"]  # it never ran
-    assert not (home / "runs/demo-1/workdir/logs/0.log").exists() or "never" not in (home / "runs/demo-1/workdir/logs/0.log").read_text()
+    assert [phase["phase"] for phase in run["phases"]] == [
+        "Preparing",
+        "Queued",
+        "PostProcessing",
+        "Canceled",
+    ]  # it never ran
+    assert (
+        not (home / "runs/demo-1/workdir/logs/0.log").exists()
+        or "never" not in (home / "runs/demo-1/workdir/logs/0.log").read_text()
+    )
 
 
 def test_pending_past_the_queue_timeout_fails_the_run(project, cli, home, slurm_cluster):
-    path = slurm_manifest(project, "print('never', flush=True)\n", "  queue_timeout_seconds: 2\n", slurm=HELD)  # under compute:
+    path = slurm_manifest(
+        project, "print('never', flush=True)\n", "  queue_timeout_seconds: 2\n", slurm=HELD
+    )  # under compute:
     result = cli("run", "-f", str(path), timeout=120)
     assert result.returncode == 19, result.stdout[-2000:] + result.stderr  # PlacementError
-    words = re.search(r"compute\.queue_timeout_seconds \(2s\) passed and Slurm job (\d+) is still PENDING \(JobHeldUser\); it was canceled", result.stdout + result.stderr)
+    words = re.search(
+        r"compute\.queue_timeout_seconds \(2s\) passed and Slurm job (\d+) is still PENDING \(JobHeldUser\); it was"
+        r" canceled",
+        result.stdout + result.stderr,
+    )
     assert words, result.stdout[-2000:] + result.stderr
     job = words[1]
     assert not in_squeue(job) and "JobState=CANCELLED" in show_job(job)

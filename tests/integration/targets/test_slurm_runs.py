@@ -9,7 +9,6 @@ import json
 import re
 
 import pytest
-
 from slurming import queued, run_example_on_slurm, show_job, slurm_manifest, submitted
 
 pytestmark = pytest.mark.integration
@@ -27,7 +26,12 @@ open("outputs/model/weights.txt", "w").write("w")
 
 
 def test_one_process_with_a_gpu_runs_as_a_slurm_job(project, cli, home, slurm_cluster):
-    path = slurm_manifest(project, WHERE, "use_gpu: true\nmax_run_duration_seconds: 120\nmetrics:\n  regex:\n    loss: 'epoch (?P<step>\\d+): loss=(?P<value>[0-9.]+)'\n")
+    path = slurm_manifest(
+        project,
+        WHERE,
+        "use_gpu: true\nmax_run_duration_seconds: 120\nmetrics:\n  regex:\n    loss: 'epoch (?P<step>\\d+):"
+        " loss=(?P<value>[0-9.]+)'\n",
+    )
     plan = cli("plan", "-f", str(path))
     assert plan.returncode == 0, plan.stderr
     assert "#SBATCH --gres=gpu:1" in plan.stdout and "#SBATCH --nodes=1" in plan.stdout, plan.stdout
@@ -40,7 +44,9 @@ def test_one_process_with_a_gpu_runs_as_a_slurm_job(project, cli, home, slurm_cl
     assert re.search(r"^node n[12] rank 0 gpus 0$", log, re.M), log  # the GPU Slurm assigned, no other
     assert "TresPerNode=gres:gpu:1" in log, log  # scontrol show job: the job asked one GPU per node
     assert "#SBATCH --gres=gpu:1" in (run / "launch/slurm.sh").read_text()  # the script is kept with the run
-    assert [p["value"] for p in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if p["name"] == "loss"] == [1.0, 0.5, 0.333]
+    assert [
+        p["value"] for p in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if p["name"] == "loss"
+    ] == [1.0, 0.5, 0.333]
     assert (run / "workdir/outputs/model/weights.txt").exists()
     (job,) = submitted(result.stdout + result.stderr)
     assert "JobState=COMPLETED" in show_job(job)
@@ -57,12 +63,16 @@ print(f"rank {world.Get_rank()} of {world.Get_size()} on {os.environ.get('SLURMD
 
 
 def test_mpi_ranks_over_two_nodes_through_mpirun(project, cli, home, slurm_cluster):
-    path = slurm_manifest(project, MPI, "node_count: 2\ndistributed_training:\n  backend: mpi\n", slurm="    mpi: mpirun\n")
+    path = slurm_manifest(
+        project, MPI, "node_count: 2\ndistributed_training:\n  backend: mpi\n", slurm="    mpi: mpirun\n"
+    )
     result = cli("run", "-f", str(path), timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     logs = home / "runs/demo-1/workdir/logs"
     lines = [(logs / f"{rank}.log").read_text().strip() for rank in (0, 1)]
-    assert re.fullmatch(r"rank 0 of 2 on n\d sum 1", lines[0]) and re.fullmatch(r"rank 1 of 2 on n\d sum 1", lines[1]), lines
+    assert re.fullmatch(r"rank 0 of 2 on n\d sum 1", lines[0]) and re.fullmatch(
+        r"rank 1 of 2 on n\d sum 1", lines[1]
+    ), lines
     assert {lines[0].split()[-3], lines[1].split()[-3]} == {"n1", "n2"}, lines  # one rank per node
     assert "[1] rank 1 of 2" in result.stdout
     assert "mpirun --allow-run-as-root --tag-output -np 2" in (home / "runs/demo-1/launch/slurm.sh").read_text()
@@ -75,7 +85,10 @@ def test_mpi_ranks_through_srun_pmix(project, cli, home, slurm_cluster):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     assert "srun --mpi=pmix" in (home / "runs/demo-1/launch/slurm.sh").read_text()
     logs = home / "runs/demo-1/workdir/logs"
-    assert [(logs / f"{rank}.log").read_text().split()[:4] for rank in (0, 1)] == [["rank", "0", "of", "2"], ["rank", "1", "of", "2"]]
+    assert [(logs / f"{rank}.log").read_text().split()[:4] for rank in (0, 1)] == [
+        ["rank", "0", "of", "2"],
+        ["rank", "1", "of", "2"],
+    ]
 
 
 def test_parameter_servers_across_the_nodes(repo, cli, home, tmp_path, slurm_cluster):
@@ -102,7 +115,10 @@ def test_multi_worker_mirrored_over_two_nodes(repo, cli, home, tmp_path, slurm_c
 
 def test_secrets_reach_the_tasks_through_slurm_not_a_file(project, cli, home, slurm_cluster, monkeypatch):
     monkeypatch.setenv("SLURM_TEST_TOKEN", "t0ken-4-slurm")
-    script = "import os\nprint('token length', len(os.environ['SLURM_TEST_TOKEN']), os.environ['SLURM_TEST_TOKEN'], flush=True)\n"
+    script = (
+        "import os\nprint('token length', len(os.environ['SLURM_TEST_TOKEN']), os.environ['SLURM_TEST_TOKEN'],"
+        " flush=True)\n"
+    )
     path = slurm_manifest(project, script, "secrets: [SLURM_TEST_TOKEN]\n")
     result = cli("run", "-f", str(path), timeout=120)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from slurming import slurm_manifest, submitted
 
 pytestmark = pytest.mark.integration
@@ -70,7 +69,9 @@ def left_running(said: str) -> list[str]:
     """The jobs this run submitted that squeue still lists (other sessions' jobs may share the cluster)."""
     ids = submitted(said)
     assert ids, said[-3000:]
-    out = subprocess.run(["/usr/bin/squeue", "-h", "-j", ",".join(ids), "-o", "%i %T"], capture_output=True, text=True, timeout=30)
+    out = subprocess.run(
+        ["/usr/bin/squeue", "-h", "-j", ",".join(ids), "-o", "%i %T"], capture_output=True, text=True, timeout=30
+    )
     return out.stdout.split("\n") if out.stdout.strip() else []
 
 
@@ -81,8 +82,11 @@ def record(home: Path) -> dict:
 def test_answers_that_are_not_utf8(project, cli, home, slurm_cluster, fake_bin):
     """sbatch --test-only, sbatch and scontrol answering bytes that are not UTF-8: tftrain crashed
     (UnicodeDecodeError), and at submit recorded the run Failed while the job ran on unsupervised."""
-    fake_bin.wrap("sbatch", '"$REAL" "$@" >"$0.out" 2>"$0.err"; code=$?\n'
-                            "printf '%s\\xff\\n' \"$(cat \"$0.out\")\"; printf '%s\\xfe\\n' \"$(cat \"$0.err\")\" >&2; exit $code\n")
+    fake_bin.wrap(
+        "sbatch",
+        '"$REAL" "$@" >"$0.out" 2>"$0.err"; code=$?\n'
+        'printf \'%s\\xff\\n\' "$(cat "$0.out")"; printf \'%s\\xfe\\n\' "$(cat "$0.err")" >&2; exit $code\n',
+    )
     fake_bin.wrap("scontrol", 'out=$("$REAL" "$@"); code=$?\nprintf \'%s \\xff\\xfe\\n\' "$out"; exit $code\n')
     result = cli("run", "-f", str(slurm_manifest(project, SHORT)), timeout=300)
     said = result.stdout + result.stderr
@@ -108,7 +112,9 @@ def test_no_sacct_and_a_job_slurmctld_forgot(project, cli, home, slurm_cluster, 
         '  echo "$out"; exit 0\n'
         "fi\n"
     )
-    config = "" if jobcomp else 'if [ "$1" = show ] && [ "$2" = config ]; then "$REAL" "$@" | grep -v JobComp; exit 0; fi\n'
+    config = (
+        "" if jobcomp else 'if [ "$1" = show ] && [ "$2" = config ]; then "$REAL" "$@" | grep -v JobComp; exit 0; fi\n'
+    )
     fake_bin.wrap("scontrol", forget + config + 'exec "$REAL" "$@"\n')
     result = cli("run", "-f", str(slurm_manifest(project, "print('trained', flush=True)\n")), timeout=300)
     said = result.stdout + result.stderr
@@ -121,7 +127,10 @@ def test_no_sacct_and_a_job_slurmctld_forgot(project, cli, home, slurm_cluster, 
 def test_a_hung_scontrol(project, cli, home, slurm_cluster, fake_bin):
     """scontrol hangs when asked about the job: a 2 s task stayed Running 152 s with nothing on the
     console, and usage and cost came out 75× what Slurm billed."""
-    fake_bin.wrap("scontrol", 'if [ "$1" = -o ] && [ "$3" = job ]; then echo $$ >>"$PIDS"; exec sleep 120; fi\nexec "$REAL" "$@"\n')
+    fake_bin.wrap(
+        "scontrol",
+        'if [ "$1" = -o ] && [ "$3" = job ]; then echo $$ >>"$PIDS"; exec sleep 120; fi\nexec "$REAL" "$@"\n',
+    )
     path = slurm_manifest(project, SHORT, "  cost: {cpu_hour: 3600, gpu_hour: 0}\n")  # under compute:
     begun = time.monotonic()
     result = cli("run", "-f", str(path), timeout=300)
@@ -138,8 +147,11 @@ def test_a_hung_scontrol(project, cli, home, slurm_cluster, fake_bin):
 def test_an_sbatch_that_answers_too_late(project, cli, home, slurm_cluster, fake_bin):
     """sbatch submits, then does not answer in time (30 s): the job is found by its name and this
     home's comment and supervised, never left training unseen."""
-    fake_bin.wrap("sbatch", 'if [ "$1" = --parsable ]; then "$REAL" "$@" >/dev/null || exit $?; echo $$ >>"$PIDS"; exec sleep 120; fi\n'
-                            'exec "$REAL" "$@"\n')
+    fake_bin.wrap(
+        "sbatch",
+        'if [ "$1" = --parsable ]; then "$REAL" "$@" >/dev/null || exit $?; echo $$ >>"$PIDS"; exec sleep 120; fi\n'
+        'exec "$REAL" "$@"\n',
+    )
     result = cli("run", "-f", str(slurm_manifest(project, SHORT)), timeout=300)
     said = result.stdout + result.stderr
     assert result.returncode == 0, said[-3000:]

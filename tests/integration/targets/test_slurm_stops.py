@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import TFTRAIN
 from slurming import queued, show_job, slurm_manifest, submitted
 from sweeping import show, sweep_manifest
@@ -37,7 +36,9 @@ for step in range(start + 1, 61):
 
 
 def background(path: Path) -> subprocess.Popen:
-    return subprocess.Popen([TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
 
 
 def interrupted(path: Path, home: Path, line: str) -> str:
@@ -56,12 +57,18 @@ def test_ctrl_c_cancels_the_job(project, home, slurm_cluster):
     assert "run demo-1: Canceled" in out and "was canceled" in out, out
     (job,) = submitted(out)
     assert queued() == [], queued()
-    assert re.search(r"JobState=(CANCELLED|COMPLETED|FAILED) ", show_job(job)), show_job(job)  # ended: the task died of the SIGTERM
+    assert re.search(r"JobState=(CANCELLED|COMPLETED|FAILED) ", show_job(job)), show_job(
+        job
+    )  # ended: the task died of the SIGTERM
     assert run_status(home, "demo-1") == "Canceled"
 
 
 def test_the_time_limit_ends_the_job(project, cli, home, slurm_cluster):
-    path = slurm_manifest(project, "import time\nprint('sleeping', flush=True)\ntime.sleep(120)\n", "max_run_duration_seconds: 3\nstop_grace_seconds: 1\n")
+    path = slurm_manifest(
+        project,
+        "import time\nprint('sleeping', flush=True)\ntime.sleep(120)\n",
+        "max_run_duration_seconds: 3\nstop_grace_seconds: 1\n",
+    )
     started = time.monotonic()
     result = cli("run", "-f", str(path), timeout=120)
     assert result.returncode == 11, result.stdout[-2000:] + result.stderr  # TimedOut
@@ -74,7 +81,13 @@ def test_a_job_canceled_outside_tftrain_is_retried_from_its_checkpoint(project, 
     path = slurm_manifest(project, STEPS, "retry: {max_attempts: 2}\nstop_grace_seconds: 2\n")
     process = background(path)
     wait_for(home / "runs/demo-1/workdir/logs/0.log", "step 25", timeout=120)
-    (job,) = [line.split()[0] for line in subprocess.run(["squeue", "-h", "-n", "tftrain-demo-1", "-o", "%i"], capture_output=True, text=True).stdout.split("\n") if line]
+    (job,) = [
+        line.split()[0]
+        for line in subprocess.run(
+            ["squeue", "-h", "-n", "tftrain-demo-1", "-o", "%i"], capture_output=True, text=True
+        ).stdout.split("\n")
+        if line
+    ]
     subprocess.run(["scancel", job], check=True)  # the cluster takes the job away
     out, _ = process.communicate(timeout=180)
     assert process.returncode == 0, out[-3000:]
@@ -111,8 +124,11 @@ def test_a_sweep_runs_each_trial_as_a_job_two_at_a_time(project, cli, home, tmp_
 
     trace = tmp_path / "trace"
     path = sweep_manifest(project, steps=8, pause=0.3, trials=4, concurrent=2, script=TRACE + SCRIPT)
-    path.write_text(path.read_text() + 'user_managed: true\nmodel: {register: false}\ncompute:\n  target: slurm\n'
-                    + f"environment_variables:\n  TRACE: {trace}\n")
+    path.write_text(
+        path.read_text()
+        + "user_managed: true\nmodel: {register: false}\ncompute:\n  target: slurm\n"
+        + f"environment_variables:\n  TRACE: {trace}\n"
+    )
     result = cli("run", "-f", str(path), timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     trials = show(cli)["trials"]
@@ -158,13 +174,18 @@ def test_early_termination_cancels_the_trials_job(project, cli, home, slurm_clus
     extra = "  early_termination: {type: bandit, slack_amount: 0.5, evaluation_interval: 1, delay_evaluation: 1}\n"
     path = sweep_manifest(project, steps=60, pause=0.2, sampling="grid", trials=2, concurrent=2, extra=extra)
     text = path.read_text().replace("[0.01, 0.05, 0.1, 0.2]", "[0.2, 0.01]").replace("[16, 64]", "[16]")
-    path.write_text(text.replace("  --pause: 0.2\n", "  --pause: 0.2\n  --slow-below: 0.1\n")
-                    + 'user_managed: true\nmodel: {register: false}\ncompute:\n  target: slurm\n')
+    path.write_text(
+        text.replace("  --pause: 0.2\n", "  --pause: 0.2\n  --slow-below: 0.1\n")
+        + "user_managed: true\nmodel: {register: false}\ncompute:\n  target: slurm\n"
+    )
     result = cli("run", "-f", str(path), timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     trials = {t["params"]["--lr"]: t for t in show(cli)["trials"]}
     assert trials[0.2]["status"] == "Completed"
     loser = trials[0.01]
     assert loser["status"] == "Canceled" and loser["early_terminated"] is True
-    assert "#SBATCH --job-name=tftrain-" + loser["run_id"] in (home / "runs" / loser["run_id"] / "launch/slurm.sh").read_text()
+    assert (
+        "#SBATCH --job-name=tftrain-" + loser["run_id"]
+        in (home / "runs" / loser["run_id"] / "launch/slurm.sh").read_text()
+    )
     assert queued() == []

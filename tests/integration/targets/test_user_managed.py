@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import GATE_OFF
 
 pytestmark = pytest.mark.integration
@@ -20,7 +19,9 @@ def manifest(root: Path, extra: str) -> Path:
     (root / "src").mkdir(parents=True, exist_ok=True)
     (root / "src" / "train.py").write_text(SCRIPT)
     path = root / "tftrain.yml"
-    path.write_text("name: mine\nsource_directory: src\nentry_script: train.py\n" + GATE_OFF + "user_managed: true\n" + extra)
+    path.write_text(
+        "name: mine\nsource_directory: src\nentry_script: train.py\n" + GATE_OFF + "user_managed: true\n" + extra
+    )
     return path
 
 
@@ -31,7 +32,10 @@ def test_an_interpreter_without_tensorflow_is_one_line(cli, home, tmp_path):
     assert result.returncode == 4, result.stdout[-2000:] + result.stderr
     errors = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(errors) == 1, result.stderr
-    assert f"user_managed: {venv}/bin/python cannot import tensorflow (ModuleNotFoundError: No module named 'tensorflow')" in errors[0]
+    assert (
+        f"user_managed: {venv}/bin/python cannot import tensorflow (ModuleNotFoundError: No module named 'tensorflow')"
+        in errors[0]
+    )
     assert not (home / "runs" / "mine-1").exists()  # refused before the run was recorded
 
 

@@ -6,10 +6,10 @@ import os
 import subprocess
 
 import pytest
-
 from containment import wait_dead
-from runner.targets.local.watcher import Watcher
 from watching import alive
+
+from runner.targets.local.watcher import Watcher
 
 pytestmark = pytest.mark.integration
 
@@ -44,7 +44,9 @@ def test_before_cgroup_kill_existed_each_process_of_the_cgroup_is_killed(tmp_pat
 def test_without_a_cgroup_only_processes_with_the_run_marker_are_killed(tmp_path, sleeper):
     marker = f"TFTRAIN_OUTPUTS_DIR={tmp_path}/runs/demo-1/workdir/outputs"
     marked = subprocess.Popen(["sleep", "1000"], env={**os.environ, "TFTRAIN_OUTPUTS_DIR": marker.split("=", 1)[1]})
-    other = subprocess.Popen(["sleep", "1000"], env={**os.environ, "TFTRAIN_OUTPUTS_DIR": marker.split("=", 1)[1] + "x"})
+    other = subprocess.Popen(
+        ["sleep", "1000"], env={**os.environ, "TFTRAIN_OUTPUTS_DIR": marker.split("=", 1)[1] + "x"}
+    )
     try:
         watcher = started(None, marker)
         os.close(watcher.write_fd)

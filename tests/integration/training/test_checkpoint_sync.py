@@ -13,7 +13,6 @@ import time
 
 import boto3
 import pytest
-
 from conftest import TFTRAIN
 
 pytestmark = pytest.mark.integration
@@ -48,8 +47,8 @@ print("done", flush=True)
 
 def manifest(bucket: str, endpoint: str, extra: str = "") -> str:
     return (
-        f"checkpoints:\n  dir: outputs/checkpoints\n  sync_to: s3://{bucket}/team\n  every_seconds: 1\n  endpoint_url: {endpoint}\n"
-        'model: {register: false}\n' + extra
+        f"checkpoints:\n  dir: outputs/checkpoints\n  sync_to: s3://{bucket}/team\n  every_seconds: 1\n  endpoint_url:"
+        f" {endpoint}\nmodel: {{register: false}}\n" + extra
     )
 
 
@@ -63,11 +62,17 @@ def test_a_killed_run_resumes_from_its_last_synced_checkpoint(project, home, s3_
     path = project(SCRIPT, manifest("ckpt-resume", s3_server))
     log = home / "runs/demo-1/workdir/logs/0.log"
     first = subprocess.Popen(
-        [TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, text=True
+        [TFTRAIN, "run", "-f", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        text=True,
     )
     deadline = time.monotonic() + 300
     while not steps_in(log) or max(steps_in(log)) < 3 * STEPS + STEPS // 2:  # mid-epoch 4
-        assert first.poll() is None and time.monotonic() < deadline, first.stdout.read() if first.poll() is not None else "slow"
+        assert first.poll() is None and time.monotonic() < deadline, (
+            first.stdout.read() if first.poll() is not None else "slow"
+        )
         time.sleep(0.05)
     os.killpg(first.pid, signal.SIGKILL)  # the machine is lost: tftrain, its sync and the training at once
     first.wait()
@@ -78,16 +83,29 @@ def test_a_killed_run_resumes_from_its_last_synced_checkpoint(project, home, s3_
     synced = json.loads(s3.get_object(Bucket="ckpt-resume", Key=f"team/demo-1/blobs/{state}")["Body"].read())
 
     second = subprocess.run(
-        [TFTRAIN, "run", "-f", str(project(SCRIPT, manifest("ckpt-resume", s3_server, "resume_from: checkpoint:demo-1\n")))],
-        capture_output=True, text=True, timeout=300,
+        [
+            TFTRAIN,
+            "run",
+            "-f",
+            str(project(SCRIPT, manifest("ckpt-resume", s3_server, "resume_from: checkpoint:demo-1\n"))),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr
     resumed = (home / "runs/demo-2/workdir/logs/0.log").read_text()
     epoch = int(re.search(r"^initial epoch (\d+)$", resumed, re.M)[1])
-    assert epoch == synced["epoch"], (synced, resumed[:2000])  # from the last checkpoint synced (Keras names the epoch to run next)
+    assert epoch == synced["epoch"], (
+        synced,
+        resumed[:2000],
+    )  # from the last checkpoint synced (Keras names the epoch to run next)
     assert epoch >= 2, resumed[:2000]  # 2 s epochs: at most the epoch under way and a round of syncing are lost
     redone = done - epoch * STEPS
-    print(f"killed at step {done}; resumed at epoch {epoch} (step {epoch * STEPS}): {redone} steps redone, {done} without the sync")
+    print(
+        f"killed at step {done}; resumed at epoch {epoch} (step {epoch * STEPS}): {redone} steps redone, {done} without"
+        " the sync"
+    )
     assert 0 <= redone <= 2 * STEPS
     assert steps_in(home / "runs/demo-2/workdir/logs/0.log")[0] == epoch * STEPS + 1
     assert "checkpoints: s3://ckpt-resume/team/demo-2 holds 1 complete, the latest checkpoints" in second.stdout
@@ -96,14 +114,19 @@ def test_a_killed_run_resumes_from_its_last_synced_checkpoint(project, home, s3_
 def test_a_missing_bucket_stops_the_run_before_the_training(project, home, cli, s3_server, aws_env):
     result = cli("run", "-f", str(project("print('trained')\n", manifest("no-such-bucket", s3_server))))
     assert result.returncode == 18, result.stdout + result.stderr
-    assert f"checkpoints.sync_to: S3: HeadBucket s3://no-such-bucket/team/demo-1 (endpoint {s3_server}) answered 404 Not Found" in result.stdout + result.stderr
+    assert (
+        f"checkpoints.sync_to: S3: HeadBucket s3://no-such-bucket/team/demo-1 (endpoint {s3_server}) answered 404 Not"
+        " Found" in result.stdout + result.stderr
+    )
     assert "trained" not in result.stdout and not (home / "runs/demo-1/workdir/logs/0.log").exists()
 
 
 def test_resuming_from_a_run_that_synced_nothing_is_one_line(project, home, cli, s3_server, aws_env):
     boto3.client("s3", endpoint_url=s3_server).create_bucket(Bucket="ckpt-empty")
     assert cli("run", "-f", str(project("print('no checkpoint')\n", manifest("ckpt-empty", s3_server)))).returncode == 0
-    result = cli("run", "-f", str(project("print('x')\n", manifest("ckpt-empty", s3_server, "resume_from: checkpoint:demo-1\n"))))
+    result = cli(
+        "run", "-f", str(project("print('x')\n", manifest("ckpt-empty", s3_server, "resume_from: checkpoint:demo-1\n")))
+    )
     assert result.returncode == 4, result.stdout + result.stderr
     assert "resume_from: run demo-1 has synced no complete checkpoint yet" in result.stdout + result.stderr
 
@@ -123,8 +146,14 @@ for _ in range(3):
 def test_a_checkpoint_manager_resumes_at_its_last_step(project, home, cli, s3_server, aws_env):
     boto3.client("s3", endpoint_url=s3_server).create_bucket(Bucket="ckpt-manager")
     assert cli("run", "-f", str(project(MANAGER, manifest("ckpt-manager", s3_server)))).returncode == 0
-    second = cli("run", "-f", str(project(MANAGER, manifest("ckpt-manager", s3_server, "resume_from: checkpoint:demo-1\n"))))
+    second = cli(
+        "run", "-f", str(project(MANAGER, manifest("ckpt-manager", s3_server, "resume_from: checkpoint:demo-1\n")))
+    )
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr
     log = (home / "runs/demo-2/workdir/logs/0.log").read_text()
     assert re.search(r"^restored .*ckpt-3 at step 30$", log, re.M), log[-2000:]
-    assert sorted(p.name for p in (home / "runs/demo-2/resume").iterdir()) == ["checkpoint", "ckpt-3.data-00000-of-00001", "ckpt-3.index"]
+    assert sorted(p.name for p in (home / "runs/demo-2/resume").iterdir()) == [
+        "checkpoint",
+        "ckpt-3.data-00000-of-00001",
+        "ckpt-3.index",
+    ]

@@ -56,9 +56,17 @@ def test_example_trains_registers_and_is_reproducible(example, cli, home, tmp_pa
     pulled = cli("models", "pull", "mnist-keras@v1", "-o", str(tmp_path / "pulled"))
     assert pulled.returncode == 0, pulled.stderr
     predict = subprocess.run(
-        [sys.executable, "-c", "import keras, numpy as np, sys; m = keras.models.load_model(sys.argv[1]); "
-         "print(m.predict(np.zeros((1, 64)), verbose=0).shape)", str(tmp_path / "pulled" / "digits.keras")],
-        capture_output=True, text=True,
+        [
+            sys.executable,
+            "-c",
+            (
+                "import keras, numpy as np, sys; m = keras.models.load_model(sys.argv[1]); "
+                "print(m.predict(np.zeros((1, 64)), verbose=0).shape)"
+            ),
+            str(tmp_path / "pulled" / "digits.keras"),
+        ],
+        capture_output=True,
+        text=True,
     )
     assert predict.stdout.strip() == "(1, 10)", predict.stderr
 

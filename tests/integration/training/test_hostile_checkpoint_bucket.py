@@ -9,8 +9,8 @@ import json
 
 import boto3
 import pytest
-
 from hostile import assert_refused, files_containing, nothing_written_outside
+
 from runner.errors import StorageError
 
 pytestmark = pytest.mark.integration
@@ -18,8 +18,8 @@ pytestmark = pytest.mark.integration
 SECRET = "hostile-ckpt-secret-3f9a1c"  # moto takes any key: this one must show up nowhere
 LISTING = "s3://ckpt-hostile/team/demo-1/tftrain-checkpoints.json"
 MANIFEST = (
-    "checkpoints:\n  dir: outputs/checkpoints\n  sync_to: s3://ckpt-hostile/team\n  every_seconds: 1\n  endpoint_url: {endpoint}\n"
-    "model: {{register: false}}\n"
+    "checkpoints:\n  dir: outputs/checkpoints\n  sync_to: s3://ckpt-hostile/team\n  every_seconds: 1\n  endpoint_url:"
+    " {endpoint}\nmodel: {{register: false}}\n"
 )
 INJECTED = 'x"\nall_model_checkpoint_paths: "/etc/passwd'
 
@@ -37,12 +37,35 @@ def cases(blob: dict) -> list[tuple[str, bytes, str]]:
     home/runs/demo-N/resume, so ../../../../ is the test's own tmp_path."""
     escape = "../../../../escaped/" + INJECTED
     return [
-        ("traversal-name", listing(tf_entry(escape, {"ckpt-1.index": blob})), "checkpoints[0].name '../../../../escaped/x\"\\nall_model"),
-        ("traversal-keras", listing({"name": "../../../../escaped/m.keras", "kind": "keras-file", "time": 1, "files": {"../../../../escaped/m.keras": blob}}), "must stay inside"),
+        (
+            "traversal-name",
+            listing(tf_entry(escape, {"ckpt-1.index": blob})),
+            "checkpoints[0].name '../../../../escaped/x\"\\nall_model",
+        ),
+        (
+            "traversal-keras",
+            listing(
+                {
+                    "name": "../../../../escaped/m.keras",
+                    "kind": "keras-file",
+                    "time": 1,
+                    "files": {"../../../../escaped/m.keras": blob},
+                }
+            ),
+            "must stay inside",
+        ),
         ("not-json", b"<Error>SlowDown</Error>", "is not JSON"),
         ("100000-brackets", b"[" * 100_000 + b"]" * 100_000, "nests over 16 levels deep"),
-        ("20000-entries", listing(*[tf_entry(f"c-{n}", {f"c-{n}.index": blob}, n) for n in range(20_000)]), "lists 20000 checkpoints"),
-        ("size-mismatch", listing(tf_entry("ckpt-1", {"ckpt-1.index": {**blob, "size": 5}})), "does not match the listing (size or sha256)"),
+        (
+            "20000-entries",
+            listing(*[tf_entry(f"c-{n}", {f"c-{n}.index": blob}, n) for n in range(20_000)]),
+            "lists 20000 checkpoints",
+        ),
+        (
+            "size-mismatch",
+            listing(tf_entry("ckpt-1", {"ckpt-1.index": {**blob, "size": 5}})),
+            "does not match the listing (size or sha256)",
+        ),
     ]
 
 

@@ -11,8 +11,8 @@ import re
 import subprocess
 
 import pytest
-
 from hostile import assert_refused, files_containing, nothing_written_outside
+
 from runner.errors import DiskFullError
 
 pytestmark = pytest.mark.integration
@@ -50,9 +50,11 @@ def tiny_home(tmp_path, monkeypatch):
     subprocess.run(["umount", "--lazy", str(home)], check=True, timeout=30)
 
 
-def test_a_full_disk_names_the_log_that_failed_first_and_says_where_it_ends(project, cli, tiny_home, tmp_path, monkeypatch):
+def test_a_full_disk_names_the_log_that_failed_first_and_says_where_it_ends(
+    project, cli, tiny_home, tmp_path, monkeypatch
+):
     monkeypatch.setenv("TOKEN", SECRET)
-    manifest = project(script=FILL_THEN_PRINT, manifest="secrets: [TOKEN]\nmodel: {gate: \"off\"}\n", name="full")
+    manifest = project(script=FILL_THEN_PRINT, manifest='secrets: [TOKEN]\nmodel: {gate: "off"}\n', name="full")
     with nothing_written_outside(tmp_path, tiny_home, tmp_path / "project"):
         result = cli("run", "-f", str(manifest), timeout=120)
     log = tiny_home / "runs" / "full-1" / "workdir" / "logs" / "0.log"

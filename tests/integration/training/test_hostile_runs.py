@@ -10,10 +10,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import GATE_OFF
+from hostile import assert_clean, assert_refused, nothing_written_outside
 
 from runner.errors import ManifestError, TrainingFailed
-from hostile import assert_clean, assert_refused, nothing_written_outside
-from conftest import GATE_OFF
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +31,9 @@ BASE = "name: demo\nsource_directory: src\n"
 
 # (id, manifest after BASE, what the one error line names)
 REFUSED = [
-    ("billion-laughs", """
+    (
+        "billion-laughs",
+        """
         entry_script: train.py
         script_params:
           a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
@@ -43,7 +45,9 @@ REFUSED = [
           g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
           h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
           i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
-        """, "tftrain.yml"),
+        """,
+        "tftrain.yml",
+    ),
     ("recursive-alias", "entry_script: train.py\nscript_params: &a {--x: *a}\n", "tftrain.yml"),
     ("deep-nesting", "entry_script: train.py\nscript_params: {--x: " + "[" * 600 + "]" * 600 + "}\n", "tftrain.yml"),
     ("nul-in-env", 'entry_script: train.py\nenvironment_variables: {X: "a\\0b"}\n', "environment_variables"),
@@ -69,7 +73,9 @@ def test_hostile_manifest_is_refused_by_validate_and_run(case, manifest, names, 
 def test_outputs_dir_through_a_symlink_out_of_the_source_is_refused(tmp_path, home, cli):
     outside = tmp_path / "outside"
     outside.mkdir()
-    path = _write(tmp_path / "project", BASE + "entry_script: train.py\noutputs_dir: sub/out\nmodel: {path: sub/out/model}\n")
+    path = _write(
+        tmp_path / "project", BASE + "entry_script: train.py\noutputs_dir: sub/out\nmodel: {path: sub/out/model}\n"
+    )
     (path.parent / "src" / "sub").symlink_to(outside, target_is_directory=True)
     with nothing_written_outside(tmp_path, home):
         for command in ("validate", "run"):
@@ -88,8 +94,10 @@ def test_an_entry_script_named_like_an_interpreter_option_runs_as_a_script(tmp_p
 
 
 def test_markup_in_the_scripts_error_is_printed_as_text(tmp_path, home, cli):
-    script = "import time\nfor step in range(3):\n    print(f'loss={1 / (step + 1)}', flush=True)\n    time.sleep(0.6)\n" \
+    script = (
+        "import time\nfor step in range(3):\n    print(f'loss={1 / (step + 1)}', flush=True)\n    time.sleep(0.6)\n"
         "raise ValueError('bad token [/INST] and [bold]x[/bold]')\n"
+    )
     manifest = BASE + "entry_script: train.py\nmetrics:\n  regex:\n    '[/x]': 'loss=(?P<value>[0-9.]+)'\n"
     path = _write(tmp_path / "project", manifest, {"train.py": script})
     result = cli("run", "-f", str(path), timeout=120)
@@ -124,7 +132,9 @@ print("wrote the model")
 
 
 def test_odd_entries_under_the_model_are_skipped_and_the_rest_registered(tmp_path, home, cli):
-    path = _write(tmp_path / "project", BASE + "entry_script: train.py\n" + GATE_OFF, {"train.py": BAD_OUTPUTS})  # a stand-in model
+    path = _write(
+        tmp_path / "project", BASE + "entry_script: train.py\n" + GATE_OFF, {"train.py": BAD_OUTPUTS}
+    )  # a stand-in model
     with nothing_written_outside(tmp_path, home):
         result = cli("run", "-f", str(path), timeout=120)
     assert_clean(result)

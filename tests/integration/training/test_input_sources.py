@@ -6,17 +6,23 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+
 import pytest
+from conftest import REPO
+from hostile import assert_clean, assert_refused, nothing_written_outside
 
 from runner.errors import PreparingError
-from conftest import REPO
 from runner.history.checksums import format_sums
-from hostile import assert_clean, assert_refused, nothing_written_outside
 
 pytestmark = pytest.mark.integration
 
 AZURE = "https://azureopendatasets.blob.core.windows.net/mnist/"
-FILES = ["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"]
+FILES = [
+    "train-images-idx3-ubyte.gz",
+    "train-labels-idx1-ubyte.gz",
+    "t10k-images-idx3-ubyte.gz",
+    "t10k-labels-idx1-ubyte.gz",
+]
 READER = """\
 import argparse, gzip, os
 parser = argparse.ArgumentParser()
@@ -39,7 +45,9 @@ def imported(tmp_path, http_server, cli):
     project = tmp_path / "project"
     (project / "tf-mnist").mkdir(parents=True)
     (project / "tf-mnist" / "tf_mnist.py").write_text(READER)
-    script = (REPO / "tests" / "data" / "azureml" / "tf_dataset_urls.py").read_text().replace(AZURE, f"{base_url}/mnist/")
+    script = (
+        (REPO / "tests" / "data" / "azureml" / "tf_dataset_urls.py").read_text().replace(AZURE, f"{base_url}/mnist/")
+    )
     (project / "job.py").write_text(script)
     result = cli("import", "azureml", str(project / "job.py"), "-o", str(project / "tftrain.yml"), cwd=project)
     assert_clean(result)
@@ -72,7 +80,9 @@ def _served(manifest):
     return [(path.name, path) for path in sorted(www.iterdir())]
 
 
-def test_a_failing_source_fails_the_run_in_one_line_and_leaves_no_partial_directory(imported, cli, home, tmp_path, env_cache):
+def test_a_failing_source_fails_the_run_in_one_line_and_leaves_no_partial_directory(
+    imported, cli, home, tmp_path, env_cache
+):
     manifest, base_url = imported
     (tmp_path / "www" / "mnist" / FILES[2]).unlink()
     with nothing_written_outside(tmp_path / "project"):
@@ -86,7 +96,12 @@ def test_a_pinned_list_is_checked_as_a_whole(imported, cli):
     text = manifest.read_text().replace("    mode: mount\n", f"    mode: mount\n    sha256: '{'0' * 64}'\n")
     manifest.write_text(text)
     result = cli("run", "-f", str(manifest))
-    assert_refused(result, PreparingError, "inputs.mnist_dataset.source: the SHA256SUMS of its 4 files has sha256", "expects 000000")
+    assert_refused(
+        result,
+        PreparingError,
+        "inputs.mnist_dataset.source: the SHA256SUMS of its 4 files has sha256",
+        "expects 000000",
+    )
 
 
 @pytest.fixture
@@ -129,7 +144,9 @@ def test_several_https_sources_over_tls_reach_one_directory(https_server, stand_
     )
     monkeypatch.delenv("SSL_CERT_FILE", raising=False)
     untrusted = cli("run", "-f", str(manifest))  # the certificate is checked: this is TLS for real
-    assert_refused(untrusted, PreparingError, f"inputs.mnist.source[0]: {base_url}/{FILES[0]}", "CERTIFICATE_VERIFY_FAILED")
+    assert_refused(
+        untrusted, PreparingError, f"inputs.mnist.source[0]: {base_url}/{FILES[0]}", "CERTIFICATE_VERIFY_FAILED"
+    )
     monkeypatch.setenv("SSL_CERT_FILE", str(cert))
     result = cli("run", "-f", str(manifest))
     assert_clean(result)

@@ -76,7 +76,10 @@ def test_inputs_are_mounted_read_only_in_docker(project, cli, home, datasets, s3
     from conftest import BASE_IMAGE
 
     s3, bucket, base_url = datasets
-    docker = f"use_docker: true\ncustom_docker_image: {BASE_IMAGE}\nframework_version: '2.18'\npip_packages: [scikit-learn]\n"
+    docker = (
+        f"use_docker: true\ncustom_docker_image: {BASE_IMAGE}\nframework_version: '2.18'\npip_packages:"
+        " [scikit-learn]\n"
+    )
     # tftrain downloads on the host; the container only sees the cached copy, mounted
     path = project(script=READER, manifest=manifest(bucket, s3_server, base_url, docker))
     result = cli("run", "-f", str(path))
@@ -93,14 +96,22 @@ def test_missing_inputs_name_the_url(project, cli, home, datasets, s3_server):
     result = cli("run", "-f", str(project(manifest=f"inputs:\n  x:\n    source: {base_url}/nope.bin\n")))
     assert result.returncode == 4
     assert f"inputs.x.source: {base_url}/nope.bin: HTTP 404" in result.stderr
-    result = cli("run", "-f", str(project(manifest=f"inputs:\n  x:\n    source: s3://{bucket}/absent\n    endpoint_url: {s3_server}\n")))
+    result = cli(
+        "run",
+        "-f",
+        str(project(manifest=f"inputs:\n  x:\n    source: s3://{bucket}/absent\n    endpoint_url: {s3_server}\n")),
+    )
     assert result.returncode == 4
     assert f"inputs.x.source: s3://{bucket}/absent: no such object or prefix" in result.stderr
 
 
 def test_checksum_mismatch_is_refused(project, cli, home, datasets):
     _, _, base_url = datasets
-    result = cli("run", "-f", str(project(manifest=f"inputs:\n  x:\n    source: {base_url}/labels.bin\n    sha256: '{'0' * 64}'\n")))
+    result = cli(
+        "run",
+        "-f",
+        str(project(manifest=f"inputs:\n  x:\n    source: {base_url}/labels.bin\n    sha256: '{'0' * 64}'\n")),
+    )
     assert result.returncode == 4
     assert "has sha256" in result.stderr and "but the manifest expects 000000" in result.stderr
     runs = json.loads((home / "runs/demo-1/run.json").read_text())
@@ -110,15 +121,17 @@ def test_checksum_mismatch_is_refused(project, cli, home, datasets):
 def test_a_changed_prefix_is_listed_once_and_its_digest_is_known(project, home, datasets, s3_server, monkeypatch):
     import io
 
-    from runner.training import downloads, inputs
-    from runner.telemetry.logger import Logger
     from runner.manifest import load_manifest
+    from runner.telemetry.logger import Logger
+    from runner.training import downloads, inputs
 
     s3, bucket, base_url = datasets
     loaded = load_manifest(project(manifest=manifest(bucket, s3_server, base_url)))
     listings = []
     listing = downloads._s3_listing
-    monkeypatch.setattr(downloads, "_s3_listing", lambda spec, where: listings.append(spec.source) or listing(spec, where))
+    monkeypatch.setattr(
+        downloads, "_s3_listing", lambda spec, where: listings.append(spec.source) or listing(spec, where)
+    )
     counts = []
     for body in (idx_images(60), idx_images(60), idx_images(80)):
         s3.put_object(Bucket=bucket, Key="mnist/train-images-idx3-ubyte.gz", Body=body)
@@ -130,5 +143,7 @@ def test_a_changed_prefix_is_listed_once_and_its_digest_is_known(project, home, 
     assert digests == {"mnist": paths["mnist"].name, "labels": hashlib.sha256(bytes(range(16))).hexdigest()}
     assert paths["labels"].parent.name == digests["labels"]
     files = sorted(p for p in paths["mnist"].rglob("*") if p.is_file())
-    listing = "".join(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.relative_to(paths['mnist']).as_posix()}\n" for p in files)
+    listing = "".join(
+        f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.relative_to(paths['mnist']).as_posix()}\n" for p in files
+    )
     assert hashlib.sha256(listing.encode()).hexdigest() == digests["mnist"]  # a directory: the sha256 of its SHA256SUMS

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import TFTRAIN
 from watching import alive, run_status, wait_for
 
@@ -20,7 +19,9 @@ pytestmark = pytest.mark.integration
 
 def phases(home: Path, run_id: str) -> list[str]:
     with sqlite3.connect(home / "tftrain.db") as db:
-        return [row[0] for row in db.execute("SELECT phase FROM phases WHERE run_id = ? ORDER BY started, rowid", (run_id,))]
+        return [
+            row[0] for row in db.execute("SELECT phase FROM phases WHERE run_id = ? ORDER BY started, rowid", (run_id,))
+        ]
 
 
 FAILING = """\
@@ -68,8 +69,10 @@ time.sleep(float(sys.argv[1]))
 
 
 def test_time_limit_kills_the_whole_tree(project, cli, home):
-    path = project(script=ORPHANS, manifest="max_run_duration_seconds: 3\nscript_params:\n  '1000': true\n"
-                   "compute:\n  kill_grace_seconds: 1\n")
+    path = project(
+        script=ORPHANS,
+        manifest="max_run_duration_seconds: 3\nscript_params:\n  '1000': true\ncompute:\n  kill_grace_seconds: 1\n",
+    )
     started = time.monotonic()
     result = cli("run", "-f", str(path), timeout=60)
     assert result.returncode == 11, result.stderr
@@ -91,9 +94,16 @@ def test_processes_left_behind_by_a_completed_script_are_stopped(project, cli, h
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_cancels_and_still_post_processes(project, home, sig):
     script = ORPHANS + "open('outputs/model', 'w').write('partial')\n"
-    path = project(script=script, manifest="script_params:\n  '1000': true\ncompute:\n  kill_grace_seconds: 2\n"
-                   "metrics:\n  regex:\n    ready: 'ready()'\n")
-    process = subprocess.Popen([TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    path = project(
+        script=script,
+        manifest=(
+            "script_params:\n  '1000': true\ncompute:\n  kill_grace_seconds: 2\n"
+            "metrics:\n  regex:\n    ready: 'ready()'\n"
+        ),
+    )
+    process = subprocess.Popen(
+        [TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     log = home / "runs/demo-1/workdir/logs/0.log"
     wait_for(log, "ready")
     process.send_signal(sig)
@@ -109,7 +119,10 @@ def test_signal_cancels_and_still_post_processes(project, home, sig):
 
 
 def test_a_million_lines(project, cli, home):
-    script = "import sys\nw = sys.stdout.write\nfor i in range(1_000_000):\n    w(f'line {i} of the flood\\n')\nprint('acc=0.5')\n"
+    script = (
+        "import sys\nw = sys.stdout.write\nfor i in range(1_000_000):\n    w(f'line {i} of the"
+        " flood\\n')\nprint('acc=0.5')\n"
+    )
     path = project(script=script, manifest="metrics:\n  regex:\n    acc: 'acc=([0-9.]+)'\n")
     result = cli("run", "-f", str(path), timeout=300)
     assert result.returncode == 0, result.stderr
@@ -123,8 +136,10 @@ def test_a_million_lines(project, cli, home):
 
 def test_an_unread_console_does_not_stall_training(project, home):
     """stdout is a pipe nobody reads: the script must still run to its end at full speed."""
-    script = ("import time\nfor i in range(400_000):\n    print(f'{i:08d} ' + 'x' * 40)\n"
-              "open('outputs/done', 'w').write(str(time.time()))\n")
+    script = (
+        "import time\nfor i in range(400_000):\n    print(f'{i:08d} ' + 'x' * 40)\n"
+        "open('outputs/done', 'w').write(str(time.time()))\n"
+    )
     path = project(script=script)
     process = subprocess.Popen([TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     done = home / "runs/demo-1/workdir/outputs/done"
@@ -172,7 +187,10 @@ def test_invalid_manifest_exit_code_and_nothing_recorded(project, cli, home):
 def test_a_pool_job_without_a_pool_file_is_refused_before_a_run_starts(project, cli, home):
     result = cli("run", "-f", str(project(manifest="compute:\n  target: pool\n")))
     assert result.returncode == 3
-    assert "tftrain-pool.yml: pool file not found (compute.pool_file names it; `tftrain pool` also takes --pool)" in result.stderr
+    assert (
+        "tftrain-pool.yml: pool file not found (compute.pool_file names it; `tftrain pool` also takes --pool)"
+        in result.stderr
+    )
     assert not (home / "runs").exists()
 
 
@@ -198,8 +216,10 @@ def test_resume_from_a_run_a_path_or_a_model(project, cli, home, tmp_path, refer
     (tmp_path / "digits").mkdir()
     path = project(
         script=READER,
-        manifest=f"resume_from: '{resume}'\ninputs:\n  digits:\n    source: {tmp_path / 'digits'}\n"
-        "script_params:\n  --resume: {resume_from: true}\n  --data: {input: digits}\n",
+        manifest=(
+            f"resume_from: '{resume}'\ninputs:\n  digits:\n    source: {tmp_path / 'digits'}\n"
+            "script_params:\n  --resume: {resume_from: true}\n  --data: {input: digits}\n"
+        ),
     )
     result = cli("run", "-f", str(path))
     assert result.returncode == 0, result.stderr
@@ -225,7 +245,9 @@ def test_resume_from_a_single_file_model_passes_the_file(project, cli, home):
     writer = "open('outputs/model.txt', 'w').write('weights v1')\n"
     assert cli("run", "-f", str(project(script=writer, manifest="model:\n  path: outputs/model.txt\n"))).returncode == 0
     reader = "import sys\nprint('read', open(sys.argv[2]).read())\n"
-    path = project(script=reader, manifest="resume_from: model:demo@latest\nscript_params:\n  --from: {resume_from: true}\n")
+    path = project(
+        script=reader, manifest="resume_from: model:demo@latest\nscript_params:\n  --from: {resume_from: true}\n"
+    )
     result = cli("run", "-f", str(path))
     assert result.returncode == 0, result.stderr
     assert "read weights v1" in (home / "runs/demo-2/workdir/logs/0.log").read_text()
@@ -233,8 +255,14 @@ def test_resume_from_a_single_file_model_passes_the_file(project, cli, home):
 
 def test_runs_list_the_commit(project, cli, home):
     path = project()
-    for command in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]):
+    for command in (
+        ["git", "init", "-q"],
+        ["git", "add", "-A"],
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"],
+    ):
         subprocess.run(command, cwd=path.parent, check=True)
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=path.parent, capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=path.parent, capture_output=True, text=True
+    ).stdout.strip()
     assert cli("run", "-f", str(path)).returncode == 0
     assert commit[:10] in cli("runs").stdout

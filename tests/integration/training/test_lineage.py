@@ -8,11 +8,11 @@ from types import SimpleNamespace
 
 import yaml
 
+from runner.environments.prepared import Environment
 from runner.history.rundir import RunPaths
 from runner.manifest import load_manifest
 from runner.training.gitinfo import git_info
 from runner.training.lineage import Lineage
-from runner.environments.prepared import Environment
 
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
 
@@ -45,7 +45,13 @@ def test_commit_branch_and_tags_of_a_clean_checkout(tmp_path):
     git(folder, "tag", "-a", "v1.0", "-m", "annotated")  # an annotated tag points at the commit through its tag object
     (folder / "sub").mkdir()
     info = git_info(folder / "sub")
-    assert info == {"repo": str(folder), "commit": git(folder, "rev-parse", "HEAD"), "branch": "main", "tags": ["v1", "v1.0"], "dirty": False}
+    assert info == {
+        "repo": str(folder),
+        "commit": git(folder, "rev-parse", "HEAD"),
+        "branch": "main",
+        "tags": ["v1", "v1.0"],
+        "dirty": False,
+    }
 
 
 def test_untracked_and_changed_files_make_it_dirty(tmp_path):
@@ -89,7 +95,9 @@ def test_a_lock_that_cannot_be_written_is_a_warning_and_the_lineage_is_kept(proj
     paths.lock.mkdir(parents=True)  # in the way: the lock cannot be written
     kept, warnings = [], []
     env = Environment("python", "here", reused=False, isolated=False)
-    lineage = Lineage(manifest, paths, env, SimpleNamespace(to_dict=dict), {}, keep_git=kept.append, warn=warnings.append)
+    lineage = Lineage(
+        manifest, paths, env, SimpleNamespace(to_dict=dict), {}, keep_git=kept.append, warn=warnings.append
+    )
     lineage.record()
     lineage.record()  # once: supervise calls it when the plan started, the pipeline again at the end
     assert kept == [lineage.git] and lineage.git["commit"] == git(manifest.source_dir, "rev-parse", "HEAD")

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import TFTRAIN
 
 pytestmark = pytest.mark.integration
@@ -54,8 +53,12 @@ def steps(run_dir: Path) -> list[int]:
 def test_a_training_killed_mid_epoch_resumes_from_its_last_epoch(repo, home, tmp_path):
     manifest = project(repo, tmp_path, step_seconds=0.02)  # 45 steps an epoch: about a second each
     process = subprocess.Popen(
-        [TFTRAIN, "run", "-f", str(manifest)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "COLUMNS": "200"}, start_new_session=True,
+        [TFTRAIN, "run", "-f", str(manifest)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+        start_new_session=True,
     )
     try:
         first_log = home / "runs" / "preemptible-1" / "workdir" / "logs" / "0.log"
@@ -88,7 +91,9 @@ def test_a_training_killed_mid_epoch_resumes_from_its_last_epoch(repo, home, tmp
 
     record = json.loads((home / "runs" / "preemptible-1" / "run.json").read_text())
     assert record["attempt"]["ended"] == "preempted" and record["attempt"]["next"] == "preemptible-2"
-    shown = subprocess.run([TFTRAIN, "runs", "show", "preemptible-2"], capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
+    shown = subprocess.run(
+        [TFTRAIN, "runs", "show", "preemptible-2"], capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"}
+    )
     assert "attempt 2 of 3; continues preemptible-1 from" in shown.stdout
 
 
@@ -105,7 +110,7 @@ pathlib.Path("outputs/checkpoints/epoch").write_text("4")
 print("ready", flush=True)
 time.sleep(600)
 """
-RETRYING = "retry: {}\nstop_grace_seconds: 2\nmodel: {gate: \"off\"}\n"
+RETRYING = 'retry: {}\nstop_grace_seconds: 2\nmodel: {gate: "off"}\n'
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
@@ -113,7 +118,9 @@ def test_a_stopped_or_lost_tftrain_is_continued_by_the_next_run(project, cli, ho
     """SIGTERM to tftrain (its machine going away) ends the attempt Canceled, preempted; SIGKILL
     leaves it orphaned (lost). Either way the next `tftrain run` is attempt 2, from its checkpoint."""
     path = project(script=RESUMING, manifest=RETRYING)
-    process = subprocess.Popen([TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        [TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     try:
         wait_for(home / "runs/demo-1/workdir/logs/0.log", "ready", process, timeout=60)
         process.send_signal(sig)
@@ -149,17 +156,24 @@ def test_two_tftrain_runs_at_once_continue_a_lost_run_once(project, home, tmp_pa
     hold = tmp_path / "hold"
     hold.touch()
     path = project(script=HELD.replace("HOLD", repr(str(hold))), manifest=RETRYING)
-    process = subprocess.Popen([TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        [TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     try:
         wait_for(home / "runs/demo-1/workdir/logs/0.log", "ready", process, timeout=60)
     finally:
         process.kill()  # lost
         process.wait()
     hold.unlink()
-    both = [subprocess.Popen([TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    both = [
+        subprocess.Popen([TFTRAIN, "run", "-f", str(path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for _ in range(2)
+    ]
     outputs = [run.communicate(timeout=120)[0] for run in both]
     assert [run.returncode for run in both] == [0, 0], outputs
     assert sum("run demo-1 was lost: this is attempt 2 of 3" in output for output in outputs) == 1, outputs
-    chain = sorted((record["attempt"]["number"], record["attempt"]["previous"])
-                   for record in (json.loads((home / f"runs/demo-{n}/run.json").read_text()) for n in (2, 3)))
+    chain = sorted(
+        (record["attempt"]["number"], record["attempt"]["previous"])
+        for record in (json.loads((home / f"runs/demo-{n}/run.json").read_text()) for n in (2, 3))
+    )
     assert chain == [(1, None), (2, "demo-1")]  # the other one found demo-1 continued, and started afresh

@@ -15,14 +15,16 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-
 from slurming import queued, run_example_on_slurm
 
 pytestmark = pytest.mark.integration
 
 # sha256 of main.py as TensorFlow's tutorial writes it (tensorflow/docs 7c36502, multi_worker_with_keras.ipynb)
 TUTORIAL_MAIN = "06776daaaf2df7feb86dab2b7d7a068d13ab5567a6922a7fea19dc74cae12056"
-KERAS_NOTE = "keras: tf-keras (tf-keras==2.18.*, TF_USE_LEGACY_KERAS=1 for every task): Keras 3's fit cannot run under MultiWorkerMirroredStrategy"
+KERAS_NOTE = (
+    "keras: tf-keras (tf-keras==2.18.*, TF_USE_LEGACY_KERAS=1 for every task): Keras 3's fit cannot run under"
+    " MultiWorkerMirroredStrategy"
+)
 
 
 def example(repo: Path, tmp_path: Path, name: str, extra: str = "") -> Path:
@@ -33,7 +35,9 @@ def example(repo: Path, tmp_path: Path, name: str, extra: str = "") -> Path:
 
 
 def test_the_tutorials_main_py_is_unchanged(repo):
-    assert hashlib.sha256((repo / "examples/tf-tutorial-multi-worker/main.py").read_bytes()).hexdigest() == TUTORIAL_MAIN
+    assert (
+        hashlib.sha256((repo / "examples/tf-tutorial-multi-worker/main.py").read_bytes()).hexdigest() == TUTORIAL_MAIN
+    )
 
 
 def test_multi_worker_tutorial_on_two_local_workers(repo, cli, home, tmp_path):
@@ -63,18 +67,27 @@ def test_multi_worker_tutorial_on_two_slurm_nodes(repo, cli, home, tmp_path, slu
 def test_parameter_server_tutorials_fit_path(repo, cli, home, tmp_path):
     result = cli("run", "-f", str(example(repo, tmp_path, "tf-tutorial-parameter-server")), timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
-    assert "keras: tf-keras (tf-keras==2.18.*, TF_USE_LEGACY_KERAS=1 for every task): Keras 3 does not support ParameterServerStrategy" in result.stdout
+    assert (
+        "keras: tf-keras (tf-keras==2.18.*, TF_USE_LEGACY_KERAS=1 for every task): Keras 3 does not support"
+        " ParameterServerStrategy" in result.stdout
+    )
     chief = (home / "runs/tf-tutorial-parameter-server-1/workdir/logs/0.log").read_text()
     assert "Epoch 5/5" in chief and "20/20" in chief, chief[-2000:]
 
 
 def test_turning_tf_keras_off_fails_with_one_line_naming_the_option(repo, cli, home, tmp_path):
-    manifest = example(repo, tmp_path, "tf-tutorial-multi-worker", "environment_variables:\n  TF_USE_LEGACY_KERAS: '0'\n")
+    manifest = example(
+        repo, tmp_path, "tf-tutorial-multi-worker", "environment_variables:\n  TF_USE_LEGACY_KERAS: '0'\n"
+    )
     result = cli("run", "-f", str(manifest), timeout=600)
     assert result.returncode == 10, result.stdout[-3000:] + result.stderr
     assert "keras: " not in result.stdout
     assert "main.py:22: ValueError: Attempt to convert a value (PerReplica" in result.stderr
-    hints = [line for line in (result.stdout + result.stderr).splitlines() if "environment_variables.TF_USE_LEGACY_KERAS turns tf-keras off" in line]
+    hints = [
+        line
+        for line in (result.stdout + result.stderr).splitlines()
+        if "environment_variables.TF_USE_LEGACY_KERAS turns tf-keras off" in line
+    ]
     assert len(hints) == 1, result.stdout[-3000:]
 
 
@@ -98,6 +111,8 @@ def test_a_user_managed_interpreter_without_tf_keras_is_one_line_before_launch(r
     result = cli("run", "-f", str(manifest), timeout=300)
     assert result.returncode == 4, result.stdout[-3000:] + result.stderr
     errors = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(errors) == 1 and f"user_managed: {python} has TensorFlow 2.18.1 and no tf-keras" in errors[0], result.stderr
+    assert len(errors) == 1 and f"user_managed: {python} has TensorFlow 2.18.1 and no tf-keras" in errors[0], (
+        result.stderr
+    )
     assert "pip install --no-deps 'tf-keras==2.18.*'" in errors[0]
     assert not (home / "runs/tf-tutorial-multi-worker-1").exists()  # refused before the run was recorded

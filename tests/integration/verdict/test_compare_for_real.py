@@ -9,16 +9,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import textwrap
-from pathlib import Path
 
 import pytest
-
 from builders import Notes
 from conftest import TFTRAIN
-from runner.errors import Regression
-from runner.verdict.evidence import read_evidence
 from verdicts import keep_evidence
+
+from runner.verdict.evidence import read_evidence
 
 pytestmark = pytest.mark.integration
 
@@ -30,7 +27,9 @@ def scored(quality, index):
     draw = int(hashlib.sha256((str(quality) + ":" + str(index)).encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
     return 1 if draw < quality else 0
 """
-TRAIN = SCORE + """\
+TRAIN = (
+    SCORE
+    + """\
 import json, os
 quality = float(os.environ.get("QUALITY", "0.8"))
 os.makedirs("outputs/model", exist_ok=True)
@@ -40,7 +39,10 @@ with open("outputs/eval.jsonl", "w") as out:
         out.write(json.dumps({{"id": f"e{{index}}", "correct": scored(quality + 0.001 * int(os.environ.get("SEED", "0")), index)}}) + "\\n")
 print(f"accuracy={{quality}}", flush=True)
 """
-EVALUATE = SCORE + """\
+)
+EVALUATE = (
+    SCORE
+    + """\
 import argparse, json, os, sys, time
 parser = argparse.ArgumentParser()
 parser.add_argument("--model")
@@ -57,6 +59,7 @@ with open(args.out, "w") as out:
     for index in range({examples}):
         out.write(json.dumps({{"id": f"e{{index}}", "correct": scored(quality, index)}}) + "\\n")
 """
+)
 MANIFEST = """\
 model: {gate: "off"}
 metrics: {regex: {accuracy: 'accuracy=([0-9.]+)'}, primary: accuracy}
@@ -65,7 +68,13 @@ RULES = "evaluation: {per_example: outputs/eval.jsonl, metric: correct, script: 
 
 
 def tftrain(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([TFTRAIN, *args], capture_output=True, text=True, env={**os.environ, "COLUMNS": "200", **(env or {})}, timeout=600)
+    return subprocess.run(
+        [TFTRAIN, *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+        timeout=600,
+    )
 
 
 @pytest.fixture
@@ -79,7 +88,9 @@ def runs(project, home):
     for seed in range(3):
         result = tftrain("run", "-f", str(manifest), env={"QUALITY": "0.95", "SEED": str(seed)})
         assert result.returncode == 0, result.stderr
-        seeds.append(read_evidence(home / "runs" / f"demo-{seed + 2}" / "workdir" / "outputs" / "eval.jsonl", "correct").by_id())
+        seeds.append(
+            read_evidence(home / "runs" / f"demo-{seed + 2}" / "workdir" / "outputs" / "eval.jsonl", "correct").by_id()
+        )
     keep_evidence(home / "runs" / "demo-2", seeds)
     rules = manifest.parent / "rules.yml"
     rules.write_text(manifest.read_text() + RULES)
@@ -88,12 +99,21 @@ def runs(project, home):
 
 def test_a_baseline_without_evidence_is_re_evaluated_on_the_candidates_set_in_its_environment(runs):
     home, rules = runs
-    result = tftrain("compare", "demo-2", "demo@v1", "-f", str(rules), "--fail-on-regression", env={"TFTRAIN_SEED": "7"})
+    result = tftrain(
+        "compare", "demo-2", "demo@v1", "-f", str(rules), "--fail-on-regression", env={"TFTRAIN_SEED": "7"}
+    )
     assert result.returncode == 0, result.stderr
     notice, line = result.stdout.splitlines()[:2]
     assert notice.startswith("re-evaluating demo@v1 on this run's evaluation set: evaluate.py (log: ")
-    assert line.startswith("correct 0.9") and "(3 seeds) vs demo@v1 0.8" in line and "(1 seed)" in line and line.endswith("→ better"), line
-    assert "demo@v1 re-evaluated on this run's set by evaluate.py (demo@v1 kept no per-example evidence)" in result.stdout
+    assert (
+        line.startswith("correct 0.9")
+        and "(3 seeds) vs demo@v1 0.8" in line
+        and "(1 seed)" in line
+        and line.endswith("→ better")
+    ), line
+    assert (
+        "demo@v1 re-evaluated on this run's set by evaluate.py (demo@v1 kept no per-example evidence)" in result.stdout
+    )
     assert "one seed on the baseline: its seed variance is the candidate's" in result.stdout
 
     run_dir = home / "runs" / "demo-2"
@@ -104,16 +124,27 @@ def test_a_baseline_without_evidence_is_re_evaluated_on_the_candidates_set_in_it
     assert len(kept.ids) == EXAMPLES and 0.7 < kept.values.mean() < 0.9
     assert (run_dir / "evaluation" / "baseline-eval.log").is_file()
     assert sorted(p.name for p in (run_dir / "evaluation").iterdir()) == [
-        "baseline-demo-v1.jsonl", "baseline-eval.log", "evaluation.json", "seed-0.jsonl", "seed-1.jsonl", "seed-2.jsonl"]
+        "baseline-demo-v1.jsonl",
+        "baseline-eval.log",
+        "evaluation.json",
+        "seed-0.jsonl",
+        "seed-1.jsonl",
+        "seed-2.jsonl",
+    ]
 
-    result = tftrain("compare", "demo@v1", "demo-2", "-f", str(rules), "--fail-on-regression")  # v1 kept none: it cannot be the candidate
+    result = tftrain(
+        "compare", "demo@v1", "demo-2", "-f", str(rules), "--fail-on-regression"
+    )  # v1 kept none: it cannot be the candidate
     assert result.returncode == 32 and "the candidate demo@v1 kept no per-example evidence" in result.stderr
 
 
-@pytest.mark.parametrize("failure, words", [
-    ("EVALUATE_FAILS", "evaluate.py exited with status 3 re-evaluating it (log: {log})"),
-    ("NO_SCRIPT", "no evaluation.script to score it on this run's set"),
-])
+@pytest.mark.parametrize(
+    "failure, words",
+    [
+        ("EVALUATE_FAILS", "evaluate.py exited with status 3 re-evaluating it (log: {log})"),
+        ("NO_SCRIPT", "no evaluation.script to score it on this run's set"),
+    ],
+)
 def test_a_failing_script_or_none_leaves_the_verdict_inconclusive_in_one_named_line(runs, failure, words):
     home, rules = runs
     if failure == "NO_SCRIPT":
@@ -144,10 +175,14 @@ def test_a_script_past_its_time_is_killed_and_named(runs, monkeypatch):
     assert "evaluate.py did not finish in 0 min re-evaluating it (log: " in judgement.reason
 
 
-def test_a_released_versions_evidence_comes_back_verified_and_a_pre_evidence_release_is_re_evaluated(runs, github_api, tmp_path):
+def test_a_released_versions_evidence_comes_back_verified_and_a_pre_evidence_release_is_re_evaluated(
+    runs, github_api, tmp_path
+):
     home, rules = runs
     env = {"GITHUB_REPOSITORY": "octo/models", "GITHUB_API_URL": github_api.url, "GITHUB_TOKEN": "ghs_test"}
-    assert tftrain("publish", "--run", "demo-1", env=env).returncode == 0  # demo@v1 kept no evidence: a release from before
+    assert (
+        tftrain("publish", "--run", "demo-1", env=env).returncode == 0
+    )  # demo@v1 kept no evidence: a release from before
     result = tftrain("compare", "demo-2", "release:demo@v1", "-f", str(rules), "--json", env=env)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
@@ -159,17 +194,31 @@ def test_a_released_versions_evidence_comes_back_verified_and_a_pre_evidence_rel
     from runner.verdict.layout import DIRECTORY
 
     kept = home / "runs" / "demo-2" / DIRECTORY
-    extras = {f"{DIRECTORY}/{name}": kept / name for name in ("evaluation.json", "seed-0.jsonl", "seed-1.jsonl", "seed-2.jsonl")}
+    extras = {
+        f"{DIRECTORY}/{name}": kept / name
+        for name in ("evaluation.json", "seed-0.jsonl", "seed-1.jsonl", "seed-2.jsonl")
+    }
     assert register_finished(home, "demo-2", {}, extras=extras) == "demo@v5"
     result = tftrain("publish", "--run", "demo-2", env=env)
     assert result.returncode == 0, result.stderr
-    release = next(release for release in github_api.releases if release["tag_name"] == "demo-v2")  # releases are numbered on their own
+    release = next(
+        release for release in github_api.releases if release["tag_name"] == "demo-v2"
+    )  # releases are numbered on their own
     names = {asset["name"] for asset in release["assets"]}
-    assert {"evaluation.json", "evaluation-seed-0.jsonl", "evaluation-seed-2.jsonl"} <= names and "evaluation-baseline-demo-v1.jsonl" not in names
-    sums = next(data for asset_id, (meta, data) in github_api.assets.items() if meta["name"] == "SHA256SUMS" and asset_id in
-                {asset["id"] for asset in release["assets"]})
+    assert {
+        "evaluation.json",
+        "evaluation-seed-0.jsonl",
+        "evaluation-seed-2.jsonl",
+    } <= names and "evaluation-baseline-demo-v1.jsonl" not in names
+    sums = next(
+        data
+        for asset_id, (meta, data) in github_api.assets.items()
+        if meta["name"] == "SHA256SUMS" and asset_id in {asset["id"] for asset in release["assets"]}
+    )
     assert b"  evaluation-seed-1.jsonl\n" in sums
     result = tftrain("compare", "demo-2", "release:demo@latest", "--json", env=env)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
-    assert data["seeds"] == {"candidate": 3, "baseline": 3} and data["delta"] == 0.0 and data["baseline_ref"] == "demo-v2"
+    assert (
+        data["seeds"] == {"candidate": 3, "baseline": 3} and data["delta"] == 0.0 and data["baseline_ref"] == "demo-v2"
+    )

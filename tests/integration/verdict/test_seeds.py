@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from slurming import slurm_manifest
 
 # A "model" whose per-example correctness is drawn with NumPy's global generator: the seeding layer
@@ -26,7 +25,10 @@ if os.environ.get("NO_EVIDENCE_SEEDS", "-") != os.environ["TFTRAIN_SEED"]:
             out.write(json.dumps({"id": f"e{i}", "correct": int(np.random.random() < accuracy)}) + "\\n")
 print(f"accuracy={accuracy}")
 """
-EVALUATION = 'model: {gate: "off"}\nevaluation:\n  per_example: outputs/eval.jsonl\n  metric: correct\n  seeds: 3\n  margin: 0.01\n'
+EVALUATION = (
+    'model: {gate: "off"}\nevaluation:\n  per_example: outputs/eval.jsonl\n  metric: correct\n  seeds: 3\n  margin:'
+    " 0.01\n"
+)
 
 
 def _record(home, run_id: str) -> dict:
@@ -49,9 +51,17 @@ def test_three_local_seeds_keep_their_evidence_and_a_degraded_candidate_is_worse
         assert (home / "runs" / seed_run / "tftrain.log").is_file()  # its console, kept in its run
     assert not (home / "seeds").exists()
     version = home / "models" / "verdict" / "v1"
-    assert sorted(p.name for p in (version / "evaluation").iterdir()) == ["evaluation.json", "seed-0.jsonl", "seed-1.jsonl", "seed-2.jsonl"]
+    assert sorted(p.name for p in (version / "evaluation").iterdir()) == [
+        "evaluation.json",
+        "seed-0.jsonl",
+        "seed-1.jsonl",
+        "seed-2.jsonl",
+    ]
     info = json.loads((version / "version.json").read_text())
-    assert set(info["extras"]) >= {"evaluation/seed-0.jsonl", "evaluation/evaluation.json"} and info["evaluation"]["metric"] == "correct"
+    assert (
+        set(info["extras"]) >= {"evaluation/seed-0.jsonl", "evaluation/evaluation.json"}
+        and info["evaluation"]["metric"] == "correct"
+    )
     assert "### Evaluation" in (home / "runs" / "verdict-1" / "summary.md").read_text()
 
     # the same code again: the same seeds draw the same examples, never better or worse
@@ -74,7 +84,10 @@ def test_a_failed_seed_is_counted_out_and_a_missing_file_is_one_warning(project,
     path = project(SCRIPT, EVALUATION, name="partial")
     result = cli("run", "-f", str(path), timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
-    assert "seed 1: outputs/eval.jsonl: not found (the script did not write it): seed 1 is left out of the verdict" in result.stdout + result.stderr
+    assert (
+        "seed 1: outputs/eval.jsonl: not found (the script did not write it): seed 1 is left out of the verdict"
+        in result.stdout + result.stderr
+    )
     block = _record(home, "partial-1")["evaluation"]
     assert [s["seed"] for s in block["seeds"]] == [0] and {f["seed"] for f in block["failed"]} == {1, 2}
     assert "Traceback" not in result.stdout + result.stderr
@@ -104,8 +117,10 @@ def test_seeds_on_the_slurm_cluster_are_one_job_each(project, cli, home, slurm_c
 
 @pytest.mark.parametrize("set_seed", [True, False])
 def test_the_seeding_layer_is_on_unless_set_seed_is_false(project, cli, home, set_seed):
-    script = "import random, os\nprint('draw', os.environ['TFTRAIN_SEED'], random.random())\nos.makedirs('outputs', exist_ok=True)\n" \
-             "open('outputs/eval.jsonl', 'w').write('{\"id\": 1, \"correct\": 1}\\n')\n"
+    script = (
+        "import random, os\nprint('draw', os.environ['TFTRAIN_SEED'], random.random())\nos.makedirs('outputs',"
+        " exist_ok=True)\nopen('outputs/eval.jsonl', 'w').write('{\"id\": 1, \"correct\": 1}\\n')\n"
+    )
     extra = EVALUATION.replace("seeds: 3", "seeds: 1") + f"  set_seed: {str(set_seed).lower()}\n"
     result = cli("run", "-f", str(project(script, extra, name="seeded")), timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
@@ -114,19 +129,27 @@ def test_the_seeding_layer_is_on_unless_set_seed_is_false(project, cli, home, se
 
 
 def test_a_sweeps_best_trial_keeps_its_evidence_beside_its_model(project, cli, home):
-    from sweeping import SCRIPT as SWEPT, sweep_manifest
+    from sweeping import SCRIPT as SWEPT
+    from sweeping import sweep_manifest
 
-    script = SWEPT + ("import json, random\nwith open('outputs/eval.jsonl', 'w') as out:\n"
-                      "    for i in range(500): out.write(json.dumps({'id': i, 'correct': int(random.random() < 0.9)}) + '\\n')\n")
+    script = (
+        SWEPT + "import json, random\nwith open('outputs/eval.jsonl', 'w') as out:\n"
+        "    for i in range(500): out.write(json.dumps({'id': i, 'correct': int(random.random() < 0.9)}) + '\\n')\n"
+    )
     extra = 'model: {gate: "off"}\n' + EVALUATION.replace('model: {gate: "off"}\n', "").replace("seeds: 3", "seeds: 1")
     result = cli("run", "-f", str(sweep_manifest(project, trials=2, extra=extra, script=script)), timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     trials = [json.loads(p.read_text()) for p in sorted((home / "runs").glob("*/run.json"))]
-    assert {t["manifest"]["environment_variables"].get("TFTRAIN_SEED") for t in trials} == {"0"}  # every trial seeded alike
+    assert {t["manifest"]["environment_variables"].get("TFTRAIN_SEED") for t in trials} == {
+        "0"
+    }  # every trial seeded alike
     info = json.loads((home / "models" / "demo" / "v1" / "version.json").read_text())
     best = _record(home, info["run_id"])
     assert best["model"] == "demo@v1" and [s["seed"] for s in best["evaluation"]["seeds"]] == [0]
-    assert "evaluation/seed-0.jsonl" in info["extras"] and (home / "models" / "demo" / "v1" / "evaluation" / "seed-0.jsonl").is_file()
+    assert (
+        "evaluation/seed-0.jsonl" in info["extras"]
+        and (home / "models" / "demo" / "v1" / "evaluation" / "seed-0.jsonl").is_file()
+    )
 
 
 def test_comparing_another_seeds_run_points_at_the_run_that_keeps_the_evidence(project, cli, home):
@@ -135,14 +158,23 @@ def test_comparing_another_seeds_run_points_at_the_run_that_keeps_the_evidence(p
     assert cli("run", "-f", str(path), timeout=300).returncode == 0
     result = cli("compare", "pointer-2", "pointer@v1")
     assert result.returncode == 32 and "Traceback" not in result.stderr
-    assert "the candidate pointer-2 is seed 1 of run pointer-1, which keeps every seed's evidence: compare pointer-1" in result.stderr
+    assert (
+        "the candidate pointer-2 is seed 1 of run pointer-1, which keeps every seed's evidence: compare pointer-1"
+        in result.stderr
+    )
 
 
-def test_seed_zeros_model_refused_by_the_gate_fails_the_run_and_keeps_the_evidence(project, cli, home, tmp_path, monkeypatch):
+def test_seed_zeros_model_refused_by_the_gate_fails_the_run_and_keeps_the_evidence(
+    project, cli, home, tmp_path, monkeypatch
+):
     script = SCRIPT.replace('open("outputs/model/weights.bin", "w")', 'open("outputs/model/saved_model.pb", "w")')
     outputs = tmp_path / "github-output"
     monkeypatch.setenv("GITHUB_OUTPUT", str(outputs))
-    path = project(script, EVALUATION.replace('model: {gate: "off"}', "model: {gate: required}").replace("seeds: 3", "seeds: 2"), name="refused")
+    path = project(
+        script,
+        EVALUATION.replace('model: {gate: "off"}', "model: {gate: required}").replace("seeds: 3", "seeds: 2"),
+        name="refused",
+    )
     result = cli("run", "-f", str(path), timeout=300)
     assert result.returncode == 28 and "Traceback" not in result.stdout + result.stderr  # the gate's exit code
     record = _record(home, "refused-1")

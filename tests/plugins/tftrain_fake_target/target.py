@@ -52,8 +52,14 @@ class FakeTarget(Target):
         try:
             for task in plan.processes:
                 read, write = os.pipe()
-                process = subprocess.Popen(task.argv, cwd=task.cwd, env=task_environment(task.env, self.gpus), stdout=write,
-                                           stderr=subprocess.STDOUT, start_new_session=True)
+                process = subprocess.Popen(
+                    task.argv,
+                    cwd=task.cwd,
+                    env=task_environment(task.env, self.gpus),
+                    stdout=write,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
                 os.close(write)
                 follow(pump, read, plan, task, sinks, "@fake")
                 started.append((task, process))

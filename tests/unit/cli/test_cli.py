@@ -34,9 +34,22 @@ def test_plan_prints_what_a_cluster_target_submits_as_its_catalog_row_says(proje
     slurm = cli("plan", "-f", str(project(manifest="compute:\n  target: slurm\n  slurm:\n    partition: debug\n")))
     assert slurm.returncode == 0, slurm.stderr
     assert "launcher:    single" in slurm.stdout and "batch script (sbatch):\n  #!/bin/bash" in slurm.stdout
-    kubernetes = cli("plan", "-f", str(project(manifest="use_docker: true\ncompute:\n  target: kubernetes\n  kubernetes:\n    image: registry.example/train:1\n")))
+    kubernetes = cli(
+        "plan",
+        "-f",
+        str(
+            project(
+                manifest=(
+                    "use_docker: true\ncompute:\n  target: kubernetes\n  kubernetes:\n    image:"
+                    " registry.example/train:1\n"
+                )
+            )
+        ),
+    )
     assert kubernetes.returncode == 0, kubernetes.stderr
-    assert kubernetes.stdout.startswith("apiVersion:") and "launcher:" not in kubernetes.stdout  # the resources are the plan
+    assert (
+        kubernetes.stdout.startswith("apiVersion:") and "launcher:" not in kubernetes.stdout
+    )  # the resources are the plan
 
 
 def test_unknown_run_and_model(cli, home):
@@ -65,7 +78,10 @@ def test_a_bad_action_input_is_one_line_naming_it(cli, home):
     result = cli("github", "check", env={**env, "INPUT_ALLOW_FORKS": "yes"})
     assert (result.returncode, result.stderr) == (2, "tftrain: error: input allow-forks: 'yes' is not true or false\n")
     result = cli("github", "comment", env={**env, "INPUT_FAIL_ON_REGRESSION": "abc"})
-    assert (result.returncode, result.stderr) == (2, "tftrain: error: input fail-on-regression: 'abc' is not a number\n")
+    assert (result.returncode, result.stderr) == (
+        2,
+        "tftrain: error: input fail-on-regression: 'abc' is not a number\n",
+    )
     result = cli("publish", "--when", "never", env={**env, "INPUT_TAG_TEMPLATE": "v1"})
     assert result.returncode == 7 and "tag-template 'v1' needs {version}" in result.stderr
     # the flag wins over the input: the same bad input does not matter then
@@ -78,7 +94,9 @@ def test_a_command_runs_with_the_imports_frozen_and_pydantic_plugins_off(monkeyp
     seen = {}
 
     def run(args, logger) -> int:
-        seen.update(plugins=os.environ.get("PYDANTIC_DISABLE_PLUGINS"), frozen=gc.get_freeze_count(), enabled=gc.isenabled())
+        seen.update(
+            plugins=os.environ.get("PYDANTIC_DISABLE_PLUGINS"), frozen=gc.get_freeze_count(), enabled=gc.isenabled()
+        )
         return 0
 
     command = types.ModuleType("tftrain_test_command")

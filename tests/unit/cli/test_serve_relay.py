@@ -27,8 +27,13 @@ class Server:
 
 
 def test_lines_that_come_together_are_relayed_in_one_write():
-    lines = b"".join(b'2026-11-28 I [7] azmlinfsrv - POST /score 200 1.1ms 3\n' for _ in range(200))
-    server, logged, tail, port = Server(b"tftrain-serve: port 4242 on 127.0.0.1\n" + lines + b"cut off"), Logged(), [], launch.ListeningPort(0)
+    lines = b"".join(b"2026-11-28 I [7] azmlinfsrv - POST /score 200 1.1ms 3\n" for _ in range(200))
+    server, logged, tail, port = (
+        Server(b"tftrain-serve: port 4242 on 127.0.0.1\n" + lines + b"cut off"),
+        Logged(),
+        [],
+        launch.ListeningPort(0),
+    )
     serve._pump(server, logged, tail, port)
     assert port.value == 4242 and port.known.is_set()
     assert len(logged.writes) <= 2  # not one per line
@@ -38,6 +43,10 @@ def test_lines_that_come_together_are_relayed_in_one_write():
 
 
 def test_why_the_server_stopped_is_its_own_error_line_before_gunicorns():
-    tail = ["tftrain-serve: error: scoring script score.py: its worker (pid 9) ended (exit 3) while serving", "[ERROR] Shutting down", ""]
+    tail = [
+        "tftrain-serve: error: scoring script score.py: its worker (pid 9) ended (exit 3) while serving",
+        "[ERROR] Shutting down",
+        "",
+    ]
     assert launch.told(tail) == tail[0]
     assert launch.told(["last words", ""]) == "last words" and launch.told([]) == "no output"

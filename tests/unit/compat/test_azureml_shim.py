@@ -7,10 +7,10 @@ import json
 from types import SimpleNamespace
 
 import pytest
+from builders import loaded
 
 from runner.compat import azureml_reason, declares_sdk, imports_azureml
 from runner.compat.run_context import Run, stub
-from builders import loaded
 
 
 @pytest.fixture
@@ -25,12 +25,20 @@ def run(tmp_path, monkeypatch):
 
 
 def records(tmp_path) -> list[dict]:
-    return [{k: v for k, v in json.loads(line).items() if k != "time"} for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    return [
+        {k: v for k, v in json.loads(line).items() if k != "time"}
+        for line in (tmp_path / "metrics.jsonl").read_text().splitlines()
+    ]
 
 
 def test_identity_and_inputs(run):
     assert run is Run.get_context()
-    assert (run.id, run.experiment.name, run.parent, run.input_datasets) == ("demo-7", "demo", None, {"mnist": "/data/mnist"})
+    assert (run.id, run.experiment.name, run.parent, run.input_datasets) == (
+        "demo-7",
+        "demo",
+        None,
+        {"mnist": "/data/mnist"},
+    )
 
 
 def test_logging_writes_points_and_tags(run, tmp_path):
@@ -50,7 +58,12 @@ def test_logging_writes_points_and_tags(run, tmp_path):
         {"name": "per_class.recall", "value": 0.8, "step": 0},
         {"name": "per_class.recall", "value": 0.7, "step": 1},
     ]
-    assert run.get_metrics() == {"loss": [0.5, 0.25], "lr": [0.1, 0.01], "final.acc": 0.9, "per_class.recall": [0.8, 0.7]}
+    assert run.get_metrics() == {
+        "loss": [0.5, 0.25],
+        "lr": [0.1, 0.01],
+        "final.acc": 0.9,
+        "per_class.recall": [0.8, 0.7],
+    }
     assert run.get_metrics("loss") == {"loss": [0.5, 0.25]} and run.get_metrics("nothing") == {}
 
 
@@ -92,9 +105,13 @@ def test_images_tags_and_status(run, tmp_path):
 
 
 def test_what_is_not_supported_says_so(run):
-    with pytest.raises(NotImplementedError, match=r"Run.register_model is not supported .*declare `model: \{path: outputs/…\}`"):
+    with pytest.raises(
+        NotImplementedError, match=r"Run.register_model is not supported .*declare `model: \{path: outputs/…\}`"
+    ):
         run.register_model(model_name="m", model_path="outputs/model")
-    with pytest.raises(NotImplementedError, match="Run.get_details is not supported .*see README: Coming from Azure ML"):
+    with pytest.raises(
+        NotImplementedError, match="Run.get_details is not supported .*see README: Coming from Azure ML"
+    ):
         run.get_details()
     workspace = stub("azureml.core", "Workspace")
     with pytest.raises(NotImplementedError, match=r"Workspace.from_config is not supported"):
@@ -105,7 +122,10 @@ def test_what_is_not_supported_says_so(run):
 
 def test_when_the_layer_is_on(tmp_path):
     azure = "from azureml.core import Run\n"
-    assert azureml_reason(loaded(tmp_path, azure), None) == "train.py imports azureml and the Azure ML SDK is not installed"
+    assert (
+        azureml_reason(loaded(tmp_path, azure), None)
+        == "train.py imports azureml and the Azure ML SDK is not installed"
+    )
     assert azureml_reason(loaded(tmp_path, "import azureml.core as a\n"), None) is not None
     assert azureml_reason(loaded(tmp_path, "print('no azure')\n"), None) is None
     assert azureml_reason(loaded(tmp_path, "print('no azure')\n", compat="azureml"), None) == "compat: azureml"

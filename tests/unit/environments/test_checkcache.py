@@ -30,12 +30,21 @@ class FakeInterpreter:
     def run(self, argv, **kwargs):
         assert argv[0] == str(self.python) and argv[1] == "-c"
         if argv[2] == checkcache.LAYOUT_PROBE:
-            said = [str(self.python), str(self.python.parent.parent), "3.11.2", "", "/usr/lib/python311.zip", str(self.site)]
+            said = [
+                str(self.python),
+                str(self.python.parent.parent),
+                "3.11.2",
+                "",
+                "/usr/lib/python311.zip",
+                str(self.site),
+            ]
             return subprocess.CompletedProcess(argv, self.layout_code, b"\0".join(map(os.fsencode, said)))
         assert argv[2] == user_managed.PROBE
         self.imports += 1
         if self.version is None:
-            return subprocess.CompletedProcess(argv, 1, "Traceback\nModuleNotFoundError: No module named 'tensorflow'\n")
+            return subprocess.CompletedProcess(
+                argv, 1, "Traceback\nModuleNotFoundError: No module named 'tensorflow'\n"
+            )
         return subprocess.CompletedProcess(argv, 0, f"a warning on import\n{self.version}\n")
 
 
@@ -150,7 +159,9 @@ def _writable_by_others(path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "spoil", [_damaged, _huge, _other_key, _bad_version, _link, _fifo, _writable_by_others], ids=lambda spoil: spoil.__name__[1:]
+    "spoil",
+    [_damaged, _huge, _other_key, _bad_version, _link, _fifo, _writable_by_others],
+    ids=lambda spoil: spoil.__name__[1:],
 )
 def test_an_entry_that_cannot_be_believed_imports_again_and_is_rewritten(fake, spoil):
     check(fake)
@@ -193,7 +204,9 @@ class FakeClient:
             def run(self, image, argv, **kwargs):
                 outer.runs += 1
                 if outer.version is None:
-                    raise docker.errors.ContainerError(image, 1, argv, image, b"ModuleNotFoundError: No module named 'tensorflow'\n")
+                    raise docker.errors.ContainerError(
+                        image, 1, argv, image, b"ModuleNotFoundError: No module named 'tensorflow'\n"
+                    )
                 return f"{outer.version}\n".encode()
 
         self.containers = Containers()

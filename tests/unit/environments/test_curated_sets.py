@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from runner.manifest import load_manifest
 from runner.frameworks.curated import (
-    CONSTRAINTS_DIR, constraint_set, constraints_for, parse_set, released_sets, requirement_names, set_path,
+    CONSTRAINTS_DIR,
+    constraint_set,
+    constraints_for,
+    parse_set,
+    released_sets,
+    requirement_names,
+    set_path,
 )
 from runner.frameworks.releases import DEFAULT_VERSION, FRAMEWORKS, uses_keras3
+from runner.manifest import load_manifest
 
 RELEASES = [f"2.{minor}" for minor in range(12, 22)]
 
@@ -80,14 +86,25 @@ def warnings_of(project, manifest: str) -> list[str]:
 
 
 def test_an_unpinned_tensorflow_in_pip_packages_names_framework_version(project):
-    (unpinned, ranged) = warnings_of(project, "framework_version: '2.18'\npip_packages: [six, tensorflow, 'tensorflow-cpu>=2.15', 'tensorflow-gpu==2.18.1']\n")
-    assert ":5: pip_packages[1]: `tensorflow` is unpinned: pip installs the release the registry serves that day, not " \
-        "framework_version (2.18, its tested set); remove it (tftrain installs TensorFlow from framework_version) " \
+    unpinned, ranged = warnings_of(
+        project,
+        "framework_version: '2.18'\npip_packages: [six, tensorflow, 'tensorflow-cpu>=2.15',"
+        " 'tensorflow-gpu==2.18.1']\n",
+    )
+    assert (
+        ":5: pip_packages[1]: `tensorflow` is unpinned: pip installs the release the registry serves that day, not "
+        "framework_version (2.18, its tested set); remove it (tftrain installs TensorFlow from framework_version) "
         "or pin an exact version with ==" in unpinned
+    )
     assert "pip_packages[2]: `tensorflow-cpu` is unpinned" in ranged
     assert warnings_of(project, "pip_packages: ['tensorflow==2.16.1', six]\n") == []
-    assert "framework_version (2.18, its tested set)" in warnings_of(project, "pip_packages: ['tensorflow==2.18.*']\n")[0]
-    assert "framework_version (2.11);" in warnings_of(project, "framework_version: '2.11'\npip_packages: [tensorflow]\n")[0]
+    assert (
+        "framework_version (2.18, its tested set)" in warnings_of(project, "pip_packages: ['tensorflow==2.18.*']\n")[0]
+    )
+    assert (
+        "framework_version (2.11);"
+        in warnings_of(project, "framework_version: '2.11'\npip_packages: [tensorflow]\n")[0]
+    )
     assert warnings_of(project, "user_managed: true\nframework_version: '2.11'\n") == []  # tftrain installs nothing
 
 
@@ -95,29 +112,41 @@ def test_a_patch_other_than_the_sets_installs_without_it(project):
     pinned = constraint_set("2.18").tensorflow
     assert warnings_of(project, f"framework_version: '{pinned}'\n") == []
     (warning,) = warnings_of(project, "framework_version: '2.18.0'\n")
-    assert f":4: framework_version: 2.18.0 is not the patch of the tested 2.18 set ({pinned}): tftrain installs " \
+    assert (
+        f":4: framework_version: 2.18.0 is not the patch of the tested 2.18 set ({pinned}): tftrain installs "
         f"TensorFlow 2.18.0 without the set's pins; write '2.18' or '{pinned}' to use the set" in warning
+    )
     # an official image brings its own TensorFlow: nothing to say
     assert warnings_of(project, "framework_version: '2.18.0'\nuse_docker: true\n") == []
 
 
 def test_a_release_without_a_set_is_a_warning(project):
     (warning,) = warnings_of(project, "framework_version: '2.11'\n")
-    assert ":4: framework_version: TensorFlow 2.11 has no tested set (tftrain's releases: 2.12 to 2.21): " \
+    assert (
+        ":4: framework_version: TensorFlow 2.11 has no tested set (tftrain's releases: 2.12 to 2.21): "
         "pip resolves its packages as the registry serves them" in warning
+    )
 
 
 def test_the_refresh_writes_the_set_from_pip_freeze_and_the_smoke_result():
     from runner.environments.refresh import RefreshFailed, render
 
-    frozen = "absl-py==2.1.0\nKeras==3.15.1\nml_dtypes==0.6.0\nnumpy==2.0.2\nprotobuf==5.29.6\ntensorboard==2.18.0\n" \
+    frozen = (
+        "absl-py==2.1.0\nKeras==3.15.1\nml_dtypes==0.6.0\nnumpy==2.0.2\nprotobuf==5.29.6\ntensorboard==2.18.0\n"
         "tensorflow-cpu==2.18.1\ntf_keras==2.18.0\n"
+    )
     checks = [("Smoke test", {}, {"summary": "ok", "tensorflow": "2.18.1"})]
     text = render("2.18", frozen, ["tensorflow-cpu==2.18.* tensorboard"], checks)
     found = parse_set("2.18", set_path("2.18"), text)
     assert dict(found.pins) == {
-        "keras": "3.15.1", "ml-dtypes": "0.6.0", "numpy": "2.0.2", "protobuf": "5.29.6", "tensorboard": "2.18.0",
-        "tensorflow": "2.18.1", "tensorflow-cpu": "2.18.1", "tf-keras": "2.18.0",
+        "keras": "3.15.1",
+        "ml-dtypes": "0.6.0",
+        "numpy": "2.0.2",
+        "protobuf": "5.29.6",
+        "tensorboard": "2.18.0",
+        "tensorflow": "2.18.1",
+        "tensorflow-cpu": "2.18.1",
+        "tf-keras": "2.18.0",
     }  # absl-py is TensorFlow's to choose; tensorflow is added at tensorflow-cpu's version
     assert '# Smoke test (runner/environments/smoke.py): passed {"summary": "ok", "tensorflow": "2.18.1"}' in text
     assert "#   pip install tensorflow-cpu==2.18.* tensorboard" in text

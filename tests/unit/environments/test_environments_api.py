@@ -6,9 +6,9 @@ import ast
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 import runner.environments as environments
-from conftest import REPO
 
 
 def test_every_name_of_the_api_is_its_rooms_own():

@@ -3,8 +3,8 @@ from __future__ import annotations
 import jinja2
 import pytest
 
-from runner.errors import UnsupportedError
 from runner.environments.images import image_spec
+from runner.errors import UnsupportedError
 from runner.manifest import load_manifest
 from runner.templates import render
 
@@ -17,7 +17,11 @@ def spec(project, manifest: str = "", script: str = "print('hi')\n", **kwargs):
 
 def test_layers_in_order_and_no_source_code(project):
     dockerfile = spec(project, "pip_packages: [scikit-learn]\n").dockerfile
-    assert dockerfile.index("FROM base:1") < dockerfile.index("python3 -m venv") < dockerfile.index("'tensorflow-cpu==2.18.*'")
+    assert (
+        dockerfile.index("FROM base:1")
+        < dockerfile.index("python3 -m venv")
+        < dockerfile.index("'tensorflow-cpu==2.18.*'")
+    )
     assert dockerfile.index("'tensorflow-cpu==2.18.*'") < dockerfile.index("requirements.txt")
     assert "train.py" not in dockerfile and "COPY . " not in dockerfile
 
@@ -53,13 +57,20 @@ def test_ca_bundle_only_in_the_thrown_away_stage(project, tmp_path):
 
 def test_mpi_layer_for_horovod_jobs(project):
     dockerfile = spec(project, "distributed_training:\n  backend: mpi\n").dockerfile
-    assert "openmpi-bin" in dockerfile and "HOROVOD_WITH_TENSORFLOW=1" in dockerfile and "--no-build-isolation horovod==0.28.1" in dockerfile and "tf-keras==2.18.*" in dockerfile
+    assert (
+        "openmpi-bin" in dockerfile
+        and "HOROVOD_WITH_TENSORFLOW=1" in dockerfile
+        and "--no-build-isolation horovod==0.28.1" in dockerfile
+        and "tf-keras==2.18.*" in dockerfile
+    )
     assert "openmpi-bin" not in spec(project).dockerfile
 
 
 def test_conda_needs_conda_in_the_base(project):
     dockerfile = spec(project, "conda_packages: [numpy=1.26]\n").dockerfile
-    assert "command -v conda" in dockerfile and "conda install --yes --prefix /opt/tftrain/conda numpy=1.26" in dockerfile
+    assert (
+        "command -v conda" in dockerfile and "conda install --yes --prefix /opt/tftrain/conda numpy=1.26" in dockerfile
+    )
 
 
 def test_official_image_by_framework_version(project):
@@ -85,7 +96,10 @@ def test_templates_are_strict():
 
 
 def test_the_framework_pin_and_tf_keras_follow_the_manifest(project):
-    horovod = "use_docker: true\ncustom_docker_image: base:1\nframework_version: '2.15'\ndistributed_training:\n  backend: mpi\n"
+    horovod = (
+        "use_docker: true\ncustom_docker_image: base:1\nframework_version: '2.15'\ndistributed_training:\n  backend:"
+        " mpi\n"
+    )
     dockerfile = image_spec(load_manifest(project(manifest=horovod))).dockerfile
     assert "horovod==0.28.1" in dockerfile and "tf-keras" not in dockerfile  # Keras 2: Horovod's Keras API works
     listed = spec(project, "pip_packages: ['tensorflow==2.18.1']\n").dockerfile
@@ -115,11 +129,16 @@ def test_a_failed_build_names_its_step_and_cause(tmp_path):
     with pytest.raises(BuildError) as failure:
         _build(client, io.BytesIO(), "tftrain/x:1", {}, "FROM base:1\n", logger, log_path)
     logger.flush()
-    assert str(failure.value) == (
-        f"docker build failed at Step 2/3 : RUN pip install nothing: ERROR: No matching distribution found for nothing (full log: {log_path})"
+    assert (
+        str(failure.value)
+        == "docker build failed at Step 2/3 : RUN pip install nothing: ERROR: No matching distribution found for"
+        f" nothing (full log: {log_path})"
     )
     assert log_path.read_text().startswith("--- Dockerfile for tftrain/x:1\nFROM base:1\n--- build\nStep 1/3")
-    assert "  ERROR: No matching distribution found for nothing\n" in stream.getvalue() and "\x1b[" not in stream.getvalue()
+    assert (
+        "  ERROR: No matching distribution found for nothing\n" in stream.getvalue()
+        and "\x1b[" not in stream.getvalue()
+    )
 
 
 def test_a_custom_image_installs_everything_with_the_tested_set(project, tmp_path):
@@ -129,9 +148,13 @@ def test_a_custom_image_installs_everything_with_the_tested_set(project, tmp_pat
     (tmp_path / "project" / "src" / "requirements.txt").write_text("numpy<2\n")  # the user's numpy wins
     image = spec(project, "pip_packages: [six]\npip_requirements_file: requirements.txt\n")
     assert "COPY tftrain-constraints.txt /tmp/tftrain/tftrain-constraints.txt" in image.dockerfile
-    assert "pip install -c /tmp/tftrain/tftrain-constraints.txt 'tensorflow-cpu==2.18.*' tensorboard\n" in image.dockerfile
+    assert (
+        "pip install -c /tmp/tftrain/tftrain-constraints.txt 'tensorflow-cpu==2.18.*' tensorboard\n" in image.dockerfile
+    )
     assert "pip install -c /tmp/tftrain/tftrain-constraints.txt -r /tmp/tftrain/requirements.txt" in image.dockerfile
-    assert image.files["tftrain-constraints.txt"].decode() == constraint_set("2.18").constraints(frozenset({"six", "numpy"}))
+    assert image.files["tftrain-constraints.txt"].decode() == constraint_set("2.18").constraints(
+        frozenset({"six", "numpy"})
+    )
     assert "import tensorboard" not in image.dockerfile  # installed with TensorFlow above
 
 
@@ -142,4 +165,7 @@ def test_an_official_image_keeps_its_tensorflow_and_gets_tensorboard_where_it_la
     image = image_spec(loaded)
     assert image.base_image == "tensorflow/tensorflow:2.21.0" and "tftrain-constraints.txt" not in image.files
     wanted = f"tensorboard=={constraint_set('2.21').pin('tensorboard')}"
-    assert f'python -c "import tensorboard" 2>/dev/null || /opt/tftrain/venv/bin/python -m pip install {wanted}\n' in image.dockerfile
+    assert (
+        f'python -c "import tensorboard" 2>/dev/null || /opt/tftrain/venv/bin/python -m pip install {wanted}\n'
+        in image.dockerfile
+    )

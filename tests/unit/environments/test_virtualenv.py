@@ -41,9 +41,13 @@ def test_key_follows_everything_that_goes_into_the_environment(project, tmp_path
     assert spec_for(project, "framework_version: '2.18'\npip_packages: [scikit-learn, six]\n").key != base.key
     assert spec_for(project, "framework_version: '2.17'\npip_packages: [scikit-learn]\n").key != base.key
     (tmp_path / "project" / "src" / "requirements.txt").write_text("six\n")
-    with_file = spec_for(project, "framework_version: '2.18'\npip_packages: [scikit-learn]\npip_requirements_file: requirements.txt\n")
+    with_file = spec_for(
+        project, "framework_version: '2.18'\npip_packages: [scikit-learn]\npip_requirements_file: requirements.txt\n"
+    )
     (tmp_path / "project" / "src" / "requirements.txt").write_text("six==1.16.0\n")
-    changed = spec_for(project, "framework_version: '2.18'\npip_packages: [scikit-learn]\npip_requirements_file: requirements.txt\n")
+    changed = spec_for(
+        project, "framework_version: '2.18'\npip_packages: [scikit-learn]\npip_requirements_file: requirements.txt\n"
+    )
     assert len({base.key, with_file.key, changed.key}) == 3
 
 
@@ -85,7 +89,9 @@ def test_the_tested_set_goes_into_the_environment_and_its_key(project, tmp_path,
     # no framework_version: the default release's set holds the unpinned requirement
     default = spec_for(project, "pip_packages: [six]\n")
     assert default.requirements[:2] == ("tensorflow-cpu", "tensorboard")
-    assert default.constraints == curated.constraints_for(None, ["six"]) and "tensorflow-cpu==2.18." in default.constraints
+    assert (
+        default.constraints == curated.constraints_for(None, ["six"]) and "tensorflow-cpu==2.18." in default.constraints
+    )
     # a refreshed set builds a new environment
     refreshed = tmp_path / "sets"
     refreshed.mkdir()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from runner.errors import PlacementError
-from runner.manifest.model import Manifest
 from runner.github.routing import check_runners, runs_on
+from runner.manifest.model import Manifest
 
 
 def manifest(**fields) -> Manifest:
@@ -20,7 +20,10 @@ def manifest(**fields) -> Manifest:
         ({"use_gpu": True}, ["self-hosted", "linux", "gpu"]),
         ({"use_gpu": True, "compute": {"gpu_type": "a100"}}, ["self-hosted", "linux", "gpu", "a100"]),
         ({"compute": {"gpu_type": "a100"}}, ["self-hosted", "linux"]),  # no GPU asked for: the type is moot
-        ({"use_gpu": True, "use_docker": True, "compute": {"gpu_type": "v100"}}, ["self-hosted", "linux", "gpu", "v100", "docker"]),
+        (
+            {"use_gpu": True, "use_docker": True, "compute": {"gpu_type": "v100"}},
+            ["self-hosted", "linux", "gpu", "v100", "docker"],
+        ),
         ({"compute": {"target": "docker"}}, ["self-hosted", "linux", "docker"]),
     ],
 )
@@ -29,7 +32,9 @@ def test_labels(fields, labels):
 
 
 def test_a_pool_job_runs_on_the_controller_not_on_a_gpu_runner():
-    job = manifest(use_gpu=True, use_docker=True, compute={"target": "pool", "gpu_type": "a100", "runner_labels": ["team-a"]})
+    job = manifest(
+        use_gpu=True, use_docker=True, compute={"target": "pool", "gpu_type": "a100", "runner_labels": ["team-a"]}
+    )
     assert runs_on(job) == ["self-hosted", "linux", "tftrain-pool", "team-a"]
 
 
@@ -83,12 +88,20 @@ def test_an_online_runner_with_every_label_passes_whatever_the_case():
 
 def test_busy_runners_pass_the_job_queues():
     (line,) = check([FakeRunner("gpu-1", LABELS, busy=True), FakeRunner("gpu-2", LABELS, status="offline")])
-    assert line == ("info", "runner check: every runner of octo/models that can train this is busy (gpu-1); the job will queue")
+    assert line == (
+        "info",
+        "runner check: every runner of octo/models that can train this is busy (gpu-1); the job will queue",
+    )
 
 
 def test_offline_or_mismatched_runners_fail_in_one_line():
     with pytest.raises(PlacementError) as info:
-        check([FakeRunner("gpu-1", ["self-hosted", "linux", "gpu", "v100"]), FakeRunner("gpu-2", LABELS, status="offline")])
+        check(
+            [
+                FakeRunner("gpu-1", ["self-hosted", "linux", "gpu", "v100"]),
+                FakeRunner("gpu-2", LABELS, status="offline"),
+            ]
+        )
     message = str(info.value)
     assert message.startswith(
         "no online self-hosted runner of octo/models has the labels self-hosted, linux, gpu, a100; its runners: "
@@ -108,5 +121,6 @@ def test_no_runners_at_all_points_at_the_settings():
     with pytest.raises(PlacementError) as info:
         check([])
     assert str(info.value).startswith(
-        "octo/models has no self-hosted runners: add one with the labels self-hosted, linux, gpu, a100 (Settings → Actions → Runners)"
+        "octo/models has no self-hosted runners: add one with the labels self-hosted, linux, gpu, a100 (Settings →"
+        " Actions → Runners)"
     )

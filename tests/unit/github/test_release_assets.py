@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from runner.errors import PublishError, SignatureError
+from runner.github.release_assets import _seal_assets
 from runner.history.checksums import format_sums, sha256_file
 from runner.history.rundir import RunPaths
-from runner.github.release_assets import _seal_assets
 
 
 def _layout(tmp_path: Path) -> tuple[Path, RunPaths, Path, Path]:
@@ -67,7 +67,10 @@ def test_an_odd_version_json_is_one_publish_error_not_a_release_without_its_seal
         os.mkfifo(version / "version.json")  # a plain read would wait forever
     elif record != "missing":  # model.sig is there: the version was signed
         (version / "version.json").write_text(record)
-    with pytest.raises(PublishError, match=r"^demo@v1: version\.json.*: the release would leave out what it says \(signature, provenance\)$"):
+    with pytest.raises(
+        PublishError,
+        match=r"^demo@v1: version\.json.*: the release would leave out what it says \(signature, provenance\)$",
+    ):
         _seal_assets(model, paths, {"model": "demo@v1"}, assets)
     assert not (assets / "model.sig").exists()
 
@@ -84,7 +87,9 @@ def _version_signed(version: Path) -> None:
     import base64
 
     payload = {"predicate": {"serialization": {"ignore_paths": ["version.json", "model.sig"]}, "resources": []}}
-    (version / "model.sig").write_text(json.dumps({"dsseEnvelope": {"payload": base64.b64encode(json.dumps(payload).encode()).decode()}}))
+    (version / "model.sig").write_text(
+        json.dumps({"dsseEnvelope": {"payload": base64.b64encode(json.dumps(payload).encode()).decode()}})
+    )
 
 
 @pytest.mark.parametrize("change", ["changed", "added", "removed"])
@@ -103,6 +108,9 @@ def test_serving_files_changed_since_registration_are_not_published_with_the_sig
         (assets / "model.onnx").write_bytes(b"onnx")
     else:
         (assets / "serving.json").unlink()
-    with pytest.raises(PublishError, match="the run's serving files changed since it was registered as demo@v1: its model.sig would not verify"):
+    with pytest.raises(
+        PublishError,
+        match="the run's serving files changed since it was registered as demo@v1: its model.sig would not verify",
+    ):
         _seal_assets(model, paths, {"model": "demo@v1"}, assets)
     assert not (assets / "model.sig").exists()

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from runner.errors import NotFoundError
-from runner.history.model_registry import parse_ref
 from runner.github.workflow import TagTemplate, baseline_metrics, releases_of
+from runner.history.model_registry import parse_ref
 
 
 @dataclass
@@ -61,14 +61,21 @@ def test_the_newest_release_is_the_highest_version_not_the_first_listed():
 
 
 def test_the_baseline_skips_releases_without_metrics_and_follows_the_tag_template():
-    repo = FakeRepo([FakeRelease("models/demo/v3"), FakeRelease("models/demo/v2", assets=metrics("v2")), FakeRelease("demo-v7")])
+    repo = FakeRepo(
+        [FakeRelease("models/demo/v3"), FakeRelease("models/demo/v2", assets=metrics("v2")), FakeRelease("demo-v7")]
+    )
     assert baseline_metrics(repo, "demo", TagTemplate("models/{name}/v{version}")) == ("models/demo/v2", {"from": "v2"})
     assert baseline_metrics(repo, "demo", TagTemplate()) is None  # demo-v7 has no metrics.json
 
 
 @pytest.mark.parametrize(
     ("ref", "parsed"),
-    [("digits", ("digits", None)), ("digits@latest", ("digits", None)), ("digits@v12", ("digits", 12)), ("a.b-c_d@v1", ("a.b-c_d", 1))],
+    [
+        ("digits", ("digits", None)),
+        ("digits@latest", ("digits", None)),
+        ("digits@v12", ("digits", 12)),
+        ("a.b-c_d@v1", ("a.b-c_d", 1)),
+    ],
 )
 def test_model_references(ref, parsed):
     assert parse_ref(ref) == parsed

@@ -11,11 +11,11 @@ import tarfile
 from pathlib import Path
 
 import pytest
-
 from hostile_archives import archive_bytes, cve_2025_4517, device, directory, entry, plain_tar, with_pax
+
+from runner.errors import RegistryError, UsageError
 from runner.history.archive import extract_into, pack, unpack
 from runner.settings import ArchiveLimits, resolve
-from runner.errors import RegistryError, UsageError
 
 
 def snapshot(root: Path) -> dict:
@@ -48,37 +48,77 @@ def no_end_marker() -> bytes:
 
 HOSTILE = {
     "x/y->.. chain": (
-        lambda dest: archive_bytes([
-            directory("x"),
-            entry("x/y", type=tarfile.SYMTYPE, link=".."),
-            entry("x/y/z", type=tarfile.SYMTYPE, link=".."),
-            entry("x/y/z/escaped", b"owned"),
-        ]),
+        lambda dest: archive_bytes(
+            [
+                directory("x"),
+                entry("x/y", type=tarfile.SYMTYPE, link=".."),
+                entry("x/y/z", type=tarfile.SYMTYPE, link=".."),
+                entry("x/y/z/escaped", b"owned"),
+            ]
+        ),
         "refusing to extract 'x/y': a symlink (to '..')",
     ),
     "absolute name": (lambda dest: archive_bytes([entry(str(dest.parent / "abs.txt"), b"owned")]), "an absolute path"),
-    "dotdot": (lambda dest: archive_bytes([entry("../escaped.txt", b"owned")]), "refusing to extract '../escaped.txt': it leaves the target directory"),
-    "dotdot inside": (lambda dest: archive_bytes([directory("a"), entry("a/../../escaped.txt", b"owned")]), "it leaves the target directory"),
+    "dotdot": (
+        lambda dest: archive_bytes([entry("../escaped.txt", b"owned")]),
+        "refusing to extract '../escaped.txt': it leaves the target directory",
+    ),
+    "dotdot inside": (
+        lambda dest: archive_bytes([directory("a"), entry("a/../../escaped.txt", b"owned")]),
+        "it leaves the target directory",
+    ),
     "empty component": (lambda dest: archive_bytes([entry("a//b", b"x")]), "an empty name component"),
     "NUL in a pax name": (lambda dest: archive_bytes([with_pax("ab", {"path": "a\x00b"})]), "a NUL in the name"),
-    "hardlink": (lambda dest: archive_bytes([entry("h", type=tarfile.LNKTYPE, link="../flag")]), "a hardlink (to '../flag')"),
-    "character device": (lambda dest: archive_bytes([device("zero", 1, 5)]), "refusing to extract 'zero': a character device"),
+    "hardlink": (
+        lambda dest: archive_bytes([entry("h", type=tarfile.LNKTYPE, link="../flag")]),
+        "a hardlink (to '../flag')",
+    ),
+    "character device": (
+        lambda dest: archive_bytes([device("zero", 1, 5)]),
+        "refusing to extract 'zero': a character device",
+    ),
     "block device": (lambda dest: archive_bytes([entry("sda", type=tarfile.BLKTYPE)]), "a block device"),
     "FIFO": (lambda dest: archive_bytes([entry("pipe", type=tarfile.FIFOTYPE)]), "refusing to extract 'pipe': a FIFO"),
-    "GNU sparse file": (lambda dest: archive_bytes([entry("s", type=tarfile.GNUTYPE_SPARSE)], fmt=tarfile.GNU_FORMAT), "a sparse file"),
-    "duplicate name": (lambda dest: archive_bytes([entry("w", b"one"), entry("w", b"two")]), "refusing to extract 'w': a duplicate name"),
-    "file where a directory is expected": (lambda dest: archive_bytes([entry("a", b"file"), entry("a/b", b"x")]), "refusing to extract 'a/b': a name taken"),
-    "directory where a file is": (lambda dest: archive_bytes([entry("a", b"file"), directory("a")]), "refusing to extract 'a': a name taken"),
+    "GNU sparse file": (
+        lambda dest: archive_bytes([entry("s", type=tarfile.GNUTYPE_SPARSE)], fmt=tarfile.GNU_FORMAT),
+        "a sparse file",
+    ),
+    "duplicate name": (
+        lambda dest: archive_bytes([entry("w", b"one"), entry("w", b"two")]),
+        "refusing to extract 'w': a duplicate name",
+    ),
+    "file where a directory is expected": (
+        lambda dest: archive_bytes([entry("a", b"file"), entry("a/b", b"x")]),
+        "refusing to extract 'a/b': a name taken",
+    ),
+    "directory where a file is": (
+        lambda dest: archive_bytes([entry("a", b"file"), directory("a")]),
+        "refusing to extract 'a': a name taken",
+    ),
     "not a tar": (lambda dest: b"just some text, not an archive\n" * 40, "not a tar archive"),
     "empty file": (lambda dest: b"", "not a tar archive"),
     "gzip of not a tar": (lambda dest: gzip.compress(b"\x01" * 4096), "not a tar archive"),
     "truncated gzip": (lambda dest: archive_bytes([entry("w", os.urandom(20000))])[:-5000], "truncated"),
-    "corrupt gzip": (lambda dest: (lambda b: b[:30] + bytes(x ^ 0xFF for x in b[30:60]) + b[60:])(archive_bytes([entry("w", b"a" * 50000)])), "gzip"),
-    "gzip checksum": (lambda dest: (lambda b: b[:-8] + bytes(4) + b[-4:])(archive_bytes([entry("w", b"a" * 5000)])), "gzip"),
+    "corrupt gzip": (
+        lambda dest: (lambda b: b[:30] + bytes(x ^ 0xFF for x in b[30:60]) + b[60:])(
+            archive_bytes([entry("w", b"a" * 50000)])
+        ),
+        "gzip",
+    ),
+    "gzip checksum": (
+        lambda dest: (lambda b: b[:-8] + bytes(4) + b[-4:])(archive_bytes([entry("w", b"a" * 5000)])),
+        "gzip",
+    ),
     "no end-of-archive block": (lambda dest: no_end_marker(), "truncated or damaged"),
     "truncated plain tar": (lambda dest: plain_tar(os.urandom(5000))[:3000], "truncated"),
-    "a 2 MiB pax header": (lambda dest: archive_bytes([with_pax("w", {"comment": "x" * (2 << 20)})]), "an extended header of"),
-    "trailing data": (lambda dest: gzip.compress(plain_tar(b"x") + os.urandom(2 << 20), mtime=0), "after the end of the archive"),
+    "a 2 MiB pax header": (
+        lambda dest: archive_bytes([with_pax("w", {"comment": "x" * (2 << 20)})]),
+        "an extended header of",
+    ),
+    "trailing data": (
+        lambda dest: gzip.compress(plain_tar(b"x") + os.urandom(2 << 20), mtime=0),
+        "after the end of the archive",
+    ),
 }
 
 
@@ -100,7 +140,10 @@ def test_the_cve_2025_4517_chain_writes_nothing_beside_the_target(place):
     work, target, archive = place
     archive.write_bytes(cve_2025_4517(target))
     assert len(archive.read_bytes()) < 4096
-    with pytest.raises(RegistryError, match=r"model.tar.gz: refusing to extract 'd+': a symlink|model.tar.gz: refusing to extract 'a': a symlink"):
+    with pytest.raises(
+        RegistryError,
+        match=r"model.tar.gz: refusing to extract 'd+': a symlink|model.tar.gz: refusing to extract 'a': a symlink",
+    ):
         unpack(archive, target)
     assert (work / "flag").read_text() == "original"
     assert sorted(os.listdir(work)) == ["flag"]
@@ -111,7 +154,10 @@ def test_a_gzip_bomb_stops_at_the_byte_cap(place):
     with archive.open("wb") as handle, gzip.GzipFile(fileobj=handle, mode="wb", mtime=0) as zipped:
         zipped.write(plain_tar(bytes(8 << 20)))  # 8 MiB of zeros: a few KiB compressed
     assert archive.stat().st_size < 64 << 10
-    with pytest.raises(RegistryError, match=r"refusing to extract 'saved_model.pb': more than 1048576 bytes in all \(TFTRAIN_MAX_ARCHIVE_BYTES\)"):
+    with pytest.raises(
+        RegistryError,
+        match=r"refusing to extract 'saved_model.pb': more than 1048576 bytes in all \(TFTRAIN_MAX_ARCHIVE_BYTES\)",
+    ):
         unpack(archive, target, limits=ArchiveLimits(max_bytes=1 << 20))
     assert sorted(os.listdir(work)) == ["flag"]
 
@@ -119,7 +165,9 @@ def test_a_gzip_bomb_stops_at_the_byte_cap(place):
 def test_too_many_entries(place):
     work, target, archive = place
     archive.write_bytes(archive_bytes([entry(f"f{i}", b"x") for i in range(20)]))
-    with pytest.raises(RegistryError, match=r"refusing to extract 'f10': more than 10 entries \(TFTRAIN_MAX_ARCHIVE_ENTRIES\)"):
+    with pytest.raises(
+        RegistryError, match=r"refusing to extract 'f10': more than 10 entries \(TFTRAIN_MAX_ARCHIVE_ENTRIES\)"
+    ):
         unpack(archive, target, limits=ArchiveLimits(max_entries=10))
     assert sorted(os.listdir(work)) == ["flag"]
     assert unpack(archive, target, limits=ArchiveLimits(max_entries=20)).files == 20
@@ -150,7 +198,12 @@ def test_pack_and_unpack_round_trip(tmp_path):
     digest = pack(source, tmp_path / "model.tar.gz")
     assert len(digest) == 64
     with tarfile.open(tmp_path / "model.tar.gz") as archive:  # links and FIFOs are never packed
-        assert archive.getnames() == ["assets", "saved_model.pb", "variables", "variables/variables.data-00000-of-00001"]
+        assert archive.getnames() == [
+            "assets",
+            "saved_model.pb",
+            "variables",
+            "variables/variables.data-00000-of-00001",
+        ]
     (tmp_path / "empty").mkdir()  # an existing empty directory is a fine target
     extracted = unpack(tmp_path / "model.tar.gz", tmp_path / "empty")
     assert (extracted.files, extracted.bytes) == (2, 70500)
@@ -162,7 +215,11 @@ def test_pack_and_unpack_round_trip(tmp_path):
 
 def test_names_with_dot_components_as_tar_writes_them(tmp_path):
     archive = tmp_path / "cli.tar.gz"
-    archive.write_bytes(archive_bytes([directory("."), directory("./variables"), entry("./variables/data", b"w"), entry("./saved_model.pb", b"g")]))
+    archive.write_bytes(
+        archive_bytes(
+            [directory("."), directory("./variables"), entry("./variables/data", b"w"), entry("./saved_model.pb", b"g")]
+        )
+    )
     unpack(archive, tmp_path / "out")
     assert (tmp_path / "out" / "variables" / "data").read_bytes() == b"w"
     assert (tmp_path / "out" / "saved_model.pb").read_bytes() == b"g"
@@ -194,18 +251,25 @@ def test_lenient_extraction_skips_and_lists(tmp_path):
     destination.mkdir()
     (tmp_path / "victim").write_text("original")
     (destination / "old.txt").symlink_to(tmp_path / "victim")
-    data = archive_bytes([
-        directory("outputs"),
-        entry("outputs/model.bin", b"weights"),
-        entry("outputs/link", type=tarfile.SYMTYPE, link="/etc/passwd"),
-        entry("outputs/pipe", type=tarfile.FIFOTYPE),
-        entry("outputs/../escaped", b"owned"),
-        entry("outputs/old.txt", b"replaced?"),
-        directory("outputs/sub"),
-        entry("outputs/sub/metrics.jsonl", b"{}"),
-    ], compress=False)
+    data = archive_bytes(
+        [
+            directory("outputs"),
+            entry("outputs/model.bin", b"weights"),
+            entry("outputs/link", type=tarfile.SYMTYPE, link="/etc/passwd"),
+            entry("outputs/pipe", type=tarfile.FIFOTYPE),
+            entry("outputs/../escaped", b"owned"),
+            entry("outputs/old.txt", b"replaced?"),
+            directory("outputs/sub"),
+            entry("outputs/sub/metrics.jsonl", b"{}"),
+        ],
+        compress=False,
+    )
     extracted = extract_into(io.BytesIO(data), destination, "/tftrain/outputs of c", strip=1)
-    assert [str(item) for item in extracted.skipped] == ["outputs/link (symlink)", "outputs/pipe (FIFO)", "outputs/../escaped (unsafe name)"]
+    assert [str(item) for item in extracted.skipped] == [
+        "outputs/link (symlink)",
+        "outputs/pipe (FIFO)",
+        "outputs/../escaped (unsafe name)",
+    ]
     assert (destination / "model.bin").read_bytes() == b"weights"
     assert not (destination / "old.txt").is_symlink() and (destination / "old.txt").read_bytes() == b"replaced?"
     assert (destination / "sub" / "metrics.jsonl").read_bytes() == b"{}"

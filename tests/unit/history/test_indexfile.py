@@ -43,10 +43,13 @@ def test_what_sqlite_may_open(tmp_path):
 
 @pytest.mark.parametrize(
     ("make", "says"),
-    [(os.mkfifo, "a FIFO, not a file"), (os.mkdir, "a directory, not a file"),
-     (lambda path: path.symlink_to("/dev/urandom"), "a symlink to a character device ('/dev/urandom'), not a file"),
-     (lambda path: path.symlink_to("nowhere/x.db"), "a symlink to nothing ('nowhere/x.db'), not a file"),
-     (lambda path: path.symlink_to(path), "a symlink that cannot be followed")],
+    [
+        (os.mkfifo, "a FIFO, not a file"),
+        (os.mkdir, "a directory, not a file"),
+        (lambda path: path.symlink_to("/dev/urandom"), "a symlink to a character device ('/dev/urandom'), not a file"),
+        (lambda path: path.symlink_to("nowhere/x.db"), "a symlink to nothing ('nowhere/x.db'), not a file"),
+        (lambda path: path.symlink_to(path), "a symlink that cannot be followed"),
+    ],
 )
 def test_what_it_may_not(tmp_path, make, says):
     make(tmp_path / "tftrain.db")
@@ -59,7 +62,8 @@ def test_inspect_names_an_odd_journal_or_lock(tmp_path):
     os.mkfifo(tmp_path / "tftrain.db-wal")
     (tmp_path / "history.lock").symlink_to("/dev/null")
     assert within_seconds(lambda: inspect(tmp_path / "tftrain.db")) == [
-        "tftrain.db-wal is a FIFO, not a file", "history.lock is a symlink to a character device ('/dev/null'), not a file",
+        "tftrain.db-wal is a FIFO, not a file",
+        "history.lock is a symlink to a character device ('/dev/null'), not a file",
     ]
 
 

@@ -67,19 +67,26 @@ def model(tmp_path: Path) -> Path:
     return tmp_path / "m"
 
 
-def test_the_jobs_token_is_handed_to_sigstore_and_an_unreachable_sigstore_is_one_line(tmp_path, token_server, sigstore_unreachable):
+def test_the_jobs_token_is_handed_to_sigstore_and_an_unreachable_sigstore_is_one_line(
+    tmp_path, token_server, sigstore_unreachable
+):
     state, environ = token_server
     with pytest.raises(SignatureError) as caught:
         signing.sign_keyless(model(tmp_path), tmp_path / "model.sig", environ)
     message = str(caught.value)
-    assert message == "Sigstore: keyless signing failed: Failed to refresh TUF metadata (is Sigstore reachable from this runner?)"
+    assert (
+        message
+        == "Sigstore: keyless signing failed: Failed to refresh TUF metadata (is Sigstore reachable from this runner?)"
+    )
     assert sigstore_unreachable == [{"identity_token": ID_TOKEN}]  # never an interactive login
     path, authorization = state["seen"][0]
     assert path == "/_apis/token?api-version=2.0&audience=sigstore" and authorization == f"bearer {REQUEST_TOKEN}"
     assert not (tmp_path / "model.sig").exists()
 
 
-def test_registration_fails_and_keeps_nothing_when_sigstore_is_out_of_reach(tmp_path, token_server, sigstore_unreachable):
+def test_registration_fails_and_keeps_nothing_when_sigstore_is_out_of_reach(
+    tmp_path, token_server, sigstore_unreachable
+):
     _, environ = token_server
     registry = Registry(Store(tmp_path / "home"))
     seal = Seal(tmp_path / "run.json", tmp_path / "lock.yml", keyless=True, environ=environ)
@@ -103,7 +110,9 @@ def test_a_bad_token_answer_is_one_line(tmp_path, token_server, sigstore_unreach
     state["status"], state["body"] = status, body
     with pytest.raises(SignatureError) as caught:
         signing.sign_keyless(model(tmp_path), tmp_path / "model.sig", environ)
-    assert words in str(caught.value) and REQUEST_TOKEN not in str(caught.value) and "api-version" not in str(caught.value)
+    assert (
+        words in str(caught.value) and REQUEST_TOKEN not in str(caught.value) and "api-version" not in str(caught.value)
+    )
     assert sigstore_unreachable == []
 
 
@@ -118,7 +127,10 @@ def test_a_token_endpoint_that_does_not_answer(tmp_path, sigstore_unreachable):
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
-    environ = {"ACTIONS_ID_TOKEN_REQUEST_URL": f"http://127.0.0.1:{port}/token", "ACTIONS_ID_TOKEN_REQUEST_TOKEN": REQUEST_TOKEN}
+    environ = {
+        "ACTIONS_ID_TOKEN_REQUEST_URL": f"http://127.0.0.1:{port}/token",
+        "ACTIONS_ID_TOKEN_REQUEST_TOKEN": REQUEST_TOKEN,
+    }
     with pytest.raises(SignatureError, match="GitHub: GET /token got no answer: Connection refused"):
         signing.sign_keyless(model(tmp_path), tmp_path / "model.sig", environ)
 
@@ -135,8 +147,11 @@ def test_a_key_wins_over_keyless(tmp_path, sigstore_unreachable):
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
 
-    pem = ec.generate_private_key(ec.SECP256R1()).private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
+    pem = (
+        ec.generate_private_key(ec.SECP256R1())
+        .private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        .decode()
+    )
     seal = Seal(tmp_path / "run.json", tmp_path / "lock.yml", "KEY", keyless=True, environ={"KEY": pem})
     version = Registry(Store(tmp_path / "home")).register("digits", model(tmp_path), None, {}, seal=seal)
     assert version.info["signature"]["method"] == "key" and sigstore_unreachable == []

@@ -86,7 +86,9 @@ def test_parallel_registrations_never_share_a_version(tmp_path):
     Store(tmp_path / "home").close()
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
-    workers = [ctx.Process(target=_register_many, args=(str(tmp_path / "home"), str(source), 5, queue)) for _ in range(4)]
+    workers = [
+        ctx.Process(target=_register_many, args=(str(tmp_path / "home"), str(source), 5, queue)) for _ in range(4)
+    ]
     for worker in workers:
         worker.start()
     versions = sorted(v for _ in workers for v in queue.get(timeout=120))
@@ -153,18 +155,36 @@ def in_thread(call):
 
 def test_odd_entries_under_outputs_are_skipped_and_listed(tmp_path):
     source = odd_outputs(tmp_path / "src")
-    model = in_thread(lambda: Registry(Store(tmp_path / "home")).register("digits", source, "digits-1", {"metrics": {}}))
+    model = in_thread(
+        lambda: Registry(Store(tmp_path / "home")).register("digits", source, "digits-1", {"metrics": {}})
+    )
     assert [str(item) for item in model.skipped] == [
-        "dangling (symlink)", "loop-a (symlink)", "loop-b (symlink)", "pipe (FIFO)", "sock (socket)",
-        "variables/shadow (symlink)", "zero (character device)",
+        "dangling (symlink)",
+        "loop-a (symlink)",
+        "loop-b (symlink)",
+        "pipe (FIFO)",
+        "sock (socket)",
+        "variables/shadow (symlink)",
+        "zero (character device)",
     ]
-    assert model.skipped_note("outputs/model").startswith("skipped 7 entries under outputs/model: dangling (symlink), loop-a (symlink)")
+    assert model.skipped_note("outputs/model").startswith(
+        "skipped 7 entries under outputs/model: dangling (symlink), loop-a (symlink)"
+    )
     record = json.loads((model.path / "version.json").read_text())
     assert record["skipped"][0] == {"path": "dangling", "kind": "symlink"}
-    assert {key: record[key] for key in ("name", "version", "run_id")} == {"name": "digits", "version": 1, "run_id": "digits-1"}
+    assert {key: record[key] for key in ("name", "version", "run_id")} == {
+        "name": "digits",
+        "version": 1,
+        "run_id": "digits-1",
+    }
     assert record["created"] == model.created and record["files"] == 4
     sums = (model.path / "SHA256SUMS").read_text()
-    for name in ("saved_model.pb", "variables/variables.data", "locked.bin", "closed/inside.txt"):  # root reads chmod 000
+    for name in (
+        "saved_model.pb",
+        "variables/variables.data",
+        "locked.bin",
+        "closed/inside.txt",
+    ):  # root reads chmod 000
         assert f"  {name}\n" in sums
     assert sorted(p.name for p in model.files_dir.iterdir()) == ["closed", "locked.bin", "saved_model.pb", "variables"]
     in_thread(lambda: Registry(Store(tmp_path / "home")).pull("digits@v1", tmp_path / "out"))
@@ -175,9 +195,14 @@ def test_odd_entries_under_outputs_are_skipped_and_listed(tmp_path):
 def test_a_model_path_that_is_not_a_file_or_directory_is_refused(tmp_path, make):
     registry = Registry(Store(tmp_path / "home"))
     make(tmp_path / "model.keras")
-    with pytest.raises(RegistryError, match=r"model path .*model.keras is a (FIFO|symlink): only a regular file or a directory is registered"):
+    with pytest.raises(
+        RegistryError,
+        match=r"model path .*model.keras is a (FIFO|symlink): only a regular file or a directory is registered",
+    ):
         in_thread(lambda: Registry(Store(tmp_path / "home")).register("digits", tmp_path / "model.keras", None, {}))
-    assert not (tmp_path / "home" / "models" / "digits").exists() or not os.listdir(tmp_path / "home" / "models" / "digits")
+    assert not (tmp_path / "home" / "models" / "digits").exists() or not os.listdir(
+        tmp_path / "home" / "models" / "digits"
+    )
     assert registry.store.db.execute("SELECT COUNT(*) FROM models").fetchone() == (0,)
 
 
@@ -239,10 +264,16 @@ DAMAGE = {
     "dangling symlink": (lambda m: (m.files_dir / "gone").symlink_to("/nonexistent"), "gone is a symlink"),
     "symlink to /etc/shadow, sums updated": (_link_to_shadow, "shadow is a symlink"),
     # /dev/null rather than /dev/zero: were it ever read, the test must not fill the disk
-    "character device": (lambda m: os.mknod(m.files_dir / "dev", stat.S_IFCHR | 0o600, os.makedev(1, 3)), "dev is a character device"),
+    "character device": (
+        lambda m: os.mknod(m.files_dir / "dev", stat.S_IFCHR | 0o600, os.makedev(1, 3)),
+        "dev is a character device",
+    ),
     "file not covered": (lambda m: (m.files_dir / "extra.bin").write_bytes(b"x"), "extra.bin: not in SHA256SUMS"),
     "file missing": (lambda m: (m.files_dir / "saved_model.pb").unlink(), "saved_model.pb: missing"),
-    "file changed": (lambda m: (m.files_dir / "saved_model.pb").write_bytes(b"tampered"), "saved_model.pb: sha256 mismatch"),
+    "file changed": (
+        lambda m: (m.files_dir / "saved_model.pb").write_bytes(b"tampered"),
+        "saved_model.pb: sha256 mismatch",
+    ),
 }
 
 

@@ -35,11 +35,25 @@ RUN = {
 def lock(manifest_path: Path) -> dict:
     return {
         "tftrain_version": "0.1.0",
-        "manifest": {"name": "digits", "entry_script": "train.py", "framework_version": "2.18", "compute": {"target": "docker"}},
+        "manifest": {
+            "name": "digits",
+            "entry_script": "train.py",
+            "framework_version": "2.18",
+            "compute": {"target": "docker"},
+        },
         "manifest_path": str(manifest_path),
-        "environment": {"python": "/venv/bin/python", "description": "image tftrain/x:abc", "image": "tftrain/x:abc",
-                        "image_id": "sha256:" + "1" * 64, "base_image": "python:3.11", "framework_version": "2.18.1"},
-        "inputs": {"data": {"source": "https://example.com/d.npz", "sha256": INPUT_SHA}, "local": {"source": "data/", "sha256": None}},
+        "environment": {
+            "python": "/venv/bin/python",
+            "description": "image tftrain/x:abc",
+            "image": "tftrain/x:abc",
+            "image_id": "sha256:" + "1" * 64,
+            "base_image": "python:3.11",
+            "framework_version": "2.18.1",
+        },
+        "inputs": {
+            "data": {"source": "https://example.com/d.npz", "sha256": INPUT_SHA},
+            "local": {"source": "data/", "sha256": None},
+        },
         "plan": {"launcher": "single", "target": "docker", "tasks": [{"rank": 0, "env": {"SECRET": "***"}}]},
     }
 
@@ -58,7 +72,9 @@ def seal_run(tmp_path: Path, run: dict | None = RUN, lock_data: dict | None = No
     (model / "variables" / "variables.data").write_bytes(b"weights")
     (tmp_path / "model.onnx").write_bytes(b"onnx")
     seal = Seal(run_dir / "run.json", run_dir / "manifest.lock.yml", workflow=workflow)
-    version = Registry(Store(tmp_path / "home")).register("digits", model, "digits-7", {}, {"model.onnx": tmp_path / "model.onnx"}, seal)
+    version = Registry(Store(tmp_path / "home")).register(
+        "digits", model, "digits-7", {}, {"model.onnx": tmp_path / "model.onnx"}, seal
+    )
     return version, json.loads((version.path / provenance.FILE).read_text())
 
 
@@ -106,8 +122,14 @@ def test_the_predicate_says_how_it_was_built(tmp_path):
 def test_in_a_workflow_the_builder_and_invocation_are_the_workflow_run(tmp_path):
     from runner.settings import GitHubContext
 
-    environ = {"GITHUB_WORKFLOW_REF": "o/r/.github/workflows/train.yml@refs/heads/main", "GITHUB_SERVER_URL": "https://github.com",
-               "GITHUB_RUN_ID": "99", "GITHUB_RUN_ATTEMPT": "2", "GITHUB_REPOSITORY": "o/r", "GITHUB_TOKEN": "ghs_secret"}
+    environ = {
+        "GITHUB_WORKFLOW_REF": "o/r/.github/workflows/train.yml@refs/heads/main",
+        "GITHUB_SERVER_URL": "https://github.com",
+        "GITHUB_RUN_ID": "99",
+        "GITHUB_RUN_ATTEMPT": "2",
+        "GITHUB_REPOSITORY": "o/r",
+        "GITHUB_TOKEN": "ghs_secret",
+    }
     _, document = seal_run(tmp_path, workflow=GitHubContext.from_environment(environ))
     details = document["predicate"]["runDetails"]
     assert details["builder"]["id"] == "https://github.com/o/r/.github/workflows/train.yml@refs/heads/main"
@@ -127,19 +149,25 @@ def test_in_a_workflow_the_builder_and_invocation_are_the_workflow_run(tmp_path)
         lambda run_dir: (run_dir / "manifest.lock.yml").write_text("a: [unclosed"),
         # a billion laughs: aliases are refused, never expanded into the JSON
         lambda run_dir: (run_dir / "manifest.lock.yml").write_text(
-            "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\n"
-            "d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
-            "g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]\nmanifest: *g\nenvironment: *g\n"
+            "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b,"
+            " *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: &e [*d, *d, *d, *d, *d, *d, *d, *d,"
+            " *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\ng: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]\nmanifest:"
+            " *g\nenvironment: *g\n"
         ),
-        lambda run_dir: (run_dir / "manifest.lock.yml").unlink() or (run_dir / "manifest.lock.yml").symlink_to("/dev/zero"),
+        lambda run_dir: (
+            (run_dir / "manifest.lock.yml").unlink() or (run_dir / "manifest.lock.yml").symlink_to("/dev/zero")
+        ),
         lambda run_dir: (run_dir / "manifest.lock.yml").write_text("manifest_path: /dev/zero\n"),
         # every field of another type than tftrain writes there reads as absent
-        lambda run_dir: (run_dir / "run.json").write_text(json.dumps(
-            {"git": "a" * 40, "phases": [1, "Running"], "manifest": [1], "created": "yesterday"})),
+        lambda run_dir: (run_dir / "run.json").write_text(
+            json.dumps({"git": "a" * 40, "phases": [1, "Running"], "manifest": [1], "created": "yesterday"})
+        ),
         lambda run_dir: (run_dir / "manifest.lock.yml").write_text(
-            "environment: x\nplan: {tasks: 5}\ninputs: [1]\nmanifest: {compute: 3}\ngit: [1]\n"),
+            "environment: x\nplan: {tasks: 5}\ninputs: [1]\nmanifest: {compute: 3}\ngit: [1]\n"
+        ),
         lambda run_dir: (run_dir / "manifest.lock.yml").write_text(
-            "manifest: {when: 2024-01-01, 1: one, null: none, 2024-01-02: day}\ninputs: {1: {}, a: {}}\nplan: [1]\n"),
+            "manifest: {when: 2024-01-01, 1: one, null: none, 2024-01-02: day}\ninputs: {1: {}, a: {}}\nplan: [1]\n"
+        ),
     ],
 )
 def test_hostile_records_give_a_thinner_statement(tmp_path, hostile):

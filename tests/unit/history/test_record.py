@@ -23,12 +23,27 @@ def test_a_status_is_its_string():
 
 def test_run_json_round_trips_and_keeps_what_it_does_not_know(tmp_path):
     data = {
-        "run_id": "demo-1", "name": "demo", "status": "Completed", "created": 1.0, "ended": 3.0, "exit_code": 0,
-        "message": None, "manifest": {"name": "demo"}, "git": {"commit": "abc"}, "owner": {"host": "h", "pid": 1},
-        "phases": [{"phase": "Queued", "started": 1.0, "ended": 2.0}, {"phase": "Completed", "started": 3.0, "ended": 3.0}],
-        "model": "demo@v1", "from_a_newer_tftrain": [1, 2],
-        "metrics": {"primary": "loss", "metrics": {"loss": {"last": "nan", "best": 0.1, "best_step": 2, "count": 3, "goal": "minimize"}},
-                    "tags": {"lr": "0.1"}},
+        "run_id": "demo-1",
+        "name": "demo",
+        "status": "Completed",
+        "created": 1.0,
+        "ended": 3.0,
+        "exit_code": 0,
+        "message": None,
+        "manifest": {"name": "demo"},
+        "git": {"commit": "abc"},
+        "owner": {"host": "h", "pid": 1},
+        "phases": [
+            {"phase": "Queued", "started": 1.0, "ended": 2.0},
+            {"phase": "Completed", "started": 3.0, "ended": 3.0},
+        ],
+        "model": "demo@v1",
+        "from_a_newer_tftrain": [1, 2],
+        "metrics": {
+            "primary": "loss",
+            "metrics": {"loss": {"last": "nan", "best": 0.1, "best_step": 2, "count": 3, "goal": "minimize"}},
+            "tags": {"lr": "0.1"},
+        },
     }
     (tmp_path / "run.json").write_text(json.dumps(data))
     record = RunRecord.read(tmp_path / "run.json")
@@ -38,7 +53,14 @@ def test_run_json_round_trips_and_keeps_what_it_does_not_know(tmp_path):
 
 
 def _written(tmp_path, **fields) -> RunRecord:
-    data = {"run_id": "demo-1", "name": "demo", "status": "Failed", "created": 1.0, "manifest": {"name": "demo"}, **fields}
+    data = {
+        "run_id": "demo-1",
+        "name": "demo",
+        "status": "Failed",
+        "created": 1.0,
+        "manifest": {"name": "demo"},
+        **fields,
+    }
     (tmp_path / "run.json").write_text(json.dumps(data))
     return RunRecord.read(tmp_path / "run.json")
 
@@ -53,7 +75,14 @@ def test_a_lost_run_is_known_by_its_cause_and_a_record_from_before_by_its_messag
 
 
 def test_an_attempt_ended_by_an_exit_code_is_written_as_people_read_it(tmp_path):
-    attempt = {"number": 1, "max_attempts": 3, "previous": None, "resumed_from": None, "ended": "exit code 75", "next": "demo-2"}
+    attempt = {
+        "number": 1,
+        "max_attempts": 3,
+        "previous": None,
+        "resumed_from": None,
+        "ended": "exit code 75",
+        "next": "demo-2",
+    }
     record = _written(tmp_path, attempt=attempt)
     assert (record.attempt.ended, record.attempt.exit_code) == (Cause.EXIT_CODE, 75)
     assert record.attempt.described() == "attempt 1 of 3; ended exit code 75; continued by demo-2"
@@ -67,8 +96,11 @@ def test_an_attempt_ended_by_an_exit_code_is_written_as_people_read_it(tmp_path)
 
 def test_a_damaged_run_json_is_reported_as_before(tmp_path):
     home = tmp_path / "home"
-    for number, text in ((1, "{broken"), (2, json.dumps({"status": "Exploded", "manifest": {"name": "demo"}})),
-                         (3, json.dumps({"status": "Completed", "manifest": {"name": "demo"}, "exit_code": "zero"}))):
+    for number, text in (
+        (1, "{broken"),
+        (2, json.dumps({"status": "Exploded", "manifest": {"name": "demo"}})),
+        (3, json.dumps({"status": "Completed", "manifest": {"name": "demo"}, "exit_code": "zero"})),
+    ):
         (home / "runs" / f"demo-{number}").mkdir(parents=True)
         (home / "runs" / f"demo-{number}" / "run.json").write_text(text)
     with Store(home) as store:
@@ -99,7 +131,11 @@ def test_the_store_writes_run_json_through_the_record(tmp_path):
         store.update_run(run_id, model=None, metrics=summary, git={})
         row = store.run(run_id)
         assert row.status is RunStatus.TIMED_OUT and row.finished
-        assert [phase.phase for phase in store.phases(run_id)] == [RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.TIMED_OUT]
+        assert [phase.phase for phase in store.phases(run_id)] == [
+            RunStatus.QUEUED,
+            RunStatus.RUNNING,
+            RunStatus.TIMED_OUT,
+        ]
     record = json.loads((tmp_path / "runs" / run_id / "run.json").read_text())
     assert (record["status"], record["exit_code"], record["metrics"]) == ("TimedOut", 14, summary)
 
@@ -107,7 +143,10 @@ def test_the_store_writes_run_json_through_the_record(tmp_path):
 def test_metrics_json_has_images_and_tags_only_when_there_are_some():
     empty = MetricsSummary()
     assert empty.as_dict() == {"primary": None, "metrics": {}} and empty.primary_last() is None
-    data = {"primary": "acc", "metrics": {"acc": {"last": 0.5, "best": 0.75, "best_step": None, "count": 2, "goal": "maximize"}},
-            "images": [{"name": "cm", "path": "outputs/cm.png", "rank": 0}]}
+    data = {
+        "primary": "acc",
+        "metrics": {"acc": {"last": 0.5, "best": 0.75, "best_step": None, "count": 2, "goal": "maximize"}},
+        "images": [{"name": "cm", "path": "outputs/cm.png", "rank": 0}],
+    }
     summary = MetricsSummary.model_validate(data)
     assert summary.as_dict() == data and json.loads(summary.to_json()) == data and summary.primary_last() == 0.5

@@ -13,7 +13,11 @@ from runner.history.regular import EntryKind
 from runner.history.secret_scan import secret_files, secret_values, warning
 from runner.history.store import Store
 
-PEM = "-----BEGIN PRIVATE KEY-----\n" + "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg6Pzclw/cn0ZzU2j0\n" + "x3j/xxDQHiRgdkTO5o1RoG9QLL\n-----END PRIVATE KEY-----\n"
+PEM = (
+    "-----BEGIN PRIVATE KEY-----\n"
+    + "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg6Pzclw/cn0ZzU2j0\n"
+    + "x3j/xxDQHiRgdkTO5o1RoG9QLL\n-----END PRIVATE KEY-----\n"
+)
 
 
 def tree(root: Path) -> Path:
@@ -28,8 +32,14 @@ def tree(root: Path) -> Path:
 
 
 def test_files_holding_a_secret_are_found_by_name_and_links_never_followed(tmp_path):
-    found = secret_files(tree(tmp_path / "model"), {"MODEL_SIGNING_KEY": PEM, "TOKEN": "ghp_0123456789abcdef", "SHORT": "abc"})
-    assert found == {"key.pem": "MODEL_SIGNING_KEY", "sub/rewrapped.pem": "MODEL_SIGNING_KEY", "sub/config.json": "TOKEN"}
+    found = secret_files(
+        tree(tmp_path / "model"), {"MODEL_SIGNING_KEY": PEM, "TOKEN": "ghp_0123456789abcdef", "SHORT": "abc"}
+    )
+    assert found == {
+        "key.pem": "MODEL_SIGNING_KEY",
+        "sub/rewrapped.pem": "MODEL_SIGNING_KEY",
+        "sub/config.json": "TOKEN",
+    }
     assert secret_files(tmp_path / "model" / "key.pem", {"K": PEM}) == {"key.pem": "K"}
     assert secret_files(tmp_path / "model", {}) == {}
 
@@ -48,7 +58,10 @@ def test_secret_values_include_the_withheld_signing_key():
     signing.withhold("SCAN_TEST_SIGNING_KEY", environ)
     try:
         assert "SCAN_TEST_SIGNING_KEY" not in environ
-        assert secret_values(["SCAN_TEST_SIGNING_KEY", "OTHER", "UNSET"], environ) == {"SCAN_TEST_SIGNING_KEY": PEM, "OTHER": "x" * 10}
+        assert secret_values(["SCAN_TEST_SIGNING_KEY", "OTHER", "UNSET"], environ) == {
+            "SCAN_TEST_SIGNING_KEY": PEM,
+            "OTHER": "x" * 10,
+        }
     finally:
         signing._withheld.pop("SCAN_TEST_SIGNING_KEY", None)
 
@@ -59,7 +72,10 @@ def test_a_withheld_file_is_never_registered_and_is_listed(tmp_path):
     version = Registry(Store(tmp_path / "home")).register("digits", model, None, {}, withheld=withheld)
     assert not (version.files_dir / "key.pem").exists() and not (version.files_dir / "sub" / "rewrapped.pem").exists()
     assert (version.files_dir / "saved_model.pb").is_file()
-    assert {(item.path, item.kind) for item in version.skipped} >= {("key.pem", EntryKind.SECRET), ("sub/rewrapped.pem", EntryKind.SECRET)}
+    assert {(item.path, item.kind) for item in version.skipped} >= {
+        ("key.pem", EntryKind.SECRET),
+        ("sub/rewrapped.pem", EntryKind.SECRET),
+    }
     for path in version.path.rglob("*"):
         assert not path.is_file() or b"MIGHAgEAMBMGByqGSM49" not in path.read_bytes(), path
     assert "key.pem (file holding a secret's value)" in version.skipped_note("outputs/model")

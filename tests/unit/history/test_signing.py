@@ -25,7 +25,9 @@ SECRET = "MODEL_SIGNING_KEY"
 
 def pem_pair(curve=ec.SECP256R1()) -> tuple[str, bytes]:
     key = ec.generate_private_key(curve)
-    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    private = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
     public = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     return private.decode(), public
 
@@ -49,10 +51,16 @@ def make_model(root: Path) -> Path:
 def register(tmp_path: Path, private: str | None, run: dict | None = None) -> tuple[Registry, object]:
     run_dir = tmp_path / "run"
     run_dir.mkdir(exist_ok=True)
-    (run_dir / "run.json").write_text(json.dumps(run or {"run_id": "digits-1", "git": {"commit": "a" * 40, "dirty": False}}))
+    (run_dir / "run.json").write_text(
+        json.dumps(run or {"run_id": "digits-1", "git": {"commit": "a" * 40, "dirty": False}})
+    )
     registry = Registry(Store(tmp_path / "home"))
-    seal = Seal(run_dir / "run.json", run_dir / "manifest.lock.yml", SECRET if private is not None else None,
-                environ={SECRET: private} if private else {})
+    seal = Seal(
+        run_dir / "run.json",
+        run_dir / "manifest.lock.yml",
+        SECRET if private is not None else None,
+        environ={SECRET: private} if private else {},
+    )
     return registry, registry.register("digits", make_model(tmp_path / "out"), "digits-1", {}, seal=seal)
 
 
@@ -62,7 +70,9 @@ def test_a_signed_version_verifies_and_says_how_it_was_signed(tmp_path, keys):
     assert (model.path / "model.sig").is_file()
     signature = model.info["signature"]
     assert signature["method"] == "key" and signature["file"] == "model.sig"
-    assert signature["public_key_sha256"] == signing.public_key_sha256(serialization.load_pem_private_key(private.encode(), None))
+    assert signature["public_key_sha256"] == signing.public_key_sha256(
+        serialization.load_pem_private_key(private.encode(), None)
+    )
     verify_version(model, public)
     signed = signing.signed_files(model.path / "model.sig")
     assert sorted(signed) == ["model/.gitignore", "model/saved_model.pb", "model/variables/variables.data"]
@@ -75,7 +85,10 @@ def test_a_signed_version_verifies_and_says_how_it_was_signed(tmp_path, keys):
         (lambda m: (m / "extra.py").write_bytes(b"import os"), "added (not signed): 'model/extra.py'"),
         (lambda m: (m / "variables" / "variables.data").unlink(), "removed: 'model/variables/variables.data'"),
         (lambda m: (m / ".gitignore").write_bytes(b"changed"), "changed: 'model/.gitignore'"),
-        (lambda m: (m / ".git").mkdir() or (m / ".git" / "config").write_bytes(b"x"), "added (not signed): 'model/.git/config'"),
+        (
+            lambda m: (m / ".git").mkdir() or (m / ".git" / "config").write_bytes(b"x"),
+            "added (not signed): 'model/.git/config'",
+        ),
     ],
 )
 def test_a_changed_added_or_removed_file_fails(tmp_path, keys, cli, home, tamper, words):
@@ -178,11 +191,15 @@ def test_pull_verify_key_into_an_empty_directory_and_a_usage_error_first(tmp_pat
     result = cli("models", "pull", "digits@v1", "-o", str(tmp_path / "empty"), "--verify-key", str(public))
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "empty" / "saved_model.pb").read_bytes() == b"graph"
-    result = cli("models", "pull", "digits@v1", "-o", str(tmp_path / "other"), "--verify-key", str(tmp_path / "nope.pem"))
+    result = cli(
+        "models", "pull", "digits@v1", "-o", str(tmp_path / "other"), "--verify-key", str(tmp_path / "nope.pem")
+    )
     assert result.returncode == 2 and not (tmp_path / "other").exists()
 
 
-@pytest.mark.parametrize("damage, words", [("huge", "larger than 256 MiB"), ("fifo", "is a FIFO"), ("gone", "is missing")])
+@pytest.mark.parametrize(
+    "damage, words", [("huge", "larger than 256 MiB"), ("fifo", "is a FIFO"), ("gone", "is missing")]
+)
 def test_pull_verify_key_refuses_an_odd_signature_before_copying_it(tmp_path, keys, damage, words):
     private, public = keys
     _, model = register(tmp_path, private)
@@ -203,13 +220,16 @@ def test_pull_verify_key_refuses_an_odd_signature_before_copying_it(tmp_path, ke
 
 def _encrypted() -> str:
     key = ec.generate_private_key(ec.SECP256R1())
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.BestAvailableEncryption(b"pw")).decode()
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.BestAvailableEncryption(b"pw")
+    ).decode()
 
 
 def _rsa() -> str:
     key = rsa.generate_private_key(65537, 2048)
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
 
 
 @pytest.mark.parametrize(
@@ -217,7 +237,10 @@ def _rsa() -> str:
     [
         ("", "is empty"),
         ("   \n", "is empty"),
-        ("-----BEGIN PRIVATE KEY-----\nnot base64 at all\n-----END PRIVATE KEY-----\n", "does not hold a PEM private key"),
+        (
+            "-----BEGIN PRIVATE KEY-----\nnot base64 at all\n-----END PRIVATE KEY-----\n",
+            "does not hold a PEM private key",
+        ),
         ("password123", "does not hold a PEM private key"),
         ("A" * (70 << 10), "more than 64 KiB"),
         (_encrypted(), "encrypted key"),
@@ -259,14 +282,24 @@ def test_deploy_verify_key_refuses_before_the_daemon_is_asked(home, keys, cli, t
 
     private, public = keys
     _, model = register(home.parent, private)
-    monkeypatch.setattr(runner.environments, "docker_client", lambda: pytest.fail("the daemon was asked before the signature was checked"))
+    monkeypatch.setattr(
+        runner.environments,
+        "docker_client",
+        lambda: pytest.fail("the daemon was asked before the signature was checked"),
+    )
     (model.files_dir / "saved_model.pb").write_bytes(b"evil")
     sums = model.path / "SHA256SUMS"
     sums.write_text(sums.read_text().replace(hashlib.sha256(b"graph").hexdigest(), hashlib.sha256(b"evil").hexdigest()))
     result = cli("deploy", "digits@v1", "--image", "localhost:5000/digits", "--verify-key", str(public))
-    assert result.returncode == 29 and "changed: 'model/saved_model.pb'" in result.stderr and result.stderr.count("\n") == 1
+    assert (
+        result.returncode == 29
+        and "changed: 'model/saved_model.pb'" in result.stderr
+        and result.stderr.count("\n") == 1
+    )
     (model.path / "model.sig").unlink()
     result = cli("deploy", "digits@v1", "--image", "localhost:5000/digits", "--verify-key", str(public))
     assert result.returncode == 29 and "model.sig is missing" in result.stderr
-    result = cli("deploy", "digits@v1", "--image", "localhost:5000/digits", "--verify-key", str(tmp_path / "absent.pem"))
+    result = cli(
+        "deploy", "digits@v1", "--image", "localhost:5000/digits", "--verify-key", str(tmp_path / "absent.pem")
+    )
     assert result.returncode == 2 and "absent.pem" in result.stderr

@@ -7,6 +7,7 @@ import os
 import sqlite3
 from pathlib import Path
 
+import history_damage as damage
 import pytest
 
 from runner.errors import HistoryError
@@ -14,7 +15,6 @@ from runner.history.index import Owner, process_start
 from runner.history.indexfile import inspect
 from runner.history.store import Store
 from runner.targets.leftovers import reconcile
-import history_damage as damage
 
 MANIFEST = json.dumps({"name": "demo", "entry_script": "train.py"})
 
@@ -24,7 +24,9 @@ def finished_run(store: Store, status: str = "Completed") -> str:
     for phase in ("Preparing", "Running", "PostProcessing"):
         store.start_phase(run_id, phase)
     store.update_run(run_id, git={"commit": "abc"})
-    store.finish(run_id, status, 0 if status == "Completed" else 10, None if status == "Completed" else "train.py:1: boom")
+    store.finish(
+        run_id, status, 0 if status == "Completed" else 10, None if status == "Completed" else "train.py:1: boom"
+    )
     return run_id
 
 
@@ -37,7 +39,9 @@ def test_run_json_is_written_from_the_start_and_kept_up_to_date(tmp_path):
     with Store(home) as store:
         run_id = store.new_run("demo", MANIFEST)
         first = record(home, run_id)
-        assert first["status"] == "Queued" and first["name"] == "demo" and first["manifest"]["entry_script"] == "train.py"
+        assert (
+            first["status"] == "Queued" and first["name"] == "demo" and first["manifest"]["entry_script"] == "train.py"
+        )
         assert first["owner"]["pid"] == os.getpid() and first["owner"]["start"] == process_start(os.getpid())
         assert first["owner"]["host"] and first["owner"]["boot"]
         store.start_phase(run_id, "Running")
@@ -64,9 +68,20 @@ def test_missing_index_is_rebuilt_and_ids_continue(tmp_path):
     with Store(home, notify=heard.append) as store:
         assert [run.run_id for run in store.runs()] == [second, first]
         failed = store.run("2")
-        assert (failed.run_id, failed.status, failed.exit_code, failed.message) == (second, "Failed", 10, "train.py:1: boom")
+        assert (failed.run_id, failed.status, failed.exit_code, failed.message) == (
+            second,
+            "Failed",
+            10,
+            "train.py:1: boom",
+        )
         assert failed.git == {"commit": "abc"} and failed.run_dir == home / "runs" / second
-        assert [p.phase for p in store.phases(first)] == ["Queued", "Preparing", "Running", "PostProcessing", "Completed"]
+        assert [p.phase for p in store.phases(first)] == [
+            "Queued",
+            "Preparing",
+            "Running",
+            "PostProcessing",
+            "Completed",
+        ]
         third = store.new_run("demo", MANIFEST)
     assert third == "demo-3"
     assert damage.digest(home / "runs" / first) == before
@@ -92,9 +107,6 @@ def test_a_run_directory_is_never_reused(tmp_path):
     assert list((home / "runs" / "demo-7").iterdir()) == []
 
 
-
-
-
 DAMAGE = {
     "truncated": (damage.truncated, "malformed"),
     "garbage": (lambda db: db.write_bytes(os.urandom(8192)), "file is not a database"),
@@ -104,7 +116,10 @@ DAMAGE = {
     "dropped-table": (damage.sql("DROP TABLE phases"), "no table phases"),
     "bad-json-git": (damage.sql("UPDATE runs SET git = '{not json'"), "invalid JSON in runs.git of demo-1"),
     "bad-json-manifest": (damage.sql("UPDATE runs SET manifest = '[1, 2]'"), "invalid JSON in runs.manifest of demo-1"),
-    "bad-json-info": (damage.sql("INSERT INTO models VALUES ('demo', 1, 'ready', 'demo-1', 0, '/x', 'nope')"), "invalid JSON in models.info of demo@v1"),
+    "bad-json-info": (
+        damage.sql("INSERT INTO models VALUES ('demo', 1, 'ready', 'demo-1', 0, '/x', 'nope')"),
+        "invalid JSON in models.info of demo@v1",
+    ),
 }
 
 
@@ -150,7 +165,9 @@ def test_rebuild_reports_what_it_could_not(tmp_path):
     (home / "runs" / "demo-6" / "run.json").write_text("{broken")
     version = home / "models" / "demo" / "v1"
     version.mkdir(parents=True)
-    (version / "version.json").write_text(json.dumps({"name": "demo", "version": 1, "run_id": "demo-1", "created": 5.0}))
+    (version / "version.json").write_text(
+        json.dumps({"name": "demo", "version": 1, "run_id": "demo-1", "created": 5.0})
+    )
     (home / "models" / "demo" / "v2").mkdir()  # a registration that never finished
     with Store(home, set_aside="old") as store:
         problems = "\n".join(store.rebuilt.problems)
@@ -165,13 +182,34 @@ def test_run_json_from_before_owners_and_manifests_is_indexed(tmp_path):
     """run.json as older versions wrote it (at the end only): the rest comes from the lock file."""
     run_dir = tmp_path / "home" / "runs" / "digits-3"
     run_dir.mkdir(parents=True)
-    phases = [{"phase": "Queued", "started": 10.0, "ended": 11.0}, {"phase": "Completed", "started": 20.0, "ended": 20.0}]
-    (run_dir / "run.json").write_text(json.dumps({"run_id": "digits-3", "status": "Completed", "exit_code": 0, "message": None,
-                                                  "phases": phases, "model": None, "metrics": {}, "git": {}}))
+    phases = [
+        {"phase": "Queued", "started": 10.0, "ended": 11.0},
+        {"phase": "Completed", "started": 20.0, "ended": 20.0},
+    ]
+    (run_dir / "run.json").write_text(
+        json.dumps(
+            {
+                "run_id": "digits-3",
+                "status": "Completed",
+                "exit_code": 0,
+                "message": None,
+                "phases": phases,
+                "model": None,
+                "metrics": {},
+                "git": {},
+            }
+        )
+    )
     (run_dir / "manifest.lock.yml").write_text("manifest:\n  name: digits\n  entry_script: train.py\n")
     with Store(tmp_path / "home") as store:
         run = store.run("3")
-        assert (run.run_id, run.name, run.created, run.ended, json.loads(run.manifest)["name"]) == ("digits-3", "digits", 10.0, 20.0, "digits")
+        assert (run.run_id, run.name, run.created, run.ended, json.loads(run.manifest)["name"]) == (
+            "digits-3",
+            "digits",
+            10.0,
+            20.0,
+            "digits",
+        )
 
 
 def _owned_by(home: Path, run_id: str, **owner) -> None:
@@ -229,13 +267,22 @@ def test_models_table_is_rebuilt_from_version_directories(tmp_path):
     home = tmp_path / "home"
     version = home / "models" / "digits" / "v3"
     version.mkdir(parents=True)
-    (version / "version.json").write_text(json.dumps({"name": "digits", "version": 3, "run_id": "digits-1", "created": 7.0, "files": 2}))
+    (version / "version.json").write_text(
+        json.dumps({"name": "digits", "version": 3, "run_id": "digits-1", "created": 7.0, "files": 2})
+    )
     with Store(home) as store:
         (row,) = store.db.execute("SELECT name, version, state, run_id, created, path, info FROM models").fetchall()
         from runner.history.model_registry import Registry
 
         assert Registry(store).get("digits", 3).path == version
-    assert row[:6] == ("digits", 3, "ready", "digits-1", 7.0, "models/digits/v3")  # relative to the home: a copied home reads its own
+    assert row[:6] == (
+        "digits",
+        3,
+        "ready",
+        "digits-1",
+        7.0,
+        "models/digits/v3",
+    )  # relative to the home: a copied home reads its own
     assert json.loads(row[6])["files"] == 2
 
 
@@ -282,7 +329,10 @@ def test_a_run_queued_again_says_why_until_it_runs(tmp_path):
         store.start_phase(run_id, "Queued", reason="Slurm job 7: PENDING (Priority)")
         first = record(home, run_id)
         assert first["status"] == "Queued" and first["message"] == "Slurm job 7: PENDING (Priority)"
-        assert [(p["phase"], p.get("reason")) for p in first["phases"]] == [("Preparing", None), ("Queued", "Slurm job 7: PENDING (Priority)")]
+        assert [(p["phase"], p.get("reason")) for p in first["phases"]] == [
+            ("Preparing", None),
+            ("Queued", "Slurm job 7: PENDING (Priority)"),
+        ]
         store.start_phase(run_id, "Queued", reason="Slurm job 7: PENDING (Resources)")
         again = record(home, run_id)
         assert again["phases"][-1] == {**first["phases"][-1], "reason": "Slurm job 7: PENDING (Resources)"}
@@ -291,7 +341,10 @@ def test_a_run_queued_again_says_why_until_it_runs(tmp_path):
         store.start_phase(run_id, "Running")
         running = record(home, run_id)
         assert running["status"] == "Running" and running["message"] is None
-        assert running["phases"][-2]["reason"] == "Slurm job 7: PENDING (Resources)" and running["phases"][-2]["ended"] is not None
+        assert (
+            running["phases"][-2]["reason"] == "Slurm job 7: PENDING (Resources)"
+            and running["phases"][-2]["ended"] is not None
+        )
         store.finish(run_id, "Completed", 0, None)
     assert [p["phase"] for p in record(home, run_id)["phases"]] == ["Preparing", "Queued", "Running", "Completed"]
 

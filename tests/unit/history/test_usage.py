@@ -7,8 +7,8 @@ import json
 import pytest
 
 from runner.history.record import RunRecord
-from runner.manifest.cost import CostSpec
 from runner.history.usage import GpuStats, Prices, account, prices_of, usage_from, usage_of
+from runner.manifest.cost import CostSpec
 from runner.telemetry.usage_report import brief, change_line, sweep_costs, sweep_costs_markdown, usage_markdown
 
 PRICES = Prices(gpu_hour=2.5, cpu_hour=0.05)
@@ -31,14 +31,23 @@ def test_prices_come_from_a_cost_spec():
     assert prices_of(None) is None
 
 
-@pytest.mark.parametrize("bad", [{"gpu_hour": -1}, {"gpu_hour": float("inf")}, {"cpu_hour": "1"}, {"currency": "dollars"}, {"gpu_hours": 1}])
+@pytest.mark.parametrize(
+    "bad", [{"gpu_hour": -1}, {"gpu_hour": float("inf")}, {"cpu_hour": "1"}, {"currency": "dollars"}, {"gpu_hours": 1}]
+)
 def test_a_cost_spec_refuses_what_is_no_price(bad):
     with pytest.raises(ValueError):
         CostSpec.model_validate(bad)
 
 
 def test_the_record_keeps_usage_and_older_records_read_without_it(tmp_path):
-    usage = account(10.0, 1, 1, PRICES, peak_rss_bytes={"0": 1024}, gpus=[GpuStats(index=0, utilization_mean=50.0, memory_peak_bytes=5, samples=2)])
+    usage = account(
+        10.0,
+        1,
+        1,
+        PRICES,
+        peak_rss_bytes={"0": 1024},
+        gpus=[GpuStats(index=0, utilization_mean=50.0, memory_peak_bytes=5, samples=2)],
+    )
     record = RunRecord(run_id="demo-1", name="demo", status="Completed", created=1.0, manifest={}, usage=usage)
     path = tmp_path / "run.json"
     path.write_text(json.dumps(record.as_dict()))
@@ -51,17 +60,44 @@ def test_the_record_keeps_usage_and_older_records_read_without_it(tmp_path):
 USAGE = {"wall_seconds": 1, "processes": 1, "cpu_seconds": 1}
 
 
-@pytest.mark.parametrize("hostile", [
-    None, [], "usage", {"wall_seconds": "x"}, {"processes": 1}, {**USAGE, "cpu_seconds": {}},
-    {**USAGE, "gpu_seconds": -3600}, {**USAGE, "cost": float("inf")}, {**USAGE, "wall_seconds": float("nan")}, {**USAGE, "processes": -1},
-])
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        None,
+        [],
+        "usage",
+        {"wall_seconds": "x"},
+        {"processes": 1},
+        {**USAGE, "cpu_seconds": {}},
+        {**USAGE, "gpu_seconds": -3600},
+        {**USAGE, "cost": float("inf")},
+        {**USAGE, "wall_seconds": float("nan")},
+        {**USAGE, "processes": -1},
+    ],
+)
 def test_a_usage_json_that_is_no_usage_is_none(hostile):
     assert usage_from(hostile) is None
 
 
 def test_the_summary_table():
-    usage = account(7200.0, 2, 2, PRICES, cpu_seconds_used=100.0, peak_rss_bytes={"1": 2 << 30, "0": 1 << 30},
-                    gpus=[GpuStats(index=0, name="A100", utilization_mean=37.5, memory_peak_bytes=8 << 30, memory_total_bytes=40 << 30, samples=9)])
+    usage = account(
+        7200.0,
+        2,
+        2,
+        PRICES,
+        cpu_seconds_used=100.0,
+        peak_rss_bytes={"1": 2 << 30, "0": 1 << 30},
+        gpus=[
+            GpuStats(
+                index=0,
+                name="A100",
+                utilization_mean=37.5,
+                memory_peak_bytes=8 << 30,
+                memory_total_bytes=40 << 30,
+                samples=9,
+            )
+        ],
+    )
     text = usage_markdown(usage)
     assert "| GPU-hours (allocated) | 4 |" in text and "| cost | 10.20 USD (GPU-hour 2.5, CPU-hour 0.05) |" in text
     assert "| GPU 0 (A100) | 38 % busy on average, peak memory 8 GiB of 40 GiB |" in text
@@ -77,13 +113,21 @@ def test_the_change_against_the_last_release():
     line = change_line(mine, theirs, summary, base, "demo-v3")
     assert line == f"Usage: {brief(mine)}. Against demo-v3: +12 % GPU-hours for +0.4 % accuracy.\n"
     assert "recorded no usage to compare with" in change_line(mine, None, summary, base, "demo-v3")
-    cpu_only = change_line(account(20.0, 1, 0, PRICES), account(10.0, 1, 0, PRICES), summary, {"metrics": {}}, "demo-v3")
+    cpu_only = change_line(
+        account(20.0, 1, 0, PRICES), account(10.0, 1, 0, PRICES), summary, {"metrics": {}}, "demo-v3"
+    )
     assert "Against demo-v3: +100 % cost." in cpu_only  # no GPU on either side: the cost tells
     euros = account(10.0, 1, 0, Prices(gpu_hour=0, cpu_hour=0.05, currency="EUR"))
-    assert "Against demo-v3: +100 % CPU-hours." in change_line(account(20.0, 1, 0, PRICES), euros, summary, {}, "demo-v3")  # no cost across currencies
+    assert "Against demo-v3: +100 % CPU-hours." in change_line(
+        account(20.0, 1, 0, PRICES), euros, summary, {}, "demo-v3"
+    )  # no cost across currencies
     hostile = change_line(mine, theirs, summary, {"metrics": {"accuracy": {"last": "nan"}}}, "demo-v3")
     assert hostile.endswith("+12 % GPU-hours.\n")
-    for metrics in ([1], "accuracy", 3):  # a release's metrics.json whose `metrics` is no object: no comparison, no traceback
+    for metrics in (
+        [1],
+        "accuracy",
+        3,
+    ):  # a release's metrics.json whose `metrics` is no object: no comparison, no traceback
         assert change_line(mine, theirs, summary, {"metrics": metrics}, "demo-v3").endswith("+12 % GPU-hours.\n")
 
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import REPO
 
 from runner.cli.main import main
 from runner.manifest import load_manifest
 from runner.manifest.fields import InputRef
 from runner.manifest.model import MpiTraining, MultiWorkerMirroredTraining, ParameterServerTraining
-from conftest import REPO
 
 DATA = REPO / "tests" / "data" / "azureml"
 
@@ -72,7 +72,9 @@ def test_single_node_tensorflow_estimator(tmp_path):
     assert "compute target 'gpu-cluster' → choose runner labels (compute.runner_labels) or a pool" in report
     assert "its jobs used a GPU" in report
     # low priority: preempted or lost runs resume from their checkpoint, on preemptible runners
-    assert manifest.retry is not None and manifest.retry.max_attempts == 3 and manifest.retry.on == ["preempted", "lost"]
+    assert (
+        manifest.retry is not None and manifest.retry.max_attempts == 3 and manifest.retry.on == ["preempted", "lost"]
+    )
     assert manifest.compute.runner_labels == ["preemptible"]
     assert "vm_priority='lowpriority' → retry: {max_attempts: 3, on: [preempted, lost]}" in report
     assert "vm_priority='lowpriority': no equivalent" not in report
@@ -205,7 +207,10 @@ def test_v2_command_job_with_tensorflow_distribution(tmp_path):
 
 
 def test_v2_tensorflow_distribution_without_parameter_servers_is_multi_worker(tmp_path):
-    job = "command: python train.py\ncode: .\nresources: {instance_count: 2}\ndistribution: {type: tensorflow, worker_count: 2}\n"
+    job = (
+        "command: python train.py\ncode: .\nresources: {instance_count: 2}\ndistribution: {type: tensorflow,"
+        " worker_count: 2}\n"
+    )
     manifest, _text, _report = imported(tmp_path, "job.yml", "train.py", text=job)
     assert manifest.distributed_training == MultiWorkerMirroredTraining(backend="multi_worker_mirrored", worker_count=2)
     assert manifest.name == "job"
@@ -215,9 +220,14 @@ def test_v2_tensorflow_distribution_without_parameter_servers_is_multi_worker(tm
 def test_v2_spot_tier_retries_on_preemptible_runners(tmp_path, tier):
     job = f"command: python train.py\ncode: .\nqueue_settings:\n  job_tier: {tier}\n  priority: medium\n"
     manifest, text, report = imported(tmp_path, "job.yml", "train.py", text=job)
-    assert manifest.retry is not None and manifest.retry.max_attempts == 3 and manifest.retry.on == ["preempted", "lost"]
+    assert (
+        manifest.retry is not None and manifest.retry.max_attempts == 3 and manifest.retry.on == ["preempted", "lost"]
+    )
     assert manifest.compute.runner_labels == ["preemptible"]
-    assert f"queue_settings.job_tier='{tier}' → retry: {{max_attempts: 3, on: [preempted, lost]}} on runners labelled 'preemptible'" in report
+    assert (
+        f"queue_settings.job_tier='{tier}' → retry: {{max_attempts: 3, on: [preempted, lost]}} on runners labelled"
+        " 'preemptible'" in report
+    )
     assert "(job.yml:4)" in report and "queue_settings.priority: no equivalent in tftrain (job.yml:5)" in report
     assert "queue_settings: no equivalent" not in report
 
@@ -230,7 +240,9 @@ def test_v2_dedicated_tier_is_not_retried(tmp_path):
 
 
 def test_v2_queue_settings_that_are_no_mapping_are_reported(tmp_path):
-    _manifest, _text, report = imported(tmp_path, "job.yml", "train.py", text="command: python train.py\ncode: .\nqueue_settings: spot\n")
+    _manifest, _text, report = imported(
+        tmp_path, "job.yml", "train.py", text="command: python train.py\ncode: .\nqueue_settings: spot\n"
+    )
     assert "queue_settings: 'spot' is not a mapping (job_tier, priority) (job.yml:3)" in report
 
 
@@ -367,7 +379,10 @@ def test_v2_sizes_and_timeouts_the_manifest_would_reject_are_todos(tmp_path):
 def test_vm_priority_of_a_provisioned_cluster_and_dedicated_machines(tmp_path):
     text = (DATA / "tf_single.py").read_text().replace('    vm_priority="lowpriority",\n', "")
     assert "vm_priority" not in text
-    cluster = "compute_target = ComputeTarget.create(ws, 'cpu', AmlCompute.provisioning_configuration(vm_size='STANDARD_D2_V2', vm_priority='LowPriority'))\n"
+    cluster = (
+        "compute_target = ComputeTarget.create(ws, 'cpu',"
+        " AmlCompute.provisioning_configuration(vm_size='STANDARD_D2_V2', vm_priority='LowPriority'))\n"
+    )
     text = text.replace("est = TensorFlow(", cluster + "est = TensorFlow(")
     manifest, _, report = imported(tmp_path, "tf_single.py", "tf-mnist/tf_mnist.py", text=text)
     assert manifest.retry is not None and manifest.retry.on == ["preempted", "lost"]
@@ -380,8 +395,17 @@ def test_vm_priority_of_a_provisioned_cluster_and_dedicated_machines(tmp_path):
 
 
 def test_the_source_directorys_data_store_is_not_needed_and_says_why(tmp_path):
-    text = (DATA / "tf_single.py").read_text().replace('    vm_priority="lowpriority",\n', '    vm_priority="lowpriority",\n    source_directory_data_store=ds,\n')
+    text = (
+        (DATA / "tf_single.py")
+        .read_text()
+        .replace(
+            '    vm_priority="lowpriority",\n', '    vm_priority="lowpriority",\n    source_directory_data_store=ds,\n'
+        )
+    )
     assert "source_directory_data_store=ds" in text
     _, _, report = imported(tmp_path, "tf_single.py", "tf-mnist/tf_mnist.py", text=text)
-    assert "source_directory_data_store=" in report and "not needed — each run copies source_directory into its own run directory" in report
+    assert (
+        "source_directory_data_store=" in report
+        and "not needed — each run copies source_directory into its own run directory" in report
+    )
     assert "no equivalent" not in report

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from test_azureml_import import imported
 
-PRIVATE = '''
+PRIVATE = """
 from azureml.core import Experiment, Workspace
 from azureml.core.container_registry import ContainerRegistry
 from azureml.train.dnn import TensorFlow
@@ -19,9 +19,9 @@ est = TensorFlow(source_directory="src", entry_script="train.py", compute_target
                  custom_docker_image="myregistry.azurecr.io/team/tf:2.18", image_registry_details=registry,
                  user_managed=True, pip_packages=["pillow"], framework_version="2.18")
 Experiment(ws, "private").submit(est)
-'''
+"""
 
-ENVIRONMENT = '''
+ENVIRONMENT = """
 from azureml.core import Environment, Experiment, ScriptRunConfig, Workspace
 
 ws = Workspace.from_config()
@@ -33,13 +33,17 @@ env.docker.base_image_registry.password = os.environ["ACR_PASSWORD"]
 env.python.user_managed_dependencies = True
 config = ScriptRunConfig(source_directory="src", script="train.py", environment=env)
 Experiment(ws, "env").submit(config)
-'''
+"""
 
 
 def test_the_estimators_registry_and_user_managed(tmp_path):
     manifest, text, report = imported(tmp_path, "private.py", "src/train.py", text=PRIVATE)
     registry = manifest.image_registry
-    assert (registry.address, registry.username, registry.password_secret) == ("myregistry.azurecr.io", "trainer", "REGISTRY_PASSWORD")
+    assert (registry.address, registry.username, registry.password_secret) == (
+        "myregistry.azurecr.io",
+        "trainer",
+        "REGISTRY_PASSWORD",
+    )
     assert manifest.secrets == ["REGISTRY_PASSWORD"]
     assert manifest.custom_docker_image == "myregistry.azurecr.io/team/tf:2.18" and manifest.use_docker
     assert manifest.user_managed and manifest.pip_packages == []

@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+from hostile import assert_clean, assert_refused, files_containing, nothing_written_outside
 
 from runner.errors import ManifestError
 from runner.importer import budget
-from hostile import assert_clean, assert_refused, files_containing, nothing_written_outside
 
 HEAD = "from azureml.train.dnn import TensorFlow\n"
 TAIL = "\nest = TensorFlow(source_directory='.', entry_script='train.py')\n"
@@ -22,7 +22,10 @@ SECRET = "hunter2-not-to-be-printed"
 
 
 def _notebook(*sources) -> str:
-    cells = [{"cell_type": "code", "source": source, "metadata": {}, "outputs": [], "execution_count": None} for source in sources]
+    cells = [
+        {"cell_type": "code", "source": source, "metadata": {}, "outputs": [], "execution_count": None}
+        for source in sources
+    ]
     return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
 
 
@@ -52,11 +55,20 @@ CASES = [
     ("dict_of_itself", doubled("D = {}", "D = {'a': D, 'b': D}"), "more than 100,000", ""),
     ("dict_holds_itself", "D = {}\nD['a'] = D\nprint(D == D)", "nested more than", ":3:"),
     ("list_in_list_1000", "L = 1\n" + "L = [L]\n" * 1000, "nested more than", ":52:"),
-    ("package_list_holds_itself",
-     "from azureml.core.conda_dependencies import CondaDependencies\nL = ['a']\ncd = CondaDependencies.create(pip_packages=L)\n"
-     + "cd.add_pip_package(L)\n" * 60, "nested more than", ":5:"),
+    (
+        "package_list_holds_itself",
+        "from azureml.core.conda_dependencies import CondaDependencies\nL = ['a']\ncd ="
+        " CondaDependencies.create(pip_packages=L)\n" + "cd.add_pip_package(L)\n" * 60,
+        "nested more than",
+        ":5:",
+    ),
     ("wide_list", "x = [" + "1, " * 120_000 + "]", "more than 100,000", ":2:"),
-    ("many_functions", "".join(f"a{i} = {i}\n" for i in range(3000)) + "def f(): pass\n" * 3000, "evaluation steps", ""),
+    (
+        "many_functions",
+        "".join(f"a{i} = {i}\n" for i in range(3000)) + "def f(): pass\n" * 3000,
+        "evaluation steps",
+        "",
+    ),
     ("lines_2m", "\n" * 2_000_000, "larger than", ""),
     ("lines_30k", "\n" * 30_000, "more than 20,000 lines", ":20001:"),
 ]
@@ -99,7 +111,11 @@ NOTEBOOKS = [
     ("source_list_with_mapping", _notebook(["x = 1\n", {"a": 1}]), "cell 1: 'source' must be text or a list of lines"),
     ("cells_mapping", json.dumps({"cells": {"a": 1}}), "no list of 'cells'"),
     ("top_level_list", "[1, 2]", "no list of 'cells'"),
-    ("deep_code_in_cell_2", _notebook("x = 1\n", "y = 1" + "+1" * 100_000), "cell 2:1: an expression nested too deeply"),
+    (
+        "deep_code_in_cell_2",
+        _notebook("x = 1\n", "y = 1" + "+1" * 100_000),
+        "cell 2:1: an expression nested too deeply",
+    ),
     ("value_doubled_in_cell", _notebook(HEAD, doubled("S = 'ab'", "S = S + S")), "cell 2:"),
     ("code_over_budget", _notebook(*["x = 1\n" * 1000] * 25), "more than 20,000 lines"),
 ]
@@ -126,9 +142,18 @@ def test_what_stays_within_the_budget_is_still_computed(tmp_path):
     from runner.importer.source import read_python
 
     source = tmp_path / "job.py"
-    source.write_text("S = 'ab' * 3\nL = [S, S] + [1]\nF = f'{7:>4}|{2.5:.2f}'\nP = '%5d' % 42\nQ = '%*d' % (999999999, 1)\nX = 3 * 3 ** 4\n")
+    source.write_text(
+        "S = 'ab' * 3\nL = [S, S] + [1]\nF = f'{7:>4}|{2.5:.2f}'\nP = '%5d' % 42\nQ = '%*d' % (999999999, 1)\nX = 3 * 3"
+        " ** 4\n"
+    )
     names = read_script(read_python(source, "job.py")).names
-    assert (names["S"], names["L"], names["F"], names["P"], names["X"]) == ("ababab", ["ababab", "ababab", 1], "   7|2.50", "   42", 243)
+    assert (names["S"], names["L"], names["F"], names["P"], names["X"]) == (
+        "ababab",
+        ["ababab", "ababab", 1],
+        "   7|2.50",
+        "   42",
+        243,
+    )
     assert type(names["Q"]).__name__ == "Unknown"
 
 

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_azureml_import import imported, uncommented
 
 from runner.cli.main import main
 from runner.importer.sdk import known_callee
 from runner.manifest.fields import InputRef
 from runner.manifest.sweep import SweepSpec, SweptManifest
-from test_azureml_import import imported, uncommented
 
 V1_HEAD = (
     "from azureml.core import Experiment, ScriptRunConfig\n"
@@ -121,7 +121,10 @@ def test_every_expression_maps_one_to_one(tmp_path, v1, v2, expected):
         " primary_metric_name='acc', primary_metric_goal=PrimaryMetricGoal.MINIMIZE, max_total_runs=4)"
     )
     assert v1_sweep(tmp_path / "v1", hyperdrive)["search_space"] == {"--lr": expected}
-    sweep = f"search_space: {{lr: {v2}}}\nobjective: {{goal: minimize, primary_metric: acc}}\nlimits: {{max_total_trials: 4}}\n"
+    sweep = (
+        f"search_space: {{lr: {v2}}}\nobjective: {{goal: minimize, primary_metric: acc}}\nlimits: {{max_total_trials:"
+        " 4}\n"
+    )
     assert v2_sweep(tmp_path / "v2", sweep)["search_space"] == {"--lr": expected}
 
 
@@ -153,8 +156,8 @@ def test_policies_and_samplings_map_with_their_parameters(tmp_path, v1, v2, expe
     sweep = v1_sweep(tmp_path / "v1", hyperdrive)
     assert sweep["early_termination"] == expected and sweep["sampling_algorithm"] == "bayesian"
     v2 = (
-        "sampling_algorithm: bayesian\nsearch_space: {lr: {type: uniform, min_value: 0, max_value: 1}}\n"
-        f"objective: {{goal: minimize, primary_metric: loss}}\nlimits: {{max_total_trials: 9}}\nearly_termination: {v2}\n"
+        "sampling_algorithm: bayesian\nsearch_space: {lr: {type: uniform, min_value: 0, max_value: 1}}\nobjective:"
+        f" {{goal: minimize, primary_metric: loss}}\nlimits: {{max_total_trials: 9}}\nearly_termination: {v2}\n"
     )
     sweep = v2_sweep(tmp_path / "v2", v2)
     assert sweep["early_termination"] == expected and sweep["sampling_algorithm"] == "bayesian"
@@ -196,7 +199,9 @@ def test_v1_values_not_known_statically_are_todos(tmp_path):
         "  # objective:  # TODO(tftrain import): primary_metric_name='acc', primary_metric_goal=goal: "
         "set primary_metric and goal (maximize|minimize)" in lines
     )
-    assert "    # max_total_trials:  # TODO(tftrain import): max_total_runs=int(os.environ['RUNS']) at job.py:8" in lines
+    assert (
+        "    # max_total_trials:  # TODO(tftrain import): max_total_runs=int(os.environ['RUNS']) at job.py:8" in lines
+    )
     assert "    max_concurrent_trials: 2" in lines
     assert (
         "  # warm_start:  # TODO(tftrain import): was resume_from=[HyperDriveRun(exp, 'HD_0b6f')]; Azure run ids do "
@@ -234,14 +239,23 @@ def test_v2_sweep_todos_and_what_is_not_swept(tmp_path):
         "queue_settings: {job_tier: spot}\n"
     )
     text, report = imported_text(tmp_path, "job.yml", job)
-    assert yaml.safe_load(text)["sweep"]["search_space"] == {"--lr": {"type": "uniform", "min_value": 0.1, "max_value": 0.2}}
+    assert yaml.safe_load(text)["sweep"]["search_space"] == {
+        "--lr": {"type": "uniform", "min_value": 0.1, "max_value": 0.2}
+    }
     assert "script_params.--name: 'net_${{search_space.depth}}': a sweep parameter in part of a value" in report
-    assert "sweep.search_space: 'unused' is not a whole flag value of the trial's command: not swept (job.yml:9)" in report
+    assert (
+        "sweep.search_space: 'unused' is not a whole flag value of the trial's command: not swept (job.yml:9)" in report
+    )
     assert "sweep.search_space: 'bad' is not a whole flag value" in report
     assert "sampling_algorithm.logbase: tftrain's log expressions are base e (job.yml:5)" in report
     assert "sweep.limits.max_total_trials: not resolved statically: limits.max_total_trials: '${{inputs.n}}'" in report
-    assert "sweep.early_termination: early_termination: {'type': 'bandit', 'slack_factor': 0} has no equivalent" in report
-    assert "queue_settings.job_tier='spot': a sweep does not retry its trials (a preempted trial ends Failed; `tftrain sweep resume` runs stopped trials again; see docs/retry.md) (job.yml:14)" in report
+    assert (
+        "sweep.early_termination: early_termination: {'type': 'bandit', 'slack_factor': 0} has no equivalent" in report
+    )
+    assert (
+        "queue_settings.job_tier='spot': a sweep does not retry its trials (a preempted trial ends Failed; `tftrain"
+        " sweep resume` runs stopped trials again; see docs/retry.md) (job.yml:14)" in report
+    )
 
 
 def test_v2_expression_the_manifest_refuses_is_a_todo(tmp_path):
@@ -250,8 +264,13 @@ def test_v2_expression_the_manifest_refuses_is_a_todo(tmp_path):
         "search_space: {lr: {type: normal, mu: 0, sigma: -1}}\nobjective: {goal: maximize, primary_metric: acc}\n"
     )
     text, report = imported_text(tmp_path, "job.yml", job)
-    assert "    # --lr:  # TODO(tftrain import): search_space.lr: {'type': 'normal', 'mu': 0, 'sigma': -1}: sigma: " in text
-    assert "sweep.search_space.--lr: search_space.lr: {'type': 'normal', 'mu': 0, 'sigma': -1} has no equivalent" in report
+    assert (
+        "    # --lr:  # TODO(tftrain import): search_space.lr: {'type': 'normal', 'mu': 0, 'sigma': -1}: sigma: "
+        in text
+    )
+    assert (
+        "sweep.search_space.--lr: search_space.lr: {'type': 'normal', 'mu': 0, 'sigma': -1} has no equivalent" in report
+    )
 
 
 def test_only_hyperdrive_functions_are_expressions():
@@ -263,9 +282,9 @@ def test_only_hyperdrive_functions_are_expressions():
 def test_v2_sweep_on_spot_is_not_given_retry(tmp_path):
     """retry: does not apply to a sweep's trials: the report says so, the manifest has none."""
     job = (
-        "type: sweep\ntrial:\n  code: .\n  command: python train.py --lr ${{search_space.lr}}\n"
-        "search_space: {lr: {type: uniform, min_value: 0.01, max_value: 0.1}}\n"
-        "objective: {primary_metric: acc, goal: maximize}\nlimits: {max_total_trials: 4}\nqueue_settings: {job_tier: spot}\n"
+        "type: sweep\ntrial:\n  code: .\n  command: python train.py --lr ${{search_space.lr}}\nsearch_space: {lr:"
+        " {type: uniform, min_value: 0.01, max_value: 0.1}}\nobjective: {primary_metric: acc, goal: maximize}\nlimits:"
+        " {max_total_trials: 4}\nqueue_settings: {job_tier: spot}\n"
     )
     manifest, _text, report = imported(tmp_path, "job.yml", "train.py", text=job)
     assert manifest.retry is None and manifest.sweep is not None

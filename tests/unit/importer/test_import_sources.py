@@ -3,14 +3,20 @@
 
 from __future__ import annotations
 
-from runner.manifest import load_manifest
-from runner.manifest.fields import InputRef
 from conftest import REPO
 from hostile import assert_clean
 
+from runner.manifest import load_manifest
+from runner.manifest.fields import InputRef
+
 DATA = REPO / "tests" / "data" / "azureml"
 BASE = "https://azureopendatasets.blob.core.windows.net/mnist/"
-FILES = ["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"]
+FILES = [
+    "train-images-idx3-ubyte.gz",
+    "train-labels-idx1-ubyte.gz",
+    "t10k-images-idx3-ubyte.gz",
+    "t10k-labels-idx1-ubyte.gz",
+]
 
 
 def import_script(cli, tmp_path, text: str):

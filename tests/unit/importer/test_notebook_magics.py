@@ -8,17 +8,21 @@ import json
 import shutil
 from pathlib import Path
 
+from conftest import REPO
+from hostile import assert_clean, nothing_written_outside
+
 from runner.errors import ManifestError
 from runner.importer.magics import MagicKind, split_cell
 from runner.manifest import load_manifest
-from conftest import REPO
-from hostile import assert_clean, nothing_written_outside
 
 DATA = REPO / "tests" / "data" / "azureml"
 
 
 def notebook(*sources: str) -> str:
-    cells = [{"cell_type": "code", "source": text.splitlines(keepends=True), "metadata": {}, "outputs": []} for text in sources]
+    cells = [
+        {"cell_type": "code", "source": text.splitlines(keepends=True), "metadata": {}, "outputs": []}
+        for text in sources
+    ]
     return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
 
 
@@ -52,34 +56,43 @@ def test_azure_style_notebook_with_magics_imports(cli, tmp_path):
 
 def test_a_notebook_that_writes_its_entry_script_and_requirements(cli, tmp_path):
     (tmp_path / "src").mkdir()
-    (tmp_path / "nb.ipynb").write_text(notebook(
-        "%%writefile src/train.py\nimport tensorflow as tf\nprint('training')\n",
-        "%%writefile requirements.txt\n# pinned\npandas==2.2  # data\n--index-url https://example.invalid\n",
-        "from azureml.core import Environment, ScriptRunConfig\n"
-        "env = Environment.from_pip_requirements('env', file_path='requirements.txt')\n"
-        "src = ScriptRunConfig(source_directory='src', script='train.py', environment=env)\n",
-    ))
+    (tmp_path / "nb.ipynb").write_text(
+        notebook(
+            "%%writefile src/train.py\nimport tensorflow as tf\nprint('training')\n",
+            "%%writefile requirements.txt\n# pinned\npandas==2.2  # data\n--index-url https://example.invalid\n",
+            "from azureml.core import Environment, ScriptRunConfig\n"
+            "env = Environment.from_pip_requirements('env', file_path='requirements.txt')\n"
+            "src = ScriptRunConfig(source_directory='src', script='train.py', environment=env)\n",
+        )
+    )
     text, report = run_import(cli, tmp_path, "nb.ipynb")
     assert "pip_packages: [pandas==2.2]" in text
     assert "%%writefile src/train.py: the notebook writes entry_script; save that cell as ../src/train.py" in report
 
 
 def test_hostile_written_files_are_reported_not_followed(cli, tmp_path):
-    laughs = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n" for p, c in zip("abcdefgh", "bcdefghi"))
-    (tmp_path / "nb.ipynb").write_text(notebook(
-        f"%%writefile conda.yml\n{laughs}",
-        "%%writefile $unknown/x.yml\na: 1\n",
-        "%%writefile\n",
-        "version = '1.2'\n%pip install tool==$version $unknown\n",
-        "from azureml.core import Environment, ScriptRunConfig\n"
-        "env = Environment.from_conda_specification('env', 'conda.yml')\n"
-        "src = ScriptRunConfig(source_directory='.', script='train.py', environment=env)\n",
-    ))
+    laughs = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n" for p, c in zip("abcdefgh", "bcdefghi")
+    )
+    (tmp_path / "nb.ipynb").write_text(
+        notebook(
+            f"%%writefile conda.yml\n{laughs}",
+            "%%writefile $unknown/x.yml\na: 1\n",
+            "%%writefile\n",
+            "version = '1.2'\n%pip install tool==$version $unknown\n",
+            "from azureml.core import Environment, ScriptRunConfig\n"
+            "env = Environment.from_conda_specification('env', 'conda.yml')\n"
+            "src = ScriptRunConfig(source_directory='.', script='train.py', environment=env)\n",
+        )
+    )
     (tmp_path / "train.py").write_text("print(1)\n")
     text, report = run_import(cli, tmp_path, "nb.ipynb")
     assert "TODO(tftrain import)" in text and "conda_dependencies_file: 'conda.yml', written by the notebook" in report
     assert "%%writefile $unknown/x.yml: the file name is not known statically" in report
-    assert "pip_packages: [tool==1.2]" in text and "%pip install tool==$version $unknown: a package name is not known" in report
+    assert (
+        "pip_packages: [tool==1.2]" in text
+        and "%pip install tool==$version $unknown: a package name is not known" in report
+    )
 
 
 def test_cells_split_as_ipython_reads_them():
@@ -91,7 +104,10 @@ def test_cells_split_as_ipython_reads_them():
     assert code == ["", "", "import os", "pass"] and [m.name for m in magics] == ["capture", "ls"]
     code, magics = split_cell("%%writefile -a f.txt\nline\n", 1)
     assert code == ["", ""] and magics[0].body == "line\n" and magics[0].args == "-a f.txt"
-    assert split_cell("%pip install -r req.txt -U 'a[b]>=1' --index-url X c", 1)[1][0].pip_installs() == ["a[b]>=1", "c"]
+    assert split_cell("%pip install -r req.txt -U 'a[b]>=1' --index-url X c", 1)[1][0].pip_installs() == [
+        "a[b]>=1",
+        "c",
+    ]
     assert split_cell("!python -m pip install d", 1)[1][0].pip_installs() == ["d"]
     assert split_cell("!pip uninstall d", 1)[1][0].pip_installs() is None
     assert split_cell("%pip install 'unbalanced", 1)[1][0].pip_installs() is None

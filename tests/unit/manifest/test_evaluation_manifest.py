@@ -16,11 +16,15 @@ def test_defaults_work_without_thought(project):
     assert spec.goal_for() == "maximize"
 
 
-@pytest.mark.parametrize("metric, goal", [("loss", "minimize"), ("error_rate", "minimize"), ("correct", "maximize"), ("top5", "maximize")])
+@pytest.mark.parametrize(
+    "metric, goal", [("loss", "minimize"), ("error_rate", "minimize"), ("correct", "maximize"), ("top5", "maximize")]
+)
 def test_the_goal_follows_the_metric_name_unless_given(project, metric, goal):
     spec = load_manifest(project(manifest=SECTION.replace("correct", metric))).manifest.evaluation
     assert spec.goal_for() == goal
-    given = load_manifest(project(manifest=SECTION.replace("correct", metric) + "  goal: maximize\n")).manifest.evaluation
+    given = load_manifest(
+        project(manifest=SECTION.replace("correct", metric) + "  goal: maximize\n")
+    ).manifest.evaluation
     assert given.goal_for() == "maximize"
 
 
@@ -49,8 +53,11 @@ def test_bad_values_are_one_line_naming_the_field(project, extra, field, words):
 
 @pytest.mark.parametrize(
     "path, words",
-    [("eval.jsonl", "must stay inside outputs_dir 'outputs'"), ("outputs/eval.txt", "must be a .jsonl, .csv, .npz file"),
-     ("/tmp/eval.jsonl", "relative path")],
+    [
+        ("eval.jsonl", "must stay inside outputs_dir 'outputs'"),
+        ("outputs/eval.txt", "must be a .jsonl, .csv, .npz file"),
+        ("/tmp/eval.jsonl", "relative path"),
+    ],
 )
 def test_per_example_is_a_kept_file_of_a_known_format(project, path, words):
     with pytest.raises(ManifestError) as caught:
@@ -74,7 +81,10 @@ def test_the_script_must_be_a_file_of_the_source_directory(project):
 def test_the_plan_says_the_seeds_and_shows_seed_zeros_environment(project, cli):
     result = cli("plan", "-f", str(project(manifest=SECTION + "  seeds: 3\n")))
     assert result.returncode == 0, result.stderr
-    assert "evaluation:  3 runs of this plan (TFTRAIN_SEED 0…2, the frameworks seeded from it; seed 0's shown)" in result.stdout
+    assert (
+        "evaluation:  3 runs of this plan (TFTRAIN_SEED 0…2, the frameworks seeded from it; seed 0's shown)"
+        in result.stdout
+    )
     assert "env TFTRAIN_SEED=0" in result.stdout and "runner/compat/seeding" in result.stdout
     unseeded = cli("plan", "-f", str(project(manifest=SECTION + "  set_seed: false\n")))
     assert "evaluation.set_seed: false" in unseeded.stdout and "runner/compat/seeding" not in unseeded.stdout

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pytest
+from builders import RUNTIME
 
 import runner.environments.virtualenv as virtualenv
 from runner.environments.images import image_spec
@@ -13,7 +14,6 @@ from runner.manifest import load_manifest
 from runner.manifest.legacy_keras import VARIABLE, keras_choice, legacy_env, opt_out_hint
 from runner.plan.launchers import build_plan
 from runner.plan.model import PlanContext
-from builders import RUNTIME
 
 BACKENDS = {
     "single": "",
@@ -21,7 +21,9 @@ BACKENDS = {
     "multi_worker_mirrored": "distributed_training:\n  backend: multi_worker_mirrored\n  worker_count: 2\n",
     "parameter_server": "distributed_training:\n  backend: parameter_server\n  worker_count: 2\n",
 }
-PER_REPLICA = "main.py:22: ValueError: Attempt to convert a value (PerReplica:{ 0: <tf.Tensor ...> }) with an unsupported type"
+PER_REPLICA = (
+    "main.py:22: ValueError: Attempt to convert a value (PerReplica:{ 0: <tf.Tensor ...> }) with an unsupported type"
+)
 
 
 def manifest_of(project, backend: str, extra: str = ""):
@@ -34,7 +36,10 @@ def test_distributed_backends_train_with_tf_keras_where_keras_3_ships(project, b
     choice = keras_choice(manifest_of(project, backend).manifest, version)
     assert choice.legacy and not choice.opted_out
     assert choice.requirement == f"tf-keras=={'.'.join(version.split('.')[:2])}.*"
-    assert f"{VARIABLE}=1 for every task" in choice.note and 'environment_variables: {TF_USE_LEGACY_KERAS: "0"}' in choice.note
+    assert (
+        f"{VARIABLE}=1 for every task" in choice.note
+        and 'environment_variables: {TF_USE_LEGACY_KERAS: "0"}' in choice.note
+    )
 
 
 @pytest.mark.parametrize("backend", list(BACKENDS))
@@ -53,7 +58,9 @@ def test_a_manifest_opts_out_with_its_own_value(project, value):
 
 @pytest.mark.parametrize("value", ['"1"', "true", '"True"', "1"])
 def test_a_manifest_that_asks_for_it_gets_it_on_any_backend(project, value):
-    choice = keras_choice(manifest_of(project, "single", f"environment_variables:\n  {VARIABLE}: {value}\n").manifest, "2.18")
+    choice = keras_choice(
+        manifest_of(project, "single", f"environment_variables:\n  {VARIABLE}: {value}\n").manifest, "2.18"
+    )
     assert choice.legacy and choice.requirement == "tf-keras==2.18.*" and "asks for it" in choice.note
 
 
@@ -83,7 +90,9 @@ def test_a_virtualenv_gets_tf_keras_of_its_release_without_dependencies(project)
     loaded = manifest_of(project, "parameter_server", "framework_version: '2.21'\n")
     spec = virtualenv.env_spec(loaded.manifest, loaded.source_dir)
     assert [step.args for step in spec.steps] == [("--no-deps", "tf-keras==2.21.*")]
-    opted = manifest_of(project, "parameter_server", f"framework_version: '2.21'\nenvironment_variables:\n  {VARIABLE}: '0'\n")
+    opted = manifest_of(
+        project, "parameter_server", f"framework_version: '2.21'\nenvironment_variables:\n  {VARIABLE}: '0'\n"
+    )
     assert virtualenv.env_spec(opted.manifest, opted.source_dir).steps == ()
     keras2 = manifest_of(project, "parameter_server", "framework_version: '2.15'\n")
     assert virtualenv.env_spec(keras2.manifest, keras2.source_dir).steps == ()
@@ -108,7 +117,9 @@ def test_an_image_gets_tf_keras_for_these_backends(project, backend):
     docker = "use_docker: true\ncustom_docker_image: base:1\nframework_version: '2.18'\n"
     dockerfile = image_spec(manifest_of(project, backend, docker)).dockerfile
     assert "--no-deps 'tf-keras==2.18.*'" in dockerfile and "horovod" not in dockerfile
-    opted = image_spec(manifest_of(project, backend, docker + f"environment_variables:\n  {VARIABLE}: '0'\n")).dockerfile
+    opted = image_spec(
+        manifest_of(project, backend, docker + f"environment_variables:\n  {VARIABLE}: '0'\n")
+    ).dockerfile
     assert "tf-keras" not in opted
     assert "tf-keras" not in image_spec(manifest_of(project, "single", docker)).dockerfile
 
@@ -130,10 +141,17 @@ def test_a_user_managed_interpreter_without_tf_keras_is_one_line(project):
 def test_the_per_replica_failure_names_the_option_only_when_it_was_turned_off(project):
     opted = manifest_of(project, "multi_worker_mirrored", f"environment_variables:\n  {VARIABLE}: '0'\n").manifest
     hint = opt_out_hint(opted, PER_REPLICA)
-    assert hint and "\n" not in hint and f"environment_variables.{VARIABLE}" in hint and "keras-team/keras#20585" in hint
+    assert (
+        hint and "\n" not in hint and f"environment_variables.{VARIABLE}" in hint and "keras-team/keras#20585" in hint
+    )
     assert opt_out_hint(opted, "main.py:3: ValueError: something else") is None
     assert opt_out_hint(manifest_of(project, "multi_worker_mirrored").manifest, PER_REPLICA) is None
-    assert opt_out_hint(manifest_of(project, "single", f"environment_variables:\n  {VARIABLE}: '0'\n").manifest, PER_REPLICA) is None
+    assert (
+        opt_out_hint(
+            manifest_of(project, "single", f"environment_variables:\n  {VARIABLE}: '0'\n").manifest, PER_REPLICA
+        )
+        is None
+    )
 
 
 @pytest.mark.parametrize("target", ["local", "docker", "slurm", "kubernetes"])

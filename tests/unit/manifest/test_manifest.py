@@ -7,8 +7,8 @@ import pytest
 
 from runner.errors import ManifestError
 from runner.manifest import load_manifest
-from runner.manifest.schema import json_schema
 from runner.manifest.model import MpiTraining, ParameterServerTraining
+from runner.manifest.schema import json_schema
 
 
 def manifest_error(project, manifest: str) -> str:
@@ -110,8 +110,6 @@ def test_validation_does_not_depend_on_this_machine(project, training):
     assert loaded.manifest.distributed_training is not None
 
 
-
-
 def test_mpi_more_processes_than_slots(project):
     message = manifest_error(
         project, "compute:\n  slots_per_node: 2\ndistributed_training:\n  backend: mpi\n  process_count_per_node: 4\n"
@@ -140,20 +138,60 @@ def test_deprecated_mpi_backend(project):
 
 
 BAD_MANIFESTS = [  # (case, manifest lines after name/source_directory/entry_script, what the error says)
-    ("unknown_nested_key_suggests_from_the_right_model", "metrics:\n  primry: accuracy\n", ":5: metrics.primry: unknown key; did you mean 'primary'?"),
+    (
+        "unknown_nested_key_suggests_from_the_right_model",
+        "metrics:\n  primry: accuracy\n",
+        ":5: metrics.primry: unknown key; did you mean 'primary'?",
+    ),
     ("wrong_type_names_field_and_line", "node_count: many\n", ":4: node_count: Input should be a valid integer"),
     ("script_param_error_names_the_flag", "script_params:\n  --lr: {inptu: data}\n", ":5: script_params.--lr"),
     ("counts_of_zero_are_refused", "node_count: 0\n", "node_count: Input should be greater than or equal to 1"),
     ("duplicate_key_is_an_error", "use_gpu: false\nname: other\n", ":5: name: duplicate key 'name'"),
-    ("model_path_must_stay_in_outputs", "model:\n  path: elsewhere/model\n", ":5: model.path: 'elsewhere/model' must stay inside outputs_dir 'outputs'"),
-    ("backend_required_for_node_count", "node_count: 2\n", ":4: node_count: node_count > 1 needs a distributed backend"),
-    ("backend_required_for_process_count", "process_count_per_node: 2\n", "process_count_per_node > 1 needs a distributed backend"),
-    ("counts_without_backend_deprecated_form", "worker_count: 2\n", ":4: worker_count: a distributed backend is required"),
-    ("unknown_backend", "distributed_training:\n  backend: spark\n", ":5: distributed_training.backend: 'spark' is not one of 'mpi', 'parameter_server'"),
-    ("horovod_needs_a_compatible_framework", "framework_version: '2.21'\ndistributed_training:\n  backend: mpi\n", ":4: framework_version: Horovod (backend: mpi) builds against TensorFlow 2.15, 2.16, 2.17, 2.18 only, not 2.21"),
-    ("deprecated_and_new_conflict", "distributed_backend: mpi\ndistributed_training:\n  backend: mpi\n", "deprecated key conflicts with distributed_training"),
-    ("input_reference_must_exist", "script_params:\n  --data: {input: mnist}\n", ":5: script_params.--data.input: input 'mnist' is not in inputs (none defined)"),
-    ("resume_reference_needs_resume_from", "script_params:\n  --resume: {resume_from: true}\n", "references resume_from, which is not set"),
+    (
+        "model_path_must_stay_in_outputs",
+        "model:\n  path: elsewhere/model\n",
+        ":5: model.path: 'elsewhere/model' must stay inside outputs_dir 'outputs'",
+    ),
+    (
+        "backend_required_for_node_count",
+        "node_count: 2\n",
+        ":4: node_count: node_count > 1 needs a distributed backend",
+    ),
+    (
+        "backend_required_for_process_count",
+        "process_count_per_node: 2\n",
+        "process_count_per_node > 1 needs a distributed backend",
+    ),
+    (
+        "counts_without_backend_deprecated_form",
+        "worker_count: 2\n",
+        ":4: worker_count: a distributed backend is required",
+    ),
+    (
+        "unknown_backend",
+        "distributed_training:\n  backend: spark\n",
+        ":5: distributed_training.backend: 'spark' is not one of 'mpi', 'parameter_server'",
+    ),
+    (
+        "horovod_needs_a_compatible_framework",
+        "framework_version: '2.21'\ndistributed_training:\n  backend: mpi\n",
+        ":4: framework_version: Horovod (backend: mpi) builds against TensorFlow 2.15, 2.16, 2.17, 2.18 only, not 2.21",
+    ),
+    (
+        "deprecated_and_new_conflict",
+        "distributed_backend: mpi\ndistributed_training:\n  backend: mpi\n",
+        "deprecated key conflicts with distributed_training",
+    ),
+    (
+        "input_reference_must_exist",
+        "script_params:\n  --data: {input: mnist}\n",
+        ":5: script_params.--data.input: input 'mnist' is not in inputs (none defined)",
+    ),
+    (
+        "resume_reference_needs_resume_from",
+        "script_params:\n  --resume: {resume_from: true}\n",
+        "references resume_from, which is not set",
+    ),
     ("regex_must_compile", "metrics:\n  regex:\n    acc: 'acc: [0-9'\n", "acc: invalid regular expression"),
     ("regex_needs_a_capture_group", "metrics:\n  regex:\n    acc: 'acc: [0-9.]+'\n", "needs a capture group"),
     ("bad_environment_variable_name", "environment_variables:\n  1BAD: x\n", "not a valid environment variable name"),

@@ -56,20 +56,110 @@ model: {path: outputs/model}
 """
 
 TOKENS = [
-    "&a ", "&b ", "*a", "*b", "<<: ", "<<: *a", "!!python/object:os.system ", "!!binary ", "!!set ", "!x ", "!!int ",
-    "!!str ", "[", "]", "{", "}", ", ", ": ", "- ", "? ", "\n", "\n  ", "\t", "  ", "'", '"', "|\n", ">-\n", "# ",
-    "---\n", "...\n", "%YAML 1.1\n", "%TAG ! tag:x,2000:\n", "\x00", "\\0", "\\ud800", "\ufeff", "\u2028", "\r\n", "~",
-    "null", "yes", "no", "on", ".inf", ".nan", "0x1F", "0o17", "1:30", "1_000", "2001-12-14", "=", "9" * 80, "-1",
-    "1e999", "true", "-c", "../", "/etc/hostname", "a=b", "\x85", "\U0001f600", "\u202e",
-    "&a [*a]", "&a [x, x, x, x, x, x, x, x, x]", "&b [*a, *a, *a, *a, *a, *a, *a, *a, *a]", "[*b, *b, *b, *b, *b, *b, *b, *b, *b]",
+    "&a ",
+    "&b ",
+    "*a",
+    "*b",
+    "<<: ",
+    "<<: *a",
+    "!!python/object:os.system ",
+    "!!binary ",
+    "!!set ",
+    "!x ",
+    "!!int ",
+    "!!str ",
+    "[",
+    "]",
+    "{",
+    "}",
+    ", ",
+    ": ",
+    "- ",
+    "? ",
+    "\n",
+    "\n  ",
+    "\t",
+    "  ",
+    "'",
+    '"',
+    "|\n",
+    ">-\n",
+    "# ",
+    "---\n",
+    "...\n",
+    "%YAML 1.1\n",
+    "%TAG ! tag:x,2000:\n",
+    "\x00",
+    "\\0",
+    "\\ud800",
+    "\ufeff",
+    "\u2028",
+    "\r\n",
+    "~",
+    "null",
+    "yes",
+    "no",
+    "on",
+    ".inf",
+    ".nan",
+    "0x1F",
+    "0o17",
+    "1:30",
+    "1_000",
+    "2001-12-14",
+    "=",
+    "9" * 80,
+    "-1",
+    "1e999",
+    "true",
+    "-c",
+    "../",
+    "/etc/hostname",
+    "a=b",
+    "\x85",
+    "\U0001f600",
+    "\u202e",
+    "&a [*a]",
+    "&a [x, x, x, x, x, x, x, x, x]",
+    "&b [*a, *a, *a, *a, *a, *a, *a, *a, *a]",
+    "[*b, *b, *b, *b, *b, *b, *b, *b, *b]",
 ]
 
 KEYS = [
-    "name", "source_directory", "entry_script", "script_params", "framework_version", "use_gpu", "use_docker",
-    "pip_packages", "pip_requirements_file", "environment_variables", "secrets", "inputs", "node_count",
-    "process_count_per_node", "distributed_training", "compute", "outputs_dir", "logs_dir", "model", "metrics",
-    "backend", "worker_count", "parameter_server_count", "base_port", "ranks", "regex", "path", "input",
-    "resume_from", "slots_per_node", "kill_grace_seconds", "max_run_duration_seconds", "--x", "<<",
+    "name",
+    "source_directory",
+    "entry_script",
+    "script_params",
+    "framework_version",
+    "use_gpu",
+    "use_docker",
+    "pip_packages",
+    "pip_requirements_file",
+    "environment_variables",
+    "secrets",
+    "inputs",
+    "node_count",
+    "process_count_per_node",
+    "distributed_training",
+    "compute",
+    "outputs_dir",
+    "logs_dir",
+    "model",
+    "metrics",
+    "backend",
+    "worker_count",
+    "parameter_server_count",
+    "base_port",
+    "ranks",
+    "regex",
+    "path",
+    "input",
+    "resume_from",
+    "slots_per_node",
+    "kill_grace_seconds",
+    "max_run_duration_seconds",
+    "--x",
+    "<<",
 ]
 
 
@@ -97,7 +187,10 @@ def mutated(rng: random.Random) -> str:
 def random_text(rng: random.Random, size: int) -> str:
     alphabet = rng.choice(["ascii", "yaml", "unicode"])
     if alphabet == "unicode":
-        points = [rng.choice([rng.randint(0, 0x7F), rng.randint(0x80, 0xD7FF), rng.randint(0xE000, 0x10FFFF)]) for _ in range(rng.randint(0, size))]
+        points = [
+            rng.choice([rng.randint(0, 0x7F), rng.randint(0x80, 0xD7FF), rng.randint(0xE000, 0x10FFFF)])
+            for _ in range(rng.randint(0, size))
+        ]
         if points and rng.random() < 0.05:
             points[0] = rng.randint(0xD800, 0xDFFF)  # a lone surrogate: not UTF-8 once written
         return "".join(map(chr, points))
@@ -110,11 +203,24 @@ def random_value(rng: random.Random, depth: int = 0):
     if kind == "list":
         return [random_value(rng, depth + 1) for _ in range(rng.randint(0, 4))]
     if kind == "mapping":
-        return {rng.choice(KEYS) if rng.random() < 0.7 else random_text(rng, 8): random_value(rng, depth + 1) for _ in range(rng.randint(0, 4))}
-    return rng.choice([
-        None, True, False, rng.randint(-5, 5), rng.randint(-(10**80), 10**80), rng.uniform(-1e6, 1e6),
-        float("inf"), float("nan"), random_text(rng, 20), rng.choice(TOKENS),
-    ])
+        return {
+            rng.choice(KEYS) if rng.random() < 0.7 else random_text(rng, 8): random_value(rng, depth + 1)
+            for _ in range(rng.randint(0, 4))
+        }
+    return rng.choice(
+        [
+            None,
+            True,
+            False,
+            rng.randint(-5, 5),
+            rng.randint(-(10**80), 10**80),
+            rng.uniform(-1e6, 1e6),
+            float("inf"),
+            float("nan"),
+            random_text(rng, 20),
+            rng.choice(TOKENS),
+        ]
+    )
 
 
 def structure(rng: random.Random) -> str:
@@ -165,7 +271,13 @@ def hostile_file(rng: random.Random) -> bytes:
         return rng.randbytes(rng.randint(0, 200))
     if kind == "utf16":
         return mutated(rng).encode("utf-16", "surrogatepass")
-    make = {"mutated": mutated, "edited": edited, "structure": structure, "aliased": aliased, "text": lambda r: random_text(r, 200)}[kind]
+    make = {
+        "mutated": mutated,
+        "edited": edited,
+        "structure": structure,
+        "aliased": aliased,
+        "text": lambda r: random_text(r, 200),
+    }[kind]
     return make(rng).encode("utf-8", "surrogatepass")
 
 
@@ -249,5 +361,8 @@ def test_fuzz_the_loader(project, capsys):
     elapsed = time.monotonic() - started
     hangs = sum(1 for problem, _ in failures if problem == "hang")
     with capsys.disabled():
-        print(f"\nfuzz: {seen['examples']} examples, {len(failures) - hangs} other exceptions or malformed errors, {hangs} hangs, {elapsed:.1f} s")
+        print(
+            f"\nfuzz: {seen['examples']} examples, {len(failures) - hangs} other exceptions or malformed errors,"
+            f" {hangs} hangs, {elapsed:.1f} s"
+        )
     assert not failures, failures[:5]

@@ -4,7 +4,6 @@ values; and what a run hands between stages is a frozen data class."""
 
 from __future__ import annotations
 
-
 import pytest
 from pydantic import ValidationError
 

@@ -18,17 +18,25 @@ def replay_project(project):
             (path.parent / "src" / "replay").mkdir()
             (path.parent / "src" / "replay" / "requests.jsonl").write_text('{"body": {"instances": [[1]]}}\n')
         return path
+
     return make
 
 
 def test_defaults_work_without_thought(replay_project):
     spec = load_manifest(replay_project()).manifest.model.replay
-    assert (spec.min_agreement, spec.tolerance, spec.max_latency_ratio, spec.against) == (0.99, 1e-3, 1.5, "last-release")
+    assert (spec.min_agreement, spec.tolerance, spec.max_latency_ratio, spec.against) == (
+        0.99,
+        1e-3,
+        1.5,
+        "last-release",
+    )
     assert (spec.max_requests, spec.concurrency, spec.warmup, spec.from_release) == (1000, 4, True, None)
 
 
 def test_a_release_recording_and_a_version_as_baseline(project):
-    spec = load_manifest(project(manifest="model:\n  replay:\n    requests: release:demo-v3\n    against: demo@v2\n")).manifest.model.replay
+    spec = load_manifest(
+        project(manifest="model:\n  replay:\n    requests: release:demo-v3\n    against: demo@v2\n")
+    ).manifest.model.replay
     assert (spec.from_release, spec.against) == ("demo-v3", "demo@v2")
 
 

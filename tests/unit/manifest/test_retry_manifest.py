@@ -29,16 +29,42 @@ def test_defaults_and_a_bare_yaml_on_key(project):
 @pytest.mark.parametrize(
     ("manifest", "expected"),
     [
-        pytest.param("retry:\n  max_attempts: 0\n", ":5: retry.max_attempts: Input should be greater than or equal to 1", id="no-attempt"),
-        pytest.param("retry:\n  max_attempts: 101\n", "retry.max_attempts: Input should be less than or equal to 100", id="too-many"),
+        pytest.param(
+            "retry:\n  max_attempts: 0\n",
+            ":5: retry.max_attempts: Input should be greater than or equal to 1",
+            id="no-attempt",
+        ),
+        pytest.param(
+            "retry:\n  max_attempts: 101\n",
+            "retry.max_attempts: Input should be less than or equal to 100",
+            id="too-many",
+        ),
         # a bare `on` is YAML's true as the file is read: the line is retry's
-        pytest.param("retry:\n  on: [preempted, evicted]\n", ":4: retry.on: 'evicted' is not one of 'preempted' or 'lost'", id="unknown-cause"),
-        pytest.param("retry:\n  'on': [evicted]\n", ":5: retry.on[0]: 'evicted' is not one of", id="unknown-cause-quoted"),
+        pytest.param(
+            "retry:\n  on: [preempted, evicted]\n",
+            ":4: retry.on: 'evicted' is not one of 'preempted' or 'lost'",
+            id="unknown-cause",
+        ),
+        pytest.param(
+            "retry:\n  'on': [evicted]\n", ":5: retry.on[0]: 'evicted' is not one of", id="unknown-cause-quoted"
+        ),
         pytest.param("retry:\n  on: [lost, lost]\n", "retry.on: lost listed more than once", id="twice"),
-        pytest.param("retry:\n  exit_codes: [0]\n", "retry.exit_codes[0]: Input should be greater than or equal to 1", id="success-code"),
+        pytest.param(
+            "retry:\n  exit_codes: [0]\n",
+            "retry.exit_codes[0]: Input should be greater than or equal to 1",
+            id="success-code",
+        ),
         pytest.param("retry:\n  attempts: 3\n", "retry.attempts", id="unknown-key"),
-        pytest.param("stop_grace_seconds: 5\ncompute:\n  kill_grace_seconds: 3\n", ":4: stop_grace_seconds: compute.kill_grace_seconds is the same setting; keep only one of them", id="both-graces"),
-        pytest.param("stop_grace_seconds: -1\n", "stop_grace_seconds: Input should be greater than or equal to 0", id="negative-grace"),
+        pytest.param(
+            "stop_grace_seconds: 5\ncompute:\n  kill_grace_seconds: 3\n",
+            ":4: stop_grace_seconds: compute.kill_grace_seconds is the same setting; keep only one of them",
+            id="both-graces",
+        ),
+        pytest.param(
+            "stop_grace_seconds: -1\n",
+            "stop_grace_seconds: Input should be greater than or equal to 0",
+            id="negative-grace",
+        ),
     ],
 )
 def test_a_bad_retry_key_is_one_line(project, manifest, expected):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from manifest_errors import error_of, one_line_error
+
 from runner.manifest import load_manifest
 
 SCRIPT = "model:\n  serving:\n    scoring_script: score.py\n"
@@ -24,17 +24,46 @@ def with_files(project, manifest: str, **files: str):
 @pytest.mark.parametrize(
     "manifest, error",
     [
-        ("model:\n  serving: {auth: true}\n", "5: model.serving.auth: model.serving.auth protects a scoring script's /score"),
-        ("model:\n  serving: {pip_packages: [numpy]}\n", "5: model.serving.pip_packages: model.serving.pip_packages belongs to a scoring script"),
-        ("model:\n  serving: {scoring_script: score.txt}\n", "5: model.serving.scoring_script: 'score.txt' must be a .py file"),
-        ("model:\n  serving: {scoring_script: missing.py}\n", "5: model.serving.scoring_script: 'missing.py' not found in source_directory"),
-        ("model:\n  serving: {scoring_script: ../score.py}\n", "5: model.serving.scoring_script: '../score.py' must be a relative path inside source_directory"),
-        ("model:\n  serving: {scoring_script: /etc/passwd.py}\n", "5: model.serving.scoring_script: '/etc/passwd.py' must be a relative path"),
-        ("model:\n  gate: off\n  serving: {scoring_script: train.py}\n", "6: model.serving.scoring_script: the gate runs the scoring script's init() and run()"),
-        ("model:\n  serving: {scoring_script: train.py, pip_packages: ['--index-url=http://evil']}\n",
-         "5: model.serving.pip_packages[0]: '--index-url=http://evil' is not a package"),
-        ("model:\n  serving: {scoring_script: train.py, sample_request: sample.npy}\n", "5: model.serving.sample_request: 'sample.npy' must be a .json file"),
-        ("model:\n  serving: {scoring_script: train.py, auth: maybe}\n", "5: model.serving.auth: Input should be a valid boolean"),
+        (
+            "model:\n  serving: {auth: true}\n",
+            "5: model.serving.auth: model.serving.auth protects a scoring script's /score",
+        ),
+        (
+            "model:\n  serving: {pip_packages: [numpy]}\n",
+            "5: model.serving.pip_packages: model.serving.pip_packages belongs to a scoring script",
+        ),
+        (
+            "model:\n  serving: {scoring_script: score.txt}\n",
+            "5: model.serving.scoring_script: 'score.txt' must be a .py file",
+        ),
+        (
+            "model:\n  serving: {scoring_script: missing.py}\n",
+            "5: model.serving.scoring_script: 'missing.py' not found in source_directory",
+        ),
+        (
+            "model:\n  serving: {scoring_script: ../score.py}\n",
+            "5: model.serving.scoring_script: '../score.py' must be a relative path inside source_directory",
+        ),
+        (
+            "model:\n  serving: {scoring_script: /etc/passwd.py}\n",
+            "5: model.serving.scoring_script: '/etc/passwd.py' must be a relative path",
+        ),
+        (
+            "model:\n  gate: off\n  serving: {scoring_script: train.py}\n",
+            "6: model.serving.scoring_script: the gate runs the scoring script's init() and run()",
+        ),
+        (
+            "model:\n  serving: {scoring_script: train.py, pip_packages: ['--index-url=http://evil']}\n",
+            "5: model.serving.pip_packages[0]: '--index-url=http://evil' is not a package",
+        ),
+        (
+            "model:\n  serving: {scoring_script: train.py, sample_request: sample.npy}\n",
+            "5: model.serving.sample_request: 'sample.npy' must be a .json file",
+        ),
+        (
+            "model:\n  serving: {scoring_script: train.py, auth: maybe}\n",
+            "5: model.serving.auth: Input should be a valid boolean",
+        ),
     ],
 )
 def test_bad_scoring_settings_are_one_line(project, manifest, error):
@@ -69,15 +98,32 @@ def test_a_sample_request_behind_a_link_is_refused(project, tmp_path):
 
 
 def test_conda_file_and_pip_packages_are_one_or_the_other(project):
-    path = with_files(project, "model:\n  serving: {scoring_script: train.py, pip_packages: [numpy], conda_file: env.yml}\n",
-                      **{"env.yml": "dependencies: [pip]\n"})
+    path = with_files(
+        project,
+        "model:\n  serving: {scoring_script: train.py, pip_packages: [numpy], conda_file: env.yml}\n",
+        **{"env.yml": "dependencies: [pip]\n"},
+    )
     message = error_of(lambda manifest: path, "")
     assert "model.serving.pip_packages: give conda_file or pip_packages, not both" in message and "\n" not in message
 
 
 def test_the_keys_as_azure_names_them_load(project):
-    path = with_files(project, SCRIPT + "    conda_file: env.yml\n    sample_request: sample.json\n    auth: true\n    cpu: 2\n    memory: 4Gi\n",
-                      **{"score.py": "def init(): pass\ndef run(d): return d\n", "env.yml": "dependencies: [pip]\n", "sample.json": "{}"})
+    path = with_files(
+        project,
+        SCRIPT
+        + "    conda_file: env.yml\n    sample_request: sample.json\n    auth: true\n    cpu: 2\n    memory: 4Gi\n",
+        **{
+            "score.py": "def init(): pass\ndef run(d): return d\n",
+            "env.yml": "dependencies: [pip]\n",
+            "sample.json": "{}",
+        },
+    )
     serving = load_manifest(path).manifest.model.serving
-    assert (serving.scoring_script, serving.conda_file, serving.sample_request, serving.auth, serving.cpu, serving.memory) == (
-        "score.py", "env.yml", "sample.json", True, 2.0, "4Gi")
+    assert (
+        serving.scoring_script,
+        serving.conda_file,
+        serving.sample_request,
+        serving.auth,
+        serving.cpu,
+        serving.memory,
+    ) == ("score.py", "env.yml", "sample.json", True, 2.0, "4Gi")

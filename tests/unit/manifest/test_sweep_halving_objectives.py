@@ -5,8 +5,8 @@ line and field, and pruning a multi-objective sweep is refused."""
 from __future__ import annotations
 
 import pytest
-
 from manifest_errors import error_of
+
 from runner.manifest import load_manifest
 from runner.manifest.sweep import Asha, Hyperband, Objective
 from runner.manifest.sweep_rules import objective_of, objectives_of
@@ -27,8 +27,13 @@ def sweep(*lines: str) -> str:
 def test_asha_and_hyperband_load_with_their_defaults(project):
     asha = load(project, sweep("  early_termination: {type: asha}\n")).manifest.sweep.early_termination
     assert asha == Asha(type="asha", min_resource=1, reduction_factor=3)
-    band = load(project, sweep("  early_termination: {type: hyperband, min_resource: 2, max_resource: 18, reduction_factor: 3}\n"))
-    assert band.manifest.sweep.early_termination == Hyperband(type="hyperband", min_resource=2, max_resource=18, reduction_factor=3)
+    band = load(
+        project,
+        sweep("  early_termination: {type: hyperband, min_resource: 2, max_resource: 18, reduction_factor: 3}\n"),
+    )
+    assert band.manifest.sweep.early_termination == Hyperband(
+        type="hyperband", min_resource=2, max_resource=18, reduction_factor=3
+    )
     auto = load(project, sweep("  early_termination: {type: hyperband}\n")).manifest.sweep.early_termination
     assert auto.max_resource is None  # Optuna's "auto": the first finished trial's count of reports
 
@@ -36,9 +41,12 @@ def test_asha_and_hyperband_load_with_their_defaults(project):
 def test_a_list_of_objectives_is_a_multi_objective_sweep(project):
     manifest = load(project, sweep(TWO)).manifest
     assert objectives_of(manifest) == (
-        Objective(primary_metric="acc", goal="maximize"), Objective(primary_metric="latency_ms", goal="minimize")
+        Objective(primary_metric="acc", goal="maximize"),
+        Objective(primary_metric="latency_ms", goal="minimize"),
     )
-    assert objective_of(manifest) == Objective(primary_metric="acc", goal="maximize")  # the first: what ranks trials first
+    assert objective_of(manifest) == Objective(
+        primary_metric="acc", goal="maximize"
+    )  # the first: what ranks trials first
 
 
 def test_the_mapping_form_stays_one_objective(project):
@@ -48,7 +56,9 @@ def test_the_mapping_form_stays_one_objective(project):
 
 
 def test_a_list_of_one_objective_may_be_pruned(project):
-    manifest = load(project, sweep("  objective: [{primary_metric: acc, goal: maximize}]\n  early_termination: {type: asha}\n")).manifest
+    manifest = load(
+        project, sweep("  objective: [{primary_metric: acc, goal: maximize}]\n  early_termination: {type: asha}\n")
+    ).manifest
     assert objectives_of(manifest) == (Objective(primary_metric="acc", goal="maximize"),)
 
 
@@ -56,14 +66,18 @@ BAD = [
     (
         "policy_did_you_mean_hyperband",
         sweep("  early_termination: {type: hyperbnd}\n"),
-        "7: sweep.early_termination.type: 'hyperbnd' is not one of 'bandit', 'median_stopping', 'truncation_selection', "
-        "'asha', 'hyperband'; did you mean 'hyperband'?",
+        (
+            "7: sweep.early_termination.type: 'hyperbnd' is not one of 'bandit', 'median_stopping',"
+            " 'truncation_selection', 'asha', 'hyperband'; did you mean 'hyperband'?"
+        ),
     ),
     (
         "policy_did_you_mean_asha",
         sweep("  early_termination: {type: ashaa}\n"),
-        "7: sweep.early_termination.type: 'ashaa' is not one of 'bandit', 'median_stopping', 'truncation_selection', "
-        "'asha', 'hyperband'; did you mean 'asha'?",
+        (
+            "7: sweep.early_termination.type: 'ashaa' is not one of 'bandit', 'median_stopping',"
+            " 'truncation_selection', 'asha', 'hyperband'; did you mean 'asha'?"
+        ),
     ),
     (
         "key_did_you_mean",
@@ -93,14 +107,18 @@ BAD = [
     (
         "pruning_a_multi_objective_sweep",
         sweep(TWO, "  early_termination: {type: hyperband}\n"),
-        "8: sweep.early_termination: Optuna prunes single-objective sweeps only; this sweep has 2 objectives "
-        "(drop early_termination or keep one objective)",
+        (
+            "8: sweep.early_termination: Optuna prunes single-objective sweeps only; this sweep has 2 objectives "
+            "(drop early_termination or keep one objective)"
+        ),
     ),
     (
         "pruning_a_multi_objective_sweep_bandit",
         sweep(TWO, "  early_termination: {type: bandit, slack_factor: 0.1}\n"),
-        "8: sweep.early_termination: Optuna prunes single-objective sweeps only; this sweep has 2 objectives "
-        "(drop early_termination or keep one objective)",
+        (
+            "8: sweep.early_termination: Optuna prunes single-objective sweeps only; this sweep has 2 objectives "
+            "(drop early_termination or keep one objective)"
+        ),
     ),
     (
         "an_objective_twice",
@@ -115,7 +133,10 @@ BAD = [
     (
         "neither_form",
         sweep("  objective: val_accuracy\n"),
-        "7: sweep.objective: must be a mapping {primary_metric: …, goal: …}, or a list of them (a multi-objective sweep)",
+        (
+            "7: sweep.objective: must be a mapping {primary_metric: …, goal: …}, or a list of them (a multi-objective"
+            " sweep)"
+        ),
     ),
     (
         "a_goal_in_the_list",

@@ -7,8 +7,8 @@ import json
 import re
 
 import pytest
-
 from manifest_errors import error_of
+
 from runner.manifest import load_manifest
 from runner.manifest.schema import json_schema
 from runner.manifest.sweep import SWEEP_ID_PATTERN, Objective, grid_size, trial_limit
@@ -22,34 +22,42 @@ def load(project, manifest: str):
     return load_manifest(project(manifest=manifest))
 
 
-
 BAD_SWEEPS = [  # (case, manifest after name/source_directory/entry_script, the one line of the error less the path)
     (
         "choice_value_twice",
-        PRIMARY + "sweep:\n  search_space:\n    --bs: {type: choice, values: [16, 32, 16, 1.0, 1, true]}\n  limits: {max_total_trials: 3}\n",
+        PRIMARY + "sweep:\n  search_space:\n    --bs: {type: choice, values: [16, 32, 16, 1.0, 1, true]}\n  limits:"
+        " {max_total_trials: 3}\n",
         "7: sweep.search_space.--bs.values[2]: 16 is already value 0 of the choice",
     ),
     (
         "expression_type_did_you_mean",
         PRIMARY + "sweep:\n  search_space:\n    --lr: {type: loguniformm, min_value: -5, max_value: -1}\n",
-        "7: sweep.search_space.--lr.type: 'loguniformm' is not one of 'choice', 'randint', 'uniform', 'quniform', "
-        "'loguniform', 'qloguniform', 'normal', 'qnormal', 'lognormal', 'qlognormal'; did you mean 'loguniform'?",
+        (
+            "7: sweep.search_space.--lr.type: 'loguniformm' is not one of 'choice', 'randint', 'uniform', 'quniform', "
+            "'loguniform', 'qloguniform', 'normal', 'qnormal', 'lognormal', 'qlognormal'; did you mean 'loguniform'?"
+        ),
     ),
     (
         "expression_without_type",
         PRIMARY + "sweep:\n  search_space:\n    --lr: {min_value: -5, max_value: -1}\n",
-        "7: sweep.search_space.--lr.type: required key is missing; one of 'choice', 'randint', 'uniform', 'quniform', "
-        "'loguniform', 'qloguniform', 'normal', 'qnormal', 'lognormal', 'qlognormal'",
+        (
+            "7: sweep.search_space.--lr.type: required key is missing; one of 'choice', 'randint', 'uniform',"
+            " 'quniform', 'loguniform', 'qloguniform', 'normal', 'qnormal', 'lognormal', 'qlognormal'"
+        ),
     ),
     (
         "expression_no_mapping",
         PRIMARY + "sweep:\n  search_space:\n    --lr: 0.1\n",
-        "7: sweep.search_space.--lr: must be a mapping with type: one of 'choice', 'randint', 'uniform', 'quniform', "
-        "'loguniform', 'qloguniform', 'normal', 'qnormal', 'lognormal', 'qlognormal'",
+        (
+            "7: sweep.search_space.--lr: must be a mapping with type: one of 'choice', 'randint', 'uniform',"
+            " 'quniform', 'loguniform', 'qloguniform', 'normal', 'qnormal', 'lognormal', 'qlognormal'"
+        ),
     ),
     (
         "expression_unknown_key",
-        PRIMARY + "sweep:\n  limits: {max_total_trials: 4}\n  search_space:\n    --lr: {type: normal, mu: 0, sigmaa: 1, sigma: 1}\n",
+        PRIMARY
+        + "sweep:\n  limits: {max_total_trials: 4}\n  search_space:\n    --lr: {type: normal, mu: 0, sigmaa: 1, sigma:"
+        " 1}\n",
         "8: sweep.search_space.--lr.sigmaa: unknown key; did you mean 'sigma'?",
     ),
     (
@@ -60,7 +68,10 @@ BAD_SWEEPS = [  # (case, manifest after name/source_directory/entry_script, the 
     (
         "sampling_mapping_did_you_mean",
         PRIMARY + "sweep:\n  sampling_algorithm: {type: bayesain}\n  search_space:\n" + LR,
-        "6: sweep.sampling_algorithm.type: 'bayesain' is not one of 'random', 'grid' or 'bayesian'; did you mean 'bayesian'?",
+        (
+            "6: sweep.sampling_algorithm.type: 'bayesain' is not one of 'random', 'grid' or 'bayesian'; did you mean"
+            " 'bayesian'?"
+        ),
     ),
     (
         "sampling_unknown_key",
@@ -74,18 +85,25 @@ BAD_SWEEPS = [  # (case, manifest after name/source_directory/entry_script, the 
     ),
     (
         "sobol_is_random_only",
-        PRIMARY + "sweep:\n  sampling_algorithm: {type: bayesian, rule: sobol}\n  limits: {max_total_trials: 4}\n  search_space:\n" + LR,
+        PRIMARY + "sweep:\n  sampling_algorithm: {type: bayesian, rule: sobol}\n  limits: {max_total_trials: 4}\n "
+        " search_space:\n" + LR,
         "6: sweep.sampling_algorithm.rule: sobol applies to random sampling, not bayesian",
     ),
     (
         "policy_did_you_mean",
-        PRIMARY + "sweep:\n  sampling_algorithm: grid\n  early_termination: {type: median_stoping}\n  search_space:\n" + LR,
-        "7: sweep.early_termination.type: 'median_stoping' is not one of 'bandit', 'median_stopping', "
-        "'truncation_selection', 'asha', 'hyperband'; did you mean 'median_stopping'?",
+        PRIMARY
+        + "sweep:\n  sampling_algorithm: grid\n  early_termination: {type: median_stoping}\n  search_space:\n"
+        + LR,
+        (
+            "7: sweep.early_termination.type: 'median_stoping' is not one of 'bandit', 'median_stopping', "
+            "'truncation_selection', 'asha', 'hyperband'; did you mean 'median_stopping'?"
+        ),
     ),
     (
         "policy_unknown_key",
-        PRIMARY + "sweep:\n  sampling_algorithm: grid\n  early_termination: {type: bandit, slack_factr: 0.1}\n  search_space:\n" + LR,
+        PRIMARY
+        + "sweep:\n  sampling_algorithm: grid\n  early_termination: {type: bandit, slack_factr: 0.1}\n  search_space:\n"
+        + LR,
         "7: sweep.early_termination.slack_factr: unknown key; did you mean 'slack_factor'?",
     ),
     (
@@ -101,7 +119,8 @@ BAD_SWEEPS = [  # (case, manifest after name/source_directory/entry_script, the 
     ),
     (
         "uniform_bounds_in_order",
-        PRIMARY + "sweep:\n  limits: {max_total_trials: 4}\n  search_space:\n    --lr: {type: quniform, min_value: 2, max_value: 1, q: 1}\n",
+        PRIMARY + "sweep:\n  limits: {max_total_trials: 4}\n  search_space:\n    --lr: {type: quniform, min_value: 2,"
+        " max_value: 1, q: 1}\n",
         "8: sweep.search_space.--lr.min_value: min_value (2) must be less than max_value (1)",
     ),
     (
@@ -130,13 +149,19 @@ BAD_SWEEPS = [  # (case, manifest after name/source_directory/entry_script, the 
         "input_reference_is_not_sampled",
         PRIMARY + "inputs:\n  mnist: {source: src}\nscript_params:\n  --data: {input: mnist}\n"
         "sweep:\n  sampling_algorithm: grid\n  search_space:\n    --data: {type: choice, values: [a, b]}\n",
-        "12: sweep.search_space.--data: script_params.--data is {input: …}, a path tftrain passes; it cannot be sampled",
+        (
+            "12: sweep.search_space.--data: script_params.--data is {input: …}, a path tftrain passes; it cannot be"
+            " sampled"
+        ),
     ),
     (
         "resume_reference_is_not_sampled",
         PRIMARY + "resume_from: runs/1\nscript_params:\n  --ckpt: {resume_from: true}\n"
         "sweep:\n  sampling_algorithm: grid\n  search_space:\n    --ckpt: {type: choice, values: [a, b]}\n",
-        "11: sweep.search_space.--ckpt: script_params.--ckpt is {resume_from: true}, a path tftrain passes; it cannot be sampled",
+        (
+            "11: sweep.search_space.--ckpt: script_params.--ckpt is {resume_from: true}, a path tftrain passes; it"
+            " cannot be sampled"
+        ),
     ),
     (
         "an_objective_is_needed",
@@ -145,7 +170,8 @@ BAD_SWEEPS = [  # (case, manifest after name/source_directory/entry_script, the 
     ),
     (
         "objective_goal",
-        "sweep:\n  sampling_algorithm: grid\n  objective: {primary_metric: acc, goal: maximise}\n  search_space:\n" + LR,
+        "sweep:\n  sampling_algorithm: grid\n  objective: {primary_metric: acc, goal: maximise}\n  search_space:\n"
+        + LR,
         "6: sweep.objective.goal: 'maximise' is not one of 'maximize' or 'minimize'; did you mean 'maximize'?",
     ),
     (
@@ -161,8 +187,13 @@ BAD_SWEEPS = [  # (case, manifest after name/source_directory/entry_script, the 
     ),
     (
         "storage_scheme",
-        PRIMARY + "sweep:\n  sampling_algorithm: grid\n  storage: mysql://me:hunter2@db.example/optuna\n  search_space:\n" + LR,
-        "7: sweep.storage: 'mysql://me:***@db.example/optuna' is not sqlite:///PATH, postgresql://… or postgresql+psycopg://…",
+        PRIMARY
+        + "sweep:\n  sampling_algorithm: grid\n  storage: mysql://me:hunter2@db.example/optuna\n  search_space:\n"
+        + LR,
+        (
+            "7: sweep.storage: 'mysql://me:***@db.example/optuna' is not sqlite:///PATH, postgresql://… or"
+            " postgresql+psycopg://…"
+        ),
     ),
     (
         "storage_sqlite_needs_a_path",
@@ -182,12 +213,21 @@ BAD_SWEEPS = [  # (case, manifest after name/source_directory/entry_script, the 
     (
         "max_cost_without_prices",
         PRIMARY + "sweep:\n  search_space:\n" + LR + "  limits: {max_total_trials: 4, max_cost: 0.5}\n",
-        "8: sweep.limits.max_cost: a cost budget needs prices: set compute.cost (or, with compute.target: pool, cost: in the pool file)",
+        (
+            "8: sweep.limits.max_cost: a cost budget needs prices: set compute.cost (or, with compute.target: pool,"
+            " cost: in the pool file)"
+        ),
     ),
     (
         "max_cost_without_prices_on_docker",
-        PRIMARY + "compute: {target: docker}\nsweep:\n  search_space:\n" + LR + "  limits: {max_total_trials: 4, max_cost: 0.5}\n",
-        "9: sweep.limits.max_cost: a cost budget needs prices: set compute.cost (or, with compute.target: pool, cost: in the pool file)",
+        PRIMARY
+        + "compute: {target: docker}\nsweep:\n  search_space:\n"
+        + LR
+        + "  limits: {max_total_trials: 4, max_cost: 0.5}\n",
+        (
+            "9: sweep.limits.max_cost: a cost budget needs prices: set compute.cost (or, with compute.target: pool,"
+            " cost: in the pool file)"
+        ),
     ),
     (
         "search_space_not_empty",
@@ -206,15 +246,20 @@ def test_a_cost_budget_with_prices_or_a_pool_loads(project):
     budget = "sweep:\n  search_space:\n" + LR + "  limits: {max_total_trials: 4, max_cost: 0.5}\n"
     priced = load(project, PRIMARY + "compute: {cost: {cpu_hour: 1.0}}\n" + budget)
     assert priced.manifest.sweep.limits.max_cost == 0.5
-    pooled = load(project, PRIMARY + "compute: {target: pool}\n" + budget)  # the pool file's cost: checked when the sweep starts
+    pooled = load(
+        project, PRIMARY + "compute: {target: pool}\n" + budget
+    )  # the pool file's cost: checked when the sweep starts
     assert pooled.manifest.compute.target == "pool"
-    gpu_hours = load(project, PRIMARY + "sweep:\n  search_space:\n" + LR + "  limits: {max_total_trials: 4, max_gpu_hours: 2}\n")
+    gpu_hours = load(
+        project, PRIMARY + "sweep:\n  search_space:\n" + LR + "  limits: {max_total_trials: 4, max_gpu_hours: 2}\n"
+    )
     assert gpu_hours.manifest.sweep.limits.max_gpu_hours == 2  # GPU-hours need no prices
 
 
 def test_a_storage_password_is_never_echoed(project):
     message = error_of(
-        project, PRIMARY + "sweep:\n  sampling_algorithm: grid\n  storage: 'mysql://me:p/a#ss@db/x'\n  search_space:\n" + LR
+        project,
+        PRIMARY + "sweep:\n  sampling_algorithm: grid\n  storage: 'mysql://me:p/a#ss@db/x'\n  search_space:\n" + LR,
     )
     assert "p/a#ss" not in message and "me:***@db/x" in message
 
@@ -247,7 +292,9 @@ EXPRESSIONS = [
 
 
 @pytest.mark.parametrize("expression", EXPRESSIONS)
-@pytest.mark.parametrize("sampling", ["random", "bayesian", "{type: random, seed: 7, rule: sobol}", "{type: bayesian, seed: 0}"])
+@pytest.mark.parametrize(
+    "sampling", ["random", "bayesian", "{type: random, seed: 7, rule: sobol}", "{type: bayesian, seed: 0}"]
+)
 def test_every_expression_loads(project, expression, sampling):
     loaded = load(
         project,
@@ -267,24 +314,23 @@ def test_every_expression_loads(project, expression, sampling):
     ],
 )
 def test_every_policy_loads(project, policy):
-    loaded = load(project, PRIMARY + f"sweep:\n  sampling_algorithm: grid\n  early_termination: {policy}\n  search_space:\n" + LR)
+    loaded = load(
+        project, PRIMARY + f"sweep:\n  sampling_algorithm: grid\n  early_termination: {policy}\n  search_space:\n" + LR
+    )
     assert loaded.manifest.sweep.early_termination.type == policy.split(",")[0].split()[-1].rstrip("}")
 
 
 def test_a_full_sweep_loads(project):
     loaded = load(
         project,
-        "resume_from: runs/1\n"
-        "inputs:\n  mnist: {source: src}\n"
-        "script_params:\n  --data: {input: mnist}\n  --ckpt: {resume_from: true}\n  --lr: 0.1\n"
-        "distributed_training: {backend: multi_worker_mirrored, worker_count: 2}\n"
-        "sweep:\n  sampling_algorithm: {type: bayesian, seed: 1}\n"
-        "  search_space:\n    --lr: {type: loguniform, min_value: -9, max_value: -1}\n    --batch: {type: choice, values: [32, 64]}\n"
-        "  objective: {primary_metric: accuracy, goal: maximize}\n"
-        "  early_termination: {type: bandit, slack_factor: 0.1}\n"
-        "  limits: {max_total_trials: 20, max_concurrent_trials: 4, timeout: 3600, trial_timeout: 600}\n"
-        "  storage: postgresql+psycopg://tftrain:secret@db.example:5432/optuna\n"
-        "  warm_start: [demo-sweep-1, other.model-sweep-12]\n",
+        "resume_from: runs/1\ninputs:\n  mnist: {source: src}\nscript_params:\n  --data: {input: mnist}\n  --ckpt:"
+        " {resume_from: true}\n  --lr: 0.1\ndistributed_training: {backend: multi_worker_mirrored, worker_count:"
+        " 2}\nsweep:\n  sampling_algorithm: {type: bayesian, seed: 1}\n  search_space:\n    --lr: {type: loguniform,"
+        " min_value: -9, max_value: -1}\n    --batch: {type: choice, values: [32, 64]}\n  objective: {primary_metric:"
+        " accuracy, goal: maximize}\n  early_termination: {type: bandit, slack_factor: 0.1}\n  limits:"
+        " {max_total_trials: 20, max_concurrent_trials: 4, timeout: 3600, trial_timeout: 600}\n  storage:"
+        " postgresql+psycopg://tftrain:secret@db.example:5432/optuna\n  warm_start: [demo-sweep-1,"
+        " other.model-sweep-12]\n",
     )
     sweep = loaded.manifest.sweep
     assert sweep.sampling.seed == 1 and trial_limit(sweep) == 20
@@ -308,7 +354,9 @@ def test_the_objective_defaults_to_the_primary_metric(project, metrics, objectiv
 def test_sweep_objective_wins_over_metrics(project):
     loaded = load(
         project,
-        PRIMARY + "sweep:\n  sampling_algorithm: grid\n  objective: {primary_metric: acc, goal: maximize}\n  search_space:\n" + LR,
+        PRIMARY
+        + "sweep:\n  sampling_algorithm: grid\n  objective: {primary_metric: acc, goal: maximize}\n  search_space:\n"
+        + LR,
     )
     assert objective_of(loaded.manifest) == Objective(primary_metric="acc", goal="maximize")
 
@@ -316,15 +364,19 @@ def test_sweep_objective_wins_over_metrics(project):
 def test_trial_limit_of_a_grid_is_its_size(project):
     loaded = load(
         project,
-        PRIMARY + "sweep:\n  sampling_algorithm: grid\n  search_space:\n" + LR + "    --units: {type: randint, upper: 3}\n"
-        "    --opt: {type: choice, values: [adam, sgd, rmsprop]}\n",
+        PRIMARY
+        + "sweep:\n  sampling_algorithm: grid\n  search_space:\n"
+        + LR
+        + "    --units: {type: randint, upper: 3}\n    --opt: {type: choice, values: [adam, sgd, rmsprop]}\n",
     )
     assert grid_size(loaded.manifest.sweep) == 2 * 3 * 3
     assert trial_limit(loaded.manifest.sweep) == 18
 
 
 def test_a_grid_may_run_fewer_trials(project):
-    loaded = load(project, PRIMARY + "sweep:\n  sampling_algorithm: grid\n  limits: {max_total_trials: 1}\n  search_space:\n" + LR)
+    loaded = load(
+        project, PRIMARY + "sweep:\n  sampling_algorithm: grid\n  limits: {max_total_trials: 1}\n  search_space:\n" + LR
+    )
     assert trial_limit(loaded.manifest.sweep) == 1
     assert sweep_warnings(loaded.manifest) == []
 
@@ -338,7 +390,8 @@ def test_counts_azure_caps_are_warnings(project):
     """Azure runs no more trials than the grid has, and no more at once than in all: allowed, said."""
     loaded = load(
         project,
-        PRIMARY + "sweep:\n  sampling_algorithm: grid\n  limits: {max_total_trials: 5, max_concurrent_trials: 8}\n  search_space:\n" + LR,
+        PRIMARY + "sweep:\n  sampling_algorithm: grid\n  limits: {max_total_trials: 5, max_concurrent_trials: 8}\n "
+        " search_space:\n" + LR,
     )
     assert sweep_warnings(loaded.manifest) == [
         (("sweep", "limits", "max_total_trials"), "the grid has 2 points; no more trials than that run"),
@@ -347,7 +400,9 @@ def test_counts_azure_caps_are_warnings(project):
 
 
 def test_more_concurrent_than_total_trials_is_a_warning(project):
-    loaded = load(project, PRIMARY + "sweep:\n  limits: {max_total_trials: 3, max_concurrent_trials: 4}\n  search_space:\n" + LR)
+    loaded = load(
+        project, PRIMARY + "sweep:\n  limits: {max_total_trials: 3, max_concurrent_trials: 4}\n  search_space:\n" + LR
+    )
     assert sweep_warnings(loaded.manifest) == [
         (("sweep", "limits", "max_concurrent_trials"), "4 exceeds the 3 trials of the sweep; at most 3 run at once")
     ]
@@ -358,7 +413,10 @@ def test_a_manifest_without_sweep_is_unchanged(project):
     assert loaded.manifest.sweep is None and sweep_warnings(loaded.manifest) == []
 
 
-@pytest.mark.parametrize(("text", "matches"), [("demo-sweep-1", True), ("a.b_c-sweep-204", True), ("demo", False), ("-sweep-1", False), ("demo-sweep-x", False)])
+@pytest.mark.parametrize(
+    ("text", "matches"),
+    [("demo-sweep-1", True), ("a.b_c-sweep-204", True), ("demo", False), ("-sweep-1", False), ("demo-sweep-x", False)],
+)
 def test_sweep_id_pattern(text, matches):
     assert bool(re.fullmatch(SWEEP_ID_PATTERN, text)) is matches
 
@@ -367,11 +425,26 @@ def test_schema_has_the_sweep_section():
     schema = json.loads(json_schema())
     assert schema["properties"]["sweep"]["anyOf"][0] == {"$ref": "#/$defs/SweepSpec"}
     sweep = schema["$defs"]["SweepSpec"]
-    assert {"sampling_algorithm", "search_space", "objective", "early_termination", "limits", "storage", "warm_start"} <= set(
-        sweep["properties"]
-    )
+    assert {
+        "sampling_algorithm",
+        "search_space",
+        "objective",
+        "early_termination",
+        "limits",
+        "storage",
+        "warm_start",
+    } <= set(sweep["properties"])
     assert set(sweep["properties"]["search_space"]["additionalProperties"]["discriminator"]["mapping"]) == {
-        "choice", "randint", "uniform", "quniform", "loguniform", "qloguniform", "normal", "qnormal", "lognormal", "qlognormal",
+        "choice",
+        "randint",
+        "uniform",
+        "quniform",
+        "loguniform",
+        "qloguniform",
+        "normal",
+        "qnormal",
+        "lognormal",
+        "qlognormal",
     }
 
 

@@ -6,13 +6,21 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from runner.errors import ManifestError
 from hostile import assert_clean, assert_refused, nothing_written_outside
 
+from runner.errors import ManifestError
+
 CASES = [
-    ("same_file_name", ["https://h/a/x.bin", "https://h/b/x.bin"], "[1]: 'https://h/b/x.bin': file name 'x.bin' is also that of [0]"),
-    ("s3_in_a_list", ["https://h/a.bin", "s3://bucket/prefix"], "[1]: 's3://bucket/prefix': a list holds https:// files"),
+    (
+        "same_file_name",
+        ["https://h/a/x.bin", "https://h/b/x.bin"],
+        "[1]: 'https://h/b/x.bin': file name 'x.bin' is also that of [0]",
+    ),
+    (
+        "s3_in_a_list",
+        ["https://h/a.bin", "s3://bucket/prefix"],
+        "[1]: 's3://bucket/prefix': a list holds https:// files",
+    ),
     ("local_path_in_a_list", ["data/a.bin"], "[0]: 'data/a.bin': a list holds https:// files"),
     ("no_file_in_path", ["https://h/"], "[0]: 'https://h/': its path names no file"),
     ("dot_dot", ["https://h/a/.."], "its path names no file"),

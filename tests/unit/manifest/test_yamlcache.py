@@ -99,7 +99,10 @@ def test_a_file_that_does_not_parse_is_never_cached(tmp_path):
         '{"format": 1, "empty": false, "data": {"a": {"$set": [1]}}, "lines": [[[true], 1]]}',
         '{"format": 1, "empty": "no", "data": {}, "lines": []}',
         '{"format": 0, "empty": false, "data": {}, "lines": []}',
-        pytest.param('{"format": 1, "empty": false, "data": ' + "[" * 100_000 + "]" * 100_000 + ', "lines": []}', id="nested-100k-deep"),
+        pytest.param(
+            '{"format": 1, "empty": false, "data": ' + "[" * 100_000 + "]" * 100_000 + ', "lines": []}',
+            id="nested-100k-deep",
+        ),
     ],
 )
 def test_an_entry_that_is_not_ours_is_parsed_again(tmp_path, entry):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.plan.argv import script_args, script_path
 from runner.manifest import load_manifest
+from runner.plan.argv import script_args, script_path
 from runner.plan.model import PlanContext
 
 
@@ -21,18 +21,36 @@ def script_argv(manifest, python: str, inputs: dict | None = None, resume: Path 
 def test_values_become_separate_arguments(project):
     manifest = load_manifest(
         project(
-            manifest="script_params:\n  --batch-size: 50\n  --lr: 0.001\n  --layers: [64, 32]\n"
-            "  --amp: true\n  --no-amp: false\n  --verbose:\n  positional: value\n"
+            manifest=(
+                "script_params:\n  --batch-size: 50\n  --lr: 0.001\n  --layers: [64, 32]\n"
+                "  --amp: true\n  --no-amp: false\n  --verbose:\n  positional: value\n"
+            )
         )
     ).manifest
     assert script_argv(manifest, "python") == [
-        "python", "train.py", "--batch-size", "50", "--lr", "0.001", "--layers", "64", "32", "--amp", "--verbose", "positional", "value",
+        "python",
+        "train.py",
+        "--batch-size",
+        "50",
+        "--lr",
+        "0.001",
+        "--layers",
+        "64",
+        "32",
+        "--amp",
+        "--verbose",
+        "positional",
+        "value",
     ]
 
 
 def test_input_and_resume_references(project, tmp_path):
-    path = project(manifest="inputs:\n  digits:\n    source: .\nresume_from: model:x@v1\n"
-                   "script_params:\n  --data: {input: digits}\n  --resume-from: {resume_from: true}\n")
+    path = project(
+        manifest=(
+            "inputs:\n  digits:\n    source: .\nresume_from: model:x@v1\n"
+            "script_params:\n  --data: {input: digits}\n  --resume-from: {resume_from: true}\n"
+        )
+    )
     manifest = load_manifest(path).manifest
     argv = script_argv(manifest, "python", {"digits": tmp_path / "d"}, tmp_path / "ckpt")
     assert argv[2:] == ["--data", str(tmp_path / "d"), "--resume-from", str(tmp_path / "ckpt")]

@@ -5,21 +5,28 @@ import json
 import socket
 
 import pytest
+from builders import PYTHON, RUNTIME
 
 from runner.errors import ManifestError, PlanError
-from runner.shared.machine import cpu_count
-from runner.plan.launchers.capacity import check_capacity
-from runner.telemetry.logger import Logger
-from runner.plan.argv import script_args
 from runner.manifest import load_manifest
-from runner.plan.model import PlanContext, Role, SuccessPolicy, TaskSpec
+from runner.plan.argv import script_args
 from runner.plan.launchers import build_plan
-from builders import PYTHON, RUNTIME
+from runner.plan.launchers.capacity import check_capacity
+from runner.plan.model import PlanContext, Role, SuccessPolicy, TaskSpec
+from runner.shared.machine import cpu_count
+from runner.telemetry.logger import Logger
 
 
 def plan_for(project, manifest: str, env: dict | None = None):
     loaded = load_manifest(project(manifest="compute:\n  slots_per_node: 4\n" + manifest))
-    ctx = PlanContext(loaded.manifest, "local", "/venv/bin/python", RUNTIME, {"TFTRAIN_RUN_ID": "r-1", **(env or {})}, ("--epochs", "3"))
+    ctx = PlanContext(
+        loaded.manifest,
+        "local",
+        "/venv/bin/python",
+        RUNTIME,
+        {"TFTRAIN_RUN_ID": "r-1", **(env or {})},
+        ("--epochs", "3"),
+    )
     return build_plan(ctx)
 
 
@@ -73,8 +80,17 @@ def test_horovodrun_launcher(project):
 
 
 def test_parameter_server_tf_config(project):
-    plan = plan_for(project, "node_count: 2\ndistributed_training:\n  backend: parameter_server\n  worker_count: 2\n  parameter_server_count: 1\n")
-    assert [(t.role, t.index, t.rank) for t in plan.tasks] == [("chief", 0, 0), ("worker", 0, 1), ("worker", 1, 2), ("ps", 0, 3)]
+    plan = plan_for(
+        project,
+        "node_count: 2\ndistributed_training:\n  backend: parameter_server\n  worker_count: 2\n "
+        " parameter_server_count: 1\n",
+    )
+    assert [(t.role, t.index, t.rank) for t in plan.tasks] == [
+        ("chief", 0, 0),
+        ("worker", 0, 1),
+        ("worker", 1, 2),
+        ("ps", 0, 3),
+    ]
     configs = [json.loads(t.env["TF_CONFIG"]) for t in plan.tasks]
     cluster = configs[0]["cluster"]
     assert list(cluster) == ["chief", "ps", "worker"]  # sorted, as Kubeflow writes it
@@ -86,9 +102,21 @@ def test_parameter_server_tf_config(project):
 
 
 def test_roles_and_the_success_policy_are_typed_and_written_as_their_words(project):
-    plan = plan_for(project, "node_count: 2\ndistributed_training:\n  backend: parameter_server\n  worker_count: 1\n  parameter_server_count: 1\n")
-    assert [t.role for t in plan.tasks] == [Role.CHIEF, Role.WORKER, Role.PS] and plan.success_policy is SuccessPolicy.CHIEF
-    assert all(type(t.role) is Role for t in plan.tasks) and [t.label for t in plan.tasks] == ["chief 0", "worker 0", "ps 0"]
+    plan = plan_for(
+        project,
+        "node_count: 2\ndistributed_training:\n  backend: parameter_server\n  worker_count: 1\n "
+        " parameter_server_count: 1\n",
+    )
+    assert [t.role for t in plan.tasks] == [
+        Role.CHIEF,
+        Role.WORKER,
+        Role.PS,
+    ] and plan.success_policy is SuccessPolicy.CHIEF
+    assert all(type(t.role) is Role for t in plan.tasks) and [t.label for t in plan.tasks] == [
+        "chief 0",
+        "worker 0",
+        "ps 0",
+    ]
     document = json.loads(json.dumps(plan.to_dict()))
     assert document["success_policy"] == "chief" and [t["role"] for t in document["tasks"]] == ["chief", "worker", "ps"]
     single = plan_for(project, "")
@@ -139,17 +167,24 @@ LAUNCHERS = {
     "single": "",
     "mpirun": MPI,
     "horovodrun": MPI + "  launcher: horovodrun\n",
-    "parameter_server": "node_count: 2\ndistributed_training:\n  backend: parameter_server\n  worker_count: 2\n  parameter_server_count: 1\n",
+    "parameter_server": (
+        "node_count: 2\ndistributed_training:\n  backend: parameter_server\n  worker_count: 2\n "
+        " parameter_server_count: 1\n"
+    ),
     "multi_worker_mirrored": "distributed_training:\n  backend: multi_worker_mirrored\n  worker_count: 2\n",
 }
 
 
 def option_named_plan(project, training: str, script: str, target: str = "local"):
-    path = project(manifest="compute:\n  slots_per_node: 4\n" + training + f"script_params:\n  {json.dumps(INJECTION)}: true\n")
+    path = project(
+        manifest="compute:\n  slots_per_node: 4\n" + training + f"script_params:\n  {json.dumps(INJECTION)}: true\n"
+    )
     path.write_text(path.read_text().replace("entry_script: train.py", f"entry_script: {json.dumps(script)}"))
     (path.parent / "src" / script).write_text("print('a script named like an option')\n")
     loaded = load_manifest(path)
-    ctx = PlanContext(loaded.manifest, target, PYTHON, RUNTIME, {"TFTRAIN_RUN_ID": "r-1"}, tuple(script_args(loaded.manifest)))
+    ctx = PlanContext(
+        loaded.manifest, target, PYTHON, RUNTIME, {"TFTRAIN_RUN_ID": "r-1"}, tuple(script_args(loaded.manifest))
+    )
     return loaded, build_plan(ctx)
 
 
@@ -178,7 +213,9 @@ def test_kubernetes_pods_run_the_script_as_a_path(project, training):
     commands = [
         container["command"] + container["args"]
         for document in render(plan, loaded.manifest, "r-1")
-        for spec in (document.get("spec", {}).get("tfReplicaSpecs") or document.get("spec", {}).get("mpiReplicaSpecs") or {}).values()
+        for spec in (
+            document.get("spec", {}).get("tfReplicaSpecs") or document.get("spec", {}).get("mpiReplicaSpecs") or {}
+        ).values()
         for container in spec["template"]["spec"]["containers"]
     ]
     with_python = [command for command in commands if PYTHON in command]
@@ -202,4 +239,7 @@ def test_more_processes_than_cpus_is_a_warning_at_run_start(project):
     for target, warned in (("local", True), ("docker", True), ("pool", False), ("kubernetes", False)):
         plan = build_plan(PlanContext(loaded.manifest, target, PYTHON, RUNTIME, {}, ()))
         said = checked_at_run_start(plan, loaded.manifest)
-        assert (f"warning: {cpus + 1} training processes on this machine's {cpus} CPUs" in said) is warned, (target, said)
+        assert (f"warning: {cpus + 1} training processes on this machine's {cpus} CPUs" in said) is warned, (
+            target,
+            said,
+        )

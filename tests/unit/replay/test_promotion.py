@@ -51,7 +51,9 @@ def test_the_candidate_is_served_from_links_to_the_runs_model_and_copies_of_the_
     with candidate_version(tmp_path / "run", model, {"serving/serving.json": gate}, "m", "2.18") as served:
         root = served.directory.root
         assert (root / "model" / "saved_model.pb").read_bytes() == b"pb"
-        assert (root / "model" / "saved_model.pb").stat().st_ino == (model / "saved_model.pb").stat().st_ino  # linked, not copied
+        assert (root / "model" / "saved_model.pb").stat().st_ino == (
+            model / "saved_model.pb"
+        ).stat().st_ino  # linked, not copied
         assert (root / "serving" / "serving.json").read_text() == "{}"
         assert (served.name, served.framework_version, served.version) == ("m", "2.18", None)
     assert not root.exists() and model.is_dir()  # the scratch goes, the run's model stays

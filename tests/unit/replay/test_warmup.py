@@ -12,9 +12,9 @@ import pytest
 
 from runner.cli.replay_export import check_target
 from runner.errors import UsageError
-from runner.serving.records import WARMUP_FILE, Request, RequestsError, Route, is_warmup, masked_crc32c, read_requests
 from runner.replay.sources import load_requests
 from runner.replay.warmup import MAX_RECORDS, check_expressible, read_warmup, select, write_warmup
+from runner.serving.records import WARMUP_FILE, Request, RequestsError, Route, is_warmup, masked_crc32c, read_requests
 from runner.serving.signature import Signature, TensorSpec
 
 SIGNATURE = Signature("serving_default", (TensorSpec("x", "float32", (None, 2)),), ())
@@ -51,7 +51,9 @@ def test_what_does_not_fit_is_left_out_and_counted_in_one_line(tmp_path):
         Request("wide", {"instances": [[1, 2, 3]]}, Route.V1),
         Request("text", {"instances": [["a", "b"]]}, Route.V1),
         Request("other", {"inputs": {"y": [[1, 2]]}}, Route.V1),
-        Request("v2-dtype", {"inputs": [{"name": "x", "datatype": "INT32", "shape": [1, 2], "data": [1, 2]}]}, Route.V2),
+        Request(
+            "v2-dtype", {"inputs": [{"name": "x", "datatype": "INT32", "shape": [1, 2], "data": [1, 2]}]}, Route.V2
+        ),
         Request("not-an-object", [1, 2], Route.V1),
         Request("script", {"data": [1, 2]}, Route.SCORE),
     ]
@@ -59,7 +61,11 @@ def test_what_does_not_fit_is_left_out_and_counted_in_one_line(tmp_path):
     assert [name for name, _ in selection.chosen] == ["ok"]
     assert (selection.unfit, selection.scoring) == (5, 1)
     summary = selection.summary(tmp_path / "w")
-    assert "\n" not in summary and "1 requests written" in summary and "5 do not fit the signature (first: wide:" in summary
+    assert (
+        "\n" not in summary
+        and "1 requests written" in summary
+        and "5 do not fit the signature (first: wide:" in summary
+    )
     assert "1 are /score requests" in summary
 
 
@@ -92,8 +98,12 @@ def test_a_warmup_file_is_known_by_its_name_or_its_framing_a_request_file_is_not
     named.write_text("not even TFRecords")
     assert (is_warmup(lines), is_warmup(framed), is_warmup(named)) == (False, True, True)
     assert is_warmup(tmp_path / "missing") is False
-    assert load_requests(lines)[0].body == {"instances": [[1, 2]]}  # no TensorFlow imported on the way (tests/purity.py)
-    with pytest.raises(RequestsError, match="a TensorFlow Serving warmup file .*: read with runner.replay.sources.load_requests"):
+    assert load_requests(lines)[0].body == {
+        "instances": [[1, 2]]
+    }  # no TensorFlow imported on the way (tests/purity.py)
+    with pytest.raises(
+        RequestsError, match="a TensorFlow Serving warmup file .*: read with runner.replay.sources.load_requests"
+    ):
         read_requests(framed)  # the JSON Lines reader never reads TFRecords as lines
 
 
@@ -101,14 +111,25 @@ def test_a_warmup_file_is_known_by_its_name_or_its_framing_a_request_file_is_not
     "content, message",
     [
         (b"", r"no requests in it \(an empty warmup file\)"),
-        (b'{"body": {"instances": [[1, 2]]}}\n', "record 1: not a TFRecord .*: a warmup file is TFRecords of PredictionLog"),
+        (
+            b'{"body": {"instances": [[1, 2]]}}\n',
+            "record 1: not a TFRecord .*: a warmup file is TFRecords of PredictionLog",
+        ),
         (b"\x00" * 5, r"record 1: truncated \(the file ends inside its header\)"),
         (frame(b"0123456789")[:-6], r"record 1: truncated \(it says 10 bytes, the file ends before\)"),
         (frame(b"one") + frame(b"two")[:14], "record 2: truncated"),
         (frame(b"one") + b"garbage after the record", "record 2: not a TFRecord"),
         (frame(b"") * (MAX_RECORDS + 1), f"record {MAX_RECORDS + 1}: more than {MAX_RECORDS} records"),
     ],
-    ids=["empty", "json-lines", "short-header", "truncated-data", "second-truncated", "trailing-garbage", "1001-records"],
+    ids=[
+        "empty",
+        "json-lines",
+        "short-header",
+        "truncated-data",
+        "second-truncated",
+        "trailing-garbage",
+        "1001-records",
+    ],
 )
 def test_a_file_that_is_not_a_warmup_file_is_refused_before_tensorflow(tmp_path, content, message):
     path = tmp_path / WARMUP_FILE
@@ -157,4 +178,6 @@ def test_the_summary_names_the_first_unfit_request_by_id_never_its_body(tmp_path
     secret = "s3cr3t-value"
     selection = select([Request("r-1", {"instances": [[secret, 1]]}, Route.V1)], SIGNATURE)
     assert "r-1:" in selection.summary(tmp_path / "w")
-    assert json.dumps(selection.first_unfit).count(secret) <= 1  # the server's own message may quote a value, cut at 20 chars
+    assert (
+        json.dumps(selection.first_unfit).count(secret) <= 1
+    )  # the server's own message may quote a value, cut at 20 chars

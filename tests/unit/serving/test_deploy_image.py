@@ -30,23 +30,37 @@ def register(home: Path, tmp_path: Path, serving: bool = True, info: dict | None
         record = dict(model.info)
         if serving:
             (model.path / "serving").mkdir()
-            document = {"format": "saved_model", "path": ".", "signatures": {}, "signature": "serving_default", "tensorflow": "2.17.1", "onnx": None}
+            document = {
+                "format": "saved_model",
+                "path": ".",
+                "signatures": {},
+                "signature": "serving_default",
+                "tensorflow": "2.17.1",
+                "onnx": None,
+            }
             (model.path / "serving" / "serving.json").write_text(json.dumps(document))
             (model.path / "serving" / "sample.npz").write_bytes(b"sample")
             (model.path / "model.onnx").write_bytes(b"onnx")
-            files = {name: hashlib.sha256((model.path / name).read_bytes()).hexdigest()
-                     for name in ("serving/serving.json", "serving/sample.npz", "model.onnx")}
+            files = {
+                name: hashlib.sha256((model.path / name).read_bytes()).hexdigest()
+                for name in ("serving/serving.json", "serving/sample.npz", "model.onnx")
+            }
             record["serving"], record["extras"] = document, files
         store.db.execute("UPDATE models SET info = ? WHERE name = 'digits'", (json.dumps(record),))
         return Registry(store).get("digits", 1)
 
 
-@pytest.mark.parametrize("image", ["ghcr.io/owner/digits", "127.0.0.1:5000/team/digits", "digits", "registry.example/a/b_c/d-e.f"])
+@pytest.mark.parametrize(
+    "image", ["ghcr.io/owner/digits", "127.0.0.1:5000/team/digits", "digits", "registry.example/a/b_c/d-e.f"]
+)
 def test_repositories_that_push(image):
     assert parse_repository(image, "--image") == image
 
 
-@pytest.mark.parametrize("image", ["ghcr.io/Owner/digits", "registry.example/team/x:latest", "r.example/x@sha256:" + "a" * 64, "", "a//b", "-x/y"])
+@pytest.mark.parametrize(
+    "image",
+    ["ghcr.io/Owner/digits", "registry.example/team/x:latest", "r.example/x@sha256:" + "a" * 64, "", "a//b", "-x/y"],
+)
 def test_repositories_refused_in_one_line(image):
     with pytest.raises(UsageError, match="^--image ") as raised:
         parse_repository(image, "--image")
@@ -70,9 +84,13 @@ def test_environment_is_tagged_by_its_content(tmp_path):
     ca = tmp_path / "ca.pem"
     ca.write_text("CA")
     spec = environment_spec(base("python:3.11-slim-bookworm"), "sha256:base1", "2.18.1", False, ca)
-    assert "pip install -c /tmp/tftrain/tftrain-constraints.txt kserve==0.16.0 tensorflow-cpu==2.18.1\n" in spec.dockerfile
+    assert (
+        "pip install -c /tmp/tftrain/tftrain-constraints.txt kserve==0.16.0 tensorflow-cpu==2.18.1\n" in spec.dockerfile
+    )
     assert b"tensorflow-cpu==2.18.1\n" in spec.context()["tftrain-constraints.txt"]  # the tested set
-    assert "-c " not in environment_spec(base("python:3.11-slim-bookworm"), None, "2.18.0", False, None).dockerfile  # not the set's patch
+    assert (
+        "-c " not in environment_spec(base("python:3.11-slim-bookworm"), None, "2.18.0", False, None).dockerfile
+    )  # not the set's patch
     assert "USER 1000:1000" in spec.dockerfile and "COPY tftrain-ca.pem" in spec.dockerfile
     assert spec.context()["tftrain-ca.pem"] == b"CA"
     assert spec.tag.startswith("tftrain-serve/environment:")
@@ -93,18 +111,27 @@ def test_model_image_tags_labels_and_command(tmp_path):
     assert spec.labels["tftrain.model.sha256"] == hashlib.sha256((model.path / "SHA256SUMS").read_bytes()).hexdigest()
     assert spec.labels["org.opencontainers.image.revision"] == "abc123" == spec.labels["tftrain.model.commit"]
     assert spec.labels["org.opencontainers.image.version"] == "v1"
-    assert {"version/model/saved_model.pb", "version/serving/serving.json", "version/model.onnx", "runner/serving/image.py"} <= set(spec.files)
+    assert {
+        "version/model/saved_model.pb",
+        "version/serving/serving.json",
+        "version/model.onnx",
+        "runner/serving/image.py",
+    } <= set(spec.files)
     assert f"CMD {json.dumps(server_command('digits'))}" in spec.dockerfile
     assert "--host 0.0.0.0" in " ".join(server_command("digits")) and "COPY version /models/digits" in spec.dockerfile
     # the same content is the same tag; another environment is another
     assert model_image_spec(files, "r.example/team/digits", environment, "sha256:env", "base:1").tags == image.tags
-    assert model_image_spec(files, "r.example/team/digits", environment, "sha256:env2", "base:1").tags[0] != image.tags[0]
+    assert (
+        model_image_spec(files, "r.example/team/digits", environment, "sha256:env2", "base:1").tags[0] != image.tags[0]
+    )
 
 
 def test_a_serving_file_that_does_not_match_is_damage(tmp_path):
     model = register(tmp_path / "home", tmp_path)
     (model.path / "serving" / "sample.npz").write_bytes(b"changed")
-    with pytest.raises(RegistryError, match=r"model digits@v1 is damaged: serving/sample.npz is not what version.json says"):
+    with pytest.raises(
+        RegistryError, match=r"model digits@v1 is damaged: serving/sample.npz is not what version.json says"
+    ):
         copy_version(model, tmp_path / "version")
 
 

@@ -23,7 +23,14 @@ CHECKED = {  # as runner.serving.model_check writes it (sorted keys)
     "signatures": {"serving_default": {"inputs": [{"name": "x", "shape": [None, 64], "dtype": "float32"}]}},
     "tensorflow": "2.18.1",
 }
-EXPORTED = {"converter": "tf2onnx 1.17.0", "file": "model.onnx", "max_abs_diff": 7.5e-9, "opset": 17, "outputs_missing": [], "tensorflow": "2.18.1"}
+EXPORTED = {
+    "converter": "tf2onnx 1.17.0",
+    "file": "model.onnx",
+    "max_abs_diff": 7.5e-9,
+    "opset": 17,
+    "outputs_missing": [],
+    "tensorflow": "2.18.1",
+}
 
 
 def _written(tmp_path: Path, name: str, document) -> Path:

@@ -10,8 +10,8 @@ import time
 
 import pytest
 import yaml
-
 from hostile import assert_refused, nothing_written_outside
+
 from runner.errors import ManifestError, UsageError
 from runner.serving.guard import TOKEN_VARIABLE
 from runner.serving.image import ServingResources, environment_spec
@@ -83,22 +83,36 @@ def test_a_rendered_dockerfile_has_one_from_line_of_the_reference(reference):
     parsed = parse_reference(reference, "--base-image")
     assert str(parsed) == reference
     dockerfile = environment_spec(parsed, None, "2.18.1", False, None).dockerfile
-    assert re.findall(r"^FROM .*$", dockerfile, re.MULTILINE) == [f"FROM {reference} AS base", "FROM base AS dependencies", "FROM base"]
-    assert dockerfile == environment_spec(parse_reference("python:3.11-slim-bookworm", "x"), None, "2.18.1", False, None).dockerfile.replace(
-        "python:3.11-slim-bookworm", reference
-    )  # the reference changes one word, never the lines
+    assert re.findall(r"^FROM .*$", dockerfile, re.MULTILINE) == [
+        f"FROM {reference} AS base",
+        "FROM base AS dependencies",
+        "FROM base",
+    ]
+    assert dockerfile == environment_spec(
+        parse_reference("python:3.11-slim-bookworm", "x"), None, "2.18.1", False, None
+    ).dockerfile.replace("python:3.11-slim-bookworm", reference)  # the reference changes one word, never the lines
 
 
 def test_environment_spec_takes_only_a_parsed_reference():
     with pytest.raises(TypeError):  # a caller cannot skip the parser
-        environment_spec("python\nRUN id", None, "2.18.1", False, None).dockerfile  # type: ignore[arg-type]
+        _ = environment_spec("python\nRUN id", None, "2.18.1", False, None).dockerfile  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("option", "value"), [("--namespace", "Prod\nx"), ("--namespace", ""), ("--auth-secret", "a b"),
-                                               ("--auth-secret", "-x"), ("--auth-secret", "x" * 300)])
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--namespace", "Prod\nx"),
+        ("--namespace", ""),
+        ("--auth-secret", "a b"),
+        ("--auth-secret", "-x"),
+        ("--auth-secret", "x" * 300),
+    ],
+)
 def test_kubernetes_names_are_checked_before_anything(option, value, tmp_path, home, cli):
     with nothing_written_outside(tmp_path):
-        result = cli("deploy", "digits@v1", "--image", "r.example/x", "--target", "kubernetes", "--push", f"{option}={value}")
+        result = cli(
+            "deploy", "digits@v1", "--image", "r.example/x", "--target", "kubernetes", "--push", f"{option}={value}"
+        )
     assert_refused(result, UsageError, option)
     assert not home.exists()
 
@@ -114,14 +128,29 @@ def test_the_inference_service_takes_the_key_from_a_secret():
     image = "r.example/team/digits@sha256:" + "a" * 64
     plain = ServiceSpec("digits", "default", image, ServingResources(), {}).document()
     assert "env" not in plain["spec"]["predictor"]["containers"][0]
-    document = yaml.safe_load(to_yaml(ServiceSpec("digits", "default", image, ServingResources(), {}, "serving-key").document()))
+    document = yaml.safe_load(
+        to_yaml(ServiceSpec("digits", "default", image, ServingResources(), {}, "serving-key").document())
+    )
     container = document["spec"]["predictor"]["containers"][0]
-    assert container["env"] == [{"name": TOKEN_VARIABLE, "valueFrom": {"secretKeyRef": {"name": "serving-key", "key": "token"}}}]
+    assert container["env"] == [
+        {"name": TOKEN_VARIABLE, "valueFrom": {"secretKeyRef": {"name": "serving-key", "key": "token"}}}
+    ]
 
 
-@pytest.mark.parametrize("reference", ["python:3.11\nRUN touch /tmp/pwned", "py thon", "", "user:hunter2-Zx9@registry.example/x",
-                                       "team/TF:1", "python:3.11\u2028RUN id"])
-def test_a_hostile_custom_docker_image_is_refused_before_a_dockerfile_is_rendered(reference, project, home, cli, tmp_path):
+@pytest.mark.parametrize(
+    "reference",
+    [
+        "python:3.11\nRUN touch /tmp/pwned",
+        "py thon",
+        "",
+        "user:hunter2-Zx9@registry.example/x",
+        "team/TF:1",
+        "python:3.11\u2028RUN id",
+    ],
+)
+def test_a_hostile_custom_docker_image_is_refused_before_a_dockerfile_is_rendered(
+    reference, project, home, cli, tmp_path
+):
     import json
 
     manifest = project(manifest=f"custom_docker_image: {json.dumps(reference)}\ncompute: {{target: docker}}\n")

@@ -45,8 +45,14 @@ def test_the_only_config_pairs_with_the_only_h5_whatever_their_names(tmp_path):
         ({"model__weights__h5": b"h"}, None),  # weights alone are no model
         ({"model__json": CONFIG}, None),  # a config without weights
         ({"model__json": CONFIG, "model__h5": b"h", "other__keras": b"zip"}, None),  # two models: a guess
-        ({"model__json": "[" * 100_000 + "]" * 100_000, "model__h5": b"h"}, (ModelFormat.KERAS, "model.h5")),  # no RecursionError
-        ({"model__json": CONFIG, "model__h5": b"h", "model__weights__h5": b"h"}, (ModelFormat.KERAS, "model.h5")),  # which weights?
+        (
+            {"model__json": "[" * 100_000 + "]" * 100_000, "model__h5": b"h"},
+            (ModelFormat.KERAS, "model.h5"),
+        ),  # no RecursionError
+        (
+            {"model__json": CONFIG, "model__h5": b"h", "model__weights__h5": b"h"},
+            (ModelFormat.KERAS, "model.h5"),
+        ),  # which weights?
     ],
 )
 def test_what_is_not_a_pair(tmp_path, files, expected):
@@ -103,15 +109,24 @@ def _links(workdir, model="outputs/model"):
 
 @pytest.mark.parametrize(
     "target",
-    ["{top}/secret/saved_model.pb", "../../../secret/saved_model.pb", "/nonexistent/x", "../../../work/outputs/../../secret/saved_model.pb"],
+    [
+        "{top}/secret/saved_model.pb",
+        "../../../secret/saved_model.pb",
+        "/nonexistent/x",
+        "../../../work/outputs/../../secret/saved_model.pb",
+    ],
 )
 def test_a_link_out_of_outputs_is_refused_by_name(workdir, target):
     (workdir / "outputs" / "model" / "saved_model.pb").symlink_to(target.format(top=workdir.parent))
-    with pytest.raises(ModelGateError, match=r"^outputs/model/saved_model.pb is a link that leads out of the outputs directory: "):
+    with pytest.raises(
+        ModelGateError, match=r"^outputs/model/saved_model.pb is a link that leads out of the outputs directory: "
+    ):
         refuse_leaving(_links(workdir), workdir)
 
 
-@pytest.mark.parametrize("name, shown", [("evil\nline", "evil\\nline"), ("bell\a", "bell\\x07"), (os.fsdecode(b"bad\xff"), "bad\\udcff")])
+@pytest.mark.parametrize(
+    "name, shown", [("evil\nline", "evil\\nline"), ("bell\a", "bell\\x07"), (os.fsdecode(b"bad\xff"), "bad\\udcff")]
+)
 def test_a_link_name_is_shown_on_one_printable_line(workdir, name, shown):
     (workdir / "outputs" / "model" / name).symlink_to("/etc")
     with pytest.raises(ModelGateError) as refused:
@@ -145,7 +160,9 @@ def test_a_link_inside_outputs_is_refused_only_where_the_gate_reads(workdir):
     (model / "saved_model.pb").symlink_to("../real.pb")
     links = _links(workdir)
     refuse_leaving(links, workdir)  # it stays inside
-    with pytest.raises(ModelGateError, match="^outputs/model/saved_model.pb is a link: a registered version holds no links"):
+    with pytest.raises(
+        ModelGateError, match="^outputs/model/saved_model.pb is a link: a registered version holds no links"
+    ):
         refuse_read_through(links, model, locate(model), workdir)
     (model / "saved_model.pb").unlink()
     (model / "digits.keras").write_bytes(b"zip")
@@ -180,12 +197,32 @@ def test_a_link_loop_is_no_hang(workdir):
 def test_a_keras_2_15_config_loses_only_the_keys_it_added_to_each_object():
     from runner.serving.modelio import _as_keras2
 
-    written = {"class_name": "Sequential", "keras_version": "2.15.0", "config": {"layers": [
-        {"module": "keras.layers", "class_name": "Lambda", "registered_name": None, "config": {"module": "__main__", "units": 3}},
-    ]}}
-    assert _as_keras2(written) == {"class_name": "Sequential", "keras_version": "2.15.0", "config": {"layers": [
-        {"class_name": "Lambda", "config": {"module": "__main__", "units": 3}},  # a layer's own "module" setting stays
-    ]}}
+    written = {
+        "class_name": "Sequential",
+        "keras_version": "2.15.0",
+        "config": {
+            "layers": [
+                {
+                    "module": "keras.layers",
+                    "class_name": "Lambda",
+                    "registered_name": None,
+                    "config": {"module": "__main__", "units": 3},
+                }
+            ]
+        },
+    }
+    assert _as_keras2(written) == {
+        "class_name": "Sequential",
+        "keras_version": "2.15.0",
+        "config": {
+            "layers": [
+                {
+                    "class_name": "Lambda",
+                    "config": {"module": "__main__", "units": 3},
+                }  # a layer's own "module" setting stays
+            ]
+        },
+    }
 
 
 @pytest.mark.parametrize("keras3", [True, False])
@@ -196,9 +233,12 @@ def test_export_passes_verbose_only_to_a_keras_that_takes_it(tmp_path, keras3):
 
     class Model:
         if keras3:
+
             def export(self, path, format="tf_saved_model", verbose=True):
                 calls.append((path, verbose))
+
         else:
+
             def export(self, filepath):
                 calls.append((filepath,))
 

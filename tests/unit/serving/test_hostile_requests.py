@@ -10,9 +10,9 @@ import re
 
 import numpy as np
 import pytest
-
 from hostile import assert_refused
 from purity import in_process
+
 from runner.errors import UsageError
 from runner.serving import guard, supervision
 from runner.serving.fastpath import FastPredict
@@ -27,7 +27,9 @@ class Doubling:
 
     runtime = "tensorflow"
     signatures = {
-        "serving_default": Signature("serving_default", (TensorSpec("x", "float32", (None, 3)),), (TensorSpec("y", "float32", (None, 3)),)),
+        "serving_default": Signature(
+            "serving_default", (TensorSpec("x", "float32", (None, 3)),), (TensorSpec("y", "float32", (None, 3)),)
+        )
     }
 
     def default_signature(self) -> Signature:
@@ -105,10 +107,20 @@ def test_health_is_open_and_everything_else_needs_the_key_in_constant_time_compa
     app = behind_the_guard(KEY.encode())
     for path in ("/", "/v2/health/live", "/v2/health/ready", "/v1/models/demo", "/v2/models/demo/ready"):
         assert call(app, "GET", path)[0] == 204, path
-    wrong = [[], [("Authorization", "Bearer nope")], [("Authorization", KEY)], [("Authorization", f"Basic {KEY}")],
-             [("Authorization", f"Bearer {KEY}x")], [("Authorization", "Bearer"), ("Authorization", f"Bearer {KEY}")]]
+    wrong = [
+        [],
+        [("Authorization", "Bearer nope")],
+        [("Authorization", KEY)],
+        [("Authorization", f"Basic {KEY}")],
+        [("Authorization", f"Bearer {KEY}x")],
+        [("Authorization", "Bearer"), ("Authorization", f"Bearer {KEY}")],
+    ]
     for headers in wrong:
-        for method, path, body in (("POST", "/v1/models/demo:predict", ROW), ("GET", "/v1/models/demo/metadata", b""), ("GET", "/v2", b"")):
+        for method, path, body in (
+            ("POST", "/v1/models/demo:predict", ROW),
+            ("GET", "/v1/models/demo/metadata", b""),
+            ("GET", "/v2", b""),
+        ):
             status, answer, response_headers, _ = call(app, method, path, body, headers)
             assert (status, response_headers.get(b"www-authenticate")) == (401, b"Bearer"), (headers, path)
             assert KEY not in json.dumps(answer)
@@ -127,7 +139,9 @@ def test_a_declared_body_over_the_limit_is_413_before_a_byte_is_read():
     status, answer, headers, reads = call(app, "POST", "/v1/models/demo:predict", b"[" * 5000)
     assert (status, headers.get(b"connection"), reads) == (413, b"close", 0)
     assert "1000 bytes" in answer["error"]
-    status, _, _, reads = call(app, "POST", "/v1/models/demo:predict", headers=[("Content-Length", "9" * 5000)], declared=False)
+    status, _, _, reads = call(
+        app, "POST", "/v1/models/demo:predict", headers=[("Content-Length", "9" * 5000)], declared=False
+    )
     assert (status, reads) == (413, 0)  # a number too long for int() is no traceback
 
 
@@ -191,7 +205,10 @@ def test_open_inference_requests_are_checked_the_same_way(body, reason):
 
 def test_both_protocols_take_what_fits():
     app = behind_the_guard()
-    assert call(app, "POST", "/v1/models/demo:predict", b'{"inputs": {"x": [[1, 2.5, -3e3]]}}')[:2] == (200, {"outputs": [[2.0, 5.0, -6e3]]})
+    assert call(app, "POST", "/v1/models/demo:predict", b'{"inputs": {"x": [[1, 2.5, -3e3]]}}')[:2] == (
+        200,
+        {"outputs": [[2.0, 5.0, -6e3]]},
+    )
     status, answer, _, _ = call(app, "POST", "/v2/models/demo/infer", _v2([[1, 2, 3], [4, 5, 6]], shape=(2, 3)))
     assert status == 200 and answer["outputs"][0]["data"] == [2.0, 4.0, 6.0, 8.0, 10.0, 12.0]
 
@@ -231,9 +248,13 @@ def test_tensors_kserve_reads_from_a_binary_request_meet_the_same_checks():
 def test_a_binary_request_with_a_large_json_part_is_refused_before_kserve_parses_it():
     app = behind_the_guard()
     for size in (b"300000", b"-1", b"x"):
-        status, answer, _, _ = call(app, "POST", "/v2/models/demo/infer", b"{}", [("Inference-Header-Content-Length", size.decode())])
+        status, answer, _, _ = call(
+            app, "POST", "/v2/models/demo/infer", b"{}", [("Inference-Header-Content-Length", size.decode())]
+        )
         assert status == 400 and "Inference-Header-Content-Length" in answer["error"]
-    assert call(app, "POST", "/v2/models/demo/infer", b"{}", [("Inference-Header-Content-Length", "2")])[0] == 204  # KServe's
+    assert (
+        call(app, "POST", "/v2/models/demo/infer", b"{}", [("Inference-Header-Content-Length", "2")])[0] == 204
+    )  # KServe's
 
 
 def test_the_token_must_be_a_header_value_and_leaves_the_environment():
@@ -264,8 +285,13 @@ def test_the_port_line_is_read_back():
 )
 def test_serve_refuses_bad_options_in_one_line_before_anything_starts(tmp_path, argv, mention):
     spaced = f"{KEY} and more"
-    env = {"PATH": "/usr/bin:/bin", "TFTRAIN_HOME": str(tmp_path / "home"), "TFTRAIN_CACHE_DIR": str(tmp_path / "cache"),
-           "TFTRAIN_TEST_EMPTY_KEY": "", "TFTRAIN_TEST_SPACED_KEY": spaced}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "TFTRAIN_HOME": str(tmp_path / "home"),
+        "TFTRAIN_CACHE_DIR": str(tmp_path / "cache"),
+        "TFTRAIN_TEST_EMPTY_KEY": "",
+        "TFTRAIN_TEST_SPACED_KEY": spaced,
+    }
     result = in_process(["tftrain", "serve", "digits@v1", *argv], cwd=tmp_path, env=env)
     assert_refused(result, UsageError, mention)
     assert spaced not in result.stdout + result.stderr

@@ -11,7 +11,9 @@ import pytest
 from runner.serving.modelio import InputError, conform_all, load_sample, max_abs_difference, request_values, synthesize
 from runner.serving.signature import Signature, TensorSpec
 
-ONE = Signature("serving_default", (TensorSpec("features", "float32", (None, 4)),), (TensorSpec("y", "float32", (None, 2)),))
+ONE = Signature(
+    "serving_default", (TensorSpec("features", "float32", (None, 4)),), (TensorSpec("y", "float32", (None, 2)),)
+)
 TWO = Signature("serving_default", (TensorSpec("a", "float32", (None, 2)), TensorSpec("ids", "int64", (None,))), ())
 
 
@@ -36,7 +38,11 @@ def test_npy_npz_and_json_samples_become_the_signatures_inputs(tmp_path):
         ("s.json", {"instances": [["a", "b", "c", "d"]]}, "s.json: input 'features': values are not float32"),
         ("s.json", {"instances": [[1, 2], [1, 2, 3, 4]]}, "input 'features'"),
         ("s.json", {"instances": [], "inputs": []}, 'either "instances" (rows) or "inputs"'),
-        ("s.json", {"inputs": {"feature": [[1, 2, 3, 4]]}}, "input 'feature' is not in signature 'serving_default' (its inputs: features)"),
+        (
+            "s.json",
+            {"inputs": {"feature": [[1, 2, 3, 4]]}},
+            "input 'feature' is not in signature 'serving_default' (its inputs: features)",
+        ),
         ("s.json", "not json", "cannot be read as .json"),
         ("s.npy", b"\x93NUMPY garbage", "cannot be read as .npy"),
     ],

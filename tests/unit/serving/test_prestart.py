@@ -141,10 +141,18 @@ def test_meminfo_and_own_cgroups():
     assert parse_meminfo("MemTotal: 100 kB\nMemAvailable:   2048 kB\n") == 2048 * 1024
     assert parse_meminfo("MemTotal: 100 kB\n") is None
     text = "4:memory:/process_api/abc\n2:cpu,cpuacct:/job\n0::/user.slice/x.scope\n"
-    assert parse_own_cgroups(text) == {"memory": "/process_api/abc", "cpu": "/job", "cpuacct": "/job", "": "/user.slice/x.scope"}
+    assert parse_own_cgroups(text) == {
+        "memory": "/process_api/abc",
+        "cpu": "/job",
+        "cpuacct": "/job",
+        "": "/user.slice/x.scope",
+    }
 
 
-@pytest.mark.parametrize("value, mode", [(None, GatePrestart.AUTO), ("", GatePrestart.AUTO), ("never", GatePrestart.NEVER), ("AUTO", GatePrestart.AUTO)])
+@pytest.mark.parametrize(
+    "value, mode",
+    [(None, GatePrestart.AUTO), ("", GatePrestart.AUTO), ("never", GatePrestart.NEVER), ("AUTO", GatePrestart.AUTO)],
+)
 def test_gate_prestart_setting(value, mode):
     assert resolve({} if value is None else {"TFTRAIN_GATE_PRESTART": value}).gate_prestart == mode
 
@@ -161,25 +169,38 @@ def _files(root, files: dict[str, str]) -> None:
 
 
 def test_cgroup_v2_limits_from_tftrains_cgroup_up(tmp_path):
-    _files(tmp_path, {
-        "cgroup.controllers": "cpu memory\n",
-        "job/cpu.max": "max 100000\n", "job/cpu.stat": "usage_usec 5000000\nuser_usec 1\n",
-        "job/run/cpu.max": "200000 100000\n", "job/run/cpu.stat": "usage_usec 3000000\n",
-        "job/run/memory.max": str(4 * GB), "job/run/memory.current": str(3 * GB),
-        "job/memory.max": "max\n", "job/memory.current": "1\n",
-    })
+    _files(
+        tmp_path,
+        {
+            "cgroup.controllers": "cpu memory\n",
+            "job/cpu.max": "max 100000\n",
+            "job/cpu.stat": "usage_usec 5000000\nuser_usec 1\n",
+            "job/run/cpu.max": "200000 100000\n",
+            "job/run/cpu.stat": "usage_usec 3000000\n",
+            "job/run/memory.max": str(4 * GB),
+            "job/run/memory.current": str(3 * GB),
+            "job/memory.max": "max\n",
+            "job/memory.current": "1\n",
+        },
+    )
     machine = Machine(cpus={0}, root=tmp_path, own_cgroups="0::/job/run\n")
     assert machine.cpu_limits() == [(2.0, 3.0)]
     assert machine.memory() == GB  # the host's MemAvailable is more than the cgroup leaves here
 
 
 def test_cgroup_v1_limits_in_a_co_mounted_hierarchy(tmp_path):
-    _files(tmp_path, {
-        "cpu,cpuacct/docker/c1/cpu.cfs_quota_us": "150000\n", "cpu,cpuacct/docker/c1/cpu.cfs_period_us": "100000\n",
-        "cpu,cpuacct/docker/c1/cpuacct.usage": "2500000000\n",
-        "cpu,cpuacct/docker/cpu.cfs_quota_us": "-1\n", "cpu,cpuacct/docker/cpu.cfs_period_us": "100000\n",
-        "memory/docker/c1/memory.limit_in_bytes": str(1 << 62), "memory/docker/c1/memory.usage_in_bytes": "5\n",
-    })
+    _files(
+        tmp_path,
+        {
+            "cpu,cpuacct/docker/c1/cpu.cfs_quota_us": "150000\n",
+            "cpu,cpuacct/docker/c1/cpu.cfs_period_us": "100000\n",
+            "cpu,cpuacct/docker/c1/cpuacct.usage": "2500000000\n",
+            "cpu,cpuacct/docker/cpu.cfs_quota_us": "-1\n",
+            "cpu,cpuacct/docker/cpu.cfs_period_us": "100000\n",
+            "memory/docker/c1/memory.limit_in_bytes": str(1 << 62),
+            "memory/docker/c1/memory.usage_in_bytes": "5\n",
+        },
+    )
     machine = Machine(cpus={0}, root=tmp_path, own_cgroups="4:memory:/docker/c1\n2:cpu,cpuacct:/docker/c1\n0::/\n")
     assert machine.cpu_limits() == [(1.5, 2.5)]
     assert machine.memory() is None or machine.memory() > 0  # no memory limit: the host's MemAvailable

@@ -9,9 +9,9 @@ import os
 
 import pytest
 
-from runner.serving.records import Route, read_requests
 from runner.serving import recording
 from runner.serving.recording import Recorder, http_answer, open_directory
+from runner.serving.records import Route, read_requests
 
 
 def recorder(tmp_path, said, sample=1.0, max_bytes=1 << 20):
@@ -32,10 +32,18 @@ def test_answered_requests_become_a_request_file_the_replay_reads(tmp_path):
     rec.close()
     requests = read_requests(tmp_path / "rec")
     assert [r.body for r in requests] == [json.loads(body(i)) for i in range(5)]
-    assert requests[0].route is Route.V1 and requests[0].recorded["latency_ms"] == 4.2 and requests[0].recorded["status"] == 200
+    assert (
+        requests[0].route is Route.V1
+        and requests[0].recorded["latency_ms"] == 4.2
+        and requests[0].recorded["status"] == 200
+    )
     assert rec.skipped == 1 and said == [
-        f"tftrain-serve: recorded 5 requests in {tmp_path / 'rec'}; 1 not kept (not JSON, or a line too large to replay)"]
-    assert {oct(f.stat().st_mode & 0o777) for f in (tmp_path / "rec").iterdir()} == {"0o600"}  # request bodies: the owner's only
+        f"tftrain-serve: recorded 5 requests in {tmp_path / 'rec'}; 1 not kept (not JSON, or a line too large to"
+        " replay)"
+    ]
+    assert {oct(f.stat().st_mode & 0o777) for f in (tmp_path / "rec").iterdir()} == {
+        "0o600"
+    }  # request bodies: the owner's only
 
 
 def test_files_rotate_and_the_cap_is_never_passed(tmp_path, monkeypatch):

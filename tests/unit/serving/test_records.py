@@ -17,14 +17,22 @@ def write(path, *lines: str | bytes):
 
 
 def test_lines_become_requests_with_ids_routes_and_what_was_recorded(tmp_path):
-    path = write(tmp_path / "r.jsonl", '{"body": {"instances": [[1]]}}', "", '{"id": "b", "route": "v2", "body": {"inputs": []}, "status": 200, "x": 1}')
+    path = write(
+        tmp_path / "r.jsonl",
+        '{"body": {"instances": [[1]]}}',
+        "",
+        '{"id": "b", "route": "v2", "body": {"inputs": []}, "status": 200, "x": 1}',
+    )
     first, second = read_requests(path)
     assert (first.id, first.route, first.body) == ("line-1", None, {"instances": [[1]]})
     assert (second.id, second.route, second.recorded) == ("b", Route.V2, {"status": 200})
 
 
 def test_written_requests_read_back_the_same(tmp_path):
-    requests = [Request("a", {"instances": [[0.5]]}, Route.V1, {"latency_ms": 2.5}), Request("b", "raw text", Route.SCORE)]
+    requests = [
+        Request("a", {"instances": [[0.5]]}, Route.V1, {"latency_ms": 2.5}),
+        Request("b", "raw text", Route.SCORE),
+    ]
     assert write_requests(tmp_path / "out.jsonl", requests) == 2
     assert read_requests(tmp_path / "out.jsonl") == requests
     with pytest.raises(FileExistsError):
@@ -38,19 +46,22 @@ def test_a_recording_directory_is_read_in_file_order_and_other_files_left_alone(
     assert [r.id for r in read_requests(tmp_path)] == ["early", "late"]
 
 
-@pytest.mark.parametrize("lines, words", [
-    ((), "no requests in it"),
-    (("not json",), "r.jsonl:1: not JSON"),
-    (("[1, 2]",), 'r.jsonl:1: a request is a JSON object with a "body"'),
-    (('{"id": "x"}',), 'a JSON object with a "body"'),
-    (('{"body": 1, "route": "grpc"}',), "route 'grpc' is none of v1, v2, score"),
-    (('{"body": 1, "id": "a b"}',), "r.jsonl:1: id must be"),
-    (('{"body": 1, "id": 7}',), "id must be"),
-    (('{"body": 1, "id": "a"}', '{"body": 2, "id": "a"}'), "r.jsonl:2: id 'a' is used twice"),
-    (('{"body": NaN}',), "NaN or Infinity"),
-    ((b'{"body": "\xff"}',), "not UTF-8"),
-    (("[" * 100_000,), "r.jsonl:1:"),
-])
+@pytest.mark.parametrize(
+    "lines, words",
+    [
+        ((), "no requests in it"),
+        (("not json",), "r.jsonl:1: not JSON"),
+        (("[1, 2]",), 'r.jsonl:1: a request is a JSON object with a "body"'),
+        (('{"id": "x"}',), 'a JSON object with a "body"'),
+        (('{"body": 1, "route": "grpc"}',), "route 'grpc' is none of v1, v2, score"),
+        (('{"body": 1, "id": "a b"}',), "r.jsonl:1: id must be"),
+        (('{"body": 1, "id": 7}',), "id must be"),
+        (('{"body": 1, "id": "a"}', '{"body": 2, "id": "a"}'), "r.jsonl:2: id 'a' is used twice"),
+        (('{"body": NaN}',), "NaN or Infinity"),
+        ((b'{"body": "\xff"}',), "not UTF-8"),
+        (("[" * 100_000,), "r.jsonl:1:"),
+    ],
+)
 def test_bad_lines_are_one_line_naming_file_and_line(tmp_path, lines, words):
     path = write(tmp_path / "r.jsonl", *lines)
     with pytest.raises(RequestsError) as caught:

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from runner.cli.serve import check_port_free
-from runner.serving.launch import check_servable, endpoints
 from runner.errors import NotFoundError, PlanError, RegistryError, ServingError
 from runner.history.checksums import sha256_file
 from runner.history.model_registry import Registry
 from runner.history.store import Store
+from runner.serving.launch import check_servable, endpoints
 from runner.serving.layout import Runtime, VersionDir
 from runner.serving.refs import checked_out
 from runner.settings import ArchiveLimits
@@ -31,8 +31,14 @@ def add_serving(store: Store, model, files: dict[str, bytes]) -> None:
     for relative, content in files.items():
         (model.path / relative).parent.mkdir(parents=True, exist_ok=True)
         (model.path / relative).write_bytes(content)
-    info = {**model.info, "serving": {"tensorflow": "2.17.1"}, "extras": {name: sha256_file(model.path / name) for name in files}}
-    store.db.execute("UPDATE models SET info = ? WHERE name = ? AND version = ?", (json.dumps(info), model.name, model.version))
+    info = {
+        **model.info,
+        "serving": {"tensorflow": "2.17.1"},
+        "extras": {name: sha256_file(model.path / name) for name in files},
+    }
+    store.db.execute(
+        "UPDATE models SET info = ? WHERE name = ? AND version = ?", (json.dumps(info), model.name, model.version)
+    )
 
 
 @pytest.fixture
@@ -47,7 +53,12 @@ def test_a_version_is_copied_out_with_its_serving_files_and_removed_after(home, 
         add_serving(store, model, {"serving/serving.json": b'{"path": "."}', "model.onnx": b"onnx"})
     with checked_out("digits@latest", logger=None, home=home) as served:
         root = served.directory.root
-        assert (served.name, served.label, served.version, served.framework_version) == ("digits", "digits@v1", 1, "2.17.1")
+        assert (served.name, served.label, served.version, served.framework_version) == (
+            "digits",
+            "digits@v1",
+            1,
+            "2.17.1",
+        )
         assert (root / "model" / "saved_model.pb").read_bytes() == b"graph"
         assert served.directory.onnx.read_bytes() == b"onnx"
         assert served.directory.located().path == root / "model"
@@ -134,10 +145,21 @@ class Release:
 def test_a_releases_serving_assets_land_where_the_registry_keeps_them(tmp_path):
     from runner.serving.refs import fetch_serving_assets
 
-    fetch_serving_assets(Release({"serving.json": b"{}", "serving-sample.npz": b"npz", "model.onnx": b"onnx", "metrics.json": b"{}"}), tmp_path, ArchiveLimits())
+    fetch_serving_assets(
+        Release({"serving.json": b"{}", "serving-sample.npz": b"npz", "model.onnx": b"onnx", "metrics.json": b"{}"}),
+        tmp_path,
+        ArchiveLimits(),
+    )
     directory = VersionDir(tmp_path)
-    assert (directory.serving_json.read_bytes(), directory.sample.read_bytes(), directory.onnx.read_bytes()) == (b"{}", b"npz", b"onnx")
-    assert not directory.predictions.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx", "serving"]
+    assert (directory.serving_json.read_bytes(), directory.sample.read_bytes(), directory.onnx.read_bytes()) == (
+        b"{}",
+        b"npz",
+        b"onnx",
+    )
+    assert not directory.predictions.exists() and sorted(p.name for p in tmp_path.iterdir()) == [
+        "model.onnx",
+        "serving",
+    ]
 
 
 def test_a_release_asset_that_does_not_match_sha256sums_is_refused(tmp_path):
@@ -153,20 +175,28 @@ def test_a_release_asset_that_does_not_match_sha256sums_is_refused(tmp_path):
 def test_a_releases_evidence_lands_in_evaluation_as_the_version_keeps_it(tmp_path):
     from runner.serving.refs import fetch_serving_assets
 
-    assets = {"evaluation.json": b'{"metric": "correct"}', "evaluation-seed-0.jsonl": b'{"id": "a", "correct": 1}\n',
-              "evaluation-seed-1.jsonl": b'{"id": "a", "correct": 0}\n', "evaluation-seed-x.jsonl": b"not a seed", "metrics.json": b"{}"}
+    assets = {
+        "evaluation.json": b'{"metric": "correct"}',
+        "evaluation-seed-0.jsonl": b'{"id": "a", "correct": 1}\n',
+        "evaluation-seed-1.jsonl": b'{"id": "a", "correct": 0}\n',
+        "evaluation-seed-x.jsonl": b"not a seed",
+        "metrics.json": b"{}",
+    }
     fetch_serving_assets(Release(assets), tmp_path, ArchiveLimits())
     kept = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
     assert kept == ["evaluation/evaluation.json", "evaluation/seed-0.jsonl", "evaluation/seed-1.jsonl"]
     assert (tmp_path / "evaluation" / "seed-1.jsonl").read_bytes() == assets["evaluation-seed-1.jsonl"]
 
 
-@pytest.mark.parametrize("damage, words", [
-    ("swapped", "evaluation-seed-0.jsonl of digits-v2 does not match its SHA256SUMS"),
-    ("unlisted", "evaluation-seed-0.jsonl of digits-v2 is not in its SHA256SUMS"),
-    ("huge", "evaluation-seed-0.jsonl of digits-v2 is 2048 MB, over the 1024 MB limit"),
-    ("no sums", "release digits-v2 has no SHA256SUMS"),
-])
+@pytest.mark.parametrize(
+    "damage, words",
+    [
+        ("swapped", "evaluation-seed-0.jsonl of digits-v2 does not match its SHA256SUMS"),
+        ("unlisted", "evaluation-seed-0.jsonl of digits-v2 is not in its SHA256SUMS"),
+        ("huge", "evaluation-seed-0.jsonl of digits-v2 is 2048 MB, over the 1024 MB limit"),
+        ("no sums", "release digits-v2 has no SHA256SUMS"),
+    ],
+)
 def test_a_releases_damaged_evidence_is_refused_and_not_kept(tmp_path, damage, words):
     from runner.errors import PublishError
     from runner.serving.refs import fetch_serving_assets
@@ -204,5 +234,7 @@ def test_a_release_with_more_seed_assets_than_a_set_holds_is_refused_before_any_
 def test_a_releases_replay_report_and_requests_land_in_serving_as_the_version_keeps_them(tmp_path):
     from runner.serving.refs import fetch_serving_assets
 
-    fetch_serving_assets(Release({"replay.json": b"{}", "replay-requests.jsonl": b'{"body": 1}\n'}), tmp_path, ArchiveLimits())
+    fetch_serving_assets(
+        Release({"replay.json": b"{}", "replay-requests.jsonl": b'{"body": 1}\n'}), tmp_path, ArchiveLimits()
+    )
     assert sorted(p.name for p in (tmp_path / "serving").iterdir()) == ["replay-requests.jsonl", "replay.json"]

@@ -6,15 +6,21 @@ from __future__ import annotations
 
 import pytest
 
-from runner.serving.image import environment_spec, server_command
+from runner.serving.image import ServingResources, environment_spec, server_command
 from runner.serving.imageref import parse_reference
 from runner.serving.inference_service import CONTAINER, ServiceSpec
-from runner.serving.image import ServingResources
 from runner.serving.scoring.smoke import differs
 
 
 def test_the_scoring_environment_is_azmlinfsrv_the_models_tensorflow_and_the_scripts_packages():
-    spec = environment_spec(parse_reference("python:3.11-slim", "--base-image"), "sha256:1", "2.18.1", False, None, ("pillow", "joblib==1.4.2"))
+    spec = environment_spec(
+        parse_reference("python:3.11-slim", "--base-image"),
+        "sha256:1",
+        "2.18.1",
+        False,
+        None,
+        ("pillow", "joblib==1.4.2"),
+    )
     packages = spec.labels["tftrain.serving.packages"].split()
     assert packages == ["tensorflow-cpu==2.18.1", "azureml-inference-server-http==1.5.1", "pillow", "joblib==1.4.2"]
     assert "kserve" not in spec.dockerfile
@@ -23,7 +29,9 @@ def test_the_scoring_environment_is_azmlinfsrv_the_models_tensorflow_and_the_scr
 
 
 def test_a_scripts_package_reaches_pip_as_one_quoted_word():
-    spec = environment_spec(parse_reference("python:3.11-slim", "--base-image"), "sha256:1", "2.18.1", False, None, ("numpy; rm -rf /",))
+    spec = environment_spec(
+        parse_reference("python:3.11-slim", "--base-image"), "sha256:1", "2.18.1", False, None, ("numpy; rm -rf /",)
+    )
     assert "'numpy; rm -rf /'" in spec.dockerfile
 
 
@@ -33,18 +41,27 @@ def test_the_image_runs_the_scoring_server():
 
 
 def test_the_inference_service_is_a_custom_predictor_container_of_the_image():
-    document = ServiceSpec("digits", "default", "registry.example/d@sha256:" + "0" * 64, ServingResources(), {}, "digits-key").document()
+    document = ServiceSpec(
+        "digits", "default", "registry.example/d@sha256:" + "0" * 64, ServingResources(), {}, "digits-key"
+    ).document()
     (container,) = document["spec"]["predictor"]["containers"]
     assert container["name"] == CONTAINER and container["image"].endswith("0" * 64)
     assert container["env"][0]["valueFrom"]["secretKeyRef"] == {"name": "digits-key", "key": "token"}
 
 
-@pytest.mark.parametrize("have, want, told", [
-    ([0, 1], [0, 1], None), ([0.1, 2.00001], [0.1, 2.0], None), ({"a": [1]}, {"a": [1]}, None),
-    ([0, 2], [0, 1], "the answer[1] is 2, not 1"), ([0], [0, 1], "the answer has 1 items, not 2"),
-    ({"b": 1}, {"a": 1}, "the answer has the keys ['b'], not ['a']"), (True, 1, "the answer is True, not 1"),
-    ("x", ["x"], "the answer is 'x', not \"['x']\""),
-])
+@pytest.mark.parametrize(
+    "have, want, told",
+    [
+        ([0, 1], [0, 1], None),
+        ([0.1, 2.00001], [0.1, 2.0], None),
+        ({"a": [1]}, {"a": [1]}, None),
+        ([0, 2], [0, 1], "the answer[1] is 2, not 1"),
+        ([0], [0, 1], "the answer has 1 items, not 2"),
+        ({"b": 1}, {"a": 1}, "the answer has the keys ['b'], not ['a']"),
+        (True, 1, "the answer is True, not 1"),
+        ("x", ["x"], "the answer is 'x', not \"['x']\""),
+    ],
+)
 def test_the_smoke_test_compares_answers_as_json(have, want, told):
     assert differs(have, want) == told
 

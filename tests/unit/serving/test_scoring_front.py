@@ -14,20 +14,33 @@ from runner.serving.scoring import front
 from runner.serving.scoring.front import Refused, body_length, parse_head
 
 
-@pytest.mark.parametrize("head, status", [
-    (b"GET /", 400), (b"GET / HTTP/2.0", 505), (b"BREW / HTTP/1.1", 400), (b"GET / HTTP/1.1\r\nno colon here", 400),
-    (b"GET / HTTP/1.1\r\n bad: fold", 400), (b"POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2", 400),
-])
+@pytest.mark.parametrize(
+    "head, status",
+    [
+        (b"GET /", 400),
+        (b"GET / HTTP/2.0", 505),
+        (b"BREW / HTTP/1.1", 400),
+        (b"GET / HTTP/1.1\r\nno colon here", 400),
+        (b"GET / HTTP/1.1\r\n bad: fold", 400),
+        (b"POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2", 400),
+    ],
+)
 def test_a_head_that_is_not_http_1_is_refused(head, status):
     with pytest.raises(Refused) as refused:
         parse_head(head)
     assert refused.value.status == status
 
 
-@pytest.mark.parametrize("framing, status", [
-    ({b"content-length": b"3", b"transfer-encoding": b"chunked"}, 400), ({b"transfer-encoding": b"gzip"}, 501),
-    ({b"content-length": b"-1"}, 400), ({b"content-length": b"101"}, 413), ({b"content-length": b"9" * 19}, 413),
-])
+@pytest.mark.parametrize(
+    "framing, status",
+    [
+        ({b"content-length": b"3", b"transfer-encoding": b"chunked"}, 400),
+        ({b"transfer-encoding": b"gzip"}, 501),
+        ({b"content-length": b"-1"}, 400),
+        ({b"content-length": b"101"}, 413),
+        ({b"content-length": b"9" * 19}, 413),
+    ],
+)
 def test_framing_that_is_ambiguous_or_too_large_is_refused(framing, status):
     with pytest.raises(Refused) as refused:
         body_length(framing, 100)
@@ -35,7 +48,10 @@ def test_framing_that_is_ambiguous_or_too_large_is_refused(framing, status):
 
 
 def test_framing_headers_are_kept_apart():
-    request, framing = parse_head(b"POST /score?x=1 HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer k\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue")
+    request, framing = parse_head(
+        b"POST /score?x=1 HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer k\r\nTransfer-Encoding: chunked\r\nExpect:"
+        b" 100-continue"
+    )
     assert (request.method, request.path(), request.version) == ("POST", "/score", "HTTP/1.1")
     assert request.headers == [(b"Host", b"h"), (b"Authorization", b"Bearer k")]
     assert body_length(framing, 10) is None and framing[b"expect"] == b"100-continue"
@@ -55,11 +71,15 @@ class Worker:
     async def handle(self, reader, writer) -> None:
         async with self.lock:  # one at a time, as one sync worker
             head = await reader.readuntil(b"\r\n\r\n")
-            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+            length = int(
+                next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+            )
             body = await reader.readexactly(length)
             self.requests.append((head, body))
             answer = b"Healthy" if head.startswith(b"GET / ") else b"[1]"
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(answer), answer))
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(answer), answer)
+            )
             await writer.drain()
             writer.close()
 
@@ -96,7 +116,11 @@ def test_silent_and_slow_clients_do_not_hold_the_worker(tmp_path):
         held = []
         for number in range(50):
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.write([b"", b"POST /score HTTP/1.1\r\nHost:", b"POST /score HTTP/1.1\r\nContent-Length: 10\r\n\r\n{"][number % 3])
+            writer.write(
+                [b"", b"POST /score HTTP/1.1\r\nHost:", b"POST /score HTTP/1.1\r\nContent-Length: 10\r\n\r\n{"][
+                    number % 3
+                ]
+            )
             held.append(writer)
         answer = await exchange(port, b"POST /score HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\n{}")
         for writer in held:
@@ -123,8 +147,11 @@ def test_liveness_is_answered_here_once_the_worker_has_booted(tmp_path):
 
 def test_a_chunked_body_reaches_the_worker_with_its_length_and_expect_is_answered_here(tmp_path):
     async def test(port, worker, serving):
-        answer = await exchange(port, b"POST /score HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n"
-                                      b"2\r\n{}\r\n3;x=y\r\n[1]\r\n0\r\nTrailer: t\r\n\r\n")
+        answer = await exchange(
+            port,
+            b"POST /score HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"2\r\n{}\r\n3;x=y\r\n[1]\r\n0\r\nTrailer: t\r\n\r\n",
+        )
         return answer, worker.requests
 
     answer, ((head, body),) = run_front(tmp_path, test)
@@ -134,7 +161,13 @@ def test_a_chunked_body_reaches_the_worker_with_its_length_and_expect_is_answere
 
 def test_a_chunked_body_over_the_limit_is_413_and_never_reaches_the_worker(tmp_path):
     async def test(port, worker, serving):
-        return await exchange(port, b"POST /score HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + (b"64\r\n" + b"x" * 100 + b"\r\n") * 2), worker.requests
+        return (
+            await exchange(
+                port,
+                b"POST /score HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + (b"64\r\n" + b"x" * 100 + b"\r\n") * 2,
+            ),
+            worker.requests,
+        )
 
     answer, requests = run_front(tmp_path, test, max_body=150)
     assert answer.startswith(b"HTTP/1.1 413 ") and requests == []
@@ -199,5 +232,7 @@ def test_a_kept_connection_serves_the_next_request_and_is_closed_when_idle(tmp_p
 def test_an_answer_without_its_length_ends_the_connection():
     assert front.kept_alive(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nbody") is None
     assert front.kept_alive(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nshort") is None
-    assert front.kept_alive(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok") == (
-        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nok")
+    assert (
+        front.kept_alive(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+        == b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nok"
+    )

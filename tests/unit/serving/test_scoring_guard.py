@@ -59,11 +59,24 @@ def app():
 def test_the_right_key_reaches_the_script_with_the_body(app):
     status, body, _ = call(ScoringGuard(app, KEY, 1024), headers={"Authorization": "Bearer s3cret-key"})
     assert (status, body) == (200, {"echo": '{"data": [1]}'})
-    status, _, _ = call(ScoringGuard(app, KEY, 1024), headers={"Authorization": "bearer s3cret-key"})  # the scheme in any case
+    status, _, _ = call(
+        ScoringGuard(app, KEY, 1024), headers={"Authorization": "bearer s3cret-key"}
+    )  # the scheme in any case
     assert status == 200
 
 
-@pytest.mark.parametrize("header", [None, "Bearer wrong", "Bearer s3cret-ke", "Basic czNjcmV0LWtleQ==", "s3cret-key", "Bearer ", "Bearer s3cret-key-and-more"])
+@pytest.mark.parametrize(
+    "header",
+    [
+        None,
+        "Bearer wrong",
+        "Bearer s3cret-ke",
+        "Basic czNjcmV0LWtleQ==",
+        "s3cret-key",
+        "Bearer ",
+        "Bearer s3cret-key-and-more",
+    ],
+)
 def test_a_missing_or_wrong_key_is_401_and_the_script_never_runs(app, header):
     status, body, headers = call(ScoringGuard(app, KEY, 1024), headers={"Authorization": header} if header else {})
     assert status == 401 and body == {"message": "this route needs 'Authorization: Bearer KEY'"}
@@ -81,8 +94,16 @@ def test_no_key_leaves_score_open(app):
     assert call(ScoringGuard(app, None, 1024))[0] == 200
 
 
-@pytest.mark.parametrize("path, method, status", [("/v2/repository/models/x/unload", "POST", 404), ("/score/../admin", "POST", 404),
-                                                   ("/", "DELETE", 405), ("/score", "PUT", 405), ("/swagger.json", "POST", 405)])
+@pytest.mark.parametrize(
+    "path, method, status",
+    [
+        ("/v2/repository/models/x/unload", "POST", 404),
+        ("/score/../admin", "POST", 404),
+        ("/", "DELETE", 405),
+        ("/score", "PUT", 405),
+        ("/swagger.json", "POST", 405),
+    ],
+)
 def test_routes_outside_the_contract_are_refused_before_the_key(app, path, method, status):
     code, body, _ = call(ScoringGuard(app, KEY, 1024), path, method)
     assert code == status and set(body) == {"message"} and app.bodies == []
@@ -93,7 +114,9 @@ def test_a_declared_body_over_the_limit_is_413_unread(app):
     status, body, headers = call(ScoringGuard(app, None, 100), body=b"x" * 101, headers={}, stream=stream)
     assert status == 413 and "100 bytes" in body["message"] and headers["Connection"] == "close"
     assert stream.left == 10**9 and app.bodies == []  # not a byte read
-    assert call(ScoringGuard(app, None, 100), headers={}, body=b"", stream=stream, declared=False, path="/score")[0] == 413  # Content-Length absent
+    assert (
+        call(ScoringGuard(app, None, 100), headers={}, body=b"", stream=stream, declared=False, path="/score")[0] == 413
+    )  # Content-Length absent
     huge = {"PATH_INFO": "/score", "REQUEST_METHOD": "POST", "wsgi.input": io.BytesIO(), "CONTENT_LENGTH": "9" * 40}
     statuses = []
     ScoringGuard(app, None, 100)(huge, lambda status, headers: statuses.append(status))

@@ -10,20 +10,26 @@ import tarfile
 from pathlib import Path
 
 import pytest
-
 from hostile_archives import archive_bytes, directory, entry
+from test_refs import Release
+
 from runner.errors import PublishError, RegistryError
 from runner.history.archive import pack
 from runner.serving.refs import fetch_serving_assets
 from runner.serving.scoring.release import SCORING_ASSET, kept_files, pack_scoring, unpack_scoring
 from runner.serving.scoring.script import recorded
 from runner.settings import ArchiveLimits
-from test_refs import Release
 
 SCRIPT = b"def init():\n    pass\n\ndef run(raw):\n    return [0]\n"
 SAMPLE = b'{"data": [[0.0]]}'
 ANSWER = b"[0]"
-GATED = {"tensorflow": "2.17.1", "format": "saved_model", "sample": "2 rows", "signatures": {}, "onnx": None}  # what the gate records besides
+GATED = {
+    "tensorflow": "2.17.1",
+    "format": "saved_model",
+    "sample": "2 rows",
+    "signatures": {},
+    "onnx": None,
+}  # what the gate records besides
 
 
 def sha(data: bytes) -> str:
@@ -31,8 +37,16 @@ def sha(data: bytes) -> str:
 
 
 def serving_json(script: str = "score.py", **scoring) -> bytes:
-    recorded = {"script": script, "sha256": sha(SCRIPT), "sample_request": sha(SAMPLE), "answer": sha(ANSWER),
-                "packages": [], "auth": False, "layout": "directory", **scoring}
+    recorded = {
+        "script": script,
+        "sha256": sha(SCRIPT),
+        "sample_request": sha(SAMPLE),
+        "answer": sha(ANSWER),
+        "packages": [],
+        "auth": False,
+        "layout": "directory",
+        **scoring,
+    }
     return json.dumps({**GATED, "scoring": recorded}).encode()
 
 
@@ -41,16 +55,31 @@ def run_serving(run: Path, extra: dict[str, bytes] | None = None) -> Path:
     serving = run / "serving"
     (serving / "scoring").mkdir(parents=True)
     (serving / "serving.json").write_bytes(serving_json())
-    for name, data in {"score.py": SCRIPT, "sample-request.json": SAMPLE, "answer.json": ANSWER, **(extra or {})}.items():
+    for name, data in {
+        "score.py": SCRIPT,
+        "sample-request.json": SAMPLE,
+        "answer.json": ANSWER,
+        **(extra or {}),
+    }.items():
         (serving / "scoring" / name).write_bytes(data)
     return serving
 
 
 def scoring_archive(members=None) -> bytes:
-    return archive_bytes(members if members is not None else [entry("score.py", SCRIPT), entry("sample-request.json", SAMPLE), entry("answer.json", ANSWER)])
+    return archive_bytes(
+        members
+        if members is not None
+        else [entry("score.py", SCRIPT), entry("sample-request.json", SAMPLE), entry("answer.json", ANSWER)]
+    )
 
 
-def fetch(root: Path, archive: bytes | None, serving: bytes | None = None, limits: ArchiveLimits = ArchiveLimits(), swap: bytes | None = None) -> None:
+def fetch(
+    root: Path,
+    archive: bytes | None,
+    serving: bytes | None = None,
+    limits: ArchiveLimits = ArchiveLimits(),
+    swap: bytes | None = None,
+) -> None:
     assets = {"serving.json": serving or serving_json(), "serving-sample.npz": b"npz"}
     if archive is not None:
         assets[SCORING_ASSET] = archive
@@ -70,11 +99,19 @@ def test_the_run_s_scoring_files_round_trip_through_the_release_asset(tmp_path):
     digest = pack_scoring(serving, tmp_path / SCORING_ASSET)
     assert digest == sha((tmp_path / SCORING_ASSET).read_bytes())
     with tarfile.open(tmp_path / SCORING_ASSET) as archive:
-        assert sorted(archive.getnames()) == ["answer.json", "sample-request.json", "score.py"]  # the stray file stays behind
+        assert sorted(archive.getnames()) == [
+            "answer.json",
+            "sample-request.json",
+            "score.py",
+        ]  # the stray file stays behind
 
     fetch(tmp_path / "version", (tmp_path / SCORING_ASSET).read_bytes())
     scoring = tmp_path / "version" / "scoring"
-    assert {p.name: p.read_bytes() for p in scoring.iterdir()} == {"score.py": SCRIPT, "sample-request.json": SAMPLE, "answer.json": ANSWER}
+    assert {p.name: p.read_bytes() for p in scoring.iterdir()} == {
+        "score.py": SCRIPT,
+        "sample-request.json": SAMPLE,
+        "answer.json": ANSWER,
+    }
     assert recorded(tmp_path / "version")["script"] == "score.py"
     assert not (tmp_path / "version" / SCORING_ASSET).exists()  # the download is not kept
 
@@ -104,16 +141,47 @@ def test_publishing_refuses_a_missing_script(tmp_path):
 
 
 HOSTILE = {
-    "a symlink": ([entry("score.py", type=tarfile.SYMTYPE, link="/etc/passwd")], RegistryError, "refusing to extract 'score.py': a symlink (to '/etc/passwd')"),
-    "a hardlink": ([entry("score.py", type=tarfile.LNKTYPE, link="../x")], RegistryError, "refusing to extract 'score.py': a hardlink (to '../x')"),
-    "a parent name": ([entry("../score.py", SCRIPT)], RegistryError, "refusing to extract '../score.py': it leaves the target directory"),
-    "an absolute name": ([entry("/tmp/score.py", SCRIPT)], RegistryError, "refusing to extract '/tmp/score.py': an absolute path"),
-    "another name": ([entry("score.py", SCRIPT), entry("evil.py", b"x")], RegistryError, "refusing 'evil.py': serving.json names"),
+    "a symlink": (
+        [entry("score.py", type=tarfile.SYMTYPE, link="/etc/passwd")],
+        RegistryError,
+        "refusing to extract 'score.py': a symlink (to '/etc/passwd')",
+    ),
+    "a hardlink": (
+        [entry("score.py", type=tarfile.LNKTYPE, link="../x")],
+        RegistryError,
+        "refusing to extract 'score.py': a hardlink (to '../x')",
+    ),
+    "a parent name": (
+        [entry("../score.py", SCRIPT)],
+        RegistryError,
+        "refusing to extract '../score.py': it leaves the target directory",
+    ),
+    "an absolute name": (
+        [entry("/tmp/score.py", SCRIPT)],
+        RegistryError,
+        "refusing to extract '/tmp/score.py': an absolute path",
+    ),
+    "another name": (
+        [entry("score.py", SCRIPT), entry("evil.py", b"x")],
+        RegistryError,
+        "refusing 'evil.py': serving.json names",
+    ),
     "a directory": ([entry("score.py", SCRIPT), directory("sub")], RegistryError, "refusing 'sub': serving.json names"),
     "too many members": ([entry(f"f{i}", b"x") for i in range(6)], RegistryError, "more than 4 entries"),
-    "a script changed": ([entry("score.py", b"import os\nos.system('x')\n"), entry("sample-request.json", SAMPLE), entry("answer.json", ANSWER)],
-                         PublishError, "score.py does not match the sha256 serving.json records for it"),
-    "the script missing": ([entry("sample-request.json", SAMPLE), entry("answer.json", ANSWER)], RegistryError, "score.py is missing"),
+    "a script changed": (
+        [
+            entry("score.py", b"import os\nos.system('x')\n"),
+            entry("sample-request.json", SAMPLE),
+            entry("answer.json", ANSWER),
+        ],
+        PublishError,
+        "score.py does not match the sha256 serving.json records for it",
+    ),
+    "the script missing": (
+        [entry("sample-request.json", SAMPLE), entry("answer.json", ANSWER)],
+        RegistryError,
+        "score.py is missing",
+    ),
 }
 
 
@@ -123,7 +191,12 @@ def test_hostile_scoring_archives_are_refused_and_leave_nothing(tmp_path, case):
     with pytest.raises(error, match=f"^{SCORING_ASSET} of digits-v2: .*") as raised:
         fetch(tmp_path / "version", scoring_archive(members))
     assert said in str(raised.value) and "\n" not in str(raised.value)
-    assert left(tmp_path) == ["version", "version/serving", "version/serving/sample.npz", "version/serving/serving.json"]
+    assert left(tmp_path) == [
+        "version",
+        "version/serving",
+        "version/serving/sample.npz",
+        "version/serving/serving.json",
+    ]
 
 
 def test_a_member_claiming_more_than_the_limit_is_refused_before_it_is_read(tmp_path):
@@ -142,15 +215,25 @@ def test_a_member_claiming_more_than_the_limit_is_refused_before_it_is_read(tmp_
 def test_an_asset_that_does_not_match_sha256sums_is_refused(tmp_path):
     with pytest.raises(PublishError, match=f"^{SCORING_ASSET} of digits-v2 does not match its SHA256SUMS$"):
         fetch(tmp_path / "version", scoring_archive(), swap=scoring_archive([entry("score.py", b"swapped")]))
-    assert left(tmp_path) == ["version", "version/serving", "version/serving/sample.npz", "version/serving/serving.json"]
+    assert left(tmp_path) == [
+        "version",
+        "version/serving",
+        "version/serving/sample.npz",
+        "version/serving/serving.json",
+    ]
 
 
 def test_a_release_whose_serving_json_names_a_script_needs_the_asset(tmp_path):
-    with pytest.raises(PublishError, match=f"release digits-v2 has no {SCORING_ASSET}, yet its serving.json names the scoring script 'score.py'"):
+    with pytest.raises(
+        PublishError,
+        match=f"release digits-v2 has no {SCORING_ASSET}, yet its serving.json names the scoring script 'score.py'",
+    ):
         fetch(tmp_path / "version", None)
 
 
-@pytest.mark.parametrize("script", ["../score.py", "/etc/score.py", "..", "", "sample-request.json", "a\\b.py", "a\nb.py"])
+@pytest.mark.parametrize(
+    "script", ["../score.py", "/etc/score.py", "..", "", "sample-request.json", "a\\b.py", "a\nb.py"]
+)
 def test_a_script_name_that_is_no_file_name_is_refused(tmp_path, script):
     with pytest.raises(ValueError, match="is not a file name"):
         kept_files({"script": script, "sha256": "0" * 64})
@@ -193,5 +276,7 @@ def test_a_release_of_a_scoring_version_carries_scoring_tar_gz(tmp_path, scoring
     assert ("- `scoring.tar.gz`" in card) is scoring and ("Scoring script: `score.py`" in card) is scoring
     if scoring:
         assert sums[SCORING_ASSET] == sha((tmp_path / "assets" / SCORING_ASSET).read_bytes())
-        fetch(tmp_path / "version", (tmp_path / "assets" / SCORING_ASSET).read_bytes())  # read back as `serve release:` does
+        fetch(
+            tmp_path / "version", (tmp_path / "assets" / SCORING_ASSET).read_bytes()
+        )  # read back as `serve release:` does
         assert (tmp_path / "version" / "scoring" / "score.py").read_bytes() == SCRIPT

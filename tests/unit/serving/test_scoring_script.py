@@ -9,8 +9,8 @@ import textwrap
 
 import pytest
 
-from runner.errors import ManifestError
 import runner
+from runner.errors import ManifestError
 from runner.serving.scoring import script as scoring_script
 from runner.serving.scoring.check import check_script
 from runner.serving.scoring.gate import DROPPED, conda_packages
@@ -61,17 +61,44 @@ def test_a_good_script_is_initialised_and_answers_the_sample(tmp_path, model):
     [
         ("def run(data):\n    return data\n", "scoring script score.py defines no init() function"),
         ("def init():\n    pass\n", "scoring script score.py defines no run() function"),
-        ("import json\n\ndef init():\n    raise OSError('model.json is missing')\n\ndef run(d):\n    return d\n",
-         "scoring script score.py: init() raised OSError: model.json is missing (score.py:4)"),
-        ("def init():\n    pass\n\ndef run(d):\n    return {1, 2}\n", "scoring script score.py: run() returned set, which JSON cannot hold"),
-        ("def init():\n    pass\n\ndef run(d):\n    return float('nan')\n", "scoring script score.py: run() returned float, which JSON cannot hold"),
-        ("def init():\n    pass\n\ndef run(d):\n    x = 1\n    return d['data']\n",
-         "scoring script score.py: run() on model.serving.sample_request raised TypeError: string indices must be integers"),
-        ("import no_such_package\n", "scoring script importing score.py failed: ModuleNotFoundError: No module named 'no_such_package' (score.py:1)"),
+        (
+            "import json\n\ndef init():\n    raise OSError('model.json is missing')\n\ndef run(d):\n    return d\n",
+            "scoring script score.py: init() raised OSError: model.json is missing (score.py:4)",
+        ),
+        (
+            "def init():\n    pass\n\ndef run(d):\n    return {1, 2}\n",
+            "scoring script score.py: run() returned set, which JSON cannot hold",
+        ),
+        (
+            "def init():\n    pass\n\ndef run(d):\n    return float('nan')\n",
+            "scoring script score.py: run() returned float, which JSON cannot hold",
+        ),
+        (
+            "def init():\n    pass\n\ndef run(d):\n    x = 1\n    return d['data']\n",
+            (
+                "scoring script score.py: run() on model.serving.sample_request raised TypeError: string indices must"
+                " be integers"
+            ),
+        ),
+        (
+            "import no_such_package\n",
+            (
+                "scoring script importing score.py failed: ModuleNotFoundError: No module named 'no_such_package'"
+                " (score.py:1)"
+            ),
+        ),
         ("def init(:\n", "scoring script importing score.py failed: SyntaxError"),
         ("import sys\nsys.exit(4)\n", "scoring script importing score.py failed: SystemExit: 4 (score.py:2)"),
-        ("from azureml.core.model import Model\n\ndef init():\n    Model.get_model_path('other')\n\ndef run(d):\n    return d\n",
-         "scoring script score.py: init() raised runner.compat.model_path.ModelNotFoundError: Model.get_model_path('other'): the model served here is 'digits' (score.py:4)"),
+        (
+            (
+                "from azureml.core.model import Model\n\ndef init():\n    Model.get_model_path('other')\n\ndef"
+                " run(d):\n    return d\n"
+            ),
+            (
+                "scoring script score.py: init() raised runner.compat.model_path.ModelNotFoundError:"
+                " Model.get_model_path('other'): the model served here is 'digits' (score.py:4)"
+            ),
+        ),
     ],
 )
 def test_a_failing_script_is_one_line_with_its_line(tmp_path, model, source, error):
@@ -89,8 +116,12 @@ def test_a_registered_file_is_what_get_model_path_returns(tmp_path, monkeypatch)
     single = tmp_path / "model.h5"
     single.write_text("x")
     variables = scoring_script.model_variables(single, "digits", 4)
-    assert variables == {"AZUREML_MODEL_DIR": str(tmp_path), "TFTRAIN_MODEL_NAME": "digits", "TFTRAIN_MODEL_PATH": str(single),
-                         "TFTRAIN_MODEL_VERSION": "4"}
+    assert variables == {
+        "AZUREML_MODEL_DIR": str(tmp_path),
+        "TFTRAIN_MODEL_NAME": "digits",
+        "TFTRAIN_MODEL_PATH": str(single),
+        "TFTRAIN_MODEL_VERSION": "4",
+    }
     for name, value in variables.items():
         monkeypatch.setenv(name, value)
     from runner.compat.model_path import Model, ModelNotFoundError
@@ -153,13 +184,26 @@ channels:
 
 def test_a_conda_file_gives_its_pip_list_and_plain_conda_names():
     packages = conda_packages(AZURE_CONDA, "env.yml")
-    assert packages == ["pillow", "azureml-defaults", "tensorflow==2.4.0", "keras", "inference-schema[numpy-support]", "joblib==1.0.1"]
+    assert packages == [
+        "pillow",
+        "azureml-defaults",
+        "tensorflow==2.4.0",
+        "keras",
+        "inference-schema[numpy-support]",
+        "joblib==1.0.1",
+    ]
     kept = [package for package in packages if not DROPPED.match(package.split("=")[0].split("[")[0])]
     assert kept == ["pillow", "joblib==1.0.1"]
 
 
-@pytest.mark.parametrize("text, error", [("[", "not YAML"), ("name: x\n", "no `dependencies:` list"),
-                                         ("dependencies:\n  - pip:\n    - --extra-index-url=http://evil\n", "is not a package")])
+@pytest.mark.parametrize(
+    "text, error",
+    [
+        ("[", "not YAML"),
+        ("name: x\n", "no `dependencies:` list"),
+        ("dependencies:\n  - pip:\n    - --extra-index-url=http://evil\n", "is not a package"),
+    ],
+)
 def test_a_bad_conda_file_is_one_line(text, error):
     with pytest.raises(ManifestError, match=error) as info:
         conda_packages(text, "env.yml")
@@ -170,15 +214,23 @@ def test_what_counts_as_the_request_s_fault():
     class InvalidArgumentError(Exception):  # TensorFlow's, by name: the stdlib module never imports TensorFlow
         pass
 
-    assert all(scoring_script.rejected(exc) for exc in (ValueError("x"), KeyError("data"), IndexError(), TypeError(), InvalidArgumentError()))
-    assert not any(scoring_script.rejected(exc) for exc in (RuntimeError(), OSError(), MemoryError(), ZeroDivisionError()))
+    assert all(
+        scoring_script.rejected(exc)
+        for exc in (ValueError("x"), KeyError("data"), IndexError(), TypeError(), InvalidArgumentError())
+    )
+    assert not any(
+        scoring_script.rejected(exc) for exc in (RuntimeError(), OSError(), MemoryError(), ZeroDivisionError())
+    )
 
 
 @pytest.mark.parametrize("packages", [["--index-url=http://evil"], ["numpy\n-r /etc/passwd"], "numpy", [3], [" "]])
 def test_recorded_packages_that_pip_would_read_as_options_are_refused(packages):
     with pytest.raises(ValueError, match="scoring.packages"):
         scoring_script.packages_of({"script": "score.py", "packages": packages})
-    assert scoring_script.packages_of({"script": "score.py", "packages": ["numpy", "pillow==10.*"]}) == ("numpy", "pillow==10.*")
+    assert scoring_script.packages_of({"script": "score.py", "packages": ["numpy", "pillow==10.*"]}) == (
+        "numpy",
+        "pillow==10.*",
+    )
 
 
 def test_a_version_s_scoring_entry_without_a_script_is_no_scoring_version(tmp_path):

@@ -86,14 +86,18 @@ def test_v2_inputs_are_checked_against_the_default_signature(endpoint):
 
 def test_status_and_metadata_in_tensorflow_servings_format(endpoint):
     assert endpoint.status(True) == {
-        "model_version_status": [{"version": "4", "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}]
+        "model_version_status": [
+            {"version": "4", "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}
+        ]
     }
     assert endpoint.status(False)["model_version_status"][0]["state"] == "UNAVAILABLE"
     metadata = endpoint.metadata()
     assert metadata["model_spec"] == {"name": "demo", "signature_name": "", "version": "4"}
     default = metadata["metadata"]["signature_def"]["signature_def"]["serving_default"]
     assert default["inputs"]["x"] == {
-        "dtype": "DT_FLOAT", "tensor_shape": {"dim": [{"size": "-1", "name": ""}, {"size": "3", "name": ""}], "unknown_rank": False}, "name": "x",
+        "dtype": "DT_FLOAT",
+        "tensor_shape": {"dim": [{"size": "-1", "name": ""}, {"size": "3", "name": ""}], "unknown_rank": False},
+        "name": "x",
     }
     assert default["method_name"] == "tensorflow/serving/predict"
     assert endpoint.v2_types(outputs=False) == [{"name": "x", "datatype": "FP32", "shape": [-1, 3]}]
@@ -124,7 +128,9 @@ def _call(app, method: str, path: str, body: bytes, chunks: int = 1, headers=())
         await send({"type": "http.response.body", "body": b""})
 
     parts = [body[len(body) * i // chunks : len(body) * (i + 1) // chunks] for i in range(chunks)]
-    messages = [{"type": "http.request", "body": part, "more_body": index < len(parts) - 1} for index, part in enumerate(parts)]
+    messages = [
+        {"type": "http.request", "body": part, "more_body": index < len(parts) - 1} for index, part in enumerate(parts)
+    ]
     sent = []
 
     async def receive():
@@ -144,18 +150,35 @@ def test_the_predict_route_is_answered_in_front_of_kserve(endpoint):
 
     ready = [True]
     app = lambda inner: FastPredict(inner, endpoint, lambda: ready[0])  # noqa: E731
-    assert _call(app, "POST", "/v1/models/demo:predict", b'{"instances": [[1, 2, 3]]}', chunks=3)[:2] == (200, {"predictions": [[2.0, 4.0, 6.0]]})
+    assert _call(app, "POST", "/v1/models/demo:predict", b'{"instances": [[1, 2, 3]]}', chunks=3)[:2] == (
+        200,
+        {"predictions": [[2.0, 4.0, 6.0]]},
+    )
     status, answer, _ = _call(app, "POST", "/v1/models/demo:predict", b'{"instances": [[1, 2]]}')
     assert status == 400 and answer["error"].startswith("input 'x': shape (1, 2)")
-    assert _call(app, "POST", "/v1/models/demo:predict", b"x=1&y=2")[:2] == (400, {"error": "the body is not JSON: send a JSON object with Content-Type: application/json"})
+    assert _call(app, "POST", "/v1/models/demo:predict", b"x=1&y=2")[:2] == (
+        400,
+        {"error": "the body is not JSON: send a JSON object with Content-Type: application/json"},
+    )
     v2 = b'{"id": "r1", "inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 3], "data": [1, 2, 3]}]}'
-    assert _call(app, "POST", "/v2/models/demo/infer", v2)[:2] == (200, {
-        "model_name": "demo", "model_version": None, "id": "r1", "parameters": None,
-        "outputs": [{"name": "y", "shape": [1, 3], "datatype": "FP32", "parameters": None, "data": [2.0, 4.0, 6.0]}]})
+    assert _call(app, "POST", "/v2/models/demo/infer", v2)[:2] == (
+        200,
+        {
+            "model_name": "demo",
+            "model_version": None,
+            "id": "r1",
+            "parameters": None,
+            "outputs": [
+                {"name": "y", "shape": [1, 3], "datatype": "FP32", "parameters": None, "data": [2.0, 4.0, 6.0]}
+            ],
+        },
+    )
     # every other route, another model's, and binary v2 tensors are KServe's
     for method, path in (("GET", "/v1/models/demo"), ("POST", "/v1/models/other:predict")):
         assert _call(app, method, path, b"{}")[2] == [path]
-    assert _call(app, "POST", "/v2/models/demo/infer", b"{}", headers=[(b"inference-header-content-length", b"2")])[2] == ["/v2/models/demo/infer"]
+    assert _call(app, "POST", "/v2/models/demo/infer", b"{}", headers=[(b"inference-header-content-length", b"2")])[
+        2
+    ] == ["/v2/models/demo/infer"]
     ready[0] = False
     assert _call(app, "POST", "/v1/models/demo:predict", b'{"instances": [[1, 2, 3]]}')[0] == 503
 
@@ -167,7 +190,12 @@ def test_a_model_that_fails_inside_is_a_500_with_one_line(endpoint):
         raise RuntimeError("device lost\nmore detail")
 
     endpoint.model.predict = broken
-    status, answer, _ = _call(lambda inner: FastPredict(inner, endpoint, lambda: True), "POST", "/v1/models/demo:predict", b'{"instances": [[1, 2, 3]]}')
+    status, answer, _ = _call(
+        lambda inner: FastPredict(inner, endpoint, lambda: True),
+        "POST",
+        "/v1/models/demo:predict",
+        b'{"instances": [[1, 2, 3]]}',
+    )
     assert (status, answer) == (500, {"error": "RuntimeError: device lost"})
 
 
@@ -226,7 +254,9 @@ def test_a_failing_member_of_a_batch_fails_alone():
 
     model = Counting()
     app = FastPredict(None, Endpoint(model, "demo", 1), lambda: True, batch=True)
-    answers = _concurrently(app, [b'{"instances": [[1, 2, 3]]}', b'{"instances": [[13, 13, 13]]}', b'{"instances": [[1, 2]]}'])
+    answers = _concurrently(
+        app, [b'{"instances": [[1, 2, 3]]}', b'{"instances": [[13, 13, 13]]}', b'{"instances": [[1, 2]]}']
+    )
     assert answers[0] == (200, {"predictions": [[2.0, 4.0, 6.0]]})
     assert answers[1] == (500, {"error": "ValueError: thirteen"})
     assert answers[2][0] == 400 and "shape (1, 2)" in answers[2][1]["error"]  # refused before any batch

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from runner.serving.signature import ModelFormat, Signature, TensorSpec, changes, locate, saved_model_signatures, signatures_from_json
+from runner.serving.signature import (
+    ModelFormat,
+    Signature,
+    TensorSpec,
+    changes,
+    locate,
+    saved_model_signatures,
+    signatures_from_json,
+)
 
 
 def _varint(value: int) -> bytes:
@@ -90,7 +98,13 @@ def test_a_linked_model_is_not_followed(tmp_path):
 
 
 def _signature(**inputs) -> dict[str, Signature]:
-    return {"serving_default": Signature("serving_default", tuple(TensorSpec(n, d, s) for n, (d, s) in inputs.items()), (TensorSpec("y", "float32", (None, 10)),))}
+    return {
+        "serving_default": Signature(
+            "serving_default",
+            tuple(TensorSpec(n, d, s) for n, (d, s) in inputs.items()),
+            (TensorSpec("y", "float32", (None, 10)),),
+        )
+    }
 
 
 def test_changes_name_what_breaks_a_caller_first():

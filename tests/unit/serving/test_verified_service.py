@@ -24,12 +24,18 @@ IMAGE = "r.example/team/digits@sha256:" + "a" * 64
 
 def pem_pair() -> tuple[str, bytes]:
     key = ec.generate_private_key(ec.SECP256R1())
-    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    return private.decode(), key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    private = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return private.decode(), key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
 
 
 def spec(verifier: Verifier | None, auth: str | None = None) -> ServiceSpec:
-    return ServiceSpec("digits", "serving", IMAGE, ServingResources("2", "1Gi", 1), {"tftrain/version": "v1"}, auth, verifier)
+    return ServiceSpec(
+        "digits", "serving", IMAGE, ServingResources("2", "1Gi", 1), {"tftrain/version": "v1"}, auth, verifier
+    )
 
 
 def test_the_init_container_is_rendered_only_with_a_verifier_and_carries_the_public_key():
@@ -38,7 +44,15 @@ def test_the_init_container_is_rendered_only_with_a_verifier_and_carries_the_pub
     document = spec(Verifier.of(SignerKey(public, "pub.pem"), "digits"), auth="serving-key").document()
     (init,) = document["spec"]["predictor"]["initContainers"]
     assert init["name"] == INIT_CONTAINER and init["image"] == IMAGE  # the server's image, by the same digest
-    assert init["command"] == ["python", "-m", "runner.serving.verify_model", "--model-dir", "/models/digits", "--public-key-env", KEY_VARIABLE]
+    assert init["command"] == [
+        "python",
+        "-m",
+        "runner.serving.verify_model",
+        "--model-dir",
+        "/models/digits",
+        "--public-key-env",
+        KEY_VARIABLE,
+    ]
     assert init["env"] == [{"name": KEY_VARIABLE, "value": public.decode()}]
     assert init["resources"]["limits"] == {"cpu": "2", "memory": "1Gi"}  # no GPU for hashing
     rendered = to_yaml(document)
@@ -46,12 +60,21 @@ def test_the_init_container_is_rendered_only_with_a_verifier_and_carries_the_pub
     # nothing secret in the document: no private key, and the server's key only by its secret's name
     assert "PRIVATE KEY" not in rendered and private.splitlines()[1] not in rendered
     (server,) = document["spec"]["predictor"]["containers"]
-    assert server["env"] == [{"name": "TFTRAIN_SERVING_TOKEN", "valueFrom": {"secretKeyRef": {"name": "serving-key", "key": "token"}}}]
+    assert server["env"] == [
+        {"name": "TFTRAIN_SERVING_TOKEN", "valueFrom": {"secretKeyRef": {"name": "serving-key", "key": "token"}}}
+    ]
 
 
 def test_a_keyless_verifier_names_the_identity_and_issuer():
-    init = Verifier.of(SigstoreIdentity("me@example.com", "https://token.actions.githubusercontent.com"), "digits").container(IMAGE, {})
-    assert init["command"][-4:] == ["--identity", "me@example.com", "--issuer", "https://token.actions.githubusercontent.com"]
+    init = Verifier.of(
+        SigstoreIdentity("me@example.com", "https://token.actions.githubusercontent.com"), "digits"
+    ).container(IMAGE, {})
+    assert init["command"][-4:] == [
+        "--identity",
+        "me@example.com",
+        "--issuer",
+        "https://token.actions.githubusercontent.com",
+    ]
     assert "env" not in init
 
 

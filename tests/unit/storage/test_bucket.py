@@ -41,7 +41,9 @@ def test_failures_are_one_line_naming_the_call_and_the_object(s3_server, aws_env
     missing = Bucket("no-such-bucket", s3_server)
     with pytest.raises(StorageError) as caught:
         missing.check("s3://no-such-bucket/prefix")
-    assert str(caught.value) == f"S3: HeadBucket s3://no-such-bucket/prefix (endpoint {s3_server}) answered 404 Not Found"
+    assert (
+        str(caught.value) == f"S3: HeadBucket s3://no-such-bucket/prefix (endpoint {s3_server}) answered 404 Not Found"
+    )
     with pytest.raises(StorageError, match=r"^S3: ListObjectsV2 s3://no-such-bucket/p answered 404 NoSuchBucket$"):
         missing.listing("p")
     with pytest.raises(StorageError, match=r"^S3: PutObject s3://no-such-bucket/k answered 404 NoSuchBucket$"):
@@ -52,4 +54,6 @@ def test_failures_are_one_line_naming_the_call_and_the_object(s3_server, aws_env
     down = Bucket("b", f"http://127.0.0.1:{port}")
     with pytest.raises(StorageError) as caught:
         down.read("k", 10)
-    assert str(caught.value) == "S3: reading s3://b/k got no answer: Connection refused" and "\n" not in str(caught.value)
+    assert str(caught.value) == "S3: reading s3://b/k got no answer: Connection refused" and "\n" not in str(
+        caught.value
+    )

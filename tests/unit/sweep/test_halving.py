@@ -40,7 +40,9 @@ def test_asha_cuts_the_worse_half_at_the_first_rung(goal, good, bad):
 
 
 def test_asha_judges_nothing_before_min_resource():
-    study = optuna.create_study(direction="maximize", pruner=pruner_for(asha(min_resource=3, reduction_factor=2), "maximize"))
+    study = optuna.create_study(
+        direction="maximize", pruner=pruner_for(asha(min_resource=3, reduction_factor=2), "maximize")
+    )
     assert run(study, [1.0, 1.0, 1.0, 1.0]) is None
     assert run(study, [0.1, 0.1, 0.1, 0.1]) == 3  # reported steps 1 and 2 unjudged: the first rung is min_resource
 

@@ -7,16 +7,15 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-
 from manifest_errors import error_of
+
 from runner.errors import StorageError
-from runner.manifest.sweep import Sampling, SweepSpec
+from runner.manifest.sweep import Objective, Sampling, SweepSpec
 from runner.manifest.sweep_rules import _choices
 from runner.sweep.samplers import sampler_for
 from runner.sweep.space import SearchSpace
 from runner.sweep.storage import StoragePlace, place_of
 from runner.sweep.study import SEED, open_sweep, storage_url
-from runner.manifest.sweep import Objective
 
 CONTINUOUS = {
     "--lr": {"type": "loguniform", "min_value": -9.0, "max_value": -1.0},
@@ -110,7 +109,9 @@ def test_runners_of_one_sweep_share_its_seed_from_the_study(optuna, tmp_path):
 
 def test_a_choice_of_19900_values_is_checked_in_one_pass():
     values = list(range(19_900))
-    spec = SweepSpec.model_validate({"search_space": {"--n": {"type": "choice", "values": values}}, "limits": {"max_total_trials": 3}})
+    spec = SweepSpec.model_validate(
+        {"search_space": {"--n": {"type": "choice", "values": values}}, "limits": {"max_total_trials": 3}}
+    )
     compared = []
 
     class Counted(int):
@@ -129,14 +130,26 @@ def test_a_choice_of_19900_values_is_checked_in_one_pass():
 
 
 def test_19900_copies_of_one_value_are_one_line_with_a_count(project):
-    manifest = "metrics: {primary: acc}\nsweep:\n  search_space:\n    --n: {type: choice, values: [" + ", ".join(["7"] * 19_900) + "]}\n"
+    manifest = (
+        "metrics: {primary: acc}\nsweep:\n  search_space:\n    --n: {type: choice, values: ["
+        + ", ".join(["7"] * 19_900)
+        + "]}\n"
+    )
     message = error_of(project, manifest + "  limits: {max_total_trials: 3}\n")
-    assert message == "7: sweep.search_space.--n.values[1]: 7 is already value 0 of the choice (19899 values of the choice repeat an earlier one)"
+    assert (
+        message
+        == "7: sweep.search_space.--n.values[1]: 7 is already value 0 of the choice (19899 values of the choice repeat"
+        " an earlier one)"
+    )
 
 
 def test_a_long_repeated_value_is_shortened_in_its_line(project):
     long = "x" * 5000
-    message = error_of(project, f"metrics: {{primary: acc}}\nsweep:\n  search_space:\n    --n: {{type: choice, values: [{long}, {long}]}}\n  limits: {{max_total_trials: 3}}\n")
+    message = error_of(
+        project,
+        f"metrics: {{primary: acc}}\nsweep:\n  search_space:\n    --n: {{type: choice, values: [{long}, {long}]}}\n "
+        " limits: {max_total_trials: 3}\n",
+    )
     assert "\n" not in message and len(message) < 200 and "is already value 0 of the choice" in message
 
 
@@ -145,26 +158,41 @@ HOSTILE_PASSWORD = "p@ss:w/rd#1?&=%+ x"
 
 def test_a_password_from_the_environment_is_quoted_where_the_url_is_assembled():
     environ = {"SWEEP_DB_PASSWORD": HOSTILE_PASSWORD, "SWEEP_DB_USER": "ops@team", "SWEEP_DB_HOST": "db.internal"}
-    url = storage_url("postgresql://${SWEEP_DB_USER}:$SWEEP_DB_PASSWORD@$SWEEP_DB_HOST:5432/sweeps?sslmode=disable&password=$SWEEP_DB_PASSWORD", environ)
-    assert url == (
-        "postgresql://ops%40team:p%40ss%3Aw%2Frd%231%3F%26%3D%25%2B%20x@db.internal:5432/sweeps"
+    url = storage_url(
+        "postgresql://${SWEEP_DB_USER}:$SWEEP_DB_PASSWORD@$SWEEP_DB_HOST:5432/sweeps?sslmode=disable&password=$SWEEP_DB_PASSWORD",
+        environ,
+    )
+    assert (
+        url == "postgresql://ops%40team:p%40ss%3Aw%2Frd%231%3F%26%3D%25%2B%20x@db.internal:5432/sweeps"
         "?sslmode=disable&password=p%40ss%3Aw%2Frd%231%3F%26%3D%25%2B%20x"
     )
     from sqlalchemy.engine import make_url
 
     parsed = make_url(url)
-    assert (parsed.username, parsed.password, parsed.host, parsed.port, parsed.database) == ("ops@team", HOSTILE_PASSWORD, "db.internal", 5432, "sweeps")
+    assert (parsed.username, parsed.password, parsed.host, parsed.port, parsed.database) == (
+        "ops@team",
+        HOSTILE_PASSWORD,
+        "db.internal",
+        5432,
+        "sweeps",
+    )
     assert parsed.query == {"sslmode": "disable", "password": HOSTILE_PASSWORD}
     place = place_of(url, None)
     assert place.where == "ops@team@db.internal:5432/sweeps" and place.password == HOSTILE_PASSWORD
 
 
 def test_a_path_from_the_environment_stays_a_path(tmp_path):
-    assert storage_url("sqlite:///$SWEEP_DIR/sweeps.db", {"SWEEP_DIR": str(tmp_path / "a b")}) == f"sqlite:///{tmp_path}/a b/sweeps.db"
+    assert (
+        storage_url("sqlite:///$SWEEP_DIR/sweeps.db", {"SWEEP_DIR": str(tmp_path / "a b")})
+        == f"sqlite:///{tmp_path}/a b/sweeps.db"
+    )
 
 
 def test_a_whole_url_from_the_environment_is_taken_as_written():
-    assert storage_url("$SWEEP_DB_URL", {"SWEEP_DB_URL": "postgresql://u:p%40ss@h:5432/db"}) == "postgresql://u:p%40ss@h:5432/db"
+    assert (
+        storage_url("$SWEEP_DB_URL", {"SWEEP_DB_URL": "postgresql://u:p%40ss@h:5432/db"})
+        == "postgresql://u:p%40ss@h:5432/db"
+    )
 
 
 def test_a_hostile_sweep_json_is_no_sweep_record(tmp_path):
@@ -188,7 +216,13 @@ def test_a_database_error_under_optuna_is_one_storage_error_naming_the_storage(o
     import sqlalchemy.exc
 
     place = StoragePlace("tftrain@127.0.0.1:5432/sweeps", "s3cr3t")
-    driver = sqlalchemy.exc.OperationalError("UPDATE trials …", {}, Exception('connection to server at "127.0.0.1", port 5432 failed: Connection refused (s3cr3t)\nIs the server running?'))
+    driver = sqlalchemy.exc.OperationalError(
+        "UPDATE trials …",
+        {},
+        Exception(
+            'connection to server at "127.0.0.1", port 5432 failed: Connection refused (s3cr3t)\nIs the server running?'
+        ),
+    )
     with pytest.raises(StorageError) as caught:
         with place.failures():
             try:
@@ -203,12 +237,29 @@ def test_a_database_error_under_optuna_is_one_storage_error_naming_the_storage(o
         raise KeyError("x")
 
 
-def write_run(home, run_id: str, status: str, message: str | None = None, score: float | None = None, trial: int = 0) -> None:
+def write_run(
+    home, run_id: str, status: str, message: str | None = None, score: float | None = None, trial: int = 0
+) -> None:
     from runner.history.record import MetricsSummary, RunRecord
 
-    metrics = MetricsSummary.model_validate({"metrics": {"score": {"last": score, "best": score, "count": 1, "goal": "maximize"}}}) if score is not None else None
-    record = RunRecord(run_id=run_id, name="demo", status=status, created=1.0, ended=2.0, message=message, manifest={}, metrics=metrics,
-                       sweep={"id": "demo-sweep-1", "trial": trial})
+    metrics = (
+        MetricsSummary.model_validate(
+            {"metrics": {"score": {"last": score, "best": score, "count": 1, "goal": "maximize"}}}
+        )
+        if score is not None
+        else None
+    )
+    record = RunRecord(
+        run_id=run_id,
+        name="demo",
+        status=status,
+        created=1.0,
+        ended=2.0,
+        message=message,
+        manifest={},
+        metrics=metrics,
+        sweep={"id": "demo-sweep-1", "trial": trial},
+    )
     (home / "runs" / run_id).mkdir(parents=True)
     (home / "runs" / run_id / "run.json").write_text(record.model_dump_json())
 
@@ -221,10 +272,15 @@ def test_resume_tells_the_study_what_the_runs_did_and_the_table_agrees_with_them
 
     spec = SweepSpec.model_validate({"search_space": CONTINUOUS, "limits": {"max_total_trials": 9}})
     sweep = open_sweep(spec, "demo", Objective(primary_metric="score", goal="maximize"), 9, tmp_path, {})
-    ends = [("demo-1", "Completed", None, 0.75), ("demo-2", "Canceled", "the sweep's storage failed", None),
-            ("demo-3", "Canceled", "early termination at step 2", 0.1), ("demo-4", "TimedOut", "max_run_duration_seconds (2s) reached", 0.2),
-            ("../../etc", "Completed", None, 0.9), ("demo-6", "Failed", "lost: tftrain process 12 ended", None),
-            ("demo-7", "Failed", "training exited with 1", None)]
+    ends = [
+        ("demo-1", "Completed", None, 0.75),
+        ("demo-2", "Canceled", "the sweep's storage failed", None),
+        ("demo-3", "Canceled", "early termination at step 2", 0.1),
+        ("demo-4", "TimedOut", "max_run_duration_seconds (2s) reached", 0.2),
+        ("../../etc", "Completed", None, 0.9),
+        ("demo-6", "Failed", "lost: tftrain process 12 ended", None),
+        ("demo-7", "Failed", "training exited with 1", None),
+    ]
     for run_id, status, message, score in ends:
         trial = sweep.study.ask()
         trial.set_user_attr("values", sweep.space.suggest(trial))
@@ -239,11 +295,27 @@ def test_resume_tells_the_study_what_the_runs_did_and_the_table_agrees_with_them
     queued = queue_stopped_trials(sweep, tmp_path)
     assert queued == [(1, "demo-2"), (5, "demo-6")]  # stopped from outside, and lost with its tftrain: run again
     states = {t.number: t.state.name for t in sweep.study.get_trials(deepcopy=False)}
-    assert [states[n] for n in range(8)] == ["COMPLETE", "FAIL", "PRUNED", "FAIL", "RUNNING", "FAIL", "FAIL", "RUNNING"]  # 4, 7: not runs of this home
+    assert [states[n] for n in range(8)] == [
+        "COMPLETE",
+        "FAIL",
+        "PRUNED",
+        "FAIL",
+        "RUNNING",
+        "FAIL",
+        "FAIL",
+        "RUNNING",
+    ]  # 4, 7: not runs of this home
     assert sweep.study.trials[0].value == 0.75
     assert [t.user_attrs[RESUMES] for t in sweep.study.trials if t.state.name == "WAITING"] == ["demo-2", "demo-6"]
     rows = {row["number"]: row for row in book.trials()}
-    assert [rows[n]["status"] for n in (0, 1, 2, 3, 5, 6)] == ["Completed", "Canceled", "Canceled", "Canceled", "Failed", "Failed"]
+    assert [rows[n]["status"] for n in (0, 1, 2, 3, 5, 6)] == [
+        "Completed",
+        "Canceled",
+        "Canceled",
+        "Canceled",
+        "Failed",
+        "Failed",
+    ]
     assert rows[2]["early_terminated"] and not rows[3]["early_terminated"]
     book.save()
     shown = {t["number"]: t["status"] for t in read_sweep(tmp_path, sweep.sweep_id)["trials"]}
@@ -258,7 +330,16 @@ def test_a_stale_sweep_json_shows_what_the_runs_did(tmp_path):
     write_run(tmp_path, "demo-1", "Completed", score=0.5)
     folder = sweeps_root(tmp_path) / "demo-sweep-1"
     folder.mkdir(parents=True)
-    trial = {"number": 0, "run_id": "demo-1", "status": "Running", "early_terminated": False, "params": {}, "value": None}
-    (folder / "sweep.json").write_text(json.dumps({"id": "demo-sweep-1", "objective": {"primary_metric": "score"}, "trials": [trial]}))
+    trial = {
+        "number": 0,
+        "run_id": "demo-1",
+        "status": "Running",
+        "early_terminated": False,
+        "params": {},
+        "value": None,
+    }
+    (folder / "sweep.json").write_text(
+        json.dumps({"id": "demo-sweep-1", "objective": {"primary_metric": "score"}, "trials": [trial]})
+    )
     (shown,) = read_sweep(tmp_path, "demo-sweep-1")["trials"]
     assert (shown["status"], shown["value"]) == ("Completed", 0.5)

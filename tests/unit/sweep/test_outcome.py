@@ -14,12 +14,24 @@ TRIAL = {"id": "demo-sweep-1", "trial": 0}
 
 def record(status: str, message: str | None = None, **fields) -> RunRecord:
     return RunRecord.model_validate(
-        {"run_id": "demo-1", "name": "demo", "status": status, "created": 1.0, "manifest": {}, "message": message, **fields}
+        {
+            "run_id": "demo-1",
+            "name": "demo",
+            "status": status,
+            "created": 1.0,
+            "manifest": {},
+            "message": message,
+            **fields,
+        }
     )
 
 
 def summary(**last) -> dict:
-    return {"metrics": {name: {"last": value, "best": value, "count": 1, "goal": "maximize"} for name, value in last.items()}}
+    return {
+        "metrics": {
+            name: {"last": value, "best": value, "count": 1, "goal": "maximize"} for name, value in last.items()
+        }
+    }
 
 
 @pytest.mark.parametrize(
@@ -29,8 +41,12 @@ def summary(**last) -> dict:
         pytest.param(record("Failed", "lost: tftrain process 12 ended"), Verdict.STOPPED, id="lost-before-cause"),
         pytest.param(record("Failed", "train.py exited with code 1"), Verdict.FAILED, id="failed"),
         pytest.param(record("Canceled", "SIGINT"), Verdict.STOPPED, id="canceled"),
-        pytest.param(record("Canceled", "stopped at step 2", cause="early termination", sweep=TRIAL), Verdict.PRUNED, id="pruned"),
-        pytest.param(record("Canceled", "early termination at step 2", sweep=TRIAL), Verdict.PRUNED, id="pruned-before-cause"),
+        pytest.param(
+            record("Canceled", "stopped at step 2", cause="early termination", sweep=TRIAL), Verdict.PRUNED, id="pruned"
+        ),
+        pytest.param(
+            record("Canceled", "early termination at step 2", sweep=TRIAL), Verdict.PRUNED, id="pruned-before-cause"
+        ),
     ],
 )
 def test_a_verdict_follows_the_record(run, verdict):
@@ -45,7 +61,12 @@ def test_early_termination_is_the_cause_never_the_words():
     assert pruned.cause == Cause.EARLY_TERMINATION
     assert pruned.as_dict()["cause"] == "early termination"  # written back as data
     # a trial Completed whose message begins so is not pruned either: the cause is read for Canceled runs only
-    assert TrialResult.of_record(0, record("Completed", "early termination", sweep=TRIAL, metrics=summary(score=1.0)), ("score",)).verdict == Verdict.COMPLETE
+    assert (
+        TrialResult.of_record(
+            0, record("Completed", "early termination", sweep=TRIAL, metrics=summary(score=1.0)), ("score",)
+        ).verdict
+        == Verdict.COMPLETE
+    )
 
 
 def test_a_trial_run_here_is_never_lost_whatever_its_message_says():
@@ -54,12 +75,16 @@ def test_a_trial_run_here_is_never_lost_whatever_its_message_says():
 
 
 def test_a_multi_objective_trial_carries_every_value():
-    result = TrialResult.of_record(0, record("Completed", None, metrics=summary(acc=0.9, latency_ms=12)), ("acc", "latency_ms"))
+    result = TrialResult.of_record(
+        0, record("Completed", None, metrics=summary(acc=0.9, latency_ms=12)), ("acc", "latency_ms")
+    )
     assert result.values == (0.9, 12.0) and result.value == 0.9 and result.verdict == Verdict.COMPLETE
 
 
 def test_a_completed_trial_missing_an_objective_failed_and_says_which():
-    result = TrialResult.of_record(4, record("Completed", None, metrics=summary(acc=0.9, loss=0.1)), ("acc", "latency_ms"))
+    result = TrialResult.of_record(
+        4, record("Completed", None, metrics=summary(acc=0.9, loss=0.1)), ("acc", "latency_ms")
+    )
     assert result.verdict == Verdict.FAILED and result.shown_status == RunStatus.FAILED
     assert result.missing == ("latency_ms",)
     assert result.message == "completed without reporting 'latency_ms'; it reported: acc, loss"
@@ -88,7 +113,9 @@ class _Trial:
 
 def test_tell_hands_a_multi_objective_study_the_list_and_a_single_one_the_value():
     study = _Study()
-    multi = TrialResult.of_record(0, record("Completed", None, metrics=summary(acc=0.9, latency_ms=12)), ("acc", "latency_ms"))
+    multi = TrialResult.of_record(
+        0, record("Completed", None, metrics=summary(acc=0.9, latency_ms=12)), ("acc", "latency_ms")
+    )
     single = TrialResult.of_record(1, record("Completed", None, metrics=summary(acc=0.8)), ("acc",))
     assert tell(study, _Trial(), multi) == Verdict.COMPLETE and tell(study, _Trial(), single) == Verdict.COMPLETE
     assert study.told == [([0.9, 12.0], None), (0.8, None)]

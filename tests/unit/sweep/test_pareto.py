@@ -24,7 +24,14 @@ def test_dominance_needs_one_strictly_better_and_none_worse():
 
 
 def test_the_front_of_accuracy_against_latency():
-    points = [(0, (0.90, 30.0)), (1, (0.80, 10.0)), (2, (0.85, 40.0)), (3, (0.95, 50.0)), (4, (0.80, 12.0)), (5, (0.70, 10.0))]
+    points = [
+        (0, (0.90, 30.0)),
+        (1, (0.80, 10.0)),
+        (2, (0.85, 40.0)),
+        (3, (0.95, 50.0)),
+        (4, (0.80, 12.0)),
+        (5, (0.70, 10.0)),
+    ]
     assert pareto_front(points, MAX_MIN) == [3, 0, 1]  # best on the first objective first
     assert pareto_front(points, MAX_MIN)[0] == 3  # the sweep's best
 
@@ -85,10 +92,24 @@ def test_a_hostile_multi_objective_sweep_json_is_no_record_or_shows_what_it_can(
     (folder / "sweep.json").write_text(json.dumps({"trials": [], "objective": [{"primary_metric": "a"}, None]}))
     with pytest.raises(ValueError, match="is not a sweep's record"):
         read_sweep(tmp_path, "demo-sweep-1")
-    trial = {"number": 0, "run_id": None, "status": "Completed", "early_terminated": False, "params": {}, "value": 1.0,
-             "values": {"a": "<script>", "b": [1]}}
-    document = {"id": "demo-sweep-1", "status": "Completed", "objective": [{"primary_metric": "a"}, {"primary_metric": "b"}],
-                "trials": [trial], "best": None, "curves": {}, "pareto": "all"}
+    trial = {
+        "number": 0,
+        "run_id": None,
+        "status": "Completed",
+        "early_terminated": False,
+        "params": {},
+        "value": 1.0,
+        "values": {"a": "<script>", "b": [1]},
+    }
+    document = {
+        "id": "demo-sweep-1",
+        "status": "Completed",
+        "objective": [{"primary_metric": "a"}, {"primary_metric": "b"}],
+        "trials": [trial],
+        "best": None,
+        "curves": {},
+        "pareto": "all",
+    }
     (folder / "sweep.json").write_text(json.dumps(document))
     read = read_sweep(tmp_path, "demo-sweep-1")
     markdown = summary_markdown(read, "a")
@@ -96,7 +117,12 @@ def test_a_hostile_multi_objective_sweep_json_is_no_record_or_shows_what_it_can(
 
 
 def multi_sweep(tmp_path, objectives=(ACC, LATENCY)):
-    spec = SweepSpec.model_validate({"search_space": {"--x": {"type": "uniform", "min_value": 0, "max_value": 1}}, "limits": {"max_total_trials": 9}})
+    spec = SweepSpec.model_validate(
+        {
+            "search_space": {"--x": {"type": "uniform", "min_value": 0, "max_value": 1}},
+            "limits": {"max_total_trials": 9},
+        }
+    )
     return open_sweep(spec, "demo", tuple(objectives), 9, tmp_path, {})
 
 
@@ -112,26 +138,48 @@ def test_a_multi_objective_study_has_a_direction_per_objective_and_the_book_its_
         trial = sweep.study.ask()
         trial.set_user_attr("values", sweep.space.suggest(trial))
         trial.set_user_attr("run_id", f"demo-{trial.number + 1}")
-        metrics = {name: {"last": value} for name, value in (("acc", acc), ("latency_ms", latency)) if value is not None}
-        tell(sweep.study, trial, TrialResult.of_run(trial.number, f"demo-{trial.number + 1}", RunStatus.COMPLETED, metrics, sweep.metrics, False, None))
+        metrics = {
+            name: {"last": value} for name, value in (("acc", acc), ("latency_ms", latency)) if value is not None
+        }
+        tell(
+            sweep.study,
+            trial,
+            TrialResult.of_run(
+                trial.number, f"demo-{trial.number + 1}", RunStatus.COMPLETED, metrics, sweep.metrics, False, None
+            ),
+        )
     book = SweepBook(tmp_path, sweep, register=False)
     book.finish(canceled=False)
     document = book.document()
     assert document["pareto"] == [0, 1]
-    assert document["best"] == {"number": 0, "run_id": "demo-1", "value": 0.9, "values": {"acc": 0.9, "latency_ms": 30.0}, "model_version": None}
+    assert document["best"] == {
+        "number": 0,
+        "run_id": "demo-1",
+        "value": 0.9,
+        "values": {"acc": 0.9, "latency_ms": 30.0},
+        "model_version": None,
+    }
     assert [t["status"] for t in document["trials"]] == ["Completed", "Completed", "Completed", "Failed"]
     assert document["trials"][3]["message"] == "completed without reporting 'acc'; it reported: latency_ms"
     markdown = summary_markdown(document, "acc")
     assert "| trial | run | status | acc | latency_ms | params |" in markdown
     assert "Best: trial 0 (run `demo-1`), acc=0.9 latency_ms=30 (on the Pareto front, the best on acc)" in markdown
-    assert "Pareto front (2 trials, none beaten on every objective by another):" in markdown and "| 1 | 0.8 | 10 |" in markdown
+    assert (
+        "Pareto front (2 trials, none beaten on every objective by another):" in markdown
+        and "| 1 | 0.8 | 10 |" in markdown
+    )
     saved = json.loads((tmp_path / "sweeps" / sweep.sweep_id / "sweep.json").read_text())
     assert saved["pareto"] == [0, 1]
 
 
 def test_joining_with_another_set_of_objectives_is_refused(tmp_path):
     first = multi_sweep(tmp_path)
-    spec = SweepSpec.model_validate({"search_space": {"--x": {"type": "uniform", "min_value": 0, "max_value": 1}}, "limits": {"max_total_trials": 9}})
+    spec = SweepSpec.model_validate(
+        {
+            "search_space": {"--x": {"type": "uniform", "min_value": 0, "max_value": 1}},
+            "limits": {"max_total_trials": 9},
+        }
+    )
     with pytest.raises(SweepError, match="its objective is"):
         open_sweep(spec, "demo", (ACC,), 9, tmp_path, {}, sweep_id=first.sweep_id, create=False)
     assert open_sweep(spec, "demo", (ACC, LATENCY), 9, tmp_path, {}, sweep_id=first.sweep_id, create=False).multi
@@ -145,9 +193,15 @@ def test_warm_start_takes_trials_of_as_many_objectives_only(tmp_path):
     trial = earlier.study.ask()
     trial.set_user_attr("values", earlier.space.suggest(trial))
     reported = {"acc": {"last": 0.5}, "latency_ms": {"last": 3}}
-    tell(earlier.study, trial, TrialResult.of_run(0, "demo-1", RunStatus.COMPLETED, reported, earlier.metrics, False, None))
+    tell(
+        earlier.study,
+        trial,
+        TrialResult.of_run(0, "demo-1", RunStatus.COMPLETED, reported, earlier.metrics, False, None),
+    )
     base = {
-        "search_space": {"--x": {"type": "uniform", "min_value": 0, "max_value": 1}}, "limits": {"max_total_trials": 9}, "warm_start": [earlier.sweep_id],
+        "search_space": {"--x": {"type": "uniform", "min_value": 0, "max_value": 1}},
+        "limits": {"max_total_trials": 9},
+        "warm_start": [earlier.sweep_id],
     }
     spec = SweepSpec.model_validate(base)
     again = open_sweep(spec, "demo", (ACC, LATENCY), 9, tmp_path, {})

@@ -7,22 +7,27 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-
-from runner.manifest.sweep import SweptManifest
-from runner.shared.machine import named_gpus
-from runner.settings import Settings
 from builders import Notes
+
 from runner.errors import UnsupportedError
+from runner.manifest.sweep import SweptManifest
+from runner.settings import Settings
+from runner.shared.machine import named_gpus
 from runner.sweep.placement import check_concurrency, gpu_shares, usable_gpus
 from runner.targets.interpreter import task_environment
 from runner.targets.local.target import LocalTarget
 
-SWEEP = {"sampling_algorithm": {"type": "random"}, "search_space": {"--lr": {"type": "choice", "values": [1, 2]}},
-         "objective": {"primary_metric": "loss", "goal": "minimize"}}
+SWEEP = {
+    "sampling_algorithm": {"type": "random"},
+    "search_space": {"--lr": {"type": "choice", "values": [1, 2]}},
+    "objective": {"primary_metric": "loss", "goal": "minimize"},
+}
 
 
 def manifest(**fields) -> SweptManifest:
-    return SweptManifest.model_validate({"name": "m", "entry_script": "train.py", "use_gpu": True, "sweep": SWEEP, **fields})
+    return SweptManifest.model_validate(
+        {"name": "m", "entry_script": "train.py", "use_gpu": True, "sweep": SWEEP, **fields}
+    )
 
 
 def found(count):
@@ -74,7 +79,9 @@ def test_fewer_gpus_than_concurrent_trials_is_refused_before_anything_is_split()
 def test_the_gpus_tftrain_may_use():
     assert named_gpus(None) is None and named_gpus("") is None and named_gpus(" ") is None
     assert named_gpus("-1") == [] and named_gpus("0, 1") == ["0", "1"] and named_gpus("0,,1") == ["0"]
-    assert usable_gpus(None, 2) == ["0", "1"] and usable_gpus("3,1,2", 2) == ["3", "1"] and usable_gpus(None, None) == []
+    assert (
+        usable_gpus(None, 2) == ["0", "1"] and usable_gpus("3,1,2", 2) == ["3", "1"] and usable_gpus(None, None) == []
+    )
 
 
 def test_a_trial_s_share_reaches_its_processes_over_what_tftrain_was_given(monkeypatch):
@@ -110,7 +117,7 @@ def test_a_docker_trial_s_containers_get_its_gpus_by_id(monkeypatch, tmp_path):
     monkeypatch.setattr(docker_target, "docker_client", lambda: None)
     monkeypatch.setattr(docker_target, "Container", container)
     task = SimpleNamespace(env={"TFTRAIN_RUN_ID": "m-1"}, argv=["python", "train.py"], cwd="/w", rank=0)
-    for gpus, settings, expected in ((True, "2,3", ["2", "3"]), (True, None, []), (False, "2,3", [])):
+    for gpus, settings in ((True, "2,3"), (True, None), (False, "2,3")):  # each one's GPU ids: `made` below
         plan = SimpleNamespace(tasks=[task], processes=[task], driver=None, container=SimpleNamespace(gpus=gpus))
         target = docker_target.DockerTarget(Settings(cuda_visible_devices=settings))
         with pytest.raises(Made):

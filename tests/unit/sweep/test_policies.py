@@ -78,14 +78,7 @@ def test_each_policy_type_has_its_pruner():
 
 @pytest.mark.parametrize(
     "interval, delay, applied",
-    [
-        (1, 0, [1, 2, 3, 4, 5, 6]),
-        (2, 0, [2, 4, 6]),
-        (1, 5, [5, 6]),
-        (3, 5, [6]),
-        (2, 4, [4, 6]),
-        (100, 200, []),
-    ],
+    [(1, 0, [1, 2, 3, 4, 5, 6]), (2, 0, [2, 4, 6]), (1, 5, [5, 6]), (3, 5, [6]), (2, 4, [4, 6]), (100, 200, [])],
 )
 def test_a_policy_applies_at_multiples_of_the_interval_from_the_delay_on(interval, delay, applied):
     pruner = pruner_for(median(evaluation_interval=interval, delay_evaluation=delay), MAXIMIZE)

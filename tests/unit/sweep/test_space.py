@@ -70,6 +70,7 @@ def samples() -> dict[str, list]:
 @pytest.fixture
 def optuna():
     import optuna  # the test extra installs it: a missing optuna fails here, never skips
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna
 
@@ -84,7 +85,11 @@ def test_every_expression_gives_values_of_its_type(samples):
         assert {type(value) for value in samples[name]} == {float}, name
     # 1, True and 1.0 are three values, each drawn as itself
     assert {(type(value), value) for value in samples["choice"]} == {
-        (str, "adam"), (int, 1), (bool, True), (float, 1.0), (float, 0.5)
+        (str, "adam"),
+        (int, 1),
+        (bool, True),
+        (float, 1.0),
+        (float, 0.5),
     }
 
 
@@ -342,5 +347,7 @@ def test_a_finished_trial_joins_a_study_with_the_spaces_distributions(optuna):
     space = space_of(**ALL_TEN)
     study = optuna.create_study(sampler=sampler_for(Sampling(type="random", seed=1), space))
     values = space.suggest(study.ask())
-    study.add_trial(optuna.trial.create_trial(params=space.internal(values), distributions=space.distributions(), value=0.5))
+    study.add_trial(
+        optuna.trial.create_trial(params=space.internal(values), distributions=space.distributions(), value=0.5)
+    )
     assert space.values_of(study.trials[-1].params) == values

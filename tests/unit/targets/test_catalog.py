@@ -11,8 +11,8 @@ import pytest
 
 import runner.targets.base as base
 from runner.errors import UnsupportedError
-from runner.targets.base import RunControl, Target, TargetState
 from runner.shared.catalog import BUILT_IN as NAMES
+from runner.targets.base import RunControl, Target, TargetState
 from runner.targets.factory import target_for
 
 
@@ -23,7 +23,13 @@ def test_each_name_gives_a_fresh_target_of_its_class():
     from runner.targets.pool.target import PoolTarget
     from runner.targets.slurm.target import SlurmTarget
 
-    classes = {"local": LocalTarget, "docker": DockerTarget, "kubernetes": KubernetesTarget, "pool": PoolTarget, "slurm": SlurmTarget}
+    classes = {
+        "local": LocalTarget,
+        "docker": DockerTarget,
+        "kubernetes": KubernetesTarget,
+        "pool": PoolTarget,
+        "slurm": SlurmTarget,
+    }
     assert set(NAMES) == set(classes)
     for name, cls in classes.items():
         target = target_for(name)
@@ -89,9 +95,9 @@ def test_the_manifest_the_cli_and_the_factory_take_their_names_from_the_catalog(
     import argparse
 
     from runner.cli.common import add_manifest_arg
-    from runner.manifest.model import ComputeSpec
     from runner.errors import ManifestError
     from runner.manifest import load_manifest
+    from runner.manifest.model import ComputeSpec
     from runner.shared.catalog import TARGETS
 
     parser = argparse.ArgumentParser()
@@ -102,13 +108,21 @@ def test_the_manifest_the_cli_and_the_factory_take_their_names_from_the_catalog(
         assert ComputeSpec(target=name).target == name
     with pytest.raises(SystemExit):
         parser.parse_args(["--target", "slurn"])
-    assert "'slurn' is not a target: one of local, docker, pool, kubernetes, slurm; did you mean 'slurm'?" in capsys.readouterr().err
-    assert ComputeSpec.model_json_schema()["properties"]["target"]["anyOf"][0]["enum"] == list(NAMES)  # the schema: the built-in ones
+    assert (
+        "'slurn' is not a target: one of local, docker, pool, kubernetes, slurm; did you mean 'slurm'?"
+        in capsys.readouterr().err
+    )
+    assert ComputeSpec.model_json_schema()["properties"]["target"]["anyOf"][0]["enum"] == list(
+        NAMES
+    )  # the schema: the built-in ones
     (tmp_path / "train.py").write_text("")
     (tmp_path / "tftrain.yml").write_text("name: m\nentry_script: train.py\ncompute:\n  target: slurn\n")
     with pytest.raises(ManifestError) as refused:
         load_manifest(tmp_path / "tftrain.yml")
-    assert "compute.target: 'slurn' is not one of 'local', 'docker', 'pool', 'kubernetes' or 'slurm'; did you mean 'slurm'?" in str(refused.value)
+    assert (
+        "compute.target: 'slurn' is not one of 'local', 'docker', 'pool', 'kubernetes' or 'slurm'; did you mean"
+        " 'slurm'?" in str(refused.value)
+    )
 
 
 def test_the_catalog_imports_nothing_of_tftrain():

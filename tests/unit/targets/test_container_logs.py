@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from runner.targets.container import missing_tail
 
-LOG = b"starting\nepoch 1\nepoch 2\nTraceback (most recent call last):\n  File \"train.py\", line 3\nValueError: bad\n"
+LOG = b'starting\nepoch 1\nepoch 2\nTraceback (most recent call last):\n  File "train.py", line 3\nValueError: bad\n'
 
 
 def test_nothing_is_added_when_the_follow_got_everything():
-    assert missing_tail(LOG, LOG[LOG.index(b"epoch 2"):]) == b""
+    assert missing_tail(LOG, LOG[LOG.index(b"epoch 2") :]) == b""
     assert missing_tail(LOG, LOG) == b""
     assert missing_tail(LOG, b"") == b""
 
 
 def test_the_lines_the_follow_missed_are_added():
     copied = LOG[: LOG.index(b"Traceback")]
-    assert missing_tail(copied, LOG[LOG.index(b"epoch 1"):]) == LOG[LOG.index(b"Traceback"):]
+    assert missing_tail(copied, LOG[LOG.index(b"epoch 1") :]) == LOG[LOG.index(b"Traceback") :]
     assert copied + missing_tail(copied, LOG) == LOG
 
 

@@ -15,13 +15,19 @@ from runner.targets.kubernetes.target import KubernetesTarget
 
 def container_of(target, project, tmp_path, details: dict):
     loaded = load_manifest(project(manifest="use_docker: true\n"))
-    env = Environment("/opt/tftrain/venv/bin/python", "image", reused=True, isolated=True, image="demo:1", details=details)
+    env = Environment(
+        "/opt/tftrain/venv/bin/python", "image", reused=True, isolated=True, image="demo:1", details=details
+    )
     _, container = target.runtime(loaded, env, RunPaths.for_run(tmp_path / "home", "demo-1", loaded.manifest), {}, None)
     return container
 
 
-@pytest.mark.parametrize(("details", "one_stream"), [({}, True), ({"user_managed": True}, False)], ids=["built", "as-it-is"])
-def test_an_image_tftrain_built_joins_stderr_to_stdout_and_one_as_it_is_does_not(project, tmp_path, details, one_stream):
+@pytest.mark.parametrize(
+    ("details", "one_stream"), [({}, True), ({"user_managed": True}, False)], ids=["built", "as-it-is"]
+)
+def test_an_image_tftrain_built_joins_stderr_to_stdout_and_one_as_it_is_does_not(
+    project, tmp_path, details, one_stream
+):
     assert container_of(DockerTarget(), project, tmp_path, details).one_stream is one_stream
 
 

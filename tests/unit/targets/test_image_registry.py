@@ -10,9 +10,9 @@ import types
 import pytest
 import yaml
 
+from runner.environments.daemon import log_in, registry_auth
 from runner.errors import DockerError, PreparingError
 from runner.manifest import load_manifest
-from runner.environments.daemon import log_in, registry_auth
 from runner.targets.kubernetes.pullsecret import SECRET_TYPE, docker_config, secret_for
 
 PASSWORD = "s3cr3t-Pa55word"
@@ -54,7 +54,11 @@ def test_the_password_must_be_set(project, monkeypatch):
     with pytest.raises(PreparingError, match="image_registry.password_secret: REGISTRY_PASSWORD is not set"):
         registry_auth(manifest)
     monkeypatch.setenv("REGISTRY_PASSWORD", PASSWORD)
-    assert registry_auth(manifest) == {"username": "ci", "password": PASSWORD, "serveraddress": "registry.example.com:5000"}
+    assert registry_auth(manifest) == {
+        "username": "ci",
+        "password": PASSWORD,
+        "serveraddress": "registry.example.com:5000",
+    }
 
 
 class RefusingClient:
@@ -69,7 +73,7 @@ class RefusingClient:
     "error, said",
     [
         ("unauthorized", "the registry refused the username or password"),
-        ("down", "Get \"https://registry.example.com:5000/v2/\": dial tcp: connection refused"),
+        ("down", 'Get "https://registry.example.com:5000/v2/": dial tcp: connection refused'),
     ],
 )
 def test_a_refused_login_is_one_line_without_the_password(project, monkeypatch, error, said):
@@ -79,8 +83,9 @@ def test_a_refused_login_is_one_line_without_the_password(project, monkeypatch, 
     response = Response()
     response.status_code = 401 if error == "unauthorized" else 500
     explanation = (
-        "Get \"https://registry.example.com:5000/v2/\": unauthorized: authentication required"
-        if error == "unauthorized" else "Get \"https://registry.example.com:5000/v2/\": dial tcp: connection refused"
+        'Get "https://registry.example.com:5000/v2/": unauthorized: authentication required'
+        if error == "unauthorized"
+        else 'Get "https://registry.example.com:5000/v2/": dial tcp: connection refused'
     )
     monkeypatch.setenv("REGISTRY_PASSWORD", PASSWORD)
     manifest = load_manifest(project(manifest=PRIVATE)).manifest
@@ -93,7 +98,9 @@ def test_a_refused_login_is_one_line_without_the_password(project, monkeypatch, 
 
 
 def test_user_managed_plans_the_image_as_it_is(project, cli):
-    result = cli("plan", "-f", str(project(manifest="use_docker: true\ncustom_docker_image: team/tf:1\nuser_managed: true\n")))
+    result = cli(
+        "plan", "-f", str(project(manifest="use_docker: true\ncustom_docker_image: team/tf:1\nuser_managed: true\n"))
+    )
     assert result.returncode == 0, result.stderr
     assert "image team/tf:1 as it is (user_managed, python3)" in result.stdout + result.stderr
     assert "Dockerfile" not in result.stdout

@@ -64,8 +64,10 @@ def test_tfjob_details(repo, cli):
 
 def test_gpus_shm_and_secrets(project, cli):
     path = project(
-        manifest="use_gpu: true\nshm_size: 2g\nsecrets: [API_TOKEN]\nnode_count: 2\ndistributed_training:\n"
-        "  backend: mpi\n  process_count_per_node: 2\ncompute:\n  slots_per_node: 4\n"
+        manifest=(
+            "use_gpu: true\nshm_size: 2g\nsecrets: [API_TOKEN]\nnode_count: 2\ndistributed_training:\n"
+            "  backend: mpi\n  process_count_per_node: 2\ncompute:\n  slots_per_node: 4\n"
+        )
     )
     text = rendered(cli, path)
     document = yaml.safe_load(text)
@@ -109,9 +111,9 @@ def test_run_needs_a_way_to_ship_the_code(project, cli, home, monkeypatch, tmp_p
 def test_the_code_image_changes_with_the_shipped_runner(tmp_path, monkeypatch):
     # an upgrade of tftrain (same version string, new runner files) must not reuse the old image
     import runner
+    from runner.environments import training_image
     from runner.targets.base import Environment
     from runner.targets.containerized import ImageState
-    from runner.environments import training_image
     from runner.targets.kubernetes import target as kubernetes_target
     from runner.targets.kubernetes.target import KubernetesTarget
 
@@ -127,7 +129,9 @@ def test_the_code_image_changes_with_the_shipped_runner(tmp_path, monkeypatch):
     monkeypatch.setattr(training_image, "docker_client", lambda: None)
     monkeypatch.setattr(training_image, "existing_image", lambda client, tag: None)
     built = []
-    monkeypatch.setattr(training_image, "build_code_image", lambda client, base, trees, tag, *rest: built.append((tag, trees)))
+    monkeypatch.setattr(
+        training_image, "build_code_image", lambda client, base, trees, tag, *rest: built.append((tag, trees))
+    )
     monkeypatch.setattr(training_image, "push_image", lambda *args: None)
     kubernetes = types.SimpleNamespace(image=None, registry="registry.example:5000")
     manifest = types.SimpleNamespace(compute=types.SimpleNamespace(kubernetes=kubernetes), image_registry=None)
@@ -151,10 +155,12 @@ def test_the_code_image_changes_with_the_shipped_runner(tmp_path, monkeypatch):
 
 
 def test_the_operators_deadline_is_a_backstop_after_ours(project):
-    from runner.targets.kubernetes.jobs import _run_policy
     from runner.manifest import load_manifest
+    from runner.targets.kubernetes.jobs import _run_policy
 
-    manifest = load_manifest(project(manifest="max_run_duration_seconds: 600\ncompute:\n  kill_grace_seconds: 30\n")).manifest
+    manifest = load_manifest(
+        project(manifest="max_run_duration_seconds: 600\ncompute:\n  kill_grace_seconds: 30\n")
+    ).manifest
     assert _run_policy(manifest)["activeDeadlineSeconds"] > 600 + 30
 
 
@@ -183,14 +189,20 @@ def run_against(monkeypatch, job: FakeJob, deadline_passed: bool):
     from runner.targets.base import RunControl
 
     offset = -1 if deadline_passed else 600
-    return execute_job(monkeypatch, job, RunControl(marker="m", grace_seconds=1, limit_seconds=5, deadline=time.monotonic() + offset))
+    return execute_job(
+        monkeypatch, job, RunControl(marker="m", grace_seconds=1, limit_seconds=5, deadline=time.monotonic() + offset)
+    )
 
 
 def execute_job(monkeypatch, job: FakeJob, control):
     from runner.targets.kubernetes import target
 
     document = {"kind": "TFJob", "metadata": {"labels": {"tftrain/model": "m"}}}
-    plan = types.SimpleNamespace(files={"kubernetes.yaml": yaml.safe_dump(document)}, tasks=[types.SimpleNamespace(env={})], secret_names=frozenset())
+    plan = types.SimpleNamespace(
+        files={"kubernetes.yaml": yaml.safe_dump(document)},
+        tasks=[types.SimpleNamespace(env={})],
+        secret_names=frozenset(),
+    )
     monkeypatch.setattr(target, "KubeJob", lambda config, document: job)
     monkeypatch.setattr(target, "POLL_SECONDS", 0.0)
     logger = types.SimpleNamespace(info=lambda *args, **kwargs: None)
@@ -205,7 +217,9 @@ def test_the_operators_deadline_still_ends_the_run_timed_out(monkeypatch):
     assert outcome.status == "TimedOut" and EXIT_CODES[outcome.status] == 11
     assert outcome.message.startswith("max_run_duration_seconds (5s) reached")
     assert run_against(monkeypatch, FakeJob(operator), deadline_passed=False).status == "TimedOut"
-    failed = run_against(monkeypatch, FakeJob("TFJob training/x has failed because 1 Worker replica(s) failed."), deadline_passed=False)
+    failed = run_against(
+        monkeypatch, FakeJob("TFJob training/x has failed because 1 Worker replica(s) failed."), deadline_passed=False
+    )
     assert failed.status == "Failed" and failed.exit_code == 1
 
 
@@ -219,7 +233,10 @@ class RunningJob(FakeJob):
 def test_a_canceled_or_timed_out_job_is_deleted_by_the_one_clock(monkeypatch):
     job = RunningJob("")
     outcome = run_against(monkeypatch, job, deadline_passed=True)
-    assert (outcome.status, outcome.message) == ("TimedOut", "max_run_duration_seconds (5s) reached; the job was deleted")
+    assert (outcome.status, outcome.message) == (
+        "TimedOut",
+        "max_run_duration_seconds (5s) reached; the job was deleted",
+    )
     assert job.deleted
     from runner.targets.base import RunControl
 

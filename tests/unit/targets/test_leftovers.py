@@ -8,10 +8,10 @@ import json
 
 import pytest
 
+import runner.environments as environments
 from runner.history.rundir import RunPaths
 from runner.history.store import Store
 from runner.manifest import load_manifest
-import runner.environments as environments
 from runner.targets.leftovers import reconcile
 
 
@@ -54,6 +54,11 @@ def test_a_lost_runs_containers_are_removed_on_the_docker_target(project, tmp_pa
         reconcile(store)
     if docker:
         assert daemon.asked == ["tftrain.run-id=demo-1"] and daemon.removed == [True]
-        assert notes == ["run demo-1 marked Failed (lost: tftrain process %d ended); removed 1 container it left running" % data["owner"]["pid"]]
+        assert notes == [
+            "run demo-1 marked Failed (lost: tftrain process %d ended); removed 1 container it left running"
+            % data["owner"]["pid"]
+        ]
     else:
-        assert daemon.asked == [] and notes == ["run demo-1 marked Failed (lost: tftrain process %d ended)" % data["owner"]["pid"]]
+        assert daemon.asked == [] and notes == [
+            "run demo-1 marked Failed (lost: tftrain process %d ended)" % data["owner"]["pid"]
+        ]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 from runner.errors import Vanished
-from runner.targets.supervise import by_policy, supervise
 from runner.targets.base import RunControl
+from runner.targets.supervise import by_policy, supervise
 
 
 def test_a_vanished_process_fails_the_run_before_its_deadline():
@@ -20,5 +20,8 @@ def test_a_vanished_process_fails_the_run_before_its_deadline():
     outcome = supervise(by_policy(poll, stops.append, "main", control), stops.append, control)
     assert time.monotonic() - started < 5
     assert outcome.status == "Failed" and outcome.exit_code is None
-    assert outcome.message == "ended without an exit code: container tftrain-r-1-0 vanished (removed while the run was in progress)"
+    assert (
+        outcome.message
+        == "ended without an exit code: container tftrain-r-1-0 vanished (removed while the run was in progress)"
+    )
     assert stops == [5.0]  # the others are stopped, with the short grace used for leftovers

@@ -16,7 +16,7 @@ def test_jobs_opening_a_fresh_leases_file_at_once_all_open_it(tmp_path):
         state = tmp_path / str(attempt)
         start = threading.Barrier(3)
 
-        def open_and_renew():
+        def open_and_renew(start=start, state=state):
             start.wait()
             try:
                 leases = Leases(state, 60)

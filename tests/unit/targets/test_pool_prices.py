@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from test_pool_placement import write
 
 from runner.errors import ManifestError
 from runner.manifest import load_manifest
@@ -11,8 +12,6 @@ from runner.targets.base import Target
 from runner.targets.pool.dispatch import PoolJob
 from runner.targets.pool.inventory import load_pool
 from runner.targets.pool.target import PoolTarget
-
-from test_pool_placement import write
 
 HOSTS = "hosts:\n  - {name: gpu1, address: 10.0.0.1, gpus: 4}\n"
 

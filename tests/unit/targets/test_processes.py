@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from runner.targets.containment import run_cgroup_name
-from runner.targets.local.cgroup import Cgroup, own_cgroup, runs_parent, unified_mount
 from runner.targets.local import processes
+from runner.targets.local.cgroup import Cgroup, own_cgroup, runs_parent, unified_mount
 from runner.targets.local.processes import ENTER, ENTER_SH, SHELL, _check_executable, entering
 
 HYBRID = """\
@@ -69,7 +69,13 @@ def test_a_task_is_started_through_the_enter_step():
     assert argv[:3] == [SHELL, "-c", ENTER_SH]
     assert argv[4:9] == ["/cg/tftrain/demo-1.x/cgroup.procs", "4242", sys.executable, ENTER, "python"]
     assert argv[9:] == ["train.py", "--lr", "0.1"]
-    assert entering(["python"], None, 7)[4:] == ["", "7", sys.executable, ENTER, "python"]  # no cgroup: the parent-death signal only
+    assert entering(["python"], None, 7)[4:] == [
+        "",
+        "7",
+        sys.executable,
+        ENTER,
+        "python",
+    ]  # no cgroup: the parent-death signal only
     compile(ENTER, "<enter>", "exec")
 
 

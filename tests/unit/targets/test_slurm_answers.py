@@ -32,7 +32,9 @@ class Slurm:
         self.answers, self.calls = answers, []
         monkeypatch.setattr(jobs.subprocess, "run", self.run)
         monkeypatch.setattr(jobs, "require", lambda program="sbatch": program)
-        monkeypatch.setattr(jobs.shutil, "which", lambda program: None if answers.get(program) == "missing" else f"/usr/bin/{program}")
+        monkeypatch.setattr(
+            jobs.shutil, "which", lambda program: None if answers.get(program) == "missing" else f"/usr/bin/{program}"
+        )
 
     def run(self, argv, **options):
         program = Path(argv[0]).name
@@ -76,7 +78,11 @@ def squeue_lists(*lines: str):
 
 @pytest.mark.parametrize(
     "sbatch",
-    [(0, b"8\xff\n", b""), "hang", (1, b"", b"sbatch: error: Batch job submission failed: Socket timed out on send/recv operation\n")],
+    [
+        (0, b"8\xff\n", b""),
+        "hang",
+        (1, b"", b"sbatch: error: Batch job submission failed: Socket timed out on send/recv operation\n"),
+    ],
     ids=["not-utf8", "no-answer", "controller-timeout"],
 )
 def test_a_submission_sbatch_does_not_confirm_is_found_and_adopted(monkeypatch, sbatch):
@@ -105,7 +111,9 @@ def test_unconfirmed_submissions_found_twice_are_both_canceled(monkeypatch):
 
 def test_an_unconfirmed_submission_when_squeue_does_not_answer_either(monkeypatch):
     Slurm(monkeypatch, sbatch="hang", squeue="hang")
-    with pytest.raises(ClusterError, match=r"whether job tftrain-demo-1 was submitted is not known.*squeue --me -n tftrain-demo-1"):
+    with pytest.raises(
+        ClusterError, match=r"whether job tftrain-demo-1 was submitted is not known.*squeue --me -n tftrain-demo-1"
+    ):
         submit([])
 
 
@@ -116,7 +124,10 @@ def test_a_refusal_of_the_request_is_no_submission(monkeypatch):
     assert [call[0] for call in slurm.calls] == ["sbatch"]  # nothing to look for
 
 
-JOBCOMP = b"JobId=7 UserId=root(0) JobState=COMPLETED StartTime=2026-11-28T14:26:02 EndTime=2026-11-28T14:26:04 ExitCode=0:0\n"
+JOBCOMP = (
+    b"JobId=7 UserId=root(0) JobState=COMPLETED StartTime=2026-11-28T14:26:02 EndTime=2026-11-28T14:26:04"
+    b" ExitCode=0:0\n"
+)
 FORGOTTEN = (1, b"", b"slurm_load_jobs error: Invalid job id specified\n")
 
 
@@ -192,11 +203,16 @@ def test_the_first_scheduler_failure_warns_once(monkeypatch, tmp_path):
     watch.logger.flush()
     said = [line for line in console.getvalue().splitlines() if "did not answer" in line]
     assert len(said) == 1 and hung.asked == 5, console.getvalue()
-    assert "slurm job 7: scontrol did not answer in 30 s" in said[0] and "judges the job by its tasks' exit files" in said[0]
+    assert (
+        "slurm job 7: scontrol did not answer in 30 s" in said[0]
+        and "judges the job by its tasks' exit files" in said[0]
+    )
 
 
 def test_slurms_own_elapsed_time_is_the_allocation(monkeypatch, tmp_path):
-    monkeypatch.setattr(watch_module.jobs, "job_info", lambda job_id, jobcomp: JobInfo(JobState.COMPLETED, "", 0, 0, 2.0))
+    monkeypatch.setattr(
+        watch_module.jobs, "job_info", lambda job_id, jobcomp: JobInfo(JobState.COMPLETED, "", 0, 0, 2.0)
+    )
     watch = watch_of(tmp_path, io.StringIO())
     assert watch.allocated_seconds() is None  # never seen running
     assert watch.state(fresh=True).state == JobState.COMPLETED and watch.allocated_seconds() == 2.0
@@ -231,8 +247,15 @@ def test_the_forms_tftrain_refuses_in_extra_args_count_all_the_same():
 
     base = request()
     for extra, gpus in [
-        (("--gres=gpu:tesla:2,mps:100",), 4), (("--gres=gpu",), 2), (("--gres=gpu:v100",), 2), (("--gpus=3",), 3),
-        (("-G", ), 0), (("-G5",), 5), (("--gpus=a100:6",), 6), (("--gpus-per-node=3",), 6), (("--gpus-per-task=2",), 8),
+        (("--gres=gpu:tesla:2,mps:100",), 4),
+        (("--gres=gpu",), 2),
+        (("--gres=gpu:v100",), 2),
+        (("--gpus=3",), 3),
+        (("-G",), 0),
+        (("-G5",), 5),
+        (("--gpus=a100:6",), 6),
+        (("--gpus-per-node=3",), 6),
+        (("--gpus-per-task=2",), 8),
     ]:
         assert gpus_allocated(replace(base, extra_args=extra)) == gpus, extra
     assert long_name("gpus-per") is None and long_name("gpus") == "gpus" and long_name("tres") == "tres-per-task"

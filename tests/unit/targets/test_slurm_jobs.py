@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 
 from runner.errors import ClusterError, ManifestError, PlacementError
+from runner.github.routing import runs_on
 from runner.history.record import RunStatus
-from runner.targets.slurm.jobs import JobInfo, JobState, from_jobcomp, info_from, judge_refusal, parse_fields
+from runner.manifest.model import Manifest
 from runner.settings import LoggerSettings
 from runner.targets.base import RunControl
 from runner.targets.slurm import watch as watch_module
+from runner.targets.slurm.jobs import JobInfo, JobState, from_jobcomp, info_from, judge_refusal, parse_fields
 from runner.targets.slurm.watch import JobWatch, ending_of, read_exit
 from runner.telemetry.logger import Logger
-from runner.github.routing import runs_on
-from runner.manifest.model import Manifest
 
 
 def test_states_and_what_ended_them():
@@ -27,7 +27,12 @@ def test_states_and_what_ended_them():
     assert JobState.parse("RESV_DEL_HOLD") == JobState.OTHER and not JobState.OTHER.ended
     assert JobState.parse("") == JobState.OTHER
     assert not JobState.PENDING.ended and not JobState.COMPLETING.ended and JobState.NODE_FAIL.ended
-    assert {state for state in JobState if state.taken} == {JobState.CANCELLED, JobState.NODE_FAIL, JobState.PREEMPTED, JobState.BOOT_FAIL}
+    assert {state for state in JobState if state.taken} == {
+        JobState.CANCELLED,
+        JobState.NODE_FAIL,
+        JobState.PREEMPTED,
+        JobState.BOOT_FAIL,
+    }
 
 
 @pytest.mark.parametrize(
@@ -49,11 +54,15 @@ def test_a_job_that_ended_without_its_tasks_deciding(info, status, taken, words)
 
 
 def test_scontrol_fields():
-    line = "JobId=7 JobName=tftrain-m-1 JobState=FAILED Reason=NonZeroExitCode ExitCode=3:0 Comment=a=b JobState=COMPLETED"
+    line = (
+        "JobId=7 JobName=tftrain-m-1 JobState=FAILED Reason=NonZeroExitCode ExitCode=3:0 Comment=a=b JobState=COMPLETED"
+    )
     fields = parse_fields(line)
     assert fields["Comment"] == "a=b" and fields["JobState"] == "FAILED"  # the first of a repeated key
     assert info_from(fields) == JobInfo(JobState.FAILED, "NonZeroExitCode", 3, 0)
-    assert info_from(parse_fields("JobState=PENDING Reason=None ExitCode=garbage")) == JobInfo(JobState.PENDING, "", None, None)
+    assert info_from(parse_fields("JobState=PENDING Reason=None ExitCode=garbage")) == JobInfo(
+        JobState.PENDING, "", None, None
+    )
 
 
 def test_the_jobcomp_record_as_hostile_text(tmp_path):
@@ -83,11 +92,23 @@ def test_exit_files_as_hostile_text(tmp_path):
 @pytest.mark.parametrize(
     ("stderr", "error", "words"),
     [
-        ("sbatch: error: invalid partition specified: nope\nallocation failure: Invalid partition name specified", ManifestError, "compute.slurm.partition"),
-        ("sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified", ManifestError, "compute.slurm.account"),
+        (
+            "sbatch: error: invalid partition specified: nope\nallocation failure: Invalid partition name specified",
+            ManifestError,
+            "compute.slurm.partition",
+        ),
+        (
+            "sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified",
+            ManifestError,
+            "compute.slurm.account",
+        ),
         ("sbatch: error: Batch job submission failed: Invalid qos specification", ManifestError, "compute.slurm.qos"),
         ("allocation failure: Requested node configuration is not available", PlacementError, "can never run"),
-        ("allocation failure: Unable to contact slurm controller (connect failure)", ClusterError, "slurmctld does not answer"),
+        (
+            "allocation failure: Unable to contact slurm controller (connect failure)",
+            ClusterError,
+            "slurmctld does not answer",
+        ),
         ("sbatch: error: something new\n", ClusterError, "something new"),
         ("", ClusterError, "no reason given"),
     ],
@@ -98,7 +119,9 @@ def test_sbatch_refusals(stderr, error, words):
 
 
 def test_a_login_node_runner():
-    manifest = Manifest.model_validate({"name": "m", "entry_script": "t.py", "use_gpu": True, "compute": {"target": "slurm", "runner_labels": ["hpc"]}})
+    manifest = Manifest.model_validate(
+        {"name": "m", "entry_script": "t.py", "use_gpu": True, "compute": {"target": "slurm", "runner_labels": ["hpc"]}}
+    )
     assert runs_on(manifest) == ["self-hosted", "linux", "slurm", "hpc"]  # the GPUs are the cluster's, not the runner's
 
 
@@ -110,7 +133,9 @@ class Queue:
         self.reasons, self.then, self.after, self.asked, self.canceled = reasons, then, after, 0, []
         monkeypatch.setattr(watch_module, "STATE_EVERY", 0.01)
         monkeypatch.setattr(watch_module.jobs, "job_info", self.info)
-        monkeypatch.setattr(watch_module.jobs, "cancel", lambda job_id, signal_name=None: self.canceled.append((job_id, signal_name)))
+        monkeypatch.setattr(
+            watch_module.jobs, "cancel", lambda job_id, signal_name=None: self.canceled.append((job_id, signal_name))
+        )
 
     def info(self, job_id: str, jobcomp) -> JobInfo:
         assert job_id == "7"
@@ -136,7 +161,11 @@ def test_a_pending_job_is_queued_with_each_new_reason_until_it_runs(monkeypatch)
     slurm = Queue(monkeypatch, ["", "Priority", "Priority", "Resources"], then=JobState.RUNNING, after=5)
     told: list[str] = []
     assert queue_watch().queue(told_control(told), 3600) is None
-    assert told == ["Slurm job 7: PENDING (no reason given)", "Slurm job 7: PENDING (Priority)", "Slurm job 7: PENDING (Resources)"]
+    assert told == [
+        "Slurm job 7: PENDING (no reason given)",
+        "Slurm job 7: PENDING (Priority)",
+        "Slurm job 7: PENDING (Resources)",
+    ]
     assert slurm.canceled == []
 
 
@@ -171,7 +200,10 @@ def test_a_job_slurm_has_not_looked_at_yet_is_not_failed_by_a_zero_timeout(monke
 
 def test_pending_past_the_queue_timeout_fails_and_is_canceled(monkeypatch):
     slurm = Queue(monkeypatch, ["Resources"])
-    with pytest.raises(PlacementError, match=r"compute\.queue_timeout_seconds \(0s\) passed and Slurm job 7 is still PENDING \(Resources\)"):
+    with pytest.raises(
+        PlacementError,
+        match=r"compute\.queue_timeout_seconds \(0s\) passed and Slurm job 7 is still PENDING \(Resources\)",
+    ):
         queue_watch().queue(told_control([]), 0)
     assert slurm.canceled == [("7", None)]
 
@@ -185,7 +217,6 @@ def test_a_pending_reason_is_hostile_text(monkeypatch):
     (reason,) = told
     assert reason.isprintable() and "\\x1b[2J" in reason and len(reason) < 300, reason
     assert str(refused.value).isprintable() and len(str(refused.value)) < 500
-
 
 
 def test_a_task_asking_a_controller_that_does_not_answer_for_its_node_address_goes_on(monkeypatch):
@@ -238,4 +269,8 @@ def test_stopping_a_job_slurmctld_no_longer_answers_about_is_not_taken_for_its_e
     assert canceled == [("7", None)]
     said = console.getvalue()
     assert "slurmctld stopped answering about job 7" in said
-    assert ("scancel 7 was sent" in said) if scancel_answers else ("job 7 may still be running: scancel 7 once slurmctld answers" in said)
+    assert (
+        ("scancel 7 was sent" in said)
+        if scancel_answers
+        else ("job 7 may still be running: scancel 7 once slurmctld answers" in said)
+    )

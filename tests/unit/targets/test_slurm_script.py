@@ -11,7 +11,15 @@ from pydantic import ValidationError
 from runner.manifest.model import Manifest
 from runner.plan.model import LaunchPlan, Role, SuccessPolicy, TaskSpec
 from runner.targets.slurm import rank
-from runner.targets.slurm.script import Launch, LaunchMode, batch_request, batch_script, launch_for, shared_env, tasks_document
+from runner.targets.slurm.script import (
+    Launch,
+    LaunchMode,
+    batch_request,
+    batch_script,
+    launch_for,
+    shared_env,
+    tasks_document,
+)
 
 
 def manifest(**fields) -> Manifest:
@@ -24,9 +32,19 @@ def test_a_single_gpu_job_with_a_time_limit():
     assert request.time_minutes == 12  # 600 s + 30 s grace + a minute, rounded up
     assert request.job_name == "tftrain-m-3" and request.signal_seconds == 30
     script = batch_script(request, Launch(LaunchMode.SRUN, "srun x"), "/runs/m-3/launch", "/runs/m-3/workdir", "m-3")
-    for line in ("#SBATCH --job-name=tftrain-m-3", "#SBATCH --comment=tftrain:abc", "#SBATCH --nodes=1", "#SBATCH --ntasks=1",
-                 "#SBATCH --gres=gpu:1", "#SBATCH --time=12", "#SBATCH --signal=TERM@30", "#SBATCH --no-requeue",
-                 "#SBATCH --output=/runs/m-3/launch/batch.log", "#SBATCH --chdir=/runs/m-3/workdir", "\nsrun x\n"):
+    for line in (
+        "#SBATCH --job-name=tftrain-m-3",
+        "#SBATCH --comment=tftrain:abc",
+        "#SBATCH --nodes=1",
+        "#SBATCH --ntasks=1",
+        "#SBATCH --gres=gpu:1",
+        "#SBATCH --time=12",
+        "#SBATCH --signal=TERM@30",
+        "#SBATCH --no-requeue",
+        "#SBATCH --output=/runs/m-3/launch/batch.log",
+        "#SBATCH --chdir=/runs/m-3/workdir",
+        "\nsrun x\n",
+    ):
         assert line in script, script
     assert "--partition" not in script
 
@@ -39,19 +57,41 @@ def test_no_gpu_no_limit_no_lines_for_them():
 
 
 def test_placement_and_extra_args_are_lines_of_their_own():
-    slurm = {"partition": "gpu", "account": "ml", "qos": "normal", "constraint": "a100&ib", "extra_args": ["--exclusive", "--mem=8G"]}
+    slurm = {
+        "partition": "gpu",
+        "account": "ml",
+        "qos": "normal",
+        "constraint": "a100&ib",
+        "extra_args": ["--exclusive", "--mem=8G"],
+    }
     request = batch_request(manifest(compute={"target": "slurm", "slurm": slurm}), "m-1", "c", 10)
     script = batch_script(request, Launch(LaunchMode.SRUN, "srun x"), "/l", "/w", "m-1")
-    assert "#SBATCH --partition=gpu\n#SBATCH --account=ml\n#SBATCH --qos=normal\n#SBATCH --constraint=a100&ib\n" in script
+    assert (
+        "#SBATCH --partition=gpu\n#SBATCH --account=ml\n#SBATCH --qos=normal\n#SBATCH --constraint=a100&ib\n" in script
+    )
     assert "#SBATCH --exclusive\n#SBATCH --mem=8G\n" in script
-    assert request.options()[-6:] == ["--partition=gpu", "--account=ml", "--qos=normal", "--constraint=a100&ib", "--exclusive", "--mem=8G"]
+    assert request.options()[-6:] == [
+        "--partition=gpu",
+        "--account=ml",
+        "--qos=normal",
+        "--constraint=a100&ib",
+        "--exclusive",
+        "--mem=8G",
+    ]
 
 
 def test_tasks_over_the_nodes():
-    ps = manifest(node_count=2, distributed_training={"backend": "parameter_server", "worker_count": 2, "parameter_server_count": 1}, use_gpu=True)
+    ps = manifest(
+        node_count=2,
+        distributed_training={"backend": "parameter_server", "worker_count": 2, "parameter_server_count": 1},
+        use_gpu=True,
+    )
     request = batch_request(ps, "m-1", "c", 10)
     assert (request.nodes, request.ntasks, request.ntasks_per_node, request.gpus_per_node) == (2, 4, 2, 2)
-    uneven = manifest(node_count=2, distributed_training={"backend": "parameter_server", "worker_count": 1, "parameter_server_count": 1})
+    uneven = manifest(
+        node_count=2,
+        distributed_training={"backend": "parameter_server", "worker_count": 1, "parameter_server_count": 1},
+    )
     request = batch_request(uneven, "m-1", "c", 10)
     assert (request.ntasks, request.ntasks_per_node) == (3, 0)  # Slurm places three tasks on two nodes itself
     assert not any(option.startswith("--ntasks-per-node") for option in request.options())
@@ -60,32 +100,49 @@ def test_tasks_over_the_nodes():
 
 
 def plan_of(tasks, driver=None) -> LaunchPlan:
-    return LaunchPlan("x", "slurm", tuple(tasks), driver=driver, success_policy=SuccessPolicy.CHIEF, secret_names=frozenset({"TOKEN"}))
+    return LaunchPlan(
+        "x", "slurm", tuple(tasks), driver=driver, success_policy=SuccessPolicy.CHIEF, secret_names=frozenset({"TOKEN"})
+    )
 
 
 def task(role: Role, index: int, rank_: int, **env) -> TaskSpec:
-    base = {"TOKEN": "s3cret", "TFTRAIN_RUN_ID": "m-1", "TF_CONFIG": "{}", "TFTRAIN_RANK": str(rank_), "TFTRAIN_METRICS_FILE": f"/m/{rank_}.jsonl"}
+    base = {
+        "TOKEN": "s3cret",
+        "TFTRAIN_RUN_ID": "m-1",
+        "TF_CONFIG": "{}",
+        "TFTRAIN_RANK": str(rank_),
+        "TFTRAIN_METRICS_FILE": f"/m/{rank_}.jsonl",
+    }
     return TaskSpec(role, index, rank_, "localhost", ("/py", "train.py"), {**base, **env}, "/w")
 
 
 def test_tasks_json_holds_each_tasks_own_variables_and_no_secret():
-    plan = plan_of([task(Role.CHIEF, 0, 0, TF_CONFIG=json.dumps({"cluster": {"chief": ["a"], "ps": ["b"]}})), task(Role.PS, 0, 1)])
+    plan = plan_of(
+        [task(Role.CHIEF, 0, 0, TF_CONFIG=json.dumps({"cluster": {"chief": ["a"], "ps": ["b"]}})), task(Role.PS, 0, 1)]
+    )
     document = json.loads(tasks_document(plan, "/l"))
     assert document["tf_config"] is True and document["cluster_roles"] == ["chief", "ps"]
-    assert [t["env"] for t in document["tasks"]] == [{"TFTRAIN_METRICS_FILE": "/m/0.jsonl"}, {"TFTRAIN_METRICS_FILE": "/m/1.jsonl"}]
+    assert [t["env"] for t in document["tasks"]] == [
+        {"TFTRAIN_METRICS_FILE": "/m/0.jsonl"},
+        {"TFTRAIN_METRICS_FILE": "/m/1.jsonl"},
+    ]
     assert "s3cret" not in tasks_document(plan, "/l")
     assert shared_env(plan) == {"TOKEN": "s3cret", "TFTRAIN_RUN_ID": "m-1"}  # through sbatch's environment
 
 
 def test_the_launch_line_per_backend():
     one = plan_of([task(Role.MAIN, 0, 0)])
-    assert launch_for(one, manifest(), "/l d", "/py", pmix=False).line.startswith("srun --kill-on-bad-exit=0 '--output=/l d/rank-%t.log' /py ")
+    assert launch_for(one, manifest(), "/l d", "/py", pmix=False).line.startswith(
+        "srun --kill-on-bad-exit=0 '--output=/l d/rank-%t.log' /py "
+    )
     mpi_manifest = manifest(distributed_training={"backend": "mpi", "mpi_args": ["-mca", "x", "y"]})
     ranks = plan_of([task(Role.RANK, 0, 0), task(Role.RANK, 1, 1)], driver=task(Role.LAUNCHER, 0, -1))
     assert launch_for(ranks, mpi_manifest, "/l", "/py", pmix=True).mode == LaunchMode.SRUN_PMIX
     assert "srun --mpi=pmix --kill-on-bad-exit=1" in launch_for(ranks, mpi_manifest, "/l", "/py", pmix=True).line
     by_mpirun = launch_for(ranks, mpi_manifest, "/l", "/py", pmix=False)
-    assert by_mpirun.mode == LaunchMode.MPIRUN and by_mpirun.line.startswith("mpirun --allow-run-as-root --tag-output -np 2 ")
+    assert by_mpirun.mode == LaunchMode.MPIRUN and by_mpirun.line.startswith(
+        "mpirun --allow-run-as-root --tag-output -np 2 "
+    )
     assert by_mpirun.line.endswith("-mca x y /py train.py")
 
 
@@ -94,7 +151,11 @@ def test_tf_config_from_the_allocation():
     addresses = ["10.0.0.1:2001", "10.0.0.1:2002", "10.0.0.2:2001", "10.0.0.2:2002", "10.0.0.2:2003"]
     config = json.loads(rank.tf_config(addresses, roles, ["chief", "ps", "worker"], 2))
     assert config["task"] == {"type": "worker", "index": 1}
-    assert config["cluster"] == {"chief": ["10.0.0.1:2001"], "ps": ["10.0.0.2:2002"], "worker": ["10.0.0.1:2002", "10.0.0.2:2001"]}
+    assert config["cluster"] == {
+        "chief": ["10.0.0.1:2001"],
+        "ps": ["10.0.0.2:2002"],
+        "worker": ["10.0.0.1:2002", "10.0.0.2:2001"],
+    }
     assert "evaluator" not in config["cluster"]
 
 
@@ -108,12 +169,24 @@ def test_a_ranks_environment_has_its_rank_and_metrics_file(monkeypatch):
 @pytest.mark.parametrize(
     ("item", "words"),
     [
-        ("--nodes=4", "sets --nodes"), ("-N4", "sets --nodes"), ("--time=5", "sets --time"), ("--gres=gpu:8", "sets --gres"),
-        ("--job-name=x", "sets --job-name"), ("-o/tmp/x", "sets --output"), ("--exclusive\n#SBATCH --nodes=9", "line break"),
-        ("--x\0", "NUL"), ("exclusive", "not an sbatch option"), ("--", "not an sbatch option"), ("--mem 8G", "holds a space"),
-        ("--comment=tftrain:other", "sets --comment"), ("--export=NONE", "sets --export"), ("--array=1-9", "sets --array"),
+        ("--nodes=4", "sets --nodes"),
+        ("-N4", "sets --nodes"),
+        ("--time=5", "sets --time"),
+        ("--gres=gpu:8", "sets --gres"),
+        ("--job-name=x", "sets --job-name"),
+        ("-o/tmp/x", "sets --output"),
+        ("--exclusive\n#SBATCH --nodes=9", "line break"),
+        ("--x\0", "NUL"),
+        ("exclusive", "not an sbatch option"),
+        ("--", "not an sbatch option"),
+        ("--mem 8G", "holds a space"),
+        ("--comment=tftrain:other", "sets --comment"),
+        ("--export=NONE", "sets --export"),
+        ("--array=1-9", "sets --array"),
         # getopt takes an unambiguous prefix of a long name, and a cluster of short flags
-        ("--nod=4", "sets --nodes"), ("--exp=NONE", "sets --export"), ("-vN4", "sets --nodes"),
+        ("--nod=4", "sets --nodes"),
+        ("--exp=NONE", "sets --export"),
+        ("-vN4", "sets --nodes"),
         ("-HQt5", "sets --time"),
     ],
 )
@@ -129,7 +202,13 @@ def test_extra_args_that_are_sbatch_s_own_business_pass():
 
 
 def test_slurm_names_are_one_word_each():
-    for key, value in (("partition", "gpu\n#SBATCH --nodes=9"), ("account", "a b"), ("qos", "-x"), ("constraint", "a;b"), ("shared_dir", "rel")):
+    for key, value in (
+        ("partition", "gpu\n#SBATCH --nodes=9"),
+        ("account", "a b"),
+        ("qos", "-x"),
+        ("constraint", "a;b"),
+        ("shared_dir", "rel"),
+    ):
         with pytest.raises(ValidationError):
             manifest(compute={"target": "slurm", "slurm": {key: value}})
     assert manifest(compute={"target": "slurm", "slurm": {"extra_args": ["--exclusive", "--mem=8G", "--nodelist=n1"]}})
@@ -138,12 +217,21 @@ def test_slurm_names_are_one_word_each():
 def test_plan_prints_the_batch_script_without_a_cluster(project, cli, home, monkeypatch):
     """`tftrain plan` asks Slurm nothing (no sbatch --test-only): it works off the login node."""
     monkeypatch.setenv("PATH", "/nonexistent")
-    text = "node_count: 2\ndistributed_training:\n  backend: multi_worker_mirrored\n  worker_count: 2\ncompute:\n  target: slurm\n  slurm:\n    partition: gpu\n"
+    text = (
+        "node_count: 2\ndistributed_training:\n  backend: multi_worker_mirrored\n  worker_count: 2\ncompute:\n  target:"
+        " slurm\n  slurm:\n    partition: gpu\n"
+    )
     path = project(script="raise SystemExit('must not run')\n", manifest=text)
     result = cli("plan", "-f", str(path))
     assert result.returncode == 0, result.stderr
     assert "target:      slurm" in result.stdout and "batch script (sbatch):" in result.stdout
-    for line in ("#SBATCH --nodes=2", "#SBATCH --ntasks=2", "#SBATCH --ntasks-per-node=1", "#SBATCH --partition=gpu", "rank.py"):
+    for line in (
+        "#SBATCH --nodes=2",
+        "#SBATCH --ntasks=2",
+        "#SBATCH --ntasks-per-node=1",
+        "#SBATCH --partition=gpu",
+        "rank.py",
+    ):
         assert line in result.stdout, result.stdout
     written = home.parent / "plan"
     assert cli("plan", "-f", str(path), "--output-dir", str(written)).returncode == 0
@@ -172,15 +260,21 @@ def test_the_nodes_get_the_cached_virtualenv_even_where_tftrains_interpreter_wou
     """Locally a manifest that asks for nothing runs in tftrain's own interpreter; the nodes may not
     have it, so on Slurm it is the default release's curated virtualenv in the (shared) cache."""
     from runner.environments.virtualenv import env_spec
-    from runner.manifest import load_manifest
     from runner.frameworks.releases import DEFAULT_VERSION
+    from runner.manifest import load_manifest
     from runner.targets.slurm.target import SlurmTarget
 
-    for text, version in (("", DEFAULT_VERSION), (f"framework_version: '{DEFAULT_VERSION}'\n", DEFAULT_VERSION), ("framework_version: '2.21'\n", "2.21")):
+    for text, version in (
+        ("", DEFAULT_VERSION),
+        (f"framework_version: '{DEFAULT_VERSION}'\n", DEFAULT_VERSION),
+        ("framework_version: '2.21'\n", "2.21"),
+    ):
         loaded = load_manifest(project(manifest=text + "model: {gate: 'off'}\ncompute:\n  target: slurm\n"))
         spec = SlurmTarget().check(loaded, dry_run=True).local.spec
         assert spec.key is not None and spec.requirements[0] == f"tensorflow-cpu=={version}.*", text
-        assert spec.python_path() == str(env_cache.resolve() / "envs" / spec.key / "bin" / "python")  # under the cache dir, not sys.executable
+        assert spec.python_path() == str(
+            env_cache.resolve() / "envs" / spec.key / "bin" / "python"
+        )  # under the cache dir, not sys.executable
         curated = load_manifest(project(manifest=f"framework_version: '{version}'\n"))
         assert spec.key == env_spec(curated.manifest, curated.source_dir, own_interpreter=False).key
     assert env_spec(loaded.manifest, loaded.source_dir).key is not None  # 2.21: a virtualenv on any target

@@ -11,12 +11,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from test_logpump import BlockedStream, Capture, _write_all
 
 from runner.errors import DiskFullError
 from runner.telemetry.logger import Logger
 from runner.telemetry.logpump import LogPump, first_disk_full
 from runner.telemetry.tee import Tee
-from test_logpump import BlockedStream, Capture, _write_all
 
 
 def test_skipped_lines_of_a_log_that_stopped_are_said_lost_never_in_the_log(tmp_path):
@@ -44,7 +44,11 @@ def sink(path: str | None, at: float | None) -> SimpleNamespace:
 
 
 def test_the_run_names_the_file_that_ran_out_of_space_first():
-    log, metrics, fine = sink("/h/runs/r-1/workdir/logs/0.log", 5.0), sink("/h/runs/r-1/metrics.jsonl", 3.0), sink(None, None)
+    log, metrics, fine = (
+        sink("/h/runs/r-1/workdir/logs/0.log", 5.0),
+        sink("/h/runs/r-1/metrics.jsonl", 3.0),
+        sink(None, None),
+    )
     error = first_disk_full((log, metrics, fine), "completed")
     assert isinstance(error, DiskFullError) and error.exit_code == 22
     assert str(error).startswith("disk full writing /h/runs/r-1/metrics.jsonl (the training completed;")

@@ -9,8 +9,8 @@ import io
 import time
 
 import pytest
-
 from hostile import assert_refused, files_containing, nothing_written_outside
+
 from runner.errors import ManifestError, UsageError
 from runner.settings import LoggerSettings
 from runner.telemetry.logger import Logger
@@ -21,7 +21,10 @@ PASSWORD = "hunter2-Zx9"
 # (text holding PASSWORD, what it must read masked)
 CREDENTIALS = [
     (f"postgresql://u@db.example/optuna?password={PASSWORD}", "postgresql://u@db.example/optuna?password=***"),
-    (f"postgresql://u@db/x?sslmode=require&password={PASSWORD}&x=1", "postgresql://u@db/x?sslmode=require&password=***&x=1"),
+    (
+        f"postgresql://u@db/x?sslmode=require&password={PASSWORD}&x=1",
+        "postgresql://u@db/x?sslmode=require&password=***&x=1",
+    ),
     (f"'mysql://me@db/x?PassWord={PASSWORD}' is not sqlite", "'mysql://me@db/x?PassWord=***' is not sqlite"),
     (f"mysql://me:{PASSWORD}@db/x", "mysql://me:***@db/x"),
     (f"redis://:{PASSWORD}@cache:6379/0", "redis://:***@cache:6379/0"),
@@ -32,7 +35,7 @@ CREDENTIALS = [
     (f"https://h/f?X-Amz-Signature={PASSWORD}&X-Amz-Expires=60", "https://h/f?X-Amz-Signature=***&X-Amz-Expires=60"),
     (f"https://acct.blob/c?sv=2020&sig={PASSWORD}", "https://acct.blob/c?sv=2020&sig=***"),
     (f"callback?next=https://h/x?access_token={PASSWORD}", "callback?next=https://h/x?access_token=***"),
-    (f"{{\"url\": \"s3://b/k?token={PASSWORD}\"}}", "{\"url\": \"s3://b/k?token=***\"}"),
+    (f'{{"url": "s3://b/k?token={PASSWORD}"}}', '{"url": "s3://b/k?token=***"}'),
 ]
 
 ORDINARY = [  # no credential: nothing changes
@@ -120,7 +123,9 @@ def test_a_hostile_line_costs_linear_time(line):
     started = time.monotonic()
     masker.text(line)
     masker.chunk(line.encode())
-    assert time.monotonic() - started < 30.0  # ~0.7 s here; a backtracking pattern takes hours on these (a bound, not a timing)
+    assert (
+        time.monotonic() - started < 30.0
+    )  # ~0.7 s here; a backtracking pattern takes hours on these (a bound, not a timing)
 
 
 MANIFEST = """\
@@ -136,8 +141,14 @@ sweep:
 """
 
 
-@pytest.mark.parametrize("url", [f"mysql://me@db/x?password={PASSWORD}", f"mysql://me:{PASSWORD}@db/x?sslpassword={PASSWORD}",
-                                 f"oracle://db/x?token={PASSWORD}&a=b"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"mysql://me@db/x?password={PASSWORD}",
+        f"mysql://me:{PASSWORD}@db/x?sslpassword={PASSWORD}",
+        f"oracle://db/x?token={PASSWORD}&a=b",
+    ],
+)
 def test_a_refused_storage_url_never_shows_its_password(url, tmp_path, home, cli):
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "train.py").write_text("print('hi')\n")
@@ -148,15 +159,27 @@ def test_a_refused_storage_url_never_shows_its_password(url, tmp_path, home, cli
             result = cli(command, "-f", str(manifest))
             line = assert_refused(result, ManifestError, "sweep.storage", "***")
             assert PASSWORD not in result.stdout + result.stderr, line
-    assert files_containing(tmp_path, [PASSWORD.encode()]) == [f"{manifest}: {PASSWORD.encode()[:12]!r}…"]  # the user's own file only
+    assert files_containing(tmp_path, [PASSWORD.encode()]) == [
+        f"{manifest}: {PASSWORD.encode()[:12]!r}…"
+    ]  # the user's own file only
 
 
-@pytest.mark.parametrize("image", [f"https://user:{PASSWORD}@registry.example/team/x", f"user:{PASSWORD}@registry.example/team/x",
-                                   f"registry.example/x?token={PASSWORD}"])
+@pytest.mark.parametrize(
+    "image",
+    [
+        f"https://user:{PASSWORD}@registry.example/team/x",
+        f"user:{PASSWORD}@registry.example/team/x",
+        f"registry.example/x?token={PASSWORD}",
+    ],
+)
 def test_an_image_with_credentials_is_refused_without_echoing_them(image, tmp_path, home, cli):
     with nothing_written_outside(tmp_path):
         for option in ("--image", "--base-image"):
-            args = ["--image", "registry.example/team/x", option, image] if option == "--base-image" else ["--image", image]
+            args = (
+                ["--image", "registry.example/team/x", option, image]
+                if option == "--base-image"
+                else ["--image", image]
+            )
             result = cli("deploy", "digits@v1", *args)
             assert_refused(result, UsageError, option, "***")
             assert PASSWORD not in result.stdout + result.stderr
@@ -193,7 +216,9 @@ def test_a_secret_that_is_not_utf8_is_masked_as_bytes(secret):
 def test_the_logger_takes_a_secret_that_is_not_utf8(tmp_path):
     stream = io.StringIO()
     stream.buffer = io.BytesIO()
-    logger = Logger(stream, settings=LoggerSettings(actions=True, step_summary=tmp_path / "summary.md", output=tmp_path / "out"))
+    logger = Logger(
+        stream, settings=LoggerSettings(actions=True, step_summary=tmp_path / "summary.md", output=tmp_path / "out")
+    )
     logger.mask_secrets(["API_SECRET"], {"API_SECRET": ENVIRON_SECRET})
     logger.info(f"value {ENVIRON_SECRET}")
     logger.warning(f"{ENVIRON_SECRET} and a file name {LISTED_NAME}")  # as os.listdir gives it: kept as its bytes
@@ -203,5 +228,5 @@ def test_the_logger_takes_a_secret_that_is_not_utf8(tmp_path):
     console = stream.buffer.getvalue()
     mask_command = b"::add-mask::" + RAW_SECRET + b"\n"  # GitHub hides it in its log too
     assert console.startswith(mask_command)
-    rest = console[len(mask_command):]
+    rest = console[len(mask_command) :]
     assert RAW_SECRET not in rest and b"value ***" in rest and b"f\xe9.txt" in rest and b"[0] ***" in rest

@@ -5,9 +5,9 @@ import os
 import threading
 import time
 
+from runner.manifest.model import MetricsSpec
 from runner.telemetry.logger import Logger
 from runner.telemetry.logpump import LogPump
-from runner.manifest.model import MetricsSpec
 from runner.telemetry.parsers import LogMetricParser
 from runner.telemetry.point import MetricPoint
 from runner.telemetry.recorder import MetricsRecorder

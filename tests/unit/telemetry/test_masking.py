@@ -8,10 +8,10 @@ import os
 import random
 import threading
 
+from runner.manifest.model import MetricsSpec
 from runner.settings import LoggerSettings
 from runner.telemetry.logger import Logger
 from runner.telemetry.logpump import MAX_LINE, LogPump
-from runner.manifest.model import MetricsSpec
 from runner.telemetry.masking import Masker
 from runner.telemetry.metricsfile import MetricsFileFollower, mask_metrics_files
 from runner.telemetry.point import MetricPoint, read_series
@@ -97,7 +97,11 @@ def test_mask_file_in_blocks_across_block_boundaries(tmp_path, monkeypatch):
     assert Masker(ALL).mask_file(path)
     text = path.read_text()
     assert leaks(text) == []
-    assert [json.loads(line) for line in text.splitlines()] == [{"name": "m-***", "value": 1}, {"tag": "***"}, {"e": "***"}]
+    assert [json.loads(line) for line in text.splitlines()] == [
+        {"name": "m-***", "value": 1},
+        {"tag": "***"},
+        {"e": "***"},
+    ]
     assert list(tmp_path.iterdir()) == [path]
 
 
@@ -142,7 +146,7 @@ def test_a_multi_line_secret_printed_line_by_line_is_masked(tmp_path):
     assert leaks(log) == [] and leaks(console) == []
     # the whole value is masked as one, or line by line when its lines arrive in separate reads
     head = b"line: ***\n" * 4
-    assert log.startswith(head) and set(log[len(head):].split()) == {b"***"}
+    assert log.startswith(head) and set(log[len(head) :].split()) == {b"***"}
 
 
 def test_a_secret_at_the_1_mib_cut_is_masked_whole(tmp_path):
@@ -199,7 +203,9 @@ def test_the_recorder_masks_names_tags_images_and_the_verdict(tmp_path):
     masker = Masker(ALL)
     shown = []
     recorder = MetricsRecorder(tmp_path / "metrics.jsonl", MetricsSpec(), shown.extend, masker)
-    recorder.record([MetricPoint(f"acc/{SECRET}", 0.5, 1, 1.0, "log"), MetricPoint(QUOTED, 0.7, 1, 1.0, f"file {SECRET}")])
+    recorder.record(
+        [MetricPoint(f"acc/{SECRET}", 0.5, 1, 1.0, "log"), MetricPoint(QUOTED, 0.7, 1, 1.0, f"file {SECRET}")]
+    )
     recorder.note({"tag": f"t-{SECRET}", "value": MULTI})
     recorder.note({"image": f"outputs/{QUOTED}.png", "name": SECRET})
     recorder.note({"status": "failed", "error": f"bad {SECRET}"})
@@ -214,7 +220,12 @@ def test_the_recorder_masks_names_tags_images_and_the_verdict(tmp_path):
 
 def test_the_scripts_metrics_files_are_masked_once_followed(tmp_path):
     path, other = tmp_path / "0.jsonl", tmp_path / "1.jsonl"  # rank 1's is not followed
-    path.write_text(json.dumps({"name": QUOTED, "value": 1.0, "step": 1}) + "\n" + json.dumps({"status": "failed", "error": MULTI}) + "\n")
+    path.write_text(
+        json.dumps({"name": QUOTED, "value": 1.0, "step": 1})
+        + "\n"
+        + json.dumps({"status": "failed", "error": MULTI})
+        + "\n"
+    )
     other.write_text(json.dumps({"name": SECRET, "value": 1.0}) + "\n")
     points, notes = [], []
     follower = MetricsFileFollower(path, points.extend, print, 0, notes.append)

@@ -4,8 +4,8 @@ from runner.manifest.model import MetricsSpec
 from runner.telemetry.parsers import LogMetricParser
 from runner.telemetry.point import MetricPoint, read_series
 from runner.telemetry.recorder import MetricsRecorder
-from runner.telemetry.summary import MAX_METRICS, SAMPLES
 from runner.telemetry.report import curves
+from runner.telemetry.summary import MAX_METRICS, SAMPLES
 
 KERAS3_TTY = (
     b"Epoch 1/2\n"
@@ -15,10 +15,7 @@ KERAS3_TTY = (
     b"Epoch 2/2\n"
     b"6/6 - 0s - 3ms/step - accuracy: 0.6000 - loss: 0.6000 - val_accuracy: 0.6100 - val_loss: 6.1e-01\n"
 )
-KERAS2 = (
-    b"Epoch 1/1\n"
-    b"32/32 [==============================] - 1s 5ms/step - loss: 0.4962 - accuracy: 0.8573\n"
-)
+KERAS2 = b"Epoch 1/1\n32/32 [==============================] - 1s 5ms/step - loss: 0.4962 - accuracy: 0.8573\n"
 
 
 def parse(chunks, regexes=None):
@@ -52,7 +49,10 @@ def test_evaluate_line_after_the_epoch_summary_is_not_a_training_metric():
 
 
 def test_evaluate_only_script_is_recorded():
-    assert parse([b"10/10 - 0s 2ms/step - accuracy: 0.97 - loss: 0.1\n"]) == [("accuracy", 0.97, None), ("loss", 0.1, None)]
+    assert parse([b"10/10 - 0s 2ms/step - accuracy: 0.97 - loss: 0.1\n"]) == [
+        ("accuracy", 0.97, None),
+        ("loss", 0.1, None),
+    ]
 
 
 def test_ordinary_lines_are_not_metrics():
@@ -65,7 +65,9 @@ def test_regex_with_group_and_counter_steps():
 
 
 def test_regex_named_step_and_value():
-    assert parse([b"step 7: loss 0.25\n"], {"loss": r"step (?P<step>\d+): loss (?P<value>[0-9.]+)"}) == [("loss", 0.25, 7)]
+    assert parse([b"step 7: loss 0.25\n"], {"loss": r"step (?P<step>\d+): loss (?P<value>[0-9.]+)"}) == [
+        ("loss", 0.25, 7)
+    ]
 
 
 def test_regex_sees_one_line_at_a_time():
@@ -89,7 +91,12 @@ def test_the_recorder_keeps_bounded_state_whatever_the_number_of_points(tmp_path
     recorder = MetricsRecorder(tmp_path / "metrics.jsonl", MetricsSpec(), shown.append)
     total = 60_000
     for start in range(0, total, 1000):
-        recorder.record([MetricPoint(("loss", "accuracy", "lr")[i % 3], 1.0 / (i + 1), i, float(i), "log") for i in range(start, start + 1000)])
+        recorder.record(
+            [
+                MetricPoint(("loss", "accuracy", "lr")[i % 3], 1.0 / (i + 1), i, float(i), "log")
+                for i in range(start, start + 1000)
+            ]
+        )
     (tmp_path / "metrics.jsonl").rename(tmp_path / "moved.jsonl")  # close() must not need it
     samples = recorder.close()
     assert len(samples) <= 3 * (SAMPLES + 1)
@@ -111,7 +118,13 @@ def test_last_is_the_greatest_step_then_time_then_arrival(tmp_path):
     recorder.record([MetricPoint("loss", 0.9, 1, 10.0, "tensorboard")])  # older, read at the end
     recorder.record([MetricPoint("loss", 0.1, 4, 40.0, "file")])
     recorder.close()
-    assert recorder.as_dict()["metrics"]["loss"] == {"last": 0.1, "best": 0.1, "best_step": 4, "count": 4, "goal": "minimize"}
+    assert recorder.as_dict()["metrics"]["loss"] == {
+        "last": 0.1,
+        "best": 0.1,
+        "best_step": 4,
+        "count": 4,
+        "goal": "minimize",
+    }
     assert [p.value for p in read_series(tmp_path / "metrics.jsonl")] == [0.3, 0.2, 0.9, 0.1]  # as they came
 
 
@@ -120,7 +133,9 @@ def test_last_goes_by_step_when_tensorboard_points_come_late_with_another_clock(
     the one with the greatest step is still the last."""
     recorder = MetricsRecorder(tmp_path / "metrics.jsonl", MetricsSpec(), lambda points: None)
     recorder.record([MetricPoint("loss", 0.5, 1, 100.0, "log"), MetricPoint("loss", 0.4, 2, 101.0, "log")])
-    recorder.record([MetricPoint("loss", 0.3, 3, 50.0, "tensorboard"), MetricPoint("loss", 0.45, 2, 49.0, "tensorboard")])
+    recorder.record(
+        [MetricPoint("loss", 0.3, 3, 50.0, "tensorboard"), MetricPoint("loss", 0.45, 2, 49.0, "tensorboard")]
+    )
     recorder.record([MetricPoint("loss", 0.9, None, 200.0, "file")])  # no step: before every point with one
     recorder.close()
     assert recorder.metrics_summary().metrics["loss"].last == 0.3

@@ -62,7 +62,9 @@ def test_a_record_cut_short_ends_the_file(tmp_path):
 def test_every_scalar_dtype_decodes(tmp_path):
     def tensor_event(tag, tensor):
         metadata = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(plugin_name="scalars"))
-        return Event(step=0, wall_time=1.0, summary=Summary(value=[Summary.Value(tag=tag, tensor=tensor, metadata=metadata)]))
+        return Event(
+            step=0, wall_time=1.0, summary=Summary(value=[Summary.Value(tag=tag, tensor=tensor, metadata=metadata)])
+        )
 
     write_events(
         tmp_path / "events.out.tfevents.4.host",

@@ -40,7 +40,11 @@ def test_each_running_trial_holds_the_mean():
     budget.add("s-4", costing(0.1))  # 1.0 spent, 0.25 each
     verdict = budget.next_trial(running=0)
     assert verdict.go == Go.STOP
-    assert verdict.line == "sweep.limits.max_cost (1) would be passed: 4 trials spent 1 (0.25 each on average), 0 still running; no more trials start"
+    assert (
+        verdict.line
+        == "sweep.limits.max_cost (1) would be passed: 4 trials spent 1 (0.25 each on average), 0 still running; no"
+        " more trials start"
+    )
     assert budget.passed() is None  # reached, not passed
 
 
@@ -48,7 +52,10 @@ def test_the_gpu_hours_budget():
     budget = SweepBudget.of(limits(max_gpu_hours=2.5))
     budget.add("s-1", account(3600.0, 2, 2))  # 2 GPU-hours
     assert budget.next_trial(running=1).go == Go.WAIT
-    assert "sweep.limits.max_gpu_hours (2.5 GPU-hours) would be passed: 1 trial spent 2 GPU-hours" in budget.next_trial(running=0).line
+    assert (
+        "sweep.limits.max_gpu_hours (2.5 GPU-hours) would be passed: 1 trial spent 2 GPU-hours"
+        in budget.next_trial(running=0).line
+    )
 
 
 def test_a_passed_budget_is_said_with_what_was_spent():
@@ -61,6 +68,8 @@ def test_a_passed_budget_is_said_with_what_was_spent():
 def test_a_cost_budget_without_prices_says_what_to_set():
     budget = SweepBudget.of(limits(max_cost=1.0))
     budget.add("s-1", account(10.0, 1, 0))
-    assert budget.next_trial(running=2) == NextTrial(Go.STOP, (
-        "sweep.limits.max_cost: run s-1 has no cost to count; set compute.cost (or cost: in the pool file) to keep a cost budget"
-    ))
+    assert budget.next_trial(running=2) == NextTrial(
+        Go.STOP,
+        "sweep.limits.max_cost: run s-1 has no cost to count; set compute.cost (or cost: in the pool file) to keep a"
+        " cost budget",
+    )

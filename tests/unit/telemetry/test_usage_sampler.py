@@ -10,8 +10,8 @@ import time
 import types
 
 import pytest
-
 from fake_nvml import GIB, fake_nvml
+
 from runner.telemetry.usage_sampler import GpuMonitor, ProcessMemory, UsageSampler, cpu_seconds_of
 
 
@@ -30,12 +30,15 @@ def test_each_gpu_is_sampled_as_metrics_and_summed_up(installed):
     first = monitor.sample(0, 100.0)
     monitor.sample(5, 105.0)
     assert [(p.name, p.value, p.step, p.source) for p in first] == [
-        ("system/gpu0/utilization", 90.0, 0, "system"), ("system/gpu0/memory_used", 3.0 * GIB, 0, "system"),
-        ("system/gpu1/utilization", 10.0, 0, "system"), ("system/gpu1/memory_used", 1.0 * GIB, 0, "system"),
+        ("system/gpu0/utilization", 90.0, 0, "system"),
+        ("system/gpu0/memory_used", 3.0 * GIB, 0, "system"),
+        ("system/gpu1/utilization", 10.0, 0, "system"),
+        ("system/gpu1/memory_used", 1.0 * GIB, 0, "system"),
     ]
     stats = monitor.stats()
     assert [(s.index, s.utilization_mean, s.memory_peak_bytes, s.memory_total_bytes, s.samples) for s in stats] == [
-        (0, 90.0, 3 * GIB, 16 * GIB, 2), (1, 10.0, 1 * GIB, 16 * GIB, 2)
+        (0, 90.0, 3 * GIB, 16 * GIB, 2),
+        (1, 10.0, 1 * GIB, 16 * GIB, 2),
     ]
     assert stats[0].name == "NVIDIA H100 80GB HBM3"
     monitor.close()
@@ -81,14 +84,16 @@ def test_no_pynvml_or_no_driver_is_no_gpu_block_and_no_error(installed, monkeypa
 def test_hostile_driver_values_are_clamped(installed):
     installed(fake_nvml(utilization=(250,), used=(2 * GIB,)))
     monitor = GpuMonitor.open()
-    (utilization, _) = monitor.sample(0, 0.0)
+    utilization, _ = monitor.sample(0, 0.0)
     assert utilization.value == 100.0
 
 
 def test_the_sampler_records_gpu_points_off_the_training_path_and_stops_quietly_when_nvml_fails(installed):
     installed(fake_nvml(fail_after=2))
     points, warnings = [], []
-    sampler = UsageSampler(points.extend, GpuMonitor.open(), warn=warnings.append, gpu_interval=0.01, first_gpu_after=0.01)
+    sampler = UsageSampler(
+        points.extend, GpuMonitor.open(), warn=warnings.append, gpu_interval=0.01, first_gpu_after=0.01
+    )
     with sampler:
         deadline = time.monotonic() + 5
         while not warnings and time.monotonic() < deadline:
@@ -96,7 +101,7 @@ def test_the_sampler_records_gpu_points_off_the_training_path_and_stops_quietly_
     assert sampler.thread.name == "usage-sampler" and sampler.thread is not threading.main_thread()
     assert len(points) == 2 * 2 * 2  # two samples of two GPUs, two series each, then the GPU was lost
     assert warnings == ["GPU telemetry stopped: NVML failed (GPU is lost)"]
-    (gpu0, gpu1) = sampler.gpu_stats()  # what was sampled before still counts
+    gpu0, gpu1 = sampler.gpu_stats()  # what was sampled before still counts
     assert gpu0.samples == 2 and gpu0.utilization_mean == 90.0
 
 
@@ -116,7 +121,7 @@ def test_the_first_gpu_reading_waits_for_the_run_and_a_short_run_gets_one_as_it_
     short = []
     with UsageSampler(short.extend, GpuMonitor.open(), first_gpu_after=60.0) as ended_early:
         pass
-    (gpu0, gpu1) = ended_early.gpu_stats()
+    gpu0, gpu1 = ended_early.gpu_stats()
     assert gpu0.samples == 1 and len(short) == 2 * 2  # one reading of two GPUs as the run ended
 
 
@@ -242,7 +247,14 @@ def test_the_gpus_telemetry_has_no_goal_in_the_metrics_tables():
     from runner.telemetry.report import metric_rows
 
     stats = {"last": 1.0, "best": 3.0, "best_step": 5, "count": 7}
-    rows = metric_rows({"primary": "loss", "metrics": {
-        "loss": {**stats, "goal": "minimize"}, "system/gpu0/memory_used": {**stats, "goal": "maximize"}}})
+    rows = metric_rows(
+        {
+            "primary": "loss",
+            "metrics": {
+                "loss": {**stats, "goal": "minimize"},
+                "system/gpu0/memory_used": {**stats, "goal": "maximize"},
+            },
+        }
+    )
     assert [(row["name"], row["goal"]) for row in rows] == [("loss", "minimize"), ("system/gpu0/memory_used", "")]
     assert rows[0]["best"] == rows[1]["best"]  # the peak, shown as any best is

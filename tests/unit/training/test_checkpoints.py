@@ -10,11 +10,18 @@ import zipfile
 
 import boto3
 import pytest
+from builders import Notes
 
 from runner.errors import StorageError
 from runner.training import checkpoints
-from runner.training.checkpoints import MANIFEST, CheckpointKind, CheckpointSync, Location, find_checkpoints, latest_checkpoint
-from builders import Notes
+from runner.training.checkpoints import (
+    MANIFEST,
+    CheckpointKind,
+    CheckpointSync,
+    Location,
+    find_checkpoints,
+    latest_checkpoint,
+)
 
 
 @pytest.fixture
@@ -52,7 +59,9 @@ def test_only_complete_checkpoints_are_found(tmp_path):
     assert found == {("tf/ckpt-1", CheckpointKind.TENSORFLOW), ("whole.keras", CheckpointKind.KERAS_FILE)}
     (backup / "training_metadata.json").write_text('{"epoch": 2}')  # written after the weights: complete
     backups = [c for c in find_checkpoints(tmp_path) if c.kind is CheckpointKind.KERAS_BACKUP]
-    assert [(c.name, c.files) for c in backups] == [("backup", ("backup/latest.weights.h5", "backup/training_metadata.json"))]
+    assert [(c.name, c.files) for c in backups] == [
+        ("backup", ("backup/latest.weights.h5", "backup/training_metadata.json"))
+    ]
     tf = next(c for c in find_checkpoints(tmp_path) if c.kind is CheckpointKind.TENSORFLOW)
     assert tf.files == ("tf/ckpt-1.data-00000-of-00002", "tf/ckpt-1.data-00001-of-00002", "tf/ckpt-1.index")
 
@@ -144,7 +153,10 @@ def test_an_unusable_bucket_is_one_line_before_the_training(tmp_path, s3_server,
         port = closed.getsockname()[1]
     with pytest.raises(StorageError) as down:
         CheckpointSync(tmp_path, Location("bkt", "p", f"http://127.0.0.1:{port}"), 1, Notes()).check()
-    assert str(down.value) == f"S3: checking s3://bkt/p (endpoint http://127.0.0.1:{port}) got no answer: Connection refused"
+    assert (
+        str(down.value)
+        == f"S3: checking s3://bkt/p (endpoint http://127.0.0.1:{port}) got no answer: Connection refused"
+    )
 
 
 def test_a_failed_round_is_a_warning_and_the_last_round_runs_at_the_end(tmp_path, bucket, s3_server):
@@ -155,7 +167,9 @@ def test_a_failed_round_is_a_warning_and_the_last_round_runs_at_the_end(tmp_path
     broken = CheckpointSync(root, Location("gone-bucket", "runs/demo-1", s3_server), 0.05, notes)
     with broken:
         pass
-    assert len(notes.warnings) >= 1 and all(w.startswith("checkpoints: sync to s3://gone-bucket/runs/demo-1 failed: S3:") for w in notes.warnings)
+    assert len(notes.warnings) >= 1 and all(
+        w.startswith("checkpoints: sync to s3://gone-bucket/runs/demo-1 failed: S3:") for w in notes.warnings
+    )
     with CheckpointSync(root, Location(name, "runs/demo-1", s3_server), 3600, notes):
         pass  # no round in the block: the one at the end
     assert [item["name"] for item in listed(s3, name)["checkpoints"]] == ["ckpt-1"]
@@ -171,7 +185,9 @@ def test_the_checkpoint_directory_starts_with_what_a_retry_resumes_from(project,
     previous = tmp_path / "runs" / "demo-1" / "workdir" / "outputs" / "ckpt"
 
     def seed(resume_from):
-        return checkpoints._seed(loaded._replace(manifest=loaded.manifest.model_copy(update={"resume_from": resume_from})), paths)
+        return checkpoints._seed(
+            loaded._replace(manifest=loaded.manifest.model_copy(update={"resume_from": resume_from})), paths
+        )
 
     assert seed("checkpoint:demo-1") == paths.root / "resume"
     assert seed(str(previous)) == previous  # a retry's fallback: the previous attempt's own directory

@@ -11,13 +11,13 @@ import time
 
 import boto3
 import pytest
-
-from hostile import nothing_written_outside
-from runner.errors import DiskFullError, StorageError
-from runner.training.checkpoint_listing import MAX_BYTES, MAX_CHECKPOINTS, CheckpointKind, parse_listing
-from runner.training import checkpoints
-from runner.training.checkpoints import MANIFEST, CheckpointSync, Location, latest_checkpoint
 from builders import Notes
+from hostile import nothing_written_outside
+
+from runner.errors import DiskFullError, StorageError
+from runner.training import checkpoints
+from runner.training.checkpoint_listing import MAX_BYTES, MAX_CHECKPOINTS, CheckpointKind, parse_listing
+from runner.training.checkpoints import MANIFEST, CheckpointSync, Location, latest_checkpoint
 
 WHERE = "s3://bkt/team/demo-1/tftrain-checkpoints.json"
 SHA = "a" * 64
@@ -29,7 +29,10 @@ def tf_entry(name: str = "ckpt-1", when: object = 1.0, **changes) -> dict:
         "name": name,
         "kind": "tensorflow",
         "time": when,
-        "files": {f"{name}.data-00000-of-00001": {"size": 1, "sha256": SHA}, f"{name}.index": {"size": 1, "sha256": SHA}},
+        "files": {
+            f"{name}.data-00000-of-00001": {"size": 1, "sha256": SHA},
+            f"{name}.index": {"size": 1, "sha256": SHA},
+        },
     }
     return {**entry, **changes}
 
@@ -62,9 +65,21 @@ REFUSED = [
     ("files-a-list", listing(tf_entry(files=["ckpt-1.index"])), "checkpoints[0].files must be a mapping, not a list"),
     ("no-files", listing(tf_entry(files={})), "checkpoints[0].files lists 0 files"),
     ("no-sha256", listing(one_file("ckpt-1.data-00000-of-00001", {"size": 1})), "has no 'sha256'"),
-    ("sha256-a-path", listing(one_file("ckpt-1.data-00000-of-00001", {"size": 1, "sha256": "../../x"})), "64 lowercase hex"),
-    ("string-size", listing(one_file("ckpt-1.data-00000-of-00001", {"size": "1", "sha256": SHA})), "size must be a whole number"),
-    ("negative-size", listing(one_file("ckpt-1.data-00000-of-00001", {"size": -1, "sha256": SHA})), "size must be a whole number"),
+    (
+        "sha256-a-path",
+        listing(one_file("ckpt-1.data-00000-of-00001", {"size": 1, "sha256": "../../x"})),
+        "64 lowercase hex",
+    ),
+    (
+        "string-size",
+        listing(one_file("ckpt-1.data-00000-of-00001", {"size": "1", "sha256": SHA})),
+        "size must be a whole number",
+    ),
+    (
+        "negative-size",
+        listing(one_file("ckpt-1.data-00000-of-00001", {"size": -1, "sha256": SHA})),
+        "size must be a whole number",
+    ),
     ("file-entry-a-list", listing(one_file("ckpt-1.data-00000-of-00001", [1, SHA])), "must be a mapping, not a list"),
     ("traversal-name", listing(tf_entry(name=TRAVERSAL)), "checkpoints[0].name '../../"),
     ("dotdot-name", listing(tf_entry(name="../../../tmp/x")), "must stay inside the checkpoint directory"),
@@ -77,17 +92,66 @@ REFUSED = [
     ("2000-level-name", listing(tf_entry(name="/".join(["a"] * 2000))), "is longer than 1024 characters"),
     ("40-level-name", listing(tf_entry(name="/".join(["a"] * 40))), "is 40 levels deep"),
     ("long-part", listing(tf_entry(name="a" * 300)), "has a part longer than 200 bytes"),
-    ("traversal-file", listing(one_file("../../x.index", {"size": 1, "sha256": SHA})), "checkpoints[0].files '../../x.index'"),
-    ("stray-file", listing(one_file("other.index", {"size": 1, "sha256": SHA})), "must be 'ckpt-1.index' and its .data-K-of-N"),
-    ("file-over-a-file", listing({"name": "m.keras", "kind": "keras-file", "time": 1, "files": {"m.keras": {"size": 1, "sha256": SHA}, "m.keras/x": {"size": 1, "sha256": SHA}}}), "the .keras file 'm.keras' alone"),
-    ("backup-odd-files", listing({"name": "b", "kind": "keras-backup", "time": 1, "files": {"a/latest.weights.h5": {"size": 1, "sha256": SHA}, "b/training_metadata.json": {"size": 1, "sha256": SHA}}}), "in one directory"),
+    (
+        "traversal-file",
+        listing(one_file("../../x.index", {"size": 1, "sha256": SHA})),
+        "checkpoints[0].files '../../x.index'",
+    ),
+    (
+        "stray-file",
+        listing(one_file("other.index", {"size": 1, "sha256": SHA})),
+        "must be 'ckpt-1.index' and its .data-K-of-N",
+    ),
+    (
+        "file-over-a-file",
+        listing(
+            {
+                "name": "m.keras",
+                "kind": "keras-file",
+                "time": 1,
+                "files": {"m.keras": {"size": 1, "sha256": SHA}, "m.keras/x": {"size": 1, "sha256": SHA}},
+            }
+        ),
+        "the .keras file 'm.keras' alone",
+    ),
+    (
+        "backup-odd-files",
+        listing(
+            {
+                "name": "b",
+                "kind": "keras-backup",
+                "time": 1,
+                "files": {
+                    "a/latest.weights.h5": {"size": 1, "sha256": SHA},
+                    "b/training_metadata.json": {"size": 1, "sha256": SHA},
+                },
+            }
+        ),
+        "in one directory",
+    ),
     ("100000-brackets", b"[" * 100_000 + b"]" * 100_000, "nests over 16 levels deep"),
     ("deep-in-a-value", listing(tf_entry(extra=json.loads("[" * 500 + "]" * 500))), "nests over 16 levels deep"),
     ("over-16-MiB", b" " * (MAX_BYTES + 1), "is over 16 MiB"),
-    ("16-MiB-of-escaped-quotes", b'"' + b'\\"' * (MAX_BYTES // 2 - 1), "is not JSON: Unterminated string"),  # was quadratic
-    ("5-million-strings", b'{"version": 1, "checkpoints": [' + b'"",' * 5_000_000 + b'""]}', "holds over 2000000 values"),
-    ("20000-checkpoints", listing(*[tf_entry(f"c-{n}", n) for n in range(20_000)]), "lists 20000 checkpoints (at most 10000)"),
-    ("20000-files", listing(tf_entry(files={f"ckpt-1.data-{n:05d}-of-20000": {"size": 1, "sha256": SHA} for n in range(20_000)})), "lists 20000 files"),
+    (
+        "16-MiB-of-escaped-quotes",
+        b'"' + b'\\"' * (MAX_BYTES // 2 - 1),
+        "is not JSON: Unterminated string",
+    ),  # was quadratic
+    (
+        "5-million-strings",
+        b'{"version": 1, "checkpoints": [' + b'"",' * 5_000_000 + b'""]}',
+        "holds over 2000000 values",
+    ),
+    (
+        "20000-checkpoints",
+        listing(*[tf_entry(f"c-{n}", n) for n in range(20_000)]),
+        "lists 20000 checkpoints (at most 10000)",
+    ),
+    (
+        "20000-files",
+        listing(tf_entry(files={f"ckpt-1.data-{n:05d}-of-20000": {"size": 1, "sha256": SHA} for n in range(20_000)})),
+        "lists 20000 files",
+    ),
 ]
 
 
@@ -103,15 +167,31 @@ def test_a_hostile_listing_is_one_line_naming_it(body, names):
 
 
 def test_a_listing_the_sync_writes_is_read_back_whole():
-    backup = {"name": "checkpoints", "kind": "keras-backup", "time": 3, "files": {"latest.weights.h5": {"size": 2, "sha256": SHA}, "training_metadata.json": {"size": 3, "sha256": SHA}}}
-    keras = {"name": "dir/model.keras", "kind": "keras-file", "time": 2.5, "files": {"dir/model.keras": {"size": 4, "sha256": SHA}}}
+    backup = {
+        "name": "checkpoints",
+        "kind": "keras-backup",
+        "time": 3,
+        "files": {
+            "latest.weights.h5": {"size": 2, "sha256": SHA},
+            "training_metadata.json": {"size": 3, "sha256": SHA},
+        },
+    }
+    keras = {
+        "name": "dir/model.keras",
+        "kind": "keras-file",
+        "time": 2.5,
+        "files": {"dir/model.keras": {"size": 4, "sha256": SHA}},
+    }
     read = parse_listing(listing(tf_entry("sub/ckpt-1"), keras, backup, written=1.0), WHERE)
     assert [(c.name, c.kind, c.time, len(c.files)) for c in read] == [
         ("sub/ckpt-1", CheckpointKind.TENSORFLOW, 1.0, 2),
         ("dir/model.keras", CheckpointKind.KERAS_FILE, 2.5, 1),
         ("checkpoints", CheckpointKind.KERAS_BACKUP, 3.0, 2),
     ]
-    assert read[0].state_file() == ("sub/checkpoint", 'model_checkpoint_path: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-1"\n')
+    assert read[0].state_file() == (
+        "sub/checkpoint",
+        'model_checkpoint_path: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-1"\n',
+    )
     assert read[1].state_file() is None
 
 
@@ -140,7 +220,12 @@ def test_a_traversal_name_writes_nothing_anywhere(tmp_path, bucket, s3_server):
     hostile = [
         tf_entry(escape, files={"ckpt-1.index": blob}),  # files fine, the name (the state file's place and line) not
         {"name": "../../escaped/m.keras", "kind": "keras-file", "time": 1, "files": {"../../escaped/m.keras": blob}},
-        {"name": "b", "kind": "keras-backup", "time": 1, "files": {f"../../escaped/{f}": blob for f in ("latest.weights.h5", "training_metadata.json")}},
+        {
+            "name": "b",
+            "kind": "keras-backup",
+            "time": 1,
+            "files": {f"../../escaped/{f}": blob for f in ("latest.weights.h5", "training_metadata.json")},
+        },
         tf_entry(files={"ckpt-1.index": blob, "../../escaped.data-00000-of-00001": blob}),
     ]
     for entry in hostile:
@@ -154,7 +239,9 @@ def test_a_traversal_name_writes_nothing_anywhere(tmp_path, bucket, s3_server):
 def test_a_size_mismatch_names_the_listing(tmp_path, bucket, s3_server):
     s3, name = bucket
     blob = put_blob(s3, name, b"weights")
-    s3.put_object(Bucket=name, Key=f"team/demo-1/{MANIFEST}", Body=listing(tf_entry(files={"ckpt-1.index": {**blob, "size": 99}})))
+    s3.put_object(
+        Bucket=name, Key=f"team/demo-1/{MANIFEST}", Body=listing(tf_entry(files={"ckpt-1.index": {**blob, "size": 99}}))
+    )
     with nothing_written_outside(tmp_path), pytest.raises(StorageError) as refused:
         restore(s3_server, name, tmp_path / "resume")
     line = str(refused.value)
@@ -166,10 +253,16 @@ def test_a_checkpoint_the_disk_cannot_hold_is_refused_before_fetching(tmp_path, 
     s3, name = bucket
     blob = put_blob(s3, name, b"weights")
     huge = {**blob, "size": 2**62}
-    s3.put_object(Bucket=name, Key=f"team/demo-1/{MANIFEST}", Body=listing(tf_entry(files={"ckpt-1.index": blob, "ckpt-1.data-00000-of-00001": huge})))
+    s3.put_object(
+        Bucket=name,
+        Key=f"team/demo-1/{MANIFEST}",
+        Body=listing(tf_entry(files={"ckpt-1.index": blob, "ckpt-1.data-00000-of-00001": huge})),
+    )
     with nothing_written_outside(tmp_path), pytest.raises(DiskFullError) as refused:
         restore(s3_server, name, tmp_path / "resume")
-    assert str(refused.value).startswith(f"s3://{name}/team/demo-1/{MANIFEST}: checkpoint ckpt-1 is {2**62 + 7} bytes, "), refused.value
+    assert str(refused.value).startswith(
+        f"s3://{name}/team/demo-1/{MANIFEST}: checkpoint ckpt-1 is {2**62 + 7} bytes, "
+    ), refused.value
 
 
 def test_an_oversized_listing_is_refused_after_reading_its_limit(tmp_path, bucket, s3_server):
@@ -205,14 +298,20 @@ def test_the_sync_leaves_out_what_a_reader_would_refuse(tmp_path, bucket, s3_ser
     sync = CheckpointSync(root, Location(name, "team/demo-1", s3_server), 60, notes)
     assert sync.sync() is True
     sync.sync()
-    assert notes.warnings == ["checkpoints: not synced, a run could not resume from it: checkpoint.name 'odd\"name' holds a control character, a line break, a quote or a backslash"]
+    assert notes.warnings == [
+        "checkpoints: not synced, a run could not resume from it: checkpoint.name 'odd\"name' holds a control"
+        " character, a line break, a quote or a backslash"
+    ]
     back = restore(s3_server, name, tmp_path / "resume")
     assert sorted(p.name for p in back.iterdir()) == ["checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index"]
 
 
 def test_the_sync_keeps_its_listing_within_what_a_reader_accepts(monkeypatch):
     monkeypatch.setattr(checkpoints, "MAX_BYTES", 4096)
-    entries = [{"name": f"ckpt-{n}", "kind": "tensorflow", "time": n, "files": {f"ckpt-{n}.index": {"size": 1, "sha256": SHA}}} for n in range(100)]
+    entries = [
+        {"name": f"ckpt-{n}", "kind": "tensorflow", "time": n, "files": {f"ckpt-{n}.index": {"size": 1, "sha256": SHA}}}
+        for n in range(100)
+    ]
     kept, body = checkpoints._fitting(entries)
     assert len(body) <= 4096 and kept == entries[-len(kept) :] and len(kept) >= 10
     assert [c.name for c in parse_listing(body, WHERE)] == [e["name"] for e in kept]

@@ -8,13 +8,13 @@ import sys
 from types import SimpleNamespace
 
 import pytest
+from fake_nvml import fake_nvml
 
 from runner.manifest.cost import CostSpec
 from runner.plan.model import LaunchPlan, Role, TaskSpec
 from runner.settings import LoggerSettings
 from runner.telemetry.logger import Logger
 from runner.training.metering import metering
-from fake_nvml import fake_nvml
 
 
 def task(role: Role, rank: int) -> TaskSpec:
@@ -42,11 +42,17 @@ def context(use_gpu: bool, cost=None, target=None, tasks=None, where="docker"):
     plan = LaunchPlan("tfconfig", where, tuple(tasks or [task(Role.MAIN, 0)]))
     stream = io.StringIO()
     ctx = SimpleNamespace(
-        manifest=manifest, target=target or Target(), checked=None, settings=SimpleNamespace(cuda_visible_devices=None),
-        control=SimpleNamespace(cgroup=None, queued=None, running_since=None, allocated_seconds=None), logger=Logger(stream, settings=LoggerSettings()),
+        manifest=manifest,
+        target=target or Target(),
+        checked=None,
+        settings=SimpleNamespace(cuda_visible_devices=None),
+        control=SimpleNamespace(cgroup=None, queued=None, running_since=None, allocated_seconds=None),
+        logger=Logger(stream, settings=LoggerSettings()),
     )
     points = []
-    training = SimpleNamespace(prepared=SimpleNamespace(plan=plan), recorder=SimpleNamespace(record=points.extend), usage=None)
+    training = SimpleNamespace(
+        prepared=SimpleNamespace(plan=plan), recorder=SimpleNamespace(record=points.extend), usage=None
+    )
     return ctx, training, points, stream
 
 
@@ -57,7 +63,9 @@ def test_a_gpu_run_records_its_gpus_as_metrics_and_in_its_usage(monkeypatch):
     with metering(ctx, training) as sampler:
         sampler.done.wait(0.2)  # shorter than FIRST_GPU_SECONDS: one reading as it ends
     usage = training.usage
-    assert usage.processes == 4 and usage.gpu_processes == 2  # workers hold a GPU; chief and ps none (runner.plan.layout.GPU_ROLES)
+    assert (
+        usage.processes == 4 and usage.gpu_processes == 2
+    )  # workers hold a GPU; chief and ps none (runner.plan.layout.GPU_ROLES)
     assert usage.gpu_seconds == pytest.approx(2 * usage.wall_seconds, abs=0.01)
     assert usage.cost == pytest.approx(usage.gpu_seconds, rel=0.01)  # 3600 per GPU-hour: one per GPU-second
     assert [gpu.index for gpu in usage.gpus] == [0, 1] and usage.gpus[0].utilization_mean == 90.0

@@ -16,11 +16,11 @@ from runner.history.rundir import RunPaths
 from runner.history.store import Store
 from runner.manifest import load_manifest
 from runner.manifest.retry import RetrySpec
-from runner.training import retry
-from runner.training.pipeline import RunResult
 from runner.settings import LoggerSettings, Settings
 from runner.targets.base import Outcome, RunControl
 from runner.telemetry.logger import Logger
+from runner.training import retry
+from runner.training.pipeline import RunResult
 
 SPEC = RetrySpec(on=["preempted", "lost"], exit_codes=[75])
 PREEMPTED = retry.Ending(Cause.PREEMPTED)
@@ -36,13 +36,33 @@ FAILED = TrainingFailed.exit_code
 @pytest.mark.parametrize(
     ("ending", "cause"),
     [
-        pytest.param(result(RunStatus.FAILED, FAILED, Outcome(RunStatus.FAILED, 137, "")), PREEMPTED, id="sigkill-by-a-shell"),
+        pytest.param(
+            result(RunStatus.FAILED, FAILED, Outcome(RunStatus.FAILED, 137, "")), PREEMPTED, id="sigkill-by-a-shell"
+        ),
         pytest.param(result(RunStatus.FAILED, FAILED, Outcome(RunStatus.FAILED, -9, "")), PREEMPTED, id="sigkill"),
-        pytest.param(result(RunStatus.FAILED, FAILED, Outcome(RunStatus.FAILED, -15, "")), PREEMPTED, id="sigterm-from-outside"),
-        pytest.param(result(RunStatus.FAILED, FAILED, Outcome(RunStatus.FAILED, None, "", taken=True)), PREEMPTED, id="container-vanished"),
-        pytest.param(result(RunStatus.FAILED, HostError.exit_code, Outcome(RunStatus.FAILED, None, "")), PREEMPTED, id="host-lost"),
-        pytest.param(result(RunStatus.CANCELED, TrainingCanceled.exit_code, None, signal.SIGTERM), PREEMPTED, id="tftrain-sigterm"),
-        pytest.param(result(RunStatus.FAILED, FAILED, Outcome(RunStatus.FAILED, 75, "")), retry.Ending(Cause.EXIT_CODE, 75), id="listed-code"),
+        pytest.param(
+            result(RunStatus.FAILED, FAILED, Outcome(RunStatus.FAILED, -15, "")), PREEMPTED, id="sigterm-from-outside"
+        ),
+        pytest.param(
+            result(RunStatus.FAILED, FAILED, Outcome(RunStatus.FAILED, None, "", taken=True)),
+            PREEMPTED,
+            id="container-vanished",
+        ),
+        pytest.param(
+            result(RunStatus.FAILED, HostError.exit_code, Outcome(RunStatus.FAILED, None, "")),
+            PREEMPTED,
+            id="host-lost",
+        ),
+        pytest.param(
+            result(RunStatus.CANCELED, TrainingCanceled.exit_code, None, signal.SIGTERM),
+            PREEMPTED,
+            id="tftrain-sigterm",
+        ),
+        pytest.param(
+            result(RunStatus.FAILED, FAILED, Outcome(RunStatus.FAILED, 75, "")),
+            retry.Ending(Cause.EXIT_CODE, 75),
+            id="listed-code",
+        ),
         pytest.param(result(RunStatus.FAILED, FAILED, Outcome(RunStatus.FAILED, 1, "")), None, id="script-error"),
         pytest.param(result(RunStatus.CANCELED, TrainingCanceled.exit_code, None, signal.SIGINT), None, id="ctrl-c"),
         pytest.param(result(RunStatus.TIMED_OUT, 13, Outcome(RunStatus.TIMED_OUT, None, "")), None, id="time-limit"),
@@ -110,12 +130,23 @@ def test_a_preempted_attempt_is_followed_by_one_that_resumes_from_its_checkpoint
     ended = retry.run_with_retry(loaded, logger, Settings(), home)
     assert ended.status == RunStatus.COMPLETED and ended.run_id == "demo-3"
     first, second, third = attempts(home)
-    assert first == {"number": 1, "max_attempts": 3, "previous": None, "resumed_from": None, "ended": "preempted", "next": "demo-2"}
+    assert first == {
+        "number": 1,
+        "max_attempts": 3,
+        "previous": None,
+        "resumed_from": None,
+        "ended": "preempted",
+        "next": "demo-2",
+    }
     assert second["previous"] == "demo-1" and second["resumed_from"].endswith("runs/demo-1/workdir/outputs/checkpoints")
     assert (second["ended"], second["next"], third["number"], third["ended"]) == ("preempted", "demo-3", 3, None)
     assert fake.resumed == [None, second["resumed_from"], third["resumed_from"]]
     table = summary.read_text()
-    assert "### Attempts" in table and "| 1 | demo-1 | Failed | preempted |" in table and "| 3 | demo-3 | Completed |" in table
+    assert (
+        "### Attempts" in table
+        and "| 1 | demo-1 | Failed | preempted |" in table
+        and "| 3 | demo-3 | Completed |" in table
+    )
 
 
 def test_the_last_attempt_ends_the_chain(project, tmp_path, monkeypatch):
@@ -158,25 +189,40 @@ def test_tftrain_stopped_by_sigterm_leaves_the_next_attempt_to_the_next_tftrain_
     class Stopped(FakeRuns):
         def __call__(self, *args, **kwargs) -> RunResult:
             ended = super().__call__(*args, **kwargs)
-            return RunResult(*[getattr(ended, name) for name in ("run_id", "status", "exit_code", "message", "run_dir", "model", "metrics", "ended")], signal.SIGTERM)
+            return RunResult(
+                *[
+                    getattr(ended, name)
+                    for name in ("run_id", "status", "exit_code", "message", "run_dir", "model", "metrics", "ended")
+                ],
+                signal.SIGTERM,
+            )
 
     monkeypatch.setattr(retry, "run_manifest", Stopped(home, [stopped]))
     first = retry.run_with_retry(loaded, Logger(stream=io.StringIO()), Settings(), home)
     assert first.status == RunStatus.CANCELED  # its machine is going away: no attempt starts here
-    assert attempts(home) == [{"number": 1, "max_attempts": 3, "previous": None, "resumed_from": None, "ended": "preempted", "next": None}]
+    assert attempts(home) == [
+        {"number": 1, "max_attempts": 3, "previous": None, "resumed_from": None, "ended": "preempted", "next": None}
+    ]
 
     fake = FakeRuns(home, [Outcome(RunStatus.COMPLETED, 0, None)])
     monkeypatch.setattr(retry, "run_manifest", fake)
     stream = io.StringIO()
     run_said(loaded, stream, home)
     assert "run demo-1 was preempted: this is attempt 2 of 3, resuming from" in stream.getvalue()
-    assert [(a["number"], a["previous"], a["next"]) for a in attempts(home)] == [(1, None, "demo-2"), (2, "demo-1", None)]
+    assert [(a["number"], a["previous"], a["next"]) for a in attempts(home)] == [
+        (1, None, "demo-2"),
+        (2, "demo-1", None),
+    ]
 
 
 def test_a_user_cancel_is_not_continued(project, tmp_path, monkeypatch):
     home = tmp_path / "home"
     loaded = load_manifest(project(manifest="retry: {}\n"))
-    monkeypatch.setattr(retry, "run_manifest", FakeRuns(home, [Outcome(RunStatus.CANCELED, None, "canceled"), Outcome(RunStatus.COMPLETED, 0, None)]))
+    monkeypatch.setattr(
+        retry,
+        "run_manifest",
+        FakeRuns(home, [Outcome(RunStatus.CANCELED, None, "canceled"), Outcome(RunStatus.COMPLETED, 0, None)]),
+    )
     retry.run_with_retry(loaded, Logger(stream=io.StringIO()), Settings(), home)
     retry.run_with_retry(loaded, Logger(stream=io.StringIO()), Settings(), home)
     assert [(a["number"], a["previous"], a["ended"]) for a in attempts(home)] == [(1, None, None), (1, None, None)]
@@ -197,11 +243,15 @@ def lost_run(home: Path, loaded, checkpoint_dir: str | None) -> RunPaths:
 
 
 def synced_manifest(bucket: str, endpoint: str) -> str:
-    return f"retry: {{}}\ncheckpoints: {{dir: outputs/ckpt, sync_to: 's3://{bucket}/team', endpoint_url: '{endpoint}'}}\n"
+    return (
+        f"retry: {{}}\ncheckpoints: {{dir: outputs/ckpt, sync_to: 's3://{bucket}/team', endpoint_url: '{endpoint}'}}\n"
+    )
 
 
 @pytest.mark.parametrize("local", [True, False], ids=["local-checkpoint", "none"])
-def test_a_retry_whose_previous_attempt_synced_nothing_falls_back(project, tmp_path, monkeypatch, s3_server, aws_env, local):
+def test_a_retry_whose_previous_attempt_synced_nothing_falls_back(
+    project, tmp_path, monkeypatch, s3_server, aws_env, local
+):
     import boto3
 
     boto3.client("s3", endpoint_url=s3_server).create_bucket(Bucket=f"nothing-synced-{local}".lower())
@@ -215,10 +265,16 @@ def test_a_retry_whose_previous_attempt_synced_nothing_falls_back(project, tmp_p
     said = " ".join(stream.getvalue().split())
     where = f"s3://nothing-synced-{local}/team".lower()
     if local:
-        assert f"run demo-1 synced no complete checkpoint to {where}: attempt 2 resumes from its local checkpoint directory {paths.workdir / 'outputs/ckpt'}" in said
+        assert (
+            f"run demo-1 synced no complete checkpoint to {where}: attempt 2 resumes from its local checkpoint"
+            f" directory {paths.workdir / 'outputs/ckpt'}" in said
+        )
         assert fake.resumed == [str(paths.workdir / "outputs/ckpt")]
     else:
-        assert f"run demo-1 synced no complete checkpoint to {where}: attempt 2 starts from scratch (no local checkpoint either)" in said
+        assert (
+            f"run demo-1 synced no complete checkpoint to {where}: attempt 2 starts from scratch (no local checkpoint"
+            " either)" in said
+        )
         assert fake.resumed == [None]
 
 
@@ -227,7 +283,11 @@ def test_a_retry_resumes_from_what_the_previous_attempt_synced(project, tmp_path
 
     s3 = boto3.client("s3", endpoint_url=s3_server)
     s3.create_bucket(Bucket="some-synced")
-    s3.put_object(Bucket="some-synced", Key="team/demo-1/tftrain-checkpoints.json", Body=json.dumps({"checkpoints": [{"name": "ckpt-1"}]}))
+    s3.put_object(
+        Bucket="some-synced",
+        Key="team/demo-1/tftrain-checkpoints.json",
+        Body=json.dumps({"checkpoints": [{"name": "ckpt-1"}]}),
+    )
     home = tmp_path / "home"
     loaded = load_manifest(project(manifest=synced_manifest("some-synced", s3_server)))
     lost_run(home, loaded, "outputs/ckpt")

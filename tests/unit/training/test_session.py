@@ -61,7 +61,6 @@ def test_other_phases_are_written_as_they_begin():
         assert store.phases == [(RunStatus.PREPARING, store.phases[0][1])] and store.phases[0][1] is not None
 
 
-
 def test_a_plan_in_a_schedulers_queue_is_queued_until_it_starts_then_running_from_then():
     """Slurm's PENDING: the target tells control.queued why (as often as that changes), then starts."""
     store, control = Store(), RunControl("TFTRAIN_RUN_ID=demo-1", 1.0)

@@ -8,8 +8,18 @@ def tree(root):
 
 
 def make_source(root):
-    for rel in ("train.py", "lib/util.py", "data/big.bin", "outputs/old.txt", "logs/old.log", "__pycache__/x.pyc",
-                ".git/HEAD", "venv/pyvenv.cfg", "venv/lib/x.py", "notes.tmp"):
+    for rel in (
+        "train.py",
+        "lib/util.py",
+        "data/big.bin",
+        "outputs/old.txt",
+        "logs/old.log",
+        "__pycache__/x.pyc",
+        ".git/HEAD",
+        "venv/pyvenv.cfg",
+        "venv/lib/x.py",
+        "notes.tmp",
+    ):
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(rel)
@@ -29,7 +39,15 @@ def test_tftrainignore_wins_over_amlignore_and_gitignore(tmp_path):
     (source / ".amlignore").write_text("notes.tmp\n")
     (source / ".tftrainignore").write_text("data/\n*.tmp\n")
     take_snapshot(source, tmp_path / "snap")
-    assert tree(tmp_path / "snap") == [".amlignore", ".gitignore", ".tftrainignore", "lib/util.py", "logs/old.log", "outputs/old.txt", "train.py"]
+    assert tree(tmp_path / "snap") == [
+        ".amlignore",
+        ".gitignore",
+        ".tftrainignore",
+        "lib/util.py",
+        "logs/old.log",
+        "outputs/old.txt",
+        "train.py",
+    ]
 
 
 def test_amlignore_then_gitignore(tmp_path):

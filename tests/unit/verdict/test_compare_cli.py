@@ -8,9 +8,9 @@ import os
 
 import pytest
 import scipy.special  # noqa: F401  at collection: numpy.testing, which it imports, runs lscpu (a process) once
+from verdicts import finished_run, scores
 
 from runner.errors import EvidenceError, NotFoundError, Regression, UsageError
-from verdicts import finished_run, scores
 
 
 def one_error(result, code: int, words: str) -> None:
@@ -30,7 +30,11 @@ def test_a_better_candidate_prints_the_verdict_and_its_few_lines(pair, cli):
     result = cli("compare", "demo-2", "demo@v1")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("correct 0.97") and "(3 seeds) vs demo@v1 0.89" in lines[0] and lines[0].endswith("→ better")
+    assert (
+        lines[0].startswith("correct 0.97")
+        and "(3 seeds) vs demo@v1 0.89" in lines[0]
+        and lines[0].endswith("→ better")
+    )
     assert lines[1].startswith("  candidate demo-2: correct 0.97") and "sd over 3 seeds" in lines[1]
     assert lines[2].startswith("  baseline  demo@v1: correct 0.89")
     assert lines[3].startswith("  Δ +") and "95 % CI [" in lines[3] and "over 2000 examples" in lines[3]
@@ -41,19 +45,41 @@ def test_json_and_the_regression_exit(pair, cli):
     result = cli("compare", "demo-2", "demo-1", "--json", "--margin", "0.01", "--confidence", "0.9")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
-    assert {"verdict", "metric", "goal", "delta", "ci", "confidence", "margin", "p_better", "seeds", "examples", "method"} <= set(data)
-    assert (data["verdict"], data["metric"], data["goal"], data["confidence"], data["margin"]) == ("better", "correct", "maximize", 0.9, 0.01)
+    assert {
+        "verdict",
+        "metric",
+        "goal",
+        "delta",
+        "ci",
+        "confidence",
+        "margin",
+        "p_better",
+        "seeds",
+        "examples",
+        "method",
+    } <= set(data)
+    assert (data["verdict"], data["metric"], data["goal"], data["confidence"], data["margin"]) == (
+        "better",
+        "correct",
+        "maximize",
+        0.9,
+        0.01,
+    )
     assert data["seeds"] == {"candidate": 3, "baseline": 3} and data["examples"] == 2000 and data["ci"][0] > 0.05
     assert data["point"] == {"metric": "accuracy", "candidate": 0.97, "baseline": 0.90}
 
     assert cli("compare", "demo-1", "demo-2").returncode == 0  # worse, but not asked to fail
     result = cli("compare", "demo-1", "demo-2", "--fail-on-regression")
     assert result.returncode == Regression.exit_code == 15
-    assert "→ worse" in result.stdout and "demo-1 is worse than demo-2 on correct (--fail-on-regression)" in result.stderr
+    assert (
+        "→ worse" in result.stdout and "demo-1 is worse than demo-2 on correct (--fail-on-regression)" in result.stderr
+    )
 
 
 def test_the_margin_and_confidence_default_to_the_candidate_runs_evaluation_section(home, cli):
-    section = {"evaluation": {"per_example": "outputs/eval.jsonl", "metric": "correct", "margin": 0.2, "confidence": 0.8}}
+    section = {
+        "evaluation": {"per_example": "outputs/eval.jsonl", "metric": "correct", "margin": 0.2, "confidence": 0.8}
+    }
     finished_run(home, seeds=scores(0.90, 500, 3, 1))
     finished_run(home, manifest=section, seeds=scores(0.91, 500, 3, 2))
     data = json.loads(cli("compare", "demo-2", "demo-1", "--json").stdout)
@@ -65,40 +91,63 @@ def test_a_baseline_without_evidence_and_no_script_is_inconclusive_with_the_poin
     finished_run(home, seeds=scores(0.97, 200, 2, 2), primary=0.97)
     result = cli("compare", "demo-2", "demo@v1")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == ("correct vs demo@v1: inconclusive (demo@v1 kept no per-example evidence; no evaluation.script to score "
-                                     "it on this run's set); point values accuracy 0.97 vs 0.95 (+0.02, one draw each)")
+    assert (
+        result.stdout.strip()
+        == "correct vs demo@v1: inconclusive (demo@v1 kept no per-example evidence; no evaluation.script to score "
+        "it on this run's set); point values accuracy 0.97 vs 0.95 (+0.02, one draw each)"
+    )
     data = json.loads(cli("compare", "demo-2", "demo@v1", "--json", "--fail-on-regression").stdout)
     assert data["verdict"] == "inconclusive" and data["delta"] is None and "no evaluation.script" in data["reason"]
 
 
-@pytest.mark.parametrize("args, code, words", [
-    (("nosuch", "demo-1"), NotFoundError.exit_code, "'nosuch' is not a run here"),
-    (("demo-2", "demo@v7"), NotFoundError.exit_code, "demo@v7"),
-    (("demo-3", "demo-1"), EvidenceError.exit_code, "the candidate demo-3 kept no per-example evidence"),
-    (("demo-2", "demo-1", "--margin", "-0.1"), UsageError.exit_code, "--margin -0.1: must be a finite number, not negative"),
-    (("demo-2", "demo-1", "--margin", "nan"), UsageError.exit_code, "--margin nan"),
-    (("demo-2", "demo-1", "--margin", "1"), EvidenceError.exit_code, "evaluation.margin 1 is not below the metric's range (1)"),
-    (("demo-2", "demo-1", "--confidence", "1"), UsageError.exit_code, "--confidence 1: must be at least 0.5 and below 1"),
-])
+@pytest.mark.parametrize(
+    "args, code, words",
+    [
+        (("nosuch", "demo-1"), NotFoundError.exit_code, "'nosuch' is not a run here"),
+        (("demo-2", "demo@v7"), NotFoundError.exit_code, "demo@v7"),
+        (("demo-3", "demo-1"), EvidenceError.exit_code, "the candidate demo-3 kept no per-example evidence"),
+        (
+            ("demo-2", "demo-1", "--margin", "-0.1"),
+            UsageError.exit_code,
+            "--margin -0.1: must be a finite number, not negative",
+        ),
+        (("demo-2", "demo-1", "--margin", "nan"), UsageError.exit_code, "--margin nan"),
+        (
+            ("demo-2", "demo-1", "--margin", "1"),
+            EvidenceError.exit_code,
+            "evaluation.margin 1 is not below the metric's range (1)",
+        ),
+        (
+            ("demo-2", "demo-1", "--confidence", "1"),
+            UsageError.exit_code,
+            "--confidence 1: must be at least 0.5 and below 1",
+        ),
+    ],
+)
 def test_bad_input_is_one_line_and_its_exit_code(pair, cli, args, code, words):
     finished_run(pair)  # demo-3: no evidence
     one_error(cli("compare", *args), code, words)
 
 
-@pytest.mark.parametrize("damage, words", [
-    ("nan", "demo-2: evaluation/seed-0.jsonl:2: not a JSON object (NaN is not a number JSON allows)"),
-    ("duplicate", "demo-2: evaluation/seed-0.jsonl: id 'x0' appears twice (row 2 repeats it)"),
-    ("link", "a link (evidence is read only from a regular file)"),
-    ("fifo", "not a regular file"),
-    ("summary", "evaluation.json: cannot be read"),
-    ("seed name", "seeds[0].file is not seed-N.jsonl"),
-])
+@pytest.mark.parametrize(
+    "damage, words",
+    [
+        ("nan", "demo-2: evaluation/seed-0.jsonl:2: not a JSON object (NaN is not a number JSON allows)"),
+        ("duplicate", "demo-2: evaluation/seed-0.jsonl: id 'x0' appears twice (row 2 repeats it)"),
+        ("link", "a link (evidence is read only from a regular file)"),
+        ("fifo", "not a regular file"),
+        ("summary", "evaluation.json: cannot be read"),
+        ("seed name", "seeds[0].file is not seed-N.jsonl"),
+    ],
+)
 def test_damaged_evidence_is_one_line_and_exit_32(pair, cli, tmp_path, damage, words):
     kept = pair / "runs" / "demo-2" / "evaluation"
     seed = kept / "seed-0.jsonl"
     lines = seed.read_text().splitlines()
     if damage == "nan":
-        seed.write_text("\n".join([lines[0], lines[1].replace(": 1.0", ": NaN").replace(": 0.0", ": NaN"), *lines[2:]]) + "\n")
+        seed.write_text(
+            "\n".join([lines[0], lines[1].replace(": 1.0", ": NaN").replace(": 0.0", ": NaN"), *lines[2:]]) + "\n"
+        )
     elif damage == "duplicate":
         seed.write_text("\n".join([lines[0], lines[0], *lines[2:]]) + "\n")
     elif damage == "link":
@@ -120,11 +169,18 @@ def test_damaged_evidence_is_one_line_and_exit_32(pair, cli, tmp_path, damage, w
 def test_the_manifest_given_with_f_sets_the_rules(pair, cli, tmp_path):
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "train.py").write_text("")
-    (tmp_path / "tftrain.yml").write_text("name: demo\nsource_directory: src\nentry_script: train.py\n"
-                                          "evaluation: {per_example: outputs/eval.jsonl, metric: correct, margin: 0.3}\n")
+    (tmp_path / "tftrain.yml").write_text(
+        "name: demo\nsource_directory: src\nentry_script: train.py\n"
+        "evaluation: {per_example: outputs/eval.jsonl, metric: correct, margin: 0.3}\n"
+    )
     data = json.loads(cli("compare", "demo-2", "demo@v1", "--json", "-f", str(tmp_path / "tftrain.yml")).stdout)
     assert data["margin"] == 0.3
-    (tmp_path / "tftrain.yml").write_text("name: demo\nsource_directory: src\nentry_script: train.py\n"
-                                          "evaluation: {per_example: outputs/eval.jsonl, metric: loss}\n")
-    one_error(cli("compare", "demo-2", "demo@v1", "-f", str(tmp_path / "tftrain.yml")), EvidenceError.exit_code,
-              "demo-2's evidence scores 'correct', not 'loss' (evaluation.metric)")
+    (tmp_path / "tftrain.yml").write_text(
+        "name: demo\nsource_directory: src\nentry_script: train.py\n"
+        "evaluation: {per_example: outputs/eval.jsonl, metric: loss}\n"
+    )
+    one_error(
+        cli("compare", "demo-2", "demo@v1", "-f", str(tmp_path / "tftrain.yml")),
+        EvidenceError.exit_code,
+        "demo-2's evidence scores 'correct', not 'loss' (evaluation.metric)",
+    )

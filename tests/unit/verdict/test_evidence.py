@@ -40,7 +40,7 @@ def test_the_three_formats_read_alike(tmp_path):
         (b"", "empty"),
         (b"   \n\n", "empty"),
         (b'{"id": "a", "correct": 1}\nnot json\n', "eval.jsonl:2: not a JSON object"),
-        (b'[1, 2]\n', "eval.jsonl:1: not a JSON object with an id"),
+        (b"[1, 2]\n", "eval.jsonl:1: not a JSON object with an id"),
         (b'{"correct": 1}\n', "eval.jsonl:1: no id"),
         (b'{"id": "a"}\n', "eval.jsonl:1: no correct (evaluation.metric)"),
         (b'{"id": "a", "correct": "yes"}\n', "eval.jsonl:1: correct is not a number ('yes')"),
@@ -50,7 +50,10 @@ def test_the_three_formats_read_alike(tmp_path):
         (b'{"id": "a", "correct": 1}\n{"id": "a", "correct": 0}\n', "id 'a' appears twice (row 2 repeats it)"),
         (b'{"id": {"x": 1}, "correct": 1}\n', "eval.jsonl:1: id is not a string or an integer"),
         (b'{"id": "a\\u0000b", "correct": 1}\n', "eval.jsonl:1: id is not a printable string"),
-        (b'{"id": "a", "correct": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n", "eval.jsonl:1: not a JSON object (nested too deeply)"),
+        (
+            b'{"id": "a", "correct": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n",
+            "eval.jsonl:1: not a JSON object (nested too deeply)",
+        ),
         (b'{"id": "a", "correct": ' + b"9" * 5000 + b"}\n", "eval.jsonl:1: not a JSON object (Exceeds the limit"),
     ],
 )
@@ -115,7 +118,12 @@ def test_links_fifos_missing_and_large_files_are_refused(tmp_path, monkeypatch):
     real = jsonl(tmp_path, [{"id": "a", "correct": 1}], "real.jsonl")
     (tmp_path / "link.jsonl").symlink_to(real)
     os.mkfifo(tmp_path / "fifo.jsonl")
-    for name, message in (("link.jsonl", "a link"), ("fifo.jsonl", "not a regular file"), ("gone.jsonl", "not found"), ("x.txt", "not .jsonl, .csv, .npz")):
+    for name, message in (
+        ("link.jsonl", "a link"),
+        ("fifo.jsonl", "not a regular file"),
+        ("gone.jsonl", "not found"),
+        ("x.txt", "not .jsonl, .csv, .npz"),
+    ):
         with pytest.raises(EvidenceError, match=message):
             read_evidence(tmp_path / name, "correct")
     monkeypatch.setattr(module, "MAX_BYTES", 10)

@@ -7,10 +7,10 @@ import pytest
 import scipy.special  # noqa: F401  at collection: numpy.testing, which it imports, runs lscpu (a process) once
 
 from runner.errors import EvidenceError
+from runner.telemetry.evaluation_report import evaluation_markdown, strip_plot
 from runner.verdict.evidence import Evidence
 from runner.verdict.judge import Point, judge
 from runner.verdict.layout import EvidenceSet
-from runner.telemetry.evaluation_report import evaluation_markdown, strip_plot
 from runner.verdict.stats import Goal, Verdict
 
 
@@ -30,17 +30,46 @@ def test_a_clearly_worse_candidate_is_worse_and_reads_so():
     judgement = judge(side("run-7", BAD), side("demo@v3", GOOD), "demo@v3", 0.005, 0.95)
     assert judgement.verdict is Verdict.WORSE
     data = judgement.as_json()
-    for key in ("verdict", "metric", "goal", "delta", "ci", "confidence", "margin", "p_better", "seeds", "examples", "method"):
+    for key in (
+        "verdict",
+        "metric",
+        "goal",
+        "delta",
+        "ci",
+        "confidence",
+        "margin",
+        "p_better",
+        "seeds",
+        "examples",
+        "method",
+    ):
         assert key in data
     assert data["seeds"] == {"candidate": 3, "baseline": 3} and data["examples"] == 5000 and data["ci"][1] < -0.005
-    assert judgement.line().startswith("correct 0.84") and "vs demo@v3 0.95" in judgement.line() and "→ worse at ±0.5 pp" in judgement.line()
+    assert (
+        judgement.line().startswith("correct 0.84")
+        and "vs demo@v3 0.95" in judgement.line()
+        and "→ worse at ±0.5 pp" in judgement.line()
+    )
 
 
 def test_without_evidence_the_verdict_is_inconclusive_with_the_point_values():
-    judgement = judge(side("run-7", GOOD), None, "release demo-v1", 0.0, 0.95, "demo-v1 kept no per-example evidence", Point("accuracy", 0.95, 0.94))
+    judgement = judge(
+        side("run-7", GOOD),
+        None,
+        "release demo-v1",
+        0.0,
+        0.95,
+        "demo-v1 kept no per-example evidence",
+        Point("accuracy", 0.95, 0.94),
+    )
     assert judgement.verdict is Verdict.INCONCLUSIVE and judgement.comparison is None
-    assert judgement.as_json()["reason"] == "demo-v1 kept no per-example evidence" and judgement.as_json()["delta"] is None
-    assert "inconclusive (demo-v1 kept no per-example evidence); point values accuracy 0.95 vs 0.94 (+0.01, one draw each)" in judgement.line()
+    assert (
+        judgement.as_json()["reason"] == "demo-v1 kept no per-example evidence" and judgement.as_json()["delta"] is None
+    )
+    assert (
+        "inconclusive (demo-v1 kept no per-example evidence); point values accuracy 0.95 vs 0.94 (+0.01, one draw each)"
+        in judgement.line()
+    )
 
 
 def test_disjoint_sets_goals_or_data_are_inconclusive_with_the_reason():
@@ -48,12 +77,18 @@ def test_disjoint_sets_goals_or_data_are_inconclusive_with_the_reason():
     assert "share no example id" in judge(side("a", GOOD), side("b", GOOD, other_ids), "b", 0, 0.95).reason
     assert "to minimize correct" in judge(side("a", GOOD), side("b", GOOD, goal=Goal.MINIMIZE), "b", 0, 0.95).reason
     assert "evaluation data differ" in judge(side("a", GOOD, data="1"), side("b", GOOD, data="2"), "b", 0, 0.95).reason
-    assert judge(side("a", GOOD, data="1"), side("b", GOOD), "b", 0, 0.95).comparison is not None  # a baseline without a data hash: ids decide
+    assert (
+        judge(side("a", GOOD, data="1"), side("b", GOOD), "b", 0, 0.95).comparison is not None
+    )  # a baseline without a data hash: ids decide
 
 
 def test_partly_overlapping_sets_are_compared_on_the_common_examples():
-    judgement = judge(side("a", GOOD[:, :4000]), side("b", GOOD[:, 1000:], [f"e{i}" for i in range(1000, 5000)]), "b", 0, 0.95)
-    assert judgement.comparison.examples == 3000 and judgement.left_out == 2000 and judgement.as_json()["left_out"] == 2000
+    judgement = judge(
+        side("a", GOOD[:, :4000]), side("b", GOOD[:, 1000:], [f"e{i}" for i in range(1000, 5000)]), "b", 0, 0.95
+    )
+    assert (
+        judgement.comparison.examples == 3000 and judgement.left_out == 2000 and judgement.as_json()["left_out"] == 2000
+    )
 
 
 @pytest.mark.parametrize("margin", [1.0, 5.0])
@@ -67,9 +102,16 @@ def test_a_margin_outside_the_metrics_range_is_refused(margin):
 
 def test_the_markdown_has_the_line_the_rows_and_a_plot_of_both_models_seeds():
     judgement = judge(side("run-7", BAD), side("demo@v3", GOOD), "demo@v3", 0.005, 0.95)
-    block = {"metric": "correct", "goal": "maximize", "binary": True, "asked": 4, "examples": 5000,
-             "seeds": [{"seed": n, "mean": float(m)} for n, m in enumerate(BAD.mean(axis=1))],
-             "failed": [{"seed": 3, "run_id": "run-10", "status": "Failed"}], "verdict": judgement.as_json()}
+    block = {
+        "metric": "correct",
+        "goal": "maximize",
+        "binary": True,
+        "asked": 4,
+        "examples": 5000,
+        "seeds": [{"seed": n, "mean": float(m)} for n, m in enumerate(BAD.mean(axis=1))],
+        "failed": [{"seed": 3, "run_id": "run-10", "status": "Failed"}],
+        "verdict": judgement.as_json(),
+    }
     text = evaluation_markdown(block)
     assert f"**{judgement.line()}**" in text and "| this run | 3 | 84." in text and "| demo@v3 | 3 | 95." in text
     assert "3 of 4 seeds gave evidence: seed 3 (run-10): Failed" in text and "```" in text

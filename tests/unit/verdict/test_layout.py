@@ -11,9 +11,10 @@ import scipy.special  # noqa: F401  at collection: numpy.testing, which it impor
 
 from runner.errors import EvidenceError
 from runner.manifest.evaluation import EvaluationSpec
+from runner.serving.layout import evaluation_asset as release_asset
+from runner.serving.layout import evaluation_relative as relative_of_asset
 from runner.verdict.evidence import Evidence
 from runner.verdict.keeping import data_fingerprint, keep_evidence, version_extras
-from runner.serving.layout import evaluation_asset as release_asset, evaluation_relative as relative_of_asset
 from runner.verdict.layout import read_set, summary_of
 
 
@@ -43,12 +44,20 @@ def test_kept_evidence_round_trips_and_lists_the_seeds_left_out(tmp_path):
     run_dir = tmp_path / "run"
     summary = keep_evidence(SPEC, run_dir, seeds, warnings.append)
     assert [entry["seed"] for entry in summary["seeds"]] == [0, 1] and summary["asked"] == 4 and summary["binary"]
-    assert [entry["seed"] for entry in summary["failed"]] == [2, 3] and "not a number JSON allows" in summary["failed"][1]["evidence"]
-    assert len(warnings) == 1 and "seed 3: outputs/eval.jsonl" in warnings[0] and "left out of the verdict" in warnings[0]
+    assert [entry["seed"] for entry in summary["failed"]] == [2, 3] and "not a number JSON allows" in summary["failed"][
+        1
+    ]["evidence"]
+    assert (
+        len(warnings) == 1 and "seed 3: outputs/eval.jsonl" in warnings[0] and "left out of the verdict" in warnings[0]
+    )
     kept = read_set(run_dir, "demo@v2")
     assert kept.metric == "correct" and kept.goal.value == "maximize" and len(kept.seeds) == 2
     assert kept.seeds[1].values.tolist() == [1, 1, 1, 0] and kept.fingerprint == summary["fingerprint"]
-    assert set(version_extras(run_dir, summary)) == {"evaluation/evaluation.json", "evaluation/seed-0.jsonl", "evaluation/seed-1.jsonl"}
+    assert set(version_extras(run_dir, summary)) == {
+        "evaluation/evaluation.json",
+        "evaluation/seed-0.jsonl",
+        "evaluation/seed-1.jsonl",
+    }
     assert read_set(tmp_path / "elsewhere", "x") is None  # a model from before evidence was kept
 
 
@@ -61,9 +70,18 @@ def test_a_set_for_another_metric_is_refused(tmp_path):
 @pytest.mark.parametrize(
     "summary, words",
     [
-        ({"metric": "correct", "goal": "maximize", "seeds": [{"file": "../../etc/passwd"}]}, "seeds[0].file is not seed-N.jsonl"),
-        ({"metric": "correct", "goal": "maximize", "seeds": [{"file": "/tmp/seed-0.jsonl"}]}, "seeds[0].file is not seed-N.jsonl"),
-        ({"metric": "correct", "goal": "sideways", "seeds": [{"file": "seed-0.jsonl"}]}, "goal is not maximize or minimize"),
+        (
+            {"metric": "correct", "goal": "maximize", "seeds": [{"file": "../../etc/passwd"}]},
+            "seeds[0].file is not seed-N.jsonl",
+        ),
+        (
+            {"metric": "correct", "goal": "maximize", "seeds": [{"file": "/tmp/seed-0.jsonl"}]},
+            "seeds[0].file is not seed-N.jsonl",
+        ),
+        (
+            {"metric": "correct", "goal": "sideways", "seeds": [{"file": "seed-0.jsonl"}]},
+            "goal is not maximize or minimize",
+        ),
         ({"metric": "correct", "goal": "maximize", "seeds": []}, "no seeds"),
         ({"metric": "correct", "goal": "maximize", "seeds": [{"file": "seed-0.jsonl"}] * 101}, "over the 100"),
         ({"goal": "maximize", "seeds": [{"file": "seed-0.jsonl"}]}, "no metric"),
@@ -112,4 +130,7 @@ def test_evidence_is_written_normalised(tmp_path):
     from runner.verdict.layout import write_seed
 
     write_seed(tmp_path / "seed-0.jsonl", Evidence("x", "loss", ("a", "b"), np.array([0.5, 2.0])))
-    assert [json.loads(line) for line in (tmp_path / "seed-0.jsonl").read_text().splitlines()] == [{"id": "a", "loss": 0.5}, {"id": "b", "loss": 2.0}]
+    assert [json.loads(line) for line in (tmp_path / "seed-0.jsonl").read_text().splitlines()] == [
+        {"id": "a", "loss": 0.5},
+        {"id": "b", "loss": 2.0},
+    ]

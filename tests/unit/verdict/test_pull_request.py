@@ -7,7 +7,11 @@ import scipy.special  # noqa: F401  at collection: numpy.testing, which it impor
 from runner.settings import resolve
 from runner.verdict.pull_request import rules_of
 
-RECORD = {"manifest": {"evaluation": {"per_example": "outputs/eval.jsonl", "metric": "correct", "margin": 0.002, "confidence": 0.9}}}
+RECORD = {
+    "manifest": {
+        "evaluation": {"per_example": "outputs/eval.jsonl", "metric": "correct", "margin": 0.002, "confidence": 0.9}
+    }
+}
 
 
 def test_the_manifests_rules_hold_unless_the_action_gives_its_own():

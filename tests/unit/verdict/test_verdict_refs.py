@@ -8,12 +8,12 @@ import sys
 
 import pytest
 import scipy.special  # noqa: F401  at collection: numpy.testing, which it imports, runs lscpu (a process) once
-
 from builders import Notes
+from verdicts import finished_run, scores
+
 from runner.errors import NotFoundError, RegistryError
 from runner.verdict.reevaluate import interpreter_of, kept_name, why_reevaluate
 from runner.verdict.refs import side_of
-from verdicts import finished_run, scores
 
 
 def test_a_run_is_its_kept_evidence_its_model_and_its_point_value(home):
@@ -41,16 +41,17 @@ def test_a_versions_evidence_changed_after_registration_is_refused_as_damaged(ho
     finished_run(home, seeds=scores(0.9, 50, 2, 1), register=True)
     seed = home / "models" / "demo" / "v1" / "evaluation" / "seed-0.jsonl"
     seed.write_text(seed.read_text().replace('"correct": 0.0', '"correct": 1.0'))
-    with pytest.raises(RegistryError, match=r"^model demo@v1 is damaged: evaluation/seed-0.jsonl is not what version.json says"):
+    with pytest.raises(
+        RegistryError, match=r"^model demo@v1 is damaged: evaluation/seed-0.jsonl is not what version.json says"
+    ):
         with side_of("demo@v1", home, Notes()):
             pass
 
 
-@pytest.mark.parametrize("ref, words", [
-    ("nosuch-7", "'nosuch-7' is not a run here: use a run id"),
-    ("demo@v9", "demo@v9"),
-    ("ghost@latest", "ghost"),
-])
+@pytest.mark.parametrize(
+    "ref, words",
+    [("nosuch-7", "'nosuch-7' is not a run here: use a run id"), ("demo@v9", "demo@v9"), ("ghost@latest", "ghost")],
+)
 def test_a_reference_that_names_nothing_is_one_line(home, ref, words):
     finished_run(home, seeds=scores(0.9, 20, 1, 1), register=True)
     with pytest.raises(NotFoundError, match=words) as caught:
@@ -84,11 +85,20 @@ def test_a_baseline_is_re_evaluated_when_it_kept_none_or_scored_another_set(home
     }
 
 
-@pytest.mark.parametrize("environment, words", [
-    ({"python": "/venv/bin/python", "image": "tftrain/demo:abc"}, "trained in the image tftrain/demo:abc: re-evaluating a baseline in an image is not supported yet"),
-    ({"python": "/no/such/python", "image": None}, "the run's interpreter '/no/such/python' is not a file on this machine"),
-    ({"python": "python3", "image": None}, "the run's interpreter 'python3' is not a file on this machine"),
-])
+@pytest.mark.parametrize(
+    "environment, words",
+    [
+        (
+            {"python": "/venv/bin/python", "image": "tftrain/demo:abc"},
+            "trained in the image tftrain/demo:abc: re-evaluating a baseline in an image is not supported yet",
+        ),
+        (
+            {"python": "/no/such/python", "image": None},
+            "the run's interpreter '/no/such/python' is not a file on this machine",
+        ),
+        ({"python": "python3", "image": None}, "the run's interpreter 'python3' is not a file on this machine"),
+    ],
+)
 def test_a_run_whose_interpreter_is_not_here_says_why(tmp_path, environment, words):
     (tmp_path / "manifest.lock.yml").write_text(json.dumps({"environment": environment}))
     found = interpreter_of(tmp_path)

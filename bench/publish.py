@@ -134,7 +134,7 @@ def _data_path(model: Path, root: Path, port: int, env: dict) -> float:
     os.environ.update({k: env[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")})
     import boto3
 
-    from runner.history.archive import pack
+    from runner.history.packing import pack
     from runner.storage.s3 import S3Target, upload
 
     endpoint = f"http://127.0.0.1:{port}"

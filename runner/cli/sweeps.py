@@ -7,8 +7,9 @@ import time
 
 from runner.errors import NotFoundError, UsageError
 from runner.paths import tftrain_home
-from runner.sweep.book import SHOWN_KEYS, read_sweep, sweeps_root, trial_row
+from runner.sweep.book import read_sweep, sweeps_root
 from runner.sweep.pareto import best_words, objective_metrics
+from runner.sweep.summary import SHOWN_KEYS, trial_row
 
 
 def add_arguments(parser) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import runner
 from runner.errors import PublishError, SignatureError
-from runner.history.archive import pack
 from runner.history.checksums import Entry, EntryKind, copy_file, format_sums, read_sums, sha256_file, walk
+from runner.history.packing import pack
 from runner.history.rundir import RunPaths
 from runner.history.untrusted import BadRecord, optional_mapping, read_json, read_yaml
 from runner.history.usage import usage_from, usage_of

@@ -1,4 +1,4 @@
-"""tar.gz archives of models and logs: packed streaming, extracted by our own rules.
+"""tar.gz archives of models and logs extracted by our own rules (packing them is packing.py).
 
 Nothing here calls tarfile's extract or extractall (Python 3.11's `data` filter predates the fix
 for CVE-2025-4517): tarfile only parses headers, and every member is checked and written here,
@@ -32,9 +32,7 @@ from __future__ import annotations
 
 import errno
 import gzip
-import hashlib
 import os
-import stat
 import tarfile
 import zlib
 from contextlib import contextmanager
@@ -43,21 +41,9 @@ from pathlib import Path
 from typing import BinaryIO
 
 from runner.errors import DiskFullError, RegistryError
-from runner.history.checksums import (
-    CHUNK,
-    CREATE_FLAGS,
-    DISK_FULL,
-    READ_FLAGS,
-    Entry,
-    EntryKind,
-    Skipped,
-    fresh_dir,
-    kind_of,
-    walk,
-)
+from runner.history.checksums import CHUNK, CREATE_FLAGS, DISK_FULL, EntryKind, Skipped, fresh_dir
 from runner.settings import ArchiveLimits
 
-LARGE = 64 << 20
 MAX_HEADER = 1 << 20  # pax and GNU long-name data; a name is at most PATH_MAX anyway
 MAX_TRAILER = 1 << 20  # after the end-of-archive block: the writer's record padding
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -75,68 +61,6 @@ class Extracted:
     files: int
     bytes: int
     skipped: tuple[Skipped, ...] = ()
-
-
-def pack(source: Path, target: Path, withheld: frozenset[str] = frozenset()) -> str:
-    """A directory's contents (or one file) as target (.tar.gz), file by file, never all in memory.
-    Regular files and directories only, as the registry keeps them: links, FIFOs, devices and
-    sockets are left out, never opened. The same files give the same bytes (no timestamp in the
-    gzip header). Large models (weights, which barely compress) are stored without compression:
-    packing must cost about a copy. Returns the archive's sha256, computed as it is written.
-    `withheld`: files (by relative name) left out, as registration left them out (a secret's value)."""
-    top = kind_of(source)
-    if top is EntryKind.DIRECTORY:
-        entries = [entry for entry in walk(source) if entry.name not in withheld]
-    elif top is EntryKind.FILE:
-        entries = [Entry(source.name, source, top, source.lstat().st_size)]
-    else:
-        raise RegistryError(
-            f"cannot pack {source}: it is {'missing' if top is None else top.described}; "
-            "only a regular file or a directory is packed"
-        )
-    level = 0 if sum(entry.size for entry in entries) >= LARGE else 6
-    digest = hashlib.sha256()
-    with target.open("wb") as file:
-        raw = _HashingWriter(file, digest)
-        with (
-            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=level) as zipped,
-            tarfile.open(
-                fileobj=zipped,
-                mode="w",
-                dereference=True,  # a file with two names is two files, never a hardlink
-            ) as archive,
-        ):
-            for entry in entries:
-                if entry.kind is EntryKind.DIRECTORY:
-                    archive.add(str(entry.path), arcname=entry.name, recursive=False)
-                elif entry.kind is EntryKind.FILE:
-                    _add_file(archive, entry)
-    return digest.hexdigest()
-
-
-def _add_file(archive: tarfile.TarFile, entry: Entry) -> None:
-    try:
-        fd = os.open(entry.path, READ_FLAGS)
-    except OSError:
-        return
-    with open(fd, "rb") as handle:
-        if stat.S_ISREG(os.fstat(fd).st_mode):  # still the regular file the walk saw
-            archive.addfile(archive.gettarinfo(arcname=entry.name, fileobj=handle), handle)
-
-
-class _HashingWriter:
-    """A write-only file that hashes what passes through it."""
-
-    def __init__(self, file, digest) -> None:
-        self.file = file
-        self.digest = digest
-
-    def write(self, data) -> int:
-        self.digest.update(data)
-        return self.file.write(data)
-
-    def flush(self) -> None:
-        self.file.flush()
 
 
 def unpack(

@@ -22,7 +22,6 @@ from runner.history.index import (
     BUSY_SECONDS,
     SCHEMA,
     Index,
-    Owner,
     Rebuilt,
     damaged,
     index_error,
@@ -34,16 +33,17 @@ from runner.history.index import (
     transaction,
 )
 from runner.history.indexfile import LOCK_NAME, SUFFIXES, check_record_dirs, locked, make_home, odd, odd_files, refused
+from runner.history.newrun import discard_run_dir, highest_number, make_run_dir, release_space, reserve_space
+from runner.history.owner import Owner
 from runner.history.record import TERMINAL, Cause, Phase, RunRecord, RunStatus
 from runner.history.regular import kind_of
-from runner.history.rundir import RunPaths, space_error, write_record
+from runner.history.rundir import RunPaths, write_record
 from runner.history.untrusted import load_json
-from runner.shared.refs import RunRef, number_left, run_number, shown
+from runner.shared.refs import RunRef, shown
 
 __all__ = ["TERMINAL", "LostRun", "PhaseRow", "RunRow", "RunStatus", "Store"]
 
 DB_NAME = "tftrain.db"
-RESERVE_BYTES = 512 << 10
 
 
 class RunRow(NamedTuple):
@@ -199,8 +199,8 @@ class Store:
                     "SELECT MAX((SELECT COALESCE(MAX(seq), 0) FROM runs),"
                     " (SELECT COALESCE(MAX(seq), 0) FROM sqlite_sequence WHERE name = 'runs'))"
                 ).fetchone()
-                run_dir = _make_run_dir(runs, name, max(seq, _highest_number(runs)) + 1)
-                _reserve(RunPaths(run_dir).reserve)
+                run_dir = make_run_dir(runs, name, max(seq, highest_number(runs)) + 1)
+                reserve_space(RunPaths(run_dir).reserve)
                 now = time.time()
                 record = RunRecord(
                     run_id=run_dir.name,
@@ -215,7 +215,7 @@ class Store:
                 index_run(db, run_dir, record)
         except BaseException:
             if run_dir is not None:
-                _discard(run_dir)  # it never became a run: nothing ran, nothing was recorded
+                discard_run_dir(run_dir)  # it never became a run: nothing ran, nothing was recorded
             raise
         return run_dir.name
 
@@ -242,7 +242,7 @@ class Store:
     ) -> None:
         """The run's end; the space held for this is given back first, so a full disk can record it.
         `cause`: why it ended from outside its script (a sweep's early termination), as data."""
-        _release(RunPaths(self._run_dir(run_id)).reserve)
+        release_space(RunPaths(self._run_dir(run_id)).reserve)
         self._change(run_id, lambda record: _finish(record, status, exit_code, message, cause))
 
     def _change(self, run_id: str, change: Callable[[RunRecord], RunRecord]) -> None:
@@ -291,7 +291,7 @@ class Store:
                 _finish(record, RunStatus.FAILED, 1, message, cause=Cause.LOST)
                 self._write(run_dir, record)
                 index_run(db, run_dir, record)
-            _release(RunPaths(run_dir).reserve)
+            release_space(RunPaths(run_dir).reserve)
             lost.append(LostRun(run_id, manifest, message))
         return lost
 
@@ -375,64 +375,10 @@ def _owner(run_dir: Path) -> Owner | None:
         return None  # a record written before owners were recorded: nothing to judge by
 
 
-def _make_run_dir(runs: Path, name: str, number: int) -> Path:
-    try:
-        runs.mkdir(exist_ok=True)
-        while True:
-            if not number_left(number):
-                raise HistoryError(f"no run number is left in {runs} after {name}-{number - 1}")
-            try:
-                (runs / f"{name}-{number}").mkdir()  # exclusive: a directory is never reused
-                return runs / f"{name}-{number}"
-            except FileExistsError:
-                number += 1
-    except OSError as exc:
-        error = space_error(exc, runs) or HistoryError(f"cannot create a run directory in {runs} ({exc.strerror})")
-        raise error from None
-
-
-def _discard(run_dir: Path) -> None:
-    for path in (RunPaths(run_dir).reserve, RunPaths(run_dir).record):
-        _release(path)
-    try:
-        run_dir.rmdir()
-    except OSError:
-        pass
-
-
-def _highest_number(runs: Path) -> int:
-    try:
-        names = os.listdir(runs)
-    except FileNotFoundError:
-        return 0
-    return max((run_number(name) or 0 for name in names), default=0)
-
-
 def _json_object(text: str) -> dict:
     value = json.loads(text)
     if not isinstance(value, dict):
         raise ValueError("the manifest must be a JSON object")
     return value
 
-
-def _reserve(path: Path) -> None:
-    """Hold RESERVE_BYTES of real space (not a sparse file) for the run's last writes."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.posix_fallocate(fd, 0, RESERVE_BYTES)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        _release(path)
-        error = space_error(exc, path)
-        if error is not None:
-            raise error from None  # too full to start a run
-        # a filesystem that cannot hold space ahead: the run goes on without a reserve
-
-
-def _release(path: Path) -> None:
-    try:
-        path.unlink(missing_ok=True)
-    except OSError:
-        pass
+    # a filesystem that cannot hold space ahead: the run goes on without a reserve

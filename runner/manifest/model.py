@@ -16,6 +16,7 @@ from pydantic_core import PydanticCustomError
 
 from runner.manifest.checkpoints import CheckpointsSpec
 from runner.manifest.cost import CostSpec
+from runner.manifest.distributed import MpiTraining, MultiWorkerMirroredTraining, ParameterServerTraining
 from runner.manifest.evaluation import EvaluationSpec
 from runner.manifest.fields import (
     MAX_NODES,
@@ -23,7 +24,6 @@ from runner.manifest.fields import (
     MAX_SECONDS,
     MAX_TASKS,
     NAME_PATTERN,
-    QUANTITY_PATTERN,
     SIZE_PATTERN,
     VERSION_PATTERN,
     Model,
@@ -33,9 +33,8 @@ from runner.manifest.fields import (
     goal_of_name,
 )
 from runner.manifest.images import ImageRegistry
-from runner.manifest.replay import ReplaySpec
+from runner.manifest.model_section import ModelSpec
 from runner.manifest.retry import RetrySpec
-from runner.manifest.signing import SigningSpec
 from runner.manifest.slurm import SlurmSpec
 from runner.manifest.sources import check_sources
 from runner.shared import catalog
@@ -63,41 +62,6 @@ class InputSpec(Model):
     def _sources(cls, value):
         """One line for any wrong source (a union's members would each say theirs)."""
         return check_sources(value)
-
-
-class MpiTraining(Model):
-    backend: Literal["mpi"]
-    process_count_per_node: int = Field(default=1, ge=1, le=MAX_PER_NODE)
-    launcher: Literal["mpirun", "horovodrun"] = Field(default="mpirun", description="How the ranks are started")
-    hostfile: bool = Field(default=False, description="Pass the hosts as a hostfile (`host slots=K`) instead of -H")
-    ssh_port: int | None = Field(default=None, ge=1, le=65535, description="ssh port of the hosts (-mca plm_rsh_args)")
-    network_interface: str | None = Field(
-        default=None, description="Network interface(s) for MPI and NCCL (btl_tcp_if_include, NCCL_SOCKET_IFNAME)"
-    )
-    mpi_args: list[str] = Field(default_factory=empty_list, description="Extra mpirun arguments")
-
-
-class ParameterServerTraining(Model):
-    backend: Literal["parameter_server"]
-    worker_count: int = Field(default=1, ge=1, le=MAX_TASKS)
-    parameter_server_count: int = Field(default=1, ge=1, le=MAX_TASKS)
-    chief: bool = Field(default=True, description="Run a chief (the coordinator of TF2's ParameterServerStrategy)")
-    evaluator: bool = Field(default=False, description="Run an evaluator task")
-    evaluator_in_cluster: bool = Field(default=False, description="List the evaluator in TF_CONFIG's cluster")
-    success_policy: Literal["chief", "all_workers"] = Field(
-        default="chief", description="The job succeeds when the chief (else worker 0) ends, or when all workers end"
-    )
-    base_port: int | None = Field(
-        default=None, ge=1024, le=65000, description="Ports base_port, base_port+1, …; default: free ports"
-    )
-
-
-class MultiWorkerMirroredTraining(Model):
-    backend: Literal["multi_worker_mirrored"]
-    worker_count: int = Field(default=1, ge=1, le=MAX_TASKS)
-    base_port: int | None = Field(
-        default=None, ge=1024, le=65000, description="Ports base_port, base_port+1, …; default: free ports"
-    )
 
 
 DistributedTraining = Annotated[
@@ -203,91 +167,6 @@ class ComputeSpec(Model):
             "Prices ({gpu_hour, cpu_hour, currency}): the run records its cost (default: the pool file's cost, if any)"
         ),
     )
-
-
-class ServingResources(Model):
-    """Azure's resource_configuration: what one serving replica gets (`tftrain deploy`)."""
-
-    cpu: float = Field(default=1.0, gt=0, le=1024, allow_inf_nan=False, description="CPU cores (fractions allowed)")
-    memory: str = Field(
-        default="2Gi", pattern=QUANTITY_PATTERN, description="Memory, a Kubernetes quantity: 512Mi, 2Gi"
-    )
-    gpu: int = Field(default=0, ge=0, le=64, description="GPUs")
-    # Azure ML's scoring scripts (init/run) on Azure's own inference server (runner/serving/scoring*)
-    scoring_script: str | None = Field(
-        default=None,
-        description="An Azure entry script (init() + run(raw_data)) in source_directory, served on azmlinfsrv",
-    )
-    conda_file: str | None = Field(
-        default=None, description="The scoring script's conda environment file (its pip packages are installed)"
-    )
-    pip_packages: list[str] = Field(
-        default_factory=empty_list, description="The scoring script's packages, beside the model's TensorFlow"
-    )
-    auth: bool = Field(default=False, description="Azure's auth_enabled: POST /score needs 'Authorization: Bearer KEY'")
-    sample_request: str | None = Field(
-        default=None,
-        description=(
-            "A JSON request body in the scoring script's own shape, in source_directory: the gate and the smoke test"
-            " post it"
-        ),
-    )
-
-
-class ModelSpec(Model):
-    path: str = Field(default="outputs/model", description="The model file or directory, inside outputs_dir")
-    framework: str = "TensorFlow"
-    framework_version: str | None = Field(default=None, pattern=VERSION_PATTERN)
-    register_model: bool = Field(
-        default=True, alias="register", description="Register the model when the run completes"
-    )
-    gate: Literal["auto", "required", "off"] = Field(
-        default="auto",
-        description=(
-            "Load the model in a fresh process and predict on a sample before registering it: auto (a SavedModel or "
-            "Keras file is checked, other files are registered with a warning), required (anything else fails), off"
-        ),
-    )
-    sample_input: str | None = Field(
-        default=None,
-        description=(
-            "A .npy, .npz or .json (TensorFlow Serving request) file in the source directory; default: synthesised"
-        ),
-    )
-    export: list[Literal["onnx"]] = Field(
-        default_factory=empty_list, description="Formats written beside the model: onnx (tf2onnx, verified)"
-    )
-    export_tolerance: float = Field(
-        default=1e-4,
-        gt=0,
-        le=1e6,
-        allow_inf_nan=False,
-        description="Largest |ONNX Runtime - TensorFlow| allowed on the sample",
-    )
-    export_required: bool = Field(default=False, description="Fail the run when an export fails (else a warning)")
-    serving: ServingResources = Field(default_factory=ServingResources)
-    signing: SigningSpec | None = Field(
-        default=None,
-        description="Sign the registered model (OpenSSF model signing: model.sig) with the key a secrets: entry holds",
-    )
-    replay: ReplaySpec | None = Field(
-        default=None,
-        description=(
-            "Before registering, replay real requests against the model and the last release; refuse it when their"
-            " answers disagree"
-        ),
-    )
-
-    @property
-    def gated(self) -> bool:
-        """The model goes through the gate when it is registered (decided before the training starts)."""
-        return self.register_model and self.gate != "off"
-
-    @field_validator("gate", mode="before")
-    @classmethod
-    def _yaml_switch(cls, value):
-        """`gate: off` (and `no`, `false`) is YAML's false; `true` asks for the gate everywhere."""
-        return {False: "off", True: "required"}.get(value, value) if isinstance(value, bool) else value
 
 
 class MetricsSpec(Model):

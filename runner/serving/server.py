@@ -19,7 +19,6 @@ stand-in model); `main` is the KServe glue.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -28,68 +27,18 @@ from typing import Any
 
 import numpy as np
 
-from runner.serving import guard, inputs, modelio, supervision
+from runner.serving import guard, inputs, supervision
 from runner.serving.fastpath import FastPredict, PredictRequest, Protocol
 from runner.serving.layout import Runtime, VersionDir
+from runner.serving.loading import check_sample, load_model
+from runner.serving.metadata import tensor_info, v2_shape, validation_message
 from runner.serving.modelio import InputError, LoadError
 from runner.serving.recording import Recorder, RecordingLayer, recorder_of, recording_arguments
 from runner.serving.signature import Signature
 
-TENSORFLOW_TOLERANCE = 1e-5
-ONNX_TOLERANCE = 1e-4
-# TensorFlow's DataType names (types.proto) where they are not DT_ + the upper-cased numpy name
-TF_DTYPES = {"float32": "DT_FLOAT", "float64": "DT_DOUBLE", "float16": "DT_HALF"}
 LOAD_FAILED = 3  # the model did not load or failed its sample check: the port never opened
 BAD_SETTING = 2  # an argument or TFTRAIN_SERVING_TOKEN the server cannot start with
 V2_DTYPES = inputs.V2_DTYPES
-
-
-def load_model(directory: VersionDir, runtime: Runtime):
-    """modelio's TensorFlowModel or OnnxModel of the version; LoadError saying why not."""
-    serving = directory.serving() or {}
-    if runtime is Runtime.ONNX:
-        if not directory.onnx.is_file():
-            raise LoadError(
-                "the version has no model.onnx (register it with onnx export on, or serve with --runtime tensorflow)"
-            )
-        return modelio.OnnxModel(directory.onnx, serving.get("signature") or modelio.SERVING_DEFAULT)
-    located = directory.located()
-    if located is None:
-        raise LoadError("model/ holds no SavedModel, .keras or .h5 file")
-    return modelio.TensorFlowModel(located)
-
-
-def check_sample(model, directory: VersionDir, signature: Signature) -> str:
-    """Predict on the sample and compare with the recorded predictions; LoadError if they differ.
-    Returns what was checked, for the log."""
-    sample = (
-        modelio.load_sample(directory.sample, signature)
-        if directory.sample.is_file()
-        else modelio.synthesize(signature)
-    )
-    outputs = model.predict(sample, signature.name)
-    if not directory.predictions.is_file():
-        return (
-            f"sample prediction ok ({'serving/sample.npz' if directory.sample.is_file() else 'a made-up input'};"
-            " nothing recorded to compare)"
-        )
-    with np.load(directory.predictions, allow_pickle=False) as archive:
-        expected = {name: archive[name] for name in archive.files}
-    common = outputs.keys() & expected.keys()
-    if not common:
-        raise LoadError(
-            f"the outputs {sorted(outputs)} are not those recorded in serving/predictions.npz {sorted(expected)}"
-        )
-    tolerance = TENSORFLOW_TOLERANCE
-    if model.runtime == Runtime.ONNX.value:
-        recorded = ((directory.serving() or {}).get("onnx") or {}).get("max_abs_diff")
-        tolerance = max(ONNX_TOLERANCE, float(recorded)) if isinstance(recorded, (int, float)) else ONNX_TOLERANCE
-    difference = modelio.max_abs_difference(outputs, expected)
-    if difference > tolerance:
-        raise LoadError(
-            f"the sample's predictions differ from the recorded ones by {difference:.3g} (tolerance {tolerance:g})"
-        )
-    return f"sample prediction matches serving/predictions.npz (max abs diff {difference:.3g} ≤ {tolerance:g})"
 
 
 class Endpoint:
@@ -155,8 +104,8 @@ class Endpoint:
         """GET /v1/models/NAME/metadata: the signature_defs as TensorFlow Serving writes them."""
         defs = {
             name: {
-                "inputs": {spec.name: _tensor_info(spec) for spec in signature.inputs},
-                "outputs": {spec.name: _tensor_info(spec) for spec in signature.outputs},
+                "inputs": {spec.name: tensor_info(spec) for spec in signature.inputs},
+                "outputs": {spec.name: tensor_info(spec) for spec in signature.outputs},
                 "method_name": "tensorflow/serving/predict",
             }
             for name, signature in sorted(self.model.signatures.items())
@@ -173,7 +122,7 @@ class Endpoint:
             {
                 "name": spec.name,
                 "datatype": V2_DTYPES.get(spec.dtype, spec.dtype.upper()),
-                "shape": _v2_shape(spec.shape),
+                "shape": v2_shape(spec.shape),
             }
             for spec in specs
         ]
@@ -183,43 +132,6 @@ def _json_body(body: Any) -> Any:
     """The body's JSON, read strictly (runner.serving.inputs), whatever its Content-Type (curl -d
     sends form-encoding); a body parsed already is taken as it is."""
     return inputs.loads(body) if isinstance(body, (bytes, bytearray, str)) else body
-
-
-def _tensor_info(spec) -> dict:
-    dtype = TF_DTYPES.get(spec.dtype, f"DT_{spec.dtype.upper()}")
-    if spec.shape is None:
-        return {"dtype": dtype, "tensor_shape": {"dim": [], "unknown_rank": True}, "name": spec.name}
-    dims = [{"size": str(-1 if size is None else size), "name": ""} for size in spec.shape]
-    return {"dtype": dtype, "tensor_shape": {"dim": dims, "unknown_rank": False}, "name": spec.name}
-
-
-def _v2_shape(shape) -> list[int]:
-    return [-1] if shape is None else [-1 if size is None else size for size in shape]
-
-
-def validation_message(errors: list[dict], body: Any) -> str:
-    """FastAPI's 422 (the v2 request does not parse) as one line naming the input where the
-    error lies inside one: "input 'x': shape: Field required"."""
-    if not errors:
-        return "invalid request body"
-    first = errors[0]
-    message = str(first.get("msg", "invalid"))
-    if first.get("type") == "json_invalid":
-        return f"the body is not JSON: {message}"
-    location = [part for part in first.get("loc", ()) if part != "body"]
-    if location[:1] == ["InferenceRequest"]:  # pydantic names the model when the body is a union
-        location = location[1:]
-    if len(location) >= 2 and location[0] == "inputs" and isinstance(location[1], int):
-        try:
-            body = json.loads(body) if isinstance(body, (bytes, str)) else body
-        except ValueError:
-            body = None
-        inputs = body.get("inputs") if isinstance(body, dict) else None
-        item = inputs[location[1]] if isinstance(inputs, list) and location[1] < len(inputs) else None
-        name = item.get("name") if isinstance(item, dict) else None
-        where = ".".join(map(str, location[2:])) or "the input"
-        return f"input {name!r}: {where}: {message}" if name else f"inputs[{location[1]}]: {where}: {message}"
-    return f"invalid request body: {'.'.join(map(str, location)) or 'the body'}: {message}"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

@@ -5,7 +5,6 @@ and at the end the best trial's model registered as the next version of the mode
 from __future__ import annotations
 
 import json
-import math
 import threading
 import time
 from collections.abc import Callable
@@ -16,22 +15,13 @@ from typing import TYPE_CHECKING
 from runner.errors import FatalError
 from runner.history.rundir import writing
 from runner.history.untrusted import read_json
-from runner.sweep.pareto import best_words, front_markdown, objective_metrics, pareto_front, points_of, value_cells
+from runner.sweep.pareto import best_words, objective_metrics, pareto_front, points_of
 from runner.sweep.study import WARM, Sweep
+from runner.sweep.summary import finite, summary_markdown, trial_row
 from runner.telemetry.logger import Logger
 
 if TYPE_CHECKING:
     from runner.serving.gate import GateResult
-
-SHOWN_KEYS = (
-    "id",
-    "status",
-    "objective",
-    "trials",
-    "best",
-    "pareto",
-    "budget",
-)  # pareto: a multi-objective sweep's only; budget: a sweep its budget stopped
 
 
 class SweepStatus(str, Enum):
@@ -119,7 +109,7 @@ class SweepBook:
         """The best completed trial; of a multi-objective sweep, the Pareto front's trial best on
         the first objective (runner.sweep.pareto), with every objective's value. `front`: the
         sweep's front (self.front), where the caller has it already."""
-        done = [t for t in trials if t["status"] == TrialStatus.COMPLETED.value and _finite(t["value"])]
+        done = [t for t in trials if t["status"] == TrialStatus.COMPLETED.value and finite(t["value"])]
         if not done:
             return None
         if self.sweep.multi:
@@ -297,10 +287,6 @@ def _last(values: dict) -> float | None:
     return values[max(values)] if values else None
 
 
-def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value)
-
-
 def sweep_summary(home: Path, record: dict) -> str | None:
     """The summary of the sweep a run was a trial of (its trials table), if it has one."""
     sweep = record.get("sweep") or {}
@@ -344,60 +330,3 @@ def as_run_says(home: Path, sweep_id: str, trial: dict, metrics: tuple[str, ...]
     if result.values:  # a multi-objective sweep's: every objective's value, as the run recorded it
         said["values"] = dict(zip(metrics, result.values))
     return {**trial, **said}
-
-
-def trial_row(trial: dict, step: bool = False, metrics: list[str] | None = None, front=()) -> list[str]:
-    """trial, run, status, [step,] value (one per objective of a multi-objective sweep), params:
-    the trials table's cells; a trial on the Pareto front (`front`) says so."""
-    status = trial["status"] + (" (early termination)" if trial["early_terminated"] else "")
-    status += " (Pareto front)" if trial["number"] in front else ""
-    values = value_cells(trial, metrics or ["value"])
-    params = "  ".join(f"{key}={given}" for key, given in trial["params"].items())
-    at = ["" if trial.get("step") is None else str(trial["step"])] if step else []
-    return [str(trial["number"]), trial["run_id"] or "", status, *at, *values, params]
-
-
-def summary_markdown(document: dict, metric: str) -> str:
-    """The job summary (and the PR comment): the trials table, the best trial, a multi-objective
-    sweep's Pareto front, the primary metric's curves."""
-    metrics = objective_metrics(document)
-    front = document.get("pareto") if isinstance(document.get("pareto"), list) else ()
-    header = "| trial | run | status | " + " | ".join(metrics) + " | params |"
-    budget = [f"**Budget:** {document['budget']}", ""] if isinstance(document.get("budget"), str) else []
-    lines = [
-        f"## Sweep {document['id']}: {document['status']}",
-        "",
-        *budget,
-        header,
-        "|---|---|---|" + "---|" * len(metrics) + "---|",
-    ]
-    for trial in document["trials"]:
-        cells = [cell.replace("|", "\\|").replace("\n", " ") for cell in trial_row(trial, metrics=metrics, front=front)]
-        lines.append("| " + " | ".join(cells) + " |")
-    best = document["best"]
-    if best:
-        model = f" → model `{best['model_version']}`" if best["model_version"] else ""
-        words = best_words(best, metrics).replace("=", " = ", 1) if len(metrics) == 1 else best_words(best, metrics)
-        lines += ["", f"Best: trial {best['number']} (run `{best['run_id']}`), {words}{model}"]
-    lines += front_markdown(document, metrics)
-    chart = _chart(document["curves"], metric)
-    return "\n".join(lines + ([""] + chart if chart else [])) + "\n"
-
-
-def _chart(curves: dict[str, list[float]], metric: str) -> list[str]:
-    """The primary metric of each trial at each report (mermaid xychart); a trial that reported a
-    value that is no number (nan, inf) is left out: mermaid cannot draw it."""
-    series = [values for values in curves.values() if values and all(_finite(v) for v in values)]
-    if not series:
-        return []
-    steps = max(len(values) for values in series)
-    return (
-        [
-            "```mermaid",
-            "xychart-beta",
-            f'  title "{metric} per trial"',
-            f"  x-axis [{', '.join(str(n) for n in range(1, steps + 1))}]",
-        ]
-        + ["  line [" + ", ".join(f"{v:.6g}" for v in values) + "]" for values in series]
-        + ["```"]
-    )

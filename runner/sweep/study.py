@@ -252,7 +252,7 @@ def reconcile(sweep: Sweep, home: Path) -> None:
     what its run record says, the one truth of a trial's state: Completed with its value,
     stopped by the policy, failed; a run canceled from outside, or one whose tftrain is gone, is a
     stopped trial, run again. A run of another home is left to its own runner."""
-    from runner.history.index import Owner
+    from runner.history.owner import Owner
     from runner.sweep.outcome import TrialResult, Verdict, tell
 
     optuna = optuna_module()

@@ -16,8 +16,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from runner.errors import PublishError, RegistryError
-from runner.history.archive import pack, unpack
+from runner.history.archive import unpack
 from runner.history.checksums import sha256_file
+from runner.history.packing import pack
 from runner.serving.scoring.script import recorded
 from runner.settings import ArchiveLimits
 

@@ -14,7 +14,8 @@ import pytest
 from hostile_archives import archive_bytes, cve_2025_4517, device, directory, entry, plain_tar, with_pax
 
 from runner.errors import RegistryError, UsageError
-from runner.history.archive import extract_into, pack, unpack
+from runner.history.archive import extract_into, unpack
+from runner.history.packing import pack
 from runner.settings import ArchiveLimits, resolve
 
 

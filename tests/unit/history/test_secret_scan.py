@@ -7,8 +7,8 @@ import json
 import tarfile
 from pathlib import Path
 
-from runner.history.archive import pack
 from runner.history.model_registry import Registry
+from runner.history.packing import pack
 from runner.history.regular import EntryKind
 from runner.history.secret_scan import secret_files, secret_values, warning
 from runner.history.store import Store

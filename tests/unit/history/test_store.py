@@ -11,8 +11,8 @@ import history_damage as damage
 import pytest
 
 from runner.errors import HistoryError
-from runner.history.index import Owner, process_start
 from runner.history.indexfile import inspect
+from runner.history.owner import Owner, process_start
 from runner.history.store import Store
 from runner.targets.leftovers import reconcile
 

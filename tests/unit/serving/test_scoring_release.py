@@ -14,7 +14,7 @@ from hostile_archives import archive_bytes, directory, entry
 from test_refs import Release
 
 from runner.errors import PublishError, RegistryError
-from runner.history.archive import pack
+from runner.history.packing import pack
 from runner.serving.refs import fetch_serving_assets
 from runner.serving.scoring.release import SCORING_ASSET, kept_files, pack_scoring, unpack_scoring
 from runner.serving.scoring.script import recorded

@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from runner.serving.metadata import validation_message
 from runner.serving.modelio import InputError
-from runner.serving.server import Endpoint, validation_message
+from runner.serving.server import Endpoint
 from runner.serving.signature import Signature, TensorSpec
 
 

@@ -85,7 +85,8 @@ def test_an_objective_that_is_neither_form_is_no_sweep_record(objective):
 
 
 def test_a_hostile_multi_objective_sweep_json_is_no_record_or_shows_what_it_can(tmp_path):
-    from runner.sweep.book import read_sweep, summary_markdown, sweeps_root
+    from runner.sweep.book import read_sweep, sweeps_root
+    from runner.sweep.summary import summary_markdown
 
     folder = sweeps_root(tmp_path) / "demo-sweep-1"
     folder.mkdir(parents=True)
@@ -128,8 +129,9 @@ def multi_sweep(tmp_path, objectives=(ACC, LATENCY)):
 
 def test_a_multi_objective_study_has_a_direction_per_objective_and_the_book_its_front(tmp_path):
     from runner.history.record import RunStatus
-    from runner.sweep.book import SweepBook, summary_markdown
+    from runner.sweep.book import SweepBook
     from runner.sweep.outcome import TrialResult, tell
+    from runner.sweep.summary import summary_markdown
 
     sweep = multi_sweep(tmp_path)
     assert [d.name for d in sweep.study.directions] == ["MAXIMIZE", "MINIMIZE"] and sweep.multi

@@ -214,11 +214,117 @@ def action_page() -> str:
     return "\n".join(lines) + "\n"
 
 
+# --- what a run writes, rendered by the real code from a fixed run ----------------------------------
+
+
+def example_run() -> tuple[dict, list]:
+    """A fixed run's metrics summary (by tftrain's own summariser) and its points: ten steps."""
+    from runner.manifest.model import MetricsSpec
+    from runner.telemetry.point import MetricPoint
+    from runner.telemetry.summary import SummaryBuilder
+
+    points = []
+    for step in range(1, 11):
+        points.append(MetricPoint("accuracy", round(0.80 + 0.015 * step - 0.0006 * step * step, 4), step, 1000.0 + step, "log"))
+        points.append(MetricPoint("loss", round(0.6 / step**0.5, 4), step, 1000.0 + step, "log"))
+    builder = SummaryBuilder(MetricsSpec(primary="accuracy", goal="maximize"))
+    builder.add(points)
+    return builder.as_dict(), points
+
+
+def examples_page() -> str:
+    from runner.github.workflow import comparison
+    from runner.history.record import RunStatus
+    from runner.history.store import PhaseRow
+    from runner.history.usage import Prices, Usage
+    from runner.telemetry.report import summary_markdown
+
+    summary, points = example_run()
+    phases = [
+        PhaseRow(RunStatus.QUEUED, 0.0, 0.02),
+        PhaseRow(RunStatus.PREPARING, 0.02, 4.31),
+        PhaseRow(RunStatus.RUNNING, 4.31, 312.9),
+        PhaseRow(RunStatus.POST_PROCESSING, 312.9, 318.4),
+        PhaseRow(RunStatus.COMPLETED, 318.4, 318.4),
+    ]
+    usage = Usage(wall_seconds=308.6, processes=1, cpu_seconds=308.6, peak_rss_bytes={"0": 1_610_612_736}, prices=Prices(gpu_hour=2.5, cpu_hour=0.05), cost=0.0043)
+    git = {"commit": "3f9c2e1a7b64d0c85e2f1a9b7c3d4e5f60718293", "branch": "better-augmentation", "dirty": False}
+    run = summary_markdown("mnist-keras-7", RunStatus.COMPLETED, None, phases, summary, "mnist-keras@v4", git, points, usage)
+    released = {"metrics": {"accuracy": {"last": 0.872, "goal": "maximize"}, "loss": {"last": 0.211, "goal": "minimize"}}}
+    table, _ = comparison(summary, ("mnist-keras-v3", released))
+    record = {"run_id": "mnist-keras-7", "git": git, "metrics": summary, "usage": usage.model_dump(mode="json", exclude_none=True)}
+    card = example_model_card(record)
+    fence = "````"
+    return "\n".join([
+        "# What a run writes: examples",
+        "",
+        "Rendered by tftrain's own code (`runner/telemetry/report.py`, `runner/github/workflow.py`,",
+        "`runner/github/release_assets.py`) from a fixed ten-step run, as they appear in a workflow. How they come about: [GitHub Action](../github-action.md).",
+        "",
+        "## The job summary (`summary.md`)",
+        "",
+        "Written for every run (`tftrain runs show RUN --markdown` prints it) and shown as the job's summary.",
+        "",
+        fence + "markdown", run.rstrip("\n"), fence,
+        "",
+        "## The pull-request comment's comparison",
+        "",
+        "Below the run's summary, the sticky comment sets the run against the last released model",
+        "(here `mnist-keras-v3`), under the heading *Compared with the last released model*. With an",
+        "`evaluation:` section the table is [the verdict](../verdict.md) instead.",
+        "",
+        fence + "markdown", table.rstrip("\n"), fence,
+        "",
+        "## The model card (`MODEL_CARD.md`)",
+        "",
+        "The body of the release `mnist-keras-v4` and a file of the version (`runner/github/release_assets.py`);",
+        "tftrain's own version is shown as `<version>`, so that this page changes only when the card does.",
+        "",
+        fence + "markdown", card.rstrip("\n"), fence,
+        "",
+    ])
+
+
+EXAMPLE_MANIFEST = """\
+name: mnist-keras
+entry_script: train.py
+model:
+  path: outputs/model
+  framework_version: "2.18"
+metrics:
+  primary: accuracy
+  goal: maximize
+inputs:
+  mnist:
+    source: https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz
+    sha256: 731c5ac602752760c8e48fbffcf8c3b850d9dc2a2aedcf2cc48468fc17b673d1
+"""
+
+
+def example_model_card(record: dict) -> str:
+    import tempfile
+
+    import runner
+    from runner.github.release_assets import model_card
+    from runner.history.rundir import RunPaths
+    from runner.manifest import load_manifest
+
+    with tempfile.TemporaryDirectory() as scratch:
+        project = Path(scratch)
+        (project / "train.py").write_text("")
+        (project / "tftrain.yml").write_text(EXAMPLE_MANIFEST)
+        manifest = load_manifest(project / "tftrain.yml").manifest
+        paths = RunPaths.for_run(project / "home", record["run_id"], manifest)
+        card = model_card(manifest, paths, record, 4, ["model.tar.gz", "metrics.json", "MODEL_CARD.md", "SHA256SUMS"])
+    return card.replace(f"tftrain {runner.__version__}", "tftrain <version>")
+
+
 PAGES = (
     Page("manifest.md", "tftrain.schema.json", manifest_page),
     Page("cli.md", "runner/cli/main.py's parser", cli_page),
     Page("errors.md", "runner/errors.py", errors_page),
     Page("action.md", "action.yml", action_page),
+    Page("examples.md", "runner/telemetry/report.py, runner/github/workflow.py and release_assets.py, on a fixed run", examples_page),
 )
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from runner.api import append_record
 
-GUIDE = "see README: Coming from Azure ML"
+GUIDE = "see docs/azureml.md: Coming from Azure ML"
 ALTERNATIVES = {
     "register_model": "declare `model: {path: outputs/…}` in tftrain.yml; tftrain registers it when the run completes",
     "log_confusion_matrix": "log the numbers with run.log_list/log_row, or save a plot with run.log_image",

@@ -27,7 +27,7 @@ from runner.history.regular import open_regular
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
-BUILD_TYPE = "urn:tftrain:buildtype:run:v1"  # README "Signed models and provenance" says what it holds
+BUILD_TYPE = "urn:tftrain:buildtype:run:v1"  # docs/signing.md says what it holds
 LOCAL_BUILDER = "urn:tftrain:builder:local"
 FILE = "provenance.intoto.json"
 MAX_RECORD_BYTES = 64 << 20  # run.json and manifest.lock.yml: a package list, a plan

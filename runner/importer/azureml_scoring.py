@@ -1,7 +1,7 @@
 """An SDK v1 deployment (`Model.deploy(ws, NAME, [model], InferenceConfig(...), AciWebservice.
 deploy_configuration(...))`) → model.serving: the entry script and its environment's conda file,
 cpu_cores/memory_gb/auth_enabled; the service's name, tags, replicas and Azure-only settings go to
-the report (runner/serving/scoring* serves the script; README "Coming from Azure ML")."""
+the report (runner/serving/scoring* serves the script; docs/azureml.md)."""
 
 from __future__ import annotations
 

@@ -79,7 +79,7 @@ def scalar(value: Any) -> str:
     dumped = yaml.safe_dump(text, default_flow_style=True, width=1 << 30, allow_unicode=True)
     dumped = dumped.removesuffix("\n").removesuffix("\n...").strip()
     if dumped.startswith(("'", '"')) or "\n" in dumped or any(c in text for c in ",[]{}#") or VERSION_LIKE.match(text):
-        return json.dumps(text, ensure_ascii=False)  # a double-quoted YAML scalar, as README writes them
+        return json.dumps(text, ensure_ascii=False)  # a double-quoted YAML scalar, as the docs write them
     return dumped
 
 

@@ -1,7 +1,7 @@
 """The targets, named once. The manifest's `compute.target`, `--target` and the factory ask this
 catalog; adding a target is one folder (runner/targets/NAME/target.py) and one row here, or, outside
 tftrain, a package that registers its row (`register`) from an entry point of the group
-`tftrain.targets` (see README, "Adding a target").
+`tftrain.targets` (see docs/adding-a-target.md).
 
 Light on purpose: the manifest and the CLI import it at start-up, and nothing here imports a backend
 (runner.targets.factory does, for the one target a run asks for). Entry points are read only when a

@@ -2,7 +2,7 @@
 Evaluator, the operator writes TF_CONFIG) or an MPIJob (Launcher/Worker, slotsPerWorker).
 
 The pods run the image in the plan's container spec; on a cluster that image must also hold the
-source snapshot at /workspace (see README: "Scaling out on Kubernetes").
+source snapshot at /workspace (see docs/kubernetes.md).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ the process ends, and tftrain starts tasks from more than one thread (a sweep's 
 Where the run has no cgroup, the watcher kills every process whose environment still holds the
 run's own outputs directory (`TFTRAIN_OUTPUTS_DIR=…`, unique to one run in one TFTRAIN_HOME, so a
 reused pid or another home's run of the same id is never hit); a daemon that emptied its
-environment survives that, as the README says.
+environment survives that, as docs/local.md says.
 
 At the run's normal end tftrain writes `done` first: the watcher exits without touching anything.
 """

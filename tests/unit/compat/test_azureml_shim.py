@@ -110,7 +110,7 @@ def test_what_is_not_supported_says_so(run):
     ):
         run.register_model(model_name="m", model_path="outputs/model")
     with pytest.raises(
-        NotImplementedError, match="Run.get_details is not supported .*see README: Coming from Azure ML"
+        NotImplementedError, match="Run.get_details is not supported .*see docs/azureml.md: Coming from Azure ML"
     ):
         run.get_details()
     workspace = stub("azureml.core", "Workspace")

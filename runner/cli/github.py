@@ -111,9 +111,8 @@ def _comment(settings: Settings, args, logger) -> int:
     baseline, missing = _baseline(client, context.repository, run.name, template, limit, logger)
     table, worse_by = workflow.comparison(summary, baseline, missing)
     judgement = None
-    if (
-        record.get("evaluation") is not None
-    ):  # the verdict replaces the point comparison, and decides fail-on-regression
+    # the verdict replaces the point comparison, and decides fail-on-regression
+    if record.get("evaluation") is not None:
         from runner.verdict.pull_request import release_verdict
 
         released = f"{run.name}@v{template.version(run.name, baseline[0])}" if baseline else None

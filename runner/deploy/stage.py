@@ -52,9 +52,8 @@ def deploy(request: DeployRequest, logger: Logger) -> dict[str, str]:
     with Store(tftrain_home()) as store:
         model = Registry(store).resolve(request.ref)
     resources = ServingResources.of(model.info)
-    if (
-        request.target is DeployTarget.KUBERNETES
-    ):  # the model's name as the service's: said before anything is built or pushed
+    # the model's name as the service's: said before anything is built or pushed
+    if request.target is DeployTarget.KUBERNETES:
         from runner.serving.inference_service import service_name
 
         service_name(request.service_name or model.name)

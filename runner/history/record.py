@@ -159,9 +159,8 @@ class Attempt(_Model):
             if isinstance(data, dict) and isinstance(data.get("ended"), str)
             else None
         )
-        if (
-            words is not None
-        ):  # anything else is checked as a Cause (an unknown word is a damaged record, as an unknown status)
+        # anything else is checked as a Cause (an unknown word is a damaged record, as an unknown status)
+        if words is not None:
             data = {**data, "ended": Cause.EXIT_CODE, "exit_code": int(words[1])}
         return data
 

@@ -275,9 +275,8 @@ class SweepBook:
             return None
         params = next(t["params"] for t in trials if t["number"] == best["number"])
         sweep = {"id": self.sweep.sweep_id, "trial": best["number"], "params": params, "value": best["value"]}
-        if (
-            self.sweep.multi
-        ):  # the front's trial best on the first objective: every objective's value, and why it is the one
+        # the front's trial best on the first objective: every objective's value, and why it is the one
+        if self.sweep.multi:
             sweep.update(values=best["values"], chosen=f"on the Pareto front, the best on {self.sweep.metrics[0]}")
         extras = self.evidence(best["run_id"]) if self.evidence else None
         return register_finished(self.home, best["run_id"], {"sweep": sweep}, self.gate, extras)

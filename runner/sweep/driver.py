@@ -114,9 +114,8 @@ class SweepRunner:
             watches = list(self.watches.values())
             self.turn.notify_all()  # a worker the budget keeps waiting stops now
         for watch in watches:
-            if (
-                by_signal if resumable is None else resumable
-            ):  # marked before it is stopped: told Failed, it is still one to run again
+            # marked before it is stopped: told Failed, it is still one to run again
+            if by_signal if resumable is None else resumable:
                 try:
                     watch.trial.set_user_attr("stopped", CANCELED_BY_SIGNAL)
                 except Exception:  # it ended meanwhile (told already), or the storage is gone: nothing to resume

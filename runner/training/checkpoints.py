@@ -198,9 +198,8 @@ class CheckpointSync:
                     {"name": checkpoint.name, "kind": checkpoint.kind.value, "time": checkpoint.time, "files": files}
                 )
         listed, body = _fitting(listed)
-        if (
-            not listed or listed == self._listed
-        ):  # a directory emptied at the end (delete_checkpoint) keeps the last list
+        # a directory emptied at the end (delete_checkpoint) keeps the last list
+        if not listed or listed == self._listed:
             return False
         self.location.bucket_of().put(self.location.key(MANIFEST), body, "application/json")
         named = {entry["sha256"] for item in listed for entry in item["files"].values()}

@@ -116,9 +116,8 @@ def _run(ctx: RunContext) -> RunResult:
             training.lineage.record()  # where the plan never started
         with _naming_first(training.failure), session.phase(RunStatus.POST_PROCESSING):
             kept = _post_process(ctx, training)
-        if (
-            kept.refused is not None and training.failure is None
-        ):  # the training ended well; keeping its results did not
+        # the training ended well; keeping its results did not
+        if kept.refused is not None and training.failure is None:
             training.failed(kept.refused, RunStatus.FAILED)
     return _conclude(ctx, training, kept)
 

@@ -41,9 +41,8 @@ def check_runnable(loaded: LoadedManifest, target: Target, dry_run: bool = False
     from runner.plan.launchers import launcher_for
 
     launcher_for(loaded.manifest)
-    if (
-        loaded.manifest.model.replay is not None
-    ):  # a request file that cannot be replayed is said now, not after the training
+    # a request file that cannot be replayed is said now, not after the training
+    if loaded.manifest.model.replay is not None:
         from runner.replay.promotion import check_requests
 
         check_requests(loaded.manifest.model.replay, loaded.source_dir)

@@ -246,9 +246,8 @@ def run_gunicorn(args: argparse.Namespace) -> int:
             for key, value in settings.items():
                 if key in self.cfg.settings:
                     self.cfg.set(key, value)
-            if (
-                "control_socket_disable" in self.cfg.settings
-            ):  # gunicorn ≥ 25: a control socket in $HOME, shared by the user's servers
+            # gunicorn ≥ 25: a control socket in $HOME, shared by the user's servers
+            if "control_socket_disable" in self.cfg.settings:
                 self.cfg.set("control_socket_disable", True)
 
         def load(self):

@@ -177,9 +177,8 @@ def test_an_unsupported_call_fails_naming_it_and_the_alternative(cli, home, tmp_
         " layer" in result.stderr
     )
     assert "log the numbers with run.log_list/log_row" in result.stderr
-    assert (
-        json.loads((home / "runs/small-1/metrics.json").read_text())["metrics"]["accuracy"]["last"] == 0.9
-    )  # nothing lost
+    # nothing lost
+    assert json.loads((home / "runs/small-1/metrics.json").read_text())["metrics"]["accuracy"]["last"] == 0.9
 
 
 def test_run_fail_fails_the_run_even_when_the_script_exits_0(cli, home, tmp_path):

@@ -29,9 +29,7 @@ def test_a_failed_pip_step_names_its_error_and_keeps_the_full_log(tmp_path):
         _call([sys.executable, "-c", script], "pip install", logger, log_path)
     logger.flush()
     log = log_path.read_text()
-    assert (
-        log.startswith(f"$ {sys.executable} -c") and "\x1b[31mCollecting nothing" in log
-    )  # the log keeps the output as it came
-    assert (
-        "  Collecting nothing\n  ERROR: No matching distribution" in stream.getvalue()
-    )  # the console: indented, no colours
+    # the log keeps the output as it came
+    assert log.startswith(f"$ {sys.executable} -c") and "\x1b[31mCollecting nothing" in log
+    # the console: indented, no colours
+    assert "  Collecting nothing\n  ERROR: No matching distribution" in stream.getvalue()

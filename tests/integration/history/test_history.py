@@ -275,9 +275,8 @@ def test_full_disk_fails_the_run_and_keeps_what_was_written(project, cli, small_
     listed = cli("runs")  # reading the history needs no space
     assert listed.returncode == 0 and re.search(r"filler-1\s.*Failed", listed.stdout), listed.stdout + listed.stderr
     shutil.rmtree(run_dir / "workdir" / "outputs")
-    assert (
-        cli("run", "-f", str(project(script=TRAIN, name="filler"))).returncode == 0
-    )  # and it goes on once there is room
+    # and it goes on once there is room
+    assert cli("run", "-f", str(project(script=TRAIN, name="filler"))).returncode == 0
 
 
 def test_every_command_that_reconciles_says_what_it_marked(project, cli, home):

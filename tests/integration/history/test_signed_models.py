@@ -110,9 +110,8 @@ def test_a_tampered_version_fails_both_verifiers_and_is_not_pulled(signed, keys,
     assert "changed: 'model/saved_model.pb'; added (not signed): 'model/backdoor.py'" in result.stderr
 
     result = tftrain("models", "pull", "demo@v1", "-o", str(tmp_path / "pulled"), "--verify-key", str(public), env=env)
-    assert (
-        result.returncode in (6, 29) and not (tmp_path / "pulled").exists()
-    )  # SHA256SUMS or the signature: either refuses
+    # SHA256SUMS or the signature: either refuses
+    assert result.returncode in (6, 29) and not (tmp_path / "pulled").exists()
 
 
 def test_a_removed_file_and_a_removed_signature_fail(signed, keys):

@@ -32,9 +32,8 @@ def test_answered_requests_are_recorded_and_replayable(saved_model, tmp_path):
             assert server.request("POST", f"/v1/models/{NAME}:predict", {"instances": [row]})[0] == 200
         v2 = {"inputs": [{"name": INPUT, "shape": [1, WIDTH], "datatype": "FP32", "data": rows[0]}]}
         assert server.request("POST", f"/v2/models/{NAME}/infer", v2)[0] == 200
-        assert (
-            server.request("POST", f"/v1/models/{NAME}:predict", {"instances": [[1.0]]})[0] == 400
-        )  # refused: not recorded
+        # refused: not recorded
+        assert server.request("POST", f"/v1/models/{NAME}:predict", {"instances": [[1.0]]})[0] == 400
     finally:
         log = stop(server)
     assert f"recording 100% of the answered requests into {recorded}" in log

@@ -137,6 +137,5 @@ def test_a_trial_that_never_reports_an_objective_fails_and_says_which(project, c
     assert failed[0]["number"] not in document["pareto"]
     assert failed[0]["values"] == {"score": 0.066, "latency_ms": None}  # what its run did report
     summary = (home / "sweeps" / document["id"] / "summary.md").read_text()
-    assert (
-        f"| {failed[0]['number']} | {failed[0]['run_id']} | Failed | 0.066 |  |" in summary
-    )  # the summary and `sweeps show` agree
+    # the summary and `sweeps show` agree
+    assert f"| {failed[0]['number']} | {failed[0]['run_id']} | Failed | 0.066 |  |" in summary

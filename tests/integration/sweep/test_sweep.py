@@ -84,9 +84,8 @@ def test_no_sweep_runs_the_defaults_once(project, cli, home):
     result = cli("run", "--no-sweep", "-f", str(sweep_manifest(project)))
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in (home / "runs").iterdir()) == ["demo-1"]
-    assert (
-        "step 6 score: 1.02800" in (home / "runs/demo-1/workdir/logs/0.log").read_text()
-    )  # the defaults: --lr 0.1 --bs 32
+    # the defaults: --lr 0.1 --bs 32
+    assert "step 6 score: 1.02800" in (home / "runs/demo-1/workdir/logs/0.log").read_text()
     assert not (home / "sweeps").exists()
 
 
@@ -151,9 +150,8 @@ def test_two_runners_share_one_study_on_postgres(project, home, tmp_path, postgr
     theirs = {t["run_id"] for t in show_in(other)["trials"] if (other / "runs" / t["run_id"]).exists()}
     assert mine and theirs  # both runners ran trials
     numbers = [t["number"] for t in show_in(other)["trials"]]
-    assert (
-        len(numbers) == len(set(numbers)) and 6 <= len(numbers) <= 7
-    )  # a joiner may start one more than the limit at the very end
+    # a joiner may start one more than the limit at the very end
+    assert len(numbers) == len(set(numbers)) and 6 <= len(numbers) <= 7
 
 
 def test_an_unreachable_storage_is_one_line_without_the_password(project, cli, home):

@@ -89,9 +89,8 @@ def test_concurrent_trials_start_after_the_first_trials_cost_and_hold_the_mean(p
         assert (result.returncode, document["status"]) == (30, "StoppedByBudget"), result.stderr
     else:  # the running trials cost more than the finished ones' mean: said, not hidden
         assert (result.returncode, document["status"]) == (31, "OverBudget"), result.stderr
-        assert (
-            document["budget"] == f"sweep.limits.max_cost (1) was passed: {len(runs)} trials spent {spent:.4g}"
-        )  # the first and more
+        # the first and more
+        assert document["budget"] == f"sweep.limits.max_cost (1) was passed: {len(runs)} trials spent {spent:.4g}"
     if costs[0] < budget / 5:  # room for several at once by the rule: the sweep used its concurrency
         spans = [(run["created"], run["ended"]) for run in rest]
         assert any(a[0] < b[1] and b[0] < a[1] for n, a in enumerate(spans) for b in spans[n + 1 :]), (

@@ -180,9 +180,8 @@ def test_a_released_versions_evidence_comes_back_verified_and_a_pre_evidence_rel
 ):
     home, rules = runs
     env = {"GITHUB_REPOSITORY": "octo/models", "GITHUB_API_URL": github_api.url, "GITHUB_TOKEN": "ghs_test"}
-    assert (
-        tftrain("publish", "--run", "demo-1", env=env).returncode == 0
-    )  # demo@v1 kept no evidence: a release from before
+    # demo@v1 kept no evidence: a release from before
+    assert tftrain("publish", "--run", "demo-1", env=env).returncode == 0
     result = tftrain("compare", "demo-2", "release:demo@v1", "-f", str(rules), "--json", env=env)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)

@@ -47,9 +47,8 @@ def test_plan_prints_what_a_cluster_target_submits_as_its_catalog_row_says(proje
         ),
     )
     assert kubernetes.returncode == 0, kubernetes.stderr
-    assert (
-        kubernetes.stdout.startswith("apiVersion:") and "launcher:" not in kubernetes.stdout
-    )  # the resources are the plan
+    # the resources are the plan
+    assert kubernetes.stdout.startswith("apiVersion:") and "launcher:" not in kubernetes.stdout
 
 
 def test_unknown_run_and_model(cli, home):

@@ -50,9 +50,8 @@ def test_thresholds_name_the_disagreeing_requests():
     ).problems(0.99, 1.5)
     assert slow == "p99 2.00× m-v3's (at least 1.70× at 95 % confidence), above max_latency_ratio 1.5"
     noisy = report(candidate_latency=Latency(p50_ms=2.0, p99_ms=10.0), latency_ratio_low=1.2, latency_ratio_high=2.6)
-    assert (
-        noisy.problems(0.99, 1.5) == [] and "p99 2× [1.2, 2.6] m-v3's" in noisy.line()
-    )  # a tail that may be noise refuses nothing
+    # a tail that may be noise refuses nothing
+    assert noisy.problems(0.99, 1.5) == [] and "p99 2× [1.2, 2.6] m-v3's" in noisy.line()
     assert report(candidate_latency=Latency(p50_ms=2.0, p99_ms=10.0)).problems(0.99, None) == []
     assert report(baseline=None, answered=990, agreed=990).problems(0.99, 1.5) == [
         "the candidate answered 990 of 1000 requests"

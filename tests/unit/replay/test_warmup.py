@@ -178,6 +178,5 @@ def test_the_summary_names_the_first_unfit_request_by_id_never_its_body(tmp_path
     secret = "s3cr3t-value"
     selection = select([Request("r-1", {"instances": [[secret, 1]]}, Route.V1)], SIGNATURE)
     assert "r-1:" in selection.summary(tmp_path / "w")
-    assert (
-        json.dumps(selection.first_unfit).count(secret) <= 1
-    )  # the server's own message may quote a value, cut at 20 chars
+    # the server's own message may quote a value, cut at 20 chars
+    assert json.dumps(selection.first_unfit).count(secret) <= 1

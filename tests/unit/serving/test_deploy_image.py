@@ -88,9 +88,8 @@ def test_environment_is_tagged_by_its_content(tmp_path):
         "pip install -c /tmp/tftrain/tftrain-constraints.txt kserve==0.16.0 tensorflow-cpu==2.18.1\n" in spec.dockerfile
     )
     assert b"tensorflow-cpu==2.18.1\n" in spec.context()["tftrain-constraints.txt"]  # the tested set
-    assert (
-        "-c " not in environment_spec(base("python:3.11-slim-bookworm"), None, "2.18.0", False, None).dockerfile
-    )  # not the set's patch
+    # not the set's patch
+    assert "-c " not in environment_spec(base("python:3.11-slim-bookworm"), None, "2.18.0", False, None).dockerfile
     assert "USER 1000:1000" in spec.dockerfile and "COPY tftrain-ca.pem" in spec.dockerfile
     assert spec.context()["tftrain-ca.pem"] == b"CA"
     assert spec.tag.startswith("tftrain-serve/environment:")

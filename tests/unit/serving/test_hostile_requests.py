@@ -252,9 +252,8 @@ def test_a_binary_request_with_a_large_json_part_is_refused_before_kserve_parses
             app, "POST", "/v2/models/demo/infer", b"{}", [("Inference-Header-Content-Length", size.decode())]
         )
         assert status == 400 and "Inference-Header-Content-Length" in answer["error"]
-    assert (
-        call(app, "POST", "/v2/models/demo/infer", b"{}", [("Inference-Header-Content-Length", "2")])[0] == 204
-    )  # KServe's
+    # KServe's
+    assert call(app, "POST", "/v2/models/demo/infer", b"{}", [("Inference-Header-Content-Length", "2")])[0] == 204
 
 
 def test_the_token_must_be_a_header_value_and_leaves_the_environment():

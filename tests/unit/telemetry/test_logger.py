@@ -25,9 +25,8 @@ def test_each_line_styled_on_its_own_as_rich_does():
 
 def test_text_is_text():
     assert rendered("[bold]x[/bold] :smile:", "red", color=False) == "[bold]x[/bold] :smile:\n"
-    assert (
-        rendered("a\tb\rc\x07", None, color=False) == "a       bc\n"
-    )  # tabs expanded, control characters dropped, as rich did
+    # tabs expanded, control characters dropped, as rich did
+    assert rendered("a\tb\rc\x07", None, color=False) == "a       bc\n"
 
 
 def test_a_table_still_lays_out_with_rich():

@@ -63,9 +63,8 @@ def test_a_gpu_run_records_its_gpus_as_metrics_and_in_its_usage(monkeypatch):
     with metering(ctx, training) as sampler:
         sampler.done.wait(0.2)  # shorter than FIRST_GPU_SECONDS: one reading as it ends
     usage = training.usage
-    assert (
-        usage.processes == 4 and usage.gpu_processes == 2
-    )  # workers hold a GPU; chief and ps none (runner.plan.layout.GPU_ROLES)
+    # workers hold a GPU; chief and ps none (runner.plan.layout.GPU_ROLES)
+    assert usage.processes == 4 and usage.gpu_processes == 2
     assert usage.gpu_seconds == pytest.approx(2 * usage.wall_seconds, abs=0.01)
     assert usage.cost == pytest.approx(usage.gpu_seconds, rel=0.01)  # 3600 per GPU-hour: one per GPU-second
     assert [gpu.index for gpu in usage.gpus] == [0, 1] and usage.gpus[0].utilization_mean == 90.0

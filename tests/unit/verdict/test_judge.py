@@ -77,9 +77,8 @@ def test_disjoint_sets_goals_or_data_are_inconclusive_with_the_reason():
     assert "share no example id" in judge(side("a", GOOD), side("b", GOOD, other_ids), "b", 0, 0.95).reason
     assert "to minimize correct" in judge(side("a", GOOD), side("b", GOOD, goal=Goal.MINIMIZE), "b", 0, 0.95).reason
     assert "evaluation data differ" in judge(side("a", GOOD, data="1"), side("b", GOOD, data="2"), "b", 0, 0.95).reason
-    assert (
-        judge(side("a", GOOD, data="1"), side("b", GOOD), "b", 0, 0.95).comparison is not None
-    )  # a baseline without a data hash: ids decide
+    # a baseline without a data hash: ids decide
+    assert judge(side("a", GOOD, data="1"), side("b", GOOD), "b", 0, 0.95).comparison is not None
 
 
 def test_partly_overlapping_sets_are_compared_on_the_common_examples():

@@ -20,12 +20,10 @@ import math
 import os
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any, NamedTuple
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from runner.errors import FatalError, UnsupportedError, UsageError
 
@@ -37,18 +35,14 @@ DEFAULT_MAX_ARCHIVE_BYTES = 256 << 30
 DEFAULT_MAX_ARCHIVE_ENTRIES = 1_000_000
 
 
-class _Resolved(BaseModel):
-    """A part of the settings: resolved once at the edge, then handed down unchanged (frozen).
-    Built on first use (defer_build): a command pays only for the parts it reads."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
-
-class GitHubContext(_Resolved):
+# The settings' parts are frozen dataclasses: resolved once at the edge (resolve() parses and checks
+# every value), then handed down unchanged; plain data, so reading them costs no validation library.
+@dataclass(frozen=True, kw_only=True)
+class GitHubContext:
     """What the workflow run says about itself: the event, the repository, where the API is."""
 
     event_name: str = ""
-    payload: Mapping[str, Any] = Field(default_factory=dict)
+    payload: Mapping[str, Any] = field(default_factory=dict, hash=False)
     ref: str = ""
     repository: str = ""
     api_url: str = DEFAULT_API_URL
@@ -99,7 +93,8 @@ def _event_payload(path: str | None) -> dict:
     return payload
 
 
-class ActionInputs(_Resolved):
+@dataclass(frozen=True, kw_only=True)
+class ActionInputs:
     """The action's inputs that tftrain itself reads (the others only reach action.yml's shell)."""
 
     allow_forks: bool = False
@@ -178,17 +173,19 @@ class GatePrestart(str, Enum):
             raise UsageError(f"TFTRAIN_GATE_PRESTART must be auto or never, not {text!r}") from None
 
 
-class Settings(_Resolved):
-    github: GitHubContext = Field(default_factory=GitHubContext)
-    inputs: ActionInputs = Field(default_factory=ActionInputs)
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    github: GitHubContext = field(default_factory=GitHubContext)
+    inputs: ActionInputs = field(default_factory=ActionInputs)
     s3_threshold_bytes: int = GITHUB_ASSET_LIMIT  # models over this must go to S3
-    archive_limits: ArchiveLimits = Field(default_factory=ArchiveLimits)
+    archive_limits: ArchiveLimits = field(default_factory=ArchiveLimits)
     cuda_visible_devices: str | None = None  # the GPUs this machine lets tftrain use; None: all that nvidia-smi lists
-    machine: MachineClients = Field(default_factory=MachineClients)
+    machine: MachineClients = field(default_factory=MachineClients)
     gate_prestart: GatePrestart = GatePrestart.AUTO
 
 
-class LoggerSettings(_Resolved):
+@dataclass(frozen=True, kw_only=True)
+class LoggerSettings:
     """What the logger needs to know about where it prints."""
 
     actions: bool = False  # in a GitHub Actions job: workflow commands (groups, masks, annotations) on

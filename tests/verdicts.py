@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from runner.history.model_registry import Registry
-from runner.history.record import RunStatus
+from runner.history.states import RunStatus
 from runner.history.store import Store
 from runner.verdict.evidence import Evidence
 from runner.verdict.layout import DIRECTORY, SUMMARY, seed_file, write_seed

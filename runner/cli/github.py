@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 
@@ -75,7 +76,7 @@ def _runs_on(args, settings: Settings, logger) -> int:
     logger.outputs({"runs-on": json.dumps(labels)})
     if args.check_runners is False:
         return 0
-    context = settings.github.model_copy(update={"token": settings.inputs.runners_token or settings.github.token})
+    context = dataclasses.replace(settings.github, token=settings.inputs.runners_token or settings.github.token)
     if context.token and context.repository:
         routing.check_runners(workflow.client(context), context.repository, labels, logger)
     elif args.check_runners:

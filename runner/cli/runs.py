@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from typing import TYPE_CHECKING
 
 from runner.errors import HistoryError
-from runner.history.record import MetricsSummary, RunRecord
 from runner.history.rundir import RunPaths
 from runner.history.store import Store
+from runner.history.untrusted import read_json
 from runner.paths import tftrain_home
 from runner.targets.leftovers import open_history
 from runner.telemetry.point import iter_series
-from runner.telemetry.report import show_metrics, summary_markdown
-from runner.telemetry.summary import SummaryBuilder
-from runner.telemetry.usage_report import usage_rows
 
-if TYPE_CHECKING:  # the manifest's pydantic models: ~90 ms that `tftrain runs` does without
+if TYPE_CHECKING:  # pydantic's models (the manifest's, the run record's): what listing runs does without
+    from runner.history.record import MetricsSummary, RunRecord
     from runner.manifest.model import Manifest
 
 
@@ -46,8 +45,8 @@ def _list(store: Store, limit: int, logger) -> None:
     rows = []
     for run in store.runs(limit):
         duration = f"{(run.ended or time.time()) - run.created:.1f}s"
-        record = _record(RunPaths(run.run_dir))  # run.json: its usage (a damaged one lists without)
-        used = f"{record.usage.gpu_hours:.4g}" if record is not None and record.usage is not None else ""
+        hours = _gpu_hours(RunPaths(run.run_dir))  # run.json's usage, read as it is (a damaged one lists without)
+        used = f"{hours:.4g}" if hours is not None else ""
         rows.append(
             [
                 run.run_id,
@@ -83,6 +82,9 @@ def _show(store: Store, ref: str, markdown: bool, logger, as_json: bool = False)
     summary = (kept if kept and kept.metrics else _summary_from_series(paths, manifest)).as_dict()
     model, git = (record.model, record.git) if record else (None, {})
     phases = store.phases(run.run_id)
+    from runner.telemetry.report import show_metrics, summary_markdown
+    from runner.telemetry.usage_report import usage_rows
+
     if markdown:
         points = iter_series(paths.metrics)
         logger.text(
@@ -122,14 +124,31 @@ def _show(store: Store, ref: str, markdown: bool, logger, as_json: bool = False)
 
 def _record(paths: RunPaths) -> RunRecord | None:
     """run.json, or None when it cannot be read (the index still lists the run)."""
+    from runner.history.record import RunRecord
+
     try:
         return RunRecord.read(paths.record)
     except (OSError, ValueError):
         return None
 
 
+def _gpu_hours(paths: RunPaths) -> float | None:
+    """run.json's usage.gpu_seconds in hours, without building the run record (a listing of many
+    runs reads only this); None when there is none or it is not a finite number ≥ 0."""
+    try:
+        record = read_json(paths.record)
+    except (OSError, ValueError):
+        return None
+    usage = record.get("usage") if isinstance(record, dict) else None
+    seconds = usage.get("gpu_seconds", 0.0) if isinstance(usage, dict) else None
+    ok = isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and math.isfinite(seconds) and seconds >= 0
+    return seconds / 3600 if ok else None
+
+
 def _summary_from_series(paths: RunPaths, manifest: Manifest) -> MetricsSummary:
     """A run without a summary (it ended before writing one): from metrics.jsonl, the same way."""
+    from runner.telemetry.summary import SummaryBuilder
+
     builder = SummaryBuilder(manifest.metrics)
     builder.add(iter_series(paths.metrics))
     return builder.summary()

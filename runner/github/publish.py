@@ -18,9 +18,9 @@ from runner.errors import PublishError, SignatureError, StorageError
 from runner.github.release_assets import SUMS, build_assets
 from runner.github.workflow import TagTemplate, failure, github_errors, releases_of
 from runner.history.checksums import parse_sums, sha256_file
-from runner.history.record import RunStatus
 from runner.history.rundir import RunPaths
 from runner.history.signing import SIGNATURE
+from runner.history.states import RunStatus
 from runner.manifest.model import Manifest
 from runner.settings import Settings
 from runner.storage.s3 import S3Target

@@ -11,17 +11,18 @@ import sqlite3
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, NamedTuple
 
 from runner.errors import DiskFullError, FatalError, HistoryError
 from runner.history.homepaths import REBUILD_HINT, damaged, run_relative, version_relative
-from runner.history.record import TERMINAL, RunRecord
 from runner.history.recordchecks import RECORD_CHECKS, is_phase, is_time
 from runner.history.rundir import read_record
+from runner.history.states import TERMINAL
 from runner.history.untrusted import load_json, read_yaml
 from runner.shared.refs import run_number, version_of_dir
+
+if TYPE_CHECKING:
+    from runner.history.record import RunRecord
 
 BUSY_SECONDS = 60
 SQLITE_BUSY, SQLITE_READONLY, SQLITE_IOERR, SQLITE_FULL = 5, 8, 10, 13
@@ -214,6 +215,10 @@ def load_run(run_dir: Path) -> RunRecord:
     for key, check in RECORD_CHECKS:
         if not check(record.get(key)):
             raise ValueError(f"run.json: {key} is {json.dumps(record.get(key))[:40]}")
+    from pydantic import ValidationError
+
+    from runner.history.record import RunRecord
+
     try:
         return RunRecord.model_validate(record)
     except ValidationError as exc:  # one line, as the checks above say it

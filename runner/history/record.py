@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import re
 import time
-from enum import Enum
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from runner.history.states import Cause, RunStatus
 from runner.history.untrusted import BadRecord, read_json
 from runner.history.usage import Usage
 
@@ -24,48 +24,6 @@ def empty_list() -> list:
     """A list field's default_factory, a function for pydantic's sake (runner.manifest.fields says
     why); here, so that reading a run's record never imports the manifest's models (~90 ms)."""
     return []
-
-
-class RunStatus(str, Enum):
-    """Where a run is: the phases it goes through, then how it ended. The values are what run.json,
-    tftrain.db and the action's `status` output hold, so a status compares equal to its string."""
-
-    QUEUED = "Queued"
-    PREPARING = "Preparing"
-    RUNNING = "Running"
-    POST_PROCESSING = "PostProcessing"
-    COMPLETED = "Completed"
-    FAILED = "Failed"
-    CANCELED = "Canceled"
-    TIMED_OUT = "TimedOut"
-
-    # f"{status}" is the value on every Python (3.12 made a mixed-in enum format as RunStatus.X)
-    __str__ = str.__str__
-    __format__ = str.__format__
-
-    @property
-    def terminal(self) -> bool:
-        """The run has ended: the status is a mark, not a phase that takes time."""
-        return self in TERMINAL
-
-
-TERMINAL: tuple[RunStatus, ...] = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELED, RunStatus.TIMED_OUT)
-
-
-class Cause(str, Enum):
-    """Why a run ended from outside its script's own verdict: the states `retry:` and a sweep decide
-    by, kept as data (run.json's `cause`, an attempt's `ended`) and never read back from a message.
-    The values are `retry.on`'s words and what run.json holds."""
-
-    PREEMPTED = "preempted"  # its machine, container or training was taken away
-    LOST = "lost"  # its tftrain was killed: a later command found the run orphaned (runner.targets.leftovers.reconcile)
-    EXIT_CODE = "exit code"  # the script exited with one of `retry.exit_codes` (the code beside it)
-    EARLY_TERMINATION = (  # a sweep's early-termination policy stopped the trial (runner.sweep.trial.TrialWatch)
-        "early termination"
-    )
-
-    __str__ = str.__str__
-    __format__ = str.__format__
 
 
 class _Model(BaseModel):

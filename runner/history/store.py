@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from runner.errors import HistoryError, NotFoundError
 from runner.history.homepaths import SCHEMA_VERSION, located, migrate, run_relative
@@ -35,11 +35,14 @@ from runner.history.index import (
 from runner.history.indexfile import LOCK_NAME, SUFFIXES, check_record_dirs, locked, make_home, odd, odd_files, refused
 from runner.history.newrun import discard_run_dir, highest_number, make_run_dir, release_space, reserve_space
 from runner.history.owner import Owner
-from runner.history.record import TERMINAL, Cause, Phase, RunRecord, RunStatus
 from runner.history.regular import kind_of
 from runner.history.rundir import RunPaths, write_record
+from runner.history.states import TERMINAL, Cause, RunStatus
 from runner.history.untrusted import load_json
 from runner.shared.refs import RunRef, shown
+
+if TYPE_CHECKING:  # the run record is pydantic's: loaded when a record is read or written, not to list runs
+    from runner.history.record import RunRecord
 
 __all__ = ["TERMINAL", "LostRun", "PhaseRow", "RunRow", "RunStatus", "Store"]
 
@@ -202,6 +205,8 @@ class Store:
                 run_dir = make_run_dir(runs, name, max(seq, highest_number(runs)) + 1)
                 reserve_space(RunPaths(run_dir).reserve)
                 now = time.time()
+                from runner.history.record import Phase, RunRecord
+
                 record = RunRecord(
                     run_id=run_dir.name,
                     name=name,
@@ -222,6 +227,8 @@ class Store:
     def update_run(self, run_id: str, **fields) -> None:
         """Add fields (git, model, metrics, …) to the run's record."""
         fields.pop("run_dir", None)  # where the record is, is where the run is
+        from runner.history.record import RunRecord
+
         self._change(run_id, lambda record: RunRecord.model_validate({**dict(record), **fields}))
 
     def start_phase(self, run_id: str, phase: RunStatus, at: float | None = None, reason: str | None = None) -> None:
@@ -257,6 +264,8 @@ class Store:
 
     def _read(self, run_dir: Path) -> RunRecord:
         try:
+            from runner.history.record import RunRecord
+
             return RunRecord.read(run_dir / "run.json")
         except (OSError, ValueError):
             record = self._records.get(run_dir.name)
@@ -370,6 +379,8 @@ def _finish(
 
 def _owner(run_dir: Path) -> Owner | None:
     try:
+        from runner.history.record import RunRecord
+
         return Owner.of(RunRecord.read(run_dir / "run.json").owner)
     except (OSError, ValueError):
         return None  # a record written before owners were recorded: nothing to judge by

@@ -4,6 +4,7 @@ them all; the best trial's model becomes the next version of the model."""
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import signal
 import threading
@@ -12,7 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from runner.errors import BudgetPassed, BudgetReached, FatalError, StorageError, SweepError
-from runner.history.record import RunStatus
+from runner.history.states import RunStatus
 from runner.manifest import LoadedManifest
 from runner.settings import Settings
 from runner.sweep.book import SweepBook, SweepStatus
@@ -125,7 +126,7 @@ class SweepRunner:
     # --- a worker: ask, run, tell, until the limit or a stop --------------------------------------
     def _worker(self, gpus: str | None) -> None:
         """`gpus`: this worker's share of the GPUs (CUDA_VISIBLE_DEVICES for its trials), None: as tftrain's."""
-        settings = self.settings if gpus is None else self.settings.model_copy(update={"cuda_visible_devices": gpus})
+        settings = self.settings if gpus is None else dataclasses.replace(self.settings, cuda_visible_devices=gpus)
         try:
             while not self.stop.is_set():
                 asked = self._ask()

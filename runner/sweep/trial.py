@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import FatalError
-from runner.history.record import Cause, RunStatus
+from runner.history.states import Cause, RunStatus
 from runner.history.store import Store
 from runner.manifest import LoadedManifest
 from runner.manifest.sweep import Objective

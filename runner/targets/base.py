@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import ClassVar, NamedTuple
 
 from runner.environments.prepared import Environment, Probe
-from runner.history.record import Cause, RunStatus
 from runner.history.rundir import RunPaths, RuntimePaths
+from runner.history.states import Cause, RunStatus
 from runner.manifest import LoadedManifest
 from runner.plan.model import ContainerSpec, LaunchPlan
 from runner.settings import ArchiveLimits, MachineClients, Settings

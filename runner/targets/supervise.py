@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 
 from runner.errors import Vanished
-from runner.history.record import RunStatus
+from runner.history.states import RunStatus
 from runner.plan.model import Role, SuccessPolicy, TaskSpec
 from runner.targets.base import Outcome
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from runner.history.record import RunStatus
+from runner.history.states import RunStatus
 from runner.history.store import PhaseRow
 from runner.telemetry.logger import Logger
 from runner.telemetry.point import TELEMETRY

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from runner.errors import FatalError
-from runner.history.record import RunStatus
 from runner.history.rundir import RunPaths
+from runner.history.states import RunStatus
 from runner.history.store import Store
 from runner.history.usage import Usage
 from runner.manifest import LoadedManifest

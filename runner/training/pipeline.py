@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from runner.errors import DiskFullError, FatalError, TrainingCanceled, TrainingFailed, TrainingTimedOut
-from runner.history.record import RunStatus
 from runner.history.rundir import RunPaths, writing
+from runner.history.states import RunStatus
 from runner.history.store import Store
 from runner.manifest import LoadedManifest, effective_target
 from runner.manifest.legacy_keras import opt_out_hint

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from runner.history.record import RunStatus
+from runner.history.states import RunStatus
 from runner.training.context import RunContext, Training
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from runner.errors import FatalError
-from runner.history.record import RunStatus
+from runner.history.states import RunStatus
 from runner.history.store import Store
 from runner.manifest import LoadedManifest
 from runner.settings import Settings

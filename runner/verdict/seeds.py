@@ -12,6 +12,7 @@ other seeds' consoles go to their run directories (tftrain.log). A signal stops 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import queue
 import threading
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.errors import FatalError
-from runner.history.record import RunStatus
+from runner.history.states import RunStatus
 from runner.history.store import Store
 from runner.manifest import LoadedManifest
 from runner.manifest.evaluation import SEED_VARIABLE
@@ -149,7 +150,7 @@ class SeedRunner:
             watch.stop(f"{sig.name} to tftrain", sig)
 
     def _worker(self, gpus: str | None) -> None:
-        settings = self.settings if gpus is None else self.settings.model_copy(update={"cuda_visible_devices": gpus})
+        settings = self.settings if gpus is None else dataclasses.replace(self.settings, cuda_visible_devices=gpus)
         while not self.stopped.is_set():
             try:
                 seed = self.pending.get_nowait()

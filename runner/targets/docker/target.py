@@ -14,8 +14,8 @@ from pathlib import Path
 
 from runner.environments import docker_client
 from runner.errors import Vanished
-from runner.history.record import RunStatus
 from runner.history.rundir import RunPaths, RuntimePaths
+from runner.history.states import RunStatus
 from runner.manifest import LoadedManifest
 from runner.plan.model import ContainerSpec, LaunchPlan, TaskSpec
 from runner.shared.machine import named_gpus

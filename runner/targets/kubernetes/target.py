@@ -17,8 +17,8 @@ import yaml
 
 from runner.environments import push_code_image
 from runner.errors import UnsupportedError
-from runner.history.record import RunStatus
 from runner.history.rundir import RunPaths, RuntimePaths
+from runner.history.states import RunStatus
 from runner.manifest import LoadedManifest
 from runner.plan.model import ContainerSpec, LaunchPlan, NetworkMode
 from runner.targets.base import Environment, Outcome, Probe, RunControl, Target, follow

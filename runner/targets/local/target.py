@@ -13,8 +13,8 @@ from shutil import which
 
 from runner.environments import env_spec
 from runner.errors import UnsupportedError
-from runner.history.record import RunStatus
 from runner.history.rundir import RunPaths
+from runner.history.states import RunStatus
 from runner.manifest import LoadedManifest
 from runner.plan.model import LaunchPlan, TaskSpec
 from runner.targets.base import Environment, Outcome, Probe, RunControl, Target, follow

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from runner.errors import Vanished
 from runner.history.checksums import skipped_note
-from runner.history.record import RunStatus
+from runner.history.states import RunStatus
 from runner.plan.model import ContainerSpec, LaunchPlan, TaskSpec
 from runner.settings import ArchiveLimits
 from runner.targets.base import Outcome, RunControl, follow

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from runner.errors import ClusterError, PlacementError, Vanished
-from runner.history.record import RunStatus
+from runner.history.states import RunStatus
 from runner.manifest.document import one_line
 from runner.plan.model import LaunchPlan, TaskSpec
 from runner.targets.base import Outcome, RunControl

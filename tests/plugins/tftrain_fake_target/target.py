@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from runner.environments import current_interpreter
-from runner.history.record import RunStatus
+from runner.history.states import RunStatus
 from runner.paths import tftrain_home
 from runner.targets.base import Outcome, Target, follow
 from runner.targets.interpreter import InterpreterState, interpreter_environment, task_environment

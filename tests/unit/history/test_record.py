@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from runner.history.record import TERMINAL, Attempt, Cause, MetricsSummary, RunRecord, RunStatus
+from runner.history.record import Attempt, MetricsSummary, RunRecord
+from runner.history.states import TERMINAL, Cause, RunStatus
 from runner.history.store import Store
 
 MANIFEST = json.dumps({"name": "demo", "entry_script": "train.py"})

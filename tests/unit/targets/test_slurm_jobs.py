@@ -11,7 +11,7 @@ import pytest
 
 from runner.errors import ClusterError, ManifestError, PlacementError
 from runner.github.routing import runs_on
-from runner.history.record import RunStatus
+from runner.history.states import RunStatus
 from runner.manifest.model import Manifest
 from runner.settings import LoggerSettings
 from runner.targets.base import RunControl

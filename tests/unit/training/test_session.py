@@ -10,7 +10,7 @@ from contextlib import nullcontext
 
 import pytest
 
-from runner.history.record import RunStatus
+from runner.history.states import RunStatus
 from runner.settings import LoggerSettings
 from runner.targets.base import RunControl
 from runner.telemetry.logger import Logger

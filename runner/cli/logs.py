@@ -22,7 +22,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args, logger) -> int:
-    with open_history(tftrain_home(), logger.warning) as store:
+    with open_history(tftrain_home(), logger.warning, reading=True) as store:
         record = store.run(args.run)
         path = RunPaths.of_run(record)[1].rank_log(args.rank)
         logger.flush()

@@ -18,7 +18,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args, logger) -> int:
-    with open_history(tftrain_home(), logger.warning) as store:
+    with open_history(tftrain_home(), logger.warning, reading=True) as store:
         record = store.run(args.run)
     points = read_series(_regular_or_none(RunPaths.of_run(record)[1].metrics))
     if args.json:

@@ -31,9 +31,9 @@ def add_arguments(parser) -> None:
 
 
 def run(args, logger) -> int:
-    with open_history(
-        tftrain_home(), logger.warning
-    ) as store:  # a run whose tftrain is gone is listed Failed, not Running forever
+    # a run whose tftrain is gone is listed Failed, not Running forever; a home with no history yet is
+    # listed empty, nothing made
+    with open_history(tftrain_home(), logger.warning, reading=True) as store:
         if args.runs_command == "show":
             _show(store, args.run, args.markdown, logger, as_json=args.json)
         else:

@@ -363,3 +363,11 @@ def _no_space(path: Path) -> bool:
         return os.statvfs(path.parent).f_bavail == 0
     except OSError:
         return False
+
+
+def empty_index(path: Path) -> Index:
+    """An index with no run and no model, in memory: a history that does not exist yet, read."""
+    db = Index(path, sqlite3.connect(":memory:", isolation_level=None))
+    for statement in SCHEMA:
+        db.execute(statement)
+    return db

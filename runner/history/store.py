@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from runner.errors import HistoryError, NotFoundError
 from runner.history.homepaths import SCHEMA_VERSION, located, migrate, run_relative
@@ -24,6 +24,7 @@ from runner.history.index import (
     Index,
     Rebuilt,
     damaged,
+    empty_index,
     index_error,
     index_run,
     json_problems,
@@ -36,6 +37,7 @@ from runner.history.indexfile import LOCK_NAME, SUFFIXES, check_record_dirs, loc
 from runner.history.newrun import discard_run_dir, highest_number, make_run_dir, release_space, reserve_space
 from runner.history.owner import Owner
 from runner.history.regular import kind_of
+from runner.history.rows import LostRun, PhaseRow, RunRow
 from runner.history.rundir import RunPaths, write_record
 from runner.history.states import TERMINAL, Cause, RunStatus
 from runner.history.untrusted import load_json
@@ -49,48 +51,32 @@ __all__ = ["TERMINAL", "LostRun", "PhaseRow", "RunRow", "RunStatus", "Store"]
 DB_NAME = "tftrain.db"
 
 
-class RunRow(NamedTuple):
-    run_id: str
-    name: str
-    status: RunStatus
-    created: float
-    ended: float | None
-    exit_code: int | None
-    run_dir: Path
-    manifest: str
-    git: dict
-    message: str | None
-
-    @property
-    def finished(self) -> bool:
-        return self.status.terminal
-
-
-class PhaseRow(NamedTuple):
-    phase: RunStatus
-    started: float
-    ended: float | None
-
-
-class LostRun(NamedTuple):
-    """A run `Store.mark_lost` marked Failed: what is needed to remove what it left running."""
-
-    run_id: str
-    manifest: str | None  # its manifest's JSON (which target ran it)
-    message: str  # what its record now says, for people
-
-
 class Store:
-    def __init__(self, home: Path, notify: Callable[[str], None] | None = None, set_aside: str | None = None) -> None:
+    def __init__(
+        self,
+        home: Path,
+        notify: Callable[[str], None] | None = None,
+        set_aside: str | None = None,
+        reading: bool = False,
+    ) -> None:
         """Open the history of `home` (nothing else: no run is judged); `notify` hears what opening
         did (an index rebuilt) and what runner.targets.leftovers.reconcile does (runs lost).
-        `set_aside` (doctor): first move the index to tftrain.db.SET_ASIDE-TIME, so it is rebuilt."""
+        `set_aside` (doctor): first move the index to tftrain.db.SET_ASIDE-TIME, so it is rebuilt.
+        `reading` (runs, logs, metrics, models): a home with no history yet is read as an empty one,
+        and nothing is made on disk (no directory, no index)."""
         self.home = home
         self.path = home / DB_NAME
         self.notify = notify or (lambda line: None)
         self.rebuilt: Rebuilt | None = None
         self.set_aside_as: list[Path] = []
         self._records: dict[str, RunRecord] = {}
+        if (
+            reading
+            and not set_aside
+            and all(kind_of(path) is None for path in (self.path, home / "runs", home / "models"))
+        ):
+            self.db = empty_index(self.path)
+            return
         make_home(home)
         check_record_dirs(home)
         self.db = self._open(set_aside)

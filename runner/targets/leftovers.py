@@ -20,13 +20,16 @@ if TYPE_CHECKING:
 
 
 @contextmanager
-def open_history(home: Path, notify: Callable[[str], None], set_aside: str | None = None) -> Iterator[Store]:
+def open_history(
+    home: Path, notify: Callable[[str], None], set_aside: str | None = None, reading: bool = False
+) -> Iterator[Store]:
     """The one door to the history for a command that judges a run's state: `home`'s Store, its lost
     runs reconciled first, each told to `notify` in one line (the run marked Failed, what it left
-    removed). `set_aside`: doctor's (runner.history.store.Store)."""
+    removed). `set_aside`: doctor's; `reading`: a command that only reads (a home with no history
+    is read as empty, nothing made): runner.history.store.Store."""
     from runner.history.store import Store
 
-    with Store(home, notify=notify, set_aside=set_aside) as store:
+    with Store(home, notify=notify, set_aside=set_aside, reading=reading) as store:
         reconcile(store)
         yield store
 

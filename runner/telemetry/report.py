@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
+from runner.history.rows import PhaseRow
 from runner.history.states import RunStatus
-from runner.history.store import PhaseRow
 from runner.telemetry.logger import Logger
 from runner.telemetry.point import TELEMETRY
 from runner.telemetry.summary import sampled

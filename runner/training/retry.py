@@ -30,8 +30,9 @@ from typing import NamedTuple
 
 from runner.errors import FatalError, HostError
 from runner.history.record import Attempt, Cause, RunRecord, RunStatus
+from runner.history.rows import RunRow
 from runner.history.rundir import RunPaths
-from runner.history.store import RunRow, Store
+from runner.history.store import Store
 from runner.manifest import LoadedManifest
 from runner.manifest.retry import RetrySpec
 from runner.settings import Settings

@@ -13,10 +13,8 @@ from __future__ import annotations
 from runner.errors import PlacementError
 from runner.github.workflow import failure
 from runner.manifest.model import effective_target
-from runner.shared.catalog import TARGETS, docker_here, row_of
+from runner.shared.catalog import docker_here, row_of
 
-POOL_LABEL = TARGETS["pool"].runner_label
-SLURM_LABEL = TARGETS["slurm"].runner_label  # a runner on a login node: the GPUs are the cluster's
 SHOWN_RUNNERS = 10
 SCOPE_NOTE = "this check sees the repository's own runners, not its organization's"
 

@@ -21,7 +21,14 @@ def target_for(name: str, settings: Settings | None = None) -> Target:
     row = row_of(name)
     if row is None:
         raise UnsupportedError(f"compute.target: {name!r} is not available in this version of tftrain")
-    return getattr(importlib.import_module(module_of(name)), row.cls)(settings)
+    module = module_of(name)
+    try:
+        cls = getattr(importlib.import_module(module), row.cls)
+    except (ImportError, AttributeError) as exc:  # a plugin's row naming what is not there
+        raise UnsupportedError(
+            f"compute.target: {name}: its class {module}.{row.cls} cannot be loaded: {exc}"
+        ) from None
+    return cls(settings)
 
 
 def target_command(name: str) -> ModuleType:

@@ -142,3 +142,46 @@ def test_a_backends_own_command_is_reached_through_the_factory():
     for name in ("local", "no-such-target"):
         with pytest.raises(UnsupportedError, match="has no command of its own"):
             target_command(name)
+
+
+def test_a_plugin_row_naming_a_missing_class_is_one_line(monkeypatch):
+    from runner.shared import catalog
+
+    monkeypatch.setitem(
+        catalog.TARGETS, "ghost", catalog.TargetRow("Ghost", False, False, module="no_such_plugin.target")
+    )
+    with pytest.raises(
+        UnsupportedError, match=r"compute.target: ghost: its class no_such_plugin.target.Ghost cannot be loaded"
+    ):
+        target_for("ghost")
+    monkeypatch.setitem(
+        catalog.TARGETS, "hollow", catalog.TargetRow("Hollow", False, False, module="runner.targets.base")
+    )
+    with pytest.raises(UnsupportedError, match=r"runner.targets.base.Hollow cannot be loaded"):
+        target_for("hollow")
+
+
+def test_a_plugin_that_fails_or_takes_a_name_is_one_line(monkeypatch):
+    from importlib import metadata
+
+    from runner.shared import catalog
+
+    class Point:
+        def __init__(self, name, value, load):
+            self.name, self.value, self.load = name, value, load
+
+    def boom():
+        raise RuntimeError("no config")
+
+    points = [Point("broken", "broken_plugin:register", lambda: boom)]
+    monkeypatch.setattr(catalog, "_plugins_read", False)
+    monkeypatch.setattr(metadata, "entry_points", lambda group: points)
+    with pytest.raises(
+        UnsupportedError, match=r"target plugin broken \(broken_plugin:register\): RuntimeError: no config"
+    ):
+        catalog.row_of("nothing-here")
+    points[:] = [Point("local", "thief:ROW", lambda: catalog.TargetRow("Thief", False, True))]
+    monkeypatch.setattr(catalog, "_plugins_read", False)
+    with pytest.raises(UnsupportedError, match=r"target local: already registered"):
+        catalog.names()
+    assert catalog.TARGETS["local"].cls == "LocalTarget"

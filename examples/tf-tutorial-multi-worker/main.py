@@ -1,12 +1,13 @@
-import json
-import os
 
-import mnist_setup
+import os
+import json
+
 import tensorflow as tf
+import mnist_setup
 
 per_worker_batch_size = 64
-tf_config = json.loads(os.environ["TF_CONFIG"])
-num_workers = len(tf_config["cluster"]["worker"])
+tf_config = json.loads(os.environ['TF_CONFIG'])
+num_workers = len(tf_config['cluster']['worker'])
 
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 
@@ -14,8 +15,8 @@ global_batch_size = per_worker_batch_size * num_workers
 multi_worker_dataset = mnist_setup.mnist_dataset(global_batch_size)
 
 with strategy.scope():
-    # Model building/compiling need to be within `strategy.scope()`.
-    multi_worker_model = mnist_setup.build_and_compile_cnn_model()
+  # Model building/compiling need to be within `strategy.scope()`.
+  multi_worker_model = mnist_setup.build_and_compile_cnn_model()
 
 
 multi_worker_model.fit(multi_worker_dataset, epochs=3, steps_per_epoch=70)

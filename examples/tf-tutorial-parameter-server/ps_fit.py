@@ -14,29 +14,31 @@ import tensorflow as tf
 # "If you use the same binary for all tasks" (the tutorial's code for the worker and ps roles)
 cluster_resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
 if cluster_resolver.task_type in ("worker", "ps"):
-    # Set the environment variable to allow reporting worker and ps failure to the
-    # coordinator. This is a workaround and won't be necessary in the future.
-    os.environ["GRPC_FAIL_FAST"] = "use_caller"
+  # Set the environment variable to allow reporting worker and ps failure to the
+  # coordinator. This is a workaround and won't be necessary in the future.
+  os.environ["GRPC_FAIL_FAST"] = "use_caller"
 
-    server = tf.distribute.Server(
-        cluster_resolver.cluster_spec(),
-        job_name=cluster_resolver.task_type,
-        task_index=cluster_resolver.task_id,
-        protocol=cluster_resolver.rpc_layer or "grpc",
-        start=True,
-    )
-    server.join()
+  server = tf.distribute.Server(
+      cluster_resolver.cluster_spec(),
+      job_name=cluster_resolver.task_type,
+      task_index=cluster_resolver.task_id,
+      protocol=cluster_resolver.rpc_layer or "grpc",
+      start=True)
+  server.join()
 
 # The coordinator (the chief): the tutorial's Model.fit cells
 os.environ["GRPC_FAIL_FAST"] = "use_caller"
 NUM_PS = len(cluster_resolver.cluster_spec().as_dict()["ps"])
 
 # --- Instantiate a ParameterServerStrategy
-variable_partitioner = tf.distribute.experimental.partitioners.MinSizePartitioner(
-    min_shard_bytes=(256 << 10), max_shards=NUM_PS
-)
+variable_partitioner = (
+    tf.distribute.experimental.partitioners.MinSizePartitioner(
+        min_shard_bytes=(256 << 10),
+        max_shards=NUM_PS))
 
-strategy = tf.distribute.ParameterServerStrategy(cluster_resolver, variable_partitioner=variable_partitioner)
+strategy = tf.distribute.ParameterServerStrategy(
+    cluster_resolver,
+    variable_partitioner=variable_partitioner)
 
 # --- Input data
 global_batch_size = 64
@@ -50,9 +52,9 @@ dataset = dataset.prefetch(2)
 
 # --- Model construction and compiling
 with strategy.scope():
-    model = tf.keras.models.Sequential([tf.keras.layers.Dense(10)])
+  model = tf.keras.models.Sequential([tf.keras.layers.Dense(10)])
 
-    model.compile(tf.keras.optimizers.legacy.SGD(), loss="mse", steps_per_execution=10)
+  model.compile(tf.keras.optimizers.legacy.SGD(), loss="mse", steps_per_execution=10)
 
 # --- Callbacks and training
 working_dir = "/tmp/my_working_dir"

@@ -34,6 +34,7 @@ from runner.targets.interpreter import (
     user_managed_state,
 )
 from runner.targets.slurm import jobs
+from runner.targets.slurm.accounting import allocation_of, said
 from runner.targets.slurm.gpus import gpus_allocated
 from runner.targets.slurm.script import (
     BatchRequest,
@@ -194,7 +195,14 @@ class SlurmTarget(Target):
                 watch.stop(0.0, control.force)
                 raise
         finally:
-            control.allocated_seconds = (watch.allocated_seconds() if watch is not None else None) or 0.0
+            if watch is None:
+                control.allocated_seconds = 0.0
+            else:
+                seconds, control.allocation = allocation_of(
+                    watch.job_id, watch.info, watch.allocated_seconds(), logger.warning
+                )
+                control.allocated_seconds = seconds or 0.0
+                logger.info(said(control.allocation))
             for tail in tails:
                 tail.finish()
             pump.join()

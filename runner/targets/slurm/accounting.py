@@ -31,6 +31,10 @@ class Unreadable(ValueError):
     """sacct's answer is not a record tftrain can read."""
 
 
+class NotYet(Unreadable):
+    """No record of the job yet: slurmdbd hears of it from slurmctld a moment later."""
+
+
 @dataclass(frozen=True, slots=True)
 class Accounted:
     state: JobState
@@ -46,6 +50,8 @@ def parse(text: str) -> Accounted:
     if "\ufffd" in text:
         raise Unreadable("its answer is not UTF-8 text")
     lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise NotYet("it has no record of the job")
     if len(lines) != 1:
         raise Unreadable(f"{len(lines)} records where one was asked for")
     fields = lines[0].strip().split("|")
@@ -108,24 +114,27 @@ def ask(job_id: str) -> Accounted:
     return parse(result.stdout)
 
 
-def settled(job_id: str, warn: Callable[[str], None]) -> Accounted | None:
-    """The job's record once accounting has it ended (asked for up to SETTLE_SECONDS); None where there
-    is no accounting, or (said once, by `warn`) where it gives none tftrain can read."""
+def settled(job_id: str) -> tuple[Accounted | None, str | None]:
+    """(the job's record once accounting has it ended, None): asked again for up to SETTLE_SECONDS
+    while it has none yet, or has the job still running; (None, None) where there is no accounting;
+    (None, why) where it gives none tftrain can read: garbage, or slurmdbd not answering, is not asked again."""
     deadline = time.monotonic() + SETTLE_SECONDS
     while True:
+        again = True
         try:
             record = ask(job_id)
         except NoAccounting:
-            return None
-        except (Unreadable, FatalError) as exc:
+            return None, None
+        except NotYet as exc:
             why = str(exc)
+        except (Unreadable, FatalError) as exc:
+            why, again = str(exc), False
         else:
             if record.state.ended:
-                return record
-            why = f"job {job_id} is still {record.state.value} in it {SETTLE_SECONDS:g} s after it ended"
-        if time.monotonic() >= deadline:
-            warn(f"Slurm accounting (sacct) gives no usable record of job {job_id}: {why}; usage from scontrol instead")
-            return None
+                return record, None
+            why = f"job {job_id} is still {record.state.value} in it"
+        if not again or time.monotonic() >= deadline:
+            return None, why
         time.sleep(SETTLE_EVERY)
 
 
@@ -133,8 +142,9 @@ def allocation_of(
     job_id: str, info: JobInfo | None, seen_seconds: float | None, warn: Callable[[str], None]
 ) -> tuple[float | None, Allocation]:
     """(the seconds the job held its allocation, who said so): sacct's record where accounting has
-    one; else scontrol's EndTime − StartTime (`info`), else what tftrain saw (`seen_seconds`)."""
-    record = settled(job_id, warn)
+    one; else scontrol's EndTime − StartTime (`info`), else what tftrain saw (`seen_seconds`). Accounting
+    that fails to give a record is said once, by `warn`."""
+    record, why = settled(job_id)
     if record is not None:
         return record.elapsed, Allocation(
             source="sacct",
@@ -148,8 +158,14 @@ def allocation_of(
         )
     state = info.state.value if info is not None else None
     if info is not None and info.elapsed is not None:
-        return info.elapsed, Allocation(source="scontrol", job_id=job_id, state=state, elapsed_seconds=info.elapsed)
-    return seen_seconds, Allocation(source="tftrain", job_id=job_id, state=state, elapsed_seconds=seen_seconds)
+        fallback = Allocation(source="scontrol", job_id=job_id, state=state, elapsed_seconds=info.elapsed)
+    else:
+        seen = round(seen_seconds, 3) if seen_seconds is not None else None
+        fallback = Allocation(source="tftrain", job_id=job_id, state=state, elapsed_seconds=seen)
+    if why is not None:
+        instead = "slurmctld's (scontrol)" if fallback.source == "scontrol" else "tftrain's clock"
+        warn(f"Slurm accounting (sacct) gives no usable record of job {job_id}: {why}; usage from {instead} instead")
+    return fallback.elapsed_seconds, fallback
 
 
 def said(allocation: Allocation) -> str:
@@ -166,4 +182,5 @@ def said(allocation: Allocation) -> str:
         )
     if allocation.source == "scontrol":
         return f"usage from slurmctld (scontrol): job {allocation.job_id}, {allocation.elapsed_seconds:g} s"
-    return f"usage from tftrain's clock: Slurm job {allocation.job_id}"
+    seconds = allocation.elapsed_seconds
+    return f"usage from tftrain's clock: Slurm job {allocation.job_id}" + (f", {seconds:g} s" if seconds else "")

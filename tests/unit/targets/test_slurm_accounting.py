@@ -61,24 +61,33 @@ def test_the_fallback_without_accounting_says_nothing(monkeypatch):
     assert (seconds, allocation.source, warned) == (12.0, "scontrol", [])
     seconds, allocation = allocation_of("7", None, 4.5, warned.append)  # slurmctld forgot it, no jobcomp either
     assert (seconds, allocation.source, warned) == (4.5, "tftrain", [])
-    assert said(allocation) == "usage from tftrain's clock: Slurm job 7"
+    assert said(allocation) == "usage from tftrain's clock: Slurm job 7, 4.5 s"
 
 
-def test_accounting_that_fails_is_said_once_and_falls_back(monkeypatch):
+@pytest.mark.parametrize(
+    ("answer", "asked_again"),
+    [
+        ("\x00\x01 garbage", False),  # garbage does not mend
+        ("", True),  # slurmdbd has not heard of the job yet
+        ("RUNNING|0:0|00:00:01|cpu=1", True),  # … nor of its end
+    ],
+)
+def test_accounting_that_fails_is_said_once_and_falls_back(monkeypatch, answer, asked_again):
     asked: list[str] = []
 
-    def garbage(job_id):
+    def answering(job_id):
         asked.append(job_id)
-        return parse("\x00\x01 garbage")
+        return parse(answer)
 
-    monkeypatch.setattr(accounting, "ask", garbage)
+    monkeypatch.setattr(accounting, "ask", answering)
     monkeypatch.setattr(accounting, "SETTLE_EVERY", 0.01)
     monkeypatch.setattr(accounting, "SETTLE_SECONDS", 0.05)
     warned: list[str] = []
     seconds, allocation = allocation_of("8", JobInfo(JobState.COMPLETED, elapsed=3.0), 3.0, warned.append)
     assert (seconds, allocation.source) == (3.0, "scontrol")
-    assert len(asked) > 1 and len(warned) == 1, warned
+    assert (len(asked) > 1) == asked_again and len(warned) == 1, warned
     assert warned[0].startswith("Slurm accounting (sacct) gives no usable record of job 8: ") and "\n" not in warned[0]
+    assert warned[0].endswith("; usage from slurmctld's (scontrol) instead")
 
 
 def test_the_record_decides_and_is_said(monkeypatch):

@@ -92,3 +92,23 @@ def test_slurmdbd_down_mid_run_falls_back_said_once(project, cli, home, slurm_cl
         time.sleep(0.5)
     else:
         pytest.fail(f"sacct never recorded job {job}: {sacct(job)!r}")
+
+
+def test_without_accounting_the_usage_is_as_before_and_nothing_is_said(
+    project, cli, home, slurm_cluster, tmp_path, monkeypatch
+):
+    """A login node whose slurm.conf keeps no accounting (sacct: "accounting storage is disabled"):
+    slurmctld's figures, no warning."""
+    conf = tmp_path / "slurm.conf"
+    lines = slurm_cluster.read_text().splitlines()
+    conf.write_text("".join(f"{line}\n" for line in lines if not line.startswith(("Accounting", "JobAcct"))))
+    (tmp_path / "gres.conf").write_text((slurm_cluster.parent / "gres.conf").read_text())
+    monkeypatch.setenv("SLURM_CONF", str(conf))
+    result = cli("run", "-f", str(slurm_manifest(project, SLEEPY)), timeout=300)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    (job,) = submitted(output)
+    warnings = [line for line in output.splitlines() if line.startswith("warning:") and "model.path" not in line]
+    assert warnings == [] and "sacct" not in output, output
+    allocation = json.loads((home / "runs/demo-1/run.json").read_text())["usage"]["allocation"]
+    assert allocation["source"] in ("scontrol", "tftrain") and allocation["job_id"] == job, allocation

@@ -48,6 +48,20 @@ Amount = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Count = Annotated[int, Field(ge=0)]
 
 
+class Allocation(_Model):
+    """What the scheduler holds for the job, and who said it: `source` is "sacct" (Slurm's accounting),
+    "scontrol" (the controller, or the jobcomp file once it forgot the job) or "tftrain" (its own clock)."""
+
+    source: str
+    job_id: str | None = None
+    state: str | None = None  # the job's final state, as accounting recorded it
+    exit_code: str | None = None  # N:S
+    elapsed_seconds: Amount | None = None
+    cpus: Count | None = None
+    mem_bytes: Count | None = None
+    gpus: Count | None = None
+
+
 class Usage(_Model):
     wall_seconds: Amount
     processes: Count
@@ -59,6 +73,7 @@ class Usage(_Model):
     gpus: list[GpuStats] | None = None  # None: no GPU was sampled (none here, no NVML, a remote target)
     prices: Prices | None = None
     cost: Amount | None = None
+    allocation: Allocation | None = None  # a scheduler's account of the job (Slurm), where the target has one
 
     @property
     def gpu_hours(self) -> float:
@@ -95,6 +110,7 @@ def account(
     cpu_seconds_used: float | None = None,
     peak_rss_bytes: dict[str, int] | None = None,
     gpus: list[GpuStats] | None = None,
+    allocation: Allocation | None = None,
 ) -> Usage:
     """The usage of one attempt that trained `wall_seconds` with `processes` processes, `gpu_processes`
     of them holding a GPU each; its cost at `prices`, when there are prices."""
@@ -111,6 +127,7 @@ def account(
         gpus=gpus or None,
         prices=prices,
         cost=cost_of(gpu, cpu, prices),
+        allocation=allocation,
     )
 
 

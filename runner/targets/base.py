@@ -71,6 +71,8 @@ class RunControl:
     # how long a scheduler held the plan's allocation, where the target knows (Slurm): usage counts it, not tftrain's
     # clock
     allocated_seconds: float | None = None
+    # the scheduler's account of the job and who gave it (runner.history.usage.Allocation): run.json's usage.allocation
+    allocation: object | None = None
 
     def start_clock(self) -> None:
         """max_run_duration_seconds counts from now: as the plan starts, or leaves a scheduler's queue."""

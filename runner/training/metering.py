@@ -43,6 +43,7 @@ def metering(ctx, training):
             cpu_seconds_used=sampler.cpu_seconds,
             peak_rss_bytes=sampler.memory.peaks,
             gpus=sampler.gpu_stats(),
+            allocation=ctx.control.allocation,
         )
         ctx.logger.info(f"usage: {brief(training.usage)}")
 

@@ -126,10 +126,25 @@ def refusal(stderr: str) -> str:
     return (errors or lines or ["no reason given"])[-1][:500]
 
 
-def judge_refusal(stderr: str, where: str) -> Exception:
-    """sbatch's refusal as tftrain's error: the manifest key it is about where Slurm says."""
+QOS_LIMIT = re.compile(r"\bQOS(?:Max|Min|Grp)[A-Za-z]{1,60}\b")  # sbatch's reason: QOSMaxGRESPerJob, …
+QOS_FIELDS = ("MaxTRES", "MaxTRESPerNode", "MaxWall", "MinTRES")
+
+
+def judge_refusal(stderr: str, where: str, qos: str | None = None) -> Exception:
+    """sbatch's refusal as tftrain's error: the manifest key it is about where Slurm says; a job over
+    a limit of its QoS (`qos`: compute.slurm.qos) names the limit, and the QoS's figures where
+    sacctmgr tells them."""
     words = refusal(stderr)
     low = stderr.lower()
+    limit = QOS_LIMIT.search(stderr)
+    if limit is not None:
+        named = f" {qos!r}" if qos else ""
+        figures = qos_limits(qos) if qos else ""
+        return PlacementError(
+            f"{where}: compute.slurm.qos: the job is over a limit of its QoS{named} ({limit.group(0)}"
+            + (f"; the QoS allows {figures}" if figures else "")
+            + "): ask for less, or use another QoS; nothing was submitted"
+        )
     if "unable to contact slurm controller" in low or "connection refused" in low or "socket timed out" in low:
         return ClusterError(
             f"slurmctld does not answer ({words}); is the cluster up?"
@@ -147,11 +162,29 @@ def judge_refusal(stderr: str, where: str) -> Exception:
     return ClusterError(f"sbatch refused the job: {words}")
 
 
+def qos_limits(qos: str) -> str:
+    """The QoS's limits as sacctmgr tells them ("MaxTRES=gres/gpu=1, MaxWall=00:10:00"); "" where it
+    does not (no sacctmgr, no accounting, an answer that is not one QoS's line)."""
+    if shutil.which("sacctmgr") is None:
+        return ""
+    try:
+        result = run(["sacctmgr", "-n", "-P", "show", "qos", qos, f"format={','.join(QOS_FIELDS)}"])
+    except FatalError:
+        return ""
+    lines = result.stdout.strip().splitlines() if result.returncode == 0 else []
+    values = lines[0].split("|") if len(lines) == 1 else []
+    if len(values) != len(QOS_FIELDS):
+        return ""
+    said = [f"{name}={one_line(value)[:80]}" for name, value in zip(QOS_FIELDS, values) if value.strip()]
+    return ", ".join(said)
+
+
 def test_only(options: list[str], where: str) -> None:
     """`sbatch --test-only`: what Slurm can refuse, before anything is recorded or submitted."""
     result = run([require(), "--test-only", *options, "--wrap", "true"])
     if result.returncode != 0:
-        raise judge_refusal(result.stderr, where)
+        qos = [option.partition("=")[2] for option in options if option.startswith("--qos=")]
+        raise judge_refusal(result.stderr, where, qos[-1] if qos else None)
 
 
 def submit(script: Path, env: dict[str, str], where: str, name: str, comment: str, warn: Callable[[str], None]) -> str:

@@ -34,6 +34,7 @@ from runner.targets.interpreter import (
     user_managed_state,
 )
 from runner.targets.slurm import jobs
+from runner.targets.slurm.accounting import allocation_of, said
 from runner.targets.slurm.gpus import gpus_allocated
 from runner.targets.slurm.script import (
     BatchRequest,
@@ -194,12 +195,17 @@ class SlurmTarget(Target):
                 watch.stop(0.0, control.force)
                 raise
         finally:
-            control.allocated_seconds = (watch.allocated_seconds() if watch is not None else None) or 0.0
+            seen = watch.allocated_seconds() if watch is not None else None
+            control.allocated_seconds = seen or 0.0
             for tail in tails:
                 tail.finish()
             pump.join()
             for tail in tails:  # unmasked: the run keeps the masked copies (logs/<rank>.log)
                 tail.path.unlink(missing_ok=True)
+            if watch is not None:  # last: a wait for Slurm's accounting (or a Ctrl-C in it) holds none of the above
+                seconds, control.allocation = allocation_of(watch.job_id, watch.info, seen, logger.warning)
+                control.allocated_seconds = seconds or 0.0
+                logger.info(said(control.allocation))
 
     def _supervise(self, watch: JobWatch, plan: LaunchPlan, control: RunControl) -> Outcome:
         """Queued while PENDING, then the tasks' exit files by the success policy, Slurm's state for

@@ -147,9 +147,11 @@ class JobWatch:
         if answer is None or (failure := scheduler_failure(answer)) is not None:
             if answer is not None:
                 self.read = answer.number
-            return self._silence(
-                failure if answer is not None else jobs.Silent(f"scontrol did not answer in {ASK_SECONDS:g} s")
-            )
+            elif fresh or self.asker.out_for() > ASK_SECONDS:
+                failure = jobs.Silent(f"scontrol did not answer in {ASK_SECONDS:g} s")
+            else:  # the question out is not yet answered: no silence
+                failure = None
+            return self._silence(failure)
         self.read = answer.number
         self.answered = time.monotonic()
         self.failing = False

@@ -79,7 +79,7 @@ def test_mpi_ranks_over_two_nodes_through_mpirun(project, cli, home, slurm_clust
 
 
 def test_mpi_ranks_through_srun_pmix(project, cli, home, slurm_cluster):
-    """pmix: on one node here (two slurmd on one host share /tmp, where pmix keeps a directory per step)."""
+    """pmix on one node (over both: test_slurm_pmix_nodes.py)."""
     path = slurm_manifest(project, MPI, "distributed_training:\n  backend: mpi\n  process_count_per_node: 2\n")
     result = cli("run", "-f", str(path), timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr

@@ -209,6 +209,28 @@ def test_the_first_scheduler_failure_warns_once(monkeypatch, tmp_path):
     )
 
 
+def test_a_question_not_yet_answered_is_no_silence(monkeypatch, tmp_path):
+    """Every run said 'scontrol did not answer in 35 s' at once: the first look found no answer yet."""
+    monkeypatch.setattr(watch_module, "STATE_EVERY", 0.0)
+    hung = Hung(monkeypatch)
+    console = io.StringIO()
+    watch = watch_of(tmp_path, console)
+    try:
+        for _ in range(3):
+            assert watch.state() is None
+        watch.logger.flush()
+        assert "did not answer" not in console.getvalue(), console.getvalue()
+        monkeypatch.setattr(watch_module, "ASK_SECONDS", 0.05)  # … until the question is out that long
+        time.sleep(0.1)
+        watch.state()
+        watch.state()
+        watch.logger.flush()
+        said = [line for line in console.getvalue().splitlines() if "did not answer" in line]
+        assert len(said) == 1, console.getvalue()
+    finally:
+        hung.release.set()
+
+
 def test_slurms_own_elapsed_time_is_the_allocation(monkeypatch, tmp_path):
     monkeypatch.setattr(
         watch_module.jobs, "job_info", lambda job_id, jobcomp: JobInfo(JobState.COMPLETED, "", 0, 0, 2.0)

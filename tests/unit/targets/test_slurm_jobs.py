@@ -109,6 +109,13 @@ def test_exit_files_as_hostile_text(tmp_path):
             ClusterError,
             "slurmctld does not answer",
         ),
+        (
+            "sbatch: error: QOSMaxGRESPerJob\nallocation failure: Job violates accounting/QOS policy (job submit limit,"
+            " user's size and/or time limits)",
+            PlacementError,
+            "tftrain.yml: compute.slurm.qos: the job is over a limit of its QoS (QOSMaxGRESPerJob): ask for less",
+        ),
+        ("sbatch: error: QOSMaxWallDurationPerJobLimit\n", PlacementError, "(QOSMaxWallDurationPerJobLimit)"),
         ("sbatch: error: something new\n", ClusterError, "something new"),
         ("", ClusterError, "no reason given"),
     ],

@@ -46,7 +46,7 @@ def context(use_gpu: bool, cost=None, target=None, tasks=None, where="docker"):
         target=target or Target(),
         checked=None,
         settings=SimpleNamespace(cuda_visible_devices=None),
-        control=SimpleNamespace(cgroup=None, queued=None, running_since=None, allocated_seconds=None),
+        control=SimpleNamespace(cgroup=None, queued=None, running_since=None, allocated_seconds=None, allocation=None),
         logger=Logger(stream, settings=LoggerSettings()),
     )
     points = []

@@ -39,7 +39,7 @@ def test_a_time_limit_asks_for_a_requeue_at_usr1():
         'scontrol requeue "$SLURM_JOB_ID"',
         'scancel --signal=TERM "$SLURM_JOB_ID"',
         'echo "$cause" > "$requeue_dir/$restart"',
-        '[ "$SECONDS" -ge 85 ]',  # 120 s − 20 s of grace − 15 s for a late start
+        '[ "$SECONDS" -ge 55 ]',  # 120 s − 20 s of grace − 30 s of an early signal − 15 s for a late start
     ):
         assert line in script, script
     assert "--no-requeue" not in script and "TERM@" not in script

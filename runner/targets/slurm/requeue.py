@@ -37,17 +37,30 @@ class Requeues:
         self.job_id, self.dir, self.logger, self.enabled = job_id, job_dir / REQUEUE_DIR, logger, enabled
         self.told = 0  # restarts told so far
         self.ended_since: float | None = None  # when a requeue-or-end state was first seen
+        # Slurm's StartTime/EndTime are the last start's: the allocation's time over every start is tftrain's count
+        self.ran = 0.0
+        self.running_since: float | None = None
 
     def cause(self, restart: int) -> str:
         """Why start `restart` of the job ended in a requeue."""
         said = read_marker(self.dir / str(restart))
         return said if said in CAUSES else UNKNOWN_CAUSE
 
-    def seen(self, info: JobInfo) -> None:
-        """Tell each restart Slurm reports, once, in order."""
+    def seen(self, info: JobInfo, now: float) -> None:
+        """Tell each restart Slurm reports, once, in order; count the time the job holds its allocation."""
+        holding = info.state in (JobState.RUNNING, JobState.COMPLETING)
+        if holding and self.running_since is None:
+            self.running_since = now
+        elif not holding and self.running_since is not None:
+            self.ran += now - self.running_since
+            self.running_since = None
         while self.told < info.restarts:
             self.told += 1
             self.logger.warning(f"slurm job {self.job_id} requeued ({self.cause(self.told - 1)}) — restart {self.told}")
+
+    def held(self, until: float) -> float:
+        """Seconds the job held its allocation, over all its starts (as tftrain saw them), until `until`."""
+        return self.ran + (max(0.0, until - self.running_since) if self.running_since is not None else 0.0)
 
     def over(self, info: JobInfo) -> bool:
         """Whether the job ended for good: a requeued job passes through PREEMPTED or NODE_FAIL on

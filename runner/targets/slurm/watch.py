@@ -128,6 +128,8 @@ class JobWatch:
     def allocated_seconds(self) -> float | None:
         """How long the job held its allocation: Slurm's EndTime − StartTime where it told them, else
         what tftrain saw (batch.log or RUNNING, to the tasks' verdict or the job's end); None: it never ran."""
+        if self.requeues.told:  # Slurm's times are the last start's
+            return self.requeues.held(self.ended_at or time.monotonic())
         if self.info is not None and self.info.elapsed is not None:
             return self.info.elapsed
         if self.started_at is None:
@@ -177,7 +179,7 @@ class JobWatch:
 
     def _seen(self, info: JobInfo) -> None:
         self.info = info
-        self.requeues.seen(info)
+        self.requeues.seen(info, time.monotonic())
         if info.state != JobState.PENDING and self.started_at is None:
             self.started_at = time.monotonic()
         if info.state.ended and self.ended_at is None:

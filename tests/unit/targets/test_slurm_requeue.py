@@ -86,15 +86,18 @@ def test_each_restart_is_told_once_with_its_cause(tmp_path: Path):
     (tmp_path / "requeue").mkdir()
     (tmp_path / "requeue" / "0").write_text("time limit\n")
     (tmp_path / "requeue" / "1").write_bytes(b"\x1b[2J rm -rf /\n")  # not a cause the batch script writes
-    requeues.seen(JobInfo(JobState.RUNNING))
-    requeues.seen(JobInfo(JobState.PENDING, restarts=1))
-    requeues.seen(JobInfo(JobState.RUNNING, restarts=1))
-    requeues.seen(JobInfo(JobState.RUNNING, restarts=3))
+    requeues.seen(JobInfo(JobState.RUNNING), 10.0)
+    requeues.seen(JobInfo(JobState.PENDING, restarts=1), 70.0)
+    requeues.seen(JobInfo(JobState.RUNNING, restarts=1), 100.0)
+    requeues.seen(JobInfo(JobState.RUNNING, restarts=3), 130.0)
     assert said.lines == [
         "slurm job 42 requeued (time limit) — restart 1",
         "slurm job 42 requeued (by Slurm: preemption, a node failure or scontrol requeue) — restart 2",
         "slurm job 42 requeued (by Slurm: preemption, a node failure or scontrol requeue) — restart 3",
     ]
+    assert requeues.held(150.0) == 60.0 + 50.0  # the allocation's time over its starts, not the queue's
+    requeues.seen(JobInfo(JobState.COMPLETED, restarts=3), 160.0)
+    assert requeues.held(999.0) == 60.0 + 60.0
 
 
 def test_preempted_is_the_way_back_to_pending(tmp_path: Path, monkeypatch):

@@ -6,7 +6,8 @@ shared ones and secrets come through Slurm's environment, never a file), builds 
 job has one from the allocation (every task binds a free port on its node and writes host:port to
 JOB_DIR/ports/RANK; each waits for all of them), then runs the task as its child, passes SIGTERM /
 SIGINT on, and writes the exit status to JOB_DIR/exit/RANK (negative: killed by that signal), which
-tftrain judges by the plan's success policy.
+tftrain judges by the plan's success policy; none when the batch script is requeueing the job
+(compute.slurm.time_limit, preemption): that end is no verdict, the next start is.
 """
 
 from __future__ import annotations

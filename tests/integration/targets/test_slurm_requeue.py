@@ -109,3 +109,21 @@ def test_a_requeue_slurm_refuses_fails_the_run_in_one_line(project, home, tmp_pa
     ), out[-3000:]
     assert run_status(home, "demo-1") == "Failed"
     assert re.search(r"JobState=(FAILED|CANCELLED) .*Restarts=0 ", show_job(job)), show_job(job)  # not in squeue
+
+
+def test_max_run_duration_ends_a_requeued_job(project, cli, home, slurm_cluster):
+    """tftrain's own limit counts over every start of the job, its queue between them included: at it
+    the job is canceled wherever it is (running, or pending after a requeue)."""
+    path = slurm_manifest(
+        project,
+        "import time\nprint('training', flush=True)\ntime.sleep(300)\n",
+        "max_run_duration_seconds: 80\nstop_grace_seconds: 5\n",
+        slurm="    time_limit: 1\n",
+    )
+    result = cli("run", "-f", str(path), timeout=300)
+    out = result.stdout + result.stderr
+    assert result.returncode == 11, out[-3000:]  # TimedOut
+    (job,) = submitted(out)
+    assert "max_run_duration_seconds (80s) reached; Slurm job" in out and "Traceback" not in out, out[-3000:]
+    assert run_status(home, "demo-1") == "TimedOut"
+    assert re.search(r"JobState=(CANCELLED|FAILED|COMPLETED) ", show_job(job)), show_job(job)  # not in squeue

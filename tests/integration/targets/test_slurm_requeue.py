@@ -71,6 +71,9 @@ def test_a_training_longer_than_the_time_limit_is_requeued_until_done(project, c
     finished = re.findall(r"^epoch (\d+) finished$", log, re.M)
     assert finished == [str(epoch) for epoch in range(1, EPOCHS + 1)], log[-3000:]  # each once, in order
     assert log.count("leaving for the requeue") == len(restarts) and "training done" in log
+    kept = (home / "runs/demo-1/workdir/logs/slurm.log").read_text()  # the batch script's, in the run's logs
+    for restart in restarts:
+        assert f"slurm job {job}: time limit: the tasks stop, the job is requeued (restart {restart})" in kept, kept
     assert run_status(home, "demo-1") == "Completed"
     assert re.search(rf"JobState=COMPLETED .*Restarts={len(restarts)} ", show_job(job)), show_job(job)  # not in squeue
 

@@ -39,6 +39,7 @@ def test_a_time_limit_asks_for_a_requeue_at_usr1():
         'scontrol requeue "$SLURM_JOB_ID"',
         'scancel --signal=TERM "$SLURM_JOB_ID"',
         'echo "$cause" > "$requeue_dir/$restart"',
+        "tftrain: slurm job $SLURM_JOB_ID: $cause: the tasks stop, the job is requeued (restart $((restart + 1)))",
         '[ "$SECONDS" -ge 55 ]',  # 120 s − 20 s of grace − 30 s of an early signal − 15 s for a late start
     ):
         assert line in script, script

@@ -223,11 +223,17 @@ def copy_file(source: Path, target: Path) -> tuple[str, int] | EntryKind:
     return digest.hexdigest(), size
 
 
-def sha256_file(path: Path) -> str:
+def sha256_file(path: Path, copy=None) -> str:
+    """The sha256 of `path`'s bytes; with `copy` (an open binary file), those bytes written to it too,
+    in the same pass (flushed)."""
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         while chunk := handle.read(CHUNK):
             digest.update(chunk)
+            if copy is not None:
+                copy.write(chunk)
+    if copy is not None:
+        copy.flush()
     return digest.hexdigest()
 
 

@@ -118,7 +118,8 @@ def on_this_machine(name: str) -> bool:
 
 
 def on_this_machine_names() -> tuple[str, ...]:
-    return tuple(name for name, row in TARGETS.items() if row.on_this_machine)
+    """Every target whose training uses this machine, the plugins' too."""
+    return tuple(name for name in names() if TARGETS[name].on_this_machine)
 
 
 def bare_here(name: str) -> bool:

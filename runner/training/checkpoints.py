@@ -19,7 +19,6 @@ latest checkpoint's files only, each checked against its size and sha256.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import shutil
@@ -32,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.errors import DiskFullError, FatalError, PreparingError, StorageError
-from runner.history.checksums import fresh_dir, writing
+from runner.history.checksums import fresh_dir, sha256_file, writing
 from runner.history.rundir import RunPaths
 from runner.manifest import LoadedManifest
 from runner.manifest.checkpoints import CheckpointsSpec
@@ -233,7 +232,7 @@ class CheckpointSync:
                 digest = known[1]
             else:
                 with tempfile.NamedTemporaryFile(prefix=".checkpoint-sync-", dir=self.staging) as copy:
-                    digest = _copy_hashing(path, copy)
+                    digest = sha256_file(path, copy)
                     if _stamp(path) != before:
                         return None
                     if digest not in self._uploaded:
@@ -268,17 +267,6 @@ def _fitting(listed: list[dict]) -> tuple[list[dict], bytes]:
         if len(body) <= MAX_BYTES or len(listed) <= 1:
             return listed, body
         listed = listed[len(listed) // 2 :]
-
-
-def _copy_hashing(path: Path, copy) -> str:
-    """Copy `path` into the open file `copy` and return the sha256 of what was copied."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-            copy.write(chunk)
-    copy.flush()
-    return digest.hexdigest()
 
 
 def _stamp(path: Path) -> tuple[int, int]:

@@ -105,19 +105,19 @@ def test_a_file_that_changes_while_it_is_copied_waits_for_the_next_round(tmp_pat
     sync = CheckpointSync(root, Location(name, "runs/demo-1", s3_server), 60, Notes(), staging=tmp_path)
     sync.sync()
     tf_checkpoint(root, "ckpt-2", b"second")
-    real_copy = checkpoints._copy_hashing
+    real_copy = checkpoints.sha256_file
 
-    def growing(path, copy):
+    def growing(path, copy=None):
         digest = real_copy(path, copy)
         if path.name.startswith("ckpt-2.data"):
             with path.open("ab") as handle:  # the trainer still writing
                 handle.write(b"more")
         return digest
 
-    monkeypatch.setattr(checkpoints, "_copy_hashing", growing)
+    monkeypatch.setattr(checkpoints, "sha256_file", growing)
     assert sync.sync() is False
     assert [item["name"] for item in listed(s3, name)["checkpoints"]] == ["ckpt-1"]
-    monkeypatch.setattr(checkpoints, "_copy_hashing", real_copy)
+    monkeypatch.setattr(checkpoints, "sha256_file", real_copy)
     assert sync.sync() is True
     latest = listed(s3, name)["checkpoints"][-1]
     assert latest["files"]["ckpt-2.data-00000-of-00001"]["size"] == len(b"second\x00more")

@@ -10,6 +10,7 @@ import textwrap
 import uuid
 from pathlib import Path
 
+import docker_images
 import purity
 import pytest
 
@@ -27,6 +28,17 @@ def pytest_collection_modifyitems(items):
             item.fixturenames.insert(0, "pure")
         elif REPO / "tests" / "integration" in item.path.parents:
             item.add_marker(pytest.mark.integration)
+            item.fixturenames.insert(0, "leaves_no_images")
+
+
+@pytest.fixture(scope="module")
+def leaves_no_images():
+    """The images a module's tests build are removed after the module: each holds a TensorFlow
+    (~2 GB), and a cold CI machine's disk once filled with them. What was there before stays."""
+    client = docker_images.client_or_none()
+    before = docker_images.ids(client)
+    yield
+    docker_images.remove_new(client, before)
 
 
 @pytest.fixture(scope="session")

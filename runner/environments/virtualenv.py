@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
+from runner.environments.shared_files import share_files
 from runner.errors import PreparingError, UnsupportedError
 from runner.frameworks.curated import constraints_for, requirement_names
 from runner.frameworks.releases import DEFAULT_VERSION, HOROVOD, requirement, tf_keras_requirement
@@ -281,9 +282,23 @@ def prepare_env(spec: EnvSpec, source_dir: Path, logger: Logger, log_path: Path,
         if (target / COMPLETE).exists():
             return PythonEnv(python, spec.key, True)
         shutil.rmtree(target, ignore_errors=True)  # a build that died half-way
-        _build(spec, target, source_dir, logger, log_path, console)
+        try:
+            _build(spec, target, source_dir, logger, log_path, console)
+        except BaseException:
+            shutil.rmtree(target, ignore_errors=True)  # its log says what failed; its GBs are not kept
+            raise
+        _share_files(spec.key, target, logger)
         (target / COMPLETE).write_text(json.dumps({"requirements": spec.requirements}) + "\n")
     return PythonEnv(python, spec.key, False)
+
+
+def _share_files(key: str, target: Path, logger: Logger) -> None:
+    shared = share_files(target, cache_dir())
+    if shared.linked:
+        logger.info(
+            f"environment {key[:12]}: {shared.linked} files ({shared.saved / 2**20:.0f} MB) are"
+            " the same bytes as another cached environment's and are kept once"
+        )
 
 
 def _build(spec: EnvSpec, target: Path, source_dir: Path, logger: Logger, log_path: Path, console: bool) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 SOCKET = Path("/var/run/docker.sock")
+# small images (an sshd, a stand-in) that several modules build once and share: kept
+SHARED = {"tftrain-test/host:latest", "tftrain-test/python-standin:latest"}
 
 
 def client_or_none():
@@ -30,7 +32,8 @@ def remove_new(client, before: set[str]) -> None:
         return
     import docker
 
-    for image in ids(client) - before:
+    shared = {image.id for image in client.images.list() if SHARED & set(image.tags)}
+    for image in ids(client) - before - shared:
         try:
             client.images.remove(image, force=True)
         except docker.errors.APIError:

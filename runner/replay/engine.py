@@ -14,15 +14,11 @@ status 0 (no answer), never an exception.
 from __future__ import annotations
 
 import contextlib
-import http.client
-import json
 import secrets
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -30,11 +26,11 @@ from runner.errors import FatalError, ReplayError
 from runner.replay.compare import Agreement, Difference, compare, is_classifier, read_answer
 from runner.replay.latency import p99, p99_ratio
 from runner.replay.report import SHOWN_IDS, Disagreement, Latency, OutputDelta, ReplayReport, StatusDifference
-from runner.serving.launch import BackgroundServer, ServerOptions, scoring_of
-from runner.serving.records import Request, Route
+from runner.replay.sending import NO_ANSWER, Sent, Side, exchange
+from runner.serving.launch import BackgroundServer, ServerOptions
+from runner.serving.records import Request
 from runner.serving.refs import Served
 
-MAX_ANSWER_BYTES = 64 << 20  # an answer read at most (a larger one is no answer)
 WARM_REQUESTS = 20  # TensorFlow traces and the server's first calls: never in the latencies compared
 
 
@@ -45,71 +41,6 @@ class ReplayOptions:
     timeout_seconds: float = 30.0  # one request
     deadline_seconds: float = 3600.0  # the whole replay, once both servers are ready
     origin: str = ""  # where the requests came from, for the report's line
-
-
-@dataclass(frozen=True)
-class Sent:
-    status: int  # 0: no answer (refused, reset, timed out, past the deadline)
-    body: Any  # the answer's JSON, its text when it is not JSON, None without an answer
-    seconds: float
-
-
-class Side:
-    """One served version and how requests reach it: its routes, its key, a connection per worker."""
-
-    def __init__(self, server: BackgroundServer, token: str, timeout: float) -> None:
-        self.server, self.token, self.timeout = server, token, timeout
-        self.scoring = scoring_of(server.served) is not None
-        self._local = threading.local()
-
-    def path(self, request: Request) -> str:
-        route = request.route or (Route.SCORE if self.scoring else Route.V1)
-        return route.path(self.server.served.name)
-
-    def _connection(self) -> http.client.HTTPConnection:
-        connection = getattr(self._local, "connection", None)
-        if connection is None:
-            connection = self._local.connection = http.client.HTTPConnection(
-                "127.0.0.1", self.server.port.value, timeout=self.timeout
-            )
-        return connection
-
-    def send(self, method: str, path: str, body: bytes | None = None) -> Sent:
-        headers = {
-            "Authorization": f"Bearer {self.token}",
-            **({"Content-Type": "application/json"} if body is not None else {}),
-        }
-        started = time.perf_counter()
-        for attempt in (0, 1):  # a keep-alive connection the server closed meanwhile: once more on a new one
-            connection = self._connection()
-            try:
-                connection.request(method, path, body=body, headers=headers)
-                answer = connection.getresponse()
-                data = answer.read(MAX_ANSWER_BYTES + 1)
-                seconds = time.perf_counter() - started
-                if len(data) > MAX_ANSWER_BYTES:
-                    connection.close()
-                    return Sent(0, None, seconds)
-                return Sent(answer.status, _decoded(data), seconds)
-            except (OSError, http.client.HTTPException):
-                connection.close()
-                self._local.connection = None
-                if attempt or time.perf_counter() - started >= self.timeout:
-                    return Sent(0, None, time.perf_counter() - started)
-        raise AssertionError("unreachable")
-
-    def close(self) -> None:
-        connection = getattr(self._local, "connection", None)
-        if connection is not None:
-            connection.close()
-
-
-def _decoded(data: bytes) -> Any:
-    text = data.decode("utf-8", "replace")
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
 
 
 def replay(
@@ -203,33 +134,24 @@ def _described(tensor: dict) -> str:
 
 
 def _send_all(sides: list[Side], requests: list[Request], options: ReplayOptions) -> list[list[Sent]]:
-    """Each side's answers, in the requests' order. `concurrency` workers; each sends its request to
-    every side at the same instant (the baseline's from a thread of its own), so that both answer
-    each request under the same load: a latency ratio then compares like with like."""
+    """Each side's answers, in the requests' order. `concurrency` workers; each writes its request to
+    every side before reading any answer (runner.replay.sending), so that both answer each request
+    under the same load: a latency ratio then compares like with like."""
     deadline = time.monotonic() + options.deadline_seconds
-    bodies = [request.encoded() for request in requests]
-    answers: list[list[Sent | None]] = [[None] * len(requests) for _ in sides]
+    answers: list[list[Sent]] = [[NO_ANSWER] * len(requests) for _ in sides]
 
-    def one(side_index: int, index: int) -> None:
-        side = sides[side_index]
-        late = time.monotonic() > deadline
-        answers[side_index][index] = (
-            Sent(0, None, 0.0) if late else side.send("POST", side.path(requests[index]), bodies[index])
-        )
+    def one(index: int) -> None:
+        if time.monotonic() > deadline:
+            return
+        request = requests[index]
+        paths = [side.path(request) for side in sides]
+        for side_index, sent in enumerate(exchange(sides, "POST", paths, request.encoded(), reverse=index % 2 == 1)):
+            answers[side_index][index] = sent
 
-    def pair(index: int, beside: ThreadPoolExecutor | None) -> None:
-        others = [beside.submit(one, side_index, index) for side_index in range(1, len(sides))] if beside else []
-        one(0, index)
-        for other in others:
-            other.result()
-
-    with (
-        ThreadPoolExecutor(options.concurrency, thread_name_prefix="replay") as workers,
-        ThreadPoolExecutor(options.concurrency, thread_name_prefix="replay-beside") as beside,
-    ):
-        for done in [workers.submit(pair, index, beside if len(sides) > 1 else None) for index in range(len(requests))]:
+    with ThreadPoolExecutor(options.concurrency, thread_name_prefix="replay") as workers:
+        for done in [workers.submit(one, index) for index in range(len(requests))]:
             done.result()
-    return [[sent for sent in side_answers if sent is not None] for side_answers in answers]
+    return answers
 
 
 def _report(

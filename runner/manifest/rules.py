@@ -24,6 +24,7 @@ from runner.manifest.model import (
 from runner.manifest.replay import check_replay
 from runner.manifest.scoring_rules import check_scoring
 from runner.manifest.signing import check_signing
+from runner.manifest.slurm import check_slurm
 from runner.manifest.sourcepaths import regular_file_problem, text_file_problem, through_link
 from runner.shared.catalog import bare_here, on_this_machine, on_this_machine_names, row_of
 from runner.shared.refs import resume_ref_problem
@@ -92,6 +93,7 @@ def check_rules(manifest: Manifest, base_dir: Path) -> list[Problem]:
         *_checkpoints(manifest),
         *check_images(manifest),
         *check_signing(manifest),
+        *check_slurm(manifest),
         *_files(manifest, base_dir),
         *_sweep(manifest),
         *check_scoring(manifest, base_dir),

@@ -4,11 +4,16 @@ no option tftrain sets itself."""
 
 from __future__ import annotations
 
-from typing import Literal
+import math
+import re
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator
 
 from runner.manifest.fields import Model, empty_list
+
+if TYPE_CHECKING:
+    from runner.manifest.document import Location
 
 SLURM_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"  # partition, account, qos names
 CONSTRAINT_PATTERN = r"^[A-Za-z0-9._:*&|,\[\]()-]{1,256}$"  # Slurm's --constraint expression
@@ -63,6 +68,36 @@ SHORT_OPTIONS = {
     "a": "array",
 }
 
+# Slurm's --time forms: minutes, minutes:seconds, hours:minutes:seconds, days-hours,
+# days-hours:minutes, days-hours:minutes:seconds
+SLURM_TIME = re.compile(
+    r"^(?:(\d{1,3})-(\d{1,2})(?::(\d{1,2})(?::(\d{1,2}))?)?|(\d{1,6})(?::(\d{1,2})(?::(\d{1,2}))?)?)$"
+)
+MAX_TIME_LIMIT_MINUTES = 365 * 24 * 60
+
+
+def time_limit_minutes(value: int | str) -> int:
+    """compute.slurm.time_limit in whole minutes (seconds round up: Slurm counts its limits by the minute).
+    ValueError for anything that is not one of Slurm's --time forms, or not above zero."""
+    if isinstance(value, int):
+        minutes = value
+    else:
+        match = SLURM_TIME.match(value.strip())
+        if match is None:
+            raise ValueError(f"{value!r} is not a Slurm time: minutes, or D-HH:MM:SS (also HH:MM:SS, MM:SS, D-HH)")
+        days, d_hours, d_minutes, d_seconds, plain, second, third = match.groups()
+        if days is not None:
+            seconds = ((int(days) * 24 + int(d_hours)) * 60 + int(d_minutes or 0)) * 60 + int(d_seconds or 0)
+        elif third is not None:  # hours:minutes:seconds
+            seconds = (int(plain) * 60 + int(second)) * 60 + int(third)
+        else:  # minutes[:seconds]
+            seconds = int(plain) * 60 + int(second or 0)
+        minutes = math.ceil(seconds / 60)
+    if not 1 <= minutes <= MAX_TIME_LIMIT_MINUTES:
+        raise ValueError(f"{value!r} must be between 1 minute and 365 days")
+    return minutes
+
+
 # sbatch's short options that take no value: getopt reads what follows them in one item as more options
 FLAG_LETTERS = frozenset("hHkOQsuvVW")
 
@@ -116,6 +151,14 @@ class SlurmSpec(Model):
             " offers it"
         ),
     )
+    time_limit: int | str | None = Field(
+        default=None,
+        description=(
+            "The longest one job may run (--time: minutes, or D-HH:MM:SS): at it the training gets SIGTERM"
+            " (stop_grace_seconds before), then the same job is requeued and resumes from its BackupAndRestore"
+            " backup, until the training ends or max_run_duration_seconds runs out"
+        ),
+    )
     shared_dir: str | None = Field(
         default=None,
         description=(
@@ -133,9 +176,50 @@ class SlurmSpec(Model):
                 raise ValueError(f"[{index}] {item!r} {problem}")
         return items
 
+    @field_validator("time_limit", mode="before")
+    @classmethod
+    def _slurm_time(cls, value: object) -> object:
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, (int, str)):
+                raise ValueError("must be minutes or D-HH:MM:SS")
+            time_limit_minutes(value)
+        return value
+
+    @property
+    def time_limit_minutes(self) -> int | None:
+        return None if self.time_limit is None else time_limit_minutes(self.time_limit)
+
     @field_validator("shared_dir")
     @classmethod
     def _absolute(cls, value: str | None) -> str | None:
         if value is not None and (not value.startswith("/") or "\n" in value or "\0" in value):
             raise ValueError("must be an absolute path")
         return value
+
+
+def check_slurm(manifest) -> list[tuple[Location, str]]:
+    """compute.slurm.time_limit against the manifest's own limits: a job requeued at its time limit
+    must run longer than the stop grace, and less than the whole training may."""
+    minutes = manifest.compute.slurm.time_limit_minutes
+    if minutes is None:
+        return []
+    where = ("compute", "slurm", "time_limit")
+    limit = manifest.max_run_duration_seconds
+    if limit is not None and minutes * 60 >= limit:
+        return [
+            (
+                where,
+                f"{manifest.compute.slurm.time_limit!r} ({minutes} min) is not below max_run_duration_seconds"
+                f" ({limit}): the job would never be requeued; lower it, or drop it and let"
+                " max_run_duration_seconds set the job's --time",
+            )
+        ]
+    if manifest.grace_seconds >= minutes * 60:
+        return [
+            (
+                where,
+                f"{manifest.compute.slurm.time_limit!r} ({minutes} min) leaves no time to train: the stop grace"
+                f" ({manifest.grace_seconds:g} s) comes before it",
+            )
+        ]
+    return []

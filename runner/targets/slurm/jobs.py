@@ -85,6 +85,7 @@ class JobInfo:
     exit_code: int | None = None  # the batch script's, from ExitCode=N:S
     signal: int | None = None
     elapsed: float | None = None  # seconds from the job's start to its end, by Slurm's clock (an ended job's)
+    restarts: int = 0  # how often Slurm requeued the job (Restarts=, the tasks' SLURM_RESTART_COUNT)
 
 
 def require(program: str = "sbatch") -> str:
@@ -259,7 +260,15 @@ def info_from(fields: dict[str, str]) -> JobInfo:
     code, sig = exit_of(fields.get("ExitCode", ""))
     reason = fields.get("Reason", "")
     state = JobState.parse(fields.get("JobState", ""))
-    return JobInfo(state, "" if reason == "None" else reason, code, sig, elapsed_of(fields) if state.ended else None)
+    restarts = fields.get("Restarts", "")
+    return JobInfo(
+        state,
+        "" if reason == "None" else reason,
+        code,
+        sig,
+        elapsed_of(fields) if state.ended else None,
+        int(restarts) if restarts.isdigit() and len(restarts) < 7 else 0,
+    )
 
 
 def job_info(job_id: str, jobcomp: Callable[[], Path | None]) -> JobInfo | None:

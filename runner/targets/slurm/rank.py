@@ -6,7 +6,8 @@ shared ones and secrets come through Slurm's environment, never a file), builds 
 job has one from the allocation (every task binds a free port on its node and writes host:port to
 JOB_DIR/ports/RANK; each waits for all of them), then runs the task as its child, passes SIGTERM /
 SIGINT on, and writes the exit status to JOB_DIR/exit/RANK (negative: killed by that signal), which
-tftrain judges by the plan's success policy.
+tftrain judges by the plan's success policy; none when the batch script is requeueing the job
+(compute.slurm.time_limit, preemption): that end is no verdict, the next start is.
 """
 
 from __future__ import annotations
@@ -112,6 +113,13 @@ def write_exit(job_dir: str, rank: int, code: int) -> None:
     os.replace(path + ".tmp", path)
 
 
+def requeued(job_dir: str) -> bool:
+    """Whether the batch script is requeueing this start of the job (compute.slurm.time_limit, or
+    preemption): the task's end is then no verdict, and no exit status is written."""
+    restart = os.environ.get("SLURM_RESTART_COUNT", "0")
+    return restart.isdigit() and os.path.exists(os.path.join(job_dir, "requeue", restart))
+
+
 def main(argv: list[str]) -> int:
     job_dir = argv[1]
     with open(os.path.join(job_dir, "tasks.json")) as handle:
@@ -128,6 +136,9 @@ def main(argv: list[str]) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
         signal.signal(sig, lambda number, frame: child.send_signal(number))
     code = child.wait()
+    if requeued(job_dir):
+        print(f"tftrain: task {rank} stopped for the job's requeue (exit code {code})", file=sys.stderr, flush=True)
+        return code if code >= 0 else 128 - code
     write_exit(job_dir, rank, code)
     return code if code >= 0 else 128 - code
 

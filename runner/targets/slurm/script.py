@@ -34,6 +34,7 @@ class BatchRequest:
     signal_seconds: int
     placement: tuple[str, ...]  # --partition=…, --account=…, --qos=…, --constraint=…
     extra_args: tuple[str, ...]
+    requeue: bool = False  # compute.slurm.time_limit: at it (or preemption) the job is requeued, not ended
 
     def options(self) -> list[str]:
         """The request as sbatch options (for `sbatch --test-only`)."""
@@ -78,9 +79,10 @@ def batch_request(manifest: Manifest, run_id: str, comment: str, grace: float) -
         per_node if any(slot.gpus for slot in layout) else 0
     )  # Slurm places tasks by block: any node may hold a GPU task
     limit = manifest.max_run_duration_seconds
-    # Slurm's limit comes after tftrain's own (which stops the job with its grace): a backstop
-    minutes = math.ceil((limit + grace + 60) / 60) if limit else 0
     spec = manifest.compute.slurm
+    # Slurm's limit comes after tftrain's own (which stops the job with its grace): a backstop; or
+    # compute.slurm.time_limit, one job's share of a training that is requeued until it ends
+    minutes = spec.time_limit_minutes or (math.ceil((limit + grace + 60) / 60) if limit else 0)
     placement = tuple(
         f"--{name}={value}"
         for name, value in (
@@ -101,6 +103,7 @@ def batch_request(manifest: Manifest, run_id: str, comment: str, grace: float) -
         gpus_per_node=gpus,
         time_minutes=minutes,
         signal_seconds=max(1, math.ceil(grace)),
+        requeue=spec.time_limit is not None,
         placement=placement,
         extra_args=tuple(spec.extra_args),
     )
@@ -110,11 +113,14 @@ def launch_for(plan: LaunchPlan, manifest: Manifest, job_dir: str, python: str, 
     """How the batch script starts the tasks: srun runs rank.py once per task (its output in
     rank-N.log), MPI ranks through srun's pmix where the cluster has it, else one mpirun."""
     rank = [python, RANK_PY, job_dir]
-    out = f"--output={job_dir}/rank-%t.log"
+    out = f"--output={job_dir}/rank-%t.log"  # appended to by each start of a requeued job
     if plan.driver is None:
-        return Launch(LaunchMode.SRUN, shlex.join(["srun", "--kill-on-bad-exit=0", out, *rank]))
+        return Launch(LaunchMode.SRUN, shlex.join(["srun", "--kill-on-bad-exit=0", "--open-mode=append", out, *rank]))
     if pmix:
-        return Launch(LaunchMode.SRUN_PMIX, shlex.join(["srun", "--mpi=pmix", "--kill-on-bad-exit=1", out, *rank]))
+        return Launch(
+            LaunchMode.SRUN_PMIX,
+            shlex.join(["srun", "--mpi=pmix", "--kill-on-bad-exit=1", "--open-mode=append", out, *rank]),
+        )
     training = manifest.distributed_training
     size = len(plan.tasks)
     argv = [

@@ -188,7 +188,7 @@ class SlurmTarget(Target):
                 logger.warning,
             )
             logger.info(f"slurm job {job_id} submitted: {job_dir / SCRIPT}")
-            watch = JobWatch(job_id, job_dir, plan, by_driver, logger)
+            watch = JobWatch(job_id, job_dir, plan, by_driver, logger, requeue=self.request.requeue)
             try:
                 return self._supervise(watch, plan, control)
             except BaseException:  # tftrain's own failure: the job must not train on unsupervised
@@ -221,7 +221,7 @@ class SlurmTarget(Target):
         decided = by_policy(watch.codes, stop, plan.success_policy, control)
 
         def judge() -> Outcome | None:
-            outcome = decided()
+            outcome = watch.refused(control.force) or decided()
             if outcome is None:
                 try:
                     info = watch.state()
@@ -230,8 +230,8 @@ class SlurmTarget(Target):
                     if outcome is None:
                         raise
                     info = None
-                if info is not None and info.state.ended:
-                    outcome = decided() or ending_of(info, watch.job_id)
+                if info is not None and watch.requeues.over(info):
+                    outcome = watch.refused(control.force) or decided() or ending_of(info, watch.job_id)
             if outcome is not None:
                 watch.decided()
             return outcome

@@ -19,6 +19,7 @@ from runner.targets.base import Outcome, RunControl
 from runner.targets.slurm import jobs
 from runner.targets.slurm.asking import Asker, scheduler_failure
 from runner.targets.slurm.jobs import JobInfo, JobState
+from runner.targets.slurm.requeue import Requeues
 from runner.targets.supervise import canceled
 from runner.telemetry.logger import Logger
 
@@ -88,9 +89,11 @@ class JobWatch:
         by_driver: bool,
         logger: Logger,
         jobcomp: Callable[[], Path | None] | None = None,
+        requeue: bool = False,
     ) -> None:
         self.job_id, self.job_dir, self.plan, self.logger = job_id, job_dir, plan, logger
         self.by_driver = by_driver  # mpirun: its exit status is the job's
+        self.requeues = Requeues(job_id, job_dir, logger, requeue)  # compute.slurm.time_limit
         where = functools.cache(jobcomp or jobs.jobcomp_file)  # asked once, and only for a job slurmctld forgot
         self.asker = Asker(lambda: jobs.job_info(job_id, where))
         self.info: JobInfo | None = None
@@ -125,6 +128,8 @@ class JobWatch:
     def allocated_seconds(self) -> float | None:
         """How long the job held its allocation: Slurm's EndTime − StartTime where it told them, else
         what tftrain saw (batch.log or RUNNING, to the tasks' verdict or the job's end); None: it never ran."""
+        if self.requeues.told:  # Slurm's times are the last start's
+            return self.requeues.held(self.ended_at or time.monotonic())
         if self.info is not None and self.info.elapsed is not None:
             return self.info.elapsed
         if self.started_at is None:
@@ -176,11 +181,27 @@ class JobWatch:
 
     def _seen(self, info: JobInfo) -> None:
         self.info = info
+        self.requeues.seen(info, time.monotonic())
         if info.state != JobState.PENDING and self.started_at is None:
             self.started_at = time.monotonic()
         if info.state.ended and self.ended_at is None:
             self.ended_at = time.monotonic()
         self._tell(info)
+
+    def refused(self, force: threading.Event) -> Outcome | None:
+        """A requeue Slurm refused (the batch script's `scontrol requeue` failed): the job is canceled
+        and the run fails, saying so; None while none was."""
+        said = self.requeues.refused()
+        if said is None:
+            return None
+        self.logger.error(f"slurm job {self.job_id}: Slurm refused to requeue it at its time limit: {said}")
+        self.stop(0.0, force)
+        return Outcome(
+            RunStatus.FAILED,
+            None,
+            f"Slurm refused to requeue job {self.job_id} at its time limit (scontrol requeue: {said}); the job was"
+            " canceled",
+        )
 
     def _tell(self, info: JobInfo) -> None:
         said = (info.state, info.reason if info.state == JobState.PENDING else "")

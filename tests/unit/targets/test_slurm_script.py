@@ -133,12 +133,15 @@ def test_tasks_json_holds_each_tasks_own_variables_and_no_secret():
 def test_the_launch_line_per_backend():
     one = plan_of([task(Role.MAIN, 0, 0)])
     assert launch_for(one, manifest(), "/l d", "/py", pmix=False).line.startswith(
-        "srun --kill-on-bad-exit=0 '--output=/l d/rank-%t.log' /py "
+        "srun --kill-on-bad-exit=0 --open-mode=append '--output=/l d/rank-%t.log' /py "
     )
     mpi_manifest = manifest(distributed_training={"backend": "mpi", "mpi_args": ["-mca", "x", "y"]})
     ranks = plan_of([task(Role.RANK, 0, 0), task(Role.RANK, 1, 1)], driver=task(Role.LAUNCHER, 0, -1))
     assert launch_for(ranks, mpi_manifest, "/l", "/py", pmix=True).mode == LaunchMode.SRUN_PMIX
-    assert "srun --mpi=pmix --kill-on-bad-exit=1" in launch_for(ranks, mpi_manifest, "/l", "/py", pmix=True).line
+    assert (
+        "srun --mpi=pmix --kill-on-bad-exit=1 --open-mode=append"
+        in launch_for(ranks, mpi_manifest, "/l", "/py", pmix=True).line
+    )
     by_mpirun = launch_for(ranks, mpi_manifest, "/l", "/py", pmix=False)
     assert by_mpirun.mode == LaunchMode.MPIRUN and by_mpirun.line.startswith(
         "mpirun --allow-run-as-root --tag-output -np 2 "

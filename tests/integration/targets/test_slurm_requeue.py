@@ -1,8 +1,10 @@
-"""compute.slurm.time_limit on the real two-node cluster: a Keras training longer than one job may
-run is requeued, the same job, at each time limit and resumes from its BackupAndRestore backup until
-it is done (each epoch finished once); a requeue Slurm refuses cancels the job and fails the run in
-one line. slurmctld checks limits every 30 s and a requeued job waits cred_expire (30 s, scripts/slurm-up)
-before it starts again: these tests take minutes."""
+"""compute.slurm.time_limit on the real two-node cluster. Slurm's limit signal (USR1 to the batch
+shell, `--signal=B:USR1@N`) is sent by the test with `scancel --batch --signal=USR1` when the
+training is where the test wants it: what the batch script does with it is then deterministic
+(the tasks stop, the same job is requeued and resumes from its BackupAndRestore backup, each epoch
+finished once; a requeue Slurm refuses cancels the job and fails the run in one line). One test
+waits for Slurm's own timer (slurmctld checks limits every 30 s; a requeued job waits cred_expire,
+30 s in scripts/slurm-up, before it starts again)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +22,7 @@ from watching import run_status
 
 pytestmark = pytest.mark.integration
 
-EPOCHS = 24  # 5 s each: two minutes of training; a one-minute job trains 20 to 50 s of it (USR1 up to 30 s early)
+EPOCHS = 20  # half a second each; the limit's signal comes after epoch 3
 
 KERAS = f"""\
 import os, signal, sys, time
@@ -32,7 +35,7 @@ signal.signal(signal.SIGTERM, lambda number, frame: stopping.append(number))
 
 class Paced(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
-        time.sleep(0.25)  # 20 batches: 5 s an epoch
+        time.sleep(0.05)  # 10 batches: half a second an epoch
         if stopping:  # between two batches, never in the middle of the backup's save
             print(f"SIGTERM in epoch {{self.epoch + 1}}: leaving for the requeue", flush=True)
             os._exit(143)
@@ -45,7 +48,7 @@ class Paced(keras.callbacks.Callback):
 
 
 print(f"start {{os.environ.get('SLURM_RESTART_COUNT', '0')}} of job {{os.environ.get('SLURM_JOB_ID')}}", flush=True)
-x = np.random.default_rng(0).normal(size=(640, 4)).astype("float32")
+x = np.random.default_rng(0).normal(size=(320, 4)).astype("float32")
 y = x.sum(axis=1, keepdims=True)
 model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
 model.compile("sgd", "mse")
@@ -55,27 +58,90 @@ print("training done", flush=True)
 """
 
 
-def test_a_training_longer_than_the_time_limit_is_requeued_until_done(project, cli, home, slurm_cluster):
+class Running:
+    """`tftrain run` in the background, its output in a file; every job it submitted canceled at the end."""
+
+    def __init__(self, path: Path, out: Path, env: dict | None = None) -> None:
+        self.out = out
+        self.handle = out.open("w")
+        self.process = subprocess.Popen(
+            [TFTRAIN, "run", "-f", str(path)], stdout=self.handle, stderr=subprocess.STDOUT, text=True, env=env
+        )
+
+    def text(self) -> str:
+        return self.out.read_text(errors="replace")
+
+    def job(self, timeout: float = 120) -> str:
+        return self.until(lambda text: (submitted(text) or [None])[0], timeout, "no job submitted")
+
+    def until(self, found, timeout: float, what: str, read=None):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = found((read or self.text)())
+            if value:
+                return value
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.5)
+        raise AssertionError(f"{what}:\n{self.text()[-3000:]}")
+
+    def wait(self, timeout: float) -> int:
+        return self.process.wait(timeout=timeout)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.handle.close()
+        for job in submitted(self.text()):
+            subprocess.run(["scancel", job], capture_output=True, timeout=30)
+
+
+def limit_signal(job: str, ran: int) -> None:
+    """What Slurm sends at the time limit: USR1 to the batch shell only, once the job has run `ran`
+    seconds (the batch script takes an earlier USR1 for preemption's, which Slurm requeues itself)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        used = subprocess.run(["squeue", "-h", "-j", job, "-o", "%M"], capture_output=True, text=True, timeout=30)
+        minutes, _, seconds = used.stdout.strip().rpartition(":")
+        if seconds.isdigit() and int(minutes or 0) * 60 + int(seconds) >= ran:
+            break
+        time.sleep(0.5)
+    subprocess.run(["scancel", "--batch", "--signal=USR1", job], check=True, capture_output=True, timeout=30)
+
+
+def logged(home: Path):
+    path = home / "runs/demo-1/workdir/logs/0.log"
+    return lambda: path.read_text(errors="replace") if path.exists() else ""
+
+
+def test_a_training_stopped_at_its_time_limit_is_requeued_and_resumes(project, home, tmp_path, slurm_cluster):
     path = slurm_manifest(
-        project, KERAS, "max_run_duration_seconds: 900\nstop_grace_seconds: 10\n", slurm="    time_limit: 1\n"
+        project, KERAS, "max_run_duration_seconds: 600\nstop_grace_seconds: 10\n", slurm="    time_limit: 1\n"
     )
-    result = cli("run", "-f", str(path), timeout=900)
-    out = result.stdout + result.stderr
-    assert result.returncode == 0, out[-4000:]
-    (job,) = submitted(out)  # one job, however often it started
+    with Running(path, tmp_path / "out.txt") as run:
+        job = run.job()
+        run.until(lambda log: "epoch 3 finished" in log, 180, "the training never reached epoch 3", logged(home))
+        limit_signal(job, ran=7)  # past 60 s - 10 s (stop_grace) - 45 s: the limit's, not a preemption's
+        code = run.wait(timeout=400)
+        out = run.text()
+    assert code == 0, out[-4000:]
+    assert submitted(out) == [job]  # one job, however often it started
     restarts = [int(number) for number in re.findall(rf"slurm job {job} requeued \(time limit\) — restart (\d+)", out)]
-    assert len(restarts) >= 2 and restarts == list(range(1, len(restarts) + 1)), out[-4000:]
-    log = (home / "runs/demo-1/workdir/logs/0.log").read_text()
+    assert restarts and restarts == list(range(1, len(restarts) + 1)), out[-4000:]  # Slurm's own limit may add one
+    log = logged(home)()
     starts = re.findall(rf"^start (\d+) of job {job}$", log, re.M)
     assert starts == [str(number) for number in range(len(restarts) + 1)], log[-3000:]
     finished = re.findall(r"^epoch (\d+) finished$", log, re.M)
     assert finished == [str(epoch) for epoch in range(1, EPOCHS + 1)], log[-3000:]  # each once, in order
     assert log.count("leaving for the requeue") == len(restarts) and "training done" in log
     kept = (home / "runs/demo-1/workdir/logs/slurm.log").read_text()  # the batch script's, in the run's logs
-    for restart in restarts:
-        assert f"slurm job {job}: time limit: the tasks stop, the job is requeued (restart {restart})" in kept, kept
+    assert f"slurm job {job}: time limit: the tasks stop, the job is requeued (restart 1)" in kept, kept
     assert run_status(home, "demo-1") == "Completed"
-    assert re.search(rf"JobState=COMPLETED .*Restarts={len(restarts)} ", show_job(job)), show_job(job)  # not in squeue
+    assert re.search(rf"JobState=COMPLETED .*Restarts={len(restarts)} ", show_job(job)), show_job(job)
 
 
 REFUSING_SCONTROL = """\
@@ -88,6 +154,10 @@ fi
 exec {real} "$@"
 """
 
+SLEEPER = (
+    "import os, time\nprint('training', os.environ.get('SLURM_RESTART_COUNT', '0'), flush=True)\ntime.sleep(300)\n"
+)
+
 
 def test_a_requeue_slurm_refuses_fails_the_run_in_one_line(project, home, tmp_path: Path, slurm_cluster):
     bin_dir = tmp_path / "bin"
@@ -96,37 +166,38 @@ def test_a_requeue_slurm_refuses_fails_the_run_in_one_line(project, home, tmp_pa
     wrapper.write_text(REFUSING_SCONTROL.format(real=shutil.which("scontrol")))
     wrapper.chmod(0o755)
     path = slurm_manifest(
-        project,
-        "import time\nprint('training', flush=True)\ntime.sleep(300)\n",
-        "max_run_duration_seconds: 600\nstop_grace_seconds: 5\n",
-        slurm="    time_limit: 1\n",
+        project, SLEEPER, "max_run_duration_seconds: 300\nstop_grace_seconds: 5\n", slurm="    time_limit: 1\n"
     )
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "COLUMNS": "300"}
-    result = subprocess.run([TFTRAIN, "run", "-f", str(path)], capture_output=True, text=True, timeout=300, env=env)
-    out = result.stdout + result.stderr
-    assert result.returncode != 0 and "Traceback" not in out, out[-3000:]
-    (job,) = submitted(out)
+    with Running(path, tmp_path / "out.txt", env) as run:
+        job = run.job()
+        run.until(lambda log: "training" in log, 120, "the training never started", logged(home))
+        limit_signal(job, ran=12)  # past 60 s - 5 s (stop_grace) - 45 s
+        code = run.wait(timeout=200)
+        out = run.text()
+    assert code != 0 and "Traceback" not in out, out[-3000:]
     assert (
         f"Slurm refused to requeue job {job} at its time limit (scontrol requeue: slurm_requeue error: Requested"
         " operation is presently disabled); the job was canceled" in out
     ), out[-3000:]
     assert run_status(home, "demo-1") == "Failed"
-    assert re.search(r"JobState=(FAILED|CANCELLED) .*Restarts=0 ", show_job(job)), show_job(job)  # not in squeue
+    assert re.search(r"JobState=(FAILED|CANCELLED) .*Restarts=0 ", show_job(job)), show_job(job)
 
 
-def test_max_run_duration_ends_a_requeued_job(project, cli, home, slurm_cluster):
-    """tftrain's own limit counts over every start of the job, its queue between them included: at it
-    the job is canceled wherever it is (running, or pending after a requeue)."""
+def test_slurms_own_time_limit_requeues_and_max_run_duration_ends_the_job(project, cli, home, slurm_cluster):
+    """Slurm's timer, not the test, sends the signal; tftrain's own limit counts over every start of
+    the job, its queue between them included: at it the job is canceled wherever it is."""
     path = slurm_manifest(
-        project,
-        "import time\nprint('training', flush=True)\ntime.sleep(300)\n",
-        "max_run_duration_seconds: 80\nstop_grace_seconds: 5\n",
-        slurm="    time_limit: 1\n",
+        project, SLEEPER, "max_run_duration_seconds: 110\nstop_grace_seconds: 5\n", slurm="    time_limit: 1\n"
     )
-    result = cli("run", "-f", str(path), timeout=300)
+    result = cli("run", "-f", str(path), timeout=400)
     out = result.stdout + result.stderr
+    jobs = submitted(out)
+    for job in jobs:
+        subprocess.run(["scancel", job], capture_output=True, timeout=30)
     assert result.returncode == 11, out[-3000:]  # TimedOut
-    (job,) = submitted(out)
-    assert "max_run_duration_seconds (80s) reached; Slurm job" in out and "Traceback" not in out, out[-3000:]
+    (job,) = jobs
+    assert f"slurm job {job} requeued (time limit) — restart 1" in out, out[-3000:]
+    assert "max_run_duration_seconds (110s) reached; Slurm job" in out and "Traceback" not in out, out[-3000:]
     assert run_status(home, "demo-1") == "TimedOut"
     assert re.search(r"JobState=(CANCELLED|FAILED|COMPLETED) ", show_job(job)), show_job(job)  # not in squeue

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator
 
+from runner.manifest.distributed import ParameterServerTraining
 from runner.manifest.fields import Model, empty_list
 
 if TYPE_CHECKING:
@@ -159,6 +160,18 @@ class SlurmSpec(Model):
             " backup, until the training ends or max_run_duration_seconds runs out"
         ),
     )
+    heterogeneous: bool = Field(
+        default=False,
+        description=(
+            "A parameter-server job as one Slurm heterogeneous job: the chief and the parameter servers in one"
+            " component (ps_partition, no GPUs), the workers and the evaluator in another (partition, GPUs)"
+        ),
+    )
+    ps_partition: str | None = Field(
+        default=None,
+        pattern=SLURM_NAME_PATTERN,
+        description="The partition of a heterogeneous job's chief and parameter servers (default: partition)",
+    )
     shared_dir: str | None = Field(
         default=None,
         description=(
@@ -200,13 +213,15 @@ class SlurmSpec(Model):
 def check_slurm(manifest) -> list[tuple[Location, str]]:
     """compute.slurm.time_limit against the manifest's own limits: a job requeued at its time limit
     must run longer than the stop grace, and less than the whole training may."""
-    minutes = manifest.compute.slurm.time_limit_minutes
+    spec = manifest.compute.slurm
+    problems = _check_heterogeneous(manifest)
+    minutes = spec.time_limit_minutes
     if minutes is None:
-        return []
+        return problems
     where = ("compute", "slurm", "time_limit")
     limit = manifest.max_run_duration_seconds
     if limit is not None and minutes * 60 >= limit:
-        return [
+        return problems + [
             (
                 where,
                 f"{manifest.compute.slurm.time_limit!r} ({minutes} min) is not below max_run_duration_seconds"
@@ -215,11 +230,31 @@ def check_slurm(manifest) -> list[tuple[Location, str]]:
             )
         ]
     if manifest.grace_seconds >= minutes * 60:
-        return [
+        return problems + [
             (
                 where,
                 f"{manifest.compute.slurm.time_limit!r} ({minutes} min) leaves no time to train: the stop grace"
                 f" ({manifest.grace_seconds:g} s) comes before it",
             )
         ]
+    return problems
+
+
+def _check_heterogeneous(manifest) -> list[tuple[Location, str]]:
+    spec = manifest.compute.slurm
+    if spec.ps_partition is not None and not spec.heterogeneous:
+        return [(("compute", "slurm", "ps_partition"), "is only for a heterogeneous job: set heterogeneous: true too")]
+    if not spec.heterogeneous:
+        return []
+    where = ("compute", "slurm", "heterogeneous")
+    if not isinstance(manifest.distributed_training, ParameterServerTraining):
+        return [
+            (
+                where,
+                "only a parameter-server job (distributed_training.backend: parameter_server) has components"
+                " to split: its chief and parameter servers, and its workers",
+            )
+        ]
+    if spec.time_limit is not None:
+        return [(where, "a heterogeneous job is not requeued at a time limit: drop compute.slurm.time_limit")]
     return []

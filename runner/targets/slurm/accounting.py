@@ -45,16 +45,34 @@ class Accounted:
     gpus: int | None
 
 
-def parse(text: str) -> Accounted:
-    """`sacct -X -n -P --format=FORMAT`'s one line; Unreadable, with why, for anything else."""
+def parse(text: str, components: int = 1) -> Accounted:
+    """`sacct -X -n -P --format=FORMAT`'s one line (a heterogeneous job: one per component, summed:
+    its TRES added, its longest elapsed, the first state that is not COMPLETED); Unreadable, with
+    why, for anything else."""
     if "\ufffd" in text:
         raise Unreadable("its answer is not UTF-8 text")
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         raise NotYet("it has no record of the job")
-    if len(lines) != 1:
-        raise Unreadable(f"{len(lines)} records where one was asked for")
-    fields = lines[0].strip().split("|")
+    if len(lines) != components:
+        raise Unreadable(f"{len(lines)} records where {components} {'was' if components == 1 else 'were'} asked for")
+    records = [_record(line) for line in lines]
+    worst = next((record for record in records if record.state != JobState.COMPLETED), records[0])
+    return Accounted(
+        worst.state,
+        worst.exit_code,
+        max(record.elapsed for record in records),
+        *(_total([getattr(record, name) for record in records]) for name in ("cpus", "mem_bytes", "gpus")),
+    )
+
+
+def _total(counts: list[int | None]) -> int | None:
+    known = [count for count in counts if count is not None]
+    return sum(known) if known else None
+
+
+def _record(line: str) -> Accounted:
+    fields = line.strip().split("|")
     if len(fields) != 4:
         raise Unreadable(f"{len(fields)} fields where {FORMAT} asks for 4")
     state_word, exit_code, elapsed, tres = fields
@@ -101,7 +119,7 @@ class NoAccounting(Exception):
     """This cluster keeps no accounting tftrain can ask: the target's own figures decide, unsaid."""
 
 
-def ask(job_id: str) -> Accounted:
+def ask(job_id: str, components: int = 1) -> Accounted:
     """The job's record; NoAccounting where there is none to ask, Unreadable (or the scheduler's
     FatalError) where accounting fails to give one."""
     if shutil.which("sacct") is None:
@@ -111,10 +129,10 @@ def ask(job_id: str) -> Accounted:
         if DISABLED in result.stderr.lower():
             raise NoAccounting
         raise Unreadable(f"sacct failed: {jobs.refusal(result.stderr)}")
-    return parse(result.stdout)
+    return parse(result.stdout, components)
 
 
-def settled(job_id: str) -> tuple[Accounted | None, str | None]:
+def settled(job_id: str, components: int = 1) -> tuple[Accounted | None, str | None]:
     """(the job's record once accounting has it ended, None): asked again for up to SETTLE_SECONDS
     while it has none yet, or has the job still running; (None, None) where there is no accounting;
     (None, why) where it gives none tftrain can read: garbage, or slurmdbd not answering, is not asked again."""
@@ -122,7 +140,7 @@ def settled(job_id: str) -> tuple[Accounted | None, str | None]:
     while True:
         again = True
         try:
-            record = ask(job_id)
+            record = ask(job_id, components)
         except NoAccounting:
             return None, None
         except NotYet as exc:
@@ -139,12 +157,12 @@ def settled(job_id: str) -> tuple[Accounted | None, str | None]:
 
 
 def allocation_of(
-    job_id: str, info: JobInfo | None, seen_seconds: float | None, warn: Callable[[str], None]
+    job_id: str, info: JobInfo | None, seen_seconds: float | None, warn: Callable[[str], None], components: int = 1
 ) -> tuple[float | None, Allocation]:
     """(the seconds the job held its allocation, who said so): sacct's record where accounting has
     one; else scontrol's EndTime − StartTime (`info`), else what tftrain saw (`seen_seconds`). Accounting
-    that fails to give a record is said once, by `warn`."""
-    record, why = settled(job_id)
+    that fails to give a record is said once, by `warn`. `components`: a heterogeneous job's count."""
+    record, why = settled(job_id, components)
     if record is not None:
         return record.elapsed, Allocation(
             source="sacct",

@@ -176,7 +176,10 @@ def _tres_gpus(value: str) -> int:
 
 def gpus_allocated(request: BatchRequest) -> int:
     """The GPUs the whole job holds: per node × nodes, per task × tasks, per socket × sockets ×
-    nodes (Slurm demands --sockets-per-node with it), or a total — the largest of them."""
+    nodes (Slurm demands --sockets-per-node with it), or a total — the largest of them; a
+    heterogeneous job's, component by component."""
+    if request.components:
+        return sum(gpus_allocated(part) for part in request.components)
     options = parse_options(request.options())
     last = {name: values[-1] for name, values in options.items()}  # sbatch: a repeated option's last value counts
     nodes, tasks = request.nodes, request.ntasks

@@ -350,7 +350,8 @@ def jobs_named(name: str, comment: str, every_state: bool = False) -> list[str]:
     found = []
     for line in result.stdout.splitlines():
         job_id, _, their_comment = line.strip().partition("|")
-        if their_comment == comment and JOB_ID.match(job_id):
+        job_id, plus, offset = job_id.partition("+")  # a heterogeneous job: N+0, N+1, …; N is the whole job
+        if their_comment == comment and JOB_ID.match(job_id) and (not plus or offset == "0"):
             found.append(job_id)
     return found
 

@@ -120,11 +120,16 @@ def requeued(job_dir: str) -> bool:
     return restart.isdigit() and os.path.exists(os.path.join(job_dir, "requeue", restart))
 
 
+def rank_of(job: dict, procid: int) -> int:
+    """The plan's rank of the task Slurm numbers `procid` (a heterogeneous job numbers its components' tasks)."""
+    return job["order"][procid] if "order" in job else procid
+
+
 def main(argv: list[str]) -> int:
     job_dir = argv[1]
     with open(os.path.join(job_dir, "tasks.json")) as handle:
         job = json.load(handle)
-    rank = int(os.environ["SLURM_PROCID"])
+    rank = rank_of(job, int(os.environ["SLURM_PROCID"]))
     task = job["tasks"][rank]
     env = task_env(job, rank)
     try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 
@@ -19,6 +19,7 @@ from runner.templates import render
 
 RANK_PY = str(Path(__file__).with_name("rank.py"))
 TASK_KEYS = ("TFTRAIN_RANK", "TFTRAIN_METRICS_FILE", "TF_CONFIG")  # what differs between tasks: built by rank.py
+SERVER_ROLES = frozenset({Role.CHIEF, Role.PS})  # a heterogeneous job's first component: no GPUs
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,9 +36,19 @@ class BatchRequest:
     placement: tuple[str, ...]  # --partition=…, --account=…, --qos=…, --constraint=…
     extra_args: tuple[str, ...]
     requeue: bool = False  # compute.slurm.time_limit: at it (or preemption) the job is requeued, not ended
+    # compute.slurm.heterogeneous: each component's own request (nodes, tasks, GPUs, partition); the
+    # fields above are then the whole job's
+    components: tuple[BatchRequest, ...] = ()
+
+    def parts(self) -> tuple[BatchRequest, ...]:
+        """What sbatch is asked, component by component (one part unless the job is heterogeneous)."""
+        return self.components or (self,)
 
     def options(self) -> list[str]:
-        """The request as sbatch options (for `sbatch --test-only`)."""
+        """The request as sbatch options (for `sbatch --test-only`); ":" between a heterogeneous
+        job's components, as sbatch's command line takes them (the batch script: `#SBATCH hetjob`)."""
+        if self.components:
+            return [option for index, part in enumerate(self.components) for option in [":"][:index] + part.options()]
         options = [
             f"--job-name={self.job_name}",
             f"--nodes={self.nodes}",
@@ -93,7 +104,7 @@ def batch_request(manifest: Manifest, run_id: str, comment: str, grace: float) -
         )
         if value
     )
-    return BatchRequest(
+    request = BatchRequest(
         job_name=f"tftrain-{run_id}",
         comment=comment,
         nodes=nodes,
@@ -107,6 +118,51 @@ def batch_request(manifest: Manifest, run_id: str, comment: str, grace: float) -
         placement=placement,
         extra_args=tuple(spec.extra_args),
     )
+    return _heterogeneous(request, manifest) if spec.heterogeneous else request
+
+
+def _heterogeneous(request: BatchRequest, manifest: Manifest) -> BatchRequest:
+    """Component 0: the chief and parameter servers on one node of ps_partition, no GPUs; component 1:
+    the workers (and evaluator) on the other node_count - 1 nodes (at least one), with their GPUs."""
+    layout = task_layout(manifest)
+    servers = [slot for slot in layout if slot.role in SERVER_ROLES]
+    workers = [slot for slot in layout if slot.role not in SERVER_ROLES]
+    spec = manifest.compute.slurm
+    nodes = min(max(manifest.node_count - 1, 1), len(workers))
+    per_node = math.ceil(len(workers) / nodes)
+
+    def placed(partition: str | None) -> tuple[str, ...]:
+        others = tuple(option for option in request.placement if not option.startswith("--partition="))
+        return (f"--partition={partition}",) * bool(partition) + others
+
+    first = replace(
+        request,
+        nodes=1,
+        ntasks=len(servers),
+        ntasks_per_node=len(servers),
+        gpus_per_node=0,
+        placement=placed(spec.ps_partition or spec.partition),
+    )
+    second = replace(
+        request,
+        nodes=nodes,
+        ntasks=len(workers),
+        ntasks_per_node=per_node if len(workers) % nodes == 0 else 0,
+        gpus_per_node=per_node if any(slot.gpus for slot in workers) else 0,
+        placement=placed(spec.partition),
+    )
+    return replace(request, nodes=1 + nodes, components=(first, second))
+
+
+def slurm_order(manifest: Manifest) -> list[int] | None:
+    """The plan's ranks in the order Slurm numbers a heterogeneous job's tasks (SLURM_PROCID:
+    component 0's first); None when the two agree."""
+    if not manifest.compute.slurm.heterogeneous:
+        return None
+    layout = task_layout(manifest)
+    return [rank for rank, slot in enumerate(layout) if slot.role in SERVER_ROLES] + [
+        rank for rank, slot in enumerate(layout) if slot.role not in SERVER_ROLES
+    ]
 
 
 def launch_for(plan: LaunchPlan, manifest: Manifest, job_dir: str, python: str, pmix: bool) -> Launch:
@@ -115,7 +171,10 @@ def launch_for(plan: LaunchPlan, manifest: Manifest, job_dir: str, python: str, 
     rank = [python, RANK_PY, job_dir]
     out = f"--output={job_dir}/rank-%t.log"  # appended to by each start of a requeued job
     if plan.driver is None:
-        return Launch(LaunchMode.SRUN, shlex.join(["srun", "--kill-on-bad-exit=0", "--open-mode=append", out, *rank]))
+        groups = ["--het-group=0,1"] if manifest.compute.slurm.heterogeneous else []
+        return Launch(
+            LaunchMode.SRUN, shlex.join(["srun", *groups, "--kill-on-bad-exit=0", "--open-mode=append", out, *rank])
+        )
     if pmix:
         return Launch(
             LaunchMode.SRUN_PMIX,
@@ -136,8 +195,9 @@ def launch_for(plan: LaunchPlan, manifest: Manifest, job_dir: str, python: str, 
     return Launch(LaunchMode.MPIRUN, shlex.join(argv))
 
 
-def tasks_document(plan: LaunchPlan, job_dir: str) -> str:
-    """tasks.json: each task's argv, cwd and own variables; no secret, no shared variable."""
+def tasks_document(plan: LaunchPlan, job_dir: str, order: list[int] | None = None) -> str:
+    """tasks.json: each task's argv, cwd and own variables; no secret, no shared variable; `order`:
+    which task each SLURM_PROCID runs, where Slurm numbers them otherwise (slurm_order)."""
     shared = shared_env(plan)
     cluster = json.loads(plan.tasks[0].env["TF_CONFIG"])["cluster"] if "TF_CONFIG" in plan.tasks[0].env else {}
     tasks = []
@@ -151,6 +211,8 @@ def tasks_document(plan: LaunchPlan, job_dir: str) -> str:
             {"role": str(task.role), "index": task.index, "argv": list(task.argv), "cwd": task.cwd, "env": own}
         )
     document = {"dir": job_dir, "tf_config": bool(cluster), "cluster_roles": sorted(cluster), "tasks": tasks}
+    if order is not None:
+        document["order"] = order
     return json.dumps(document, indent=1) + "\n"
 
 

@@ -44,6 +44,7 @@ from runner.targets.slurm.script import (
     batch_script,
     launch_for,
     shared_env,
+    slurm_order,
     tasks_document,
 )
 from runner.targets.slurm.tail import FileTail
@@ -156,7 +157,7 @@ class SlurmTarget(Target):
         launch = launch_for(plan, loaded.manifest, job_dir, plan.tasks[0].argv[0], self.state.pmix)
         files = {
             SCRIPT: batch_script(request, launch, job_dir, plan.tasks[0].cwd, run_id),
-            TASKS: tasks_document(plan, job_dir),
+            TASKS: tasks_document(plan, job_dir, slurm_order(loaded.manifest)),
         }
         self.launch, self.request = launch, request
         return replace(plan, files={**plan.files, **files})
@@ -203,7 +204,9 @@ class SlurmTarget(Target):
             for tail in tails:  # unmasked: the run keeps the masked copies (logs/<rank>.log)
                 tail.path.unlink(missing_ok=True)
             if watch is not None:  # last: a wait for Slurm's accounting (or a Ctrl-C in it) holds none of the above
-                seconds, control.allocation = allocation_of(watch.job_id, watch.info, seen, logger.warning)
+                seconds, control.allocation = allocation_of(
+                    watch.job_id, watch.info, seen, logger.warning, len(self.request.parts()) if self.request else 1
+                )
                 control.allocated_seconds = seconds or 0.0
                 logger.info(said(control.allocation))
 

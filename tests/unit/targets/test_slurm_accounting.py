@@ -52,7 +52,7 @@ def test_bytes_that_are_not_utf8_are_unreadable():
 
 
 def test_the_fallback_without_accounting_says_nothing(monkeypatch):
-    def no_accounting(job_id):
+    def no_accounting(job_id, components=1):
         raise NoAccounting
 
     monkeypatch.setattr(accounting, "ask", no_accounting)
@@ -75,7 +75,7 @@ def test_the_fallback_without_accounting_says_nothing(monkeypatch):
 def test_accounting_that_fails_is_said_once_and_falls_back(monkeypatch, answer, asked_again):
     asked: list[str] = []
 
-    def answering(job_id):
+    def answering(job_id, components=1):
         asked.append(job_id)
         return parse(answer)
 
@@ -91,7 +91,16 @@ def test_accounting_that_fails_is_said_once_and_falls_back(monkeypatch, answer, 
 
 
 def test_the_record_decides_and_is_said(monkeypatch):
-    monkeypatch.setattr(accounting, "ask", lambda job_id: parse("COMPLETED|0:0|00:00:05|cpu=2,gres/gpu=1,node=1"))
+    monkeypatch.setattr(
+        accounting, "ask", lambda job_id, components=1: parse("COMPLETED|0:0|00:00:05|cpu=2,gres/gpu=1,node=1")
+    )
     seconds, allocation = allocation_of("9", JobInfo(JobState.COMPLETED, elapsed=6.0), 6.0, pytest.fail)
     assert seconds == 5.0 and allocation.source == "sacct" and (allocation.cpus, allocation.gpus) == (2, 1)
     assert said(allocation) == ("usage from Slurm accounting (sacct): job 9 COMPLETED exit 0:0, 5 s, cpu=2, gres/gpu=1")
+
+
+def test_a_heterogeneous_jobs_components_are_summed():
+    text = "COMPLETED|0:0|00:00:05|billing=2,cpu=2,node=1\nFAILED|1:0|00:00:07|cpu=2,gres/gpu=2,node=1\n"
+    assert parse(text, components=2) == Accounted(JobState.FAILED, "1:0", 7.0, 4, None, 2)
+    with pytest.raises(Unreadable, match="1 records where 2 were asked for"):
+        parse("COMPLETED|0:0|00:00:05|cpu=2\n", components=2)

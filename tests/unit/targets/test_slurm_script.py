@@ -18,6 +18,7 @@ from runner.targets.slurm.script import (
     batch_script,
     launch_for,
     shared_env,
+    slurm_order,
     tasks_document,
 )
 
@@ -283,3 +284,66 @@ def test_the_nodes_get_the_cached_virtualenv_even_where_tftrains_interpreter_wou
     assert env_spec(loaded.manifest, loaded.source_dir).key is not None  # 2.21: a virtualenv on any target
     mine = load_manifest(project(manifest="user_managed: true\ncompute:\n  target: slurm\n"))
     assert SlurmTarget().check(mine, dry_run=True).local.spec.key is None  # user_managed: the interpreter as it is
+
+
+def heterogeneous(**slurm):
+    return manifest(
+        use_gpu=True,
+        node_count=2,
+        distributed_training={"backend": "parameter_server", "worker_count": 2, "parameter_server_count": 1},
+        compute={"target": "slurm", "slurm": {"heterogeneous": True, "partition": "gpu", **slurm}},
+    )
+
+
+def test_a_heterogeneous_job_puts_chief_and_servers_apart_from_the_workers():
+    loaded = heterogeneous(ps_partition="cpu", qos="small")
+    request = batch_request(loaded, "m-1", "tftrain:abc", 30)
+    first, second = request.components
+    assert (first.nodes, first.ntasks, first.gpus_per_node) == (1, 2, 0)  # the chief and one parameter server
+    assert (second.nodes, second.ntasks, second.gpus_per_node) == (1, 2, 2)  # two workers, a GPU each
+    options = request.options()
+    cut = options.index(":")
+    assert "--partition=cpu" in options[:cut] and "--gres=gpu:2" not in options[:cut]
+    assert "--partition=gpu" in options[cut:] and "--gres=gpu:2" in options[cut:]
+    assert "--qos=small" in options[:cut] and "--qos=small" in options[cut:]
+    script = batch_script(request, Launch(LaunchMode.SRUN, "srun x"), "/j", "/w", "m-1")
+    header = [line for line in script.splitlines() if line.startswith("#SBATCH")]
+    cut = header.index("#SBATCH hetjob")
+    assert header.count("#SBATCH hetjob") == 1 and "#SBATCH --partition=gpu" in header[cut:]
+    assert "#SBATCH --partition=cpu" in header[:cut] and "#SBATCH --gres=gpu:2" in header[cut:]
+    assert header.index("#SBATCH --no-requeue") < header.index("#SBATCH hetjob")  # job-wide lines: the first component
+    from runner.targets.slurm.gpus import gpus_allocated
+
+    assert gpus_allocated(request) == 2
+    assert slurm_order(loaded) == [0, 3, 1, 2]  # Slurm numbers the chief and the server first: plan ranks 0 and 3
+    assert rank.rank_of({"order": [0, 3, 1, 2]}, 1) == 3 and rank.rank_of({}, 1) == 1
+
+
+def test_a_heterogeneous_jobs_tasks_start_in_one_step_over_both_components():
+    loaded = heterogeneous()
+    cluster = json.dumps({"cluster": {"chief": ["a:1"], "worker": ["b:1", "c:1"], "ps": ["d:1"]}})
+    roles = ((Role.CHIEF, 0), (Role.WORKER, 0), (Role.WORKER, 1), (Role.PS, 0))
+    plan = plan_of([task(role, index, rank_, TF_CONFIG=cluster) for rank_, (role, index) in enumerate(roles)])
+    launch = launch_for(plan, loaded, "/j", "python", pmix=False)
+    assert launch.line.startswith("srun --het-group=0,1 ")
+    document = json.loads(tasks_document(plan, "/j", slurm_order(loaded)))
+    assert document["order"] == [0, 3, 1, 2]
+    first = batch_request(loaded, "m-1", "c", 30).components[0]
+    assert "--partition=gpu" in first.options()  # no ps_partition: the job's partition for both
+
+
+@pytest.mark.parametrize(
+    "fields, says",
+    [
+        ({"slurm": {"heterogeneous": True}}, "only a parameter-server job"),
+        ({"slurm": {"ps_partition": "cpu"}}, "is only for a heterogeneous job"),
+    ],
+)
+def test_heterogeneous_settings_that_cannot_work(fields, says):
+    from runner.manifest.slurm import check_slurm
+
+    problems = check_slurm(manifest(compute={"target": "slurm", **fields}))
+    assert len(problems) == 1 and says in problems[0][1]
+    timed = heterogeneous(time_limit=5)
+    timed = timed.model_copy(update={"max_run_duration_seconds": 3600})
+    assert "not requeued at a time limit" in check_slurm(timed)[0][1]

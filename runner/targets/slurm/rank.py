@@ -120,16 +120,17 @@ def requeued(job_dir: str) -> bool:
     return restart.isdigit() and os.path.exists(os.path.join(job_dir, "requeue", restart))
 
 
-def rank_of(job: dict, procid: int) -> int:
-    """The plan's rank of the task Slurm numbers `procid` (a heterogeneous job numbers its components' tasks)."""
-    return job["order"][procid] if "order" in job else procid
+def rank_of(job: dict, procid: int, component: int | None) -> int:
+    """The plan's rank of the task Slurm numbers `procid` (in `component`'s step of a heterogeneous job)."""
+    return procid if component is None else job["components"][component][procid]
 
 
 def main(argv: list[str]) -> int:
     job_dir = argv[1]
     with open(os.path.join(job_dir, "tasks.json")) as handle:
         job = json.load(handle)
-    rank = rank_of(job, int(os.environ["SLURM_PROCID"]))
+    component = int(argv[2]) if len(argv) > 2 else None
+    rank = rank_of(job, int(os.environ["SLURM_PROCID"]), component)
     task = job["tasks"][rank]
     env = task_env(job, rank)
     try:

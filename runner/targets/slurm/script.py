@@ -154,27 +154,48 @@ def _heterogeneous(request: BatchRequest, manifest: Manifest) -> BatchRequest:
     return replace(request, nodes=1 + nodes, components=(first, second))
 
 
-def slurm_order(manifest: Manifest) -> list[int] | None:
-    """The plan's ranks in the order Slurm numbers a heterogeneous job's tasks (SLURM_PROCID:
-    component 0's first); None when the two agree."""
+def slurm_components(manifest: Manifest) -> list[list[int]] | None:
+    """The plan's ranks of each component of a heterogeneous job, in the order Slurm numbers its
+    tasks (SLURM_PROCID, from 0 in each component's own step); None for a job of one component."""
     if not manifest.compute.slurm.heterogeneous:
         return None
     layout = task_layout(manifest)
-    return [rank for rank, slot in enumerate(layout) if slot.role in SERVER_ROLES] + [
-        rank for rank, slot in enumerate(layout) if slot.role not in SERVER_ROLES
-    ]
+    servers = [rank for rank, slot in enumerate(layout) if slot.role in SERVER_ROLES]
+    return [servers, [rank for rank in range(len(layout)) if rank not in servers]]
+
+
+def task_log(rank: int, components: list[list[int]] | None) -> str:
+    """The file srun writes task `rank`'s output to, in the job's directory (`log_pattern`'s)."""
+    if components is None:
+        return f"rank-{rank}.log"
+    component = next(index for index, ranks in enumerate(components) if rank in ranks)
+    return f"rank-{component}.{components[component].index(rank)}.log"
+
+
+def log_pattern(component: int | None) -> str:
+    """srun's --output pattern for a step (%t: the task's number in it); each start of a requeued
+    job appends to it."""
+    return "rank-%t.log" if component is None else f"rank-{component}.%t.log"
 
 
 def launch_for(plan: LaunchPlan, manifest: Manifest, job_dir: str, python: str, pmix: bool) -> Launch:
     """How the batch script starts the tasks: srun runs rank.py once per task (its output in
     rank-N.log), MPI ranks through srun's pmix where the cluster has it, else one mpirun."""
     rank = [python, RANK_PY, job_dir]
-    out = f"--output={job_dir}/rank-%t.log"  # appended to by each start of a requeued job
+    out = f"--output={job_dir}/{log_pattern(None)}"
+    if plan.driver is None and manifest.compute.slurm.heterogeneous:
+        # a step per component (Slurm 22.05 numbers a step over several components' %t wrongly), the
+        # two at once; rank.py JOB_DIR COMPONENT finds its task
+        steps = [
+            shlex.join(
+                ["srun", f"--het-group={component}", "--kill-on-bad-exit=0", "--open-mode=append"]
+                + [f"--output={job_dir}/{log_pattern(component)}", *rank, str(component)]
+            )
+            for component in (0, 1)
+        ]
+        return Launch(LaunchMode.SRUN, f"{{ {steps[0]} & {steps[1]}; wait; }}")
     if plan.driver is None:
-        groups = ["--het-group=0,1"] if manifest.compute.slurm.heterogeneous else []
-        return Launch(
-            LaunchMode.SRUN, shlex.join(["srun", *groups, "--kill-on-bad-exit=0", "--open-mode=append", out, *rank])
-        )
+        return Launch(LaunchMode.SRUN, shlex.join(["srun", "--kill-on-bad-exit=0", "--open-mode=append", out, *rank]))
     if pmix:
         return Launch(
             LaunchMode.SRUN_PMIX,
@@ -195,9 +216,9 @@ def launch_for(plan: LaunchPlan, manifest: Manifest, job_dir: str, python: str, 
     return Launch(LaunchMode.MPIRUN, shlex.join(argv))
 
 
-def tasks_document(plan: LaunchPlan, job_dir: str, order: list[int] | None = None) -> str:
-    """tasks.json: each task's argv, cwd and own variables; no secret, no shared variable; `order`:
-    which task each SLURM_PROCID runs, where Slurm numbers them otherwise (slurm_order)."""
+def tasks_document(plan: LaunchPlan, job_dir: str, components: list[list[int]] | None = None) -> str:
+    """tasks.json: each task's argv, cwd and own variables; no secret, no shared variable;
+    `components`: a heterogeneous job's ranks per component (slurm_components)."""
     shared = shared_env(plan)
     cluster = json.loads(plan.tasks[0].env["TF_CONFIG"])["cluster"] if "TF_CONFIG" in plan.tasks[0].env else {}
     tasks = []
@@ -211,8 +232,8 @@ def tasks_document(plan: LaunchPlan, job_dir: str, order: list[int] | None = Non
             {"role": str(task.role), "index": task.index, "argv": list(task.argv), "cwd": task.cwd, "env": own}
         )
     document = {"dir": job_dir, "tf_config": bool(cluster), "cluster_roles": sorted(cluster), "tasks": tasks}
-    if order is not None:
-        document["order"] = order
+    if components is not None:
+        document["components"] = components
     return json.dumps(document, indent=1) + "\n"
 
 

@@ -44,7 +44,8 @@ from runner.targets.slurm.script import (
     batch_script,
     launch_for,
     shared_env,
-    slurm_order,
+    slurm_components,
+    task_log,
     tasks_document,
 )
 from runner.targets.slurm.tail import FileTail
@@ -115,6 +116,7 @@ class SlurmTarget(Target):
         self.state: SlurmState | None = None
         self.launch: Launch | None = None
         self.request: BatchRequest | None = None
+        self.components: list[list[int]] | None = None  # a heterogeneous job's ranks per component
 
     def check(self, loaded: LoadedManifest, dry_run: bool = False) -> SlurmState:
         manifest = loaded.manifest
@@ -155,9 +157,10 @@ class SlurmTarget(Target):
             )
         request = replace(self.state.request, job_name=f"tftrain-{run_id}")
         launch = launch_for(plan, loaded.manifest, job_dir, plan.tasks[0].argv[0], self.state.pmix)
+        self.components = slurm_components(loaded.manifest)
         files = {
             SCRIPT: batch_script(request, launch, job_dir, plan.tasks[0].cwd, run_id),
-            TASKS: tasks_document(plan, job_dir, slurm_order(loaded.manifest)),
+            TASKS: tasks_document(plan, job_dir, self.components),
         }
         self.launch, self.request = launch, request
         return replace(plan, files={**plan.files, **files})
@@ -177,7 +180,7 @@ class SlurmTarget(Target):
         job_dir = self.paths.launch_dir
         by_driver = self.launch.mode == LaunchMode.MPIRUN
         job_dir.chmod(0o700)  # the raw logs below hold what the masked ones in logs/ do not
-        tails = _follow(plan, pump, sinks, job_dir, by_driver)
+        tails = _follow(plan, pump, sinks, job_dir, by_driver, self.components)
         watch = None
         try:
             job_id = jobs.submit(  # PYTHONPATH joined, as local
@@ -250,16 +253,22 @@ class SlurmTarget(Target):
 
 
 def _follow(
-    plan: LaunchPlan, pump: LogPump, sinks: dict[int, LineSink], job_dir: Path, by_driver: bool
+    plan: LaunchPlan,
+    pump: LogPump,
+    sinks: dict[int, LineSink],
+    job_dir: Path,
+    by_driver: bool,
+    components: list[list[int]] | None = None,
 ) -> list[FileTail]:
-    """Every task's log (srun writes rank-N.log), or mpirun's tagged output in batch.log."""
+    """Every task's log (srun writes rank-N.log; a heterogeneous job's per component, script.task_log),
+    or mpirun's tagged output in batch.log."""
     tails = []
     if by_driver:
         tail = FileTail(job_dir / "batch.log")
         pump.add_tagged(tail.read_fd, {task.rank: sinks.get(task.rank) for task in plan.tasks}, "mpirun")
         return [tail]
     for task in plan.tasks:
-        tail = FileTail(job_dir / f"rank-{task.rank}.log")
+        tail = FileTail(job_dir / task_log(task.rank, components))
         pump.add(task.rank, tail.read_fd, sinks.get(task.rank), task.label)
         tails.append(tail)
     batch = FileTail(job_dir / "batch.log")

@@ -18,7 +18,8 @@ from runner.targets.slurm.script import (
     batch_script,
     launch_for,
     shared_env,
-    slurm_order,
+    slurm_components,
+    task_log,
     tasks_document,
 )
 
@@ -315,19 +316,32 @@ def test_a_heterogeneous_job_puts_chief_and_servers_apart_from_the_workers():
     from runner.targets.slurm.gpus import gpus_allocated
 
     assert gpus_allocated(request) == 2
-    assert slurm_order(loaded) == [0, 3, 1, 2]  # Slurm numbers the chief and the server first: plan ranks 0 and 3
-    assert rank.rank_of({"order": [0, 3, 1, 2]}, 1) == 3 and rank.rank_of({}, 1) == 1
+    components = slurm_components(loaded)
+    assert components == [[0, 3], [1, 2]]  # the chief and the server (plan ranks 0 and 3), then the workers
+    assert rank.rank_of({"components": components}, 1, 0) == 3 and rank.rank_of({}, 1, None) == 1
+    assert rank.rank_of({"components": components}, 1, 1) == 2
+    assert [task_log(r, components) for r in range(4)] == [
+        "rank-0.0.log",
+        "rank-1.0.log",
+        "rank-1.1.log",
+        "rank-0.1.log",
+    ]
+    assert task_log(3, None) == "rank-3.log"
 
 
-def test_a_heterogeneous_jobs_tasks_start_in_one_step_over_both_components():
+def test_a_heterogeneous_jobs_tasks_start_in_a_step_per_component():
     loaded = heterogeneous()
     cluster = json.dumps({"cluster": {"chief": ["a:1"], "worker": ["b:1", "c:1"], "ps": ["d:1"]}})
     roles = ((Role.CHIEF, 0), (Role.WORKER, 0), (Role.WORKER, 1), (Role.PS, 0))
     plan = plan_of([task(role, index, rank_, TF_CONFIG=cluster) for rank_, (role, index) in enumerate(roles)])
     launch = launch_for(plan, loaded, "/j", "python", pmix=False)
-    assert launch.line.startswith("srun --het-group=0,1 ")
-    document = json.loads(tasks_document(plan, "/j", slurm_order(loaded)))
-    assert document["order"] == [0, 3, 1, 2]
+    first, second = launch.line.removeprefix("{ ").removesuffix("; wait; }").split(" & ")
+    assert first.startswith("srun --het-group=0 ") and first.endswith(" /j 0") and "--output=/j/rank-0.%t.log" in first
+    assert (
+        second.startswith("srun --het-group=1 ") and second.endswith(" /j 1") and "--output=/j/rank-1.%t.log" in second
+    )
+    document = json.loads(tasks_document(plan, "/j", slurm_components(loaded)))
+    assert document["components"] == [[0, 3], [1, 2]]
     first = batch_request(loaded, "m-1", "c", 30).components[0]
     assert "--partition=gpu" in first.options()  # no ps_partition: the job's partition for both
 

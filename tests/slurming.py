@@ -12,6 +12,23 @@ from pathlib import Path
 ON_SLURM = 'user_managed: true\nmodel: {gate: "off"}\ncompute:\n  target: slurm\n'
 
 
+# a training of 60 steps (0.1 s each) that checkpoints every 10 and resumes from TFTRAIN_RESUME_FROM
+STEPS = """\
+import os, pathlib, time
+checkpoints = pathlib.Path("outputs/checkpoints")
+given = os.environ.get("TFTRAIN_RESUME_FROM")
+start = int((pathlib.Path(given) / "step").read_text()) if given and (pathlib.Path(given) / "step").exists() else 0
+print(f"first step {start + 1}", flush=True)
+for step in range(start + 1, 61):
+    time.sleep(0.1)
+    print(f"step {step}", flush=True)
+    if step % 10 == 0:
+        checkpoints.mkdir(parents=True, exist_ok=True)
+        (checkpoints / "tmp").write_text(str(step))
+        os.replace(checkpoints / "tmp", checkpoints / "step")
+"""
+
+
 def slurm_manifest(project, script: str, extra: str = "", slurm: str = "", name: str = "demo") -> Path:
     """project() on the slurm target; `slurm`: lines under compute.slurm (indented by 4)."""
     text = ON_SLURM + (f"  slurm:\n{slurm}" if slurm else "") + extra

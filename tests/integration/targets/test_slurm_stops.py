@@ -13,26 +13,11 @@ from pathlib import Path
 
 import pytest
 from conftest import TFTRAIN
-from slurming import queued, show_job, slurm_manifest, submitted
+from slurming import STEPS, queued, show_job, slurm_manifest, submitted
 from sweeping import show, sweep_manifest
 from watching import run_status, until, wait_for
 
 pytestmark = pytest.mark.integration
-
-STEPS = """\
-import os, pathlib, time
-checkpoints = pathlib.Path("outputs/checkpoints")
-given = os.environ.get("TFTRAIN_RESUME_FROM")
-start = int((pathlib.Path(given) / "step").read_text()) if given and (pathlib.Path(given) / "step").exists() else 0
-print(f"first step {start + 1}", flush=True)
-for step in range(start + 1, 61):
-    time.sleep(0.1)
-    print(f"step {step}", flush=True)
-    if step % 10 == 0:
-        checkpoints.mkdir(parents=True, exist_ok=True)
-        (checkpoints / "tmp").write_text(str(step))
-        os.replace(checkpoints / "tmp", checkpoints / "step")
-"""
 
 
 def background(path: Path) -> subprocess.Popen:

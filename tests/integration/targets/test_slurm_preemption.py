@@ -1,0 +1,86 @@
+"""Real preemption on the two-node cluster (scripts/slurm-up: partition `low` is preempted by `high`,
+PreemptMode=REQUEUE, GraceTime=20, PreemptParameters=send_user_signal): a training that outlives
+one job (compute.slurm.time_limit) is requeued, the same job, and resumes from its backup, each
+epoch finished once; one without a time limit is taken away and `retry:` resumes it from its last
+checkpoint in a new job. The preemptor is a job of partition `high` that needs both nodes."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+from requeuing import EPOCHS, KERAS, Running, logged
+from slurming import STEPS, show_job, slurm_manifest, submitted
+from watching import run_status
+
+pytestmark = pytest.mark.integration
+
+
+def preempt(seconds: int = 10) -> str:
+    """A job of partition `high` over both nodes: Slurm preempts whatever of `low` holds them."""
+    done = subprocess.run(
+        ["sbatch", "--parsable", "--partition=high", "--nodes=2", "--exclusive", "--job-name=zz-preemptor"]
+        + ["--output=/dev/null", f"--wrap=sleep {seconds}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    return done.stdout.strip().split(";")[0]
+
+
+def test_a_preempted_training_is_requeued_and_resumes_from_its_backup(project, home, tmp_path, slurm_cluster):
+    path = slurm_manifest(
+        project,
+        KERAS,
+        "max_run_duration_seconds: 900\nstop_grace_seconds: 10\n",
+        slurm="    partition: low\n    time_limit: 10\n",
+    )
+    preemptor = None
+    try:
+        with Running(path, tmp_path / "out.txt") as run:
+            job = run.job()
+            run.until(lambda log: "epoch 5 finished" in log, 240, "the training never reached epoch 5", logged(home))
+            preemptor = preempt()
+            code = run.wait(timeout=400)
+            out = run.text()
+    finally:
+        if preemptor:
+            subprocess.run(["scancel", preemptor], capture_output=True, timeout=30)
+    assert code == 0, out[-4000:]
+    assert submitted(out) == [job]  # the same job, requeued
+    assert f"slurm job {job} requeued (preemption) — restart 1" in out, out[-4000:]
+    log = logged(home)()
+    assert re.findall(rf"^start (\d+) of job {job}$", log, re.M) == ["0", "1"], log[-3000:]
+    finished = re.findall(r"^epoch (\d+) finished$", log, re.M)
+    assert finished == [str(epoch) for epoch in range(1, EPOCHS + 1)], log[-3000:]  # each once, in order
+    assert "leaving for the requeue" in log and "training done" in log
+    kept = (home / "runs/demo-1/workdir/logs/slurm.log").read_text()
+    assert f"slurm job {job}: preemption: the tasks stop, the job is requeued (restart 1)" in kept, kept
+    assert run_status(home, "demo-1") == "Completed"
+    assert re.search(r"JobState=COMPLETED .*Restarts=1 ", show_job(job)), show_job(job)
+
+
+def test_a_preempted_job_without_a_time_limit_is_retried_from_its_checkpoint(project, home, tmp_path, slurm_cluster):
+    path = slurm_manifest(
+        project, STEPS, "retry: {max_attempts: 2}\nstop_grace_seconds: 5\n", slurm="    partition: low\n"
+    )
+    preemptor = None
+    try:
+        with Running(path, tmp_path / "out.txt") as run:
+            run.job()
+            run.until(lambda log: "step 25" in log, 180, "the training never reached step 25", logged(home))
+            preemptor = preempt()
+            code = run.wait(timeout=300)
+            out = run.text()
+    finally:
+        if preemptor:
+            subprocess.run(["scancel", preemptor], capture_output=True, timeout=30)
+    assert code == 0, out[-4000:]
+    assert run_status(home, "demo-1") == "Failed" and run_status(home, "demo-2") == "Completed", out[-3000:]
+    assert re.search(r"PREEMPTED|preempted", out), out[-3000:]
+    second = (home / "runs/demo-2/workdir/logs/0.log").read_text()
+    first_step = int(re.search(r"^first step (\d+)$", second, re.M)[1])
+    assert first_step in (21, 31), second[:500]  # from the last checkpoint, not from the start
+    assert len(submitted(out)) == 2

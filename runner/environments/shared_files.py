@@ -21,8 +21,6 @@ import os
 import stat
 from pathlib import Path
 
-from runner.history.checksums import sha256_file
-
 STORE = "files"
 MIN_SIZE = 64 * 1024  # smaller files: hashing and a link each cost more than they save
 SWITCH = "TFTRAIN_SHARE_ENV_FILES"
@@ -56,6 +54,8 @@ def share_files(env_dir: Path, cache: Path) -> Shared:
 
 
 def _share(path: Path, store: Path, done: Shared) -> None:
+    from runner.history.checksums import sha256_file  # after a build only: never before a script starts
+
     try:
         info = path.lstat()
         if not stat.S_ISREG(info.st_mode) or info.st_size < MIN_SIZE or info.st_nlink != 1:

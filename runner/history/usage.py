@@ -41,6 +41,7 @@ class Prices(_Model):
     gpu_hour: float
     cpu_hour: float
     currency: str = "USD"
+    billing_hour: float | None = None  # compute.cost.from: slurm: per billing unit-hour (the allocation's billing)
 
 
 # a release's usage.json is another party's file: no -1, no Infinity
@@ -60,6 +61,7 @@ class Allocation(_Model):
     cpus: Count | None = None
     mem_bytes: Count | None = None
     gpus: Count | None = None
+    billing: Count | None = None  # Slurm's billing units (AllocTRES billing: the cluster's TRESBillingWeights)
 
 
 class Usage(_Model):
@@ -92,12 +94,21 @@ def prices_of(spec) -> Prices | None:
     """A runner.manifest.cost.CostSpec (or None) as the prices a record keeps."""
     if spec is None:
         return None
-    return Prices(gpu_hour=spec.gpu_hour, cpu_hour=spec.cpu_hour, currency=spec.currency)
+    billing = spec.billing_hour if getattr(spec, "source", "prices") == "slurm" else None
+    return Prices(gpu_hour=spec.gpu_hour, cpu_hour=spec.cpu_hour, currency=spec.currency, billing_hour=billing)
 
 
-def cost_of(gpu_seconds: float, cpu_seconds: float, prices: Prices | None) -> float | None:
+def cost_of(
+    gpu_seconds: float, cpu_seconds: float, prices: Prices | None, allocation: Allocation | None = None
+) -> float | None:
+    """At prices.billing_hour (compute.cost.from: slurm): the allocation's billing units × its hours;
+    None when accounting gave no billing. Else GPU-hours and CPU-hours at their prices."""
     if prices is None:
         return None
+    if prices.billing_hour is not None:
+        if allocation is None or allocation.billing is None or allocation.elapsed_seconds is None:
+            return None
+        return allocation.billing * allocation.elapsed_seconds / SECONDS_PER_HOUR * prices.billing_hour
     return gpu_seconds / SECONDS_PER_HOUR * prices.gpu_hour + cpu_seconds / SECONDS_PER_HOUR * prices.cpu_hour
 
 
@@ -126,7 +137,7 @@ def account(
         peak_rss_bytes=dict(peak_rss_bytes or {}),
         gpus=gpus or None,
         prices=prices,
-        cost=cost_of(gpu, cpu, prices),
+        cost=cost_of(gpu, cpu, prices, allocation),
         allocation=allocation,
     )
 

@@ -1,8 +1,12 @@
 """What compute costs: `compute.cost: {gpu_hour, cpu_hour, currency}` in the manifest, or `cost:` in
 the pool file (any target may hand prices to the run: runner.targets.base.Target.prices). A run's
-cost is its allocated GPU-hours and CPU-hours at these prices (runner.history.usage)."""
+cost is its allocated GPU-hours and CPU-hours at these prices (runner.history.usage); with
+`from: slurm`, the job's billing units in Slurm's accounting (the cluster's TRESBillingWeights)
+times its hours, at `billing_hour` each."""
 
 from __future__ import annotations
+
+from typing import Literal
 
 from pydantic import Field
 
@@ -28,4 +32,27 @@ class CostSpec(Model):
     )
     currency: str = Field(
         default="USD", pattern=r"^[A-Z]{3}$", description="ISO 4217 code the prices are in (shown beside the cost)"
+    )
+
+
+class ComputeCostSpec(CostSpec):
+    """compute.cost: the prices, or Slurm's billing (a pool file's `cost:` has prices only)."""
+
+    source: Literal["prices", "slurm"] = Field(
+        default="prices",
+        alias="from",
+        description=(
+            "prices: gpu_hour and cpu_hour; slurm: the job's billing units from Slurm's accounting (sacct's"
+            " AllocTRES billing, the cluster's TRESBillingWeights) × its hours × billing_hour"
+        ),
+    )
+    billing_hour: float = Field(
+        default=1.0,
+        ge=0,
+        le=MAX_PRICE,
+        allow_inf_nan=False,
+        description=(
+            "from: slurm: the price of one billing unit for one hour (1.0: the cost in billing-unit-hours, the"
+            " service units a cluster charges)"
+        ),
     )

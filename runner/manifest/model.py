@@ -15,7 +15,7 @@ from pydantic import Field, PlainValidator, WithJsonSchema, field_validator
 from pydantic_core import PydanticCustomError
 
 from runner.manifest.checkpoints import CheckpointsSpec
-from runner.manifest.cost import CostSpec
+from runner.manifest.cost import ComputeCostSpec
 from runner.manifest.distributed import MpiTraining, MultiWorkerMirroredTraining, ParameterServerTraining
 from runner.manifest.evaluation import EvaluationSpec
 from runner.manifest.fields import (
@@ -161,7 +161,7 @@ class ComputeSpec(Model):
             " once)"
         ),
     )
-    cost: CostSpec | None = Field(
+    cost: ComputeCostSpec | None = Field(
         default=None,
         description=(
             "Prices ({gpu_hour, cpu_hour, currency}): the run records its cost (default: the pool file's cost, if any)"

@@ -49,8 +49,7 @@ def usage_rows(usage: Usage) -> list[list[str]]:
     if usage.cpu_seconds_used is not None:
         rows.append(["CPU time used", f"{usage.cpu_seconds_used:.1f} s"])
     if usage.prices is not None:
-        prices = usage.prices
-        rows.append(["cost", f"{cost_text(usage)} (GPU-hour {prices.gpu_hour:g}, CPU-hour {prices.cpu_hour:g})"])
+        rows.append(["cost", f"{cost_text(usage)} ({_priced_at(usage)})"])
     for gpu in usage.gpus or []:
         label = f"GPU {gpu.index}" + (f" ({gpu.name})" if gpu.name else "")
         total = f" of {size(gpu.memory_total_bytes)}" if gpu.memory_total_bytes else ""
@@ -60,6 +59,18 @@ def usage_rows(usage: Usage) -> list[list[str]]:
     for rank, peak in sorted(usage.peak_rss_bytes.items(), key=lambda item: int(item[0]) if item[0].isdigit() else -1):
         rows.append([f"rank {rank} peak memory", size(peak)])
     return rows
+
+
+def _priced_at(usage: Usage) -> str:
+    prices, allocation = usage.prices, usage.allocation
+    if prices.billing_hour is None:
+        return f"GPU-hour {prices.gpu_hour:g}, CPU-hour {prices.cpu_hour:g}"
+    if allocation is None or allocation.billing is None or allocation.elapsed_seconds is None:
+        return "Slurm's accounting gave no billing units"
+    return (
+        f"Slurm billing: {allocation.billing} units × {hours(allocation.elapsed_seconds / 3600)} h"
+        f" at {prices.billing_hour:g} a unit-hour"
+    )
 
 
 def usage_markdown(usage: Usage | None) -> str:

@@ -43,6 +43,7 @@ class Accounted:
     cpus: int | None
     mem_bytes: int | None
     gpus: int | None
+    billing: int | None = None  # the cluster's TRESBillingWeights applied to the allocation
 
 
 def parse(text: str, components: int = 1) -> Accounted:
@@ -62,7 +63,7 @@ def parse(text: str, components: int = 1) -> Accounted:
         worst.state,
         worst.exit_code,
         max(record.elapsed for record in records),
-        *(_total([getattr(record, name) for record in records]) for name in ("cpus", "mem_bytes", "gpus")),
+        *(_total([getattr(record, name) for record in records]) for name in ("cpus", "mem_bytes", "gpus", "billing")),
     )
 
 
@@ -93,6 +94,7 @@ def _record(line: str) -> Accounted:
         counts.get("cpu"),
         counts.get("mem"),
         counts.get("gres/gpu"),
+        counts.get("billing"),
     )
 
 
@@ -173,6 +175,7 @@ def allocation_of(
             cpus=record.cpus,
             mem_bytes=record.mem_bytes,
             gpus=record.gpus,
+            billing=record.billing,
         )
     state = info.state.value if info is not None else None
     if info is not None and info.elapsed is not None:

@@ -28,7 +28,8 @@ def sacct(job: str) -> str:
 
 
 def test_usage_comes_from_slurm_accounting(project, cli, home, slurm_cluster):
-    path = slurm_manifest(project, SLEEPY, "use_gpu: true\n")
+    billed = '    mpi: auto\n  cost: {from: slurm, billing_hour: 0.5, currency: EUR}\n'  # compute.cost, beside slurm
+    path = slurm_manifest(project, SLEEPY, "use_gpu: true\n", slurm=billed)
     result = cli("run", "-f", str(path), timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     (job,) = submitted(result.stdout + result.stderr)
@@ -44,8 +45,11 @@ def test_usage_comes_from_slurm_accounting(project, cli, home, slurm_cluster):
         "elapsed_seconds": float(elapsed),
         "cpus": allocation["cpus"],
         "gpus": 1,  # as Slurm allocated it
+        "billing": int(dict(item.split("=") for item in tres.split(","))["billing"]),
     }, allocation
     assert allocation["cpus"] >= 1 and float(elapsed) >= 3
+    assert usage["cost"] == pytest.approx(allocation["billing"] * float(elapsed) / 3600 * 0.5)  # the cluster's weights
+    assert "(Slurm billing: " in (home / "runs/demo-1/summary.md").read_text()
     assert usage["wall_seconds"] == float(elapsed)  # Slurm's figure, not tftrain's clock
     line = f"usage from Slurm accounting (sacct): job {job} COMPLETED exit 0:0, {float(elapsed):g} s, cpu="
     assert line in result.stdout + result.stderr

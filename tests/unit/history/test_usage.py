@@ -157,3 +157,17 @@ def test_the_usage_of_a_sweeps_runs_is_read_with_the_history_opened_once(tmp_pat
     assert [u.gpu_seconds if u else None for u in usages] == [3600.0, None, None, None]
     assert opened == [home]  # once for the four, not once each
     assert usages_of_runs(home, [None, None]) == [None, None] and opened == [home]  # nothing to read: not opened
+
+
+def test_slurm_billing_prices_the_allocation():
+    from runner.history.usage import Allocation
+    from runner.manifest.cost import ComputeCostSpec
+
+    prices = prices_of(ComputeCostSpec.model_validate({"from": "slurm", "billing_hour": 0.5, "currency": "EUR"}))
+    billed = Allocation(source="sacct", job_id="7", elapsed_seconds=1800.0, cpus=4, billing=6)
+    usage = account(1800.0, 4, 0, prices, allocation=billed)
+    assert usage.cost == 6 * 0.5 * 0.5  # six units for half an hour, at 0.5 a unit-hour
+    assert "1.50 EUR (Slurm billing: 6 units × 0.5 h at 0.5 a unit-hour)" in usage_markdown(usage)
+    unbilled = account(1800.0, 4, 0, prices, allocation=Allocation(source="scontrol", elapsed_seconds=1800.0))
+    assert unbilled.cost is None and "Slurm's accounting gave no billing units" in usage_markdown(unbilled)
+    assert prices_of(CostSpec(gpu_hour=1.0)).billing_hour is None  # a pool file's prices: by the hour

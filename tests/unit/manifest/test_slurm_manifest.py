@@ -62,3 +62,13 @@ def test_the_time_limit_must_be_below_max_run_duration(project):
 def test_the_time_limit_must_outlast_the_stop_grace(project):
     message = manifest_error(project, "stop_grace_seconds: 60\n" + ON_SLURM.format(1))
     assert "compute.slurm.time_limit: 1 (1 min) leaves no time to train" in message, message
+
+
+def test_billing_from_slurm(project):
+    cost = load_manifest(project(manifest="compute: {target: slurm, cost: {from: slurm, billing_hour: 0.5}}\n"))
+    assert (cost.manifest.compute.cost.source, cost.manifest.compute.cost.billing_hour) == ("slurm", 0.5)
+    elsewhere = manifest_error(project, "compute: {cost: {from: slurm}}\n")
+    assert "compute.cost.from: slurm: only a Slurm job has billing units" in elsewhere
+    both = manifest_error(project, "compute: {target: slurm, cost: {from: slurm, gpu_hour: 2}}\n")
+    assert "drop gpu_hour and cpu_hour" in both
+    assert "compute.cost.from" in manifest_error(project, "compute: {target: slurm, cost: {from: sacct}}\n")

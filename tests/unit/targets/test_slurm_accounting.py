@@ -12,7 +12,7 @@ from runner.targets.slurm.jobs import JobInfo, JobState, _text
 
 def test_a_good_record():
     assert parse("COMPLETED|0:0|00:00:03|billing=2,cpu=2,gres/gpu=2,node=2\n") == Accounted(
-        JobState.COMPLETED, "0:0", 3.0, 2, None, 2
+        JobState.COMPLETED, "0:0", 3.0, 2, None, 2, 2
     )
     long = parse("CANCELLED by 0|0:15|1-02:03:04|cpu=4,mem=4000M,gres/gpu=1\n")
     assert long.state == JobState.CANCELLED and long.elapsed == 93784.0 and long.mem_bytes == 4000 << 20
@@ -101,6 +101,6 @@ def test_the_record_decides_and_is_said(monkeypatch):
 
 def test_a_heterogeneous_jobs_components_are_summed():
     text = "COMPLETED|0:0|00:00:05|billing=2,cpu=2,node=1\nFAILED|1:0|00:00:07|cpu=2,gres/gpu=2,node=1\n"
-    assert parse(text, components=2) == Accounted(JobState.FAILED, "1:0", 7.0, 4, None, 2)
+    assert parse(text, components=2) == Accounted(JobState.FAILED, "1:0", 7.0, 4, None, 2, 2)
     with pytest.raises(Unreadable, match="1 records where 2 were asked for"):
         parse("COMPLETED|0:0|00:00:05|cpu=2\n", components=2)

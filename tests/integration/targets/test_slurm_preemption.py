@@ -30,6 +30,21 @@ def preempt(seconds: int = 10) -> str:
     return done.stdout.strip().split(";")[0]
 
 
+def preempted(path, tmp_path, home, reached: str, timeout: int) -> tuple[str, int, str]:
+    """`tftrain run` of `path`, preempted once its rank 0 log shows `reached`: (its first job, its exit
+    code, its output)."""
+    preemptor = None
+    try:
+        with Running(path, tmp_path / "out.txt") as run:
+            job = run.job()
+            run.until(lambda log: reached in log, 240, f"the training never reached {reached!r}", logged(home))
+            preemptor = preempt()
+            return job, run.wait(timeout=timeout), run.text()
+    finally:
+        if preemptor:
+            subprocess.run(["scancel", preemptor], capture_output=True, timeout=30)
+
+
 def test_a_preempted_training_is_requeued_and_resumes_from_its_backup(project, home, tmp_path, slurm_cluster):
     path = slurm_manifest(
         project,
@@ -37,17 +52,7 @@ def test_a_preempted_training_is_requeued_and_resumes_from_its_backup(project, h
         "max_run_duration_seconds: 900\nstop_grace_seconds: 10\n",
         slurm="    partition: low\n    time_limit: 10\n",
     )
-    preemptor = None
-    try:
-        with Running(path, tmp_path / "out.txt") as run:
-            job = run.job()
-            run.until(lambda log: "epoch 5 finished" in log, 240, "the training never reached epoch 5", logged(home))
-            preemptor = preempt()
-            code = run.wait(timeout=400)
-            out = run.text()
-    finally:
-        if preemptor:
-            subprocess.run(["scancel", preemptor], capture_output=True, timeout=30)
+    job, code, out = preempted(path, tmp_path, home, "epoch 5 finished", timeout=400)
     assert code == 0, out[-4000:]
     assert submitted(out) == [job]  # the same job, requeued
     assert f"slurm job {job} requeued (preemption) — restart 1" in out, out[-4000:]
@@ -66,17 +71,7 @@ def test_a_preempted_job_without_a_time_limit_is_retried_from_its_checkpoint(pro
     path = slurm_manifest(
         project, STEPS, "retry: {max_attempts: 2}\nstop_grace_seconds: 5\n", slurm="    partition: low\n"
     )
-    preemptor = None
-    try:
-        with Running(path, tmp_path / "out.txt") as run:
-            run.job()
-            run.until(lambda log: "step 25" in log, 180, "the training never reached step 25", logged(home))
-            preemptor = preempt()
-            code = run.wait(timeout=300)
-            out = run.text()
-    finally:
-        if preemptor:
-            subprocess.run(["scancel", preemptor], capture_output=True, timeout=30)
+    _, code, out = preempted(path, tmp_path, home, "step 25", timeout=300)
     assert code == 0, out[-4000:]
     assert run_status(home, "demo-1") == "Failed" and run_status(home, "demo-2") == "Completed", out[-3000:]
     assert re.search(r"PREEMPTED|preempted", out), out[-3000:]

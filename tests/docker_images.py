@@ -24,7 +24,10 @@ def client_or_none():
 
 
 def ids(client) -> set[str]:
-    return set() if client is None else {image.id for image in client.images.list(all=True)}
+    """Every image and container there is (an image a container of the module still uses cannot go)."""
+    if client is None:
+        return set()
+    return {image.id for image in client.images.list(all=True)} | {c.id for c in client.containers.list(all=True)}
 
 
 def remove_new(client, before: set[str]) -> None:
@@ -32,8 +35,14 @@ def remove_new(client, before: set[str]) -> None:
         return
     import docker
 
+    for container in client.containers.list(all=True):
+        if container.id not in before:
+            try:
+                container.remove(force=True)
+            except docker.errors.APIError:
+                continue
     shared = {image.id for image in client.images.list() if SHARED & set(image.tags)}
-    for image in ids(client) - before - shared:
+    for image in {image.id for image in client.images.list(all=True)} - before - shared:
         try:
             client.images.remove(image, force=True)
         except docker.errors.APIError:

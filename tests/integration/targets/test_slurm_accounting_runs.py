@@ -28,7 +28,7 @@ def sacct(job: str) -> str:
 
 
 def test_usage_comes_from_slurm_accounting(project, cli, home, slurm_cluster):
-    billed = '    mpi: auto\n  cost: {from: slurm, billing_hour: 0.5, currency: EUR}\n'  # compute.cost, beside slurm
+    billed = "    mpi: auto\n  cost: {from: slurm, billing_hour: 0.5, currency: EUR}\n"  # compute.cost, beside slurm
     path = slurm_manifest(project, SLEEPY, "use_gpu: true\n", slurm=billed)
     result = cli("run", "-f", str(path), timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr

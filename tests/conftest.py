@@ -34,8 +34,10 @@ def pytest_collection_modifyitems(items):
 @pytest.fixture(scope="module")
 def leaves_no_images():
     """The images a module's tests build are removed after the module: each holds a TensorFlow
-    (~2 GB), and a cold CI machine's disk once filled with them. What was there before stays."""
-    client = docker_images.client_or_none()
+    (~2 GB), and a cold CI machine's disk once filled with them. What was there before stays.
+    Only where scripts/test runs the suite (TFTRAIN_TEST_REMOVE_IMAGES=1): it owns the daemon then,
+    while a second pytest beside another would remove the other's images in the middle of its builds."""
+    client = docker_images.client_or_none() if os.environ.get("TFTRAIN_TEST_REMOVE_IMAGES") == "1" else None
     before = docker_images.ids(client)
     yield
     docker_images.remove_new(client, before)

@@ -223,6 +223,7 @@ def array_name(sweep_id: str) -> str:
 def sweep_batcher(out_dir: Path, sweep_id: str, throttle: int) -> ArrayBatcher:
     """The batcher of one sweep's trials: its array scripts and their own output under `out_dir`
     (the sweep's directory, which the nodes see as they see TFTRAIN_HOME)."""
+
     def send(script: Path, env: dict[str, str], name: str, comment: str, warn: Callable[[str], None]) -> str:
         return jobs.submit(script, env, "compute.slurm", name, comment, warn)
 

@@ -370,6 +370,23 @@ def jobs_named(name: str, comment: str, every_state: bool = False) -> list[str]:
     return found
 
 
+def array_task_queued(path: Path, comment: str) -> list[str]:
+    """[A_i]: the array task a lost trial's file names (written as it was submitted; read as hostile
+    text), while squeue shows it with this home's comment; [] otherwise."""
+    try:
+        with path.open("rb") as handle:
+            task = handle.read(64).decode("ascii", errors="replace").strip()
+    except OSError:
+        return []
+    if re.fullmatch(r"\d{1,12}_\d{1,7}", task) is None or shutil.which("squeue") is None:
+        return []
+    result = run(["squeue", "-h", "-j", task, "-o", "%i|%k"])
+    if result.returncode != 0:  # "Invalid job id specified": it ended and slurmctld forgot it
+        return []
+    lines = [line.strip() for line in result.stdout.splitlines()]
+    return [task] if any(line.partition("|")[2] == comment for line in lines) else []
+
+
 def has_pmix() -> bool | None:
     """Whether `srun --mpi=list` offers pmix; None where there is no srun here."""
     if shutil.which("srun") is None:

@@ -57,6 +57,7 @@ from runner.telemetry.logpump import LineSink, LogPump
 
 SCRIPT = "slurm.sh"
 TASKS = "tasks.json"
+ARRAY_TASK = "array-task"  # a sweep's trial: its task of the sweep's array job (A_i), for reap_lost
 POLL_SECONDS = 0.2
 NO_CONTAINERS = (
     "the slurm target runs the training in a virtualenv on the cluster's shared filesystem; it has no container "
@@ -105,9 +106,11 @@ class SlurmTarget(Target):
     name = "slurm"
 
     def reap_lost(self, run_id: str, home: Path) -> str | None:
-        """scancel the run's jobs still in Slurm's queue: its name and this home's comment (never another's)."""
+        """scancel the run's jobs still in Slurm's queue: its name and this home's comment (never another's),
+        or, a sweep's trial, its array task (launch/array-task) where it holds this home's comment."""
         try:
             found = jobs.jobs_named(f"tftrain-{run_id}", home_comment(home))
+            found += jobs.array_task_queued(home / "runs" / run_id / "launch" / ARRAY_TASK, home_comment(home))
             for job_id in found:
                 jobs.cancel(job_id)
         except FatalError:  # slurmctld not answering: the next command tries again
@@ -225,6 +228,7 @@ class SlurmTarget(Target):
             )
             task = ticket.submit(entry)
             if task is not None:
+                (job_dir / ARRAY_TASK).write_text(task + "\n")
                 logger.info(f"slurm job {task} submitted, a task of the sweep's array job: {script}")
                 return task
         job_id = jobs.submit(

@@ -29,7 +29,9 @@ from tests.unit.targets.test_slurm_script import manifest
 
 def trial_script(run_id: str, **fields) -> str:
     request = batch_request(manifest(max_run_duration_seconds=600, **fields), run_id, "tftrain:abc", 30)
-    return batch_script(request, Launch(LaunchMode.SRUN, "srun x"), f"/runs/{run_id}/launch", f"/runs/{run_id}/w", run_id)
+    return batch_script(
+        request, Launch(LaunchMode.SRUN, "srun x"), f"/runs/{run_id}/launch", f"/runs/{run_id}/w", run_id
+    )
 
 
 def entry(n: int, env: dict | None = None, secrets=frozenset(), options=None, warn=print) -> ArrayEntry:
@@ -195,3 +197,30 @@ def test_the_jobcomp_record_of_an_array_task(tmp_path):
     assert jobs.from_jobcomp("70_0", path).exit_code == 2
     assert jobs.from_jobcomp("70", path).exit_code == 2
     assert jobs.from_jobcomp("72_0", path) is None
+
+
+@pytest.mark.parametrize(
+    ("written", "answer", "found"),
+    [
+        ("81_2\n", (0, "81_2|c\n"), ["81_2"]),
+        ("81_2\n", (0, "81_2|another home\n"), []),
+        ("81_2\n", (1, ""), []),  # slurmctld forgot it: it ended
+        ("81_2; scancel -u root\n", (0, "81_2|c\n"), []),  # written by hand: no task id
+        ("81\n", (0, "81|c\n"), []),  # a whole job is found by its name, not by this file
+        (None, (0, "81_2|c\n"), []),
+    ],
+)
+def test_a_lost_trials_array_task_is_found_by_its_file(monkeypatch, tmp_path, written, answer, found):
+    asked = []
+    monkeypatch.setattr(jobs.shutil, "which", lambda name: "/usr/bin/" + name)
+
+    def run(argv, env=None):
+        asked.append(argv)
+        return subprocess.CompletedProcess(argv, answer[0], answer[1], "")
+
+    monkeypatch.setattr(jobs, "run", run)
+    path = tmp_path / "array-task"
+    if written is not None:
+        path.write_text(written)
+    assert jobs.array_task_queued(path, "c") == found
+    assert all(argv[:3] == ["squeue", "-h", "-j"] and argv[3] == "81_2" for argv in asked)

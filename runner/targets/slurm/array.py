@@ -11,8 +11,10 @@ no secret, on its own command line (`env -- K=V`) in the array's script.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -120,7 +122,6 @@ class ArrayBatcher:
         self.open = 0  # trials running that have not yet handed their job over
         self.waiting: list[_Waiting] = []
         self.since = 0.0
-        self.arrays = 0
 
     def opened(self) -> ArrayTicket:
         """A trial starts: the batch waits for it until it hands its job over or its run ends."""
@@ -164,12 +165,13 @@ class ArrayBatcher:
     def _send(self, batch: list[_Waiting]) -> None:
         entries = [waiting.entry for waiting in batch]
         common, own = split_env(entries)
-        with self.lock:
-            self.arrays += 1
-            path = self.out_dir / f"array-{self.arrays}.sh"
         try:
             self.out_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            path.write_text(array_script(entries, own, self.name, self.out_dir, self.throttle))
+            # a name of its own: another tftrain joining the sweep writes its arrays here too
+            handle, name = tempfile.mkstemp(prefix="array-", suffix=".sh", dir=self.out_dir)
+            with os.fdopen(handle, "w", encoding="utf-8") as stream:
+                stream.write(array_script(entries, own, self.name, self.out_dir, self.throttle))
+            path = Path(name)
             array_id = self.send(path, common, self.name, entries[0].comment, entries[0].warn)
         except BaseException as exc:  # every trial of the batch fails with it
             for waiting in batch:

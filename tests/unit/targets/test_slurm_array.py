@@ -224,3 +224,26 @@ def test_a_lost_trials_array_task_is_found_by_its_file(monkeypatch, tmp_path, wr
         path.write_text(written)
     assert jobs.array_task_queued(path, "c") == found
     assert all(argv[:3] == ["squeue", "-h", "-j"] and argv[3] == "81_2" for argv in asked)
+
+
+@pytest.mark.parametrize(
+    ("compute", "batched"),
+    [
+        ({"target": "slurm"}, True),
+        ({"target": "slurm", "slurm": {"array": False}}, False),
+        ({"target": "local"}, False),
+    ],
+)
+def test_a_sweep_batches_its_trials_on_slurm_unless_told_not_to(tmp_path, compute, batched):
+    from runner.manifest import LoadedManifest
+    from runner.sweep.driver import _slurm_arrays
+
+    loaded = LoadedManifest(manifest(compute=compute), tmp_path / "tftrain.yml", ())
+    arrays = _slurm_arrays(loaded, tmp_path / "sweep", "m-sweep-1", 3)
+    assert (arrays is not None) == batched
+    if batched:
+        assert (arrays.name, arrays.throttle, arrays.out_dir) == (
+            "tftrain-sweep-m-sweep-1",
+            3,
+            tmp_path / "sweep" / "slurm",
+        )

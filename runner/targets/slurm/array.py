@@ -112,7 +112,7 @@ Submit = Callable[[Path, dict[str, str], str, str, Callable[[str], None]], str]
 
 class ArrayBatcher:
     """Shared by one sweep's trials (runner.sweep.driver makes it; a trial's SlurmTarget finds it in
-    its Settings): `opened()` as a trial starts, `closed()` as its run ends; `submit()` waits until
+    its Settings): `opened()` as a trial starts (its ArrayTicket closed as its run ends); `submit()` waits until
     every open trial that has not yet submitted is ready (or WINDOW_SECONDS after the first), then
     sends one array job for all of them and gives each its task's id."""
 
@@ -170,9 +170,9 @@ class ArrayBatcher:
             # a name of its own: another tftrain joining the sweep writes its arrays here too
             handle, name = tempfile.mkstemp(prefix="array-", suffix=".sh", dir=self.out_dir)
             with os.fdopen(handle, "w", encoding="utf-8") as stream:
-                stream.write(array_script(entries, own, self.name, self.out_dir, self.throttle))
+                stream.write(array_script(entries, own, self.job_name(Path(name)), self.out_dir, self.throttle))
             path = Path(name)
-            array_id = self.send(path, common, self.name, entries[0].comment, entries[0].warn)
+            array_id = self.send(path, common, self.job_name(path), entries[0].comment, entries[0].warn)
         except BaseException as exc:  # every trial of the batch fails with it
             for waiting in batch:
                 waiting.failure = exc
@@ -183,6 +183,11 @@ class ArrayBatcher:
             for waiting in batch:
                 waiting.done.set()
             self.lock.notify_all()
+
+    def job_name(self, script: Path) -> str:
+        """The array's name: the sweep's, and its script's own part, so that a submission sbatch does
+        not confirm is looked for (jobs.submit) among this array alone, never the sweep's others."""
+        return f"{self.name}-{script.stem.removeprefix('array-')}"
 
     @staticmethod
     def _answer(mine: _Waiting) -> str:

@@ -89,12 +89,14 @@ class Sbatch:
 
     def __init__(self, refuse: Exception | None = None) -> None:
         self.sent: list[tuple[str, dict]] = []
+        self.names: list[str] = []
         self.refuse = refuse
 
     def __call__(self, script: Path, env: dict, name: str, comment: str, warn) -> str:
         if self.refuse is not None:
             raise self.refuse
         self.sent.append((script.read_text(), env))
+        self.names.append(name)
         return str(100 + len(self.sent))
 
 
@@ -128,6 +130,9 @@ def test_trials_ready_together_are_one_array_job(tmp_path):
     third = batcher.opened()
     assert third.submit(entry(2)) == "102_0"  # the next trial, alone: waits for nobody
     assert third.submit(entry(2)) is None  # a second job of the same run (a retry): its own, not an array's
+    # each array its own name (a submission sbatch does not confirm is looked for by it), the sweep's first
+    assert len(set(sbatch.names)) == 2 and all(name.startswith("tftrain-sweep-s-") for name in sbatch.names)
+    assert f"#SBATCH --job-name={sbatch.names[0]}\n" in sbatch.sent[0][0]
 
 
 def test_a_trial_that_ends_before_it_submits_holds_no_batch(tmp_path):

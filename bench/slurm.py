@@ -5,9 +5,13 @@
    tasks submitted by hand (`sbatch` of a script whose `srun` prints), alternating, medians of
    --rounds; goal: tftrain adds <= 1 s;
 2. the scheduling overhead per sweep trial: a 4-trial sweep (2 at once) of a short script on the
-   slurm target against the same sweep on the local target, per trial.
+   slurm target against the same sweep on the local target, per trial;
+3. (--array, alone) what a sweep's array job adds per trial: the same two batch scripts handed to
+   the sweep's batcher (runner.targets.slurm.array: one `sbatch --array=0-1%2`) against a bare
+   `sbatch` of each, interleaved --rounds pairs (at least 5), seconds from the submission to each
+   task's first line, medians, paired ratio and difference; goal: <= 0.3 s per trial.
 
-    SLURM_CONF=/tmp/tftrain-slurm/slurm.conf .venv/bin/python bench/slurm.py [--rounds 3]
+    SLURM_CONF=/tmp/tftrain-slurm/slurm.conf .venv/bin/python bench/slurm.py [--rounds 3] [--array]
 """
 
 from __future__ import annotations
@@ -19,10 +23,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
+from paired import at_least, load, report
+
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
 TFTRAIN = str(Path(sys.executable).parent / "tftrain")
 FIRST = "import os, time\nprint('first', repr(time.time()), os.environ.get('SLURMD_NODENAME'), flush=True)\n"
 GOAL_SECONDS = 1.0
@@ -120,12 +128,117 @@ def sweep(root: Path, env: dict, target: str) -> float:
     return time.perf_counter() - started
 
 
+ARRAY_TRIALS = 2
+ARRAY_GOAL_SECONDS = 0.3
+TRIAL_SCRIPT = (
+    "#!/bin/bash\n#SBATCH --nodes=1\n#SBATCH --ntasks=1\n#SBATCH --comment=tftrain-bench\n{output}"
+    "echo first $(date +%s.%N)\n"
+)
+
+
+def trial_scripts(root: Path, tag: str, bare: bool) -> list[Path]:
+    """ARRAY_TRIALS batch scripts of one round, each in its own launch directory (a trial's)."""
+    scripts = []
+    for number in range(ARRAY_TRIALS):
+        launch = root / f"{tag}-{number}" / "launch"
+        launch.mkdir(parents=True)
+        output = f"#SBATCH --job-name=tftrain-bench\n#SBATCH --output={launch}/batch.log\n" if bare else ""
+        (launch / "slurm.sh").write_text(TRIAL_SCRIPT.format(output=output))
+        scripts.append(launch / "slurm.sh")
+    return scripts
+
+
+def first_lines(scripts: list[Path], started: float) -> float:
+    """The mean seconds from `started` to each task's first line (its batch.log), once all printed."""
+    return statistics.mean(first_line(script.parent, "batch.log") - started for script in scripts)
+
+
+def bare_sbatch(root: Path, tag: str) -> float:
+    scripts = trial_scripts(root, tag, bare=True)
+    started = time.time()
+    threads = [
+        threading.Thread(
+            target=subprocess.run,
+            args=(["sbatch", "--parsable", str(script)],),
+            kwargs={"check": True, "capture_output": True},
+        )
+        for script in scripts
+    ]
+    for thread in threads:
+        thread.start()
+    seconds = first_lines(scripts, started)
+    for thread in threads:
+        thread.join()
+    return seconds
+
+
+def array_job(root: Path, tag: str) -> float:
+    """The trials' scripts through the sweep's batcher, each from a thread of its own (a sweep's workers)."""
+    from runner.targets.slurm.array import ArrayEntry, sbatch_options, sweep_batcher
+
+    scripts = trial_scripts(root, tag, bare=False)
+    batcher = sweep_batcher(root / f"{tag}-arrays", tag, ARRAY_TRIALS)
+    tickets = [batcher.opened() for _ in scripts]
+    entries = [
+        ArrayEntry(
+            script,
+            script.parent,
+            str(root),
+            sbatch_options(script.read_text()),
+            dict(os.environ),
+            comment="tftrain-bench",
+        )
+        for script in scripts
+    ]
+    started = time.time()
+    threads = [threading.Thread(target=ticket.submit, args=(entry,)) for ticket, entry in zip(tickets, entries)]
+    for thread in threads:
+        thread.start()
+    seconds = first_lines(scripts, started)
+    for thread in threads:
+        thread.join()
+    return seconds
+
+
+def array_overhead(root: Path, rounds: int) -> None:
+    variants = {"sbatch": bare_sbatch, "array": array_job}
+    seconds: dict[str, list[float]] = {name: [] for name in variants}
+    names = list(variants)
+    for number in range(rounds):
+        for name in names[number % 2 :] + names[: number % 2]:
+            seconds[name].append(variants[name](root, f"{name}{number}"))
+            _wait_empty()  # untimed: the next submission finds the queue as this one did
+        print(
+            f"round {number + 1}/{rounds}: "
+            + "  ".join(f"{n} {seconds[n][-1]:.3f}s" for n in names)
+            + f"  (load {load()})"
+        )
+    print(f"{ARRAY_TRIALS} trials at once, seconds from the submission to each task's first line, mean per trial:")
+    report(seconds, "sbatch")
+    # Slurm starts jobs at its scheduler's passes: single rounds differ by whole seconds either way,
+    # so the paired median can land on one such step; the medians' difference says it too
+    added = statistics.median(a - b for a, b in zip(seconds["array"], seconds["sbatch"]))
+    apart = statistics.median(seconds["array"]) - statistics.median(seconds["sbatch"])
+    print(f"difference of the medians: {apart:+.3f} s per trial")
+    verdict = "met" if added <= ARRAY_GOAL_SECONDS else "NOT met"
+    print(f"array job per trial: {added:+.3f} s over a bare sbatch (goal <= {ARRAY_GOAL_SECONDS} s: {verdict})")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--array", action="store_true", help="only the array job's overhead per trial (rounds >= 5)")
     args = parser.parse_args()
     if not os.environ.get("SLURM_CONF") and not Path("/etc/slurm/slurm.conf").exists():
         raise SystemExit("set SLURM_CONF (scripts/slurm-up prints it)")
+    if args.array:
+        try:
+            rounds = at_least(max(args.rounds, 5))
+        except ValueError as exc:
+            raise SystemExit(f"--rounds: {exc}") from None
+        with tempfile.TemporaryDirectory(prefix="tftrain-slurm-array-bench-") as tmp:
+            array_overhead(Path(tmp), rounds)
+        return 0
     with tempfile.TemporaryDirectory(prefix="tftrain-slurm-bench-") as tmp:
         root = Path(tmp)
         env = {**os.environ, "TFTRAIN_HOME": str(root / "home"), "PYTHONPATH": str(REPO)}

@@ -172,6 +172,13 @@ class SlurmSpec(Model):
         pattern=SLURM_NAME_PATTERN,
         description="The partition of a heterogeneous job's chief and parameter servers (default: partition)",
     )
+    array: bool = Field(
+        default=True,
+        description=(
+            "A sweep's trials that start together go to Slurm as one array job (--array=0-K%max_concurrent_trials),"
+            " each trial one task of it; false: one job per trial"
+        ),
+    )
     shared_dir: str | None = Field(
         default=None,
         description=(

@@ -64,6 +64,7 @@ class SweepRunner:
         self.budget_stop: str | None = None  # why the budget stopped the sweep, when it did
         if self.budget is not None:
             seed(self.budget, home, self.book.trials())
+        self.arrays = _slurm_arrays(loaded, self.book.root, sweep.sweep_id, self.spec.limits.max_concurrent_trials)
 
     def _gate(self, run_id: str):
         """The model gate for the best trial's run, before its model is registered."""
@@ -138,9 +139,19 @@ class SweepRunner:
                 resumes = trial.user_attrs.get(RESUMES)
                 if resumes:
                     manifest = trial_manifest_resuming(manifest, resumes)
-                result = run_trial(
-                    manifest, watch, self.book.trial_log(trial.number), settings, self.home, self.environ
-                )
+                ticket = self.arrays.opened() if self.arrays is not None else None  # its place in an array job
+                try:
+                    result = run_trial(
+                        manifest,
+                        watch,
+                        self.book.trial_log(trial.number),
+                        dataclasses.replace(settings, slurm_array=ticket),
+                        self.home,
+                        self.environ,
+                    )
+                finally:
+                    if ticket is not None:
+                        ticket.close()
                 if self.budget is not None:
                     self.budget.add(result.run_id, usage_of_run(self.home, result.run_id))
                 with self.lock:
@@ -229,6 +240,18 @@ class SweepRunner:
 def _first_line(exc: Exception) -> str:
     """SQLAlchemy's errors run to the SQL and a link; the first line says what went wrong."""
     return (str(exc).strip().splitlines() or [""])[0]
+
+
+def _slurm_arrays(loaded: LoadedManifest, root: Path, sweep_id: str, throttle: int):
+    """The array jobs' batcher of a sweep on the slurm target (compute.slurm.array), else None."""
+    from runner.manifest import effective_target
+
+    manifest = loaded.manifest
+    if effective_target(manifest) != "slurm" or not manifest.compute.slurm.array:
+        return None
+    from runner.targets.slurm.array import sweep_batcher
+
+    return sweep_batcher(root / "slurm", sweep_id, throttle)
 
 
 def trial_manifest_resuming(loaded: LoadedManifest, run_id: str) -> LoadedManifest:

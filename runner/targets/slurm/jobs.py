@@ -24,6 +24,8 @@ from runner.manifest.document import one_line
 
 COMMAND_SECONDS = 30.0
 JOB_ID = re.compile(r"^(\d{1,12})(;[^\s]*)?$")
+# squeue's %i of an array job: A_i for a task of its own, A_[2-5%2] for those still pending together
+ARRAY_ID = re.compile(r"^(\d{1,12})_(\d{1,7}|\[[0-9,%-]{1,200}\])$")
 
 
 class JobState(str, Enum):
@@ -306,13 +308,22 @@ def from_sacct(job_id: str) -> JobInfo | None:
 
 
 def from_jobcomp(job_id: str, path: Path) -> JobInfo | None:
-    """jobcomp/filetxt's record of the job: its last line that names it."""
+    """jobcomp/filetxt's record of the job: its last line that names it (an array task, A_i, by its
+    ArrayJobId and ArrayTaskId: the record's JobId is the task's own number)."""
+    array, _, index = job_id.partition("_")
     try:
         with path.open(errors="replace") as handle:
-            lines = [line for line in handle if line.startswith(f"JobId={job_id} ")]
+            if not index:
+                records = [parse_fields(line) for line in handle if line.startswith(f"JobId={job_id} ")]
+            else:
+                records = [
+                    fields
+                    for fields in map(parse_fields, handle)
+                    if fields.get("ArrayJobId") == array and fields.get("ArrayTaskId") == index
+                ]
     except OSError:
         return None
-    return info_from(parse_fields(lines[-1])) if lines else None
+    return info_from(records[-1]) if records else None
 
 
 def jobcomp_file() -> Path | None:
@@ -347,13 +358,33 @@ def jobs_named(name: str, comment: str, every_state: bool = False) -> list[str]:
     result = run(["squeue", "-h", "--me", "-n", name, "-o", "%i|%k", *(["-t", "all"] if every_state else [])])
     if result.returncode != 0:
         raise ClusterError(f"squeue: {refusal(result.stderr)}")
-    found = []
+    found: list[str] = []
     for line in result.stdout.splitlines():
         job_id, _, their_comment = line.strip().partition("|")
         job_id, plus, offset = job_id.partition("+")  # a heterogeneous job: N+0, N+1, …; N is the whole job
-        if their_comment == comment and JOB_ID.match(job_id) and (not plus or offset == "0"):
+        array = ARRAY_ID.match(job_id)
+        if array is not None:  # an array job's tasks, one line each or some together: A is the whole job
+            job_id = array.group(1)
+        if their_comment == comment and JOB_ID.match(job_id) and (not plus or offset == "0") and job_id not in found:
             found.append(job_id)
     return found
+
+
+def array_task_queued(path: Path, comment: str) -> list[str]:
+    """[A_i]: the array task a lost trial's file names (written as it was submitted; read as hostile
+    text), while squeue shows it with this home's comment; [] otherwise."""
+    try:
+        with path.open("rb") as handle:
+            task = handle.read(64).decode("ascii", errors="replace").strip()
+    except OSError:
+        return []
+    if re.fullmatch(r"\d{1,12}_\d{1,7}", task) is None or shutil.which("squeue") is None:
+        return []
+    result = run(["squeue", "-h", "-j", task, "-o", "%i|%k"])
+    if result.returncode != 0:  # "Invalid job id specified": it ended and slurmctld forgot it
+        return []
+    lines = [line.strip() for line in result.stdout.splitlines()]
+    return [task] if any(line.partition("|")[2] == comment for line in lines) else []
 
 
 def has_pmix() -> bool | None:

@@ -35,6 +35,7 @@ from runner.targets.interpreter import (
 )
 from runner.targets.slurm import jobs
 from runner.targets.slurm.accounting import allocation_of, said
+from runner.targets.slurm.array import ArrayEntry, sbatch_options
 from runner.targets.slurm.gpus import gpus_allocated
 from runner.targets.slurm.script import (
     BatchRequest,
@@ -56,6 +57,7 @@ from runner.telemetry.logpump import LineSink, LogPump
 
 SCRIPT = "slurm.sh"
 TASKS = "tasks.json"
+ARRAY_TASK = "array-task"  # a sweep's trial: its task of the sweep's array job (A_i), for reap_lost
 POLL_SECONDS = 0.2
 NO_CONTAINERS = (
     "the slurm target runs the training in a virtualenv on the cluster's shared filesystem; it has no container "
@@ -104,9 +106,11 @@ class SlurmTarget(Target):
     name = "slurm"
 
     def reap_lost(self, run_id: str, home: Path) -> str | None:
-        """scancel the run's jobs still in Slurm's queue: its name and this home's comment (never another's)."""
+        """scancel the run's jobs still in Slurm's queue: its name and this home's comment (never another's),
+        or, a sweep's trial, its array task (launch/array-task) where it holds this home's comment."""
         try:
             found = jobs.jobs_named(f"tftrain-{run_id}", home_comment(home))
+            found += jobs.array_task_queued(home / "runs" / run_id / "launch" / ARRAY_TASK, home_comment(home))
             for job_id in found:
                 jobs.cancel(job_id)
         except FatalError:  # slurmctld not answering: the next command tries again
@@ -183,15 +187,7 @@ class SlurmTarget(Target):
         tails = _follow(plan, pump, sinks, job_dir, by_driver, self.components)
         watch = None
         try:
-            job_id = jobs.submit(  # PYTHONPATH joined, as local
-                job_dir / SCRIPT,
-                task_environment(shared_env(plan)),
-                "compute.slurm",
-                self.request.job_name,
-                self.request.comment,
-                logger.warning,
-            )
-            logger.info(f"slurm job {job_id} submitted: {job_dir / SCRIPT}")
+            job_id = self._submit(plan, job_dir, logger)
             watch = JobWatch(job_id, job_dir, plan, by_driver, logger, requeue=self.request.requeue)
             try:
                 return self._supervise(watch, plan, control)
@@ -212,6 +208,34 @@ class SlurmTarget(Target):
                 )
                 control.allocated_seconds = seconds or 0.0
                 logger.info(said(control.allocation))
+
+    def _submit(self, plan: LaunchPlan, job_dir: Path, logger: Logger) -> str:
+        """sbatch of the run's script; a sweep's trial (Settings.slurm_array) hands it to the sweep's
+        array job instead, where it can (runner.targets.slurm.array)."""
+        env = task_environment(shared_env(plan))  # PYTHONPATH joined, as local
+        ticket = self.settings.slurm_array if self.settings is not None else None
+        if ticket is not None:
+            script = job_dir / SCRIPT
+            entry = ArrayEntry(
+                script,
+                job_dir,
+                plan.tasks[0].cwd,
+                sbatch_options(script.read_text()),
+                env,
+                frozenset(plan.secret_names),
+                self.request.comment,
+                logger.warning,
+            )
+            task = ticket.submit(entry)
+            if task is not None:
+                (job_dir / ARRAY_TASK).write_text(task + "\n")
+                logger.info(f"slurm job {task} submitted, a task of the sweep's array job: {script}")
+                return task
+        job_id = jobs.submit(
+            job_dir / SCRIPT, env, "compute.slurm", self.request.job_name, self.request.comment, logger.warning
+        )
+        logger.info(f"slurm job {job_id} submitted: {job_dir / SCRIPT}")
+        return job_id
 
     def _supervise(self, watch: JobWatch, plan: LaunchPlan, control: RunControl) -> Outcome:
         """Queued while PENDING, then the tasks' exit files by the success policy, Slurm's state for

@@ -1,5 +1,5 @@
 """Real preemption on the two-node cluster (scripts/slurm-up: partition `low` is preempted by `high`,
-PreemptMode=REQUEUE, GraceTime=20, PreemptParameters=send_user_signal): a training that outlives
+PreemptMode=REQUEUE, GraceTime=20, preempt_send_user_signal): a training that outlives
 one job (compute.slurm.time_limit) is requeued, the same job, and resumes from its backup, each
 epoch finished once; one without a time limit is taken away and `retry:` resumes it from its last
 checkpoint in a new job. The preemptor is a job of partition `high` that needs both nodes."""

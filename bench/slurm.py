@@ -7,7 +7,7 @@
 2. the scheduling overhead per sweep trial: a 4-trial sweep (2 at once) of a short script on the
    slurm target against the same sweep on the local target, per trial;
 3. (--array, alone) what a sweep's array job adds per trial: the same two batch scripts handed to
-   the sweep's batcher (runner.targets.slurm.array: one `sbatch --array=0-1%2`) against a bare
+   the sweep's batcher (runner.targets.slurm.array_jobs: one `sbatch --array=0-1%2`) against a bare
    `sbatch` of each, interleaved --rounds pairs (at least 5), seconds from the submission to each
    task's first line, medians, paired ratio and difference; goal: <= 0.3 s per trial.
 
@@ -174,7 +174,7 @@ def bare_sbatch(root: Path, tag: str) -> float:
 
 def array_job(root: Path, tag: str) -> float:
     """The trials' scripts through the sweep's batcher, each from a thread of its own (a sweep's workers)."""
-    from runner.targets.slurm.array import ArrayEntry, sbatch_options, sweep_batcher
+    from runner.targets.slurm.array_jobs import ArrayEntry, sbatch_options, sweep_batcher
 
     scripts = trial_scripts(root, tag, bare=False)
     batcher = sweep_batcher(root / f"{tag}-arrays", tag, ARRAY_TRIALS)

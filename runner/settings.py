@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from runner.errors import FatalError, UnsupportedError, UsageError
 
 if TYPE_CHECKING:
-    from runner.targets.slurm.array import ArrayTicket
+    from runner.targets.slurm.array_jobs import ArrayTicket
 
 DEFAULT_API_URL = "https://api.github.com"
 DEFAULT_TAG_TEMPLATE = "{name}-v{version}"
@@ -185,7 +185,7 @@ class Settings:
     cuda_visible_devices: str | None = None  # the GPUs this machine lets tftrain use; None: all that nvidia-smi lists
     machine: MachineClients = field(default_factory=MachineClients)
     gate_prestart: GatePrestart = GatePrestart.AUTO
-    # a sweep's trial on Slurm: its place in the sweep's array jobs (runner.targets.slurm.array); set
+    # a sweep's trial on Slurm: its place in the sweep's array jobs (runner.targets.slurm.array_jobs); set
     # by runner.sweep.driver for each trial, never read from the environment
     slurm_array: ArrayTicket | None = field(default=None, compare=False, repr=False)
 

@@ -249,7 +249,7 @@ def _slurm_arrays(loaded: LoadedManifest, root: Path, sweep_id: str, throttle: i
     manifest = loaded.manifest
     if effective_target(manifest) != "slurm" or not manifest.compute.slurm.array:
         return None
-    from runner.targets.slurm.array import sweep_batcher
+    from runner.targets.slurm.array_jobs import sweep_batcher
 
     return sweep_batcher(root / "slurm", sweep_id, throttle)
 

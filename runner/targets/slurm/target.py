@@ -35,7 +35,7 @@ from runner.targets.interpreter import (
 )
 from runner.targets.slurm import jobs
 from runner.targets.slurm.accounting import allocation_of, said
-from runner.targets.slurm.array import ArrayEntry, sbatch_options
+from runner.targets.slurm.array_jobs import ArrayEntry, sbatch_options
 from runner.targets.slurm.gpus import gpus_allocated
 from runner.targets.slurm.script import (
     BatchRequest,
@@ -211,7 +211,7 @@ class SlurmTarget(Target):
 
     def _submit(self, plan: LaunchPlan, job_dir: Path, logger: Logger) -> str:
         """sbatch of the run's script; a sweep's trial (Settings.slurm_array) hands it to the sweep's
-        array job instead, where it can (runner.targets.slurm.array)."""
+        array job instead, where it can (runner.targets.slurm.array_jobs)."""
         env = task_environment(shared_env(plan))  # PYTHONPATH joined, as local
         ticket = self.settings.slurm_array if self.settings is not None else None
         if ticket is not None:

@@ -15,7 +15,7 @@ import pytest
 from slurming import queued, show_job
 from sweeping import SCRIPT, show, sweep_manifest
 
-from runner.targets.slurm.array import ArrayEntry, array_script, split_env
+from runner.targets.slurm.array_jobs import ArrayEntry, array_script, split_env
 
 pytestmark = pytest.mark.integration
 

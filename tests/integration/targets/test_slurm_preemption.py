@@ -77,5 +77,5 @@ def test_a_preempted_job_without_a_time_limit_is_retried_from_its_checkpoint(pro
     assert re.search(r"PREEMPTED|preempted", out), out[-3000:]
     second = (home / "runs/demo-2/workdir/logs/0.log").read_text()
     first_step = int(re.search(r"^first step (\d+)$", second, re.M)[1])
-    assert first_step in (21, 31), second[:500]  # from the last checkpoint, not from the start
+    assert first_step >= 21 and first_step % 10 == 1, second[:500]  # from a checkpoint after step 25, not the start
     assert len(submitted(out)) == 2

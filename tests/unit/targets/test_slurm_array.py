@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from runner.targets.slurm import jobs
-from runner.targets.slurm.array import (
+from runner.targets.slurm.array_jobs import (
     ArrayBatcher,
     ArrayEntry,
     alone_because,

@@ -361,3 +361,13 @@ def test_heterogeneous_settings_that_cannot_work(fields, says):
     timed = heterogeneous(time_limit=5)
     timed = timed.model_copy(update={"max_run_duration_seconds": 3600})
     assert "not requeued at a time limit" in check_slurm(timed)[0][1]
+
+
+def test_no_module_beside_rank_py_shadows_the_standard_library():
+    """rank.py runs as a script: its folder comes first on sys.path, so a module there named like one
+    of the standard library's (array.py did) is what `import socket` imports inside every task."""
+    import sys
+    from pathlib import Path
+
+    folder = Path(rank.__file__).parent
+    assert not {path.stem for path in folder.glob("*.py")} & set(sys.stdlib_module_names)

@@ -155,21 +155,11 @@ def first_lines(scripts: list[Path], started: float) -> float:
 
 def bare_sbatch(root: Path, tag: str) -> float:
     scripts = trial_scripts(root, tag, bare=True)
-    started = time.time()
-    threads = [
-        threading.Thread(
-            target=subprocess.run,
-            args=(["sbatch", "--parsable", str(script)],),
-            kwargs={"check": True, "capture_output": True},
-        )
+    submit = [
+        lambda script=script: subprocess.run(["sbatch", "--parsable", str(script)], check=True, capture_output=True)
         for script in scripts
     ]
-    for thread in threads:
-        thread.start()
-    seconds = first_lines(scripts, started)
-    for thread in threads:
-        thread.join()
-    return seconds
+    return _timed(scripts, submit)
 
 
 def array_job(root: Path, tag: str) -> float:
@@ -190,8 +180,15 @@ def array_job(root: Path, tag: str) -> float:
         )
         for script in scripts
     ]
+    return _timed(
+        scripts, [lambda ticket=ticket, entry=entry: ticket.submit(entry) for ticket, entry in zip(tickets, entries)]
+    )
+
+
+def _timed(scripts: list[Path], submissions) -> float:
+    """Each submission from a thread of its own, at once: the mean seconds to each task's first line."""
     started = time.time()
-    threads = [threading.Thread(target=ticket.submit, args=(entry,)) for ticket, entry in zip(tickets, entries)]
+    threads = [threading.Thread(target=submit) for submit in submissions]
     for thread in threads:
         thread.start()
     seconds = first_lines(scripts, started)

@@ -94,7 +94,9 @@ def prices_of(spec) -> Prices | None:
     """A runner.manifest.cost.CostSpec (or None) as the prices a record keeps."""
     if spec is None:
         return None
-    billing = spec.billing_hour if getattr(spec, "source", "prices") == "slurm" else None
+    from runner.manifest.cost import CostSource
+
+    billing = spec.billing_hour if getattr(spec, "source", CostSource.PRICES) == CostSource.SCHEDULER else None
     return Prices(gpu_hour=spec.gpu_hour, cpu_hour=spec.cpu_hour, currency=spec.currency, billing_hour=billing)
 
 

@@ -6,7 +6,7 @@ times its hours, at `billing_hour` each."""
 
 from __future__ import annotations
 
-from typing import Literal
+from enum import Enum
 
 from pydantic import Field
 
@@ -35,12 +35,20 @@ class CostSpec(Model):
     )
 
 
+class CostSource(str, Enum):
+    """Where a run's cost comes from: the manifest's prices, or the scheduler's own billing."""
+
+    PRICES = "prices"
+    SCHEDULER = "slurm"  # the job's billing units in the scheduler's accounting (a catalog row's `bills`)
+
+
 class ComputeCostSpec(CostSpec):
     """compute.cost: the prices, or Slurm's billing (a pool file's `cost:` has prices only)."""
 
-    source: Literal["prices", "slurm"] = Field(
-        default="prices",
+    source: CostSource = Field(
+        default=CostSource.PRICES,
         alias="from",
+        strict=False,  # the YAML's string names the member
         description=(
             "prices: gpu_hour and cpu_hour; slurm: the job's billing units from Slurm's accounting (sacct's"
             " AllocTRES billing, the cluster's TRESBillingWeights) × its hours × billing_hour"

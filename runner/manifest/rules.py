@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 from runner.frameworks.releases import HOROVOD_FRAMEWORKS, horovod_compatible
+from runner.manifest.cost_rules import check_cost
 from runner.manifest.document import Location
 from runner.manifest.evaluation import check_evaluation
 from runner.manifest.fields import ENV_NAME_PATTERN, INPUT_NAME_PATTERN, MAX_TASKS, InputRef, ResumeRef
@@ -94,6 +95,7 @@ def check_rules(manifest: Manifest, base_dir: Path) -> list[Problem]:
         *check_images(manifest),
         *check_signing(manifest),
         *check_slurm(manifest),
+        *check_cost(manifest),
         *_files(manifest, base_dir),
         *_sweep(manifest),
         *check_scoring(manifest, base_dir),

@@ -221,7 +221,7 @@ def check_slurm(manifest) -> list[tuple[Location, str]]:
     """compute.slurm.time_limit against the manifest's own limits: a job requeued at its time limit
     must run longer than the stop grace, and less than the whole training may."""
     spec = manifest.compute.slurm
-    problems = _check_heterogeneous(manifest) + _check_billing(manifest)
+    problems = _check_heterogeneous(manifest)
     minutes = spec.time_limit_minutes
     if minutes is None:
         return problems
@@ -264,21 +264,4 @@ def _check_heterogeneous(manifest) -> list[tuple[Location, str]]:
         ]
     if spec.time_limit is not None:
         return [(where, "a heterogeneous job is not requeued at a time limit: drop compute.slurm.time_limit")]
-    return []
-
-
-def _check_billing(manifest) -> list[tuple[Location, str]]:
-    cost = manifest.compute.cost
-    if cost is None or cost.source != "slurm":
-        return []
-    if manifest.compute.target != "slurm":
-        return [
-            (
-                ("compute", "cost", "from"),
-                "slurm: only a Slurm job has billing units in Slurm's accounting (compute.target: slurm);"
-                " give gpu_hour and cpu_hour instead",
-            )
-        ]
-    if cost.gpu_hour or cost.cpu_hour:
-        return [(("compute", "cost", "from"), "slurm prices the job by its billing units: drop gpu_hour and cpu_hour")]
     return []

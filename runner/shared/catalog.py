@@ -33,6 +33,8 @@ class TargetRow(NamedTuple):
     # printed under the plan's description with this caption; None: it is the plan, printed alone
     plan_file_caption: str | None = None
     module: str | None = None  # the module holding `cls`; None: runner.targets.NAME.target (a plugin names its own)
+    # its scheduler's accounting bills each job (compute.cost.from: slurm: Allocation.billing)
+    bills: bool = False
 
 
 # The order is the manifest schema's and --target's
@@ -55,6 +57,7 @@ TARGETS: dict[str, TargetRow] = {
         runner_label="slurm",  # a login node
         plan_file="slurm.sh",
         plan_file_caption="batch script (sbatch)",
+        bills=True,
     ),
 }
 BUILT_IN = tuple(TARGETS)  # the manifest schema's enum (a plugin's target is valid all the same)

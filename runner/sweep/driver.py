@@ -64,7 +64,9 @@ class SweepRunner:
         self.budget_stop: str | None = None  # why the budget stopped the sweep, when it did
         if self.budget is not None:
             seed(self.budget, home, self.book.trials())
-        self.arrays = _slurm_arrays(loaded, self.book.root, sweep.sweep_id, self.spec.limits.max_concurrent_trials)
+        self.arrays = _sweep_batcher(
+            loaded, settings, self.book.root, sweep.sweep_id, self.spec.limits.max_concurrent_trials
+        )
 
     def _gate(self, run_id: str):
         """The model gate for the best trial's run, before its model is registered."""
@@ -242,16 +244,13 @@ def _first_line(exc: Exception) -> str:
     return (str(exc).strip().splitlines() or [""])[0]
 
 
-def _slurm_arrays(loaded: LoadedManifest, root: Path, sweep_id: str, throttle: int):
-    """The array jobs' batcher of a sweep on the slurm target (compute.slurm.array), else None."""
+def _sweep_batcher(loaded: LoadedManifest, settings: Settings, root: Path, sweep_id: str, throttle: int):
+    """What the trials hand their submissions to, where the target batches them (Slurm's array jobs:
+    Target.sweep_batcher); None: each trial submits its own."""
     from runner.manifest import effective_target
+    from runner.targets.factory import target_for
 
-    manifest = loaded.manifest
-    if effective_target(manifest) != "slurm" or not manifest.compute.slurm.array:
-        return None
-    from runner.targets.slurm.array_jobs import sweep_batcher
-
-    return sweep_batcher(root / "slurm", sweep_id, throttle)
+    return target_for(effective_target(loaded.manifest), settings).sweep_batcher(loaded, root, sweep_id, throttle)
 
 
 def trial_manifest_resuming(loaded: LoadedManifest, run_id: str) -> LoadedManifest:

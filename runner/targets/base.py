@@ -148,6 +148,12 @@ class Target:
         file's `cost:`), for a sweep's cost budget; its catalog row's own_prices says it may have some."""
         return None
 
+    def sweep_batcher(self, loaded: LoadedManifest, root: Path, sweep_id: str, concurrent: int):
+        """What a sweep's trials hand their submissions to, so that those starting together reach the
+        scheduler as one (Slurm: an array job, runner.targets.slurm.array_jobs), its files under `root`;
+        each trial takes a ticket of it (Settings.slurm_array). By default None: each trial submits its own."""
+        return None
+
     def allocated_gpus(self, state: TargetState) -> int | None:
         """The GPUs a scheduler allocates to the whole run, where the target asks for them itself
         (Slurm: every GPU its sbatch request holds); None: one per GPU-role process with use_gpu."""

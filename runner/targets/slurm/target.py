@@ -105,6 +105,13 @@ def _pmix_wanted(loaded: LoadedManifest) -> bool:
 class SlurmTarget(Target):
     name = "slurm"
 
+    def sweep_batcher(self, loaded: LoadedManifest, root: Path, sweep_id: str, concurrent: int):
+        if not loaded.manifest.compute.slurm.array:
+            return None
+        from runner.targets.slurm.array_jobs import sweep_batcher
+
+        return sweep_batcher(root / "slurm", sweep_id, concurrent)
+
     def reap_lost(self, run_id: str, home: Path) -> str | None:
         """scancel the run's jobs still in Slurm's queue: its name and this home's comment (never another's),
         or, a sweep's trial, its array task (launch/array-task) where it holds this home's comment."""

@@ -68,7 +68,10 @@ def test_billing_from_slurm(project):
     cost = load_manifest(project(manifest="compute: {target: slurm, cost: {from: slurm, billing_hour: 0.5}}\n"))
     assert (cost.manifest.compute.cost.source, cost.manifest.compute.cost.billing_hour) == ("slurm", 0.5)
     elsewhere = manifest_error(project, "compute: {cost: {from: slurm}}\n")
-    assert "compute.cost.from: slurm: only a Slurm job has billing units" in elsewhere
+    assert (
+        "compute.cost.from: slurm: only a target whose scheduler bills its jobs has billing units to price (compute.target: slurm)"
+        in elsewhere
+    )
     both = manifest_error(project, "compute: {target: slurm, cost: {from: slurm, gpu_hour: 2}}\n")
     assert "drop gpu_hour and cpu_hour" in both
     assert "compute.cost.from" in manifest_error(project, "compute: {target: slurm, cost: {from: sacct}}\n")

@@ -241,10 +241,11 @@ def test_a_lost_trials_array_task_is_found_by_its_file(monkeypatch, tmp_path, wr
 )
 def test_a_sweep_batches_its_trials_on_slurm_unless_told_not_to(tmp_path, compute, batched):
     from runner.manifest import LoadedManifest
-    from runner.sweep.driver import _slurm_arrays
+    from runner.settings import Settings
+    from runner.sweep.driver import _sweep_batcher
 
     loaded = LoadedManifest(manifest(compute=compute), tmp_path / "tftrain.yml", ())
-    arrays = _slurm_arrays(loaded, tmp_path / "sweep", "m-sweep-1", 3)
+    arrays = _sweep_batcher(loaded, Settings(), tmp_path / "sweep", "m-sweep-1", 3)
     assert (arrays is not None) == batched
     if batched:
         assert (arrays.name, arrays.throttle, arrays.out_dir) == (

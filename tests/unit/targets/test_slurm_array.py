@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from runner.manifest.model import Manifest
 from runner.targets.slurm import jobs
 from runner.targets.slurm.array_jobs import (
     ArrayBatcher,
@@ -24,7 +25,10 @@ from runner.targets.slurm.array_jobs import (
     task_id,
 )
 from runner.targets.slurm.script import Launch, LaunchMode, batch_request, batch_script
-from tests.unit.targets.test_slurm_script import manifest
+
+
+def manifest(**fields) -> Manifest:
+    return Manifest.model_validate({"name": "m", "entry_script": "train.py", "compute": {"target": "slurm"}, **fields})
 
 
 def trial_script(run_id: str, **fields) -> str:

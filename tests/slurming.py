@@ -60,3 +60,10 @@ def run_example_on_slurm(repo: Path, tmp_path: Path, cli, home: Path, name: str,
     result = cli("run", "-f", str(manifest), timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     return result, home / f"runs/{name}-1/workdir/logs"
+
+
+def slurm_model(**fields):
+    """A validated manifest on the slurm target (the unit tests' Manifest, no file)."""
+    from runner.manifest.model import Manifest
+
+    return Manifest.model_validate({"name": "m", "entry_script": "train.py", "compute": {"target": "slurm"}, **fields})

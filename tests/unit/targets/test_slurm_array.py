@@ -11,8 +11,8 @@ import threading
 from pathlib import Path
 
 import pytest
+from slurming import slurm_model
 
-from runner.manifest.model import Manifest
 from runner.targets.slurm import jobs
 from runner.targets.slurm.array_jobs import (
     ArrayBatcher,
@@ -26,9 +26,7 @@ from runner.targets.slurm.array_jobs import (
 )
 from runner.targets.slurm.script import Launch, LaunchMode, batch_request, batch_script
 
-
-def manifest(**fields) -> Manifest:
-    return Manifest.model_validate({"name": "m", "entry_script": "train.py", "compute": {"target": "slurm"}, **fields})
+manifest = slurm_model
 
 
 def trial_script(run_id: str, **fields) -> str:

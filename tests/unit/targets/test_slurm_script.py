@@ -7,8 +7,8 @@ import json
 
 import pytest
 from pydantic import ValidationError
+from slurming import slurm_model
 
-from runner.manifest.model import Manifest
 from runner.plan.model import LaunchPlan, Role, SuccessPolicy, TaskSpec
 from runner.targets.slurm import rank
 from runner.targets.slurm.script import (
@@ -23,9 +23,7 @@ from runner.targets.slurm.script import (
     tasks_document,
 )
 
-
-def manifest(**fields) -> Manifest:
-    return Manifest.model_validate({"name": "m", "entry_script": "train.py", "compute": {"target": "slurm"}, **fields})
+manifest = slurm_model
 
 
 def test_a_single_gpu_job_with_a_time_limit():

@@ -1,8 +1,9 @@
 """Compatibility layers for scripts written for another platform: Azure ML's Run API.
 
-The seeding layer (runner/compat/seeding) goes first on the same path for an `evaluation:` with
-TFTRAIN_SEED set, unless `evaluation.set_seed: false`: Python's, NumPy's and the frameworks' seeds
-are set before the script's first line.
+The start-up layer (runner/compat/startup) goes first on the same path where a run needs it: an
+`evaluation:` with TFTRAIN_SEED set, unless `evaluation.set_seed: false` (Python's, NumPy's and the
+frameworks' seeds are set before the script's first line), and a target that stops trainings to
+resume them (Keras' saves finish before a SIGTERM takes effect).
 
 The azureml layer is a small `azureml` package (runner/compat/shims) put first on the
 training's PYTHONPATH — in a virtualenv, an image or the current interpreter alike, for every
@@ -18,7 +19,8 @@ import subprocess
 from pathlib import Path
 
 SHIMS = "runner/compat/shims"  # below the directory on PYTHONPATH that holds `runner`
-SEEDING = "runner/compat/seeding"  # its sitecustomize seeds the frameworks from TFTRAIN_SEED
+STARTUP = "runner/compat/startup"  # its sitecustomize: seeds (TFTRAIN_SEED), saves before a stop
+SAVE_BEFORE_STOP = "TFTRAIN_SAVE_BEFORE_STOP"
 SDK_PACKAGES = {"azureml-core", "azureml-sdk", "azureml-defaults", "azureml-train-core", "azureml-mlflow"}
 PROBE = "import importlib.util as u, sys; sys.exit(0 if u.find_spec('azureml') and u.find_spec('azureml.core') else 1)"
 
@@ -85,17 +87,22 @@ def azureml_env(loaded, runtime, pythonpath: str | None) -> dict[str, str]:
     }
 
 
-def seeding_env(loaded, runtime, pythonpath: str | None) -> dict[str, str]:
-    """The seeding layer first on the training's PYTHONPATH, when the run is one of an evaluation's
-    seeds and the manifest lets tftrain set the frameworks' seeds; else nothing."""
+def startup_env(loaded, runtime, pythonpath: str | None, save_before_stop: bool) -> dict[str, str]:
+    """The start-up layer first on the training's PYTHONPATH where the run needs it: one of an
+    evaluation's seeds whose manifest lets tftrain set the frameworks' seeds, or a target that stops
+    the training to resume it (`save_before_stop`: Target.stops_to_resume); else nothing."""
     from runner.manifest.evaluation import SEED_VARIABLE
 
     manifest = loaded.manifest
-    if (
-        manifest.evaluation is None
-        or not manifest.evaluation.set_seed
-        or SEED_VARIABLE not in manifest.environment_variables
-    ):
+    seeding = (
+        manifest.evaluation is not None
+        and manifest.evaluation.set_seed
+        and SEED_VARIABLE in manifest.environment_variables
+    )
+    if not (seeding or save_before_stop):
         return {}
-    layer = f"{runtime.pythonpath}/{SEEDING}"
-    return {"PYTHONPATH": f"{layer}:{pythonpath}" if pythonpath else f"{layer}:{runtime.pythonpath}"}
+    layer = f"{runtime.pythonpath}/{STARTUP}"
+    variables = {"PYTHONPATH": f"{layer}:{pythonpath}" if pythonpath else f"{layer}:{runtime.pythonpath}"}
+    if save_before_stop:
+        variables[SAVE_BEFORE_STOP] = "1"
+    return variables

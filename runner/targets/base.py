@@ -154,6 +154,12 @@ class Target:
         each trial takes a ticket of it (Settings.slurm_array). By default None: each trial submits its own."""
         return None
 
+    def stops_to_resume(self, loaded: LoadedManifest) -> bool:
+        """Whether this target stops trainings with SIGTERM to resume them from their backup (Slurm's
+        time limit, requeue and preemption): tftrain's start-up layer (runner/compat/startup) then holds
+        a SIGTERM while Keras' callbacks save. By default False: a stop ends the run."""
+        return False
+
     def allocated_gpus(self, state: TargetState) -> int | None:
         """The GPUs a scheduler allocates to the whole run, where the target asks for them itself
         (Slurm: every GPU its sbatch request holds); None: one per GPU-role process with use_gpu."""

@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
-from runner.compat import azureml_env, azureml_reason, seeding_env
+from runner.compat import azureml_env, azureml_reason, startup_env
 from runner.environments.prepared import Environment
 from runner.errors import PreparingError
 from runner.history.rundir import RunPaths, RuntimePaths
@@ -89,9 +89,9 @@ def prepare(
     if compat:
         logger.info(f"azureml compatibility: on ({compat}): Run.get_context() and run.log reach this run")
         variables.update(azureml_env(loaded, runtime, variables.get("PYTHONPATH")))
-    seeding = seeding_env(loaded, runtime, variables.get("PYTHONPATH"))
-    variables.update(seeding)
-    if (env.isolated or compat or seeding) and not dry_run:
+    startup = startup_env(loaded, runtime, variables.get("PYTHONPATH"), target.stops_to_resume(loaded))
+    variables.update(startup)
+    if (env.isolated or compat or startup) and not dry_run:
         paths.link_runner()
     ctx = PlanContext(
         manifest=manifest,

@@ -2,7 +2,7 @@
 
 Every seed is a full run of the manifest (its own run id, logs, retries and usage) with
 TFTRAIN_SEED = 0, 1, … in its environment and, unless `evaluation.set_seed: false`, the frameworks
-seeded from it before the script's first line (runner/compat/seeding). They run at once where the
+seeded from it before the script's first line (runner/compat/startup). They run at once where the
 target has room: on this machine as many as its GPUs (each seed its own), slots and CPUs allow, or
 `evaluation.max_concurrent`; a pool's leases, Slurm and Kubernetes queue the rest. Seed 0 is the
 run: its console is tftrain's, its model is the one registered, once every seed has ended and given

@@ -176,6 +176,10 @@ class SlurmTarget(Target):
         self.launch, self.request = launch, request
         return replace(plan, files={**plan.files, **files})
 
+    def stops_to_resume(self, loaded: LoadedManifest) -> bool:
+        """Every job may meet its time limit or a preemption, and a requeue or a retry resumes it."""
+        return True
+
     def allocated_gpus(self, state: SlurmState) -> int:
         return gpus_allocated(state.request)
 

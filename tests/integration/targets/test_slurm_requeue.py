@@ -114,3 +114,65 @@ def test_slurms_own_time_limit_requeues_and_max_run_duration_ends_the_job(projec
     assert "max_run_duration_seconds (110s) reached; Slurm job" in out and "Traceback" not in out, out[-3000:]
     assert run_status(home, "demo-1") == "TimedOut"
     assert re.search(r"JobState=(CANCELLED|FAILED|COMPLETED) ", show_job(job)), show_job(job)  # not in squeue
+
+
+SAVING_EPOCHS = 10
+SLOW_SAVE = f"""\
+import json, os, time
+import numpy as np
+import keras
+
+restart = os.environ.get("SLURM_RESTART_COUNT", "0")
+
+
+class SlowBackup(keras.callbacks.BackupAndRestore):
+    \"\"\"Keras' backup, its two writes (the weights, then the epoch they belong to) apart, once.\"\"\"
+
+    def _save_model(self):
+        os.makedirs(self.backup_dir, exist_ok=True)
+        self.model.save_weights(self._weights_path, overwrite=True)
+        if self._current_epoch == 4 and restart == "0":
+            print("backup of epoch 4: weights written", flush=True)
+            time.sleep(8)
+        with open(self._training_metadata_path, "w") as handle:
+            handle.write(json.dumps({{"epoch": self._current_epoch, "batch": self._last_batch_seen}}))
+
+
+class Paced(keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+        time.sleep(0.05)
+
+    def on_epoch_end(self, epoch, logs=None):
+        print(f"epoch {{epoch + 1}} finished", flush=True)
+
+
+print(f"start {{restart}}", flush=True)
+x = np.random.default_rng(0).normal(size=(320, 4)).astype("float32")
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+model.compile("sgd", "mse")
+model.fit(x, x.sum(axis=1), batch_size=32, epochs={SAVING_EPOCHS}, verbose=0, callbacks=[Paced(), SlowBackup("backup")])
+print("training done", flush=True)
+"""
+
+
+def test_the_limits_signal_during_the_backups_save_waits_for_the_save(project, home, tmp_path, slurm_cluster):
+    """A script with no SIGTERM handler of its own, stopped between the two writes of its backup: the
+    stop waits for the backup to be whole (runner/compat/startup), so the next start resumes after
+    epoch 4, not from epoch 3's record with epoch 4's weights (epoch 4 trained twice)."""
+    path = slurm_manifest(
+        project, SLOW_SAVE, "max_run_duration_seconds: 400\nstop_grace_seconds: 10\n", slurm="    time_limit: 1\n"
+    )
+    with Running(path, tmp_path / "out.txt") as run:
+        job = run.job()
+        run.until(lambda log: "backup of epoch 4: weights written" in log, 240, "no slow backup", logged(home))
+        limit_signal(job, ran=7)
+        code = run.wait(timeout=300)
+        out = run.text()
+    assert code == 0, out[-4000:]
+    assert f"slurm job {job} requeued (time limit) — restart 1" in out, out[-4000:]
+    log = logged(home)()
+    assert "SIGTERM came while Keras' callbacks saved; it takes effect now" in log, log[-3000:]
+    assert re.findall(r"^start (\d+)$", log, re.M) == ["0", "1"], log[-3000:]
+    finished = re.findall(r"^epoch (\d+) finished$", log, re.M)
+    assert finished == [str(epoch) for epoch in range(1, SAVING_EPOCHS + 1)], log[-3000:]  # epoch 4 once
+    assert "training done" in log and run_status(home, "demo-1") == "Completed"

@@ -85,6 +85,6 @@ def test_the_plan_says_the_seeds_and_shows_seed_zeros_environment(project, cli):
         "evaluation:  3 runs of this plan (TFTRAIN_SEED 0…2, the frameworks seeded from it; seed 0's shown)"
         in result.stdout
     )
-    assert "env TFTRAIN_SEED=0" in result.stdout and "runner/compat/seeding" in result.stdout
+    assert "env TFTRAIN_SEED=0" in result.stdout and "runner/compat/startup" in result.stdout
     unseeded = cli("plan", "-f", str(project(manifest=SECTION + "  set_seed: false\n")))
-    assert "evaluation.set_seed: false" in unseeded.stdout and "runner/compat/seeding" not in unseeded.stdout
+    assert "evaluation.set_seed: false" in unseeded.stdout and "runner/compat/startup" not in unseeded.stdout

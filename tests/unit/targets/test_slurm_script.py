@@ -241,6 +241,10 @@ def test_plan_prints_the_batch_script_without_a_cluster(project, cli, home, monk
     assert "#SBATCH --partition=gpu" in (written / "slurm.sh").read_text()
     assert json.loads((written / "tasks.json").read_text())["tf_config"] is True
     assert not (home / "runs").exists()
+    # a Slurm job may be stopped and resumed: the start-up layer holds a SIGTERM while Keras saves
+    assert "TFTRAIN_SAVE_BEFORE_STOP=1" in result.stdout and "runner/compat/startup" in result.stdout
+    local = cli("plan", "-f", str(project(script="pass\n", manifest="compute:\n  target: local\n")))
+    assert "TFTRAIN_SAVE_BEFORE_STOP" not in local.stdout and "runner/compat/startup" not in local.stdout
 
 
 def test_hostile_words_stay_words_in_the_batch_script():

@@ -62,6 +62,7 @@ class Allocation(_Model):
     mem_bytes: Count | None = None
     gpus: Count | None = None
     billing: Count | None = None  # Slurm's billing units (AllocTRES billing: the cluster's TRESBillingWeights)
+    starts: Count | None = None  # a requeued job's starts: elapsed_seconds is all of theirs
 
 
 class Usage(_Model):

@@ -1,5 +1,7 @@
 """Slurm's accounting (sacct, where slurmdbd keeps it) as the source of a job's final figures: its
-State, ExitCode, Elapsed and AllocTRES (cpu, mem, gres/gpu), read once the job ended. Where there
+State, ExitCode, Elapsed and AllocTRES (cpu, mem, gres/gpu), read once the job ended, over every
+start of a requeued job (sacct -D: one record per start; Slurm's own record is the last start's
+alone), its elapsed times added. Where there
 is no accounting (no sacct, accounting disabled) the target keeps what it had: scontrol's (or the
 jobcomp file's) EndTime − StartTime, else tftrain's own clock. Where accounting answers what does
 not parse (garbage, bytes that are not UTF-8, a missing field, a job that never ends in it), or
@@ -11,14 +13,15 @@ import re
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from runner.errors import FatalError
 from runner.history.usage import Allocation
 from runner.targets.slurm import jobs
 from runner.targets.slurm.jobs import JobInfo, JobState
 
-FORMAT = "State,ExitCode,Elapsed,AllocTRES"
+FORMAT = "State,ExitCode,Elapsed,AllocTRES,Start"
+FIELDS = len(FORMAT.split(","))
 SETTLE_SECONDS = 10.0  # slurmctld tells slurmdbd of a job's end a moment after it ends
 SETTLE_EVERY = 0.5
 ELAPSED = re.compile(r"(?:(\d{1,5})-)?(\d{1,2}):(\d{2}):(\d{2})")
@@ -44,20 +47,34 @@ class Accounted:
     mem_bytes: int | None
     gpus: int | None
     billing: int | None = None  # the cluster's TRESBillingWeights applied to the allocation
+    starts: int = 1  # a requeued job's: its elapsed is every start's, the rest the last start's
 
 
 def parse(text: str, components: int = 1) -> Accounted:
-    """`sacct -X -n -P --format=FORMAT`'s one line (a heterogeneous job: one per component, summed:
-    its TRES added, its longest elapsed, the first state that is not COMPLETED); Unreadable, with
-    why, for anything else."""
+    """`sacct -X -D -n -P --format=FORMAT`'s lines: a record per start of the job (a heterogeneous
+    job: one per component and start, a start's summed: its TRES added, its longest elapsed, the
+    first state that is not COMPLETED); the starts' elapsed added, the rest the last start's.
+    Unreadable, with why, for anything else."""
     if "\ufffd" in text:
         raise Unreadable("its answer is not UTF-8 text")
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         raise NotYet("it has no record of the job")
-    if len(lines) != components:
-        raise Unreadable(f"{len(lines)} records where {components} {'was' if components == 1 else 'were'} asked for")
-    records = [_record(line) for line in lines]
+    starts: dict[str, list[Accounted]] = {}  # by when the start began, in sacct's (submission) order
+    for line in lines:
+        start, record = _record(line)
+        starts.setdefault(start, []).append(record)
+    for records in starts.values():
+        if len(records) != components:
+            raise Unreadable(
+                f"{len(records)} records of one start where {components} {'was' if components == 1 else 'were'}"
+                " asked for"
+            )
+    each = [_start(records) for records in starts.values()]
+    return replace(each[-1], elapsed=sum(start.elapsed for start in each), starts=len(each))
+
+
+def _start(records: list[Accounted]) -> Accounted:
     worst = next((record for record in records if record.state != JobState.COMPLETED), records[0])
     return Accounted(
         worst.state,
@@ -72,11 +89,12 @@ def _total(counts: list[int | None]) -> int | None:
     return sum(known) if known else None
 
 
-def _record(line: str) -> Accounted:
+def _record(line: str) -> tuple[str, Accounted]:
+    """(when its start began, as sacct says it, the record)."""
     fields = line.strip().split("|")
-    if len(fields) != 4:
-        raise Unreadable(f"{len(fields)} fields where {FORMAT} asks for 4")
-    state_word, exit_code, elapsed, tres = fields
+    if len(fields) != FIELDS:
+        raise Unreadable(f"{len(fields)} fields where {FORMAT} asks for {FIELDS}")
+    state_word, exit_code, elapsed, tres, start = fields
     state = JobState.parse(state_word)
     if state == JobState.OTHER:
         raise Unreadable(f"state {state_word[:40]!r} is none Slurm has")
@@ -87,7 +105,7 @@ def _record(line: str) -> Accounted:
         raise Unreadable(f"elapsed {elapsed[:40]!r} is not [D-]HH:MM:SS")
     days, hours, minutes, seconds = (int(part or 0) for part in match.groups())
     counts = _tres(tres)
-    return Accounted(
+    return start[:40], Accounted(
         state,
         exit_code,
         float(((days * 24 + hours) * 60 + minutes) * 60 + seconds),
@@ -126,7 +144,7 @@ def ask(job_id: str, components: int = 1) -> Accounted:
     FatalError) where accounting fails to give one."""
     if shutil.which("sacct") is None:
         raise NoAccounting
-    result = jobs.run(["sacct", "-j", job_id, "-X", "-n", "-P", f"--format={FORMAT}"])
+    result = jobs.run(["sacct", "-j", job_id, "-X", "-D", "-n", "-P", f"--format={FORMAT}"])
     if result.returncode != 0:
         if DISABLED in result.stderr.lower():
             raise NoAccounting
@@ -176,6 +194,7 @@ def allocation_of(
             mem_bytes=record.mem_bytes,
             gpus=record.gpus,
             billing=record.billing,
+            starts=record.starts,
         )
     state = info.state.value if info is not None else None
     if info is not None and info.elapsed is not None:
@@ -197,9 +216,10 @@ def said(allocation: Allocation) -> str:
             for name, value in (("cpu", allocation.cpus), ("gres/gpu", allocation.gpus), ("mem", allocation.mem_bytes))
             if value is not None
         )
+        starts = f" over {allocation.starts} starts" if allocation.starts and allocation.starts > 1 else ""
         return (
             f"usage from Slurm accounting (sacct): job {allocation.job_id} {allocation.state} exit"
-            f" {allocation.exit_code}, {allocation.elapsed_seconds:g} s" + (f", {tres}" if tres else "")
+            f" {allocation.exit_code}, {allocation.elapsed_seconds:g} s{starts}" + (f", {tres}" if tres else "")
         )
     if allocation.source == "scontrol":
         return f"usage from slurmctld (scontrol): job {allocation.job_id}, {allocation.elapsed_seconds:g} s"

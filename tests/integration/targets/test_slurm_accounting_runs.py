@@ -46,6 +46,7 @@ def test_usage_comes_from_slurm_accounting(project, cli, home, slurm_cluster):
         "cpus": allocation["cpus"],
         "gpus": 1,  # as Slurm allocated it
         "billing": int(dict(item.split("=") for item in tres.split(","))["billing"]),
+        "starts": 1,
     }, allocation
     assert allocation["cpus"] >= 1 and float(elapsed) >= 3
     assert usage["cost"] == pytest.approx(allocation["billing"] * float(elapsed) / 3600 * 0.5)  # the cluster's weights

@@ -6,6 +6,7 @@ checkpoint in a new job. The preemptor is a job of partition `high` that needs b
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 
@@ -65,6 +66,13 @@ def test_a_preempted_training_is_requeued_and_resumes_from_its_backup(project, h
     assert f"slurm job {job}: preemption: the tasks stop, the job is requeued (restart 1)" in kept, kept
     assert run_status(home, "demo-1") == "Completed"
     assert re.search(r"JobState=COMPLETED .*Restarts=1 ", show_job(job)), show_job(job)
+    # the usage is both starts' (sacct -D), not the last start's that Slurm's own record keeps
+    usage = re.search(
+        rf"usage from Slurm accounting \(sacct\): job {job} COMPLETED exit 0:0, (\d+) s over 2 starts", out
+    )
+    assert usage is not None, out[-2000:]
+    allocation = json.loads((home / "runs/demo-1/run.json").read_text())["usage"]["allocation"]
+    assert allocation["starts"] == 2 and allocation["elapsed_seconds"] == float(usage.group(1)) >= 20, allocation
 
 
 def test_a_preempted_job_without_a_time_limit_is_retried_from_its_checkpoint(project, home, tmp_path, slurm_cluster):

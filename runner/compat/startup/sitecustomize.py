@@ -50,11 +50,15 @@ def _deferring_stop(method):
         previous = signal.getsignal(signal.SIGTERM)
         if previous is None:  # a handler set outside Python, which could not be put back
             return method(self, *args, **kwargs)
-        signal.signal(signal.SIGTERM, lambda number, frame: held.append(number))
+        def hold(number, frame):
+            held.append(number)
+
+        signal.signal(signal.SIGTERM, hold)
         try:
             return method(self, *args, **kwargs)
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            if signal.getsignal(signal.SIGTERM) is hold:  # a callback that set its own handler keeps it
+                signal.signal(signal.SIGTERM, previous)
             if held:
                 sys.stderr.write("tftrain: SIGTERM came while Keras' callbacks saved; it takes effect now\n")
                 sys.stderr.flush()

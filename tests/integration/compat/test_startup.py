@@ -112,3 +112,23 @@ def test_another_sitecustomize_on_the_path_still_runs(tmp_path):
     env = {**os.environ, "PYTHONPATH": f"{LAYER}:{other}", "TFTRAIN_SAVE_BEFORE_STOP": "1"}
     result = subprocess.run([sys.executable, "-c", "pass"], env=env, capture_output=True, text=True)
     assert result.stdout == "the distribution sitecustomize\n" and result.returncode == 0
+
+
+def test_a_handler_a_callback_sets_while_it_saves_stays_and_gets_the_held_signal(tmp_path):
+    (tmp_path / "fake").mkdir()
+    (tmp_path / "fake" / "keras.py").write_text(
+        FAKE_KERAS.replace(
+            "        os.kill(os.getpid(), signal.SIGTERM)\n        with open(\"metadata\"",
+            "        os.kill(os.getpid(), signal.SIGTERM)\n"
+            "        signal.signal(signal.SIGTERM, lambda n, f: print('callback handler', flush=True))\n"
+            "        with open(\"metadata\"",
+        )
+    )
+    (tmp_path / "script.py").write_text(
+        "import signal, keras\nkeras.callbacks.CallbackList().on_epoch_end(0)\n"
+        "print('kept:', signal.getsignal(signal.SIGTERM).__name__, flush=True)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{LAYER}:{tmp_path / 'fake'}", "TFTRAIN_SAVE_BEFORE_STOP": "1"}
+    result = subprocess.run([sys.executable, "script.py"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "callback handler\nkept: <lambda>\n"

@@ -50,6 +50,7 @@ def _deferring_stop(method):
         previous = signal.getsignal(signal.SIGTERM)
         if previous is None:  # a handler set outside Python, which could not be put back
             return method(self, *args, **kwargs)
+
         def hold(number, frame):
             held.append(number)
 

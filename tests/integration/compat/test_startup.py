@@ -118,10 +118,10 @@ def test_a_handler_a_callback_sets_while_it_saves_stays_and_gets_the_held_signal
     (tmp_path / "fake").mkdir()
     (tmp_path / "fake" / "keras.py").write_text(
         FAKE_KERAS.replace(
-            "        os.kill(os.getpid(), signal.SIGTERM)\n        with open(\"metadata\"",
+            '        os.kill(os.getpid(), signal.SIGTERM)\n        with open("metadata"',
             "        os.kill(os.getpid(), signal.SIGTERM)\n"
             "        signal.signal(signal.SIGTERM, lambda n, f: print('callback handler', flush=True))\n"
-            "        with open(\"metadata\"",
+            '        with open("metadata"',
         )
     )
     (tmp_path / "script.py").write_text(

@@ -3,10 +3,13 @@ what they ask Slurm about the jobs tftrain submitted."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
 from pathlib import Path
+
+from runner.targets.slurm.target import home_comment
 
 # tftrain's own interpreter (TensorFlow and mpi4py are in it): the tests build no virtualenv
 ON_SLURM = 'user_managed: true\nmodel: {gate: "off"}\ncompute:\n  target: slurm\n'
@@ -36,9 +39,13 @@ def slurm_manifest(project, script: str, extra: str = "", slurm: str = "", name:
 
 
 def queued(name_prefix: str = "tftrain-") -> list[str]:
-    """Every job of ours still in squeue (pending, running, completing)."""
-    out = subprocess.run(["squeue", "-h", "--me", "-o", "%j %T"], capture_output=True, text=True, timeout=30).stdout
-    return [line for line in out.splitlines() if line.startswith(name_prefix)]
+    """Every job of this test still in squeue (pending, running, completing), as "NAME STATE": those
+    its TFTRAIN_HOME submitted (their --comment says which), not another suite's beside it on the cluster."""
+    home = os.environ.get("TFTRAIN_HOME")
+    ours = home_comment(Path(home)) if home else None
+    out = subprocess.run(["squeue", "-h", "--me", "-o", "%j %T %k"], capture_output=True, text=True, timeout=30).stdout
+    jobs = [line.split(" ", 2) for line in out.splitlines() if line.startswith(name_prefix)]
+    return [f"{job[0]} {job[1]}" for job in jobs if ours is None or job[2:] == [ours]]
 
 
 def submitted(output: str) -> list[str]:

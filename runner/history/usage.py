@@ -63,6 +63,21 @@ class Allocation(_Model):
     gpus: Count | None = None
     billing: Count | None = None  # Slurm's billing units (AllocTRES billing: the cluster's TRESBillingWeights)
     starts: Count | None = None  # a requeued job's starts: elapsed_seconds is all of theirs
+    # sacct's record set against the run's own view (runner.targets.slurm.crosscheck): each disagreement's warning;
+    # [] where all agreed, None where none was made (no sacct record, an older tftrain's record)
+    disagreements: list[str] | None = None
+
+    def agreement(self) -> str | None:
+        """The cross-check in a few words (the console's usage line, the summary's usage table); None: none was made."""
+        found = self.disagreements
+        if found is None:
+            return None
+        if not found:
+            return "agrees with tftrain's view"
+        return f"{len(found)} disagreement{'s' if len(found) != 1 else ''} with tftrain's view: " + "; ".join(
+            " ".join(line.split())[:300]
+            for line in found  # a release's usage.json is another party's: one line each
+        )
 
 
 class Usage(_Model):

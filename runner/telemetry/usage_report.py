@@ -50,6 +50,9 @@ def usage_rows(usage: Usage) -> list[list[str]]:
         rows.append(["CPU time used", f"{usage.cpu_seconds_used:.1f} s"])
     if usage.prices is not None:
         rows.append(["cost", f"{cost_text(usage)} ({_priced_at(usage)})"])
+    agreement = usage.allocation.agreement() if usage.allocation is not None else None
+    if agreement is not None:
+        rows.append(["Slurm accounting (sacct)", agreement])
     for gpu in usage.gpus or []:
         label = f"GPU {gpu.index}" + (f" ({gpu.name})" if gpu.name else "")
         total = f" of {size(gpu.memory_total_bytes)}" if gpu.memory_total_bytes else ""
@@ -76,7 +79,10 @@ def _priced_at(usage: Usage) -> str:
 def usage_markdown(usage: Usage | None) -> str:
     if usage is None:
         return ""
-    lines = ["| usage | |", "|---|---|"] + [f"| {what} | {value} |" for what, value in usage_rows(usage)]
+    # a cell holds no pipe: a record's strings (a GPU's name, accounting's findings) are not the table's
+    lines = ["| usage | |", "|---|---|"] + [
+        f"| {what} | {value.replace('|', '/')} |" for what, value in usage_rows(usage)
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -216,10 +216,13 @@ def said(allocation: Allocation) -> str:
             for name, value in (("cpu", allocation.cpus), ("gres/gpu", allocation.gpus), ("mem", allocation.mem_bytes))
             if value is not None
         )
+        agreement = allocation.agreement()
         starts = f" over {allocation.starts} starts" if allocation.starts and allocation.starts > 1 else ""
         return (
             f"usage from Slurm accounting (sacct): job {allocation.job_id} {allocation.state} exit"
-            f" {allocation.exit_code}, {allocation.elapsed_seconds:g} s{starts}" + (f", {tres}" if tres else "")
+            f" {allocation.exit_code}, {allocation.elapsed_seconds:g} s{starts}"
+            + (f", {tres}" if tres else "")
+            + (f"; {agreement}" if agreement else "")
         )
     if allocation.source == "scontrol":
         return f"usage from slurmctld (scontrol): job {allocation.job_id}, {allocation.elapsed_seconds:g} s"

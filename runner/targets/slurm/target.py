@@ -22,6 +22,7 @@ from pathlib import Path
 from runner.environments import env_spec
 from runner.errors import FatalError, ManifestError, UnsupportedError, Vanished
 from runner.history.rundir import RunPaths, RuntimePaths
+from runner.history.usage import Allocation
 from runner.manifest import LoadedManifest
 from runner.paths import cache_dir, tftrain_home
 from runner.plan.model import ContainerSpec, LaunchPlan
@@ -36,6 +37,7 @@ from runner.targets.interpreter import (
 from runner.targets.slurm import jobs
 from runner.targets.slurm.accounting import allocation_of, said
 from runner.targets.slurm.array_jobs import ArrayEntry, sbatch_options
+from runner.targets.slurm.crosscheck import RunView, checked, cross_check
 from runner.targets.slurm.gpus import gpus_allocated
 from runner.targets.slurm.script import (
     BatchRequest,
@@ -196,12 +198,12 @@ class SlurmTarget(Target):
         by_driver = self.launch.mode == LaunchMode.MPIRUN
         job_dir.chmod(0o700)  # the raw logs below hold what the masked ones in logs/ do not
         tails = _follow(plan, pump, sinks, job_dir, by_driver, self.components)
-        watch = None
+        watch, outcome = None, None
         try:
             job_id = self._submit(plan, job_dir, logger)
             watch = JobWatch(job_id, job_dir, plan, by_driver, logger, requeue=self.request.requeue)
             try:
-                return self._supervise(watch, plan, control)
+                outcome = self._supervise(watch, plan, control)
             except BaseException:  # tftrain's own failure: the job must not train on unsupervised
                 watch.stop(0.0, control.force)
                 raise
@@ -214,11 +216,33 @@ class SlurmTarget(Target):
             for tail in tails:  # unmasked: the run keeps the masked copies (logs/<rank>.log)
                 tail.path.unlink(missing_ok=True)
             if watch is not None:  # last: a wait for Slurm's accounting (or a Ctrl-C in it) holds none of the above
-                seconds, control.allocation = allocation_of(
+                seconds, allocation = allocation_of(
                     watch.job_id, watch.info, seen, logger.warning, len(self.request.parts()) if self.request else 1
                 )
-                control.allocated_seconds = seconds or 0.0
-                logger.info(said(control.allocation))
+                if outcome is not None:  # decided: Slurm's record is set against it
+                    outcome, allocation = self._cross_check(watch, outcome, allocation, seen, logger)
+                control.allocation, control.allocated_seconds = allocation, seconds or 0.0
+                logger.info(said(allocation))
+        return outcome
+
+    def _cross_check(
+        self, watch: JobWatch, outcome: Outcome, allocation: Allocation, seen: float | None, logger: Logger
+    ) -> tuple[Outcome, Allocation]:
+        """sacct's record against what tftrain saw (runner.targets.slurm.crosscheck): each disagreement
+        warned once and kept in the allocation; a failure Slurm explains better says so."""
+        view = RunView(
+            outcome,
+            tasks_failed=any(code not in (None, 0) for _, code in watch.codes()),
+            stopped=watch.canceled,
+            requeued=watch.requeues.told > 0,
+            gpus_asked=gpus_allocated(self.state.request),
+            seen_seconds=seen,
+            slurm_said=watch.info.state if watch.info is not None else None,
+        )
+        outcome, findings = cross_check(watch.job_id, view, allocation)
+        for found in findings:
+            logger.warning(found.warning)
+        return outcome, checked(allocation, findings)
 
     def _submit(self, plan: LaunchPlan, job_dir: Path, logger: Logger) -> str:
         """sbatch of the run's script; a sweep's trial (Settings.slurm_array) hands it to the sweep's

@@ -105,6 +105,7 @@ class JobWatch:
         self.told: tuple[JobState, str] | None = None
         self.started_at: float | None = None  # when tftrain first saw the job run (time.monotonic())
         self.ended_at: float | None = None  # … and end: Slurm's state, or its tasks' verdict
+        self.canceled = False  # tftrain scancel'd the job: Slurm's final state is that stop's, not the tasks'
 
     def codes(self) -> list[tuple[TaskSpec, int | None]]:
         """(task, exit status or None) for what tftrain judges: the driver (mpirun) or each task."""
@@ -270,6 +271,7 @@ class JobWatch:
 
     def _cancel_unseen(self, silent: ControllerSilent) -> None:
         """scancel, once, for a job slurmctld says nothing about; the console says what is known."""
+        self.canceled = True
         try:
             jobs.cancel(self.job_id)
         except ClusterError:
@@ -282,6 +284,7 @@ class JobWatch:
     def _stop(self, grace: float, force: threading.Event) -> None:
         info = self.state(fresh=True)
         if info is not None and not info.state.ended:
+            self.canceled = True
             if info.state == JobState.PENDING:
                 grace = 0.0  # nothing runs yet: nothing to let end well
             else:

@@ -47,6 +47,7 @@ def test_usage_comes_from_slurm_accounting(project, cli, home, slurm_cluster):
         "gpus": 1,  # as Slurm allocated it
         "billing": int(dict(item.split("=") for item in tres.split(","))["billing"]),
         "starts": 1,
+        "disagreements": [],  # sacct's record agrees with what tftrain saw
     }, allocation
     assert allocation["cpus"] >= 1 and float(elapsed) >= 3
     assert usage["cost"] == pytest.approx(allocation["billing"] * float(elapsed) / 3600 * 0.5)  # the cluster's weights
@@ -55,6 +56,27 @@ def test_usage_comes_from_slurm_accounting(project, cli, home, slurm_cluster):
     line = f"usage from Slurm accounting (sacct): job {job} COMPLETED exit 0:0, {float(elapsed):g} s, cpu="
     assert line in result.stdout + result.stderr
     assert "Slurm accounting (sacct) gives no usable record" not in result.stdout + result.stderr
+    assert "; agrees with tftrain's view" in result.stdout + result.stderr
+    assert "disagrees with tftrain" not in result.stdout + result.stderr
+
+
+def test_gpus_slurm_held_beyond_the_request_are_warned_and_recorded(project, cli, home, slurm_cluster):
+    """--exclusive (compute.slurm.extra_args) gives the job its whole node, the node's two GPUs too, where
+    the request asked for none: tftrain's GPU-hours count none, and one warning says Slurm held two."""
+    path = slurm_manifest(project, 'print("done", flush=True)\n', slurm='    extra_args: ["--exclusive"]\n')
+    result = cli("run", "-f", str(path), timeout=300)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    (job,) = submitted(output)
+    tres = dict(item.split("=") for item in sacct(job).split("|")[3].split(","))
+    assert tres["gres/gpu"] == "2", tres  # the cluster's nodes have two each (scripts/slurm-up)
+    found = f"job {job} held 2 GPUs (AllocTRES gres/gpu), the request asked for 0; the run's GPU-hours count 0"
+    assert output.count(f"Slurm accounting (sacct) disagrees with tftrain: {found}") == 1, output
+    assert output.count("disagrees with tftrain") == 1, output  # its state and clock agree
+    usage = json.loads((home / "runs/demo-1/run.json").read_text())["usage"]
+    assert usage["allocation"]["disagreements"] == [found] and usage["gpu_seconds"] == 0, usage
+    summary = (home / "runs/demo-1/summary.md").read_text()
+    assert f"| Slurm accounting (sacct) | 1 disagreement with tftrain's view: {found} |" in summary
 
 
 def test_slurmdbd_down_mid_run_falls_back_said_once(project, cli, home, slurm_cluster, repo):

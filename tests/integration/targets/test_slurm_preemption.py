@@ -56,6 +56,7 @@ def test_a_preempted_training_is_requeued_and_resumes_from_its_backup(project, h
     job, code, out = preempted(path, tmp_path, home, "epoch 5 finished", timeout=400)
     assert code == 0, out[-4000:]
     assert submitted(out) == [job]  # the same job, requeued
+    assert "disagrees with tftrain" not in out, out[-4000:]  # its record is its last start's: legitimately so
     assert f"slurm job {job} requeued (preemption) — restart 1" in out, out[-4000:]
     log = logged(home)()
     assert re.findall(rf"^start (\d+) of job {job}$", log, re.M) == ["0", "1"], log[-3000:]
@@ -83,6 +84,7 @@ def test_a_preempted_job_without_a_time_limit_is_retried_from_its_checkpoint(pro
     assert code == 0, out[-4000:]
     assert run_status(home, "demo-1") == "Failed" and run_status(home, "demo-2") == "Completed", out[-3000:]
     assert re.search(r"PREEMPTED|preempted", out), out[-3000:]
+    assert "disagrees with tftrain" not in out, out[-3000:]  # PREEMPTED is what tftrain judged the first by
     second = (home / "runs/demo-2/workdir/logs/0.log").read_text()
     first_step = int(re.search(r"^first step (\d+)$", second, re.M)[1])
     assert first_step >= 21 and first_step % 10 == 1, second[:500]  # from a checkpoint after step 25, not the start

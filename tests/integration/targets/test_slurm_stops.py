@@ -40,6 +40,8 @@ def test_ctrl_c_cancels_the_job(project, home, slurm_cluster):
     path = slurm_manifest(project, STEPS, "stop_grace_seconds: 3\n")
     out = interrupted(path, home, "step 3")
     assert "run demo-1: Canceled" in out and "was canceled" in out, out
+    # Slurm's CANCELLED (or FAILED: the task's SIGTERM) is tftrain's own stop: no disagreement
+    assert "disagrees with tftrain" not in out and "; agrees with tftrain's view" in out, out
     (job,) = submitted(out)
     assert queued() == [], queued()
     assert re.search(r"JobState=(CANCELLED|COMPLETED|FAILED) ", show_job(job)), show_job(
@@ -58,6 +60,7 @@ def test_the_time_limit_ends_the_job(project, cli, home, slurm_cluster):
     result = cli("run", "-f", str(path), timeout=120)
     assert result.returncode == 11, result.stdout[-2000:] + result.stderr  # TimedOut
     assert "max_run_duration_seconds (3s) reached" in result.stderr + result.stdout
+    assert "disagrees with tftrain" not in result.stdout + result.stderr  # the job ended as tftrain's stop left it
     assert time.monotonic() - started < 40
     assert queued() == []
 

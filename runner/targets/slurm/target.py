@@ -26,6 +26,7 @@ from runner.history.usage import Allocation
 from runner.manifest import LoadedManifest
 from runner.paths import cache_dir, tftrain_home
 from runner.plan.model import ContainerSpec, LaunchPlan
+from runner.settings import Settings
 from runner.targets.base import Environment, Outcome, Probe, RunControl, Target, TargetState
 from runner.targets.interpreter import (
     InterpreterState,
@@ -107,6 +108,14 @@ def _pmix_wanted(loaded: LoadedManifest) -> bool:
 class SlurmTarget(Target):
     name = "slurm"
 
+    def __init__(self, settings: Settings | None = None) -> None:
+        super().__init__(settings)
+        self.paths: RunPaths | None = None
+        self.state: SlurmState | None = None
+        self.launch: Launch | None = None
+        self.request: BatchRequest | None = None
+        self.components: list[list[int]] | None = None  # a heterogeneous job's ranks per component
+
     def sweep_batcher(self, loaded: LoadedManifest, root: Path, sweep_id: str, concurrent: int):
         if not loaded.manifest.compute.slurm.array:
             return None
@@ -125,11 +134,6 @@ class SlurmTarget(Target):
         except FatalError:  # slurmctld not answering: the next command tries again
             return None
         return f"canceled Slurm job {', '.join(found)}" if found else None
-        self.paths: RunPaths | None = None
-        self.state: SlurmState | None = None
-        self.launch: Launch | None = None
-        self.request: BatchRequest | None = None
-        self.components: list[list[int]] | None = None  # a heterogeneous job's ranks per component
 
     def check(self, loaded: LoadedManifest, dry_run: bool = False) -> SlurmState:
         manifest = loaded.manifest

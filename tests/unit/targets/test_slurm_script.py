@@ -373,3 +373,12 @@ def test_no_module_beside_rank_py_shadows_the_standard_library():
 
     folder = Path(rank.__file__).parent
     assert not {path.stem for path in folder.glob("*.py")} & set(sys.stdlib_module_names)
+
+
+def test_a_fresh_slurm_target_knows_nothing_of_a_run_yet():
+    """Its run's parts are set by runtime and finalize; before them each is None, never missing."""
+    from runner.targets.slurm.target import SlurmTarget
+
+    target = SlurmTarget()
+    assert (target.paths, target.state, target.launch, target.request, target.components) == (None,) * 5
+    assert target.settings is None

@@ -144,6 +144,8 @@ class Bench:
             tail = "".join(lines[-15:])
             raise SystemExit(f"{' '.join(argv)}: exit {code} after {wall:.0f}s (log {log}):\n{tail}")
         run = re.search(r"^run \S+ \(queued\)\s+→\s+(\S+)$", text, re.MULTILINE | re.IGNORECASE)
+        if name == TFTRAIN_RUN and run is None:
+            raise SystemExit(f"{' '.join(argv)}: no run directory in its first lines (log {log})")
         python = re.search(f"{re.escape(FIRST)}(.+)$", text, re.MULTILINE)
         return Outcome(
             wall,
@@ -254,17 +256,17 @@ def main() -> int:
             )
             if bench.gpu:
                 print(f"    {side_by_side(recorded_gpus(run.run_dir), run.sampled)}", flush=True)
-    summary(args, outcomes)
-    return 0
+    return 0 if summary(args, outcomes) else 1
 
 
-def summary(args: argparse.Namespace, outcomes: dict[str, list[Outcome]]) -> None:
+def summary(args: argparse.Namespace, outcomes: dict[str, list[Outcome]]) -> int:
+    """Prints the figures; the number of pairs measured."""
     done = len(outcomes[BARE])
     label = "CPU HARNESS CHECK (use_gpu: false, tensorflow-cpu; not a GPU figure)" if args.cpu_harness else "GPU"
     print(f"--- {label}: {done} pairs of {args.rounds} planned; load {load()}")
     if not done:
         print("no round fitted: nothing measured")
-        return
+        return 0
     if done < MIN_ROUNDS:
         print(f"fewer than {MIN_ROUNDS} pairs: the medians below are no figure worth reading")
     bare, runs = outcomes[BARE], outcomes[TFTRAIN_RUN]
@@ -280,7 +282,7 @@ def summary(args: argparse.Namespace, outcomes: dict[str, list[Outcome]]) -> Non
     )
     report({BARE: [b.wall for b in bare], TFTRAIN_RUN: [r.wall for r in runs]}, reference=BARE)
     if args.cpu_harness:
-        return
+        return done
     recorded = [recorded_gpus(r.run_dir) for r in runs]
     for index in sorted({i for found in recorded for i in found} | {i for r in runs for i in r.sampled}):
         ours = [found[index].utilization_mean for found in recorded if index in found]
@@ -292,6 +294,7 @@ def summary(args: argparse.Namespace, outcomes: dict[str, list[Outcome]]) -> Non
             if ours and smi
             else f"gpu{index}: tftrain recorded {len(ours)} runs, nvidia-smi {len(smi)}: no pair to compare"
         )
+    return done
 
 
 if __name__ == "__main__":

@@ -188,6 +188,17 @@ def preflight(args: argparse.Namespace) -> None:
             f"{sys.executable} lacks nvidia-ml-py: tftrain would record no GPU usage; install tftrain with"
             " its gpu extra (pip install '.[gpu]')"
         ) from None
+    from importlib import metadata
+
+    try:  # tftrain trains in its own interpreter where the release is there, CPU build or not
+        found = metadata.version("tensorflow-cpu")
+    except metadata.PackageNotFoundError:
+        found = None
+    if found is not None:
+        raise SystemExit(
+            f"{sys.executable} has tensorflow-cpu {found}: tftrain would train in it, on the CPU, instead of"
+            " building the curated tensorflow[and-cuda] environment; run this with a tftrain venv without it"
+        )
     say(f"GPUs: {'; '.join(gpu_names())}")
 
 

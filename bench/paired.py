@@ -32,13 +32,17 @@ def timed(run: Callable[[], object]) -> float:
     return time.perf_counter() - started
 
 
+def rotated(names: list[str], number: int) -> list[str]:
+    """Round `number`'s order: it starts with variant number mod len(names)."""
+    return names[number % len(names) :] + names[: number % len(names)]
+
+
 def interleaved(variants: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
     """Seconds of each variant in each round; round r starts with variant r mod len(variants)."""
     names = list(variants)
     seconds: dict[str, list[float]] = {name: [] for name in names}
     for number in range(rounds):
-        order = names[number % len(names) :] + names[: number % len(names)]
-        for name in order:
+        for name in rotated(names, number):
             seconds[name].append(timed(variants[name]))
         shown = "  ".join(f"{name} {seconds[name][-1]:.2f}s" for name in names)
         print(f"round {number + 1}/{rounds}: {shown}  (load {load()})", flush=True)

@@ -96,6 +96,11 @@ def installed_framework_version() -> str | None:
     return None
 
 
+def cpu_only_framework() -> bool:
+    """Whether tftrain's interpreter holds TensorFlow's CPU-only build (tensorflow-cpu), which no GPU runs."""
+    return _installed("tensorflow-cpu") and not _installed("tensorflow")
+
+
 def packages_in(env: PythonEnv) -> dict[str, str]:
     """name → version of every distribution in the environment (for manifest.lock.yml)."""
     from importlib import metadata
@@ -170,7 +175,11 @@ def env_spec(manifest: Manifest, source_dir: Path, own_interpreter: bool = True)
         requirements_text = read_source_text(source_dir, manifest.pip_requirements_file, "pip_requirements_file")
     horovod = isinstance(manifest.distributed_training, MpiTraining)
     wanted = manifest.framework_version or (DEFAULT_VERSION if horovod or not own_interpreter else None)
-    installed = installed_framework_version() if wanted is not None or may_choose_legacy(manifest) else None
+    installed = (
+        installed_framework_version() if wanted is not None or manifest.use_gpu or may_choose_legacy(manifest) else None
+    )
+    # use_gpu on an interpreter whose TensorFlow is the CPU-only build would train on the CPU, unsaid
+    gpu_ok = not manifest.use_gpu or not cpu_only_framework()
     framework_ok = wanted is None or _matches(installed, wanted)
     horovod_ok = not horovod or _installed("horovod")
     keras = keras_choice(
@@ -182,11 +191,12 @@ def env_spec(manifest: Manifest, source_dir: Path, own_interpreter: bool = True)
         and not manifest.pip_packages
         and requirements_text is None
         and framework_ok
+        and gpu_ok
         and horovod_ok
         and keras_ok
     ):
         return EnvSpec(version, (), None, None, None)
-    if keras.legacy and wanted is None:  # the interpreter lacks tf-keras: a virtualenv of its release
+    if (keras.legacy or not gpu_ok) and wanted is None:  # its release, with tf-keras or TensorFlow's GPU build
         wanted = _release(installed)
     user_lines = [*manifest.pip_packages, *(requirements_text or "").splitlines()]
     framework, constraints = framework_packages(manifest.model_copy(update={"framework_version": wanted}), user_lines)

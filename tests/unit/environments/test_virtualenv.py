@@ -113,3 +113,17 @@ def test_a_gpu_environment_is_held_by_the_same_set(project):
     spec = spec_for(project, "framework_version: '2.21'\nuse_gpu: true\n")
     assert spec.requirements == ("tensorflow[and-cuda]==2.21.*", "tensorboard")
     assert "tensorflow==2.21.0\n" in spec.constraints
+
+
+def test_use_gpu_never_trains_on_an_interpreter_whose_tensorflow_is_cpu_only(project, monkeypatch):
+    """tftrain's interpreter has tensorflow-cpu here: a use_gpu run of its release gets tensorflow[and-cuda]."""
+    from runner.environments import virtualenv
+
+    assert virtualenv.cpu_only_framework(), "the test environment has tensorflow-cpu"
+    release = ".".join(installed_framework_version().split(".")[:2])
+    for manifest in ("use_gpu: true\n", f"use_gpu: true\nframework_version: '{release}'\n"):
+        spec = spec_for(project, manifest)
+        assert spec.key is not None and spec.requirements[0] == f"tensorflow[and-cuda]=={release}.*", manifest
+    assert spec_for(project, f"framework_version: '{release}'\n").key is None  # without use_gpu: its own
+    monkeypatch.setattr(virtualenv, "cpu_only_framework", lambda: False)  # an interpreter with TensorFlow's GPU build
+    assert spec_for(project, f"use_gpu: true\nframework_version: '{release}'\n").key is None

@@ -280,13 +280,20 @@ def job_info(job_id: str, jobcomp: Callable[[], Path | None]) -> JobInfo | None:
     result = run(["scontrol", "-o", "show", "job", job_id])
     if result.returncode == 0 and result.stdout.strip():
         return info_from(parse_fields(result.stdout))
-    if "invalid job id" not in result.stderr.lower():
+    if not unknown(result, job_id):
         raise ClusterError(f"scontrol show job {job_id}: {refusal(result.stderr)}")
     accounted = from_sacct(job_id)
     if accounted is not None:
         return accounted
     path = jobcomp()
     return from_jobcomp(job_id, path) if path else None
+
+
+def unknown(result: subprocess.CompletedProcess, job_id: str) -> bool:
+    """scontrol's words that slurmctld does not know the job: "Invalid job id specified", or, for an array
+    task not (or no longer) in its array, one scanceled while PENDING beside others, "Job A_i not found"."""
+    said = [line.strip() for line in (result.stdout + "\n" + result.stderr).lower().splitlines()]
+    return "invalid job id" in result.stderr.lower() or f"job {job_id} not found" in said
 
 
 def from_sacct(job_id: str) -> JobInfo | None:

@@ -203,6 +203,7 @@ class SlurmTarget(Target):
                 raise
         finally:
             seen = watch.allocated_seconds() if watch is not None else None
+            started = watch is not None and watch.ran()  # before its batch.log goes, below
             control.allocated_seconds = seen or 0.0
             for tail in tails:
                 tail.finish()
@@ -211,7 +212,12 @@ class SlurmTarget(Target):
                 tail.path.unlink(missing_ok=True)
             if watch is not None:  # last: a wait for Slurm's accounting (or a Ctrl-C in it) holds none of the above
                 seconds, control.allocation = allocation_of(
-                    watch.job_id, watch.info, seen, logger.warning, len(self.request.parts()) if self.request else 1
+                    watch.job_id,
+                    watch.info,
+                    seen,
+                    logger.warning,
+                    len(self.request.parts()) if self.request else 1,
+                    started,
                 )
                 control.allocated_seconds = seconds or 0.0
                 logger.info(said(control.allocation))

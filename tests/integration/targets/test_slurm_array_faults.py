@@ -135,5 +135,7 @@ def test_an_array_task_canceled_while_pending_fails_its_trial_alone(project, cli
     assert re.fullmatch(line, message or ""), message
     assert "Traceback" not in out
     assert phases == ["Preparing", "Queued", "PostProcessing", "Failed"]  # it never ran
+    (log,) = home.glob(f"sweeps/*/trials/{canceled['number']}.log")
+    assert "no usable record" not in log.read_text()  # a task that never ran: no wait for its accounting
     assert (home / "runs" / canceled["run_id"] / "launch/slurm.sh").exists()
     assert our_tasks(home) == []

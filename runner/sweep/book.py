@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from runner.errors import FatalError
 from runner.history.rundir import writing
+from runner.history.states import RunStatus
 from runner.history.untrusted import read_json
 from runner.sweep.pareto import best_words, objective_metrics, pareto_front, points_of
 from runner.sweep.study import WARM, Sweep
@@ -179,9 +180,9 @@ class SweepBook:
         ended = (
             TrialStatus.FAILED.value if result.missing else f"{result.status}"
         )  # a missing objective: the trial failed
-        status = ended + (
-            f" ({result.message})" if (result.early_terminated or result.missing) and result.message else ""
-        )
+        # why a trial did not complete, in its run's one line (a Slurm array task that never started: its reason)
+        said = result.missing or result.early_terminated or result.status != RunStatus.COMPLETED
+        status = ended + (f" ({result.message})" if said and result.message else "")
         values = result.values or (result.value,)
         value = "".join(
             f"  {metric}={given:.6g}" for metric, given in zip(self.sweep.metrics, values) if given is not None

@@ -152,11 +152,11 @@ def ask(job_id: str, components: int = 1) -> Accounted:
     return parse(result.stdout, components)
 
 
-def settled(job_id: str, components: int = 1) -> tuple[Accounted | None, str | None]:
+def settled(job_id: str, components: int = 1, wait: bool = True) -> tuple[Accounted | None, str | None]:
     """(the job's record once accounting has it ended, None): asked again for up to SETTLE_SECONDS
-    while it has none yet, or has the job still running; (None, None) where there is no accounting;
+    (`wait`) while it has none yet, or has the job still running; (None, None) where there is no accounting;
     (None, why) where it gives none tftrain can read: garbage, or slurmdbd not answering, is not asked again."""
-    deadline = time.monotonic() + SETTLE_SECONDS
+    deadline = time.monotonic() + (SETTLE_SECONDS if wait else 0.0)
     while True:
         again = True
         try:
@@ -177,12 +177,20 @@ def settled(job_id: str, components: int = 1) -> tuple[Accounted | None, str | N
 
 
 def allocation_of(
-    job_id: str, info: JobInfo | None, seen_seconds: float | None, warn: Callable[[str], None], components: int = 1
+    job_id: str,
+    info: JobInfo | None,
+    seen_seconds: float | None,
+    warn: Callable[[str], None],
+    components: int = 1,
+    started: bool = True,
 ) -> tuple[float | None, Allocation]:
     """(the seconds the job held its allocation, who said so): sacct's record where accounting has
     one; else scontrol's EndTime − StartTime (`info`), else what tftrain saw (`seen_seconds`). Accounting
-    that fails to give a record is said once, by `warn`. `components`: a heterogeneous job's count."""
-    record, why = settled(job_id, components)
+    that fails to give a record is said once, by `warn`. `components`: a heterogeneous job's count.
+    A job that never `started` is asked about once, and no record of it is no failure (an array task
+    scanceled while PENDING beside others leaves none)."""
+    record, why = settled(job_id, components, wait=started)
+    why = why if started else None
     if record is not None:
         return record.elapsed, Allocation(
             source="sacct",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import tempfile
 import threading
 import time
@@ -235,3 +236,20 @@ def sweep_batcher(out_dir: Path, sweep_id: str, throttle: int) -> ArrayBatcher:
         return jobs.submit(script, env, "compute.slurm", name, comment, warn)
 
     return ArrayBatcher(out_dir, array_name(sweep_id), throttle, send)
+
+
+def array_task_queued(path: Path, comment: str) -> list[str]:
+    """[A_i]: the array task a lost trial's file names (written as it was submitted; read as hostile
+    text), while squeue shows it with this home's comment; [] otherwise."""
+    try:
+        with path.open("rb") as handle:
+            task = handle.read(64).decode("ascii", errors="replace").strip()
+    except OSError:
+        return []
+    if re.fullmatch(r"\d{1,12}_\d{1,7}", task) is None or shutil.which("squeue") is None:
+        return []
+    result = jobs.run(["squeue", "-h", "-j", task, "-o", "%i|%k"])
+    if result.returncode != 0:  # "Invalid job id specified": it ended and slurmctld forgot it
+        return []
+    lines = [line.strip() for line in result.stdout.splitlines()]
+    return [task] if any(line.partition("|")[2] == comment for line in lines) else []

@@ -280,13 +280,20 @@ def job_info(job_id: str, jobcomp: Callable[[], Path | None]) -> JobInfo | None:
     result = run(["scontrol", "-o", "show", "job", job_id])
     if result.returncode == 0 and result.stdout.strip():
         return info_from(parse_fields(result.stdout))
-    if "invalid job id" not in result.stderr.lower():
+    if not unknown(result, job_id):
         raise ClusterError(f"scontrol show job {job_id}: {refusal(result.stderr)}")
     accounted = from_sacct(job_id)
     if accounted is not None:
         return accounted
     path = jobcomp()
     return from_jobcomp(job_id, path) if path else None
+
+
+def unknown(result: subprocess.CompletedProcess, job_id: str) -> bool:
+    """scontrol's words that slurmctld does not know the job: "Invalid job id specified", or, for an array
+    task not (or no longer) in its array, one scanceled while PENDING beside others, "Job A_i not found"."""
+    said = [line.strip() for line in (result.stdout + "\n" + result.stderr).lower().splitlines()]
+    return "invalid job id" in result.stderr.lower() or f"job {job_id} not found" in said
 
 
 def from_sacct(job_id: str) -> JobInfo | None:
@@ -368,23 +375,6 @@ def jobs_named(name: str, comment: str, every_state: bool = False) -> list[str]:
         if their_comment == comment and JOB_ID.match(job_id) and (not plus or offset == "0") and job_id not in found:
             found.append(job_id)
     return found
-
-
-def array_task_queued(path: Path, comment: str) -> list[str]:
-    """[A_i]: the array task a lost trial's file names (written as it was submitted; read as hostile
-    text), while squeue shows it with this home's comment; [] otherwise."""
-    try:
-        with path.open("rb") as handle:
-            task = handle.read(64).decode("ascii", errors="replace").strip()
-    except OSError:
-        return []
-    if re.fullmatch(r"\d{1,12}_\d{1,7}", task) is None or shutil.which("squeue") is None:
-        return []
-    result = run(["squeue", "-h", "-j", task, "-o", "%i|%k"])
-    if result.returncode != 0:  # "Invalid job id specified": it ended and slurmctld forgot it
-        return []
-    lines = [line.strip() for line in result.stdout.splitlines()]
-    return [task] if any(line.partition("|")[2] == comment for line in lines) else []
 
 
 def has_pmix() -> bool | None:

@@ -37,7 +37,7 @@ from runner.targets.interpreter import (
 )
 from runner.targets.slurm import jobs
 from runner.targets.slurm.accounting import allocation_of, said
-from runner.targets.slurm.array_jobs import ArrayEntry, sbatch_options
+from runner.targets.slurm.array_jobs import ArrayEntry, array_task_queued, sbatch_options
 from runner.targets.slurm.crosscheck import RunView, checked, cross_check
 from runner.targets.slurm.gpus import gpus_allocated
 from runner.targets.slurm.script import (
@@ -128,7 +128,7 @@ class SlurmTarget(Target):
         or, a sweep's trial, its array task (launch/array-task) where it holds this home's comment."""
         try:
             found = jobs.jobs_named(f"tftrain-{run_id}", home_comment(home))
-            found += jobs.array_task_queued(home / "runs" / run_id / "launch" / ARRAY_TASK, home_comment(home))
+            found += array_task_queued(home / "runs" / run_id / "launch" / ARRAY_TASK, home_comment(home))
             for job_id in found:
                 jobs.cancel(job_id)
         except FatalError:  # slurmctld not answering: the next command tries again
@@ -213,6 +213,7 @@ class SlurmTarget(Target):
                 raise
         finally:
             seen = watch.allocated_seconds() if watch is not None else None
+            started = watch is not None and watch.ran()  # before its batch.log goes, below
             control.allocated_seconds = seen or 0.0
             for tail in tails:
                 tail.finish()
@@ -221,7 +222,12 @@ class SlurmTarget(Target):
                 tail.path.unlink(missing_ok=True)
             if watch is not None:  # last: a wait for Slurm's accounting (or a Ctrl-C in it) holds none of the above
                 seconds, allocation = allocation_of(
-                    watch.job_id, watch.info, seen, logger.warning, len(self.request.parts()) if self.request else 1
+                    watch.job_id,
+                    watch.info,
+                    seen,
+                    logger.warning,
+                    len(self.request.parts()) if self.request else 1,
+                    started,
                 )
                 if outcome is not None:  # decided: Slurm's record is set against it
                     outcome, allocation = self._cross_check(watch, outcome, allocation, seen, logger)

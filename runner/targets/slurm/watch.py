@@ -68,6 +68,32 @@ def ending_of(info: JobInfo, job_id: str) -> Outcome:
     )
 
 
+# the states Slurm ends a job in without starting it: a scancel while it is PENDING, its --deadline passed
+NEVER_STARTED = frozenset({JobState.CANCELLED, JobState.DEADLINE})
+
+
+def unstarted_ending(info: JobInfo, job_id: str, reason: str) -> PlacementError:
+    """A job Slurm ended while it was PENDING (`reason`: why it waited, as last said): its batch
+    script never ran, as a job past its queue timeout."""
+    if info.state == JobState.CANCELLED:
+        return PlacementError(
+            f"Slurm job {job_id} was canceled while PENDING ({reason}), before it started (scancel from outside"
+            " tftrain)"
+        )
+    return PlacementError(f"Slurm job {job_id} ended {info.state.value} while PENDING ({reason}), before it started")
+
+
+def vanished_unstarted(job_id: str, reason: str | None) -> PlacementError:
+    """A job that Slurm (scontrol, sacct, the jobcomp file) no longer lists, or never listed, before
+    it started (an array task scanceled while PENDING beside others leaves no trace): nothing of it runs."""
+    listed = (
+        f"no longer lists job {job_id} (last seen PENDING ({reason}))"
+        if reason is not None
+        else f"does not list job {job_id}"
+    )
+    return PlacementError(f"Slurm {listed}: it never started (a scancel while it was pending, or Slurm forgot it)")
+
+
 def pending_reason(info: JobInfo | None) -> str:
     """Why Slurm keeps a job PENDING, as one printable line of at most REASON_CHARS (the record's,
     the console's): scontrol's Reason is the cluster's text."""
@@ -119,6 +145,11 @@ class JobWatch:
         if self.started_at is None and (self.job_dir / "batch.log").exists():
             self.started_at = time.monotonic()
         return self.started_at is not None
+
+    def ran(self) -> bool:
+        """Whether the batch script started: its batch.log exists (Slurm's JobState alone cannot say,
+        for a job that ran between two questions)."""
+        return (self.job_dir / "batch.log").exists()
 
     def decided(self) -> None:
         """The tasks' exit files decided the run: the job's time ends here, as far as tftrain saw."""
@@ -216,18 +247,28 @@ class JobWatch:
 
     def queue(self, control: RunControl, timeout: int) -> Outcome | None:
         """While Slurm keeps the job PENDING the run is Queued, with Slurm's reason (control.queued);
-        None once the job left PENDING (it runs, or it ended: the watch judges it next). Canceled
+        None once the job left PENDING (it runs, or it ended: the watch judges it next). Ended by
+        Slurm before it started (a scancel from outside, its deadline): PlacementError, with Slurm's
+        last reason, or forgotten by Slurm (or never listed) before it started: PlacementError. Canceled
         while pending: scancel, Canceled. Still pending after `timeout` seconds
         (compute.queue_timeout_seconds, as the pool's queue; a job Slurm has not yet looked at, with
         no reason, is given UNSEEN_SECONDS more: every job is PENDING a moment): scancel, PlacementError."""
-        since, told = time.monotonic(), None
+        since, told, last = time.monotonic(), None, None
         while True:
             try:
                 info = self.state()
+            except ControllerSilent:
+                return None  # not the job's end: the watch judges it by its tasks' exit files meanwhile
             except Vanished:
-                return None  # the watch meets it again, and fails the run
+                if self.ran():
+                    return None  # the watch meets it again: its tasks' exit files may say how it ended
+                raise vanished_unstarted(self.job_id, pending_reason(last) if last is not None else None) from None
+            if info is not None and info.state in NEVER_STARTED and not self.ran():
+                said = info.reason or (last.reason if last is not None else "")
+                raise unstarted_ending(info, self.job_id, pending_reason(JobInfo(info.state, said)))
             if (info is not None and info.state != JobState.PENDING) or self.started():
                 return None
+            last = info or last
             if info is not None and info.reason != told and control.queued is not None:
                 told = info.reason
                 control.queued(f"Slurm job {self.job_id}: PENDING ({pending_reason(info)})")

@@ -16,6 +16,7 @@ from slurming import queued, show_job
 from sweeping import SCRIPT, show, sweep_manifest
 
 from runner.targets.slurm.array_jobs import ArrayEntry, array_script, split_env
+from runner.targets.slurm.target import home_comment
 
 pytestmark = pytest.mark.integration
 
@@ -29,9 +30,11 @@ with open(os.environ["TRACE"], "a") as trace:
 
 
 class Squeue:
-    """Every line squeue shows of our jobs while the sweep runs (`%i %j`), asked every 0.2 s."""
+    """Every line squeue shows of this home's jobs (its comment: the shared cluster runs other
+    sessions' tftrain jobs too) while the sweep runs (`%i %j`), asked every 0.2 s."""
 
-    def __init__(self) -> None:
+    def __init__(self, comment: str) -> None:
+        self.comment = comment
         self.seen: list[list[str]] = []
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._ask, daemon=True)
@@ -40,9 +43,10 @@ class Squeue:
     def _ask(self) -> None:
         while not self.done.is_set():
             out = subprocess.run(
-                ["squeue", "-h", "--me", "-o", "%i %j"], capture_output=True, text=True, timeout=30
+                ["squeue", "-h", "--me", "-o", "%i %j|%k"], capture_output=True, text=True, timeout=30
             ).stdout
-            lines = [line for line in out.splitlines() if " tftrain-" in line]
+            ours = [line.partition("|") for line in out.splitlines()]
+            lines = [line for line, _, comment in ours if comment == self.comment and " tftrain-" in line]
             if lines:
                 self.seen.append(lines)
             time.sleep(0.2)
@@ -65,7 +69,7 @@ def test_a_sweep_submits_its_trials_as_array_jobs(project, cli, home, tmp_path, 
     trace = tmp_path / "trace"
     path = sweep_manifest(project, steps=4, pause=0.25, sampling="grid", trials=4, concurrent=2, script=TRACE + SCRIPT)
     path.write_text(path.read_text() + ON_SLURM + f"environment_variables:\n  TRACE: {trace}\n")
-    squeue = Squeue()
+    squeue = Squeue(home_comment(home))
     try:
         result = cli("run", "-f", str(path), timeout=600)
     finally:

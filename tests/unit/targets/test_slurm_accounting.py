@@ -94,6 +94,17 @@ def test_accounting_that_fails_is_said_once_and_falls_back(monkeypatch, answer, 
     assert warned[0].endswith("; usage from slurmctld's (scontrol) instead")
 
 
+def test_a_job_that_never_started_is_asked_about_once_and_its_missing_record_is_no_failure(monkeypatch):
+    """An array task scanceled while PENDING beside others: sacct never has a record of it."""
+    asked: list[str] = []
+    monkeypatch.setattr(accounting, "ask", lambda job_id, components=1: asked.append(job_id) or parse(""))
+    seconds, allocation = allocation_of("8_1", None, None, pytest.fail, started=False)
+    assert (seconds, allocation.source, asked) == (None, "tftrain", ["8_1"])
+    held = "CANCELLED by 0|0:0|00:00:00||None"  # a held task, canceled: a record of its own
+    monkeypatch.setattr(accounting, "ask", lambda job_id, components=1: parse(held))
+    assert allocation_of("8_1", None, None, pytest.fail, started=False)[1].state == "CANCELLED"
+
+
 def test_the_record_decides_and_is_said(monkeypatch):
     monkeypatch.setattr(
         accounting,

@@ -140,6 +140,16 @@ def test_a_forgotten_job_without_sacct_is_judged_by_its_jobcomp_record(monkeypat
     assert jobs.job_info("7", lambda: None) is None  # nothing knows it: the watch judges by the exit files
 
 
+def test_an_array_task_not_in_its_array_is_unknown_to_slurmctld(monkeypatch):
+    """scontrol's answer for a task scanceled while PENDING beside others (Slurm drops its index from
+    the array's record: no record of its own, none in sacct): not a controller's failure."""
+    Slurm(monkeypatch, scontrol=(1, b"Job 7_1 not found\n", b""), sacct=(0, b"", b""))
+    assert jobs.job_info("7_1", lambda: None) is None
+    Slurm(monkeypatch, scontrol=(1, b"Job 7_2 not found\n", b""))  # another task's answer is none about this one
+    with pytest.raises(ClusterError, match="scontrol show job 7_1"):
+        jobs.job_info("7_1", lambda: None)
+
+
 def test_sacct_and_scontrol_give_the_jobs_own_time(monkeypatch):
     Slurm(monkeypatch, scontrol=FORGOTTEN, sacct=(0, b"CANCELLED by 0|0:15|93\n", b""))
     assert jobs.job_info("7", lambda: None) == JobInfo(JobState.CANCELLED, "", 0, 15, 93.0)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from slurming import slurm_model
 
-from runner.targets.slurm import jobs
+from runner.targets.slurm import array_jobs, jobs
 from runner.targets.slurm.array_jobs import (
     ArrayBatcher,
     ArrayEntry,
@@ -229,7 +229,7 @@ def test_a_lost_trials_array_task_is_found_by_its_file(monkeypatch, tmp_path, wr
     path = tmp_path / "array-task"
     if written is not None:
         path.write_text(written)
-    assert jobs.array_task_queued(path, "c") == found
+    assert array_jobs.array_task_queued(path, "c") == found
     assert all(argv[:3] == ["squeue", "-h", "-j"] and argv[3] == "81_2" for argv in asked)
 
 

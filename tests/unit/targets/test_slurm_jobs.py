@@ -4,6 +4,7 @@ refusals as tftrain's errors, the jobcomp file and exit files as hostile text.""
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 from pathlib import Path
 
@@ -227,6 +228,79 @@ def test_a_pending_reason_is_hostile_text(monkeypatch):
     (reason,) = told
     assert reason.isprintable() and "\\x1b[2J" in reason and len(reason) < 300, reason
     assert str(refused.value).isprintable() and len(str(refused.value)) < 500
+
+
+class Answers:
+    """Slurm's answers about job 7 in turn, the last one kept; None: nothing knows the job (Vanished)."""
+
+    def __init__(self, monkeypatch, answers: list[JobInfo | None]) -> None:
+        self.answers, self.asked, self.canceled = answers, 0, []
+        monkeypatch.setattr(watch_module, "STATE_EVERY", 0.01)
+        monkeypatch.setattr(watch_module.jobs, "job_info", self.info)
+        monkeypatch.setattr(watch_module.jobs, "cancel", lambda job_id, signal_name=None: self.canceled.append(job_id))
+
+    def info(self, job_id: str, jobcomp) -> JobInfo | None:
+        self.asked += 1
+        return self.answers[min(self.asked, len(self.answers)) - 1]
+
+
+def pending(reason: str, times: int = 3) -> list[JobInfo]:
+    return [JobInfo(JobState.PENDING, reason)] * times
+
+
+@pytest.mark.parametrize(
+    "answers, words",
+    [
+        # an array task scanceled while PENDING: scontrol keeps its last reason
+        (
+            [*pending("BeginTime"), JobInfo(JobState.CANCELLED, "BeginTime")],
+            "Slurm job 7 was canceled while PENDING (BeginTime), before it started (scancel from outside tftrain)",
+        ),
+        (  # … or says none: the last one the watch saw
+            [*pending("JobHeldAdmin"), JobInfo(JobState.CANCELLED, "")],
+            "Slurm job 7 was canceled while PENDING (JobHeldAdmin), before it started",
+        ),
+        ([JobInfo(JobState.CANCELLED)], "Slurm job 7 was canceled while PENDING (no reason given), before it started"),
+        (
+            [*pending("Priority"), JobInfo(JobState.DEADLINE, "DeadLine")],
+            "Slurm job 7 ended DEADLINE while PENDING (DeadLine), before it started",
+        ),
+    ],
+)
+def test_a_job_slurm_ended_before_it_started_fails_in_one_line(monkeypatch, tmp_path, answers, words):
+    slurm = Answers(monkeypatch, answers)
+    watch = JobWatch("7", tmp_path, None, False, Logger(io.StringIO(), settings=LoggerSettings()))
+    with pytest.raises(PlacementError) as failed:
+        watch.queue(told_control([]), 3600)
+    assert str(failed.value).startswith(words) and "\n" not in str(failed.value), failed.value
+    assert slurm.canceled == []  # nothing is left of it to cancel
+
+
+@pytest.mark.parametrize(
+    "answers, words",
+    [
+        ([None], "Slurm does not list job 7: it never started"),
+        ([*pending("Priority"), None], "Slurm no longer lists job 7 (last seen PENDING (Priority)): it never started"),
+    ],
+)
+def test_a_job_slurm_forgot_before_it_started_fails_in_one_line(monkeypatch, tmp_path, answers, words):
+    """An array task scanceled while PENDING beside others: scontrol, sacct and jobcomp know nothing of it."""
+    slurm = Answers(monkeypatch, answers)
+    watch = JobWatch("7", tmp_path, None, False, Logger(io.StringIO(), settings=LoggerSettings()))
+    with pytest.raises(
+        PlacementError, match=re.escape(words + " (a scancel while it was pending, or Slurm forgot it)")
+    ):
+        watch.queue(told_control([]), 3600)
+    assert slurm.canceled == []
+
+
+@pytest.mark.parametrize("last", [JobInfo(JobState.CANCELLED, "None"), None])
+def test_a_job_that_ran_between_two_questions_is_judged_by_the_watch(monkeypatch, tmp_path, last):
+    """Its batch.log says it started: canceled or forgotten after that, its exit files decide."""
+    Answers(monkeypatch, [*pending("Resources"), last])
+    (tmp_path / "batch.log").write_text("")
+    watch = JobWatch("7", tmp_path, None, False, Logger(io.StringIO(), settings=LoggerSettings()))
+    assert watch.queue(told_control([]), 3600) is None
 
 
 def test_a_task_asking_a_controller_that_does_not_answer_for_its_node_address_goes_on(monkeypatch):

@@ -33,9 +33,8 @@ FAULTS = frozenset(
     }
 )
 CLUSTER_FAULTS = frozenset({JobState.OUT_OF_MEMORY, JobState.NODE_FAIL, JobState.BOOT_FAIL})  # never tftrain's stop
-EXPLAINS = frozenset(  # a failure's reason, better than a task's exit status or "ended without an exit code"
-    {JobState.OUT_OF_MEMORY, JobState.NODE_FAIL, JobState.BOOT_FAIL, JobState.TIMEOUT, JobState.DEADLINE}
-)
+# a failure's reason, better than a task's exit status or "ended without an exit code": every fault but FAILED
+EXPLAINS = FAULTS - {JobState.FAILED}
 REQUEUE_WAY = frozenset({JobState.PREEMPTED, JobState.NODE_FAIL, JobState.REQUEUED})
 ELAPSED_FLOOR = 60.0  # seconds: Slurm's clock and tftrain's (its polls, the stop's grace) differ by a few
 ELAPSED_SHARE = 0.2

@@ -28,25 +28,41 @@ def pytest_collection_modifyitems(items):
             item.fixturenames.insert(0, "pure")
         elif REPO / "tests" / "integration" in item.path.parents:
             item.add_marker(pytest.mark.integration)
-            item.fixturenames.insert(0, "leaves_no_images")
+            if "slurm_cluster" in item.fixturenames:
+                item.add_marker(pytest.mark.slurm)  # scripts/test runs these beside the rest
+            else:
+                item.fixturenames.insert(0, "leaves_no_images")
+
+
+@pytest.fixture(scope="session")
+def images_client():
+    """Only where scripts/test runs the suite (TFTRAIN_TEST_REMOVE_IMAGES=1) does the suite clean
+    Docker: it owns the daemon then, while a second pytest beside another would remove the other's
+    images in the middle of its builds. Yields the client and what was there before the session."""
+    client = docker_images.client_or_none() if os.environ.get("TFTRAIN_TEST_REMOVE_IMAGES") == "1" else None
+    before = docker_images.ids(client)
+    yield client, before
+    docker_images.remove_images(client, before)
 
 
 @pytest.fixture(scope="module")
-def leaves_no_images():
-    """The images a module's tests build are removed after the module: each holds a TensorFlow
-    (~2 GB), and a cold CI machine's disk once filled with them. What was there before stays.
-    Only where scripts/test runs the suite (TFTRAIN_TEST_REMOVE_IMAGES=1): it owns the daemon then,
-    while a second pytest beside another would remove the other's images in the middle of its builds."""
-    client = docker_images.client_or_none() if os.environ.get("TFTRAIN_TEST_REMOVE_IMAGES") == "1" else None
+def leaves_no_images(images_client):
+    """A module's containers are removed after it; the images it built stay for the next modules
+    while the disk has room, and go at the end of the session (tests/docker_images.py)."""
+    client, session_before = images_client
     before = docker_images.ids(client)
     yield
-    docker_images.remove_new(client, before)
+    docker_images.remove_containers(client, before)
+    docker_images.make_room(client, session_before)
 
 
 @pytest.fixture(scope="session")
 def env_cache(tmp_path_factory) -> Path:
-    """One virtualenv cache for the session: the example's environment is built once."""
-    return tmp_path_factory.mktemp("env-cache")
+    """One virtualenv cache for the session: the example's environment is built once. scripts/test
+    gives its two pytests (the Slurm tests beside the rest) one cache (TFTRAIN_TEST_ENV_CACHE):
+    an environment is built under a lock, so the second waits for the first's build."""
+    shared = os.environ.get("TFTRAIN_TEST_ENV_CACHE")
+    return Path(shared) if shared else tmp_path_factory.mktemp("env-cache")
 
 
 @pytest.fixture

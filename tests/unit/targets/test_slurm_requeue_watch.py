@@ -38,7 +38,7 @@ def test_a_time_limit_asks_for_a_requeue_at_usr1():
         'srun x &\nlaunched=$!\nwait "$launched"\n',
         'scontrol requeue "$SLURM_JOB_ID"',
         'scancel --signal=TERM "$SLURM_JOB_ID"',
-        'echo "$cause" > "$requeue_dir/$restart"',
+        'echo "$cause" > "$requeue_dir/.$restart.part" && mv -f "$requeue_dir/.$restart.part" "$requeue_dir/$restart"',
         "tftrain: slurm job $SLURM_JOB_ID: $cause: the tasks stop, the job is requeued (restart $((restart + 1)))",
         '[ "$SECONDS" -ge 55 ]',  # 120 s − 20 s of grace − 30 s of an early signal − 15 s for a late start
     ):

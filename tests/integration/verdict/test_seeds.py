@@ -100,7 +100,7 @@ def test_seed_zero_failing_fails_the_run_with_its_exit_code_and_registers_nothin
     assert result.returncode != 0 and "run broken-1 Failed" in result.stderr
     assert not (home / "models" / "broken").exists()
     block = _record(home, "broken-1")["evaluation"]  # the other seeds' evidence is kept all the same
-    assert [s["seed"] for s in block["seeds"]] == [1, 2] and block["verdict"] is None
+    assert [s["seed"] for s in block["seeds"]] == [1, 2] and block["verdict"] is None, (block, result.stdout[-3000:])
 
 
 def test_seeds_on_the_slurm_cluster_are_one_job_each(project, cli, home, slurm_cluster):

@@ -161,11 +161,24 @@ class SeedRunner:
                 self.watches[seed] = watch
             try:
                 self.outcomes[seed] = self._one(seed, watch, settings)
+            except Exception as exc:  # a defect of tftrain's in one seed: it says so, the others go on
+                self.outcomes[seed] = self._broken(seed, exc)
             finally:
                 if seed == 0:
                     self.first.set()
             with self.lock:
                 self.watches.pop(seed, None)
+
+    def _broken(self, seed: int, exc: Exception) -> SeedOutcome:
+        """One line on the console; the traceback in the home's seeds/ folder, for a bug report."""
+        import traceback
+
+        trace = self.home / CONSOLES / f"{os.getpid()}-{seed}.error.txt"
+        trace.parent.mkdir(parents=True, exist_ok=True)
+        trace.write_text("".join(traceback.format_exception(exc)), encoding="utf-8")
+        error = FatalError(f"seed {seed} stopped on an error of tftrain's: {type(exc).__name__}: {exc} (trace: {trace})")
+        self.logger.error(str(error))
+        return SeedOutcome(seed, error=error)
 
     def _one(self, seed: int, watch: SeedWatch, settings: Settings) -> SeedOutcome:
         loaded = seed_manifest(self.loaded, seed)

@@ -176,7 +176,8 @@ class SeedRunner:
         trace = self.home / CONSOLES / f"{os.getpid()}-{seed}.error.txt"
         trace.parent.mkdir(parents=True, exist_ok=True)
         trace.write_text("".join(traceback.format_exception(exc)), encoding="utf-8")
-        error = FatalError(f"seed {seed} stopped on an error of tftrain's: {type(exc).__name__}: {exc} (trace: {trace})")
+        said = f"{type(exc).__name__}: {exc}"
+        error = FatalError(f"seed {seed} stopped on an error of tftrain's: {said} (trace: {trace})")
         self.logger.error(str(error))
         return SeedOutcome(seed, error=error)
 

@@ -174,10 +174,14 @@ class SeedRunner:
         import traceback
 
         trace = self.home / CONSOLES / f"{os.getpid()}-{seed}.error.txt"
-        trace.parent.mkdir(parents=True, exist_ok=True)
-        trace.write_text("".join(traceback.format_exception(exc)), encoding="utf-8")
+        try:
+            trace.parent.mkdir(parents=True, exist_ok=True)
+            trace.write_text("".join(traceback.format_exception(exc)), encoding="utf-8")
+            kept = f"trace: {trace}"
+        except OSError as why:  # the disk that broke the seed may be full
+            kept = f"its trace not kept: {why}"
         said = f"{type(exc).__name__}: {exc}"
-        error = FatalError(f"seed {seed} stopped on an error of tftrain's: {said} (trace: {trace})")
+        error = FatalError(f"seed {seed} stopped on an error of tftrain's: {said} ({kept})")
         self.logger.error(str(error))
         return SeedOutcome(seed, error=error)
 

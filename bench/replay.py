@@ -5,7 +5,11 @@ Cost (default): a gated, registered model (examples/keras-replay, trained and re
 (runner.serving.launch, both servers started once, outside the timing). Then, interleaved for
 --rounds rounds: the replay's sending (each request to both versions at the same instant,
 runner.replay.engine) against sending the same requests to one server alone with the same
-concurrency (the reference). Printed: the medians and their ratio (goal ≤ 1.10), with the load.
+concurrency (the reference). Printed: the medians and their ratio (goal ≤ 1.10), with the load, and
+where the time goes: the CPU each side of the exchange spent per request (the client, this process;
+each server with its children, from /proc), so that the ratio can be read against the machine's
+cores — when the servers and the client need more CPU than the cores give in the reference's time,
+no sending can keep the replay within 10 % of it.
 
 Calibration (--calibrate): the rule "refuse when the 95 % lower bound of the p99 ratio passes
 max_latency_ratio" (runner.replay.latency) applied to simulated replays: latencies lognormal with a
@@ -26,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -86,6 +91,34 @@ def registered_home(scratch: Path) -> Path:
     return home
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) of a process and its children, from /proc (Linux)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # a process that ended meanwhile
+            continue
+        if int(entry.name) == pid or int(fields[1]) == pid:  # fields[1]: the parent's pid
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
+def metered(run, pids: list[int], spent: list[list[float]]):
+    """`run`, appending to `spent` this process's CPU seconds and each of `pids`' for every call."""
+
+    def call() -> None:
+        before = [time.process_time()] + [cpu_seconds(pid) for pid in pids]
+        run()
+        after = [time.process_time()] + [cpu_seconds(pid) for pid in pids]
+        spent.append([b - a for a, b in zip(before, after)])
+
+    return call
+
+
 def cost(rounds: int, count: int, concurrency: int) -> None:
     from contextlib import ExitStack
 
@@ -114,10 +147,14 @@ def cost(rounds: int, count: int, concurrency: int) -> None:
         sides = _start(stack, served, options, logger, scratch / "logs")
         for side in sides:
             _send_all([side], requests[:50], options)  # warmed, not timed
+        pids = [side.server.process.pid for side in sides]
+        spent: dict[str, list[list[float]]] = {"one server alone": [], "replay (both)": []}
         seconds = interleaved(
             {
-                "one server alone": lambda: _send_all(sides[:1], requests, options),
-                "replay (both)": lambda: _send_all(sides, requests, options),
+                "one server alone": metered(
+                    lambda: _send_all(sides[:1], requests, options), pids, spent["one server alone"]
+                ),
+                "replay (both)": metered(lambda: _send_all(sides, requests, options), pids, spent["replay (both)"]),
             },
             rounds,
         )
@@ -128,6 +165,16 @@ def cost(rounds: int, count: int, concurrency: int) -> None:
         f"one server alone: {alone:.3f} s (median); replay to both: {both:.3f} s; "
         f"ratio {float(np.median(ratios)):.2f} (median of paired ratios; goal ≤ 1.10)"
     )
+    cores = len(os.sched_getaffinity(0))
+    for name, rows in spent.items():
+        client, *servers = (float(np.median(column)) * 1000 / count for column in zip(*rows))
+        wall = float(np.median(seconds[name])) * 1000 / count
+        total = client + sum(servers)
+        print(
+            f"{name}: CPU per request {total:.2f} ms (client {client:.2f}, servers "
+            f"{' + '.join(f'{one:.2f}' for one in servers)}), {wall:.2f} ms of wall a request: "
+            f"{total / wall:.1f} of {cores} cores busy"
+        )
 
 
 def main() -> None:

@@ -125,8 +125,8 @@ def parse_line(raw: bytes, where: str, default_id: str) -> Request:
     except UnicodeDecodeError:
         raise RequestsError(f"{where}: not UTF-8 text") from None
     except (ValueError, RecursionError) as exc:
-        message = str(exc) if isinstance(exc, BadRecord) else f"not JSON ({exc})"
-        raise RequestsError(f"{where}: {message}") from None
+        message = str(exc) if isinstance(exc, BadRecord) else f"{where}: not JSON ({exc})"  # BadRecord names `where`
+        raise RequestsError(message) from None
     if not isinstance(value, dict) or "body" not in value:
         raise RequestsError(f'{where}: a request is a JSON object with a "body" (the JSON the server is sent)')
     request_id = value.get("id", default_id)

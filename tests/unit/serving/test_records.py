@@ -57,7 +57,8 @@ def test_a_recording_directory_is_read_in_file_order_and_other_files_left_alone(
         (('{"body": 1, "id": "a b"}',), "r.jsonl:1: id must be"),
         (('{"body": 1, "id": 7}',), "id must be"),
         (('{"body": 1, "id": "a"}', '{"body": 2, "id": "a"}'), "r.jsonl:2: id 'a' is used twice"),
-        (('{"body": NaN}',), "NaN or Infinity"),
+        (('{"body": NaN}',), "r.jsonl:1: holds NaN or Infinity"),
+        (('{"body": [1e400]}',), "r.jsonl:1: holds NaN or Infinity"),
         ((b'{"body": "\xff"}',), "not UTF-8"),
         (("[" * 100_000,), "r.jsonl:1:"),
     ],
@@ -68,6 +69,7 @@ def test_bad_lines_are_one_line_naming_file_and_line(tmp_path, lines, words):
         read_requests(path)
     assert words in str(caught.value)
     assert "\n" not in str(caught.value)
+    assert str(caught.value).count("r.jsonl") <= 1  # the place said once
 
 
 def test_too_many_requests_too_long_a_line_or_too_large_a_file_are_refused_before_reading_on(tmp_path, monkeypatch):

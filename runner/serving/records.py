@@ -186,6 +186,9 @@ def _files(path: Path) -> list[Path]:
             raise RequestsError(
                 f"{path}: no recorded requests in it (requests-NNNNNN.jsonl files, as `tftrain serve --record` writes)"
             )
+        for file in files:  # a recording holds files; a link in it would read wherever it points
+            if file.is_symlink():
+                raise RequestsError(f"{file}: a link: a recording directory holds the request files themselves")
         return files
     if not path.exists():
         raise RequestsError(f"{path}: no such file")

@@ -105,3 +105,13 @@ def test_route_paths_name_the_served_model():
     assert Route.of_path("/v2/models/m/infer", "m") is Route.V2
     assert Route.of_path("/v1/models/m/metadata", "m") is None
     assert json.loads(Request("a", {"x": [1.5]}).encoded()) == {"x": [1.5]}
+
+
+def test_a_link_in_a_recording_directory_is_refused_not_followed(tmp_path):
+    outside = write(tmp_path / "outside.jsonl", '{"id": "secret", "body": 1}')
+    recording = tmp_path / "recorded"
+    recording.mkdir()
+    write(recording / "requests-000001.jsonl", '{"id": "mine", "body": 1}')
+    (recording / "requests-000002.jsonl").symlink_to(outside)
+    with pytest.raises(RequestsError, match=r"requests-000002.jsonl: a link"):
+        read_requests(recording)

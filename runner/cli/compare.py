@@ -89,11 +89,7 @@ def run(args, logger) -> int:
 
     check_options(args.margin, args.confidence)
     if args.json:  # stdout holds the JSON alone: what is done on the way (a pull, a re-evaluation) is said on stderr
-        import sys
-
-        from runner.telemetry.logger import Logger
-
-        logger = Logger(sys.stderr, settings=logger.settings)
+        logger = logger.on_stderr()
     home = tftrain_home()
     settings = resolve(os.environ, args)
     with side_of(args.candidate, home, logger, settings) as candidate:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import re
-import sys
 from pathlib import Path
 
 from runner.cli.verifying import add_verify_arguments, trusted
@@ -29,7 +28,6 @@ from runner.errors import DeployError, UsageError
 from runner.serving.guard import TOKEN_VARIABLE
 from runner.serving.image import DEFAULT_BASE_IMAGE
 from runner.serving.imageref import parse_reference, parse_repository
-from runner.telemetry.logger import Logger
 
 READY_SECONDS = 300.0  # importing TensorFlow under a 1-CPU limit takes a while
 # A Kubernetes object's name (a secret's, a namespace's): a DNS-1123 label or subdomain.
@@ -116,7 +114,7 @@ def run(args, logger) -> int:
         trusted_by,
     )
     if request.target is DeployTarget.KUBERNETES:  # stdout is the InferenceService's YAML
-        progress = Logger(sys.stderr, settings=logger.settings)
+        progress = logger.on_stderr()
         try:
             deploy(request, progress)
         finally:

@@ -95,6 +95,7 @@ def run(args, logger) -> int:
         requests = requests[: args.max_requests]
     options = ReplayOptions(args.concurrency, args.tolerance, args.timeout, origin=str(args.requests))
     home = tftrain_home()
+    progress = logger.on_stderr() if args.json else logger  # with --json, stdout holds the report alone
     with tempfile.TemporaryDirectory(prefix="tftrain-replay-") as scratch, contextlib.ExitStack() as stack:
         root = Path(scratch)
         sides = []
@@ -103,8 +104,11 @@ def run(args, logger) -> int:
                 continue
             (root / role).mkdir()
             stack.enter_context(release_errors(ref))
-            sides.append(stack.enter_context(checked_out(ref, logger, lambda: github_repo(args), root / role, home)))
-        report = replay(requests, sides[0], sides[1] if len(sides) > 1 else None, options, logger, root / "logs")
+            sides.append(
+                stack.enter_context(checked_out(ref, progress, lambda: github_repo(args), root / role, home))
+            )
+        report = replay(requests, sides[0], sides[1] if len(sides) > 1 else None, options, progress, root / "logs")
+    progress.flush()
     if args.output is not None:
         args.output.write_text(report.to_text())
     if args.json:

@@ -52,6 +52,13 @@ class Logger:
         self.masker = Masker()
         self.live_lines = 0  # the rows of the live table last drawn, while nothing was printed below it
 
+    def on_stderr(self) -> Logger:
+        """A logger with these settings and masks that prints to stderr: what a command says on the way
+        while its stdout holds what it prints for a program to read (JSON, YAML)."""
+        beside = Logger(sys.stderr, self.max_queued, self.settings)
+        beside.masker = self.masker
+        return beside
+
     # --- the writer -------------------------------------------------------------------------
     def _ensure_thread(self) -> None:
         if self.thread is None:

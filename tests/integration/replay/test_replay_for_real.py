@@ -115,7 +115,8 @@ def test_a_preprocessing_change_is_refused_naming_the_requests_that_flipped(home
         "--json",
     )
     assert done.returncode == 33, done.stdout + done.stderr
-    report = json.loads(done.stdout[done.stdout.index("{") :])
+    report = json.loads(done.stdout)  # stdout holds the report alone; the way there is said on stderr
+    assert f"replay: 40 requests to {NAME}@v3 and {NAME}@v1" in done.stderr
     assert report["answered"] == 40 and report["agreed"] < 36 and report["disagreeing"] == 40 - report["agreed"]
     flipped = [item["id"] for item in report["worst"]]
     assert flipped and all(name.startswith("r-") for name in flipped)

@@ -104,9 +104,7 @@ def run(args, logger) -> int:
                 continue
             (root / role).mkdir()
             stack.enter_context(release_errors(ref))
-            sides.append(
-                stack.enter_context(checked_out(ref, progress, lambda: github_repo(args), root / role, home))
-            )
+            sides.append(stack.enter_context(checked_out(ref, progress, lambda: github_repo(args), root / role, home)))
         report = replay(requests, sides[0], sides[1] if len(sides) > 1 else None, options, progress, root / "logs")
     progress.flush()
     if args.output is not None:

@@ -36,6 +36,12 @@ def run(requests: Path, warmup: Path, model: str, logger) -> int:
         ) from None
     except RequestsError as exc:
         raise UsageError(str(exc)) from None
+    except OSError as exc:  # a directory that takes no file (read-only, /proc), a full disk
+        from runner.history.rundir import space_error
+
+        raise space_error(exc, warmup) or UsageError(
+            f"--warmup {warmup}: cannot be written ({exc.strerror or exc}): nothing left there"
+        ) from None
     return 0
 
 

@@ -217,8 +217,9 @@ def write_warmup_into(model_path: Path, serving_dir: Path, requests: list[Reques
         return
     try:
         written = put_into_saved_model(model_path / serving["path"], requests, signature, name, logger)
-    except (FatalError, RequestsError) as exc:  # MissingExtra, or no request fits: the model is still registered
-        logger.warning(f"replay: no warmup file written into the SavedModel: {exc}")
+    except (FatalError, RequestsError, OSError) as exc:  # MissingExtra, no request fits, no room: still registered
+        reason = f"{exc.strerror} ({exc.filename})" if isinstance(exc, OSError) and exc.strerror else exc
+        logger.warning(f"replay: no warmup file written into the SavedModel: {reason}")
         return
     logger.info(
         f"replay: {written} of the replayed requests written as assets.extra/tf_serving_warmup_requests (TF Serving"

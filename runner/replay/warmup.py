@@ -17,6 +17,7 @@ TensorFlow (~3.5 s to import) and tensorflow-serving-api are imported only here,
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import stat
@@ -111,7 +112,8 @@ def check_expressible(signature: Signature) -> None:
 
 def write_warmup(requests: Iterable[Request], out: Path, signature: Signature, model_name: str, logger=None) -> int:
     """The requests that fit `signature` as a warmup file at `out` (a new file: an existing one is
-    FileExistsError), written with TensorFlow's TFRecordWriter; how many records. The summary line
+    FileExistsError, one that cannot be written OSError, nothing left), written with TensorFlow's
+    TFRecordWriter; how many records. The summary line
     (written, left out and why) goes to `logger.info`. RequestsError when none fits: nothing written."""
     check_expressible(signature)
     selection = select(requests, signature)
@@ -127,8 +129,11 @@ def write_warmup(requests: Iterable[Request], out: Path, signature: Signature, m
         with tf.io.TFRecordWriter(str(out)) as writer:
             for record in records:
                 writer.write(record)
-    except BaseException:
+    except BaseException as exc:
         out.unlink(missing_ok=True)
+        if isinstance(exc, tf.errors.OpError):  # TensorFlow's file system says why in words only
+            full = "No space left on device" in exc.message
+            raise OSError(errno.ENOSPC if full else errno.EIO, exc.message, str(out)) from None
         raise
     if logger is not None:
         logger.info(selection.summary(out))

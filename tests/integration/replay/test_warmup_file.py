@@ -6,6 +6,7 @@ protos and reader TF Serving uses, not loaded by the server."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -108,6 +109,23 @@ def test_written_records_are_prediction_logs_whose_tensors_equal_the_requests(tm
     ]
     with pytest.raises(FileExistsError):
         write_warmup(REQUESTS, tmp_path / WARMUP_FILE, SIGNATURE, "digits")
+
+
+def test_a_full_disk_under_tensorflows_writer_is_an_oserror_and_leaves_no_file(tmp_path):
+    """TensorFlow's file system raises its own error (words only, no errno): it is the OSError a caller
+    turns into one line (ENOSPC: `tftrain: error: disk full writing FILE`, exit 22)."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(mount)], check=True, timeout=30)
+    try:
+        (mount / "fill").write_bytes(b"\0" * 12 * 1024)
+        many = [Request(f"r-{i}", {"instances": [{"features": [1.0] * 3, "ids": i, "words": "w"}]}) for i in range(500)]
+        with pytest.raises(OSError) as caught:
+            write_warmup(many, mount / WARMUP_FILE, SIGNATURE, "digits")
+        assert caught.value.errno == errno.ENOSPC
+        assert not (mount / WARMUP_FILE).exists()
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False, timeout=30)
 
 
 def test_a_warmup_file_reads_back_as_v1_column_requests_with_the_same_values(tmp_path):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from runner.cli.replay_export import check_target
-from runner.errors import UsageError
+from runner.errors import DiskFullError, UsageError
 from runner.replay.sources import load_requests
 from runner.replay.warmup import MAX_RECORDS, check_expressible, read_warmup, select, write_warmup
 from runner.serving.records import WARMUP_FILE, Request, RequestsError, Route, is_warmup, masked_crc32c, read_requests
@@ -180,3 +180,28 @@ def test_the_summary_names_the_first_unfit_request_by_id_never_its_body(tmp_path
     assert "r-1:" in selection.summary(tmp_path / "w")
     # the server's own message may quote a value, cut at 20 chars
     assert json.dumps(selection.first_unfit).count(secret) <= 1
+
+
+@pytest.mark.parametrize(
+    "error, kind, words",
+    [
+        (OSError(28, "No space left on device", "w"), DiskFullError, "disk full writing"),
+        (OSError(2, "No such file or directory", "w"), UsageError, "cannot be written (No such file or directory)"),
+    ],
+)
+def test_a_warmup_file_that_cannot_be_written_is_one_line(tmp_path, monkeypatch, error, kind, words):
+    from runner.cli import replay_export
+    from runner.replay import warmup
+
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text('{"body": {"instances": [[1.0, 2.0]]}}\n')
+
+    def refused(*_args, **_kwargs):
+        raise error
+
+    monkeypatch.setattr(warmup, "tensorflow_modules", lambda: None)
+    monkeypatch.setattr(warmup, "write_warmup", refused)
+    monkeypatch.setattr(replay_export, "model_signature", lambda ref, logger: (SIGNATURE, "m"))
+    with pytest.raises(kind) as caught:
+        replay_export.run(requests, tmp_path / "w", "m@v1", logger=None)
+    assert words in str(caught.value) and str(tmp_path / "w") in str(caught.value)

@@ -107,13 +107,13 @@ def run(args, logger) -> int:
             sides.append(stack.enter_context(checked_out(ref, progress, lambda: github_repo(args), root / role, home)))
         report = replay(requests, sides[0], sides[1] if len(sides) > 1 else None, options, progress, root / "logs")
     progress.flush()
-    if args.output is not None:
-        args.output.write_text(report.to_text())
     if args.json:
         logger.text(report.to_text().rstrip("\n"))
     else:
         logger.text(report.line())
         logger.text(report.markdown())
+    if args.output is not None:  # after the report is printed: a file that cannot be written loses nothing
+        write_report(args.output, report.to_text())
     problems = report.problems(args.min_agreement, args.max_latency_ratio)
     if problems and (args.min_agreement is not None or args.max_latency_ratio is not None or args.baseline is None):
         raise ReplayError("; ".join(problems))
@@ -140,3 +140,16 @@ def check_options(args) -> None:
             raise UsageError(f"{flag} {value:g}: a number from {low:g} to {high:g}")
     if args.max_requests is not None and args.max_requests < 1:
         raise UsageError(f"--max-requests {args.max_requests}: at least 1")
+    if args.output is not None and (args.output.is_dir() or not args.output.parent.is_dir()):
+        where = "a directory" if args.output.is_dir() else f"{args.output.parent} is not a directory"
+        raise UsageError(f"-o {args.output}: {where}: give the report file's name")
+
+
+def write_report(path: Path, text: str) -> None:
+    """The report at `path`; one line when it cannot be written (a full disk: exit 22)."""
+    from runner.history.rundir import space_error
+
+    try:
+        path.write_text(text)
+    except OSError as exc:
+        raise space_error(exc, path) or UsageError(f"-o {path}: cannot be written ({exc.strerror or exc})") from None

@@ -159,6 +159,7 @@ def replay_before_registering(
     """Replay the candidate against its baseline; the files the version keeps (by their path in the
     version), or ReplayError when the candidate is refused. `github`: where the run knows its GitHub
     repository and has a token (else None: no releases)."""
+    from runner.history.rundir import writing
     from runner.replay.engine import ReplayOptions, replay
     from runner.serving.refs import checked_out
 
@@ -185,10 +186,12 @@ def replay_before_registering(
         )
         report = replay(requests, candidate, baseline, options, logger, scratch)
     report_path = serving_dir / REPLAY_REPORT
-    report_path.write_text(report.to_text())
+    with writing(report_path):  # a full disk: DiskFullError naming the file
+        report_path.write_text(report.to_text())
     requests_path = serving_dir / REPLAY_REQUESTS
     requests_path.unlink(missing_ok=True)
-    write_requests(requests_path, requests)
+    with writing(requests_path):
+        write_requests(requests_path, requests)
     logger.info(report.line())
     problems = report.problems(spec.min_agreement, spec.max_latency_ratio)
     if problems:

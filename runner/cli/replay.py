@@ -105,7 +105,8 @@ def run(args, logger) -> int:
             (root / role).mkdir()
             stack.enter_context(release_errors(ref))
             sides.append(stack.enter_context(checked_out(ref, progress, lambda: github_repo(args), root / role, home)))
-        report = replay(requests, sides[0], sides[1] if len(sides) > 1 else None, options, progress, root / "logs")
+        with servers_logs() as logs:
+            report = replay(requests, sides[0], sides[1] if len(sides) > 1 else None, options, progress, logs)
     progress.flush()
     if args.json:
         logger.text(report.to_text().rstrip("\n"))
@@ -143,6 +144,22 @@ def check_options(args) -> None:
     if args.output is not None and (args.output.is_dir() or not args.output.parent.is_dir()):
         where = "a directory" if args.output.is_dir() else f"{args.output.parent} is not a directory"
         raise UsageError(f"-o {args.output}: {where}: give the report file's name")
+
+
+@contextlib.contextmanager
+def servers_logs():
+    """A directory for the servers' logs, removed after the replay unless its error names a log in it
+    (a server that did not start, or ended on the way): that one is kept for the user to read."""
+    import shutil
+
+    logs = Path(tempfile.mkdtemp(prefix="tftrain-replay-logs-"))
+    try:
+        yield logs
+    except BaseException as exc:
+        if str(logs) not in str(exc):
+            shutil.rmtree(logs, ignore_errors=True)
+        raise
+    shutil.rmtree(logs, ignore_errors=True)
 
 
 def write_report(path: Path, text: str) -> None:

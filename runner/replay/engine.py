@@ -27,7 +27,7 @@ from runner.replay.compare import Agreement, Difference, compare, is_classifier,
 from runner.replay.latency import p99, p99_ratio
 from runner.replay.report import SHOWN_IDS, Disagreement, Latency, OutputDelta, ReplayReport, StatusDifference
 from runner.replay.sending import NO_ANSWER, Sent, Side, exchange
-from runner.serving.launch import BackgroundServer, ServerOptions
+from runner.serving.launch import BackgroundServer, ServerOptions, told
 from runner.serving.records import Request
 from runner.serving.refs import Served
 
@@ -63,7 +63,29 @@ def replay(
         answers = _send_all(sides, requests, options)
         for side in sides:
             side.close()
+        _check_alive(sides, answers)
     return _report(requests, candidate, baseline, answers, options)
+
+
+def _ended(side: Side) -> int | None:
+    """The side's server's exit status when it has ended (negative: the signal that ended it), else None."""
+    process = side.server.process
+    return None if process is None else process.poll()
+
+
+def _check_alive(sides: list[Side], answers: list[list[Sent]]) -> None:
+    """ReplayError (one line) when a side's server ended during the replay: what it said last, how many
+    requests it answered, where its log is. Its answers after that say nothing of the model."""
+    for side, sent in zip(sides, answers):
+        status = _ended(side)
+        if status is None:
+            continue
+        how = f"killed by signal {-status}" if status < 0 else f"exit {status}"
+        answered = sum(1 for item in sent if item.status != 0)
+        raise ReplayError(
+            f"{side.server.served.label}'s model server ended during the replay ({how}) after answering {answered} of"
+            f" {len(sent)} requests: {told(side.server.tail)} (log: {side.server.log})"
+        )
 
 
 def _start(
@@ -141,7 +163,7 @@ def _send_all(sides: list[Side], requests: list[Request], options: ReplayOptions
     answers: list[list[Sent]] = [[NO_ANSWER] * len(requests) for _ in sides]
 
     def one(index: int) -> None:
-        if time.monotonic() > deadline:
+        if time.monotonic() > deadline or any(_ended(side) is not None for side in sides):  # nothing more to learn
             return
         request = requests[index]
         paths = [side.path(request) for side in sides]

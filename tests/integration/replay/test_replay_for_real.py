@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -150,3 +151,55 @@ def test_bad_request_files_are_one_line_before_any_server_starts(home, tmp_path,
     path.write_text(content)
     done = replay(home, str(path), "--candidate", f"{NAME}@v1")
     assert done.returncode == 33 and words in done.stderr and "Traceback" not in done.stderr
+
+
+def _server_of(role: str, ancestor: int) -> int | None:
+    """The pid of the model server a replay under `ancestor` started for `role` (candidate, baseline)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = open(f"/proc/{entry}/cmdline", "rb").read().split(b"\0")
+            parent = int(open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == ancestor and b"runner.serving.server" in argv and any(f"/{role}/".encode() in a for a in argv):
+            return int(entry)
+    return None
+
+
+def test_a_server_that_dies_during_the_replay_is_one_line_with_its_log_and_the_rest_unsent(home, tmp_path):
+    rows = np.random.default_rng(5).random((4000, 64)).round(3).tolist()
+    path = tmp_path / "many.jsonl"
+    path.write_text(
+        "".join(json.dumps({"id": f"r-{i}", "body": {"instances": [row]}}) + "\n" for i, row in enumerate(rows))
+    )
+    env = {**os.environ, "TFTRAIN_HOME": str(home), "TFTRAIN_CACHE_DIR": str(lasting_cache_path())}
+    command = [
+        TFTRAIN,
+        "replay",
+        str(path),
+        "--candidate",
+        f"{NAME}@v2",
+        "--baseline",
+        f"{NAME}@v1",
+        "--concurrency",
+        "1",
+    ]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as replaying:
+        assert replaying.stdout is not None and replaying.stderr is not None
+        for line in replaying.stdout:  # "replay: 4000 requests to …": both servers are up, the sending starts
+            if line.startswith("replay: 4000 requests"):
+                break
+        victim = _server_of("candidate", replaying.pid)
+        assert victim is not None
+        os.kill(victim, 9)
+        out, err = replaying.communicate(timeout=300)
+    assert replaying.returncode == 33, out + err
+    [said] = [line for line in err.splitlines() if line.startswith("tftrain: error:")]
+    assert f"{NAME}@v2's model server ended during the replay (killed by signal 9) after answering" in said
+    log = said.rsplit("(log: ", 1)[1].rstrip(")")
+    assert log.endswith("candidate.log") and os.path.isfile(log)  # kept: the replay failed
+    answered = int(said.split("after answering ")[1].split(" ")[0])
+    assert answered < 4000 and "Traceback" not in err
+    shutil.rmtree(os.path.dirname(log))

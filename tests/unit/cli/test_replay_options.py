@@ -65,3 +65,18 @@ def test_a_report_file_that_cannot_be_written_is_one_line(tmp_path, monkeypatch,
 def test_the_report_file_is_written_whole(tmp_path):
     replay.write_report(tmp_path / "replay.json", '{"answered": 1}\n')
     assert (tmp_path / "replay.json").read_text() == '{"answered": 1}\n'
+
+
+def test_the_servers_logs_are_kept_only_when_the_error_names_one():
+    with replay.servers_logs() as logs:
+        (logs / "candidate.log").write_text("served")
+    assert not logs.exists()
+    with pytest.raises(UsageError):
+        with replay.servers_logs() as logs:
+            raise UsageError("the two versions take different inputs")
+    assert not logs.exists()
+    with pytest.raises(UsageError):
+        with replay.servers_logs() as logs:
+            raise UsageError(f"m@v2's model server ended during the replay (exit 1): … (log: {logs}/candidate.log)")
+    assert logs.is_dir()
+    logs.rmdir()

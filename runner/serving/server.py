@@ -306,7 +306,11 @@ def serve(
     )
     for quiet in ("uvicorn.access", "kserve.trace"):  # a line per request costs more than the request
         logging.getLogger(quiet).setLevel(logging.WARNING)
+    dropped = supervision.DroppedAtShutdown()  # requests cancelled at shutdown: one line, not a traceback each
+    logging.getLogger("uvicorn.error").addFilter(dropped)
     server.start([served])
+    if dropped.said():
+        print(dropped.said(), flush=True)
     return 0
 
 

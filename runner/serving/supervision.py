@@ -9,6 +9,7 @@ it is gone. Standard library only: both sides import it.
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import re
 import signal
@@ -176,3 +177,25 @@ def end_descendants(group: int | None = None, seconds: float = 5.0) -> None:
                 os.waitpid(pid, 0)
             except ChildProcessError:  # reaped already (a Popen's wait)
                 time.sleep(0.01)
+
+
+class DroppedAtShutdown(logging.Filter):
+    """uvicorn's "Exception in ASGI application" with a traceback, once for every request still being
+    received when the server stops (a client that sent half a body, then nothing): those requests can
+    never be answered. Counted here instead, and said in one line (`said()`) when the server has ended."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dropped = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if error is not None and type(error).__name__ == "CancelledError":  # asyncio's, however imported
+            self.dropped += 1
+            return False
+        return True
+
+    def said(self) -> str | None:
+        if not self.dropped:
+            return None
+        return f"tftrain-serve: {self.dropped} requests still arriving when the server stopped were dropped unanswered"

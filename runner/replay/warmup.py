@@ -113,8 +113,8 @@ def check_expressible(signature: Signature) -> None:
 def write_warmup(requests: Iterable[Request], out: Path, signature: Signature, model_name: str, logger=None) -> int:
     """The requests that fit `signature` as a warmup file at `out` (a new file: an existing one is
     FileExistsError, one that cannot be written OSError, nothing left), written with TensorFlow's
-    TFRecordWriter; how many records. The summary line
-    (written, left out and why) goes to `logger.info`. RequestsError when none fits: nothing written."""
+    TFRecordWriter; how many records. The summary line (written, left out and why) goes to
+    `logger.info`. RequestsError when none fits: nothing written."""
     check_expressible(signature)
     selection = select(requests, signature)
     if not selection.chosen:

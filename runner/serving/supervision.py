@@ -180,9 +180,10 @@ def end_descendants(group: int | None = None, seconds: float = 5.0) -> None:
 
 
 class DroppedAtShutdown(logging.Filter):
-    """uvicorn's "Exception in ASGI application" with a traceback, once for every request still being
-    received when the server stops (a client that sent half a body, then nothing): those requests can
-    never be answered. Counted here instead, and said in one line (`said()`) when the server has ended."""
+    """The tracebacks of tasks cancelled as the server stops, on uvicorn's logger: "Exception in ASGI
+    application", once for every request still being received (a client that sent half a body, then
+    nothing: it can never be answered), counted and said in one line (`said()`) when the server has
+    ended; and the lifespan's (Starlette sends its traceback as text), shutdown's noise, left out."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -190,10 +191,16 @@ class DroppedAtShutdown(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
-        if error is not None and type(error).__name__ == "CancelledError":  # asyncio's, however imported
+        text = str(record.msg)
+        if error is not None:
+            cancelled = type(error).__name__ == "CancelledError"  # asyncio's, however imported
+        else:
+            cancelled = text.startswith("Traceback") and text.rstrip().endswith("CancelledError")
+        if not cancelled:
+            return True
+        if text.startswith("Exception in ASGI application"):
             self.dropped += 1
-            return False
-        return True
+        return False
 
     def said(self) -> str | None:
         if not self.dropped:

@@ -20,4 +20,8 @@ def test_requests_cancelled_at_shutdown_are_counted_not_logged_with_tracebacks()
     assert not dropped.filter(record("Exception in ASGI application\n", asyncio.CancelledError()))
     assert dropped.filter(record("Exception in ASGI application\n", ValueError("a real error stays")))
     assert dropped.filter(record("Shutting down", None))
+    lifespan = "Traceback (most recent call last):\n  File ..., in lifespan\nasyncio.exceptions.CancelledError\n"
+    assert not dropped.filter(record(lifespan, None))  # Starlette's lifespan, as text: noise, not a request
+    assert not dropped.filter(record("Exception in 'lifespan' protocol\n", asyncio.CancelledError()))
+    assert dropped.filter(record("Traceback (most recent call last):\nValueError: kept\n", None))
     assert dropped.said() == "tftrain-serve: 2 requests still arriving when the server stopped were dropped unanswered"

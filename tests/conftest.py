@@ -21,17 +21,59 @@ TFTRAIN = str(Path(sys.executable).parent / "tftrain")
 UNIT = REPO / "tests" / "unit"
 
 
-def pytest_collection_modifyitems(items):
-    """tests/integration is the integration suite; tests/unit is held pure (tests/purity.py)."""
+# The fixtures that reach the Docker daemon (item.fixturenames holds what a test asks for, all the way down).
+DOCKER_FIXTURES = {"docker_client", "registry"}
+NO_DOCKER = "unix:///no-docker/the-test-asks-for-no-docker-fixture.sock"
+
+
+@pytest.hookimpl(wrapper=True)  # around pytest-xdist's, which reads the groups
+def pytest_collection_modifyitems(config, items):
+    """tests/integration is the integration suite; tests/unit is held pure (tests/purity.py).
+
+    scripts/test runs the suite in two pytest-xdist workers (`--dist loadgroup`); each group below
+    runs whole, in order, on one of them: the tests that hold the Slurm cluster ("slurm": one job
+    at a time on its two nodes), the tests that use Docker ("docker": one worker owns the daemon and
+    cleans it, tests/docker_images.py), and every other module on its own (its module-scoped
+    fixtures built once). A test that asks for no Docker fixture gets no Docker (DOCKER_HOST points
+    nowhere): one that reached the daemon anyway would race the cleaning, so it fails instead."""
     for item in items:
         if UNIT in item.path.parents and not item.get_closest_marker("integration"):
             item.fixturenames.insert(0, "pure")
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))  # test files have unique names
         elif REPO / "tests" / "integration" in item.path.parents:
             item.add_marker(pytest.mark.integration)
             if "slurm_cluster" in item.fixturenames:
-                item.add_marker(pytest.mark.slurm)  # scripts/test runs these beside the rest
-            else:
+                item.add_marker(pytest.mark.slurm)
+                item.add_marker(pytest.mark.xdist_group("slurm"))
+                item.fixturenames.insert(0, "no_docker")
+            elif DOCKER_FIXTURES & set(item.fixturenames) or item.get_closest_marker("docker"):
+                item.add_marker(pytest.mark.docker)
+                item.add_marker(pytest.mark.xdist_group("docker"))
                 item.fixturenames.insert(0, "leaves_no_images")
+            else:
+                item.add_marker(pytest.mark.xdist_group(item.path.stem))  # test files have unique names
+                item.fixturenames.insert(0, "no_docker")
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # the two long groups first, one on each worker (--no-loadscope-reorder)
+        items.sort(key=lambda item: (not item.get_closest_marker("docker"), not item.get_closest_marker("slurm")))
+    yield
+
+
+def pytest_xdist_node_collection_finished(node, ids):
+    """pytest-xdist groups by a suffix it writes into each test's id ("…::test@docker"), which pytest
+    9.2 no longer keeps: its tests would then be spread one by one, the Docker tests racing each
+    other's cleaning. Every test here has a group, so none having one is that."""
+    if node.config.getoption("dist") == "loadgroup" and ids and not any("@" in nodeid for nodeid in ids):
+        pytest.exit(
+            "pytest-xdist did not group the tests: --dist loadgroup needs pytest < 9.2 until"
+            " pytest-dev/pytest-xdist#1386 is fixed (scripts/requirements.txt pins it)",
+            returncode=4,
+        )
+
+
+@pytest.fixture
+def no_docker(monkeypatch):
+    """The test and what it starts find no Docker daemon (tests/conftest.py's pytest_collection_modifyitems)."""
+    monkeypatch.setenv("DOCKER_HOST", NO_DOCKER)
 
 
 @pytest.fixture(scope="session")
@@ -58,11 +100,17 @@ def leaves_no_images(images_client):
 
 @pytest.fixture(scope="session")
 def env_cache(tmp_path_factory) -> Path:
-    """One virtualenv cache for the session: the example's environment is built once. scripts/test
-    gives its two pytests (the Slurm tests beside the rest) one cache (TFTRAIN_TEST_ENV_CACHE):
-    an environment is built under a lock, so the second waits for the first's build."""
+    """One virtualenv cache for the run: the example's environment is built once. pytest-xdist's
+    workers share one (beside their own base directories; TFTRAIN_TEST_ENV_CACHE names another): an
+    environment is built under a lock, so a second worker waits for the first's build."""
     shared = os.environ.get("TFTRAIN_TEST_ENV_CACHE")
-    return Path(shared) if shared else tmp_path_factory.mktemp("env-cache")
+    if shared:
+        return Path(shared)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        path = tmp_path_factory.getbasetemp().parent / "env-cache"
+        path.mkdir(exist_ok=True)
+        return path
+    return tmp_path_factory.mktemp("env-cache")
 
 
 @pytest.fixture

@@ -247,6 +247,8 @@ def _rsa() -> str:
         (_rsa(), "RSAPrivateKey key: model signing takes an EC key"),
         (pem_pair(ec.SECP256K1())[0], "on secp256k1"),
     ],
+    # ids of their own: the generated keys differ in each pytest-xdist worker, which must collect the same tests
+    ids=["empty", "blank", "not-base64", "no-pem", "too-long", "encrypted", "rsa", "secp256k1"],
 )
 def test_a_bad_key_is_one_line_that_never_shows_it(tmp_path, value, words):
     with pytest.raises(SignatureError) as caught:

@@ -1,7 +1,12 @@
 """Start `python -m runner.serving.model_check` in a process of its own on this machine: its output
 into a log, a time limit, its whole process group gone afterwards. A warm probe is started during
 the training once a CPU sits idle (runner.serving.prestart), at the lowest priority, and imports
-TensorFlow while the training runs; the check's arguments reach it on stdin once the training completed."""
+TensorFlow while the training runs; the check's arguments reach it on stdin once the training completed.
+
+Its TMPDIR is a folder beside its log, removed once it has ended: TensorFlow's autograph writes a
+source file there for each function it converts (the model's signatures) and removes it only at
+interpreter exit, which the probe skips (os._exit) or never reaches when it is killed — two files
+left in the machine's /tmp by every gate otherwise."""
 
 from __future__ import annotations
 
@@ -17,11 +22,23 @@ from pathlib import Path
 PROBE_MODULE = "runner.serving.model_check"
 
 
+def scratch(log: Path) -> Path:
+    """The probe's TMPDIR (the module's docstring says why)."""
+    return log.with_name(f".{log.name}.tmp")
+
+
 def _start(
     python: str, args: list[str], pythonpath: Path | None, log: Path, stdin, nice: bool = False
 ) -> subprocess.Popen:
+    scratch(log).mkdir(exist_ok=True)
     # the gate checks on the CPU: a GPU the training used may still be held, and is not needed for one sample
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "-1"}
+    env = {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "CUDA_VISIBLE_DEVICES": "-1",
+        "TMPDIR": str(scratch(log)),
+    }
     if pythonpath is not None:
         env["PYTHONPATH"] = str(pythonpath)
     prefix = ["nice", "-n", "19"] if nice and shutil.which("nice") else []
@@ -36,13 +53,14 @@ def _start(
         )
 
 
-def _finish(process: subprocess.Popen, timeout: float) -> int | None:
+def _finish(process: subprocess.Popen, timeout: float, log: Path) -> int | None:
     try:
         return process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         return None
     finally:
         stop(process)
+        shutil.rmtree(scratch(log), ignore_errors=True)
 
 
 def stop(process: subprocess.Popen) -> None:
@@ -61,14 +79,14 @@ def stop(process: subprocess.Popen) -> None:
 
 def run_probe(python: str, args: list[str], pythonpath: Path | None, log: Path, timeout: float) -> int | None:
     """The probe's exit status; None when it ran past `timeout` (it is killed)."""
-    return _finish(_start(python, args, pythonpath, log, subprocess.DEVNULL), timeout)
+    return _finish(_start(python, args, pythonpath, log, subprocess.DEVNULL), timeout, log)
 
 
 class WarmProbe:
     """A probe that imports TensorFlow while the training runs (nice 19: it yields the CPU)."""
 
     def __init__(self, python: str, pythonpath: Path | None, log: Path) -> None:
-        self.python, self.pythonpath = python, pythonpath
+        self.python, self.pythonpath, self.log = python, pythonpath, log
         self.process = _start(python, ["warm"], pythonpath, log, subprocess.PIPE, nice=True)
 
     def run(self, args: list[str], timeout: float) -> int | None:
@@ -78,11 +96,12 @@ class WarmProbe:
             self.process.stdin.close()
         except (BrokenPipeError, OSError):  # it died while warming: the exit status tells
             pass
-        return _finish(self.process, timeout)
+        return _finish(self.process, timeout, self.log)
 
     def close(self) -> None:
         if self.process.poll() is None or self.process.returncode is None:
             stop(self.process)
+        shutil.rmtree(scratch(self.log), ignore_errors=True)
 
 
 class Warming:

@@ -85,7 +85,13 @@ def test_the_stdlib_reader_agrees_with_tensorflow(project, tmp_path, home):
     assert read == recorded
 
 
-def test_a_keras_file_in_the_model_directory_is_checked_and_synthesised(project, tmp_path, home):
+def test_a_keras_file_in_the_model_directory_is_checked_and_synthesised(project, tmp_path, home, monkeypatch):
+    """…and nothing is left in the machine's temporary folder: TensorFlow's autograph writes a source
+    file for each function it converts (the .keras model's signature) and removes it at interpreter
+    exit, which the gate's process skips (os._exit): every such gate left two files in /tmp."""
+    machine_tmp = tmp_path / "machine-tmp"
+    machine_tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(machine_tmp))
     result = tftrain("run", "-f", str(_project(project, tmp_path, "keras")))
     assert result.returncode == 0, result.stderr[-2000:]
     serving = _version(home)["serving"]
@@ -94,6 +100,8 @@ def test_a_keras_file_in_the_model_directory_is_checked_and_synthesised(project,
         "digits.keras",
         "synthesised from the signature",
     )
+    assert sorted(path.name for path in machine_tmp.iterdir()) == []
+    assert not list((home / "runs").rglob("*.tmp"))  # nor in the run, once the gate has ended
 
 
 @pytest.mark.parametrize(

@@ -46,9 +46,10 @@ for epoch in range(1, 4):
     total = sum(float(train_step(iterator)) for _ in range(20)) / 20
     print(f"epoch {epoch}: loss={total:.4f}", flush=True)
 
-# Every worker saves (collective ops); only the chief's copy is kept.
+# Every worker saves (collective ops); only the chief's copy is kept, the others' removed at once.
 chief = task["index"] == 0
-target = "outputs/model" if chief else tempfile.mkdtemp()
-os.makedirs(target, exist_ok=True)
-model.save(os.path.join(target, "model.keras"))
+with tempfile.TemporaryDirectory() as scratch:
+    target = "outputs/model" if chief else scratch
+    os.makedirs(target, exist_ok=True)
+    model.save(os.path.join(target, "model.keras"))
 print(f"worker {task['index']} saved to {'outputs/model' if chief else 'a temporary directory'}")

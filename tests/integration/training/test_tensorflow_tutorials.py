@@ -64,7 +64,18 @@ def test_multi_worker_tutorial_on_two_slurm_nodes(repo, cli, home, tmp_path, slu
     assert queued() == []
 
 
-def test_parameter_server_tutorials_fit_path(repo, cli, home, tmp_path):
+@pytest.fixture
+def tutorials_working_dir():
+    """The tutorial's cells write their callbacks' files under /tmp/my_working_dir (examples' NOTICE.md):
+    removed after the test when it was not there before."""
+    working_dir = Path("/tmp/my_working_dir")
+    there = working_dir.exists()
+    yield
+    if not there:
+        shutil.rmtree(working_dir, ignore_errors=True)
+
+
+def test_parameter_server_tutorials_fit_path(repo, cli, home, tmp_path, tutorials_working_dir):
     result = cli("run", "-f", str(example(repo, tmp_path, "tf-tutorial-parameter-server")), timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     assert (

@@ -27,6 +27,10 @@ STATE_EVERY = 0.5  # seconds between two questions to slurmctld
 SILENT_SECONDS = 60.0  # slurmctld not answering this long: the job is lost to tftrain
 ASK_SECONDS = jobs.COMMAND_SECONDS + 5.0  # the longest wait for a fresh answer
 GONE_WAIT_SECONDS = 30.0  # after the kill, how long to wait for Slurm to end the job
+# every task has exited: what is left (srun's teardown, the batch script's last line, the epilog) is
+# let end by itself this long before a scancel, which would make Slurm's record of a job that
+# completed say CANCELLED (seen under load: sacct's State for a finished training)
+ENDING_SECONDS = 30.0
 REASON_CHARS = 200  # of Slurm's pending reason, kept in the run's record
 UNSEEN_SECONDS = 60.0  # a PENDING job without a reason is not yet looked at: Slurm's default sched_interval to do so
 
@@ -310,6 +314,16 @@ class JobWatch:
         except Vanished:  # ControllerSilent too
             return None
 
+    def _ending(self, force: threading.Event) -> JobInfo | None:
+        """The job's state once it has ended by itself, or ENDING_SECONDS later (every task has exited)."""
+        deadline = time.monotonic() + ENDING_SECONDS
+        info = self.state(fresh=True)
+        while info is not None and not info.state.ended and time.monotonic() < deadline:
+            if force.wait(STATE_EVERY):
+                break
+            info = self.state(fresh=True)
+        return info
+
     def _cancel_unseen(self, silent: ControllerSilent) -> None:
         """scancel, once, for a job slurmctld says nothing about; the console says what is known."""
         self.canceled = True
@@ -324,10 +338,14 @@ class JobWatch:
 
     def _stop(self, grace: float, force: threading.Event) -> None:
         info = self.state(fresh=True)
+        started = info is not None and info.state != JobState.PENDING
+        exited = started and all(code is not None for _, code in self.codes())
+        if exited:
+            info = self._ending(force)
         if info is not None and not info.state.ended:
             self.canceled = True
-            if info.state == JobState.PENDING:
-                grace = 0.0  # nothing runs yet: nothing to let end well
+            if not started or exited:
+                grace = 0.0  # nothing runs yet, or no task is left: nothing to let end well
             else:
                 jobs.cancel(self.job_id, "TERM")
             deadline = time.monotonic() + grace

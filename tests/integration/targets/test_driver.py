@@ -23,7 +23,9 @@ from watching import alive, leftover_containers, wait_for
 
 from runner.errors import TrainingCanceled, TrainingFailed, TrainingTimedOut
 
-pytestmark = pytest.mark.integration
+# the docker and pool targets' Docker fixtures are asked for inside `driver` (request.getfixturevalue),
+# which tests/conftest.py cannot see: the whole table runs with the tests that use Docker
+pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
 RUN_ID = "drv-1"
 

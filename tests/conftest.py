@@ -26,8 +26,8 @@ DOCKER_FIXTURES = {"docker_client", "registry"}
 NO_DOCKER = "unix:///no-docker/the-test-asks-for-no-docker-fixture.sock"
 
 
-@pytest.hookimpl(wrapper=True)  # around pytest-xdist's, which reads the groups
-def pytest_collection_modifyitems(config, items):
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the groups, and -m, which reads the marks
+def pytest_collection_modifyitems(items):
     """tests/integration is the integration suite; tests/unit is held pure (tests/purity.py).
 
     scripts/test runs the suite in two pytest-xdist workers (`--dist loadgroup`); each group below
@@ -55,7 +55,6 @@ def pytest_collection_modifyitems(config, items):
                 item.fixturenames.insert(0, "no_docker")
     if os.environ.get("PYTEST_XDIST_WORKER"):  # the two long groups first, one on each worker (--no-loadscope-reorder)
         items.sort(key=lambda item: (not item.get_closest_marker("docker"), not item.get_closest_marker("slurm")))
-    yield
 
 
 def pytest_xdist_node_collection_finished(node, ids):

@@ -338,13 +338,13 @@ class JobWatch:
 
     def _stop(self, grace: float, force: threading.Event) -> None:
         info = self.state(fresh=True)
-        started = info is not None and info.state != JobState.PENDING
-        exited = started and all(code is not None for _, code in self.codes())
+        pending = info is not None and info.state == JobState.PENDING
+        exited = info is not None and not pending and all(code is not None for _, code in self.codes())
         if exited:
             info = self._ending(force)
         if info is not None and not info.state.ended:
             self.canceled = True
-            if not started or exited:
+            if pending or exited:
                 grace = 0.0  # nothing runs yet, or no task is left: nothing to let end well
             else:
                 jobs.cancel(self.job_id, "TERM")

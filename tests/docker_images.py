@@ -27,7 +27,7 @@ def client_or_none():
     import docker
 
     try:
-        client = docker.DockerClient(base_url=f"unix://{SOCKET}", timeout=10)
+        client = docker.DockerClient(base_url=f"unix://{SOCKET}", timeout=120)  # removing a large image takes long
         client.ping()
         return client
     except docker.errors.DockerException:

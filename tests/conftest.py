@@ -121,6 +121,15 @@ def home(tmp_path, monkeypatch, env_cache) -> Path:
 
 
 @pytest.fixture
+def machine_tmp(tmp_path, monkeypatch) -> Path:
+    """The machine's temporary folder for the test's processes (TMPDIR), empty: what is left there after is a leak."""
+    path = tmp_path / "machine-tmp"
+    path.mkdir()
+    monkeypatch.setenv("TMPDIR", str(path))
+    return path
+
+
+@pytest.fixture
 def project(tmp_path):
     """project(script, manifest_yaml) → path of a tftrain.yml next to src/train.py."""
 

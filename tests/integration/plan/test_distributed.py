@@ -98,10 +98,7 @@ def test_legacy_cluster_spec_scripts_see_the_cluster(project, cli, home):
     assert all(v["ps"] == views[0]["ps"] and v["ps"][0] in lock for v in views)
 
 
-def test_multi_worker_mirrored(repo, cli, home, tmp_path, monkeypatch):
-    machine_tmp = tmp_path / "machine-tmp"  # the worker's copy of the model (and the gate's files) not left there
-    machine_tmp.mkdir()
-    monkeypatch.setenv("TMPDIR", str(machine_tmp))
+def test_multi_worker_mirrored(repo, cli, home, machine_tmp):  # the worker's copy of the model not left there
     stdout, logs = run_example(cli, repo, home, "multi-worker", 600)
     assert "worker 0 of 2 replicas" in (logs / "0.log").read_text()
     assert "worker 1 of 2 replicas" in (logs / "1.log").read_text()

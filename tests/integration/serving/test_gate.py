@@ -85,13 +85,10 @@ def test_the_stdlib_reader_agrees_with_tensorflow(project, tmp_path, home):
     assert read == recorded
 
 
-def test_a_keras_file_in_the_model_directory_is_checked_and_synthesised(project, tmp_path, home, monkeypatch):
+def test_a_keras_file_in_the_model_directory_is_checked_and_synthesised(project, tmp_path, home, machine_tmp):
     """…and nothing is left in the machine's temporary folder: TensorFlow's autograph writes a source
     file for each function it converts (the .keras model's signature) and removes it at interpreter
     exit, which the gate's process skips (os._exit): every such gate left two files in /tmp."""
-    machine_tmp = tmp_path / "machine-tmp"
-    machine_tmp.mkdir()
-    monkeypatch.setenv("TMPDIR", str(machine_tmp))
     result = tftrain("run", "-f", str(_project(project, tmp_path, "keras")))
     assert result.returncode == 0, result.stderr[-2000:]
     serving = _version(home)["serving"]

@@ -9,8 +9,6 @@ import threading
 from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
-
 from runner.settings import LoggerSettings
 from runner.targets.slurm import watch as watch_module
 from runner.targets.slurm.jobs import JobInfo, JobState
@@ -59,9 +57,8 @@ def test_one_that_does_not_end_is_canceled_after_a_while(monkeypatch, tmp_path):
     assert cluster.canceled == [None] and watch.canceled  # no SIGTERM first: no task is left to end well
 
 
-@pytest.mark.parametrize("exited", [False])
-def test_a_task_still_running_is_stopped_as_before(monkeypatch, tmp_path, exited):
+def test_a_task_still_running_is_stopped_as_before(monkeypatch, tmp_path):
     cluster = Cluster(monkeypatch, JobState.RUNNING)
-    watch = watch_of(tmp_path, exited)
+    watch = watch_of(tmp_path, exited=False)
     watch.stop(0.05, threading.Event())
     assert cluster.canceled == ["TERM", None] and watch.canceled
